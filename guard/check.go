@@ -1,0 +1,310 @@
+package guard
+
+import (
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// deniedEnvPrefixes are always denied, whatever the policy lists.
+var deniedEnvPrefixes = []string{"LD_", "DYLD_", "SANDBOXFLOW_"}
+
+// Check applies the policy to a request for the named backend. It returns the normalized request
+// with its effective limits and digest, or a ToolUsageError (bad code, language, names, env) or a
+// ConfigError (limits or network beyond the policy).
+func (p Policy) Check(req Request, backend string) (Checked, error) {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return Checked{}, err
+	}
+	lang := req.Language
+	if lang == "" {
+		lang = Python
+	}
+	c := Checked{
+		Language:       lang,
+		Code:           req.Code,
+		Network:        req.Network,
+		Backend:        backend,
+		CaptureContent: req.CaptureContent,
+		Metadata:       req.Metadata,
+	}
+	for _, name := range sortedKeys(req.Files) {
+		c.Files = append(c.Files, InputFile{Name: name, Content: req.Files[name]})
+	}
+	for _, name := range sortedKeys(req.Env) {
+		c.Env = append(c.Env, EnvVar{Name: name, Value: req.Env[name]})
+	}
+	limits, err := p.effectiveLimits(req.Limits)
+	if err != nil {
+		return Checked{}, err
+	}
+	c.Limits = limits
+	if err := p.checkContent(&c); err != nil {
+		return Checked{}, err
+	}
+	c.Digest = Digest(&c)
+	return c, nil
+}
+
+// Recheck applies the policy again to a request that was checked earlier (perhaps by another
+// worker, under an older policy), and verifies that its digest still matches what it holds. The
+// sandbox activity calls it before running anything.
+func (p Policy) Recheck(c Checked) error {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if !slices.IsSortedFunc(c.Files, func(a, b InputFile) int { return strings.Compare(a.Name, b.Name) }) ||
+		!slices.IsSortedFunc(c.Env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) }) {
+		return toolUsagef("files and env must be sorted by name")
+	}
+	for i := 1; i < len(c.Env); i++ {
+		if c.Env[i].Name == c.Env[i-1].Name {
+			return toolUsagef("env name %q is given twice", c.Env[i].Name)
+		}
+	}
+	if err := p.checkLimits(c.Limits); err != nil {
+		return err
+	}
+	if err := p.checkContent(&c); err != nil {
+		return err
+	}
+	if got := Digest(&c); got != c.Digest {
+		return configf("digest mismatch: the request encodes to %s but carries %s", got, c.Digest)
+	}
+	return nil
+}
+
+func (p Policy) checkContent(c *Checked) error {
+	if err := p.CheckCode(c.Code); err != nil {
+		return err
+	}
+	if c.Backend == "" {
+		return configf("no backend named for the request")
+	}
+	if !slices.Contains(p.Languages, c.Language) {
+		return toolUsagef("language %q is not offered here (offered: %s)", c.Language, strings.Join(p.Languages, ", "))
+	}
+	if c.Network && !p.AllowNetwork {
+		return configf("network was requested but the policy forbids it")
+	}
+	if err := p.checkInputFiles(c.Files); err != nil {
+		return err
+	}
+	return p.checkEnv(c.Env)
+}
+
+// CheckCode reports a ToolUsageError for code that is empty, not valid UTF-8, holds a NUL byte or
+// is over the policy's size.
+func (p Policy) CheckCode(code string) error {
+	p = p.WithDefaults()
+	switch {
+	case strings.TrimSpace(code) == "":
+		return toolUsagef("code is empty")
+	case len(code) > p.MaxCodeBytes:
+		return toolUsagef("code is %d bytes, over the limit of %d", len(code), p.MaxCodeBytes)
+	case !utf8.ValidString(code):
+		return toolUsagef("code is not valid UTF-8")
+	case strings.IndexByte(code, 0) >= 0:
+		return toolUsagef("code contains a NUL byte")
+	}
+	return nil
+}
+
+func (p Policy) checkInputFiles(files []InputFile) error {
+	if len(files) > p.MaxInputFiles {
+		return toolUsagef("%d input files, over the limit of %d", len(files), p.MaxInputFiles)
+	}
+	var total int64
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		total += int64(len(f.Content))
+		names = append(names, f.Name)
+	}
+	if total > p.MaxInputBytes {
+		return toolUsagef("input files hold %d bytes, over the limit of %d", total, p.MaxInputBytes)
+	}
+	if err := CheckFileNames(names); err != nil {
+		return &ToolUsageError{Msg: "input " + err.Error()}
+	}
+	return nil
+}
+
+func (p Policy) checkEnv(env []EnvVar) error {
+	if len(env) > p.MaxEnvVars {
+		return toolUsagef("%d env vars, over the limit of %d", len(env), p.MaxEnvVars)
+	}
+	size := 0
+	for _, e := range env {
+		if err := p.CheckEnvName(e.Name); err != nil {
+			return err
+		}
+		if strings.IndexByte(e.Value, 0) >= 0 {
+			return toolUsagef("env %s: value contains a NUL byte", e.Name)
+		}
+		if !utf8.ValidString(e.Value) {
+			return toolUsagef("env %s: value is not valid UTF-8", e.Name)
+		}
+		size += len(e.Name) + len(e.Value)
+	}
+	if size > p.MaxEnvBytes {
+		return toolUsagef("env holds %d bytes, over the limit of %d", size, p.MaxEnvBytes)
+	}
+	return nil
+}
+
+// CheckEnvName reports a ToolUsageError for an env name that is not plain
+// ([A-Za-z_][A-Za-z0-9_]*) or that the policy does not allow.
+func (p Policy) CheckEnvName(name string) error {
+	p = p.WithDefaults()
+	if !envNameRE.MatchString(name) {
+		return toolUsagef("env name %q is not a plain name ([A-Za-z_][A-Za-z0-9_]*)", name)
+	}
+	upper := strings.ToUpper(name)
+	for _, prefix := range deniedEnvPrefixes {
+		if strings.HasPrefix(upper, prefix) {
+			return toolUsagef("env name %q is not allowed (names starting with %s are reserved)", name, prefix)
+		}
+	}
+	if slices.ContainsFunc(p.DeniedEnv, func(d string) bool { return strings.EqualFold(d, name) }) {
+		return toolUsagef("env name %q is not allowed by the policy", name)
+	}
+	if len(p.AllowedEnv) > 0 && !slices.Contains(p.AllowedEnv, name) {
+		return toolUsagef("env name %q is not in the policy's allowed list", name)
+	}
+	return nil
+}
+
+func (p Policy) effectiveLimits(req Limits) (Limits, error) {
+	l := Limits{
+		Timeout:           pick(req.Timeout, p.DefaultTimeout),
+		MaxStdoutBytes:    pick(req.MaxStdoutBytes, p.MaxStdoutBytes),
+		MaxStderrBytes:    pick(req.MaxStderrBytes, p.MaxStderrBytes),
+		MaxFiles:          pick(req.MaxFiles, p.MaxFiles),
+		MaxFileBytes:      pick(req.MaxFileBytes, p.MaxFileBytes),
+		MaxTotalFileBytes: pick(req.MaxTotalFileBytes, p.MaxTotalFileBytes),
+	}
+	return l, p.checkLimits(l)
+}
+
+func pick[T comparable](requested, def T) T {
+	var zero T
+	if requested == zero {
+		return def
+	}
+	return requested
+}
+
+func (p Policy) checkLimits(l Limits) error {
+	type lim struct {
+		name     string
+		got, max int64
+	}
+	for _, x := range []lim{
+		{"timeout", int64(l.Timeout), int64(p.MaxTimeout)},
+		{"max stdout bytes", l.MaxStdoutBytes, p.MaxStdoutBytes},
+		{"max stderr bytes", l.MaxStderrBytes, p.MaxStderrBytes},
+		{"max files", int64(l.MaxFiles), int64(p.MaxFiles)},
+		{"max file bytes", l.MaxFileBytes, p.MaxFileBytes},
+		{"max total file bytes", l.MaxTotalFileBytes, p.MaxTotalFileBytes},
+	} {
+		if x.got <= 0 {
+			return configf("limit %s must be positive, got %d", x.name, x.got)
+		}
+		if x.got > x.max {
+			if x.name == "timeout" {
+				return configf("timeout %s is over the policy's maximum of %s", l.Timeout, p.MaxTimeout)
+			}
+			return configf("limit %s %d is over the policy's maximum of %d", x.name, x.got, x.max)
+		}
+	}
+	return nil
+}
+
+// windowsDevices are names Windows resolves to devices whatever the folder or extension.
+var windowsDevices = func() map[string]bool {
+	m := map[string]bool{"CON": true, "PRN": true, "AUX": true, "NUL": true, "CONIN$": true, "CONOUT$": true, "CLOCK$": true}
+	for _, d := range "0123456789¹²³" {
+		m["COM"+string(d)] = true
+		m["LPT"+string(d)] = true
+	}
+	return m
+}()
+
+// CheckFileName reports why a file name is unsafe, or nil. A safe name is relative, clean
+// (path.Clean leaves it as it is), valid UTF-8, at most 255 bytes and 8 elements deep, and has no
+// empty, "." or ".." element, no drive or colon, no backslash, no control character, no element
+// that starts with "-" or ends with a dot or space, and no Windows device name.
+func CheckFileName(name string) error {
+	switch {
+	case name == "":
+		return toolUsagef("file name is empty")
+	case len(name) > DefaultMaxFileNameBytes:
+		return toolUsagef("file name %.40q... is %d bytes, over the limit of %d", name, len(name), DefaultMaxFileNameBytes)
+	case !utf8.ValidString(name):
+		return toolUsagef("file name %q is not valid UTF-8", name)
+	case strings.HasPrefix(name, "/"):
+		return toolUsagef("file name %q is absolute", name)
+	case strings.ContainsRune(name, '\\'):
+		return toolUsagef("file name %q contains a backslash", name)
+	case strings.ContainsRune(name, ':'):
+		return toolUsagef("file name %q contains a colon (drive or stream)", name)
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }):
+		return toolUsagef("file name %q contains a control character", name)
+	}
+	elems := strings.Split(name, "/")
+	if len(elems) > DefaultMaxFileNameDepth {
+		return toolUsagef("file name %.40q... is %d folders deep, over the limit of %d", name, len(elems), DefaultMaxFileNameDepth)
+	}
+	for _, e := range elems {
+		switch {
+		case e == "":
+			return toolUsagef("file name %q has an empty element", name)
+		case e == "..":
+			return toolUsagef("file name %q has a .. element", name)
+		case e == ".":
+			return toolUsagef("file name %q has a . element", name)
+		case strings.HasPrefix(e, "-"):
+			return toolUsagef("file name %q has an element starting with -", name)
+		case strings.HasSuffix(e, ".") || strings.HasSuffix(e, " "):
+			return toolUsagef("file name %q has an element ending with a dot or space", name)
+		}
+		base, _, _ := strings.Cut(e, ".")
+		if windowsDevices[strings.ToUpper(strings.TrimRight(base, " "))] {
+			return toolUsagef("file name %q is a device name", name)
+		}
+	}
+	if path.Clean(name) != name {
+		return toolUsagef("file name %q is not in clean form", name)
+	}
+	return nil
+}
+
+// CheckFileNames checks every name and reports two names that are equal, or differ only in case,
+// or where one is a folder of the other.
+func CheckFileNames(names []string) error {
+	seen := make(map[string]string, len(names))
+	for _, n := range names {
+		if err := CheckFileName(n); err != nil {
+			return err
+		}
+		key := strings.ToLower(n)
+		if prev, ok := seen[key]; ok {
+			return toolUsagef("file names %q and %q collide (equal when case is ignored)", prev, n)
+		}
+		seen[key] = n
+	}
+	for _, n := range names {
+		for dir := path.Dir(n); dir != "."; dir = path.Dir(dir) {
+			if prev, ok := seen[strings.ToLower(dir)]; ok {
+				return toolUsagef("file name %q is inside %q, which is a file", n, prev)
+			}
+		}
+	}
+	return nil
+}

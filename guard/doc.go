@@ -1,0 +1,17 @@
+// Package guard holds what sandboxflow decides before and after any code runs: the request an
+// orchestrator sends, the operator's policy and its limits, every input check, the digest a
+// reviewer approves, output truncation, the typed errors, and the wrapper that puts all of it around
+// a backend that is not trusted to honour any of it.
+//
+// It is pure Go: no Temporal and no Docker imports, so the same checks run in the workflow's
+// local activity, in the sandbox activity and in tests.
+//
+// The flow is:
+//
+//	checked, err := policy.Check(request, backendName) // ToolUsageError or ConfigError
+//	// ... a person approves checked.Digest ...
+//	result, err := guard.New(backend, policy).Run(ctx, checked)
+//
+// Run re-checks the request against the policy, re-computes the digest, runs the backend under a
+// backstop of timeout + grace and re-applies every output and file limit to what comes back.
+package guard

@@ -1,0 +1,126 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Type names of the errors as they cross Temporal: the Type of an application error. Any client, in
+// any language, can tell the errors apart by these strings.
+const (
+	TypeToolUsageError   = "ToolUsageError"
+	TypeConfigError      = "ConfigError"
+	TypeIntegrationError = "IntegrationError"
+	TypeApprovalDenied   = "ApprovalDenied"
+)
+
+// ToolUsageError reports bad code, language, file names or env in a request. The caller (usually a
+// model) can fix the request and try again. It is never retried.
+type ToolUsageError struct {
+	Msg string
+}
+
+func (e *ToolUsageError) Error() string { return "tool usage: " + e.Msg }
+
+// ConfigError reports bad limits or settings: a limit over the policy, network the policy forbids,
+// a missing image, the local backend without its flag. It is never retried.
+type ConfigError struct {
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return "config: " + e.Msg }
+
+// IntegrationError reports that a backend failed: the daemon was unreachable, a container could not
+// start, the result was unreadable, or the outcome is unknown.
+//
+// CodeMayHaveStarted says whether the code could have begun to run before the failure. An error
+// with it false may be retried; one with it true never is, so that code runs at most once per
+// approval.
+type IntegrationError struct {
+	Op                 string
+	Err                error
+	CodeMayHaveStarted bool
+}
+
+func (e *IntegrationError) Error() string {
+	if e.Err == nil {
+		return "integration: " + e.Op
+	}
+	return fmt.Sprintf("integration: %s: %v", e.Op, e.Err)
+}
+
+func (e *IntegrationError) Unwrap() error { return e.Err }
+
+// Denial reasons carried by ApprovalDenied.
+const (
+	DeniedByReviewer = "denied"
+	DeniedExpired    = "expired"
+)
+
+// ApprovalDenied reports that a run was not approved: a reviewer denied it (Reason "denied") or no
+// decision came before the approval timeout (Reason "expired"). Nothing ran.
+type ApprovalDenied struct {
+	Reason   string
+	Reviewer string
+	Message  string
+}
+
+func (e *ApprovalDenied) Error() string {
+	switch {
+	case e.Reason == DeniedByReviewer && e.Message != "":
+		return fmt.Sprintf("approval denied by %s: %s", e.Reviewer, e.Message)
+	case e.Reason == DeniedByReviewer:
+		return fmt.Sprintf("approval denied by %s", e.Reviewer)
+	case e.Message != "":
+		return "approval " + e.Reason + ": " + e.Message
+	default:
+		return "approval " + e.Reason
+	}
+}
+
+func toolUsagef(format string, args ...any) error {
+	return &ToolUsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+func configf(format string, args ...any) error {
+	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// TypeOf returns the Temporal type name of err's first typed guard error, or "" if it has none.
+func TypeOf(err error) string {
+	var (
+		tu *ToolUsageError
+		ce *ConfigError
+		ie *IntegrationError
+		ad *ApprovalDenied
+	)
+	switch {
+	case errors.As(err, &tu):
+		return TypeToolUsageError
+	case errors.As(err, &ce):
+		return TypeConfigError
+	case errors.As(err, &ad):
+		return TypeApprovalDenied
+	case errors.As(err, &ie):
+		return TypeIntegrationError
+	}
+	return ""
+}
+
+// Retryable reports whether err may be retried without risking a second run of approved code.
+// It is the one place that decides: ToolUsageError, ConfigError and ApprovalDenied never are; an
+// IntegrationError is only while the code cannot have started; any other error is treated as an
+// outcome-unknown failure and is not retried.
+func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch TypeOf(err) {
+	case TypeIntegrationError:
+		var ie *IntegrationError
+		errors.As(err, &ie)
+		return !ie.CodeMayHaveStarted
+	default:
+		return false
+	}
+}

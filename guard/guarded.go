@@ -1,0 +1,165 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Backend runs one checked request and returns its result, or an error when the backend itself
+// failed (an IntegrationError, or a ConfigError for a setting it cannot honour). A timeout is a
+// result with TimedOut set. Implementations must stop the code when ctx is done.
+type Backend interface {
+	// Name identifies the backend; it is part of the digest.
+	Name() string
+	Run(ctx context.Context, c Checked) (Result, error)
+}
+
+// Guarded wraps a backend it does not trust: before a run it re-checks the request against the
+// policy and its digest; during the run it enforces a backstop of timeout + grace; after the run it
+// re-applies every output and file limit and re-checks produced file names (fail closed).
+type Guarded struct {
+	backend Backend
+	policy  Policy
+}
+
+// New returns b guarded by p.
+func New(b Backend, p Policy) *Guarded {
+	return &Guarded{backend: b, policy: p.WithDefaults()}
+}
+
+// Name is the backend's name.
+func (g *Guarded) Name() string { return g.backend.Name() }
+
+// Policy returns the policy the wrapper enforces, with defaults applied.
+func (g *Guarded) Policy() Policy { return g.policy }
+
+// BackstopNote is appended to stderr when the backstop, not the backend, ended a run.
+const BackstopNote = "\nsandboxflow: the backend did not return within timeout + grace; it was cancelled and the run reported as timed out\n"
+
+type backendOutcome struct {
+	res Result
+	err error
+}
+
+// Run checks c again, runs it on the backend under the backstop and returns the result with every
+// limit re-applied. Errors are typed: ToolUsageError or ConfigError before anything ran,
+// IntegrationError when the backend failed, or the context's error when ctx was cancelled.
+func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
+	if c.Backend != g.backend.Name() {
+		return Result{}, configf("request was checked for backend %q but this worker runs %q", c.Backend, g.backend.Name())
+	}
+	if err := g.policy.Recheck(c); err != nil {
+		return Result{}, err
+	}
+	backstop := c.Limits.Timeout + g.policy.Grace
+	runCtx, cancel := context.WithTimeout(ctx, backstop)
+	defer cancel()
+
+	start := time.Now()
+	done := make(chan backendOutcome, 1)
+	go func() {
+		res, err := g.backend.Run(runCtx, c)
+		done <- backendOutcome{res, err}
+	}()
+
+	var out backendOutcome
+	select {
+	case out = <-done:
+	case <-runCtx.Done():
+		// Give a backend that is stopping because of the context a moment to report, but never
+		// wait on one that ignores it.
+		select {
+		case out = <-done:
+		case <-time.After(250 * time.Millisecond):
+			if ctx.Err() != nil {
+				return Result{}, fmt.Errorf("guard: run cancelled: %w", ctx.Err())
+			}
+			out = backendOutcome{res: Result{TimedOut: true, ExitCode: -1, Stderr: []byte(BackstopNote)}}
+		}
+	}
+	elapsed := time.Since(start)
+
+	if out.err != nil {
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("guard: run cancelled: %w", ctx.Err())
+		}
+		if errors.Is(runCtx.Err(), context.DeadlineExceeded) && TypeOf(out.err) == "" {
+			out = backendOutcome{res: Result{TimedOut: true, ExitCode: -1, Stderr: []byte(BackstopNote)}}
+		} else {
+			return Result{}, typed(g.backend.Name(), out.err)
+		}
+	}
+	res := Enforce(out.res, c.Limits)
+	res.Duration = elapsed
+	res.Digest = c.Digest
+	res.Backend = g.backend.Name()
+	return res, nil
+}
+
+// typed makes sure a backend's error is one of ours: an untyped error is an IntegrationError whose
+// outcome is unknown.
+func typed(backend string, err error) error {
+	if TypeOf(err) != "" {
+		return err
+	}
+	return &IntegrationError{Op: "backend " + backend, Err: err, CodeMayHaveStarted: true}
+}
+
+// maxLimitKilledBytes bounds the backend's free-text limit name.
+const maxLimitKilledBytes = 32
+
+// Enforce re-applies the limits to a result from an untrusted backend: each stream is cut to its
+// cap, produced files with unsafe, colliding, oversized or excess entries are dropped (setting
+// FilesTruncated), sizes are recomputed from the content, a timeout's exit code is -1, and OK is
+// recomputed.
+func Enforce(res Result, l Limits) Result {
+	var cut bool
+	res.Stdout, cut = Truncate(res.Stdout, l.MaxStdoutBytes)
+	res.StdoutTruncated = res.StdoutTruncated || cut
+	res.Stderr, cut = Truncate(res.Stderr, l.MaxStderrBytes)
+	res.StderrTruncated = res.StderrTruncated || cut
+
+	files := res.Files
+	res.Files = nil
+	seen := make(map[string]bool, len(files))
+	var total int64
+	for _, f := range files {
+		key := strings.ToLower(f.Name)
+		size := int64(len(f.Content))
+		switch {
+		case CheckFileName(f.Name) != nil, seen[key], size > l.MaxFileBytes,
+			len(res.Files) >= l.MaxFiles, total+size > l.MaxTotalFileBytes:
+			res.FilesTruncated = true
+			seen[key] = true
+			continue
+		}
+		seen[key] = true
+		total += size
+		res.Files = append(res.Files, File{Name: f.Name, Size: size, Content: f.Content})
+	}
+	// A name seen twice is dropped both times: which of the two is the real one is unknowable.
+	if res.FilesTruncated {
+		counts := make(map[string]int, len(files))
+		for _, f := range files {
+			counts[strings.ToLower(f.Name)]++
+		}
+		kept := res.Files[:0]
+		for _, f := range res.Files {
+			if counts[strings.ToLower(f.Name)] == 1 {
+				kept = append(kept, f)
+			}
+		}
+		res.Files = kept
+	}
+	if len(res.LimitKilled) > maxLimitKilledBytes {
+		res.LimitKilled = res.LimitKilled[:maxLimitKilledBytes]
+	}
+	if res.TimedOut {
+		res.ExitCode = -1
+	}
+	res.OK = !res.TimedOut && res.ExitCode == 0 && res.LimitKilled == ""
+	return res
+}

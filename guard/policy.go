@@ -1,0 +1,213 @@
+package guard
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Policy defaults. Zero fields of a Policy take these values in WithDefaults.
+const (
+	DefaultMaxCodeBytes       = 64 << 10
+	DefaultTimeout            = 30 * time.Second
+	DefaultMaxTimeout         = 300 * time.Second
+	DefaultGrace              = 5 * time.Second
+	DefaultMaxStdoutBytes     = 64_000
+	DefaultMaxStderrBytes     = 64_000
+	DefaultMaxFiles           = 32
+	DefaultMaxFileBytes       = 256 << 10
+	DefaultMaxTotalFileBytes  = 1 << 20
+	DefaultMaxInputFiles      = 32
+	DefaultMaxInputBytes      = 512 << 10
+	DefaultMaxEnvVars         = 64
+	DefaultMaxEnvBytes        = 32 << 10
+	DefaultApprovalTimeout    = 24 * time.Hour
+	DefaultMaxFileNameBytes   = 255
+	DefaultMaxFileNameDepth   = 8
+	temporalPayloadLimitBytes = 2 << 20
+)
+
+// Payload budgets. Temporal refuses a payload over 2 MiB. A policy whose caps could make one result
+// (or one request) larger than these is refused by Validate: the raw bytes the caps let through must
+// stay within about 1.5 MiB, and their worst-case JSON encoding (base64, escaped names, field names)
+// within MaxEncodedPayloadBytes, which leaves room for the rest of the payload and for encryption.
+const (
+	MaxRawPayloadBytes     = 1536 << 10
+	MaxEncodedPayloadBytes = 1_800_000
+)
+
+// DefaultDeniedEnv are env names a request may never set: they change how the loader, the
+// interpreter or the shell start, before the code's first line.
+var DefaultDeniedEnv = []string{
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_BIND_NOW", "LD_DEBUG", "LD_PROFILE",
+	"PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONINSPECT", "PYTHONUSERBASE",
+	"PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONEXECUTABLE", "PYTHONPLATLIBDIR",
+	"PYTHONUNBUFFERED", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONDEVMODE",
+	"BASH_ENV", "ENV", "IFS", "PS4", "SHELLOPTS", "BASHOPTS", "PATH", "HOME", "TMPDIR",
+}
+
+// Policy is the operator's: it is configured on the worker and never taken from a request. A zero
+// field takes its default (see WithDefaults); call Validate once at start-up.
+type Policy struct {
+	// Languages offered. Optional: defaults to ["python"]. The backends offer "python" and "sh".
+	Languages []string `json:"languages"`
+	// MaxCodeBytes caps the code. Optional: defaults to 64 KiB.
+	MaxCodeBytes int `json:"max_code_bytes"`
+	// DefaultTimeout is used when a request sets none. Optional: defaults to 30 s.
+	DefaultTimeout time.Duration `json:"default_timeout"`
+	// MaxTimeout is the longest timeout a request may ask for. Optional: defaults to 300 s.
+	MaxTimeout time.Duration `json:"max_timeout"`
+	// Grace is added to the timeout for the backstop that cancels a backend that has not returned.
+	// Optional: defaults to 5 s.
+	Grace time.Duration `json:"grace"`
+	// MaxStdoutBytes and MaxStderrBytes cap each stream. Optional: default to 64,000 each.
+	MaxStdoutBytes int64 `json:"max_stdout_bytes"`
+	MaxStderrBytes int64 `json:"max_stderr_bytes"`
+	// MaxFiles, MaxFileBytes and MaxTotalFileBytes cap produced files. Optional: default to 32,
+	// 256 KiB and 1 MiB.
+	MaxFiles          int   `json:"max_files"`
+	MaxFileBytes      int64 `json:"max_file_bytes"`
+	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+	// MaxInputFiles and MaxInputBytes cap input files (count, and all bytes together). Optional:
+	// default to 32 and 512 KiB.
+	MaxInputFiles int   `json:"max_input_files"`
+	MaxInputBytes int64 `json:"max_input_bytes"`
+	// MaxEnvVars and MaxEnvBytes cap the env (count, and names plus values together). Optional:
+	// default to 64 and 32 KiB.
+	MaxEnvVars  int `json:"max_env_vars"`
+	MaxEnvBytes int `json:"max_env_bytes"`
+	// AllowNetwork lets a request ask for a network. Optional: defaults to false.
+	AllowNetwork bool `json:"allow_network"`
+	// AllowedEnv, when not empty, lists the only env names a request may set. Optional: empty means
+	// any plain name that DeniedEnv does not list.
+	AllowedEnv []string `json:"allowed_env,omitempty"`
+	// DeniedEnv lists env names a request may never set. Optional: defaults to DefaultDeniedEnv.
+	// Names starting with LD_, DYLD_ or SANDBOXFLOW_ are always denied.
+	DeniedEnv []string `json:"denied_env,omitempty"`
+	// ApprovalTimeout is how long a run waits for a decision. Optional: defaults to 24 h.
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+}
+
+// WithDefaults returns p with every zero field set to its default.
+func (p Policy) WithDefaults() Policy {
+	if len(p.Languages) == 0 {
+		p.Languages = []string{Python}
+	}
+	setDefault(&p.MaxCodeBytes, DefaultMaxCodeBytes)
+	setDefault(&p.DefaultTimeout, DefaultTimeout)
+	setDefault(&p.MaxTimeout, DefaultMaxTimeout)
+	setDefault(&p.Grace, DefaultGrace)
+	setDefault(&p.MaxStdoutBytes, DefaultMaxStdoutBytes)
+	setDefault(&p.MaxStderrBytes, DefaultMaxStderrBytes)
+	setDefault(&p.MaxFiles, DefaultMaxFiles)
+	setDefault(&p.MaxFileBytes, DefaultMaxFileBytes)
+	setDefault(&p.MaxTotalFileBytes, DefaultMaxTotalFileBytes)
+	setDefault(&p.MaxInputFiles, DefaultMaxInputFiles)
+	setDefault(&p.MaxInputBytes, DefaultMaxInputBytes)
+	setDefault(&p.MaxEnvVars, DefaultMaxEnvVars)
+	setDefault(&p.MaxEnvBytes, DefaultMaxEnvBytes)
+	setDefault(&p.ApprovalTimeout, DefaultApprovalTimeout)
+	if p.DeniedEnv == nil {
+		p.DeniedEnv = slices.Clone(DefaultDeniedEnv)
+	}
+	return p
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+// Validate reports a ConfigError for a policy that cannot be used: negative or inconsistent limits,
+// an unknown language, or caps that could make a payload larger than Temporal accepts. It checks
+// the policy after WithDefaults.
+func (p Policy) Validate() error {
+	p = p.WithDefaults()
+	for _, l := range p.Languages {
+		if l != Python && l != Shell {
+			return configf("policy: language %q is not offered (offered: %s, %s)", l, Python, Shell)
+		}
+	}
+	type pos struct {
+		name string
+		v    int64
+	}
+	for _, f := range []pos{
+		{"max code bytes", int64(p.MaxCodeBytes)},
+		{"default timeout", int64(p.DefaultTimeout)},
+		{"max timeout", int64(p.MaxTimeout)},
+		{"grace", int64(p.Grace)},
+		{"max stdout bytes", p.MaxStdoutBytes},
+		{"max stderr bytes", p.MaxStderrBytes},
+		{"max files", int64(p.MaxFiles)},
+		{"max file bytes", p.MaxFileBytes},
+		{"max total file bytes", p.MaxTotalFileBytes},
+		{"max input files", int64(p.MaxInputFiles)},
+		{"max input bytes", p.MaxInputBytes},
+		{"max env vars", int64(p.MaxEnvVars)},
+		{"max env bytes", int64(p.MaxEnvBytes)},
+		{"approval timeout", int64(p.ApprovalTimeout)},
+	} {
+		if f.v <= 0 {
+			return configf("policy: %s must be positive, got %d", f.name, f.v)
+		}
+	}
+	if p.DefaultTimeout > p.MaxTimeout {
+		return configf("policy: default timeout %s is over the max timeout %s", p.DefaultTimeout, p.MaxTimeout)
+	}
+	for _, name := range p.AllowedEnv {
+		if !envNameRE.MatchString(name) {
+			return configf("policy: allowed env name %q is not a plain name", name)
+		}
+	}
+	raw := p.MaxStdoutBytes + p.MaxStderrBytes + p.MaxTotalFileBytes
+	if raw > MaxRawPayloadBytes {
+		return configf("policy: stdout, stderr and file caps allow %d bytes in one result, over the %d-byte budget under Temporal's %d-byte payload limit; lower them",
+			raw, MaxRawPayloadBytes, temporalPayloadLimitBytes)
+	}
+	if enc := p.worstResultEncoding(); enc > MaxEncodedPayloadBytes {
+		return configf("policy: one result could encode to %d bytes, over the %d-byte budget under Temporal's %d-byte payload limit; lower the output or file caps",
+			enc, MaxEncodedPayloadBytes, temporalPayloadLimitBytes)
+	}
+	if enc := p.worstRequestEncoding(); enc > MaxEncodedPayloadBytes {
+		return configf("policy: one request could encode to %d bytes, over the %d-byte budget under Temporal's %d-byte payload limit; lower the code, input or env caps",
+			enc, MaxEncodedPayloadBytes, temporalPayloadLimitBytes)
+	}
+	return nil
+}
+
+func base64Len(n int64) int64 { return (n + 2) / 3 * 4 }
+
+// worstResultEncoding bounds the JSON size of a Result the caps let through: bytes are base64,
+// names may be escaped six bytes per byte, and each file and the result carry field names.
+func (p Policy) worstResultEncoding() int64 {
+	const resultOverhead, fileOverhead = 1024, 96
+	files := int64(p.MaxFiles)
+	perFileBase64Slack := int64(4)
+	return resultOverhead +
+		base64Len(p.MaxStdoutBytes) + base64Len(p.MaxStderrBytes) +
+		base64Len(p.MaxTotalFileBytes) + files*perFileBase64Slack +
+		files*(fileOverhead+6*DefaultMaxFileNameBytes)
+}
+
+func (p Policy) worstRequestEncoding() int64 {
+	const requestOverhead, fileOverhead = 4096, 64
+	return requestOverhead +
+		6*int64(p.MaxCodeBytes) +
+		base64Len(p.MaxInputBytes) + int64(p.MaxInputFiles)*(4+fileOverhead+6*DefaultMaxFileNameBytes) +
+		6*int64(p.MaxEnvBytes) + int64(p.MaxEnvVars)*32
+}
+
+// Offers reports whether the policy offers a language.
+func (p Policy) Offers(language string) bool {
+	return slices.Contains(p.WithDefaults().Languages, language)
+}
+
+func (p Policy) String() string {
+	p = p.WithDefaults()
+	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s",
+		p.Languages, p.DefaultTimeout, p.MaxTimeout, p.Grace, p.MaxStdoutBytes, p.MaxStderrBytes,
+		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowNetwork, p.ApprovalTimeout)
+}

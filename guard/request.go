@@ -1,0 +1,183 @@
+package guard
+
+import (
+	"sort"
+	"time"
+)
+
+// Languages the backends offer.
+const (
+	Python = "python"
+	Shell  = "sh"
+)
+
+// Request is what an orchestrator asks to run. Zero limits mean "the policy's default"; a request
+// can narrow the policy, never widen it.
+type Request struct {
+	// Code is the program text. Required.
+	Code string `json:"code"`
+	// Language is "python" or "sh". Optional: defaults to "python".
+	Language string `json:"language,omitempty"`
+	// Files are input files written into the working folder before the code runs, name → bytes.
+	Files map[string][]byte `json:"files,omitempty"`
+	// Env are environment variables the code sees, name → value.
+	Env map[string]string `json:"env,omitempty"`
+	// Limits are the requested limits; each zero field takes the policy's default.
+	Limits Limits `json:"limits"`
+	// Network asks for a network; a policy that forbids it makes this a ConfigError.
+	Network bool `json:"network,omitempty"`
+	// CaptureContent lets events carry code, output, env values and file contents.
+	CaptureContent bool `json:"capture_content,omitempty"`
+	// Metadata is recorded but changes nothing.
+	Metadata Metadata `json:"metadata"`
+}
+
+// Metadata says who asked for a run. It is recorded in history and events and is not part of the
+// digest.
+type Metadata struct {
+	Agent       string `json:"agent,omitempty"`
+	Session     string `json:"session,omitempty"`
+	ToolCallID  string `json:"tool_call_id,omitempty"`
+	RequestedBy string `json:"requested_by,omitempty"`
+}
+
+// Limits bound one run. In a Request a zero field means the policy's default; in a Checked request
+// every field is set.
+type Limits struct {
+	// Timeout is how long the code may run.
+	Timeout time.Duration `json:"timeout"`
+	// MaxStdoutBytes and MaxStderrBytes cap each stream kept; the rest is read and dropped.
+	MaxStdoutBytes int64 `json:"max_stdout_bytes"`
+	MaxStderrBytes int64 `json:"max_stderr_bytes"`
+	// MaxFiles caps how many produced files are returned.
+	MaxFiles int `json:"max_files"`
+	// MaxFileBytes caps one produced file; a larger one is dropped.
+	MaxFileBytes int64 `json:"max_file_bytes"`
+	// MaxTotalFileBytes caps all produced files together.
+	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+}
+
+// InputFile is one input file of a checked request.
+type InputFile struct {
+	Name    string `json:"name"`
+	Content []byte `json:"content"`
+}
+
+// EnvVar is one environment variable of a checked request.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Owner names the Temporal run a sandbox belongs to. Backends put it on what they create (container
+// labels) so that orphans can be found. It is not part of the digest.
+type Owner struct {
+	WorkflowID string `json:"workflow_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	ActivityID string `json:"activity_id,omitempty"`
+}
+
+// Checked is a request that passed every check of a policy, with its effective limits and its
+// digest. Files and Env are sorted by name. Backends receive a Checked request.
+type Checked struct {
+	Language       string      `json:"language"`
+	Code           string      `json:"code"`
+	Files          []InputFile `json:"files,omitempty"`
+	Env            []EnvVar    `json:"env,omitempty"`
+	Limits         Limits      `json:"limits"`
+	Network        bool        `json:"network"`
+	Backend        string      `json:"backend"`
+	CaptureContent bool        `json:"capture_content,omitempty"`
+	Metadata       Metadata    `json:"metadata"`
+	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
+	Digest string `json:"digest"`
+	// Owner is filled in by the activity that runs the request.
+	Owner Owner `json:"owner"`
+}
+
+// EnvMap returns the env as a map.
+func (c *Checked) EnvMap() map[string]string {
+	m := make(map[string]string, len(c.Env))
+	for _, e := range c.Env {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
+// Summary is what a reviewer needs to decide, without file contents or env values.
+type Summary struct {
+	Language   string        `json:"language"`
+	Code       string        `json:"code"`
+	CodeBytes  int           `json:"code_bytes"`
+	Files      []FileSummary `json:"files,omitempty"`
+	EnvNames   []string      `json:"env_names,omitempty"`
+	Limits     Limits        `json:"limits"`
+	Network    bool          `json:"network"`
+	Backend    string        `json:"backend"`
+	Digest     string        `json:"digest"`
+	Metadata   Metadata      `json:"metadata"`
+}
+
+// FileSummary is an input file's name and size.
+type FileSummary struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+// Summary returns what a reviewer reads before deciding.
+func (c *Checked) Summary() Summary {
+	s := Summary{
+		Language:  c.Language,
+		Code:      c.Code,
+		CodeBytes: len(c.Code),
+		Limits:    c.Limits,
+		Network:   c.Network,
+		Backend:   c.Backend,
+		Digest:    c.Digest,
+		Metadata:  c.Metadata,
+	}
+	for _, f := range c.Files {
+		s.Files = append(s.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
+	}
+	for _, e := range c.Env {
+		s.EnvNames = append(s.EnvNames, e.Name)
+	}
+	return s
+}
+
+// File is one file the code produced in its working folder.
+type File struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	Content []byte `json:"content,omitempty"`
+}
+
+// Result is the outcome of a run. A timeout is a result (TimedOut true, ExitCode -1), not an error.
+type Result struct {
+	OK              bool          `json:"ok"`
+	ExitCode        int           `json:"exit_code"`
+	TimedOut        bool          `json:"timed_out"`
+	Stdout          []byte        `json:"stdout"`
+	Stderr          []byte        `json:"stderr"`
+	StdoutTruncated bool          `json:"stdout_truncated"`
+	StderrTruncated bool          `json:"stderr_truncated"`
+	Files           []File        `json:"files,omitempty"`
+	FilesTruncated  bool          `json:"files_truncated"`
+	Duration        time.Duration `json:"duration"`
+	// LimitKilled names the resource limit that ended the run, if the backend could tell
+	// ("memory", "pids"); the exit code is then the sandbox's, not the code's own.
+	LimitKilled string `json:"limit_killed,omitempty"`
+	ApprovalID  string `json:"approval_id,omitempty"`
+	Reviewer    string `json:"reviewer,omitempty"`
+	Digest      string `json:"digest,omitempty"`
+	Backend     string `json:"backend,omitempty"`
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
