@@ -1,0 +1,17 @@
+// Package callable runs code on any code-execution service behind a function: a hosted sandbox
+// (E2B, Modal, Daytona), a service of your own, or anything else that takes a checked request and
+// returns a result.
+//
+// The adapter cannot see inside the service, so the service must honour two things itself: the
+// request's Network flag (no network unless it is true) and its Limits.Timeout. Everything else is
+// still enforced around it by guard.Guarded: input checks and the digest before the call, a
+// backstop of timeout + grace that cancels a call that has not returned, and output, file-count,
+// file-size and file-name limits re-applied to whatever comes back (fail closed). Files with unsafe
+// or repeated names are dropped and FilesTruncated is set.
+//
+// A function's error that is not one of guard's typed errors becomes an IntegrationError whose
+// outcome is unknown (CodeMayHaveStarted), so it is never retried: return a
+// *guard.IntegrationError with CodeMayHaveStarted false yourself for a failure you know happened
+// before the code could start (the service was unreachable), and it may be retried. A panic in the
+// function is recovered and reported the same way.
+package callable
