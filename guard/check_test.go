@@ -1,0 +1,283 @@
+package guard
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCheckFileName(t *testing.T) {
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"a.txt", true},
+		{"data/in.csv", true},
+		{"deep/er/still/ok.bin", true},
+		{"ünïcödé.txt", true},
+		{".hidden", true},
+		{"", false},
+		{"../x", false},
+		{"..", false},
+		{".", false},
+		{"/etc/passwd", false},
+		{"a/../../b", false},
+		{"a/./b", false},
+		{"./a", false},
+		{"a//b", false},
+		{"a/", false},
+		{`C:\x`, false},
+		{"C:x", false},
+		{"c:/x", false},
+		{`dir\file`, false},
+		{"CON", false},
+		{"con", false},
+		{"nul.txt", false},
+		{"NUL", false},
+		{"dir/COM1.log", false},
+		{"lpt9", false},
+		{"aux.tar.gz", false},
+		{"console.txt", true},
+		{"line\nbreak", false},
+		{"nul\x00byte", false},
+		{"tab\there", false},
+		{"del\x7f", false},
+		{"c1\u0085", false},
+		{"-rf", false},
+		{"dir/-rf", false},
+		{"trailing.", false},
+		{"trailing ", false},
+		{"file:stream", false},
+		{strings.Repeat("a", 255), true},
+		{strings.Repeat("a", 256), false},
+		{strings.Repeat("d/", 7) + "f", true},
+		{strings.Repeat("d/", 8) + "f", false},
+		{"\xff\xfe", false},
+	}
+	for _, tt := range tests {
+		err := CheckFileName(tt.name)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckFileName(%q) = %v; want ok=%t", tt.name, err, tt.ok)
+		}
+		var tu *ToolUsageError
+		if err != nil && !errors.As(err, &tu) {
+			t.Errorf("CheckFileName(%q) error %T; want *ToolUsageError", tt.name, err)
+		}
+	}
+}
+
+func TestCheckFileNamesCollisions(t *testing.T) {
+	tests := []struct {
+		names []string
+		ok    bool
+	}{
+		{[]string{"a.txt", "b.txt"}, true},
+		{[]string{"A.txt", "a.txt"}, false},
+		{[]string{"dir/x", "DIR/X"}, false},
+		{[]string{"a", "a/b"}, false},
+		{[]string{"dir/a", "dir/b"}, true},
+	}
+	for _, tt := range tests {
+		if err := CheckFileNames(tt.names); (err == nil) != tt.ok {
+			t.Errorf("CheckFileNames(%q) = %v; want ok=%t", tt.names, err, tt.ok)
+		}
+	}
+}
+
+func TestCheckEnvName(t *testing.T) {
+	p := Policy{}
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"GREETING", true},
+		{"_x1", true},
+		{"lower_case", true},
+		{"LD_PRELOAD", false},
+		{"ld_preload", false},
+		{"LD_LIBRARY_PATH", false},
+		{"LD_ANYTHING", false},
+		{"DYLD_INSERT_LIBRARIES", false},
+		{"PYTHONSTARTUP", false},
+		{"PYTHONPATH", false},
+		{"BASH_ENV", false},
+		{"PATH", false},
+		{"SANDBOXFLOW_KEY_FILE", false},
+		{"A=B", false},
+		{"1X", false},
+		{"", false},
+		{"WITH SPACE", false},
+		{"DASH-ED", false},
+		{"ÜNICODE", false},
+		{"NUL\x00", false},
+	}
+	for _, tt := range tests {
+		err := p.CheckEnvName(tt.name)
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckEnvName(%q) = %v; want ok=%t", tt.name, err, tt.ok)
+		}
+	}
+	allow := Policy{AllowedEnv: []string{"ONLY"}}
+	if err := allow.CheckEnvName("ONLY"); err != nil {
+		t.Errorf("allowed name refused: %v", err)
+	}
+	if err := allow.CheckEnvName("OTHER"); err == nil {
+		t.Errorf("a name outside the allowed list was accepted")
+	}
+}
+
+func TestCheckCode(t *testing.T) {
+	p := Policy{MaxCodeBytes: 100}
+	tests := []struct {
+		label, code string
+		ok          bool
+	}{
+		{"plain", "print(1)", true},
+		{"empty", "", false},
+		{"blank", " \n\t", false},
+		{"nul", "print(1)\x00", false},
+		{"invalid utf-8", "print('\xff')", false},
+		{"at the limit", strings.Repeat("#", 100), true},
+		{"over the limit", strings.Repeat("#", 101), false},
+	}
+	for _, tt := range tests {
+		err := p.CheckCode(tt.code)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: CheckCode = %v; want ok=%t", tt.label, err, tt.ok)
+		}
+		if err != nil && TypeOf(err) != TypeToolUsageError {
+			t.Errorf("%s: got %s; want ToolUsageError", tt.label, TypeOf(err))
+		}
+	}
+}
+
+func TestCheckRequest(t *testing.T) {
+	policy := Policy{Languages: []string{Python, Shell}}
+	tests := []struct {
+		label    string
+		req      Request
+		wantType string
+	}{
+		{"ok", Request{Code: "print(1)"}, ""},
+		{"shell ok", Request{Code: "echo 1", Language: Shell}, ""},
+		{"unknown language", Request{Code: "1", Language: "ruby"}, TypeToolUsageError},
+		{"bad input name", Request{Code: "1", Files: map[string][]byte{"../x": nil}}, TypeToolUsageError},
+		{"case collision", Request{Code: "1", Files: map[string][]byte{"A": nil, "a": nil}}, TypeToolUsageError},
+		{"denied env", Request{Code: "1", Env: map[string]string{"LD_PRELOAD": "/x.so"}}, TypeToolUsageError},
+		{"env name with =", Request{Code: "1", Env: map[string]string{"A=B": "x"}}, TypeToolUsageError},
+		{"env value NUL", Request{Code: "1", Env: map[string]string{"A": "x\x00y"}}, TypeToolUsageError},
+		{"timeout over max", Request{Code: "1", Limits: Limits{Timeout: time.Hour}}, TypeConfigError},
+		{"negative timeout", Request{Code: "1", Limits: Limits{Timeout: -time.Second}}, TypeConfigError},
+		{"stdout over max", Request{Code: "1", Limits: Limits{MaxStdoutBytes: 1 << 30}}, TypeConfigError},
+		{"negative files", Request{Code: "1", Limits: Limits{MaxFiles: -1}}, TypeConfigError},
+		{"network forbidden", Request{Code: "1", Network: true}, TypeConfigError},
+		{"too many input bytes", Request{Code: "1", Files: map[string][]byte{"big": make([]byte, DefaultMaxInputBytes+1)}}, TypeToolUsageError},
+	}
+	for _, tt := range tests {
+		_, err := policy.Check(tt.req, "local")
+		if got := TypeOf(err); got != tt.wantType {
+			t.Errorf("%s: got %q (%v); want %q", tt.label, got, err, tt.wantType)
+		}
+	}
+}
+
+func TestCheckNarrowsNeverWidens(t *testing.T) {
+	p := Policy{}
+	c, err := p.Check(Request{Code: "1", Limits: Limits{Timeout: 2 * time.Second, MaxStdoutBytes: 10}}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Limits{Timeout: 2 * time.Second, MaxStdoutBytes: 10, MaxStderrBytes: DefaultMaxStderrBytes,
+		MaxFiles: DefaultMaxFiles, MaxFileBytes: DefaultMaxFileBytes, MaxTotalFileBytes: DefaultMaxTotalFileBytes}
+	if c.Limits != want {
+		t.Fatalf("got limits %+v; want %+v", c.Limits, want)
+	}
+	if c.Language != Python {
+		t.Fatalf("got language %q; want python by default", c.Language)
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	tests := []struct {
+		label string
+		p     Policy
+		ok    bool
+	}{
+		{"defaults", Policy{}, true},
+		{"both languages", Policy{Languages: []string{Python, Shell}}, true},
+		{"unknown language", Policy{Languages: []string{"ruby"}}, false},
+		{"default over max", Policy{DefaultTimeout: time.Hour}, false},
+		{"negative grace", Policy{Grace: -time.Second}, false},
+		{"raw payload too large", Policy{MaxStdoutBytes: 1 << 20, MaxTotalFileBytes: 1 << 20}, false},
+		{"encoded payload too large", Policy{MaxStdoutBytes: 200_000, MaxStderrBytes: 200_000, MaxTotalFileBytes: 1_100_000}, false},
+		{"code too large for a request", Policy{MaxCodeBytes: 1 << 20}, false},
+		{"bad allowed env", Policy{AllowedEnv: []string{"A=B"}}, false},
+	}
+	for _, tt := range tests {
+		err := tt.p.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Validate = %v; want ok=%t", tt.label, err, tt.ok)
+		}
+		if err != nil && TypeOf(err) != TypeConfigError {
+			t.Errorf("%s: got %T; want ConfigError", tt.label, err)
+		}
+	}
+}
+
+func TestRecheckCatchesTampering(t *testing.T) {
+	p := Policy{Languages: []string{Python, Shell}, AllowNetwork: true}
+	c, err := p.Check(Request{Code: "print(1)", Files: map[string][]byte{"a": []byte("x")}, Env: map[string]string{"K": "v"}}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Recheck(c); err != nil {
+		t.Fatalf("Recheck of an untouched request: %v", err)
+	}
+	tamper := map[string]func(c *Checked){
+		"code":        func(c *Checked) { c.Code = "print(2)" },
+		"file":        func(c *Checked) { c.Files = []InputFile{{Name: "a", Content: []byte("y")}} },
+		"env":         func(c *Checked) { c.Env = []EnvVar{{Name: "K", Value: "w"}} },
+		"timeout":     func(c *Checked) { c.Limits.Timeout++ },
+		"network":     func(c *Checked) { c.Network = true },
+		"language":    func(c *Checked) { c.Language = Shell },
+		"bad name":    func(c *Checked) { c.Files = []InputFile{{Name: "../a"}} },
+		"over policy": func(c *Checked) { c.Limits.Timeout = time.Hour },
+	}
+	for label, f := range tamper {
+		cc := c
+		cc.Files = append([]InputFile(nil), c.Files...)
+		cc.Env = append([]EnvVar(nil), c.Env...)
+		f(&cc)
+		if err := p.Recheck(cc); err == nil {
+			t.Errorf("%s: Recheck accepted a changed request", label)
+		}
+	}
+	// A stricter policy at run time refuses what an older one allowed.
+	if err := (Policy{Languages: []string{Python}}).Recheck(func() Checked { cc := c; cc.Network = true; cc.Digest = Digest(&cc); return cc }()); TypeOf(err) != TypeConfigError {
+		t.Errorf("network under a policy that forbids it: got %v; want ConfigError", err)
+	}
+}
+
+func TestRetryable(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{&ToolUsageError{Msg: "x"}, false},
+		{&ConfigError{Msg: "x"}, false},
+		{&ApprovalDenied{Reason: DeniedExpired}, false},
+		{&IntegrationError{Op: "dial"}, true},
+		{&IntegrationError{Op: "wait", CodeMayHaveStarted: true}, false},
+		{errors.New("unknown"), false},
+		{wrapf(&IntegrationError{Op: "dial"}), true},
+	}
+	for _, tt := range tests {
+		if got := Retryable(tt.err); got != tt.want {
+			t.Errorf("Retryable(%v) = %t; want %t", tt.err, got, tt.want)
+		}
+	}
+}
+
+func wrapf(err error) error { return errors.Join(errors.New("context"), err) }

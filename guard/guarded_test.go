@@ -1,0 +1,150 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type fakeBackend struct {
+	name  string
+	res   Result
+	err   error
+	calls atomic.Int32
+}
+
+func (f *fakeBackend) Name() string { return f.name }
+
+func (f *fakeBackend) Run(ctx context.Context, c Checked) (Result, error) {
+	f.calls.Add(1)
+	return f.res, f.err
+}
+
+func TestEnforce(t *testing.T) {
+	l := Limits{Timeout: time.Second, MaxStdoutBytes: 4, MaxStderrBytes: 2, MaxFiles: 2, MaxFileBytes: 5, MaxTotalFileBytes: 8}
+	tests := []struct {
+		label     string
+		in        Result
+		wantNames []string
+		wantTrunc bool
+	}{
+		{"fits", Result{Files: []File{{Name: "a", Content: []byte("12345")}}}, []string{"a"}, false},
+		{"unsafe names", Result{Files: []File{{Name: "../x"}, {Name: "/etc/passwd"}, {Name: "ok"}}}, []string{"ok"}, true},
+		{"duplicate dropped both times", Result{Files: []File{{Name: "a.txt", Content: []byte("1")}, {Name: "A.TXT", Content: []byte("2")}}}, nil, true},
+		{"file too big", Result{Files: []File{{Name: "big", Content: []byte("123456")}, {Name: "s"}}}, []string{"s"}, true},
+		{"too many", Result{Files: []File{{Name: "1"}, {Name: "2"}, {Name: "3"}}}, []string{"1", "2"}, true},
+		{"total too big", Result{Files: []File{{Name: "a", Content: []byte("12345")}, {Name: "b", Content: []byte("12345")}}}, []string{"a"}, true},
+	}
+	for _, tt := range tests {
+		got := Enforce(tt.in, l)
+		var names []string
+		for _, f := range got.Files {
+			names = append(names, f.Name)
+			if f.Size != int64(len(f.Content)) {
+				t.Errorf("%s: file %s size %d; want %d", tt.label, f.Name, f.Size, len(f.Content))
+			}
+		}
+		if !equalStrings(names, tt.wantNames) || got.FilesTruncated != tt.wantTrunc {
+			t.Errorf("%s: got %v truncated %t; want %v truncated %t", tt.label, names, got.FilesTruncated, tt.wantNames, tt.wantTrunc)
+		}
+	}
+	out := Enforce(Result{Stdout: []byte("123456"), Stderr: []byte("12"), ExitCode: 0}, l)
+	if string(out.Stdout) != "1234" || !out.StdoutTruncated || out.StderrTruncated || !out.OK {
+		t.Errorf("streams: got %q/%t %q/%t ok %t", out.Stdout, out.StdoutTruncated, out.Stderr, out.StderrTruncated, out.OK)
+	}
+	to := Enforce(Result{TimedOut: true, ExitCode: 0}, l)
+	if to.ExitCode != -1 || to.OK {
+		t.Errorf("timeout: got exit %d ok %t; want -1 false", to.ExitCode, to.OK)
+	}
+	killed := Enforce(Result{ExitCode: 0, LimitKilled: "memory"}, l)
+	if killed.OK {
+		t.Errorf("a run killed at a limit is reported ok")
+	}
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGuardedRefusesBeforeRunning(t *testing.T) {
+	p := Policy{}
+	c, err := p.Check(Request{Code: "print(1)"}, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &fakeBackend{name: "fake"}
+	tampered := c
+	tampered.Code = "import os; os.system('rm -rf /')"
+	if _, err := New(b, p).Run(context.Background(), tampered); TypeOf(err) != TypeConfigError {
+		t.Fatalf("tampered code: got %v; want ConfigError (digest mismatch)", err)
+	}
+	if _, err := New(&fakeBackend{name: "other"}, p).Run(context.Background(), c); TypeOf(err) != TypeConfigError {
+		t.Fatalf("other backend: got %v; want ConfigError", err)
+	}
+	if n := b.calls.Load(); n != 0 {
+		t.Fatalf("the backend ran %d times; want 0", n)
+	}
+}
+
+func TestGuardedFillsResultAndCaps(t *testing.T) {
+	p := Policy{MaxStdoutBytes: 3}
+	c, err := p.Check(Request{Code: "print(1)"}, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &fakeBackend{name: "fake", res: Result{Stdout: bytes.Repeat([]byte("x"), 100), Backend: "lies", Digest: "lies"}}
+	res, err := New(b, p).Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != 3 || res.Digest != c.Digest || res.Backend != "fake" {
+		t.Fatalf("got %d bytes digest %s backend %s; want 3, %s, fake", len(res.Stdout), res.Digest, res.Backend, c.Digest)
+	}
+}
+
+func TestGuardedCancel(t *testing.T) {
+	p := Policy{}
+	c, err := p.Check(Request{Code: "print(1)"}, "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &blocking{}
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	_, err = New(b, p).Run(ctx, c)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v; want context.Canceled", err)
+	}
+}
+
+type blocking struct{}
+
+func (blocking) Name() string { return "slow" }
+func (blocking) Run(ctx context.Context, c Checked) (Result, error) {
+	<-ctx.Done()
+	return Result{}, ctx.Err()
+}
+
+func TestCapBuffer(t *testing.T) {
+	b := NewCapBuffer(5)
+	for _, s := range []string{"abc", "defgh", "ij"} {
+		n, err := b.Write([]byte(s))
+		if n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v; want %d, nil", s, n, err, len(s))
+		}
+	}
+	if string(b.Bytes()) != "abcde" || b.Total() != 10 || !b.Truncated() {
+		t.Fatalf("got %q total %d truncated %t; want abcde 10 true", b.Bytes(), b.Total(), b.Truncated())
+	}
+}
