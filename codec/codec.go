@@ -212,7 +212,7 @@ func WarnIfPlaintext(logger *slog.Logger, ring *KeyRing) bool {
 	if ring.Len() > 0 {
 		return false
 	}
-	logger.Warn("WARNING: payload encryption is off: Temporal history will hold code, output and env values in the clear; set " + KeyFileEnv + " (or --key-file) to a key file",
+	logger.Warn("WARNING: payload encryption is off: Temporal history will hold code, output and env values in the clear; set "+KeyFileEnv+" (or --key-file) to a key file",
 		slog.String("key_file_env", KeyFileEnv))
 	return true
 }
