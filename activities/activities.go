@@ -1,0 +1,285 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Activity names as registered by Register. The workflow calls the activities by these names.
+const (
+	// CheckActivityName is the local activity that applies the worker's policy to a request.
+	CheckActivityName = "SandboxCheck"
+	// RunActivityName is the sandbox activity that runs an approved request.
+	RunActivityName = "SandboxRun"
+)
+
+// Defaults of Config.
+const (
+	DefaultHeartbeatTimeout = 15 * time.Second
+	DefaultReportMargin     = 10 * time.Second
+	DefaultStartAttempts    = 5
+	DefaultStartBackoff     = 2 * time.Second
+	DefaultMaxStartBackoff  = time.Minute
+)
+
+// Config configures the activities of one worker.
+type Config struct {
+	// Policy is the operator's policy: Check applies it before the approval, and Run re-applies it
+	// before anything runs. Optional: each zero field takes guard's default. It is validated by New.
+	Policy guard.Policy
+	// Backend runs approved code. Required on a worker that runs sandboxes (polls the sandbox
+	// task queue); a worker that only runs workflows may leave it nil and set BackendName.
+	Backend guard.Backend
+	// BackendName names the backend that the sandbox workers run; Check puts it in the digest.
+	// Optional: defaults to Backend.Name(); required when Backend is nil. When both are set they
+	// must agree.
+	BackendName string
+	// Sink receives the sandbox.started and sandbox.finished events. Optional: defaults to
+	// SlogSink{} (slog.Default()).
+	Sink Sink
+	// SandboxTaskQueue is the task queue the workflow schedules the sandbox activity on, so that
+	// sandbox hosts can scale apart from workflow workers. Optional: empty means the workflow's
+	// own task queue. A workflow's Input.SandboxTaskQueue, when set, wins over it.
+	SandboxTaskQueue string
+	// HeartbeatTimeout is the sandbox activity's heartbeat timeout: a worker lost while the code
+	// runs is noticed after it. The activity heartbeats every third of it. Optional: defaults to
+	// 15 s.
+	HeartbeatTimeout time.Duration
+	// ReportMargin is added to timeout + grace for the sandbox activity's StartToCloseTimeout, so
+	// that the guard's backstop (timeout + grace) always reports a timed-out run before Temporal
+	// times the activity out. Optional: defaults to 10 s.
+	ReportMargin time.Duration
+	// StartAttempts bounds how many times the workflow schedules the sandbox activity when the
+	// backend failed before the code could start (guard.Retryable). Optional: defaults to 5.
+	StartAttempts int
+	// StartBackoff is the workflow's wait before the second attempt; it doubles for each further
+	// attempt up to MaxStartBackoff. Optional: default to 2 s and 1 min.
+	StartBackoff    time.Duration
+	MaxStartBackoff time.Duration
+}
+
+// Activities are the two activities of the RunCode workflow: Check (a local activity on the
+// workflow worker) and Run (the sandbox activity). Create them with New and register them with
+// Register.
+type Activities struct {
+	policy      guard.Policy
+	backendName string
+	guarded     *guard.Guarded
+	sink        Sink
+	run         RunOptions
+}
+
+// New validates cfg and returns the activities, or a guard.ConfigError.
+func New(cfg Config) (*Activities, error) {
+	if err := cfg.Policy.Validate(); err != nil {
+		return nil, fmt.Errorf("activities: %w", err)
+	}
+	a := &Activities{
+		policy:      cfg.Policy.WithDefaults(),
+		backendName: cfg.BackendName,
+		sink:        cfg.Sink,
+		run: RunOptions{
+			TaskQueue:        cfg.SandboxTaskQueue,
+			HeartbeatTimeout: cfg.HeartbeatTimeout,
+			ReportMargin:     cfg.ReportMargin,
+			StartAttempts:    cfg.StartAttempts,
+			StartBackoff:     cfg.StartBackoff,
+			MaxStartBackoff:  cfg.MaxStartBackoff,
+		},
+	}
+	a.run.Grace = a.policy.Grace
+	if cfg.Backend != nil {
+		if a.backendName == "" {
+			a.backendName = cfg.Backend.Name()
+		}
+		if a.backendName != cfg.Backend.Name() {
+			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: backend name %q does not match the backend %q", a.backendName, cfg.Backend.Name())}
+		}
+		a.guarded = guard.New(cfg.Backend, cfg.Policy)
+	}
+	if a.backendName == "" {
+		return nil, &guard.ConfigError{Msg: "activities: no backend: set Backend, or BackendName on a worker that runs no sandboxes"}
+	}
+	if a.sink == nil {
+		a.sink = SlogSink{}
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"heartbeat timeout", &a.run.HeartbeatTimeout, DefaultHeartbeatTimeout},
+		{"report margin", &a.run.ReportMargin, DefaultReportMargin},
+		{"start backoff", &a.run.StartBackoff, DefaultStartBackoff},
+		{"max start backoff", &a.run.MaxStartBackoff, DefaultMaxStartBackoff},
+	} {
+		if *d.v < 0 {
+			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: %s must not be negative, got %s", d.name, *d.v)}
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	if a.run.HeartbeatTimeout < time.Second {
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: heartbeat timeout %s is under 1 s", a.run.HeartbeatTimeout)}
+	}
+	if a.run.MaxStartBackoff < a.run.StartBackoff {
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: max start backoff %s is under the start backoff %s", a.run.MaxStartBackoff, a.run.StartBackoff)}
+	}
+	switch {
+	case cfg.StartAttempts < 0:
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: start attempts must not be negative, got %d", cfg.StartAttempts)}
+	case cfg.StartAttempts == 0:
+		a.run.StartAttempts = DefaultStartAttempts
+	}
+	return a, nil
+}
+
+// Register registers Check as CheckActivityName and, when the worker has a backend, Run as
+// RunActivityName. Register them on every worker that runs RunCode workflows (Check is a local
+// activity: it runs where the workflow runs) and on every worker that polls the sandbox task
+// queue.
+func (a *Activities) Register(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.Check, activity.RegisterOptions{Name: CheckActivityName})
+	if a.guarded != nil {
+		r.RegisterActivityWithOptions(a.Run, activity.RegisterOptions{Name: RunActivityName})
+	}
+}
+
+// CheckInput is the input of Check.
+type CheckInput struct {
+	Request guard.Request `json:"request"`
+}
+
+// CheckResult is what Check records in the workflow's history: the checked request with its
+// digest, and the settings of the worker that checked it, so that a later change of the worker's
+// configuration never changes how a recorded run replays.
+type CheckResult struct {
+	Checked         guard.Checked `json:"checked"`
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	Run             RunOptions    `json:"run"`
+}
+
+// RunOptions say how the workflow schedules the sandbox activity. See Config for each field.
+type RunOptions struct {
+	TaskQueue        string        `json:"task_queue,omitempty"`
+	Grace            time.Duration `json:"grace"`
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	ReportMargin     time.Duration `json:"report_margin"`
+	StartAttempts    int           `json:"start_attempts"`
+	StartBackoff     time.Duration `json:"start_backoff"`
+	MaxStartBackoff  time.Duration `json:"max_start_backoff"`
+}
+
+// Check applies the worker's policy to the request: it returns the normalized request with its
+// effective limits and digest, or a ToolUsageError or ConfigError as a non-retryable application
+// error. It is meant to run as a local activity, so that its result is recorded in history.
+func (a *Activities) Check(_ context.Context, in CheckInput) (CheckResult, error) {
+	c, err := a.policy.Check(in.Request, a.backendName)
+	if err != nil {
+		return CheckResult{}, ApplicationError(err)
+	}
+	return CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run}, nil
+}
+
+// RunInput is the input of Run: a checked request and the approval that lets it run.
+type RunInput struct {
+	Checked guard.Checked `json:"checked"`
+	// ApprovalID, Reviewer and Digest are the approving decision's.
+	ApprovalID string `json:"approval_id"`
+	Reviewer   string `json:"reviewer"`
+	Digest     string `json:"digest"`
+}
+
+// minHeartbeatInterval bounds how often Run heartbeats.
+const minHeartbeatInterval = 100 * time.Millisecond
+
+// Run runs an approved request on the worker's guarded backend and returns the result, with the
+// approval's id and reviewer. It heartbeats while the code runs and emits sandbox.started and
+// sandbox.finished. Errors are application errors typed as in ApplicationError.
+//
+// Run never runs a second attempt of itself: Temporal retries of the sandbox activity could run
+// approved code twice, so an attempt after the first is refused as an IntegrationError whose code
+// may have started. The workflow retries a failure from before the code could start by scheduling
+// a fresh activity.
+func (a *Activities) Run(ctx context.Context, in RunInput) (guard.Result, error) {
+	if a.guarded == nil {
+		return guard.Result{}, ApplicationError(&guard.ConfigError{Msg: "this worker has no sandbox backend"})
+	}
+	info := activity.GetInfo(ctx)
+	c := in.Checked
+	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
+	switch {
+	case info.Attempt > 1:
+		return guard.Result{}, ApplicationError(&guard.IntegrationError{
+			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
+			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
+			CodeMayHaveStarted: true,
+		})
+	case in.ApprovalID == "" || in.Reviewer == "":
+		return guard.Result{}, ApplicationError(&guard.ConfigError{Msg: "sandbox activity: no approval id or reviewer"})
+	case in.Digest != c.Digest:
+		return guard.Result{}, ApplicationError(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Digest, c.Digest)})
+	}
+
+	started := startedEvent(c, in, info.Attempt)
+	started.Time = time.Now()
+	a.sink.Emit(ctx, started)
+
+	stop := heartbeat(ctx, info.HeartbeatTimeout)
+	start := time.Now()
+	res, err := a.guarded.Run(ctx, c)
+	elapsed := time.Since(start)
+	stop()
+
+	res.ApprovalID = in.ApprovalID
+	res.Reviewer = in.Reviewer
+	finished := finishedEvent(c, in, res, err, elapsed)
+	finished.Time = time.Now()
+	a.sink.Emit(context.WithoutCancel(ctx), finished)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Cancelled (the workflow was cancelled, or the worker is stopping): report the
+			// context's error so Temporal records a cancellation.
+			return guard.Result{}, fmt.Errorf("sandbox activity: %w", ctx.Err())
+		}
+		return guard.Result{}, ApplicationError(err)
+	}
+	return res, nil
+}
+
+// heartbeat records a heartbeat at once and then every third of timeout (every 5 s without one)
+// until the returned stop is called; stop waits for the last heartbeat to finish.
+func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
+	interval := 5 * time.Second
+	if timeout > 0 {
+		interval = max(timeout/3, minHeartbeatInterval)
+	}
+	hbCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}

@@ -1,0 +1,107 @@
+package activities
+
+import (
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// ErrorDetails travel as the single detail of every application error sandboxflow sends across
+// Temporal, so that a client in any language can read the typed fields:
+//
+//	{"message": "...", "op": "...", "error": "...", "code_may_have_started": false,
+//	 "reason": "denied", "reviewer": "alice"}
+//
+// Which fields are set depends on the error's type (the application error's Type, one of the
+// guard.TypeXxx constants).
+type ErrorDetails struct {
+	// Message is the Msg of a ToolUsageError or ConfigError, or the Message of an ApprovalDenied.
+	Message string `json:"message,omitempty"`
+	// Op and Error are an IntegrationError's operation and the text of its cause.
+	Op    string `json:"op,omitempty"`
+	Error string `json:"error,omitempty"`
+	// CodeMayHaveStarted is an IntegrationError's flag. A reader that finds it missing must
+	// assume true.
+	CodeMayHaveStarted *bool `json:"code_may_have_started,omitempty"`
+	// Reason and Reviewer are an ApprovalDenied's.
+	Reason   string `json:"reason,omitempty"`
+	Reviewer string `json:"reviewer,omitempty"`
+}
+
+// ApplicationError converts a typed guard error into a Temporal application error whose Type is
+// the guard.TypeXxx name and whose details are ErrorDetails. ToolUsageError, ConfigError,
+// ApprovalDenied and an IntegrationError whose code may have started are non-retryable; an
+// IntegrationError from before the code could start is marked retryable. An error that carries no
+// guard type is returned unchanged; nil stays nil.
+func ApplicationError(err error) error {
+	var (
+		tu *guard.ToolUsageError
+		ce *guard.ConfigError
+		ie *guard.IntegrationError
+		ad *guard.ApprovalDenied
+	)
+	switch guard.TypeOf(err) {
+	case guard.TypeToolUsageError:
+		errors.As(err, &tu)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeToolUsageError, nil, ErrorDetails{Message: tu.Msg})
+	case guard.TypeConfigError:
+		errors.As(err, &ce)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeConfigError, nil, ErrorDetails{Message: ce.Msg})
+	case guard.TypeApprovalDenied:
+		errors.As(err, &ad)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeApprovalDenied, nil,
+			ErrorDetails{Message: ad.Message, Reason: ad.Reason, Reviewer: ad.Reviewer})
+	case guard.TypeIntegrationError:
+		errors.As(err, &ie)
+		started := ie.CodeMayHaveStarted
+		d := ErrorDetails{Op: ie.Op, CodeMayHaveStarted: &started}
+		if ie.Err != nil {
+			d.Error = ie.Err.Error()
+		}
+		return temporal.NewApplicationErrorWithOptions(err.Error(), guard.TypeIntegrationError,
+			temporal.ApplicationErrorOptions{NonRetryable: !guard.Retryable(err), Details: []any{d}})
+	}
+	return err
+}
+
+// GuardError returns the typed guard error that err carries as a Temporal application error (made
+// by ApplicationError, perhaps wrapped in an activity or workflow execution error), so that
+// errors.As finds *guard.ToolUsageError, *guard.ConfigError, *guard.IntegrationError or
+// *guard.ApprovalDenied. Clients use it on the error of a RunCode run. An IntegrationError whose
+// details do not say otherwise is taken to have possibly started the code. Any other error is
+// returned unchanged; nil stays nil.
+func GuardError(err error) error {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return err
+	}
+	var d ErrorDetails
+	hasDetails := appErr.HasDetails() && appErr.Details(&d) == nil
+	msg := d.Message
+	if !hasDetails {
+		msg = appErr.Message()
+	}
+	switch appErr.Type() {
+	case guard.TypeToolUsageError:
+		return &guard.ToolUsageError{Msg: msg}
+	case guard.TypeConfigError:
+		return &guard.ConfigError{Msg: msg}
+	case guard.TypeApprovalDenied:
+		if !hasDetails {
+			return &guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Message: appErr.Message()}
+		}
+		return &guard.ApprovalDenied{Reason: d.Reason, Reviewer: d.Reviewer, Message: d.Message}
+	case guard.TypeIntegrationError:
+		ie := &guard.IntegrationError{Op: d.Op, CodeMayHaveStarted: d.CodeMayHaveStarted == nil || *d.CodeMayHaveStarted}
+		switch {
+		case !hasDetails:
+			ie.Op = appErr.Message()
+		case d.Error != "":
+			ie.Err = errors.New(d.Error)
+		}
+		return ie
+	}
+	return err
+}

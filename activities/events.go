@@ -1,0 +1,185 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Event types the sandbox activity emits.
+const (
+	EventSandboxStarted  = "sandbox.started"
+	EventSandboxFinished = "sandbox.finished"
+)
+
+// Event is one thing that happened to a run. Data holds sizes, counts, exit codes, durations, the
+// digest, ids and the backend; code, output, env values and file contents are in it only when the
+// request set capture_content.
+type Event struct {
+	Type string
+	Time time.Time
+	Data map[string]any
+}
+
+// Sink receives events. Emit must not block for long and must be safe for concurrent use; a sink
+// that fails should report its failure itself (the run does not depend on it).
+type Sink interface {
+	Emit(ctx context.Context, e Event)
+}
+
+// SlogSink writes each event as one structured log/slog record at level Info whose message is the
+// event type, with the attribute "event" (the type) and one attribute per Data key, in key order.
+type SlogSink struct {
+	// Logger receives the records. Optional: defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Emit logs e.
+func (s SlogSink) Emit(ctx context.Context, e Event) {
+	logger := s.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	attrs := make([]slog.Attr, 0, len(e.Data)+1)
+	attrs = append(attrs, slog.String("event", e.Type))
+	keys := make([]string, 0, len(e.Data))
+	for k := range e.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		attrs = append(attrs, slog.Any(k, e.Data[k]))
+	}
+	logger.LogAttrs(ctx, slog.LevelInfo, e.Type, attrs...)
+}
+
+// MemorySink keeps every event in memory, for tests. The zero value is ready to use.
+type MemorySink struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+// Emit records e.
+func (m *MemorySink) Emit(_ context.Context, e Event) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.events = append(m.events, e)
+}
+
+// Events returns a copy of the events recorded so far, oldest first.
+func (m *MemorySink) Events() []Event {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.events)
+}
+
+// startedEvent describes a run about to start. Content only with capture_content.
+func startedEvent(c guard.Checked, in RunInput, attempt int32) Event {
+	var inputBytes int
+	for _, f := range c.Files {
+		inputBytes += len(f.Content)
+	}
+	d := map[string]any{
+		"workflow_id":     c.Owner.WorkflowID,
+		"run_id":          c.Owner.RunID,
+		"activity_id":     c.Owner.ActivityID,
+		"attempt":         attempt,
+		"approval_id":     in.ApprovalID,
+		"reviewer":        in.Reviewer,
+		"digest":          c.Digest,
+		"backend":         c.Backend,
+		"language":        c.Language,
+		"code_bytes":      len(c.Code),
+		"input_files":     len(c.Files),
+		"input_bytes":     inputBytes,
+		"env_vars":        len(c.Env),
+		"network":         c.Network,
+		"timeout_ms":      c.Limits.Timeout.Milliseconds(),
+		"capture_content": c.CaptureContent,
+	}
+	addMetadata(d, c.Metadata)
+	if c.CaptureContent {
+		d["code"] = c.Code
+		d["env"] = c.EnvMap()
+		files := make(map[string]string, len(c.Files))
+		for _, f := range c.Files {
+			files[f.Name] = string(f.Content)
+		}
+		d["input_file_contents"] = files
+	}
+	return Event{Type: EventSandboxStarted, Data: d}
+}
+
+// finishedEvent describes how a run ended. Content only with capture_content.
+func finishedEvent(c guard.Checked, in RunInput, res guard.Result, err error, elapsed time.Duration) Event {
+	d := map[string]any{
+		"workflow_id": c.Owner.WorkflowID,
+		"run_id":      c.Owner.RunID,
+		"activity_id": c.Owner.ActivityID,
+		"approval_id": in.ApprovalID,
+		"reviewer":    in.Reviewer,
+		"digest":      c.Digest,
+		"backend":     c.Backend,
+		"duration_ms": elapsed.Milliseconds(),
+	}
+	addMetadata(d, c.Metadata)
+	if err != nil {
+		// An IntegrationError's cause comes from an untrusted backend and might quote output:
+		// without capture_content only its operation is kept.
+		d["error_type"] = guard.TypeOf(err)
+		var ie *guard.IntegrationError
+		isIntegration := errors.As(err, &ie)
+		if c.CaptureContent || !isIntegration {
+			d["error"] = err.Error()
+		} else {
+			d["error_op"] = ie.Op
+		}
+		if isIntegration {
+			d["retryable"] = guard.Retryable(err)
+			d["code_may_have_started"] = ie.CodeMayHaveStarted
+		}
+		return Event{Type: EventSandboxFinished, Data: d}
+	}
+	var fileBytes int64
+	for _, f := range res.Files {
+		fileBytes += f.Size
+	}
+	d["ok"] = res.OK
+	d["exit_code"] = res.ExitCode
+	d["timed_out"] = res.TimedOut
+	d["stdout_bytes"] = len(res.Stdout)
+	d["stderr_bytes"] = len(res.Stderr)
+	d["stdout_truncated"] = res.StdoutTruncated
+	d["stderr_truncated"] = res.StderrTruncated
+	d["files"] = len(res.Files)
+	d["file_bytes"] = fileBytes
+	d["files_truncated"] = res.FilesTruncated
+	if res.LimitKilled != "" {
+		d["limit_killed"] = res.LimitKilled
+	}
+	if c.CaptureContent {
+		d["stdout"] = string(res.Stdout)
+		d["stderr"] = string(res.Stderr)
+		files := make(map[string]string, len(res.Files))
+		for _, f := range res.Files {
+			files[f.Name] = string(f.Content)
+		}
+		d["file_contents"] = files
+	}
+	return Event{Type: EventSandboxFinished, Data: d}
+}
+
+func addMetadata(d map[string]any, m guard.Metadata) {
+	for k, v := range map[string]string{
+		"agent": m.Agent, "session": m.Session, "tool_call_id": m.ToolCallID, "requested_by": m.RequestedBy,
+	} {
+		if v != "" {
+			d[k] = v
+		}
+	}
+}

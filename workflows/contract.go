@@ -1,0 +1,178 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Names a Temporal client uses to talk to a RunCode run.
+const (
+	// WorkflowName is the workflow type.
+	WorkflowName = "RunCode"
+	// SignalApproval is the signal that carries a Decision.
+	SignalApproval = "approval"
+	// UpdateDecide is the update that carries a Decision; its validator refuses a bad one and
+	// says why. It returns a DecideResult.
+	UpdateDecide = "decide"
+	// QueryStatus is the query that returns a Status.
+	QueryStatus = "status"
+)
+
+// Search attribute names. All are of type Keyword and must be registered on the namespace before
+// a run starts (the dev server and `worker doctor` use SearchAttributeNames).
+const (
+	// AttrStatus is the run's state: one of the Status* values.
+	AttrStatus = "SandboxStatus"
+	// AttrDigest is the digest a reviewer approves.
+	AttrDigest = "SandboxDigest"
+	// AttrLanguage is the request's language.
+	AttrLanguage = "SandboxLanguage"
+	// AttrBackend is the backend that runs the code.
+	AttrBackend = "SandboxBackend"
+	// AttrReviewer is the reviewer whose decision was accepted.
+	AttrReviewer = "SandboxReviewer"
+)
+
+// Typed keys of the search attributes, for workflow.UpsertTypedSearchAttributes and for reading
+// them from a client.
+var (
+	StatusKey   = temporal.NewSearchAttributeKeyKeyword(AttrStatus)
+	DigestKey   = temporal.NewSearchAttributeKeyKeyword(AttrDigest)
+	LanguageKey = temporal.NewSearchAttributeKeyKeyword(AttrLanguage)
+	BackendKey  = temporal.NewSearchAttributeKeyKeyword(AttrBackend)
+	ReviewerKey = temporal.NewSearchAttributeKeyKeyword(AttrReviewer)
+)
+
+// SearchAttributeNames returns the names of every search attribute RunCode sets, all of type
+// Keyword.
+func SearchAttributeNames() []string {
+	return []string{AttrStatus, AttrDigest, AttrLanguage, AttrBackend, AttrReviewer}
+}
+
+// Values of the SandboxStatus search attribute and of Status.State.
+const (
+	// StatusChecking: the policy is being applied to the request.
+	StatusChecking = "checking"
+	// StatusAwaitingApproval: the run waits for a reviewer's decision.
+	StatusAwaitingApproval = "awaiting_approval"
+	// StatusRunning: approved; the sandbox activity is scheduled or running.
+	StatusRunning = "running"
+	// StatusSucceeded: the code ran and exited 0.
+	StatusSucceeded = "succeeded"
+	// StatusFailed: the code ran and exited non-zero, or a resource limit killed it.
+	StatusFailed = "failed"
+	// StatusTimedOut: the code ran past its timeout and was stopped.
+	StatusTimedOut = "timed_out"
+	// StatusDenied: a reviewer denied the run; nothing ran.
+	StatusDenied = "denied"
+	// StatusExpired: no decision came before the approval timeout; nothing ran.
+	StatusExpired = "expired"
+	// StatusCancelled: the workflow was cancelled; a running sandbox was stopped.
+	StatusCancelled = "cancelled"
+	// StatusError: the request failed its check, or the backend failed (the run's error says
+	// whether the code may have started).
+	StatusError = "error"
+)
+
+// Input is the workflow's one argument.
+type Input struct {
+	// Request is what to run. Required.
+	Request guard.Request `json:"request"`
+	// SandboxTaskQueue is the task queue of the sandbox activity. Optional: defaults to the
+	// checking worker's configured sandbox task queue, or else the workflow's own task queue.
+	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
+}
+
+// Decision is a reviewer's decision, sent as the signal "approval" or the update "decide". Its
+// JSON form is fixed so that any Temporal client can send it:
+//
+//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
+type Decision struct {
+	// ApprovalID identifies the decision: a UUID made by the reviewer's client. Required.
+	ApprovalID string `json:"approval_id"`
+	// Digest is the digest the reviewer read. Required to approve, and must equal the request's;
+	// a denial may leave it empty.
+	Digest string `json:"digest"`
+	// Approve is true to run the code, false to deny it.
+	Approve bool `json:"approve"`
+	// Reviewer names who decided. Required.
+	Reviewer string `json:"reviewer"`
+	// Reason is free text, shown with a denial. Optional.
+	Reason string `json:"reason"`
+}
+
+// DecideResult is what the update "decide" returns for an accepted decision.
+type DecideResult struct {
+	ApprovalID string `json:"approval_id"`
+	Approve    bool   `json:"approve"`
+	Reviewer   string `json:"reviewer"`
+	Digest     string `json:"digest"`
+	// State is where the decision leads: StatusRunning for an approval, StatusDenied for a
+	// denial.
+	State string `json:"state"`
+}
+
+// Status is what the query "status" returns.
+type Status struct {
+	// State is one of the Status* values.
+	State string `json:"state"`
+	// Request is the checked request as a reviewer reads it: code, language, file names and
+	// sizes, env names (never values), limits, network, backend and digest. Empty while checking
+	// and when the check failed.
+	Request guard.Summary `json:"request"`
+	// ApprovalDeadline is when the wait for a decision ends (zero before the wait).
+	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
+	// Decision is the accepted decision, if any.
+	Decision *DecisionRecord `json:"decision,omitempty"`
+	// RejectedDecisions counts signalled decisions refused while waiting (wrong digest, missing
+	// reviewer or id); LastRejection says why the last one was. Updates refused by the validator
+	// never reach the workflow and are not counted.
+	RejectedDecisions int    `json:"rejected_decisions"`
+	LastRejection     string `json:"last_rejection,omitempty"`
+	// IgnoredDecisions counts signalled decisions that came after the accepted one.
+	IgnoredDecisions int `json:"ignored_decisions"`
+	// RunAttempts counts sandbox activities scheduled (more than one only after failures from
+	// before the code could start).
+	RunAttempts int `json:"run_attempts"`
+	// Error is the error that ended the run, if any.
+	Error string `json:"error,omitempty"`
+}
+
+// DecisionRecord is an accepted decision as the status reports it.
+type DecisionRecord struct {
+	ApprovalID string    `json:"approval_id"`
+	Approve    bool      `json:"approve"`
+	Reviewer   string    `json:"reviewer"`
+	Reason     string    `json:"reason,omitempty"`
+	Digest     string    `json:"digest,omitempty"`
+	Via        string    `json:"via"`
+	Time       time.Time `json:"time"`
+}
+
+// Ways a decision arrives (DecisionRecord.Via).
+const (
+	ViaSignal = "signal"
+	ViaUpdate = "update"
+)
+
+// Workflow event types, written with the workflow's replay-safe logger (message and "event"
+// attribute).
+const (
+	EventApprovalRequested = "approval.requested"
+	EventApprovalGranted   = "approval.granted"
+	EventApprovalDenied    = "approval.denied"
+	EventApprovalExpired   = "approval.expired"
+	EventApprovalRejected  = "approval.rejected"
+)
+
+// Register registers RunCode as WorkflowName on a worker. The worker must also register the
+// activities (activities.Activities.Register), whose Check runs as a local activity of the
+// workflow.
+func Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(RunCode, workflow.RegisterOptions{Name: WorkflowName})
+}

@@ -1,0 +1,109 @@
+// Package workflows holds the RunCode workflow: it checks a request against the worker's policy,
+// waits for a person to approve that exact request, and runs it at most once in one sandbox
+// activity. Everything it decides is recorded in workflow history.
+//
+// # Contract
+//
+// A client starts WorkflowName ("RunCode") with one Input and gets one guard.Result back, or an
+// error. It talks to a run with:
+//
+//   - the query QueryStatus ("status"), which returns a Status: the state, the request as a
+//     reviewer reads it (guard.Summary: code, language, file names and sizes, env names, limits,
+//     network, backend, digest), the approval deadline, the accepted decision, and how many
+//     decisions were rejected or ignored;
+//   - the signal SignalApproval ("approval") or the update UpdateDecide ("decide"), each
+//     carrying a Decision, whose JSON form is fixed:
+//
+//     {"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
+//
+//     The update returns a DecideResult for an accepted decision; its validator refuses a bad one
+//     at once with an application error of type DecisionRejectedType whose message says why.
+//
+// The run's error, when there is one, is a Temporal application error whose Type is one of
+// guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
+// guard.TypeApprovalDenied, with activities.ErrorDetails as its details;
+// activities.GuardError turns it back into the typed guard error. A cancelled run ends with
+// Temporal's cancellation.
+//
+// # Steps
+//
+//  1. Check. The local activity activities.CheckActivityName applies the worker's policy and
+//     records the checked request, its digest, the approval timeout and how to schedule the run
+//     (so that a later change of the worker's configuration never changes a replay). A failed
+//     check ends the run with ToolUsageError or ConfigError before anything waits or runs, and
+//     SandboxStatus is "error".
+//  2. Announce. SandboxStatus=awaiting_approval, SandboxDigest, SandboxLanguage and
+//     SandboxBackend are set (SearchAttributeNames lists them; all are Keyword), and the event
+//     approval.requested is logged.
+//  3. Wait. The first valid decision ends the wait. A decision is valid when the run is waiting
+//     and none was accepted yet, approval_id is a UUID (36 characters, not the nil UUID),
+//     reviewer is set (at most MaxReviewerBytes, no control characters), reason is at most
+//     MaxReasonBytes, and digest equals the request's digest (an approval must carry it; a
+//     denial may leave it empty). A signalled decision that is not valid is rejected: counted in
+//     Status.RejectedDecisions, logged as approval.rejected, and otherwise ignored — it consumes
+//     nothing and ends nothing. Every decision after the accepted one is ignored (counted in
+//     Status.IgnoredDecisions) and never causes a second run; an update is refused instead.
+//     A payload that does not decode as a Decision is dropped by the SDK and logged by it.
+//     A denial ends the run with ApprovalDenied (reason "denied", the reviewer, the reason
+//     text); no decision before the approval timeout ends it with ApprovalDenied (reason
+//     "expired"); cancellation ends it cancelled. In each case nothing runs. SandboxReviewer
+//     names the reviewer of the accepted decision. There is no auto-approve of any kind.
+//  4. Run. The sandbox activity activities.RunActivityName is scheduled on the sandbox task
+//     queue (Input.SandboxTaskQueue, else the checking worker's configured queue, else the
+//     workflow's own) with StartToCloseTimeout = effective timeout + grace + report margin (the
+//     margin lets the guard's backstop at timeout + grace report a timed-out run before Temporal
+//     times the activity out), a heartbeat timeout, and RetryPolicy.MaximumAttempts = 1:
+//     Temporal never retries it. The workflow retries only a failure for which guard.Retryable
+//     is true (an IntegrationError from before the code could start), with exponential backoff
+//     (workflow timers, recorded in history) and a bounded number of attempts. Any other
+//     failure ends the run: a typed ToolUsageError or ConfigError as it is, and a lost worker
+//     (heartbeat or start-to-close timeout), a failure after the code may have started, or any
+//     failure the workflow cannot classify as IntegrationError "outcome unknown; the approval
+//     was used". The code therefore runs at most once per approval.
+//  5. Result. The guard.Result carries the approval id, reviewer, digest and backend.
+//     SandboxStatus ends at succeeded, failed (non-zero exit or a resource-limit kill),
+//     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error.
+//
+// # Events
+//
+// The workflow logs approval.requested, approval.granted, approval.denied, approval.expired and
+// approval.rejected with its replay-safe logger (workflow.GetLogger): the message and the
+// attribute "event" are the event type, and the attributes carry sizes, counts, ids and the
+// digest. Code and env values appear only when the request set capture_content. Give the worker
+// a log/slog logger (go.temporal.io/sdk/log.NewStructuredLogger) to have them as slog records.
+// The sandbox activity emits sandbox.started and sandbox.finished to its activities.Sink.
+//
+// # Registration
+//
+// One task queue (workflow and sandboxes on the same workers):
+//
+//	acts, err := activities.New(activities.Config{Policy: policy, Backend: backend})
+//	w := worker.New(c, "sandboxflow", worker.Options{MaxConcurrentActivityExecutionSize: 4})
+//	workflows.Register(w)
+//	acts.Register(w)
+//
+// Two task queues (sandbox hosts scale apart from workflow workers):
+//
+//	// workflow workers: no backend here, only its name and the sandbox queue
+//	acts, err := activities.New(activities.Config{Policy: policy, BackendName: "docker", SandboxTaskQueue: "sandboxflow-sandbox"})
+//	w := worker.New(c, "sandboxflow", worker.Options{})
+//	workflows.Register(w)
+//	acts.Register(w) // registers the Check local activity
+//
+//	// sandbox hosts
+//	acts, err := activities.New(activities.Config{Policy: policy, Backend: dockerBackend})
+//	w := worker.New(c, "sandboxflow-sandbox", worker.Options{DisableWorkflowWorker: true, MaxConcurrentActivityExecutionSize: 4})
+//	acts.Register(w)
+//
+// Sandbox hosts re-check every request against their own policy before running it, so their
+// policy must allow what the workflow workers' policy allows.
+//
+// The search attributes must exist on the namespace (Keyword: SearchAttributeNames) before a
+// run starts.
+//
+// # Determinism
+//
+// The workflow reads no clock but workflow.Now, makes no ids, starts no goroutines (it uses
+// workflow.Go), iterates no maps and does no I/O. The policy and every worker setting reach it
+// only through the recorded result of the Check local activity.
+package workflows

@@ -1,0 +1,305 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// checkTimeout bounds the local activity that applies the policy.
+const checkTimeout = 30 * time.Second
+
+// runCode is the state of one RunCode run. Handlers (query, signal, update) and the main
+// coroutine share it; workflow coroutines never run at the same time.
+type runCode struct {
+	status   Status
+	checked  guard.Checked
+	decision *Decision
+}
+
+// RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
+// runs the approved code at most once. See the package documentation for every step.
+func RunCode(ctx workflow.Context, in Input) (guard.Result, error) {
+	r := &runCode{status: Status{State: StatusChecking}}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status, nil }); err != nil {
+		return guard.Result{}, fmt.Errorf("workflows: set query handler: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, r.decide,
+		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
+		return guard.Result{}, fmt.Errorf("workflows: set update handler: %w", err)
+	}
+
+	// 1. Check.
+	check, err := r.check(ctx, in)
+	if err != nil {
+		return guard.Result{}, r.fail(ctx, err)
+	}
+
+	// 2. Announce.
+	r.checked = check.Checked
+	r.status.Request = r.checked.Summary()
+	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
+	if err := r.setState(ctx, StatusAwaitingApproval,
+		DigestKey.ValueSet(r.checked.Digest),
+		LanguageKey.ValueSet(r.checked.Language),
+		BackendKey.ValueSet(r.checked.Backend)); err != nil {
+		return guard.Result{}, err
+	}
+	r.requestedEvent(ctx, check.ApprovalTimeout)
+
+	// 3. Wait for a decision.
+	signals := workflow.GetSignalChannel(ctx, SignalApproval)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var d Decision
+			signals.Receive(ctx, &d)
+			r.onSignal(ctx, d)
+		}
+	})
+	decided, err := workflow.AwaitWithTimeout(ctx, check.ApprovalTimeout, func() bool { return r.decision != nil })
+	switch {
+	case err != nil:
+		return guard.Result{}, r.cancelled(ctx, err)
+	case !decided:
+		r.event(ctx, EventApprovalExpired, "approval_timeout", check.ApprovalTimeout.String())
+		return guard.Result{}, r.end(ctx, StatusExpired, &guard.ApprovalDenied{
+			Reason:  guard.DeniedExpired,
+			Message: "no decision within the approval timeout of " + check.ApprovalTimeout.String(),
+		})
+	}
+	d := *r.decision
+	if err := workflow.UpsertTypedSearchAttributes(ctx, ReviewerKey.ValueSet(d.Reviewer)); err != nil {
+		return guard.Result{}, fmt.Errorf("workflows: set search attribute %s: %w", AttrReviewer, err)
+	}
+	if !d.Approve {
+		r.event(ctx, EventApprovalDenied, "approval_id", d.ApprovalID, "reviewer", d.Reviewer, "reason_bytes", len(d.Reason))
+		return guard.Result{}, r.end(ctx, StatusDenied, &guard.ApprovalDenied{
+			Reason: guard.DeniedByReviewer, Reviewer: d.Reviewer, Message: d.Reason,
+		})
+	}
+	r.event(ctx, EventApprovalGranted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
+
+	// 4. Run, at most once for this approval.
+	if err := r.setState(ctx, StatusRunning); err != nil {
+		return guard.Result{}, err
+	}
+	res, err := r.run(ctx, in, check.Run, d)
+	if err != nil {
+		if ctx.Err() != nil {
+			return guard.Result{}, r.cancelled(ctx, err)
+		}
+		return guard.Result{}, r.fail(ctx, err)
+	}
+
+	// 5. Result.
+	res.ApprovalID = d.ApprovalID
+	res.Reviewer = d.Reviewer
+	state := StatusSucceeded
+	switch {
+	case res.TimedOut:
+		state = StatusTimedOut
+	case !res.OK:
+		state = StatusFailed
+	}
+	if err := r.setState(ctx, state); err != nil {
+		return guard.Result{}, err
+	}
+	return res, nil
+}
+
+// check applies the worker's policy in a local activity and returns what it recorded. A typed
+// guard error comes back as one (ToolUsageError or ConfigError).
+func (r *runCode) check(ctx workflow.Context, in Input) (activities.CheckResult, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: checkTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var res activities.CheckResult
+	err := workflow.ExecuteLocalActivity(ctx, activities.CheckActivityName, activities.CheckInput{Request: in.Request}).Get(ctx, &res)
+	if err != nil {
+		if gerr := activities.GuardError(err); guard.TypeOf(gerr) != "" {
+			return res, gerr
+		}
+		return res, fmt.Errorf("workflows: check request: %w", err)
+	}
+	return res, nil
+}
+
+// run schedules the sandbox activity. The activity is never retried by Temporal
+// (MaximumAttempts 1): a failure from before the code could start (guard.Retryable) is retried
+// here, with backoff, by scheduling a fresh activity; any other failure ends the run. A lost
+// worker (heartbeat or start-to-close timeout) or any failure the workflow cannot classify is an
+// IntegrationError whose outcome is unknown: the approval was used and nothing runs again.
+func (r *runCode) run(ctx workflow.Context, in Input, opts activities.RunOptions, d Decision) (guard.Result, error) {
+	queue := in.SandboxTaskQueue
+	if queue == "" {
+		queue = opts.TaskQueue
+	}
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:           queue,
+		StartToCloseTimeout: r.checked.Limits.Timeout + opts.Grace + opts.ReportMargin,
+		HeartbeatTimeout:    opts.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation: true,
+	})
+	input := activities.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest}
+	backoff := opts.StartBackoff
+	for attempt := 1; ; attempt++ {
+		r.status.RunAttempts = attempt
+		var res guard.Result
+		err := workflow.ExecuteActivity(ctx, activities.RunActivityName, input).Get(ctx, &res)
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return guard.Result{}, err
+		}
+		gerr := activities.GuardError(err)
+		switch {
+		case guard.TypeOf(gerr) == "":
+			return guard.Result{}, &guard.IntegrationError{
+				Op:                 "run sandbox",
+				Err:                fmt.Errorf("outcome unknown; the approval was used: %w", err),
+				CodeMayHaveStarted: true,
+			}
+		case !guard.Retryable(gerr):
+			var ie *guard.IntegrationError
+			if errors.As(gerr, &ie) {
+				return guard.Result{}, &guard.IntegrationError{
+					Op:                 "run sandbox",
+					Err:                fmt.Errorf("outcome unknown; the approval was used: %w", gerr),
+					CodeMayHaveStarted: true,
+				}
+			}
+			return guard.Result{}, gerr
+		case attempt >= opts.StartAttempts:
+			return guard.Result{}, &guard.IntegrationError{
+				Op:  fmt.Sprintf("run sandbox: the backend failed before the code could start, %d times", attempt),
+				Err: gerr,
+			}
+		}
+		workflow.GetLogger(ctx).Warn("sandbox.retry", "event", "sandbox.retry", "attempt", attempt,
+			"backoff", backoff.String(), "digest", r.checked.Digest, "error", gerr.Error())
+		if err := workflow.Sleep(ctx, backoff); err != nil {
+			return guard.Result{}, err
+		}
+		backoff = min(backoff*2, opts.MaxStartBackoff)
+	}
+}
+
+// onSignal handles a decision sent as a signal: it is accepted, or rejected (counted, logged and
+// otherwise ignored), or ignored because a decision was already accepted.
+func (r *runCode) onSignal(ctx workflow.Context, d Decision) {
+	why := r.refusal(d)
+	if why == "" {
+		r.accept(ctx, d, ViaSignal)
+		return
+	}
+	if r.decision != nil || r.status.State != StatusAwaitingApproval {
+		r.status.IgnoredDecisions++
+	} else {
+		r.status.RejectedDecisions++
+		r.status.LastRejection = why
+	}
+	r.event(ctx, EventApprovalRejected, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+		"approve", d.Approve, "via", ViaSignal, "why", why)
+}
+
+// validateDecide is the update's validator: it refuses a decision that cannot be accepted now
+// and says why. It never changes the workflow's state.
+func (r *runCode) validateDecide(_ workflow.Context, d Decision) error {
+	if why := r.refusal(d); why != "" {
+		return temporal.NewNonRetryableApplicationError(why, DecisionRejectedType, nil)
+	}
+	return nil
+}
+
+// decide is the update's handler for a decision the validator let through.
+func (r *runCode) decide(ctx workflow.Context, d Decision) (DecideResult, error) {
+	if why := r.refusal(d); why != "" {
+		// Another decision was accepted between validation and handling.
+		return DecideResult{}, temporal.NewNonRetryableApplicationError(why, DecisionRejectedType, nil)
+	}
+	r.accept(ctx, d, ViaUpdate)
+	state := StatusRunning
+	if !d.Approve {
+		state = StatusDenied
+	}
+	return DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Digest: r.checked.Digest, State: state}, nil
+}
+
+func (r *runCode) accept(ctx workflow.Context, d Decision, via string) {
+	r.decision = &d
+	r.status.Decision = &DecisionRecord{
+		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Reason: d.Reason,
+		Digest: d.Digest, Via: via, Time: workflow.Now(ctx),
+	}
+}
+
+// setState records the state in the status and the SandboxStatus search attribute, with any
+// other search attributes given.
+func (r *runCode) setState(ctx workflow.Context, state string, more ...temporal.SearchAttributeUpdate) error {
+	r.status.State = state
+	if err := workflow.UpsertTypedSearchAttributes(ctx, append([]temporal.SearchAttributeUpdate{StatusKey.ValueSet(state)}, more...)...); err != nil {
+		return fmt.Errorf("workflows: set search attribute %s=%s: %w", AttrStatus, state, err)
+	}
+	return nil
+}
+
+// end records a final state and returns the typed error that ends the run, as a Temporal
+// application error.
+func (r *runCode) end(ctx workflow.Context, state string, err error) error {
+	r.status.Error = err.Error()
+	if serr := r.setState(ctx, state); serr != nil {
+		return serr
+	}
+	return activities.ApplicationError(err)
+}
+
+// fail ends the run in StatusError.
+func (r *runCode) fail(ctx workflow.Context, err error) error {
+	return r.end(ctx, StatusError, err)
+}
+
+// cancelled ends a cancelled run and returns the cancellation.
+func (r *runCode) cancelled(ctx workflow.Context, err error) error {
+	r.status.Error = "cancelled"
+	if serr := r.setState(ctx, StatusCancelled); serr != nil {
+		return serr
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// event writes a workflow event with the replay-safe logger. It never carries code, env values or
+// file contents unless the request set capture_content (see requestedEvent).
+func (r *runCode) event(ctx workflow.Context, typ string, kv ...any) {
+	args := append([]any{"event", typ, "digest", r.checked.Digest}, kv...)
+	workflow.GetLogger(ctx).Info(typ, args...)
+}
+
+func (r *runCode) requestedEvent(ctx workflow.Context, approvalTimeout time.Duration) {
+	c := r.checked
+	var inputBytes int
+	for _, f := range c.Files {
+		inputBytes += len(f.Content)
+	}
+	kv := []any{
+		"language", c.Language, "backend", c.Backend, "code_bytes", len(c.Code),
+		"input_files", len(c.Files), "input_bytes", inputBytes, "env_vars", len(c.Env),
+		"network", c.Network, "timeout", c.Limits.Timeout.String(),
+		"approval_timeout", approvalTimeout.String(), "capture_content", c.CaptureContent,
+	}
+	if c.CaptureContent {
+		kv = append(kv, "code", c.Code, "env", c.Env)
+	}
+	r.event(ctx, EventApprovalRequested, kv...)
+}
