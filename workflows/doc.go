@@ -12,12 +12,13 @@
 //     network, backend, digest), the approval deadline, the accepted decision, and how many
 //     decisions were rejected or ignored;
 //   - the signal SignalApproval ("approval") or the update UpdateDecide ("decide"), each
-//     carrying a Decision, whose JSON form is fixed:
+//     carrying a Decision. The update returns a DecideResult for an accepted decision; its
+//     validator refuses a bad one at once with an application error of type
+//     DecisionRejectedType whose message says why.
 //
-//     {"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
+// A Decision's JSON form is fixed, so that any Temporal client can send it:
 //
-//     The update returns a DecideResult for an accepted decision; its validator refuses a bad one
-//     at once with an application error of type DecisionRejectedType whose message says why.
+//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
 //
 // The run's error, when there is one, is a Temporal application error whose Type is one of
 // guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
