@@ -1,0 +1,279 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+// DefaultTaskQueue is the task queue RunCode workflows are started on unless configured otherwise.
+const DefaultTaskQueue = "sandboxflow"
+
+// WorkflowIDPrefix starts the id of every run this package starts.
+const WorkflowIDPrefix = "sandbox-"
+
+// Options configure a Client.
+type Options struct {
+	// Temporal is a connected Temporal client. Required.
+	Temporal tclient.Client
+	// TaskQueue is where RunCode workflows are started. Optional: defaults to DefaultTaskQueue.
+	TaskQueue string
+	// DataConverter decodes payloads read from history (EnvValues). Optional: the converter of
+	// Connection.Options, or Temporal's default.
+	DataConverter converter.DataConverter
+	// CheckPoll is how often Start asks a new run whether its check finished. Optional: defaults
+	// to 100 ms.
+	CheckPoll time.Duration
+}
+
+// Client starts and steers RunCode runs. Create it with New.
+type Client struct {
+	tc        tclient.Client
+	dc        converter.DataConverter
+	taskQueue string
+	checkPoll time.Duration
+}
+
+// New returns a Client, or an error when no Temporal client is given.
+func New(opts Options) (*Client, error) {
+	if opts.Temporal == nil {
+		return nil, errors.New("client: Options.Temporal is required")
+	}
+	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll}
+	if c.dc == nil {
+		c.dc = converter.GetDefaultDataConverter()
+	}
+	if c.taskQueue == "" {
+		c.taskQueue = DefaultTaskQueue
+	}
+	if c.checkPoll <= 0 {
+		c.checkPoll = 100 * time.Millisecond
+	}
+	return c, nil
+}
+
+// StartOptions adjust one run.
+type StartOptions struct {
+	// WorkflowID names the run. Optional: defaults to "sandbox-" and a random UUID.
+	WorkflowID string
+	// SandboxTaskQueue is the task queue of the sandbox activity. Optional: the workers' setting.
+	SandboxTaskQueue string
+}
+
+// Started identifies a run that waits for its decision, with the digest a reviewer must approve.
+type Started struct {
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id"`
+	Digest     string `json:"digest"`
+}
+
+// Start starts a RunCode run and waits until the worker has checked the request, so that it can
+// return the digest. A request that fails its check returns the typed error (ToolUsageError or
+// ConfigError) and nothing waits.
+func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions) (Started, error) {
+	id := opts.WorkflowID
+	if id == "" {
+		id = WorkflowIDPrefix + uuid.NewString()
+	}
+	run, err := c.tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{
+		ID:                    id,
+		TaskQueue:             c.taskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, workflows.WorkflowName, workflows.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue})
+	if err != nil {
+		return Started{}, fmt.Errorf("client: start %s: %w", id, err)
+	}
+	started := Started{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+	for {
+		st, err := c.Status(ctx, started.WorkflowID)
+		switch {
+		case err == nil && st.State != workflows.StatusChecking:
+			if st.Request.Digest == "" {
+				// The check failed: the run has ended with the typed error.
+				_, rerr := c.Result(ctx, started.WorkflowID)
+				if rerr == nil {
+					rerr = fmt.Errorf("client: run %s ended in state %s without a digest", started.WorkflowID, st.State)
+				}
+				return started, rerr
+			}
+			started.Digest = st.Request.Digest
+			return started, nil
+		case err != nil && !isQueryNotReady(err):
+			// A run that failed its check may already be closed; its result says why.
+			if _, rerr := c.Result(ctx, started.WorkflowID); rerr != nil {
+				return started, rerr
+			}
+			return started, err
+		}
+		select {
+		case <-ctx.Done():
+			return started, fmt.Errorf("client: waiting for the check of %s: %w", started.WorkflowID, ctx.Err())
+		case <-time.After(c.checkPoll):
+		}
+	}
+}
+
+// isQueryNotReady reports errors that mean "ask again": the first workflow task has not run yet.
+func isQueryNotReady(err error) bool {
+	var failedPre *serviceerror.FailedPrecondition
+	var notFound *serviceerror.NotFound
+	return errors.As(err, &failedPre) || errors.As(err, &notFound)
+}
+
+// Status returns what the run's status query reports: its state and the request as a reviewer
+// reads it (env values are never in it).
+func (c *Client) Status(ctx context.Context, workflowID string) (workflows.Status, error) {
+	var st workflows.Status
+	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryStatus)
+	if err != nil {
+		return st, fmt.Errorf("client: query %s: %w", workflowID, err)
+	}
+	if err := v.Get(&st); err != nil {
+		return st, fmt.Errorf("client: decode status of %s: %w", workflowID, err)
+	}
+	return st, nil
+}
+
+// Pending is a run that waits for a decision, as visibility lists it.
+type Pending struct {
+	WorkflowID string    `json:"workflow_id"`
+	RunID      string    `json:"run_id"`
+	StartTime  time.Time `json:"start_time"`
+	Digest     string    `json:"digest"`
+	Language   string    `json:"language"`
+	Backend    string    `json:"backend"`
+}
+
+// PendingQuery is the visibility query for runs that wait for a person.
+var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.AttrStatus, workflows.StatusAwaitingApproval)
+
+// Pending lists the runs that wait for a decision, newest first. Visibility is eventually
+// consistent: a run started a moment ago may not be listed yet.
+func (c *Client) Pending(ctx context.Context) ([]Pending, error) {
+	var (
+		out   []Pending
+		token []byte
+	)
+	for {
+		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: PendingQuery, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("client: list pending runs: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			p := Pending{
+				WorkflowID: e.GetExecution().GetWorkflowId(),
+				RunID:      e.GetExecution().GetRunId(),
+				StartTime:  e.GetStartTime().AsTime(),
+			}
+			fields := e.GetSearchAttributes().GetIndexedFields()
+			p.Digest = keyword(fields[workflows.AttrDigest])
+			p.Language = keyword(fields[workflows.AttrLanguage])
+			p.Backend = keyword(fields[workflows.AttrBackend])
+			out = append(out, p)
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// keyword decodes a Keyword search attribute's payload; a missing or odd one is "".
+func keyword(p *commonpb.Payload) string {
+	var s string
+	if p == nil || converter.GetDefaultDataConverter().FromPayload(p, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// Approve sends one reviewer's approval of digest to the run as the update "decide", with a fresh
+// approval id. The workflow's validator refuses a wrong digest, a missing reviewer, a second
+// decision or a run that no longer waits, and the refusal comes back as the error.
+func (c *Client) Approve(ctx context.Context, workflowID, digest, reviewer, reason string) (workflows.DecideResult, error) {
+	return c.Decide(ctx, workflowID, workflows.Decision{
+		ApprovalID: uuid.NewString(), Digest: digest, Approve: true, Reviewer: reviewer, Reason: reason,
+	})
+}
+
+// Deny sends one reviewer's denial to the run as the update "decide". The digest is filled in
+// from the run's status, so that the decision names what was denied.
+func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) (workflows.DecideResult, error) {
+	d := workflows.Decision{ApprovalID: uuid.NewString(), Approve: false, Reviewer: reviewer, Reason: reason}
+	if st, err := c.Status(ctx, workflowID); err == nil {
+		d.Digest = st.Request.Digest
+	}
+	return c.Decide(ctx, workflowID, d)
+}
+
+// Decide sends a decision as the update "decide" and waits until the workflow accepted or refused
+// it.
+func (c *Client) Decide(ctx context.Context, workflowID string, d workflows.Decision) (workflows.DecideResult, error) {
+	var out workflows.DecideResult
+	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
+		WorkflowID:   workflowID,
+		UpdateName:   workflows.UpdateDecide,
+		UpdateID:     d.ApprovalID,
+		Args:         []any{d},
+		WaitForStage: tclient.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return out, fmt.Errorf("client: decide on %s: %w", workflowID, err)
+	}
+	if err := h.Get(ctx, &out); err != nil {
+		return out, fmt.Errorf("client: decide on %s: %w", workflowID, err)
+	}
+	return out, nil
+}
+
+// Result waits for the run to end and returns its result, or its typed error: errors.As finds
+// *guard.ApprovalDenied, *guard.ToolUsageError, *guard.ConfigError or *guard.IntegrationError.
+func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, error) {
+	var res guard.Result
+	err := c.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
+	if err != nil {
+		if typed := activities.GuardError(err); guard.TypeOf(typed) != "" {
+			return res, typed
+		}
+		return res, fmt.Errorf("client: result of %s: %w", workflowID, err)
+	}
+	return res, nil
+}
+
+// EnvValues returns the env values the run was started with, read from its history. The status
+// query never carries them; a reviewer asks for them on purpose.
+func (c *Client) EnvValues(ctx context.Context, workflowID string) (map[string]string, error) {
+	iter := c.tc.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return nil, fmt.Errorf("client: history of %s is empty", workflowID)
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return nil, fmt.Errorf("client: history of %s: %w", workflowID, err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return nil, fmt.Errorf("client: the first event of %s is not its start", workflowID)
+	}
+	var in workflows.Input
+	if err := c.dc.FromPayloads(attrs.GetInput(), &in); err != nil {
+		return nil, fmt.Errorf("client: decode the input of %s: %w", workflowID, err)
+	}
+	if in.Request.Env == nil {
+		return map[string]string{}, nil
+	}
+	return in.Request.Env, nil
+}

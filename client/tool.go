@@ -1,0 +1,100 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// ToolName is the name of the tool a model calls.
+const ToolName = "run_code"
+
+// Tool formats.
+const (
+	FormatOpenAI    = "openai"
+	FormatAnthropic = "anthropic"
+)
+
+// ToolOptions describe what the operator offers; the model chooses only the code and, where more
+// than one is offered, the language. Limits, network, env and input files stay the operator's.
+type ToolOptions struct {
+	// Languages offered. Optional: defaults to ["python"].
+	Languages []string
+	// Timeout is the run's time limit, told to the model. Optional: defaults to guard's default.
+	Timeout time.Duration
+	// Backend is the backend that runs the code; for "local" the description says that nothing
+	// is isolated. Optional.
+	Backend string
+	// LocalWarning is the text used for the local backend. Optional: a built-in warning.
+	LocalWarning string
+}
+
+// ToolArguments are what a model sends when it calls the tool.
+type ToolArguments struct {
+	Code     string `json:"code"`
+	Language string `json:"language,omitempty"`
+}
+
+// ToolSchema returns the run_code tool definition in the format of OpenAI's or Anthropic's
+// function calling.
+func ToolSchema(format string, opts ToolOptions) ([]byte, error) {
+	langs := opts.Languages
+	if len(langs) == 0 {
+		langs = []string{guard.Python}
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = guard.DefaultTimeout
+	}
+	desc := fmt.Sprintf("Run %s code in a sandbox and get back its exit code, stdout, stderr and the files it wrote in its working folder. "+
+		"A person reviews and approves every run before it starts, so it may take a while; a denial comes back as an error. "+
+		"The run is stopped after %s (a timeout is reported, not an error, so you can try again with faster code). "+
+		"Output is cut to a limit; there is no network unless the operator allows it.",
+		strings.Join(langs, " or "), timeout)
+	if opts.Backend == "local" {
+		warning := opts.LocalWarning
+		if warning == "" {
+			warning = "DEVELOPMENT ONLY: this sandbox is a plain local process; nothing is isolated."
+		}
+		desc += " WARNING: " + warning
+	}
+	props := map[string]any{
+		"code": map[string]any{"type": "string", "description": "The complete program to run."},
+	}
+	required := []string{"code"}
+	if len(langs) > 1 {
+		props["language"] = map[string]any{"type": "string", "enum": langs, "description": "The program's language."}
+		required = append(required, "language")
+	}
+	params := map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"required":             required,
+		"additionalProperties": false,
+	}
+	var tool any
+	switch format {
+	case FormatOpenAI:
+		tool = map[string]any{"type": "function", "function": map[string]any{
+			"name": ToolName, "description": desc, "parameters": params,
+		}}
+	case FormatAnthropic:
+		tool = map[string]any{"name": ToolName, "description": desc, "input_schema": params}
+	default:
+		return nil, fmt.Errorf("client: tool format %q is not %q or %q", format, FormatOpenAI, FormatAnthropic)
+	}
+	return json.MarshalIndent(tool, "", "  ")
+}
+
+// Request turns a model's tool call into a request: only code and language come from the model;
+// everything else is the operator's base request.
+func (a ToolArguments) Request(base guard.Request) guard.Request {
+	base.Code = a.Code
+	if a.Language != "" {
+		base.Language = a.Language
+	}
+	return base
+}
