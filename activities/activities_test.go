@@ -1,0 +1,347 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// echoBackend is a hand-written backend that returns Result or Err and records what it ran.
+type echoBackend struct {
+	Result guard.Result
+	Err    error
+	ran    []guard.Checked
+}
+
+func (b *echoBackend) Name() string { return "echo" }
+
+func (b *echoBackend) Run(_ context.Context, c guard.Checked) (guard.Result, error) {
+	b.ran = append(b.ran, c)
+	return b.Result, b.Err
+}
+
+func TestNewValidatesConfig(t *testing.T) {
+	b := &echoBackend{}
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"backend only", Config{Backend: b}, ""},
+		{"name only", Config{BackendName: "docker"}, ""},
+		{"both agree", Config{Backend: b, BackendName: "echo"}, ""},
+		{"no backend", Config{}, "no backend"},
+		{"names disagree", Config{Backend: b, BackendName: "docker"}, "does not match"},
+		{"bad policy", Config{Backend: b, Policy: guard.Policy{Languages: []string{"ruby"}}}, "not offered"},
+		{"negative heartbeat", Config{Backend: b, HeartbeatTimeout: -time.Second}, "must not be negative"},
+		{"tiny heartbeat", Config{Backend: b, HeartbeatTimeout: time.Millisecond}, "under 1 s"},
+		{"negative attempts", Config{Backend: b, StartAttempts: -1}, "must not be negative"},
+		{"backoff over its max", Config{Backend: b, StartBackoff: time.Hour}, "max start backoff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.cfg)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("New: %v; want no error", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("New: %v; want an error containing %q", err, tc.wantErr)
+			case tc.wantErr != "" && guard.TypeOf(err) != guard.TypeConfigError:
+				t.Fatalf("New: %v is not a ConfigError", err)
+			}
+		})
+	}
+}
+
+func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
+	a, err := New(Config{
+		BackendName:      "docker",
+		Policy:           guard.Policy{ApprovalTimeout: 2 * time.Hour, Grace: 3 * time.Second},
+		SandboxTaskQueue: "sandboxes",
+		StartAttempts:    7,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := guard.Request{Code: "print(1)", Limits: guard.Limits{Timeout: 10 * time.Second}}
+	got, err := a.Check(context.Background(), CheckInput{Request: req})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	want, _ := guard.Policy{ApprovalTimeout: 2 * time.Hour, Grace: 3 * time.Second}.Check(req, "docker")
+	if got.Checked.Digest != want.Digest || got.Checked.Backend != "docker" {
+		t.Errorf("checked digest %s for backend %s; want %s for docker", got.Checked.Digest, got.Checked.Backend, want.Digest)
+	}
+	wantRun := RunOptions{
+		TaskQueue: "sandboxes", Grace: 3 * time.Second, HeartbeatTimeout: DefaultHeartbeatTimeout,
+		ReportMargin: DefaultReportMargin, StartAttempts: 7, StartBackoff: DefaultStartBackoff,
+		MaxStartBackoff: DefaultMaxStartBackoff,
+	}
+	if got.ApprovalTimeout != 2*time.Hour || got.Run != wantRun {
+		t.Errorf("settings = %s, %+v; want 2h, %+v", got.ApprovalTimeout, got.Run, wantRun)
+	}
+
+	_, err = a.Check(context.Background(), CheckInput{Request: guard.Request{Code: ""}})
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != guard.TypeToolUsageError || !appErr.NonRetryable() {
+		t.Errorf("Check of empty code: %v; want a non-retryable ToolUsageError application error", err)
+	}
+}
+
+func TestErrorsRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		err          error
+		nonRetryable bool
+	}{
+		{"tool usage", &guard.ToolUsageError{Msg: "code is empty"}, true},
+		{"config", &guard.ConfigError{Msg: "timeout 1h is over the policy's maximum"}, true},
+		{"denied", &guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"}, true},
+		{"expired", &guard.ApprovalDenied{Reason: guard.DeniedExpired, Message: "no decision within 1h"}, true},
+		{"before start", &guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")}, false},
+		{"after start", &guard.IntegrationError{Op: "docker: read result", Err: errors.New("garbled"), CodeMayHaveStarted: true}, true},
+		{"wrapped", fmt.Errorf("outer: %w", &guard.ConfigError{Msg: "missing image"}), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := ApplicationError(tc.err)
+			var appErr *temporal.ApplicationError
+			if !errors.As(app, &appErr) {
+				t.Fatalf("ApplicationError(%v) = %T; want *temporal.ApplicationError", tc.err, app)
+			}
+			if appErr.Type() != guard.TypeOf(tc.err) || appErr.NonRetryable() != tc.nonRetryable {
+				t.Errorf("type %s, non-retryable %t; want %s, %t", appErr.Type(), appErr.NonRetryable(), guard.TypeOf(tc.err), tc.nonRetryable)
+			}
+			back := GuardError(fmt.Errorf("activity error: %w", app))
+			if guard.TypeOf(back) != guard.TypeOf(tc.err) || guard.Retryable(back) != guard.Retryable(tc.err) {
+				t.Errorf("round trip type %s retryable %t; want %s, %t", guard.TypeOf(back), guard.Retryable(back), guard.TypeOf(tc.err), guard.Retryable(tc.err))
+			}
+		})
+	}
+	t.Run("messages survive", func(t *testing.T) {
+		for _, err := range []error{
+			&guard.ToolUsageError{Msg: "code is empty"},
+			&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"},
+			&guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")},
+		} {
+			if got := GuardError(ApplicationError(err)).Error(); got != err.Error() {
+				t.Errorf("round trip of %q gave %q", err, got)
+			}
+		}
+	})
+	t.Run("untyped errors pass through", func(t *testing.T) {
+		plain := errors.New("plain")
+		if ApplicationError(plain) != plain || GuardError(plain) != plain {
+			t.Error("an untyped error was changed")
+		}
+		if ApplicationError(nil) != nil || GuardError(nil) != nil {
+			t.Error("nil was changed")
+		}
+	})
+	t.Run("foreign integration error without details", func(t *testing.T) {
+		foreign := temporal.NewApplicationError("daemon down", guard.TypeIntegrationError)
+		var ie *guard.IntegrationError
+		if !errors.As(GuardError(foreign), &ie) || !ie.CodeMayHaveStarted || guard.Retryable(ie) {
+			t.Errorf("GuardError(foreign) = %#v; want an IntegrationError that may have started", ie)
+		}
+	})
+	t.Run("details are plain JSON on the wire", func(t *testing.T) {
+		fc := temporal.GetDefaultFailureConverter()
+		failure := fc.ErrorToFailure(ApplicationError(&guard.IntegrationError{Op: "x", Err: errors.New("y")}))
+		payloads := failure.GetApplicationFailureInfo().GetDetails().GetPayloads()
+		if len(payloads) != 1 {
+			t.Fatalf("%d detail payloads; want 1", len(payloads))
+		}
+		var raw map[string]any
+		if err := json.Unmarshal(payloads[0].GetData(), &raw); err != nil {
+			t.Fatalf("details %q are not JSON: %v", payloads[0].GetData(), err)
+		}
+		if raw["code_may_have_started"] != false || raw["op"] != "x" || raw["error"] != "y" {
+			t.Errorf("details = %v; want op, error and code_may_have_started=false", raw)
+		}
+		// And back, as a client receives it.
+		var ie *guard.IntegrationError
+		if !errors.As(GuardError(fc.FailureToError(failure)), &ie) || ie.CodeMayHaveStarted || ie.Op != "x" {
+			t.Errorf("decoded %#v; want IntegrationError x, not started", ie)
+		}
+	})
+}
+
+func runActivity(t *testing.T, a *Activities, in RunInput) (guard.Result, error) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	a.Register(env)
+	v, err := env.ExecuteActivity(RunActivityName, in)
+	if err != nil {
+		return guard.Result{}, err
+	}
+	var res guard.Result
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res, nil
+}
+
+func checked(t *testing.T, a *Activities, req guard.Request) guard.Checked {
+	t.Helper()
+	res, err := a.Check(context.Background(), CheckInput{Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Checked
+}
+
+const approvalID = "8a6e0804-2bd0-4672-b79d-d97027f9071a"
+
+func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
+	const secretCode, secretEnv, secretOut, secretFile, secretInput = "print('code-s3cret')", "env-s3cret", "out-s3cret", "file-s3cret", "input-s3cret"
+	for _, capture := range []bool{false, true} {
+		t.Run(fmt.Sprint("capture_content=", capture), func(t *testing.T) {
+			b := &echoBackend{Result: guard.Result{
+				ExitCode: 0,
+				Stdout:   []byte(secretOut + strings.Repeat("x", 200)),
+				Files:    []guard.File{{Name: "out.txt", Content: []byte(secretFile)}},
+			}}
+			sink := &MemorySink{}
+			a, err := New(Config{Backend: b, Sink: sink})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := checked(t, a, guard.Request{
+				Code: secretCode, Env: map[string]string{"TOKEN": secretEnv},
+				Files:          map[string][]byte{"in.txt": []byte(secretInput)},
+				Limits:         guard.Limits{MaxStdoutBytes: 100},
+				CaptureContent: capture,
+			})
+			res, err := runActivity(t, a, RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			// The guard re-applied the request's stdout cap to what the backend returned.
+			if len(res.Stdout) != 100 || !res.StdoutTruncated {
+				t.Errorf("stdout %d bytes, truncated %t; want 100, true", len(res.Stdout), res.StdoutTruncated)
+			}
+			if res.ApprovalID != approvalID || res.Reviewer != "alice" || res.Digest != c.Digest || res.Backend != "echo" {
+				t.Errorf("result ids = %s %s %s %s; want the approval, reviewer, digest and backend", res.ApprovalID, res.Reviewer, res.Digest, res.Backend)
+			}
+			if len(b.ran) != 1 || b.ran[0].Owner.ActivityID == "" {
+				t.Errorf("backend ran %d times, owner %+v; want once, with the activity as owner", len(b.ran), b.ran)
+			}
+
+			evs := sink.Events()
+			if len(evs) != 2 || evs[0].Type != EventSandboxStarted || evs[1].Type != EventSandboxFinished {
+				t.Fatalf("events %v; want started, finished", evs)
+			}
+			for _, e := range evs {
+				if e.Time.IsZero() || e.Data["digest"] != c.Digest || e.Data["approval_id"] != approvalID || e.Data["backend"] != "echo" {
+					t.Errorf("%s lacks time, digest, approval id or backend: %v", e.Type, e.Data)
+				}
+			}
+			fin := evs[1].Data
+			if fin["exit_code"] != 0 || fin["stdout_bytes"] != 100 || fin["stdout_truncated"] != true || fin["files"] != 1 {
+				t.Errorf("finished = %v; want exit 0, 100 stdout bytes, truncated, 1 file", fin)
+			}
+			text := fmt.Sprint(evs)
+			for _, secret := range []string{"code-s3cret", secretEnv, secretOut, secretFile, secretInput} {
+				if got := strings.Contains(text, secret); got != capture {
+					t.Errorf("events contain %q: %t; want %t", secret, got, capture)
+				}
+			}
+		})
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	b := &echoBackend{}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	tampered := c
+	tampered.Code = "print(2)"
+	other, _ := New(Config{BackendName: "echo"})
+	for _, tc := range []struct {
+		name     string
+		a        *Activities
+		in       RunInput
+		wantType string
+		want     string
+	}{
+		{"approval for another digest", a, RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.TypeConfigError, "the approval is for"},
+		{"no approval id", a, RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "no approval id"},
+		{"no reviewer", a, RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.TypeConfigError, "no approval id or reviewer"},
+		{"code changed after the check", a, RunInput{Checked: tampered, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "digest mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := runActivity(t, tc.a, tc.in)
+			var appErr *temporal.ApplicationError
+			if !errors.As(err, &appErr) || appErr.Type() != tc.wantType || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run: %v; want %s containing %q", err, tc.wantType, tc.want)
+			}
+		})
+	}
+	if len(b.ran) != 0 {
+		t.Errorf("backend ran %d times; want never", len(b.ran))
+	}
+	// A worker without a backend does not register Run, and refuses it if called directly.
+	if _, err := other.Run(context.Background(), RunInput{}); guard.TypeOf(GuardError(err)) != guard.TypeConfigError {
+		t.Errorf("Run without a backend: %v; want ConfigError", err)
+	}
+}
+
+func TestRunReportsBackendFailuresTyped(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		err         error
+		wantStarted bool
+	}{
+		{"before start", &guard.IntegrationError{Op: "echo: connect", Err: errors.New("refused <out-s3cret>")}, false},
+		{"after start", &guard.IntegrationError{Op: "echo: read", Err: errors.New("garbled <out-s3cret>"), CodeMayHaveStarted: true}, true},
+		{"untyped", errors.New("boom <out-s3cret>"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sink := &MemorySink{}
+			a, err := New(Config{Backend: &echoBackend{Err: tc.err}, Sink: sink})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := checked(t, a, guard.Request{Code: "print(1)"})
+			_, err = runActivity(t, a, RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
+			var ie *guard.IntegrationError
+			if !errors.As(GuardError(err), &ie) || ie.CodeMayHaveStarted != tc.wantStarted {
+				t.Fatalf("Run: %v; want IntegrationError with CodeMayHaveStarted=%t", err, tc.wantStarted)
+			}
+			evs := sink.Events()
+			if len(evs) != 2 || evs[1].Data["error_type"] != guard.TypeIntegrationError || evs[1].Data["code_may_have_started"] != tc.wantStarted {
+				t.Fatalf("events %v; want a finished event with the integration error", evs)
+			}
+			if strings.Contains(fmt.Sprint(evs), "out-s3cret") {
+				t.Errorf("events quote the backend's error text without capture_content: %v", evs)
+			}
+		})
+	}
+}
+
+func TestSlogSinkWritesStructuredRecords(t *testing.T) {
+	var buf bytes.Buffer
+	sink := SlogSink{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	sink.Emit(context.Background(), Event{Type: EventSandboxFinished, Data: map[string]any{"exit_code": 3, "digest": "sha256:ab"}})
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("record %q is not JSON: %v", buf.String(), err)
+	}
+	if rec["msg"] != EventSandboxFinished || rec["event"] != EventSandboxFinished || rec["exit_code"] != float64(3) || rec["digest"] != "sha256:ab" || rec["level"] != "INFO" {
+		t.Errorf("record = %v; want msg and event %s, exit_code 3, digest, level INFO", rec, EventSandboxFinished)
+	}
+}
