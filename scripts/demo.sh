@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The main job in one command (README: `make demo`): an embedded Temporal server with its Web UI, a
+# worker with the hardened Docker backend, and a sample run that waits for a person. You read the
+# code and its digest, then approve or deny it here; nothing approves it for you.
+#
+# Settings (environment): TEMPORAL_ADDRESS (default 127.0.0.1:7233), SANDBOXFLOW_UI_PORT (8233),
+# SANDBOXFLOW_DATA_DIR (.sandboxflow), SANDBOXFLOW_DOCKER_IMAGE (the locally built test image),
+# SANDBOXFLOW_DEMO_CODE (the file to run, examples/hello.py).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS:-127.0.0.1:7233}
+UI_PORT=${SANDBOXFLOW_UI_PORT:-8233}
+DATA_DIR=${SANDBOXFLOW_DATA_DIR:-.sandboxflow}
+IMAGE=${SANDBOXFLOW_DOCKER_IMAGE:-sandboxflow-test-python:bookworm}
+CODE_FILE=${SANDBOXFLOW_DEMO_CODE:-examples/hello.py}
+mkdir -p "$DATA_DIR"
+LOG="$DATA_DIR/worker.log"
+
+say() { printf '\n== %s\n' "$*"; }
+
+if ! docker info >/dev/null 2>&1 || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    say "Setting up Docker, gVisor and the local image $IMAGE (first time only)"
+    scripts/setup-docker.sh
+  else
+    echo "demo: Docker or the image $IMAGE is missing; run scripts/setup-docker.sh as root first" >&2
+    exit 1
+  fi
+fi
+
+say "Building bin/worker and bin/starter"
+go build -o bin/ ./worker ./starter
+
+say "Starting the worker with an embedded Temporal server (log: $LOG)"
+bin/worker --dev --data-dir "$DATA_DIR" --ui-port "$UI_PORT" \
+  --backend docker --docker-image "$IMAGE" >"$LOG" 2>&1 &
+WORKER=$!
+cleanup() { kill "$WORKER" 2>/dev/null && wait "$WORKER" 2>/dev/null; }
+trap cleanup EXIT
+for _ in $(seq 1 120); do
+  if grep -q "worker running" "$LOG"; then break; fi
+  if ! kill -0 "$WORKER" 2>/dev/null; then echo "demo: the worker exited:" >&2; tail -n 20 "$LOG" >&2; exit 1; fi
+  sleep 0.5
+done
+grep -q "worker running" "$LOG" || { echo "demo: the worker did not start in time:" >&2; tail -n 20 "$LOG" >&2; exit 1; }
+echo "Temporal: $TEMPORAL_ADDRESS   Web UI: http://127.0.0.1:$UI_PORT (runs waiting for a person: SandboxStatus=\"awaiting_approval\")"
+
+say "An agent asks to run $CODE_FILE"
+STARTED=$(bin/starter run --file "$CODE_FILE" --agent demo)
+echo "$STARTED"
+ID=$(printf '%s' "$STARTED" | sed -n 's/.*"workflow_id":"\([^"]*\)".*/\1/p')
+DIGEST=$(printf '%s' "$STARTED" | sed -n 's/.*"digest":"\([^"]*\)".*/\1/p')
+
+say "What the reviewer sees (bin/starter show $ID)"
+bin/starter show "$ID"
+echo
+echo "---- code ----"
+cat "$CODE_FILE"
+echo "--------------"
+echo "digest: $DIGEST"
+
+cat <<MSG
+
+The run waits for a person. From another terminal you could also:
+  TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS bin/starter approve $ID --digest $DIGEST --reviewer YOUR_NAME
+  temporal workflow signal --address $TEMPORAL_ADDRESS --workflow-id $ID --name approval \\
+    --input '{"approval_id":"'"\$(uuidgen)"'","digest":"$DIGEST","approve":true,"reviewer":"YOUR_NAME","reason":""}'
+MSG
+printf '\nApprove this exact code? Type your name to approve, "deny" to deny, or press Enter to leave it waiting: '
+ANSWER=""
+read -r ANSWER || true
+case "$ANSWER" in
+  "")
+    echo "Left waiting. It stays in $DATA_DIR; approve it later with bin/starter approve (the worker must run)."
+    exit 0 ;;
+  deny|n|no)
+    bin/starter deny "$ID" --reviewer "${USER:-reviewer}" --reason "denied in the demo" ;;
+  *)
+    bin/starter approve "$ID" --digest "$DIGEST" --reviewer "$ANSWER" ;;
+esac
+
+say "Result (bin/starter result $ID)"
+bin/starter result "$ID" || true
+
+if [ -t 0 ]; then
+  say "The worker keeps running so you can look around the Web UI at http://127.0.0.1:$UI_PORT; Ctrl-C stops it"
+  wait "$WORKER" || true
+fi
