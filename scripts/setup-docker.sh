@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs and starts what the Docker tests need on a Debian machine, doing only what is missing:
-# Debian's docker.io and runsc, a dockerd (no bridge, no iptables, runsc registered with
+# Debian's docker.io, runsc and docker-compose (to validate docker-compose.yml), a dockerd (no bridge, no iptables, runsc registered with
 # --network=none), and the two locally built test images. It never pulls from a registry.
 set -euo pipefail
 
@@ -15,6 +15,7 @@ command -v dockerd >/dev/null 2>&1 || need_pkgs+=(docker.io)
 [ -x /usr/bin/runsc ] || need_pkgs+=(runsc)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 [ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || need_pkgs+=(busybox-static)
+command -v docker-compose >/dev/null 2>&1 || need_pkgs+=(docker-compose)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   log "installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -23,7 +24,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 
 mkdir -p /etc/docker
-want='{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none"]}}}'
+want='{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--oci-seccomp"]}}}'
 if [ "$(cat /etc/docker/daemon.json 2>/dev/null)" != "$want" ]; then
   printf '%s\n' "$want" >/etc/docker/daemon.json
   if docker info >/dev/null 2>&1; then
