@@ -66,7 +66,10 @@ func freePort(t *testing.T) int {
 // devWorker is a `worker --dev` process.
 type devWorker struct {
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  interface {
+		io.Writer
+		String() string
+	}
 	mu   *sync.Mutex
 	done chan struct{}
 }
