@@ -146,6 +146,16 @@ func (c *Codec) decrypt(p *commonpb.Payload) (*commonpb.Payload, error) {
 	return &orig, nil
 }
 
+// PayloadKeyID returns the id of the key p is encrypted with, and false when p is not encrypted by
+// this codec. It reads metadata only, so a check can list the keys a history needs (for example
+// the inputs of open runs, before a key is removed) without any key.
+func PayloadKeyID(p *commonpb.Payload) (string, bool) {
+	if !isEncrypted(p) || string(p.GetMetadata()[MetadataCipher]) != CipherAES256GCMv1 {
+		return "", false
+	}
+	return string(p.GetMetadata()[MetadataKeyID]), true
+}
+
 func isEncrypted(p *commonpb.Payload) bool {
 	return string(p.GetMetadata()[MetadataEncoding]) == EncodingEncrypted
 }

@@ -246,6 +246,24 @@ func TestCodecRotation(t *testing.T) {
 	}
 }
 
+func TestPayloadKeyID(t *testing.T) {
+	plain := plainPayloads(t, secret)
+	enc, err := NewCodec(mustRing(t, "k7:"+testKey(7))).Encode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := PayloadKeyID(enc[0]); id != "k7" || !ok {
+		t.Errorf("PayloadKeyID(encrypted) = %q, %v; want k7, true", id, ok)
+	}
+	if id, ok := PayloadKeyID(plain[0]); id != "" || ok {
+		t.Errorf("PayloadKeyID(plain) = %q, %v; want \"\", false", id, ok)
+	}
+	foreign := &commonpb.Payload{Metadata: map[string][]byte{MetadataEncoding: []byte(EncodingEncrypted), MetadataKeyID: []byte("x")}}
+	if _, ok := PayloadKeyID(foreign); ok {
+		t.Errorf("PayloadKeyID(other codec's payload) = true; want false")
+	}
+}
+
 func TestDataConverterRoundTrip(t *testing.T) {
 	type input struct {
 		Code string
