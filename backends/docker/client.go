@@ -1,0 +1,238 @@
+package docker
+
+// This is the only file that imports the Docker client module. Moving to another client (for
+// example github.com/moby/moby/client) means rewriting this file alone.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// dockerEngine is the engine over github.com/docker/docker/client.
+type dockerEngine struct {
+	cli *client.Client
+}
+
+// newDockerEngine returns a client for host ("" means the environment: DOCKER_HOST, or the
+// default socket) that negotiates the API version with the daemon. It does no I/O.
+func newDockerEngine(host string) (*dockerEngine, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker: new client: %w", err)
+	}
+	return &dockerEngine{cli: cli}, nil
+}
+
+// classify adds this package's sentinels to a Docker client error, keeping the original.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case client.IsErrConnectionFailed(err):
+		return fmt.Errorf("%w: %w", errUnreachable, err)
+	case cerrdefs.IsNotFound(err):
+		return fmt.Errorf("%w: %w", errNotFound, err)
+	case cerrdefs.IsInvalidArgument(err):
+		return fmt.Errorf("%w: %w", errInvalid, err)
+	}
+	return err
+}
+
+func (e *dockerEngine) Ping(ctx context.Context) error {
+	_, err := e.cli.Ping(ctx)
+	return classify(err)
+}
+
+func (e *dockerEngine) Version(ctx context.Context) (engineVersion, error) {
+	v, err := e.cli.ServerVersion(ctx)
+	if err != nil {
+		return engineVersion{}, classify(err)
+	}
+	info, err := e.cli.Info(ctx)
+	if err != nil {
+		return engineVersion{}, classify(err)
+	}
+	out := engineVersion{
+		ServerVersion: v.Version,
+		APIVersion:    v.APIVersion,
+		MinAPIVersion: v.MinAPIVersion,
+		ClientAPI:     e.cli.ClientVersion(),
+		InitBinary:    info.InitBinary,
+	}
+	for name := range info.Runtimes {
+		out.Runtimes = append(out.Runtimes, name)
+	}
+	sort.Strings(out.Runtimes)
+	return out, nil
+}
+
+func (e *dockerEngine) ImagePresent(ctx context.Context, ref string) (bool, error) {
+	_, err := e.cli.ImageInspect(ctx, ref)
+	if err == nil {
+		return true, nil
+	}
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return false, classify(err)
+}
+
+func (e *dockerEngine) NetworkPresent(ctx context.Context, name string) (bool, error) {
+	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err == nil {
+		return true, nil
+	}
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	return false, classify(err)
+}
+
+func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, error) {
+	cfg := &container.Config{
+		Image:        s.Image,
+		Entrypoint:   s.Cmd,
+		Env:          s.Env,
+		Labels:       s.Labels,
+		WorkingDir:   s.WorkDir,
+		User:         s.User,
+		Hostname:     s.Hostname,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		OpenStdin:    true,
+		StdinOnce:    true,
+	}
+	pids := s.PidsLimit
+	initProc := s.Init
+	host := &container.HostConfig{
+		Runtime:        s.Runtime,
+		NetworkMode:    container.NetworkMode(s.NetworkMode),
+		IpcMode:        container.IpcMode(s.IPCMode),
+		ShmSize:        s.ShmBytes,
+		ReadonlyRootfs: s.ReadonlyRootfs,
+		CapDrop:        s.CapDrop,
+		SecurityOpt:    s.SecurityOpt,
+		Tmpfs:          s.Tmpfs,
+		Init:           &initProc,
+		LogConfig:      container.LogConfig{Type: "none"},
+		Resources: container.Resources{
+			PidsLimit:  &pids,
+			Memory:     s.MemoryBytes,
+			MemorySwap: s.MemoryBytes,
+			NanoCPUs:   s.NanoCPUs,
+		},
+	}
+	for _, u := range s.Ulimits {
+		host.Ulimits = append(host.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
+	}
+	resp, err := e.cli.ContainerCreate(ctx, cfg, host, nil, nil, s.Name)
+	if err != nil {
+		return "", classify(err)
+	}
+	return resp.ID, nil
+}
+
+func (e *dockerEngine) Attach(ctx context.Context, id string) (attachment, error) {
+	resp, err := e.cli.ContainerAttach(ctx, id, container.AttachOptions{
+		Stream: true, Stdin: true, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return nil, classify(err)
+	}
+	return &hijacked{resp: resp}, nil
+}
+
+// hijacked is an attachment over the hijacked HTTP connection of an attach call. Without a TTY
+// the daemon multiplexes stdout and stderr on it.
+type hijacked struct {
+	resp types.HijackedResponse
+}
+
+func (h *hijacked) Write(p []byte) (int, error) { return h.resp.Conn.Write(p) }
+func (h *hijacked) CloseWrite() error           { return h.resp.CloseWrite() }
+func (h *hijacked) Close() error                { h.resp.Close(); return nil }
+
+func (h *hijacked) Demux(stdout, stderr io.Writer) error {
+	_, err := stdcopy.StdCopy(stdout, stderr, h.resp.Reader)
+	return err
+}
+
+func (e *dockerEngine) Start(ctx context.Context, id string) error {
+	return classify(e.cli.ContainerStart(ctx, id, container.StartOptions{}))
+}
+
+func (e *dockerEngine) Wait(ctx context.Context, id string) (int64, error) {
+	statusCh, errCh := e.cli.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case st := <-statusCh:
+		if st.Error != nil && st.Error.Message != "" {
+			return st.StatusCode, fmt.Errorf("wait: %s", st.Error.Message)
+		}
+		return st.StatusCode, nil
+	case err := <-errCh:
+		return 0, classify(err)
+	}
+}
+
+func (e *dockerEngine) Inspect(ctx context.Context, id string) (containerState, error) {
+	c, err := e.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return containerState{}, classify(err)
+	}
+	if c.ContainerJSONBase == nil || c.State == nil {
+		return containerState{}, fmt.Errorf("inspect %s: no state in the daemon's answer", id)
+	}
+	return containerState{
+		Running:   c.State.Running,
+		ExitCode:  c.State.ExitCode,
+		OOMKilled: c.State.OOMKilled,
+		Error:     c.State.Error,
+	}, nil
+}
+
+func (e *dockerEngine) Kill(ctx context.Context, id string) error {
+	return classify(e.cli.ContainerKill(ctx, id, "KILL"))
+}
+
+func (e *dockerEngine) Remove(ctx context.Context, id string) error {
+	return classify(e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}))
+}
+
+func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]containerSummary, error) {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		args.Add("label", k+"="+v)
+	}
+	list, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make([]containerSummary, 0, len(list))
+	for _, c := range list {
+		out = append(out, containerSummary{
+			ID:      c.ID,
+			Created: time.Unix(c.Created, 0),
+			Labels:  c.Labels,
+			State:   string(c.State),
+		})
+	}
+	return out, nil
+}
+
+func (e *dockerEngine) Close() error { return e.cli.Close() }

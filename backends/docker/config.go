@@ -1,0 +1,267 @@
+package docker
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Defaults of Config. A zero field of a Config takes these values.
+const (
+	DefaultImage          = "python:3.12-slim"
+	DefaultCPUs           = 1.0
+	DefaultMemoryBytes    = 256 << 20
+	DefaultPidsLimit      = 64
+	DefaultRunscPidsLimit = 512
+	DefaultTmpfsBytes     = 64 << 20
+	DefaultNetwork        = "bridge"
+	DefaultIPC            = "none"
+	DefaultShmBytes       = 16 << 20
+	DefaultUser           = "65534:65534"
+	DefaultDeadlineSlack  = 2 * time.Second
+	DefaultCleanupTimeout = 30 * time.Second
+	// RuntimeRunsc is the OCI runtime name of gVisor as Debian's runsc package registers it.
+	RuntimeRunsc = "runsc"
+)
+
+// Label keys every sandbox container carries. LabelManaged marks the containers this package
+// owns: the reaper removes only containers that carry it.
+const (
+	LabelPrefix     = "io.sandboxflow."
+	LabelManaged    = LabelPrefix + "managed"
+	LabelWorkflowID = LabelPrefix + "workflow-id"
+	LabelRunID      = LabelPrefix + "run-id"
+	LabelActivityID = LabelPrefix + "activity-id"
+	LabelCreated    = LabelPrefix + "created"
+	LabelRuntime    = LabelPrefix + "runtime"
+	LabelDigest     = LabelPrefix + "digest"
+)
+
+//go:embed seccomp.json
+var defaultSeccompProfile []byte
+
+// DefaultSeccompProfile returns sandboxflow's seccomp profile (see doc.go), as JSON in Docker's
+// profile format.
+func DefaultSeccompProfile() []byte {
+	return append([]byte(nil), defaultSeccompProfile...)
+}
+
+// Config configures the Docker backend. Every field is optional; New validates it once.
+type Config struct {
+	// Image runs every sandbox. It must hold python3 and sh. It is never pulled: pull or build it
+	// before the worker starts. Optional: defaults to "python:3.12-slim".
+	Image string
+	// Runtime is the OCI runtime: "" for the daemon's default (runc), or "runsc" for gVisor, which
+	// the daemon must have registered (with runtimeArgs ["--network=none", "--oci-seccomp"], so
+	// that network-less containers start and the seccomp profile applies inside the sandbox).
+	// Optional: defaults to "" (runc).
+	Runtime string
+	// CPUs is how many CPUs a sandbox may use. Optional: defaults to 1.0.
+	CPUs float64
+	// MemoryBytes is the memory limit of a sandbox, tmpfs contents included; swap is set equal to
+	// it, so there is none. Optional: defaults to 256 MiB.
+	MemoryBytes int64
+	// PidsLimit caps processes and threads in a sandbox. Under runsc it counts gVisor's own host
+	// threads too (roughly six per process of the code). Optional: defaults to 64, or 512 under
+	// runsc.
+	PidsLimit int64
+	// WorkTmpfsBytes and TmpTmpfsBytes size the tmpfs folders /work (the code's working folder)
+	// and /tmp. Optional: default to 64 MiB each.
+	WorkTmpfsBytes int64
+	TmpTmpfsBytes  int64
+	// Network is the Docker network a sandbox joins when its request sets network=true (without
+	// it a sandbox has only loopback). Docker's "bridge" gives open egress, cloud metadata
+	// addresses and services on the host included; give a network with egress rules instead.
+	// Under runsc registered with --network=none a sandbox has only loopback whatever this says.
+	// Optional: defaults to "bridge".
+	Network string
+	// IPC is the IPC mode: "none" (no /dev/shm, so Python's multiprocessing fails) or "private"
+	// (a private /dev/shm of ShmBytes). Optional: defaults to "none".
+	IPC string
+	// ShmBytes sizes /dev/shm when IPC is "private". Optional: defaults to 16 MiB.
+	ShmBytes int64
+	// User is the numeric "uid:gid" the code runs as; root (uid or gid 0) and names are refused.
+	// Optional: defaults to "65534:65534".
+	User string
+	// SeccompProfile is a seccomp profile in Docker's JSON format, applied to every sandbox.
+	// Optional: defaults to DefaultSeccompProfile(). "unconfined" is refused.
+	SeccompProfile []byte
+	// Labels are added to every sandbox container. Keys starting with "io.sandboxflow." are this
+	// package's own and are refused. Optional.
+	Labels map[string]string
+	// DockerHost is the daemon's address, e.g. "unix:///var/run/docker.sock". Optional: defaults
+	// to the environment (DOCKER_HOST, DOCKER_API_VERSION, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY)
+	// or the default socket.
+	DockerHost string
+	// DeadlineSlack is how long after the run's timeout the worker waits for the sandbox's own
+	// report (which carries the output printed before the timeout) before it kills the container
+	// and reports a timeout without output. Optional: defaults to 2 s.
+	DeadlineSlack time.Duration
+	// Logger receives warnings (a container that could not be removed, reaper errors).
+	// Optional: defaults to slog.Default().
+	Logger *slog.Logger
+	// CleanupTimeout bounds each kill and removal, which run even after the run's context ends.
+	// Optional: defaults to 30 s.
+	CleanupTimeout time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Image == "" {
+		c.Image = DefaultImage
+	}
+	if c.CPUs == 0 {
+		c.CPUs = DefaultCPUs
+	}
+	if c.MemoryBytes == 0 {
+		c.MemoryBytes = DefaultMemoryBytes
+	}
+	if c.PidsLimit == 0 {
+		c.PidsLimit = DefaultPidsLimit
+		if c.Runtime == RuntimeRunsc {
+			c.PidsLimit = DefaultRunscPidsLimit
+		}
+	}
+	if c.WorkTmpfsBytes == 0 {
+		c.WorkTmpfsBytes = DefaultTmpfsBytes
+	}
+	if c.TmpTmpfsBytes == 0 {
+		c.TmpTmpfsBytes = DefaultTmpfsBytes
+	}
+	if c.Network == "" {
+		c.Network = DefaultNetwork
+	}
+	if c.IPC == "" {
+		c.IPC = DefaultIPC
+	}
+	if c.ShmBytes == 0 {
+		c.ShmBytes = DefaultShmBytes
+	}
+	if c.User == "" {
+		c.User = DefaultUser
+	}
+	if len(c.SeccompProfile) == 0 {
+		c.SeccompProfile = DefaultSeccompProfile()
+	}
+	if c.DeadlineSlack == 0 {
+		c.DeadlineSlack = DefaultDeadlineSlack
+	}
+	if c.CleanupTimeout == 0 {
+		c.CleanupTimeout = DefaultCleanupTimeout
+	}
+	return c
+}
+
+// Validate reports a guard.ConfigError for settings the backend cannot honour. It checks c after
+// WithDefaults and does no I/O; Doctor checks the daemon, the image and the runtime.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	bad := func(format string, args ...any) error {
+		return &guard.ConfigError{Msg: "docker backend: " + fmt.Sprintf(format, args...)}
+	}
+	if strings.TrimSpace(c.Image) != c.Image || strings.ContainsAny(c.Image, " \t\n") {
+		return bad("image %q has white space", c.Image)
+	}
+	if c.Runtime != "" && !plainName(c.Runtime) {
+		return bad("runtime %q is not a plain name", c.Runtime)
+	}
+	if c.CPUs < 0.01 || c.CPUs > 1024 {
+		return bad("cpus must be between 0.01 and 1024, got %g", c.CPUs)
+	}
+	if c.MemoryBytes < 32<<20 {
+		return bad("memory must be at least 32 MiB, got %d bytes", c.MemoryBytes)
+	}
+	if c.PidsLimit < 8 {
+		return bad("pids limit must be at least 8, got %d", c.PidsLimit)
+	}
+	if c.WorkTmpfsBytes < 1<<20 || c.TmpTmpfsBytes < 1<<20 {
+		return bad("tmpfs sizes must be at least 1 MiB, got /work %d and /tmp %d bytes", c.WorkTmpfsBytes, c.TmpTmpfsBytes)
+	}
+	switch c.Network {
+	case "host", "none":
+		return bad("network %q cannot be used for network=true: give a Docker network name (host shares the host's network; none has no network)", c.Network)
+	}
+	if strings.HasPrefix(c.Network, "container:") || !plainName(c.Network) {
+		return bad("network %q is not a plain Docker network name", c.Network)
+	}
+	switch c.IPC {
+	case "none":
+	case "private":
+		if c.ShmBytes < 1<<20 {
+			return bad("shm size must be at least 1 MiB, got %d bytes", c.ShmBytes)
+		}
+	default:
+		return bad("ipc must be \"none\" or \"private\", got %q", c.IPC)
+	}
+	if err := checkUser(c.User); err != nil {
+		return bad("%v", err)
+	}
+	if err := checkSeccompProfile(c.SeccompProfile); err != nil {
+		return bad("%v", err)
+	}
+	for k := range c.Labels {
+		if strings.HasPrefix(k, LabelPrefix) {
+			return bad("label %q uses the reserved prefix %s", k, LabelPrefix)
+		}
+		if k == "" {
+			return bad("a label has an empty key")
+		}
+	}
+	if c.DeadlineSlack < 0 || c.CleanupTimeout < time.Second {
+		return bad("deadline slack must not be negative and cleanup timeout must be at least 1 s, got %s and %s", c.DeadlineSlack, c.CleanupTimeout)
+	}
+	return nil
+}
+
+func plainName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkUser accepts a numeric "uid:gid" with neither being 0.
+func checkUser(user string) error {
+	uidS, gidS, ok := strings.Cut(user, ":")
+	if !ok {
+		return fmt.Errorf("user %q must be numeric uid:gid", user)
+	}
+	uid, err1 := strconv.ParseUint(uidS, 10, 32)
+	gid, err2 := strconv.ParseUint(gidS, 10, 32)
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("user %q must be numeric uid:gid", user)
+	}
+	if uid == 0 || gid == 0 {
+		return fmt.Errorf("user %q is root; the sandbox never runs as root", user)
+	}
+	return nil
+}
+
+func checkSeccompProfile(p []byte) error {
+	if strings.TrimSpace(string(p)) == "unconfined" {
+		return fmt.Errorf("seccomp profile \"unconfined\" is refused")
+	}
+	var v struct {
+		DefaultAction string `json:"defaultAction"`
+	}
+	if err := json.Unmarshal(p, &v); err != nil {
+		return fmt.Errorf("seccomp profile is not valid JSON: %w", err)
+	}
+	if v.DefaultAction == "" || v.DefaultAction == "SCMP_ACT_ALLOW" {
+		return fmt.Errorf("seccomp profile must deny by default, got defaultAction %q", v.DefaultAction)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// engine is every Docker call the backend makes. It speaks in this package's own types, so the
+// Docker client module can change in one file (client.go), and a hand-written fake can stand in
+// for it in tests of the error paths.
+type engine interface {
+	// Ping checks that the daemon answers.
+	Ping(ctx context.Context) error
+	// Version returns the daemon's version facts and the API version the client negotiated.
+	Version(ctx context.Context) (engineVersion, error)
+	// ImagePresent reports whether the daemon has the image locally. It never pulls.
+	ImagePresent(ctx context.Context, ref string) (bool, error)
+	// NetworkPresent reports whether the daemon has the named network.
+	NetworkPresent(ctx context.Context, name string) (bool, error)
+	// Create creates a container and returns its id. It never pulls; a missing image or
+	// network is an error for which isNotFound is true.
+	Create(ctx context.Context, spec containerSpec) (string, error)
+	// Attach attaches to the container's stdin, stdout and stderr. Call it before Start.
+	Attach(ctx context.Context, id string) (attachment, error)
+	// Start starts a created container.
+	Start(ctx context.Context, id string) error
+	// Wait blocks until the container is not running and returns its exit code.
+	Wait(ctx context.Context, id string) (int64, error)
+	// Inspect returns the container's state.
+	Inspect(ctx context.Context, id string) (containerState, error)
+	// Kill sends SIGKILL to the container.
+	Kill(ctx context.Context, id string) error
+	// Remove force-removes the container (killing it first if it runs) with its anonymous
+	// volumes.
+	Remove(ctx context.Context, id string) error
+	// List returns every container, running or not, that carries all the given labels.
+	List(ctx context.Context, labels map[string]string) ([]containerSummary, error)
+	// Close releases the client.
+	Close() error
+}
+
+// attachment is a container's attached stdio.
+type attachment interface {
+	// Write writes to the container's stdin.
+	io.Writer
+	// CloseWrite ends the container's stdin.
+	CloseWrite() error
+	// Demux copies the container's stdout and stderr to the writers until both end. An error
+	// from a writer stops the copy and is returned.
+	Demux(stdout, stderr io.Writer) error
+	// Close closes the connection; a Demux in progress returns.
+	Close() error
+}
+
+// containerSpec is everything a sandbox container is created with.
+type containerSpec struct {
+	Name    string
+	Image   string
+	Cmd     []string
+	Env     []string
+	Labels  map[string]string
+	WorkDir string
+	User    string
+
+	Runtime        string
+	NetworkMode    string
+	IPCMode        string
+	ShmBytes       int64
+	ReadonlyRootfs bool
+	CapDrop        []string
+	SecurityOpt    []string
+	PidsLimit      int64
+	MemoryBytes    int64
+	NanoCPUs       int64
+	Tmpfs          map[string]string
+	Init           bool
+	Ulimits        []ulimit
+	Hostname       string
+}
+
+type ulimit struct {
+	Name       string
+	Soft, Hard int64
+}
+
+// containerState is what the backend reads from an inspected container.
+type containerState struct {
+	Running   bool
+	ExitCode  int
+	OOMKilled bool
+	Error     string
+}
+
+// containerSummary is one container found by List.
+type containerSummary struct {
+	ID      string
+	Created time.Time
+	Labels  map[string]string
+	State   string
+}
+
+// engineVersion is what Doctor reports about the daemon.
+type engineVersion struct {
+	ServerVersion string
+	APIVersion    string
+	MinAPIVersion string
+	ClientAPI     string
+	Runtimes      []string
+	InitBinary    string
+}
+
+// errNotFound is what engine methods return (wrapped) when the object does not exist.
+var errNotFound = errors.New("not found")
+
+func isNotFound(err error) bool { return errors.Is(err, errNotFound) }
+
+// errUnreachable is what engine methods return (wrapped) when the daemon cannot be reached.
+var errUnreachable = errors.New("docker daemon unreachable")
+
+// errInvalid is what engine methods return (wrapped) when the daemon refused a request as
+// invalid (an unknown runtime, a bad profile): a setting to fix, not a fault to retry.
+var errInvalid = errors.New("invalid request")

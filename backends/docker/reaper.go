@@ -1,0 +1,74 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// DefaultReapAge is a reaper threshold longer than any run the default policy allows (its
+// maximum timeout plus grace) with a wide margin.
+const DefaultReapAge = guard.DefaultMaxTimeout + guard.DefaultGrace + 5*time.Minute
+
+// Reap removes every container that carries LabelManaged and was created more than olderThan
+// ago, running or not, and returns how many it removed. Containers that are already gone count as
+// removed by someone else and are skipped without error. olderThan must exceed the longest run
+// (max timeout + grace + container start), or the reaper kills live runs of other workers.
+func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+	if olderThan <= 0 {
+		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
+	}
+	list, err := b.eng.List(ctx, map[string]string{LabelManaged: "true"})
+	if err != nil {
+		return 0, fmt.Errorf("docker: list sandbox containers: %w", err)
+	}
+	cutoff := time.Now().Add(-olderThan)
+	removed := 0
+	var errs []error
+	for _, c := range list {
+		if !c.Created.Before(cutoff) {
+			continue
+		}
+		err := b.eng.Remove(ctx, c.ID)
+		switch {
+		case err == nil:
+			removed++
+			b.log.Info("reaped orphaned sandbox container", "container", c.ID, "created", c.Created,
+				"workflow_id", c.Labels[LabelWorkflowID], "run_id", c.Labels[LabelRunID], "activity_id", c.Labels[LabelActivityID])
+		case isNotFound(err):
+		default:
+			errs = append(errs, fmt.Errorf("docker: remove container %s: %w", c.ID, err))
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// StartReaper reaps at once and then every interval, until ctx ends; the returned channel is
+// closed when it has stopped. Errors are logged, not returned: the next round retries. An
+// interval that is not positive means one minute.
+func (b *Backend) StartReaper(ctx context.Context, interval, olderThan time.Duration) <-chan struct{} {
+	if interval <= 0 {
+		interval = time.Minute
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			n, err := b.Reap(ctx, olderThan)
+			if err != nil && ctx.Err() == nil {
+				b.log.Warn("sandbox reaper failed", "error", err, "removed", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	return done
+}
