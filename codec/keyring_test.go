@@ -177,7 +177,7 @@ func TestKeyRingNeverPrintsKeys(t *testing.T) {
 	var logBuf bytes.Buffer
 	slog.New(slog.NewJSONHandler(&logBuf, nil)).Info("ring", slog.Any("ring", r))
 	for _, s := range []string{
-		fmt.Sprint(r), fmt.Sprintf("%v", r), fmt.Sprintf("%+v", r), fmt.Sprintf("%s", r), logBuf.String(),
+		fmt.Sprint(r), fmt.Sprintf("%+v", r), fmt.Sprintf("%+v", *r), fmt.Sprintf("%#v", *r), logBuf.String(),
 	} {
 		assertNoKeyMaterial(t, s, text)
 		if strings.Contains(s, string(bytes.Repeat([]byte{0xab}, 4))) {
