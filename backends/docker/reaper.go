@@ -13,15 +13,16 @@ import (
 // maximum timeout plus grace) with a wide margin.
 const DefaultReapAge = guard.DefaultMaxTimeout + guard.DefaultGrace + 5*time.Minute
 
-// Reap removes every container that carries LabelManaged and was created more than olderThan
-// ago, running or not, and returns how many it removed. Containers that are already gone count as
+// Reap removes every container that carries LabelManaged and the backend's own Labels and was
+// created more than olderThan ago, running or not, and returns how many it removed. (Deployments
+// that share a daemon and set different Labels therefore never reap each other's containers.) Containers that are already gone count as
 // removed by someone else and are skipped without error. olderThan must exceed the longest run
 // (max timeout + grace + container start), or the reaper kills live runs of other workers.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if olderThan <= 0 {
 		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
 	}
-	list, err := b.eng.List(ctx, map[string]string{LabelManaged: "true"})
+	list, err := b.eng.List(ctx, b.ownLabels())
 	if err != nil {
 		return 0, fmt.Errorf("docker: list sandbox containers: %w", err)
 	}
@@ -71,4 +72,13 @@ func (b *Backend) StartReaper(ctx context.Context, interval, olderThan time.Dura
 		}
 	}()
 	return done
+}
+
+// ownLabels are the labels that mark this backend's containers.
+func (b *Backend) ownLabels() map[string]string {
+	labels := map[string]string{LabelManaged: "true"}
+	for k, v := range b.cfg.Labels {
+		labels[k] = v
+	}
+	return labels
 }

@@ -1,0 +1,501 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+func testChecked(code string) guard.Checked {
+	c := guard.Checked{
+		Language: guard.Python,
+		Code:     code,
+		Backend:  Name,
+		Limits: guard.Limits{
+			Timeout: 2 * time.Second, MaxStdoutBytes: 100, MaxStderrBytes: 200,
+			MaxFiles: 4, MaxFileBytes: 64, MaxTotalFileBytes: 128,
+		},
+		Owner: guard.Owner{WorkflowID: "wf", RunID: "run", ActivityID: "act"},
+	}
+	c.Digest = guard.Digest(&c)
+	return c
+}
+
+func fakeBackend(t *testing.T, f *fakeEngine, cfg Config) *Backend {
+	t.Helper()
+	cfg.DeadlineSlack = 100 * time.Millisecond
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := newBackend(cfg.WithDefaults(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return b
+}
+
+func okResult(t *testing.T, r map[string]any) []byte {
+	t.Helper()
+	base := map[string]any{"v": 1, "exit_code": 0}
+	for k, v := range r {
+		base[k] = v
+	}
+	b, err := json.Marshal(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+func TestRunErrorPaths(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name  string
+		setup func(f *fakeEngine)
+		// wantType is the guard type name of the error; "" means a result.
+		wantType      string
+		wantRetryable bool
+		wantInMsg     string
+		// wantRemoved is how many containers must be removed (0 when none was created).
+		wantRemoved int
+	}{
+		{"daemon unreachable before create", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: dial unix", errUnreachable) },
+			guard.TypeIntegrationError, true, "create container", 0},
+		{"create fails", func(f *fakeEngine) { f.createErr = boom },
+			guard.TypeIntegrationError, true, "create container", 0},
+		{"image missing", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: no such image", errNotFound); f.imagePresent = false },
+			guard.TypeConfigError, false, "docker pull sandboxflow-test-python:bookworm", 0},
+		{"runtime unknown", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: unknown runtime", errInvalid) },
+			guard.TypeConfigError, false, "refused the container settings", 0},
+		{"attach fails", func(f *fakeEngine) { f.attachErr = boom },
+			guard.TypeIntegrationError, true, "attach container", 1},
+		{"start fails", func(f *fakeEngine) { f.startErr = boom },
+			guard.TypeIntegrationError, true, "start container", 1},
+		{"request written in part", func(f *fakeEngine) { f.writeN = 10; f.writeErr = boom; f.hang = true },
+			guard.TypeIntegrationError, true, "write request", 1},
+		{"request written, then the write fails", func(f *fakeEngine) { f.writeErr = boom; f.hang = true },
+			guard.TypeIntegrationError, false, "write request", 1},
+		{"start succeeded, then wait fails", func(f *fakeEngine) { f.stdout = okResult(t, nil); f.waitErr = boom },
+			guard.TypeIntegrationError, false, "wait for container", 1},
+		{"inspect fails", func(f *fakeEngine) { f.stdout = okResult(t, nil); f.inspectErr = boom },
+			guard.TypeIntegrationError, false, "inspect container", 1},
+		{"output connection breaks", func(f *fakeEngine) { f.demuxErr = boom },
+			guard.TypeIntegrationError, false, "read result", 1},
+		{"unreadable result", func(f *fakeEngine) { f.stdout = []byte("hello from the code\n") },
+			guard.TypeIntegrationError, false, "not readable JSON", 1},
+		{"two results", func(f *fakeEngine) { f.stdout = append(okResult(t, nil), okResult(t, nil)...) },
+			guard.TypeIntegrationError, false, "not readable JSON", 1},
+		{"wrong protocol version", func(f *fakeEngine) { f.stdout = []byte(`{"v":2,"exit_code":0}`) },
+			guard.TypeIntegrationError, false, "version 2", 1},
+		{"oversized result", func(f *fakeEngine) { f.stdout = bytes.Repeat([]byte("x"), 1<<20) },
+			guard.TypeIntegrationError, false, "over the result bound", 1},
+		{"bootstrap reports an error", func(f *fakeEngine) { f.stdout = okResult(t, map[string]any{"error": []byte("bad request: x")}) },
+			guard.TypeIntegrationError, false, "bad request: x", 1},
+		{"exit 127 without output: no python3", func(f *fakeEngine) { f.exitCode = 127; f.stderr = []byte("exec python3 failed") },
+			guard.TypeConfigError, false, "python3", 1},
+		{"exit without a result", func(f *fakeEngine) { f.exitCode = 137 },
+			guard.TypeIntegrationError, false, "exit code 137", 1},
+		{"removal fails after a good run", func(f *fakeEngine) { f.stdout = okResult(t, nil); f.removeErr = boom },
+			"", false, "", 0},
+		{"container already gone at removal", func(f *fakeEngine) {
+			f.stdout = okResult(t, nil)
+			f.removeErr = fmt.Errorf("%w: no such container", errNotFound)
+		}, "", false, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			tt.setup(f)
+			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm"})
+			res, err := b.Run(context.Background(), testChecked("print(1)"))
+			if err := b.WaitRemovals(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := guard.TypeOf(err); got != tt.wantType {
+				t.Fatalf("error type: got %q (%v); want %q", got, err, tt.wantType)
+			}
+			if err != nil {
+				if got := guard.Retryable(err); got != tt.wantRetryable {
+					t.Errorf("retryable: got %t; want %t (%v)", got, tt.wantRetryable, err)
+				}
+				if !strings.Contains(err.Error(), tt.wantInMsg) {
+					t.Errorf("error: got %q; want it to contain %q", err, tt.wantInMsg)
+				}
+			} else if !res.OK {
+				t.Errorf("result: got %+v; want OK", res)
+			}
+			if got := len(f.removedIDs()); got != tt.wantRemoved {
+				t.Errorf("removed containers: got %d; want %d", got, tt.wantRemoved)
+			}
+			if len(f.created) > 0 && tt.wantRemoved == 0 && f.removeErr == nil {
+				t.Errorf("a created container was not removed")
+			}
+		})
+	}
+}
+
+func TestRunCreateNotFoundNetwork(t *testing.T) {
+	f := newFake()
+	f.createErr = fmt.Errorf("%w: network sbf not found", errNotFound)
+	f.networkPresent = false
+	b := fakeBackend(t, f, Config{Network: "sbf"})
+	c := testChecked("print(1)")
+	c.Network = true
+	_, err := b.Run(context.Background(), c)
+	var ce *guard.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Msg, `network "sbf" does not exist`) {
+		t.Fatalf("got %v; want a ConfigError naming the network", err)
+	}
+}
+
+func TestRunResultMapping(t *testing.T) {
+	c := testChecked("print(1)")
+	tests := []struct {
+		name    string
+		setup   func(f *fakeEngine)
+		runtime string
+		check   func(t *testing.T, res guard.Result)
+	}{
+		{"plain result, limits re-applied", func(f *fakeEngine) {
+			f.stdout = okResult(t, map[string]any{
+				"exit_code": 3, "stdout": bytes.Repeat([]byte("o"), 500), "stderr": []byte("e"),
+				"files": []map[string][]byte{
+					{"name": []byte("ok.txt"), "content": []byte("fine")},
+					{"name": []byte("\xff.txt"), "content": []byte("bad name")},
+					{"name": []byte("../x"), "content": []byte("escape")},
+					{"name": []byte("big"), "content": bytes.Repeat([]byte("b"), 65)},
+				},
+			})
+		}, "", func(t *testing.T, res guard.Result) {
+			if res.ExitCode != 3 || res.OK || res.TimedOut {
+				t.Errorf("exit: got %d ok=%t timed_out=%t; want 3, false, false", res.ExitCode, res.OK, res.TimedOut)
+			}
+			if len(res.Stdout) != 100 || !res.StdoutTruncated {
+				t.Errorf("stdout: got %d bytes truncated=%t; want 100, true", len(res.Stdout), res.StdoutTruncated)
+			}
+			if len(res.Files) != 1 || res.Files[0].Name != "ok.txt" || string(res.Files[0].Content) != "fine" || res.Files[0].Size != 4 {
+				t.Errorf("files: got %+v; want only ok.txt", res.Files)
+			}
+			if !res.FilesTruncated {
+				t.Errorf("files_truncated: got false; want true")
+			}
+			if res.Backend != Name || res.Digest != c.Digest {
+				t.Errorf("backend, digest: got %q %q; want %q %q", res.Backend, res.Digest, Name, c.Digest)
+			}
+		}},
+		{"oom kill reported by the daemon", func(f *fakeEngine) {
+			f.stdout = okResult(t, map[string]any{"exit_code": 137, "stderr": bytes.Repeat([]byte("e"), 200)})
+			f.state.OOMKilled = true
+		}, "", func(t *testing.T, res guard.Result) {
+			if res.LimitKilled != "memory" || res.OK {
+				t.Errorf("limit: got %q ok=%t; want memory, false", res.LimitKilled, res.OK)
+			}
+			if !bytes.Contains(res.Stderr, []byte("memory limit")) || len(res.Stderr) > 200 {
+				t.Errorf("stderr: got %q; want the memory note within the cap", res.Stderr)
+			}
+		}},
+		{"oom kill of a helper, code still exited 0", func(f *fakeEngine) {
+			f.stdout = okResult(t, map[string]any{"oom_kills": 1})
+		}, "", func(t *testing.T, res guard.Result) {
+			if res.LimitKilled != "" || !res.OK || !bytes.Contains(res.Stderr, []byte("memory limit")) {
+				t.Errorf("got limit %q ok=%t stderr %q; want no limit kill, ok, a note", res.LimitKilled, res.OK, res.Stderr)
+			}
+		}},
+		{"pids limit hit and timed out", func(f *fakeEngine) {
+			f.stdout = okResult(t, map[string]any{"exit_code": -1, "timed_out": true, "pids_limit_hit": true})
+		}, "", func(t *testing.T, res guard.Result) {
+			if res.LimitKilled != "pids" || !res.TimedOut || !bytes.Contains(res.Stderr, []byte("process limit (64)")) {
+				t.Errorf("got limit %q timed_out=%t stderr %q; want pids, true, a note", res.LimitKilled, res.TimedOut, res.Stderr)
+			}
+		}},
+		{"oom kill without a result", func(f *fakeEngine) {
+			f.exitCode = 137
+			f.state.OOMKilled = true
+		}, "", func(t *testing.T, res guard.Result) {
+			if res.LimitKilled != "memory" || res.ExitCode != 137 {
+				t.Errorf("got limit %q exit %d; want memory, 137", res.LimitKilled, res.ExitCode)
+			}
+		}},
+		{"runsc sandbox exits 2 without a result", func(f *fakeEngine) {
+			f.exitCode = 2
+		}, RuntimeRunsc, func(t *testing.T, res guard.Result) {
+			if res.LimitKilled != "pids" || res.OK || !bytes.Contains(res.Stderr, []byte("process limit (512)")) {
+				t.Errorf("got limit %q ok=%t stderr %q; want pids, false, a note", res.LimitKilled, res.OK, res.Stderr)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			tt.setup(f)
+			b := fakeBackend(t, f, Config{Runtime: tt.runtime})
+			res, err := b.Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			tt.check(t, res)
+		})
+	}
+}
+
+func TestRunSendsRequestOnStdinOnly(t *testing.T) {
+	f := newFake()
+	f.stdout = okResult(t, nil)
+	b := fakeBackend(t, f, Config{Labels: map[string]string{"team": "a"}})
+	c := testChecked("print('the secret code')")
+	c.Files = []guard.InputFile{{Name: "in.txt", Content: []byte("data")}}
+	c.Env = []guard.EnvVar{{Name: "TOKEN", Value: "v"}}
+	c.Digest = guard.Digest(&c)
+	if _, err := b.Run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	spec := f.created[0]
+	for _, arg := range append(append([]string{}, spec.Cmd...), spec.Env...) {
+		if strings.Contains(arg, "the secret code") || strings.Contains(arg, "TOKEN") {
+			t.Errorf("container command or env carries the request: %q", arg)
+		}
+	}
+	var req bootRequest
+	if err := json.Unmarshal(f.stdin, &req); err != nil {
+		t.Fatalf("stdin is not the request document: %v", err)
+	}
+	if string(req.Code) != c.Code || len(req.Files) != 1 || string(req.Files[0].Content) != "data" || string(req.Env[0].Value) != "v" || req.TimeoutMS != 2000 {
+		t.Errorf("request: got %+v; want the code, file, env and timeout", req)
+	}
+	if bytes.ContainsAny(f.stdin, "\\") {
+		t.Errorf("request has escapes the bootstrap's parser refuses: %s", f.stdin)
+	}
+	want := map[string]string{
+		LabelManaged: "true", LabelWorkflowID: "wf", LabelRunID: "run", LabelActivityID: "act",
+		LabelRuntime: "runc", LabelDigest: c.Digest, "team": "a",
+	}
+	for k, v := range want {
+		if spec.Labels[k] != v {
+			t.Errorf("label %s: got %q; want %q", k, spec.Labels[k], v)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, spec.Labels[LabelCreated]); err != nil {
+		t.Errorf("label %s: %v", LabelCreated, err)
+	}
+}
+
+func TestSpecHardening(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
+	c := testChecked("print(1)")
+	s := b.spec(c, "n")
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"network", s.NetworkMode, "none"},
+		{"read-only root", s.ReadonlyRootfs, true},
+		{"cap drop", strings.Join(s.CapDrop, ","), "ALL"},
+		{"no-new-privileges", s.SecurityOpt[0], "no-new-privileges"},
+		{"seccomp", strings.HasPrefix(s.SecurityOpt[1], "seccomp={"), true},
+		{"user", s.User, "65534:65534"},
+		{"pids", s.PidsLimit, int64(50)},
+		{"memory", s.MemoryBytes, int64(128 << 20)},
+		{"cpus", s.NanoCPUs, int64(5e8)},
+		{"ipc", s.IPCMode, "none"},
+		{"shm", s.ShmBytes, int64(0)},
+		{"init", s.Init, true},
+		{"work tmpfs", s.Tmpfs["/work"], "rw,noexec,nosuid,nodev,size=67108864,uid=65534,gid=65534,mode=0700"},
+		{"tmp tmpfs", s.Tmpfs["/tmp"], "rw,noexec,nosuid,nodev,size=67108864,uid=65534,gid=65534,mode=0700"},
+		{"workdir", s.WorkDir, "/work"},
+		{"command", strings.Join(s.Cmd[:4], " "), "python3 -I -S -c"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v; want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	c.Network = true
+	if got := b.spec(c, "n").NetworkMode; got != "sbf-net" {
+		t.Errorf("network with network=true: got %q; want sbf-net", got)
+	}
+}
+
+func TestRunDeadlineKillsAndRemoves(t *testing.T) {
+	f := newFake()
+	f.hang = true
+	b := fakeBackend(t, f, Config{})
+	c := testChecked("import time; time.sleep(60)")
+	c.Limits.Timeout = 200 * time.Millisecond
+	start := time.Now()
+	res, err := b.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.ExitCode != -1 || !bytes.Contains(res.Stderr, []byte("did not report")) {
+		t.Errorf("got %+v; want a timeout with a note", res)
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second {
+		t.Errorf("returned after %s; want about timeout + slack (300ms)", elapsed)
+	}
+	if len(f.killed) != 1 || len(f.removedIDs()) != 1 {
+		t.Errorf("killed %v removed %v; want the container killed and removed before Run returned", f.killed, f.removedIDs())
+	}
+}
+
+func TestRunCancelKillsAndRemoves(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		cancel   func() (context.Context, context.CancelFunc)
+		wantErr  bool
+		timedOut bool
+	}{
+		{"cancelled", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }, true, false},
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Hour)
+		}, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			f.hang = true
+			b := fakeBackend(t, f, Config{})
+			c := testChecked("import time; time.sleep(60)")
+			c.Limits.Timeout = time.Minute
+			ctx, cancel := tt.cancel()
+			defer cancel()
+			if tt.timedOut {
+				ctx, cancel = context.WithTimeout(ctx, 200*time.Millisecond)
+				defer cancel()
+			} else {
+				time.AfterFunc(200*time.Millisecond, cancel)
+			}
+			res, err := b.Run(ctx, c)
+			if tt.wantErr {
+				var ie *guard.IntegrationError
+				if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || !errors.Is(err, context.Canceled) {
+					t.Fatalf("got %v; want an IntegrationError (code may have started) wrapping context.Canceled", err)
+				}
+			} else if err != nil || !res.TimedOut {
+				t.Fatalf("got %+v, %v; want a timed-out result", res, err)
+			}
+			if len(f.removedIDs()) != 1 {
+				t.Errorf("removed %v; want the container removed before Run returned", f.removedIDs())
+			}
+		})
+	}
+}
+
+func TestRunRefusesUnknownLanguage(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{})
+	c := testChecked("print(1)")
+	c.Language = "ruby"
+	_, err := b.Run(context.Background(), c)
+	if guard.TypeOf(err) != guard.TypeConfigError || len(f.created) != 0 {
+		t.Fatalf("got %v with %d containers; want a ConfigError and none created", err, len(f.created))
+	}
+}
+
+func TestReap(t *testing.T) {
+	now := time.Now()
+	f := newFake()
+	f.list = []containerSummary{
+		{ID: "old1", Created: now.Add(-2 * time.Hour)},
+		{ID: "old2", Created: now.Add(-90 * time.Minute)},
+		{ID: "young", Created: now.Add(-time.Minute)},
+	}
+	b := fakeBackend(t, f, Config{})
+	n, err := b.Reap(context.Background(), time.Hour)
+	if err != nil || n != 2 {
+		t.Fatalf("reap: got %d, %v; want 2, nil", n, err)
+	}
+	if got := strings.Join(f.removedIDs(), ","); got != "old1,old2" {
+		t.Errorf("removed: got %s; want old1,old2", got)
+	}
+
+	f.removed = nil
+	f.removeErr = fmt.Errorf("%w: gone", errNotFound)
+	if n, err := b.Reap(context.Background(), time.Hour); err != nil || n != 0 {
+		t.Errorf("reap of containers already gone: got %d, %v; want 0, nil", n, err)
+	}
+	f.removeErr = errors.New("daemon busy")
+	if _, err := b.Reap(context.Background(), time.Hour); err == nil || !strings.Contains(err.Error(), "old1") || !strings.Contains(err.Error(), "old2") {
+		t.Errorf("reap with failing removals: got %v; want both failures reported", err)
+	}
+	f.listErr = errors.New("no list")
+	if _, err := b.Reap(context.Background(), time.Hour); err == nil {
+		t.Errorf("reap with a failing list: got nil; want an error")
+	}
+	if _, err := b.Reap(context.Background(), 0); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("reap with threshold 0: got %v; want a ConfigError", err)
+	}
+}
+
+func TestStartReaperRunsAtOnceAndStops(t *testing.T) {
+	f := newFake()
+	f.list = []containerSummary{{ID: "old", Created: time.Now().Add(-time.Hour)}}
+	b := fakeBackend(t, f, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := b.StartReaper(ctx, time.Hour, time.Minute)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.removedIDs()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := f.removedIDs(); len(got) != 1 {
+		t.Errorf("removed at start: got %v; want [old]", got)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("reaper did not stop after its context ended")
+	}
+}
+
+func TestDoctorWithFake(t *testing.T) {
+	f := newFake()
+	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"}}
+	f.imagePresent = false
+	b := fakeBackend(t, f, Config{Runtime: RuntimeRunsc})
+	got := map[string]bool{}
+	for _, c := range b.doctor(context.Background()) {
+		got[c.Name] = c.OK
+	}
+	want := map[string]bool{
+		"docker daemon reachable": true, "docker API version": true, "docker image present": false,
+		"docker runtime present": false, "docker probe run": false,
+	}
+	for k, v := range want {
+		if ok, found := got[k]; !found || ok != v {
+			t.Errorf("check %q: got %t (present %t); want %t", k, ok, found, v)
+		}
+	}
+
+	f2 := newFake()
+	f2.pingErr = fmt.Errorf("%w: dial", errUnreachable)
+	b2 := fakeBackend(t, f2, Config{})
+	checks := b2.doctor(context.Background())
+	if len(checks) != 1 || checks[0].OK {
+		t.Errorf("doctor with an unreachable daemon: got %+v; want one failed check", checks)
+	}
+}
+
+func TestVersionAtLeast(t *testing.T) {
+	for _, tt := range []struct {
+		v, min string
+		want   bool
+	}{
+		{"1.41", "1.32", true}, {"1.32", "1.32", true}, {"1.31", "1.32", false}, {"2.0", "1.32", true}, {"1.9", "1.32", false},
+	} {
+		if got := versionAtLeast(tt.v, tt.min); got != tt.want {
+			t.Errorf("versionAtLeast(%s, %s): got %t; want %t", tt.v, tt.min, got, tt.want)
+		}
+	}
+}

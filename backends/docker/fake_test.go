@@ -1,0 +1,175 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+)
+
+// fakeEngine is a hand-written engine for the error paths. Each field set to a non-nil error
+// makes that call fail; the container's output is what stdout and stderr hold.
+type fakeEngine struct {
+	mu sync.Mutex
+
+	pingErr, versionErr, createErr, attachErr, startErr, waitErr, inspectErr, killErr, removeErr, listErr error
+
+	imagePresent   bool
+	networkPresent bool
+	version        engineVersion
+
+	// writeN, when not negative, makes the stdin write stop after that many bytes with writeErr.
+	writeN   int
+	writeErr error
+
+	stdout, stderr []byte
+	// hang makes the container's output never end (until the attachment is closed).
+	hang     bool
+	exitCode int64
+	state    containerState
+	list     []containerSummary
+
+	// record
+	created  []containerSpec
+	started  []string
+	killed   []string
+	removed  []string
+	stdin    []byte
+	closed   bool
+	nextID   int
+	demuxErr error
+}
+
+func newFake() *fakeEngine {
+	return &fakeEngine{imagePresent: true, networkPresent: true, writeN: -1}
+}
+
+func (f *fakeEngine) Ping(context.Context) error { return f.pingErr }
+
+func (f *fakeEngine) Version(context.Context) (engineVersion, error) {
+	return f.version, f.versionErr
+}
+
+func (f *fakeEngine) ImagePresent(context.Context, string) (bool, error) { return f.imagePresent, nil }
+
+func (f *fakeEngine) NetworkPresent(context.Context, string) (bool, error) {
+	return f.networkPresent, nil
+}
+
+func (f *fakeEngine) Create(_ context.Context, s containerSpec) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.createErr != nil {
+		return "", f.createErr
+	}
+	f.created = append(f.created, s)
+	f.nextID++
+	return "c" + string(rune('0'+f.nextID)), nil
+}
+
+func (f *fakeEngine) Attach(_ context.Context, id string) (attachment, error) {
+	if f.attachErr != nil {
+		return nil, f.attachErr
+	}
+	return &fakeAttachment{f: f, done: make(chan struct{})}, nil
+}
+
+func (f *fakeEngine) Start(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.startErr != nil {
+		return f.startErr
+	}
+	f.started = append(f.started, id)
+	return nil
+}
+
+func (f *fakeEngine) Wait(ctx context.Context, id string) (int64, error) {
+	return f.exitCode, f.waitErr
+}
+
+func (f *fakeEngine) Inspect(context.Context, string) (containerState, error) {
+	return f.state, f.inspectErr
+}
+
+func (f *fakeEngine) Kill(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.killed = append(f.killed, id)
+	return f.killErr
+}
+
+func (f *fakeEngine) Remove(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.removeErr != nil {
+		return f.removeErr
+	}
+	f.removed = append(f.removed, id)
+	return nil
+}
+
+func (f *fakeEngine) List(context.Context, map[string]string) ([]containerSummary, error) {
+	return f.list, f.listErr
+}
+
+func (f *fakeEngine) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return nil
+}
+
+func (f *fakeEngine) removedIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.removed...)
+}
+
+type fakeAttachment struct {
+	f         *fakeEngine
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (a *fakeAttachment) Write(p []byte) (int, error) {
+	a.f.mu.Lock()
+	defer a.f.mu.Unlock()
+	if a.f.writeN >= 0 && a.f.writeN < len(p) {
+		a.f.stdin = append(a.f.stdin, p[:a.f.writeN]...)
+		return a.f.writeN, a.f.writeErr
+	}
+	a.f.stdin = append(a.f.stdin, p...)
+	return len(p), a.f.writeErr
+}
+
+func (a *fakeAttachment) CloseWrite() error { return nil }
+
+func (a *fakeAttachment) Demux(stdout, stderr io.Writer) error {
+	if a.f.hang {
+		<-a.done
+		return errors.New("use of closed connection")
+	}
+	// The container reads its request before it answers, as the bootstrap does.
+	time.Sleep(5 * time.Millisecond)
+	if a.f.demuxErr != nil {
+		return a.f.demuxErr
+	}
+	if _, err := stderr.Write(a.f.stderr); err != nil {
+		return err
+	}
+	for p := a.f.stdout; len(p) > 0; {
+		n := min(len(p), 32<<10)
+		if _, err := stdout.Write(p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+func (a *fakeAttachment) Close() error {
+	a.closeOnce.Do(func() { close(a.done) })
+	return nil
+}
