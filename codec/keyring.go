@@ -53,7 +53,8 @@ type KeyFileError struct {
 	Path string
 	// Line is the 1-based line number, or 0 when the problem is the file as a whole.
 	Line int
-	Msg  string
+	// Msg says what is wrong, without key material.
+	Msg string
 }
 
 func (e *KeyFileError) Error() string {
