@@ -3,14 +3,62 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
+	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-func dockerBackendName(cfg *config) string { return "docker" }
+func dockerBackendName(*config) string { return docker.Name }
 
-func newDockerBackend(ctx context.Context, cfg *config, logger *slog.Logger) (guard.Backend, func(), error) {
-	return nil, nil, &guard.ConfigError{Msg: "docker backend: not wired yet"}
+func dockerConfig(cfg *config, logger *slog.Logger) docker.Config {
+	runtime := cfg.dockerRuntime
+	if runtime == "runc" {
+		runtime = ""
+	}
+	return docker.Config{
+		Image:       cfg.dockerImage,
+		Runtime:     runtime,
+		CPUs:        cfg.dockerCPUs,
+		MemoryBytes: cfg.dockerMemory,
+		PidsLimit:   cfg.dockerPids,
+		Network:     cfg.dockerNetwork,
+		IPC:         cfg.dockerIPC,
+		Logger:      logger,
+	}
 }
 
-func dockerChecks(ctx context.Context, cfg *config) []check { return nil }
+// reapAge is how old a sandbox container must be before the reaper takes it for an orphan: older
+// than any run the policy allows, so a live run on another worker of the same daemon is left alone.
+func reapAge(cfg *config) time.Duration {
+	p := cfg.policy()
+	return p.MaxTimeout + p.Grace + time.Minute
+}
+
+// newDockerBackend builds the Docker backend, removes orphaned sandboxes at once and starts the
+// reaper that looks for more every --reap-interval.
+func newDockerBackend(ctx context.Context, cfg *config, logger *slog.Logger) (guard.Backend, func(), error) {
+	b, err := docker.New(dockerConfig(cfg, logger))
+	if err != nil {
+		return nil, nil, err
+	}
+	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
+	reaped := b.StartReaper(reapCtx, cfg.reapInterval, reapAge(cfg))
+	return b, func() {
+		stopReaper()
+		<-reaped
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := b.Close(cctx); err != nil {
+			logger.Warn("docker backend close", "error", err)
+		}
+	}, nil
+}
+
+func dockerChecks(ctx context.Context, cfg *config) []check {
+	var out []check
+	for _, c := range docker.Doctor(ctx, dockerConfig(cfg, slog.Default())) {
+		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
+	}
+	return out
+}
