@@ -58,7 +58,12 @@ func digestWorkflow(ctx workflow.Context, digest string) error {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return freePortOn(t, "127.0.0.1")
+}
+
+func freePortOn(t *testing.T, host string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatalf("pick a free port: %v", err)
 	}
@@ -444,5 +449,74 @@ func TestBusyPort(t *testing.T) {
 				t.Errorf("second Start with %s port %d taken: got %v; want *PortInUseError", tt.service, port, err)
 			}
 		})
+	}
+}
+
+// TestCancelledContext shows Start gives up when its context has ended,
+// returns the context's error and releases the data dir.
+func TestCancelledContext(t *testing.T) {
+	dataDir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 2 { // the second Start would see ErrDataDirInUse had the first kept the lock
+		srv, err := devserver.Start(ctx, testConfig(t, dataDir))
+		if err == nil {
+			_ = srv.Stop()
+			t.Fatalf("Start %d with a cancelled context: got nil error", i+1)
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Start %d with a cancelled context: got %v; want context.Canceled", i+1, err)
+		}
+	}
+}
+
+// TestIPv6Loopback runs the server and the UI on ::1.
+func TestIPv6Loopback(t *testing.T) {
+	l, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback on this machine: %v", err)
+	}
+	_ = l.Close()
+	cfg := testConfig(t, t.TempDir())
+	cfg.Address = "[::1]:0"
+	cfg.UIHost = "::1"
+	cfg.UIPort = freePortOn(t, "::1")
+	srv := start(t, cfg)
+	if host, _, err := net.SplitHostPort(srv.FrontendAddress()); err != nil || host != "::1" {
+		t.Errorf("FrontendAddress() = %q; want [::1]:<port>", srv.FrontendAddress())
+	}
+	if got, want := srv.UIURL(), "http://[::1]:"+strconv.Itoa(cfg.UIPort); got != want {
+		t.Errorf("UIURL() = %q; want %q", got, want)
+	}
+	c := dial(t, srv)
+	defer c.Close()
+	if got := listSearchAttributes(t, c, "default"); len(got) != len(sandboxKeys) {
+		t.Errorf("custom search attributes = %v; want the %d sandbox keys", got, len(sandboxKeys))
+	}
+	if code, _ := httpGet(t, srv.UIURL()+"/"); code != http.StatusOK {
+		t.Errorf("GET / = %d; want 200", code)
+	}
+}
+
+// TestReadyTimeoutStopsServer shows that when readiness is not reached in
+// time, Start stops the server it started: its port and data dir are free
+// for the next Start.
+func TestReadyTimeoutStopsServer(t *testing.T) {
+	dataDir := t.TempDir()
+	cfg := testConfig(t, dataDir)
+	cfg.Address = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cfg.ReadyTimeout = time.Nanosecond
+	srv, err := devserver.Start(context.Background(), cfg)
+	if err == nil {
+		_ = srv.Stop()
+		t.Fatal("Start with a 1ns ReadyTimeout: got nil error")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Start with a 1ns ReadyTimeout: got %v; want context.DeadlineExceeded", err)
+	}
+	cfg.ReadyTimeout = 0
+	srv = start(t, cfg)
+	if got, want := srv.FrontendAddress(), cfg.Address; got != want {
+		t.Errorf("FrontendAddress() = %q; want %q", got, want)
 	}
 }

@@ -83,6 +83,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (srv *Server) start(ctx context.Context, s settings) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("devserver: start: %w", err)
+	}
 	host := s.frontendHost
 	if s.frontendPort != 0 {
 		if err := checkFree("frontend", host, s.frontendPort); err != nil {
@@ -109,12 +112,21 @@ func (srv *Server) start(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
+	if created {
+		s.Logger.LogAttrs(ctx, slog.LevelInfo, "devserver: created database", slog.String("path", srv.dbPath))
+	}
 	if err := createNamespace(sqlCfg, s.Namespace, s.Retention, s.searchAttrs); err != nil {
 		return err
 	}
 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("devserver: start: %w", err)
+	}
+	// Checked again just before the server binds (building it binds the
+	// frontend's listener), to keep the window in which another process
+	// could take the port small.
+	if err := checkFree("frontend", host, ports.frontend); err != nil {
+		return err
 	}
 	logs := slog.New(levelHandler{min: srv.leveler, next: s.Logger.Handler()}).With("component", "temporal-devserver")
 	ts, err := temporal.NewServer(serverOptions(host, ports, sqlCfg, newServerLogger(logs))...)
@@ -146,23 +158,21 @@ func (srv *Server) start(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
+	if len(added) > 0 {
+		s.Logger.LogAttrs(ctx, slog.LevelInfo, "devserver: added search attributes",
+			slog.String("namespace", s.Namespace), slog.Any("names", added))
+	}
 
-	uiURL := ""
 	if s.UIPort > 0 {
+		if err := checkFree("UI", s.UIHost, s.UIPort); err != nil {
+			return err
+		}
 		srv.ui = startUI(s.UIHost, s.UIPort, srv.frontend, s.Namespace, s.Codec)
 		if err := srv.ui.waitReady(ctx); err != nil {
 			return err
 		}
-		uiURL = srv.ui.url
 	}
 
-	s.Logger.LogAttrs(ctx, slog.LevelInfo, "temporal dev server started",
-		slog.String("frontend", srv.frontend),
-		slog.String("namespace", s.Namespace),
-		slog.String("ui", uiURL),
-		slog.String("database", srv.dbPath),
-		slog.Bool("new_database", created),
-		slog.Any("search_attributes_added", added))
 	return nil
 }
 
