@@ -97,7 +97,9 @@
 //	acts.Register(w)
 //
 // Sandbox hosts re-check every request against their own policy before running it, so their
-// policy must allow what the workflow workers' policy allows.
+// policy must allow what the workflow workers' policy allows; give both the same policy. The
+// StartToCloseTimeout uses the grace of the worker that checked the request, and the sandbox
+// host's backstop uses its own.
 //
 // The search attributes must exist on the namespace (Keyword: SearchAttributeNames) before a
 // run starts.

@@ -193,33 +193,38 @@ func (h *harness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback
 
 func (h *harness) signal(d Decision) { h.env.SignalWorkflow(SignalApproval, d) }
 
+// updateOutcome is what became of an update.
+type updateOutcome struct {
+	accepted bool
+	rejected error
+	result   DecideResult
+}
+
 // update sends d as the update and returns a function that reports its outcome once it is known.
-func (h *harness) update(d Decision) func() (accepted bool, rejectErr error, result DecideResult) {
+func (h *harness) update(d Decision) func() updateOutcome {
 	var (
-		mu     sync.Mutex
-		acc    bool
-		rej    error
-		result DecideResult
+		mu  sync.Mutex
+		out updateOutcome
 	)
 	h.mu.Lock()
 	h.updates++
 	updateID := fmt.Sprintf("update-%d", h.updates)
 	h.mu.Unlock()
 	h.env.UpdateWorkflow(UpdateDecide, updateID, &testsuite.TestUpdateCallback{
-		OnAccept: func() { mu.Lock(); acc = true; mu.Unlock() },
-		OnReject: func(err error) { mu.Lock(); rej = err; mu.Unlock() },
+		OnAccept: func() { mu.Lock(); out.accepted = true; mu.Unlock() },
+		OnReject: func(err error) { mu.Lock(); out.rejected = err; mu.Unlock() },
 		OnComplete: func(v any, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if r, ok := v.(DecideResult); ok {
-				result = r
+				out.result = r
 			}
 		},
 	}, d)
-	return func() (bool, error, DecideResult) {
+	return func() updateOutcome {
 		mu.Lock()
 		defer mu.Unlock()
-		return acc, rej, result
+		return out
 	}
 }
 
@@ -337,7 +342,7 @@ func TestApproveByUpdateRunsOnce(t *testing.T) {
 	h := newHarness(t, okBackend(), activities.Config{})
 	req := pyRequest()
 	dg := h.digest(req)
-	var outcome func() (bool, error, DecideResult)
+	var outcome func() updateOutcome
 	h.at(time.Minute, func() { outcome = h.update(decision(id1, dg, true)) })
 	h.run(req)
 
@@ -345,7 +350,8 @@ func TestApproveByUpdateRunsOnce(t *testing.T) {
 	if err != nil || !res.OK || res.ApprovalID != id1 {
 		t.Fatalf("result = %+v, %v; want ok with approval %s", res, err, id1)
 	}
-	acc, rej, dr := outcome()
+	o := outcome()
+	acc, rej, dr := o.accepted, o.rejected, o.result
 	if !acc || rej != nil {
 		t.Errorf("update accepted=%t rejected=%v; want accepted", acc, rej)
 	}
@@ -540,13 +546,13 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 		{"nil UUID", decision("00000000-0000-0000-0000-000000000000", dg, true), "not a UUID"},
 		{"UUID in braces", decision("{"+id1+"}", dg, true), "not a UUID"},
 	}
-	outcomes := make([]func() (bool, error, DecideResult), len(cases))
+	outcomes := make([]func() updateOutcome, len(cases))
 	h.at(time.Minute, func() {
 		for i, tc := range cases {
 			outcomes[i] = h.update(tc.d)
 		}
 	})
-	var good, late func() (bool, error, DecideResult)
+	var good, late func() updateOutcome
 	h.at(2*time.Minute, func() {
 		if st := h.status(); st.State != StatusAwaitingApproval {
 			t.Errorf("state after refused updates = %s; want %s", st.State, StatusAwaitingApproval)
@@ -557,7 +563,8 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 	h.run(req)
 
 	for i, tc := range cases {
-		acc, rej, _ := outcomes[i]()
+		o := outcomes[i]()
+		acc, rej := o.accepted, o.rejected
 		var appErr *temporal.ApplicationError
 		switch {
 		case acc || rej == nil:
@@ -568,13 +575,13 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 			t.Errorf("%s: rejection %v is not a %s application error", tc.name, rej, DecisionRejectedType)
 		}
 	}
-	if acc, rej, _ := good(); !acc || rej != nil {
-		t.Errorf("valid denial: accepted=%t rejected=%v; want accepted", acc, rej)
+	if o := good(); !o.accepted || o.rejected != nil {
+		t.Errorf("valid denial: accepted=%t rejected=%v; want accepted", o.accepted, o.rejected)
 	}
 	// The workflow ended with the denial, so the late update cannot reach it: it must not have
 	// been accepted.
 	if late != nil {
-		if acc, _, _ := late(); acc {
+		if late().accepted {
 			t.Error("an update after the decision was accepted")
 		}
 	}
@@ -592,7 +599,7 @@ func TestUpdateAfterADecisionIsRefused(t *testing.T) {
 	h := newHarness(t, b, activities.Config{})
 	req := pyRequest()
 	dg := h.digest(req)
-	var late func() (bool, error, DecideResult)
+	var late func() updateOutcome
 	var once sync.Once
 	b.OnRun = func() { once.Do(func() { late = h.update(decision(id2, dg, true)) }) }
 	h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
@@ -600,7 +607,8 @@ func TestUpdateAfterADecisionIsRefused(t *testing.T) {
 	if _, err := h.result(); err != nil {
 		t.Fatalf("workflow error: %v", err)
 	}
-	acc, rej, _ := late()
+	o := late()
+	acc, rej := o.accepted, o.rejected
 	if acc || rej == nil || !strings.Contains(rej.Error(), "already decided") {
 		t.Errorf("update while running: accepted=%t rejected=%v; want rejected as already decided", acc, rej)
 	}
