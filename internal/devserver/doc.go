@@ -22,7 +22,9 @@
 //   - the Temporal Web UI (github.com/temporalio/ui-server) on
 //     http://Config.UIHost:Config.UIPort, optionally pointed at a codec server.
 //
-// Server logs go to Config.Logger (slog) at WARN and above by default.
+// Server logs go to Config.Logger (slog) at WARN and above by default, and
+// are dropped once Stop begins (the server logs cancelled requests as
+// errors while it shuts down).
 //
 // Typical use in a main:
 //
