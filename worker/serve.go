@@ -190,7 +190,8 @@ func startCodecServer(ctx context.Context, cfg *config, ring *codec.KeyRing, por
 		}
 	}()
 	endpoint := "http://" + addr
-	logger.Info("codec server on " + endpoint + " (bearer token required)")
+	logger.Info("codec server on " + endpoint + " (bearer token required): the temporal CLI takes --codec-endpoint " + endpoint +
+		" --codec-auth \"Bearer $TOKEN\"; in a browser open " + endpoint + "/login once, enter the token, then reload the Web UI")
 	return endpoint, nil
 }
 
