@@ -158,6 +158,17 @@ func (s starterCLI) run(args ...string) (stdout string, code int) {
 	return out.String(), code
 }
 
+// runErr runs the starter and returns its stdout and stderr, whatever its exit code.
+func (s starterCLI) runErr(args ...string) (stdout, stderr string) {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = append(os.Environ(), s.env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	_ = cmd.Run()
+	return out.String(), errb.String()
+}
+
 func (s starterCLI) mustJSON(v any, args ...string) {
 	s.t.Helper()
 	out, code := s.run(args...)
