@@ -190,6 +190,7 @@ def collect(inputs, max_files, max_file, max_total):
             state["truncated"] = True
             return
         for name in entries:
+            name = os.fsencode(name)
             rel = prefix + name
             try:
                 st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)

@@ -105,7 +105,7 @@
 // program from memory (memfd) or an interpreter; it is one layer, not a boundary.
 //
 // IPC "none" leaves no /dev/shm under runc, so Python's multiprocessing fails; IPC "private"
-// (with Config.ShmBytes) gives a private /dev/shm. gVisor provides its own /dev/shm either way.
+// (with Config.ShmBytes) gives a private /dev/shm.
 //
 // Never give the worker's Docker socket to anything else: access to it is root on the host.
 // The worker itself needs it; run the worker on a host (or VM) dedicated to sandboxes.
