@@ -339,6 +339,14 @@ wait:
 			fmt.Errorf("container stderr: %q", clip(diag.Bytes())))
 	}
 
+	// Fast path: a readable result whose bootstrap could see the cgroup counters needs nothing
+	// from the daemon. The container is exiting; its (forced) removal happens off the critical
+	// path.
+	if br, err := decodeResult(stdout.buf); err == nil && br.LimitsKnown && len(br.Error) == 0 {
+		res, err := b.interpret(c, stdout.buf, diag.Bytes(), 0, containerState{})
+		return res, false, err
+	}
+
 	// The output has ended, so the bootstrap has exited; the container follows at once.
 	waitCtx, cancel := context.WithTimeout(ctx, b.cfg.DeadlineSlack+5*time.Second)
 	defer cancel()

@@ -109,6 +109,10 @@ func TestRunErrorPaths(t *testing.T) {
 			guard.TypeIntegrationError, false, "exit code 137", 1},
 		{"removal fails after a good run", func(f *fakeEngine) { f.stdout = okResult(t, nil); f.removeErr = boom },
 			"", false, "", 0},
+		{"counters known: nothing more is asked of the daemon", func(f *fakeEngine) {
+			f.stdout = okResult(t, map[string]any{"limits_known": true})
+			f.waitErr, f.inspectErr = boom, boom
+		}, "", false, "", 1},
 		{"container already gone at removal", func(f *fakeEngine) {
 			f.stdout = okResult(t, nil)
 			f.removeErr = fmt.Errorf("%w: no such container", errNotFound)

@@ -449,6 +449,7 @@ def main():
         "files_truncated": files_truncated,
         "pids_limit_hit": pids_after > max(pids_before, 0),
         "oom_kills": max(oom_after - max(oom_before, 0), 0),
+        "limits_known": min(pids_before, pids_after, oom_before, oom_after) >= 0,
     })
 
 

@@ -102,6 +102,10 @@ type bootResult struct {
 	FilesTruncated  bool       `json:"files_truncated"`
 	PidsLimitHit    bool       `json:"pids_limit_hit"`
 	OOMKills        int        `json:"oom_kills"`
+	// LimitsKnown says the bootstrap could read the pids and memory cgroup counters (under runc;
+	// gVisor has no cgroup files), so PidsLimitHit and OOMKills are complete without asking the
+	// daemon.
+	LimitsKnown bool `json:"limits_known"`
 }
 
 // maxResultBytes bounds the result line the worker reads for limits l: every byte the caps let

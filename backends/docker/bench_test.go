@@ -1,0 +1,161 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// minSamples is how many runs of each kind a benchmark takes at least, so that the medians mean
+// something even when the benchmark framework asks for one iteration.
+const minSamples = 11
+
+// BenchmarkPrint1 compares, in one process and against the same image and settings, the median
+// time of the backend's Run of print(1) with the median time of `docker run --rm -i` of the same
+// container fed the same request. It reports both medians and their ratio (backend / docker run);
+// the target is a ratio of at most 1.0. Runs of the two kinds alternate, so drift hits both.
+func BenchmarkPrint1(b *testing.B) {
+	if reason := probeDocker(); reason != "" {
+		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") == "1" {
+			b.Fatalf("SANDBOXFLOW_REQUIRE_DOCKER=1 but %s", reason)
+		}
+		b.Skip(reason)
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Skip("the docker CLI is not installed: nothing to compare with")
+	}
+	for _, rt := range []string{"runc", RuntimeRunsc} {
+		b.Run(rt, func(b *testing.B) {
+			if !slices.Contains(dockerInfo.Runtimes, rt) {
+				b.Skip("the docker daemon has no runtime " + rt)
+			}
+			benchPrint1(b, rt)
+		})
+	}
+}
+
+func benchPrint1(b *testing.B, rt string) {
+	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
+	if rt != "runc" {
+		cfg.Runtime = rt
+	}
+	backend, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := backend.Close(ctx); err != nil {
+			b.Error(err)
+		}
+	}()
+	c := guard.Checked{
+		Language: guard.Python, Code: "print(1)", Backend: Name,
+		Limits: guard.Limits{
+			Timeout: 30 * time.Second, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
+			MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
+		},
+		Owner: guard.Owner{WorkflowID: "bench"},
+	}
+	c.Digest = guard.Digest(&c)
+	stdin, err := encodeRequest(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	profile := filepath.Join(b.TempDir(), "seccomp.json")
+	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	// One warm-up run of each kind, not counted.
+	runBackend := func() time.Duration {
+		start := time.Now()
+		res, err := backend.Run(context.Background(), c)
+		d := time.Since(start)
+		if err != nil || string(res.Stdout) != "1\n" {
+			b.Fatalf("backend run: %+v, %v", res, err)
+		}
+		return d
+	}
+	runCLI := func(i int) time.Duration {
+		spec := backend.spec(c, fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i))
+		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		start := time.Now()
+		err := cmd.Run()
+		d := time.Since(start)
+		br, perr := decodeResult(out.Bytes())
+		if err != nil || perr != nil || string(br.Stdout) != "1\n" {
+			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())
+		}
+		return d
+	}
+	runBackend()
+	runCLI(-1)
+
+	n := max(b.N, minSamples)
+	var viaBackend, viaCLI []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		viaBackend = append(viaBackend, runBackend())
+		viaCLI = append(viaCLI, runCLI(i))
+	}
+	b.StopTimer()
+	mb, mc := median(viaBackend), median(viaCLI)
+	b.ReportMetric(float64(mb.Microseconds())/1000, "backend-median-ms")
+	b.ReportMetric(float64(mc.Microseconds())/1000, "docker-run-median-ms")
+	b.ReportMetric(float64(mb)/float64(mc), "ratio")
+	b.Logf("%s: %d runs each: backend median %s, docker run --rm median %s, ratio %.2f", rt, n, mb, mc, float64(mb)/float64(mc))
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// dockerRunArgs is `docker run --rm -i` with every setting of spec, the same container the
+// backend creates.
+func dockerRunArgs(s containerSpec, seccompFile string) []string {
+	args := []string{"run", "--rm", "-i", "--name", s.Name,
+		"--network", s.NetworkMode, "--ipc", s.IPCMode, "--read-only",
+		"--security-opt", "no-new-privileges", "--security-opt", "seccomp=" + seccompFile,
+		"--user", s.User, "--workdir", s.WorkDir, "--hostname", s.Hostname,
+		"--pids-limit", strconv.FormatInt(s.PidsLimit, 10),
+		"--memory", strconv.FormatInt(s.MemoryBytes, 10), "--memory-swap", strconv.FormatInt(s.MemoryBytes, 10),
+		"--cpus", strconv.FormatFloat(float64(s.NanoCPUs)/1e9, 'f', -1, 64),
+		"--log-driver", "none",
+	}
+	if s.Init {
+		args = append(args, "--init")
+	}
+	if s.Runtime != "" {
+		args = append(args, "--runtime", s.Runtime)
+	}
+	for _, c := range s.CapDrop {
+		args = append(args, "--cap-drop", c)
+	}
+	for path, opts := range s.Tmpfs {
+		args = append(args, "--tmpfs", path+":"+opts)
+	}
+	for _, u := range s.Ulimits {
+		args = append(args, "--ulimit", fmt.Sprintf("%s=%d:%d", u.Name, u.Soft, u.Hard))
+	}
+	for k, v := range s.Labels {
+		args = append(args, "--label", k+"="+v)
+	}
+	args = append(args, "--entrypoint", s.Cmd[0], s.Image)
+	return append(args, s.Cmd[1:]...)
+}
