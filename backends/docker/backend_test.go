@@ -75,7 +75,10 @@ func TestRunErrorPaths(t *testing.T) {
 			guard.TypeIntegrationError, true, "create container", 0},
 		{"create fails", func(f *fakeEngine) { f.createErr = boom },
 			guard.TypeIntegrationError, true, "create container", 0},
-		{"image missing", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: no such image", errNotFound); f.imagePresent = false },
+		{"image missing", func(f *fakeEngine) {
+			f.createErr = fmt.Errorf("%w: no such image", errNotFound)
+			f.imagePresent = false
+		},
 			guard.TypeConfigError, false, "docker pull sandboxflow-test-python:bookworm", 0},
 		{"runtime unknown", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: unknown runtime", errInvalid) },
 			guard.TypeConfigError, false, "refused the container settings", 0},

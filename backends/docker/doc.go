@@ -83,8 +83,9 @@
 // # Off the critical path
 //
 // A run is prepare (create the container) → execute (attach, start, send the request, read the
-// result, wait, inspect) → remove. The removal of a container that has exited happens in the
-// background; Close and WaitRemovals wait for it, and a container that could not be removed is
+// result, wait, inspect) → remove. When the bootstrap could read the pids and memory cgroup
+// counters itself (runc), the worker does not wait for the container's exit or inspect it. The
+// forced removal of a finished container happens in the background; Close and WaitRemovals wait for it, and a container that could not be removed is
 // left to the reaper. A pool could later create containers ahead of time with prepare; each would
 // still be started once, for one run, and removed.
 //

@@ -265,7 +265,7 @@ func hostProcessesWith(marker string) []string {
 func syscallELF(nr int64, args ...int64) []byte {
 	var code []byte
 	le := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
-	code = append(append(code, 0x48, 0xB8), le(nr)...) // mov rax, nr
+	code = append(append(code, 0x48, 0xB8), le(nr)...)                                     // mov rax, nr
 	regs := [][]byte{{0x48, 0xBF}, {0x48, 0xBE}, {0x48, 0xBA}, {0x49, 0xBA}, {0x49, 0xB8}} // rdi rsi rdx r10 r8
 	for i, op := range regs {
 		var a int64
@@ -403,9 +403,9 @@ func TestDockerContainment(t *testing.T) {
 		want := map[string]string{
 			"uid": "65534", "gid": "65534", "groups": "65534",
 			"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
-			"CapBnd": "0000000000000000",
-			"Seccomp":     "2",
-			"interfaces":  "lo",
+			"CapBnd":        "0000000000000000",
+			"Seccomp":       "2",
+			"interfaces":    "lo",
 			"work_writable": "yes", "tmp_writable": "yes",
 			"work_owner": "65534:65534",
 			// EACCES (13) from execve: noexec.
