@@ -506,3 +506,22 @@ func TestVersionAtLeast(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreachableDaemon uses the real client against a socket where no daemon listens.
+func TestUnreachableDaemon(t *testing.T) {
+	host := "unix://" + t.TempDir() + "/no-daemon.sock"
+	b, err := New(Config{DockerHost: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	_, err = b.Run(context.Background(), testChecked("print(1)"))
+	var ie *guard.IntegrationError
+	if !errors.As(err, &ie) || ie.CodeMayHaveStarted || !guard.Retryable(err) || !errors.Is(err, errUnreachable) {
+		t.Fatalf("got %v; want a retryable IntegrationError for an unreachable daemon", err)
+	}
+	checks := Doctor(context.Background(), Config{DockerHost: host})
+	if last := checks[len(checks)-1]; last.Name != "docker daemon reachable" || last.OK {
+		t.Errorf("doctor: got %+v; want the daemon check to fail last", checks)
+	}
+}
