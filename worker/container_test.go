@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testserver"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// applyDefaults fills a hand-made config with the flag defaults, as parseConfig would.
+func applyDefaults(cfg *config) error {
+	def, _, err := parseConfig("test", nil)
+	if err != nil {
+		return err
+	}
+	cfg.defaultTimeout, cfg.maxTimeout, cfg.grace, cfg.approvalTimeout = def.defaultTimeout, def.maxTimeout, def.grace, def.approvalTimeout
+	cfg.maxStdout, cfg.maxStderr, cfg.maxSandboxes = def.maxStdout, def.maxStderr, def.maxSandboxes
+	return nil
+}
+
+// startInProcessWorker registers RunCode and its activities over backend on queue.
+func startInProcessWorker(t *testing.T, tc tclient.Client, queue string, cfg *config, backend guard.Backend) (stop func()) {
+	t.Helper()
+	acts, err := activities.New(activities.Config{Policy: cfg.policy(), Backend: backend, Sink: activities.SlogSink{Logger: slogDiscard()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(tc, queue, worker.Options{MaxConcurrentActivityExecutionSize: 2})
+	workflows.Register(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return w.Stop
+}
+
+func testPythonImage() string {
+	if img := os.Getenv("SANDBOXFLOW_TEST_PYTHON_IMAGE"); img != "" {
+		return img
+	}
+	return "sandboxflow-test-python:bookworm"
+}
+
+func requireDocker(t *testing.T) {
+	t.Helper()
+	requireTool(t, "docker")
+	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("Docker is required (SANDBOXFLOW_REQUIRE_DOCKER=1) but the daemon does not answer: %v\n%s", err, out)
+		}
+		t.Skipf("no Docker daemon (scripts/setup-docker.sh starts one): %v", err)
+	}
+}
+
+// TestWorkerInItsContainer builds the worker image without a registry, runs the worker inside it
+// (host network, Docker socket mounted) against an in-process Temporal server, and shows that a run
+// launched through it creates its sandbox as a sibling container and returns the right result.
+func TestWorkerInItsContainer(t *testing.T) {
+	requireDocker(t)
+	tag := "sandboxflow-worker:test"
+	if out, err := exec.Command("../scripts/build-worker-image.sh", tag).CombinedOutput(); err != nil {
+		t.Fatalf("build-worker-image.sh: %v\n%s", err, out)
+	}
+	ts := testserver.Start(t)
+	queue := "container-" + uuid.NewString()[:8]
+	name := "sandboxflow-worker-test-" + uuid.NewString()[:8]
+	run := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--network", "host",
+		"-v", "/var/run/docker.sock:/var/run/docker.sock",
+		"-e", "SANDBOXFLOW_LANGUAGES=python,sh",
+		tag, "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
+		"--task-queue", queue, "--backend", "docker", "--docker-image", testPythonImage())
+	if out, err := run.CombinedOutput(); err != nil {
+		t.Fatalf("docker run: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	deadline := time.Now().Add(time.Minute)
+	for {
+		logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
+		if strings.Contains(string(logs), "worker running") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the containerized worker did not start:\n%s", logs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sc, err := client.New(client.Options{Temporal: ts.GetDefaultClient(), TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The worker image holds no Python: the output can only come from a sibling sandbox container.
+	code := "import os, sys\nprint(sys.version_info[0], os.getuid(), open('/etc/debian_version').read().split('.')[0])\n"
+	started, err := sc.Start(ctx, guard.Request{Code: code}, client.StartOptions{})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, "alice", ""); err != nil {
+		t.Fatalf("Approve: %v", err)
+	}
+	res, err := sc.Result(ctx, started.WorkflowID)
+	if err != nil {
+		logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
+		t.Fatalf("Result: %v\nworker logs:\n%s", err, logs)
+	}
+	if !res.OK || string(res.Stdout) != "3 65534 12\n" || res.Backend != "docker" {
+		t.Fatalf("got %+v (stdout %q, stderr %q); want ok, \"3 65534 12\", backend docker", res, res.Stdout, res.Stderr)
+	}
+}
+
+// TestWorkflowThroughDockerBackend runs RunCode end to end on an in-process Temporal server with an
+// in-process worker over the Docker backend, under runc and under runsc (gVisor).
+func TestWorkflowThroughDockerBackend(t *testing.T) {
+	requireDocker(t)
+	ts := testserver.Start(t)
+	for _, runtime := range []string{"runc", "runsc"} {
+		t.Run(runtime, func(t *testing.T) {
+			cfg := &config{dockerImage: testPythonImage(), dockerRuntime: runtime, languages: "python,sh", reapInterval: time.Minute}
+			if err := applyDefaults(cfg); err != nil {
+				t.Fatal(err)
+			}
+			backend, closeBackend, err := newDockerBackend(context.Background(), cfg, slogDiscard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeBackend()
+			queue := "docker-" + runtime + "-" + uuid.NewString()[:8]
+			stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend)
+			defer stop()
+
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			sc, err := client.New(client.Options{Temporal: ts.GetDefaultClient(), TaskQueue: queue})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := guard.Request{
+				Code:     "import os\nprint(open('in.txt').read().upper(), os.environ['WHO'])\nopen('out.txt','w').write('done')\n",
+				Files:    map[string][]byte{"in.txt": []byte("hello")},
+				Env:      map[string]string{"WHO": "sandbox"},
+				Metadata: guard.Metadata{Agent: "test"},
+			}
+			started, err := sc.Start(ctx, req, client.StartOptions{})
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, "alice", "looks fine"); err != nil {
+				t.Fatalf("Approve: %v", err)
+			}
+			res, err := sc.Result(ctx, started.WorkflowID)
+			if err != nil {
+				t.Fatalf("Result: %v", err)
+			}
+			if !res.OK || string(res.Stdout) != "HELLO sandbox\n" || len(res.Files) != 1 || string(res.Files[0].Content) != "done" ||
+				res.Reviewer != "alice" || res.Backend != "docker" || res.Digest != started.Digest {
+				t.Fatalf("got %+v (stdout %q stderr %q)", res, res.Stdout, res.Stderr)
+			}
+		})
+	}
+}
