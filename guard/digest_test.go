@@ -40,9 +40,13 @@ func mustDigest(t *testing.T, req Request, backend string) string {
 func TestDigestChangesWithEveryByte(t *testing.T) {
 	base := mustDigest(t, baseRequest(), "docker")
 	changes := map[string]func(r *Request) string{
-		"code byte":         func(r *Request) string { r.Code = "print(open('a.txt').read()) "; return "docker" },
-		"language":          func(r *Request) string { r.Language = Shell; return "docker" },
-		"file name byte":    func(r *Request) string { r.Files["a.txu"] = r.Files["a.txt"]; delete(r.Files, "a.txt"); return "docker" },
+		"code byte": func(r *Request) string { r.Code = "print(open('a.txt').read()) "; return "docker" },
+		"language":  func(r *Request) string { r.Language = Shell; return "docker" },
+		"file name byte": func(r *Request) string {
+			r.Files["a.txu"] = r.Files["a.txt"]
+			delete(r.Files, "a.txt")
+			return "docker"
+		},
 		"file content byte": func(r *Request) string { r.Files["a.txt"] = []byte("alphb"); return "docker" },
 		"extra empty file":  func(r *Request) string { r.Files["z"] = nil; return "docker" },
 		"env name byte":     func(r *Request) string { r.Env["NAMF"] = r.Env["NAME"]; delete(r.Env, "NAME"); return "docker" },

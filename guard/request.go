@@ -106,16 +106,16 @@ func (c *Checked) EnvMap() map[string]string {
 
 // Summary is what a reviewer needs to decide, without file contents or env values.
 type Summary struct {
-	Language   string        `json:"language"`
-	Code       string        `json:"code"`
-	CodeBytes  int           `json:"code_bytes"`
-	Files      []FileSummary `json:"files,omitempty"`
-	EnvNames   []string      `json:"env_names,omitempty"`
-	Limits     Limits        `json:"limits"`
-	Network    bool          `json:"network"`
-	Backend    string        `json:"backend"`
-	Digest     string        `json:"digest"`
-	Metadata   Metadata      `json:"metadata"`
+	Language  string        `json:"language"`
+	Code      string        `json:"code"`
+	CodeBytes int           `json:"code_bytes"`
+	Files     []FileSummary `json:"files,omitempty"`
+	EnvNames  []string      `json:"env_names,omitempty"`
+	Limits    Limits        `json:"limits"`
+	Network   bool          `json:"network"`
+	Backend   string        `json:"backend"`
+	Digest    string        `json:"digest"`
+	Metadata  Metadata      `json:"metadata"`
 }
 
 // FileSummary is an input file's name and size.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -73,7 +72,7 @@ func TestSandboxWorkersRespectTheirCap(t *testing.T) {
 	common := []string{"--backend", "local", "--allow-unsafe-local", "--sandbox-task-queue", "cap-sbx"}
 	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
 	for i := 0; i < 2; i++ {
-		startSandboxWorker(t, workerBin, env, append([]string{"--role", "sandboxes", "--max-sandboxes", "1"}, common...)...)
+		startWorker(t, workerBin, env, append([]string{"--role", "sandboxes", "--max-sandboxes", "1"}, common...)...)
 	}
 	s := starterCLI{t: t, bin: starterBin, env: env}
 
@@ -140,31 +139,3 @@ with open(%q, "a") as f:
 		}
 	}
 }
-
-// startSandboxWorker starts a worker without --dev and waits until it polls.
-func startSandboxWorker(t *testing.T, bin string, env []string, args ...string) *devWorker {
-	t.Helper()
-	w := &devWorker{log: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	w.cmd = exec.Command(bin, args...)
-	w.cmd.Env = append(os.Environ(), env...)
-	w.cmd.Stdout = lockedWriter{w.mu, w.log}
-	w.cmd.Stderr = lockedWriter{w.mu, w.log}
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = w.cmd.Wait(); close(w.done) }()
-	t.Cleanup(func() { w.stop(t) })
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(w.output(), "worker running") {
-		select {
-		case <-w.done:
-			t.Fatalf("sandbox worker exited:\n%s", w.output())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox worker not ready:\n%s", w.output())
-		}
-	}
-	return w
-}
-

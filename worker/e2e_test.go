@@ -65,8 +65,8 @@ func freePort(t *testing.T) int {
 
 // devWorker is a `worker --dev` process.
 type devWorker struct {
-	cmd  *exec.Cmd
-	log  interface {
+	cmd *exec.Cmd
+	log interface {
 		io.Writer
 		String() string
 	}
@@ -85,10 +85,17 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// startDevWorker starts `worker --dev ARGS` and waits until it polls.
 func startDevWorker(t *testing.T, bin string, env []string, args ...string) *devWorker {
 	t.Helper()
+	return startWorker(t, bin, env, append([]string{"--dev"}, args...)...)
+}
+
+// startWorker starts `worker ARGS` and waits until it polls; it is stopped when t ends.
+func startWorker(t *testing.T, bin string, env []string, args ...string) *devWorker {
+	t.Helper()
 	w := &devWorker{log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	w.cmd = exec.Command(bin, append([]string{"--dev"}, args...)...)
+	w.cmd = exec.Command(bin, args...)
 	w.cmd.Env = append(os.Environ(), env...)
 	w.cmd.Stdout = lockedWriter{w.mu, w.log}
 	w.cmd.Stderr = lockedWriter{w.mu, w.log}
@@ -101,11 +108,11 @@ func startDevWorker(t *testing.T, bin string, env []string, args ...string) *dev
 	for !strings.Contains(w.output(), "worker running") {
 		select {
 		case <-w.done:
-			t.Fatalf("worker exited before it was ready:\n%s", w.output())
+			t.Fatalf("worker %v exited before it was ready:\n%s", args, w.output())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("worker not ready after 2 minutes:\n%s", w.output())
+			t.Fatalf("worker %v not ready after 2 minutes:\n%s", args, w.output())
 		}
 	}
 	return w
@@ -354,4 +361,3 @@ func TestDoctorFailsWithoutTemporal(t *testing.T) {
 		t.Fatalf("doctor did not check the backend:\n%s", out)
 	}
 }
-

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"go.temporal.io/api/operatorservice/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
