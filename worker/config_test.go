@@ -1,0 +1,69 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+	"go.temporal.io/server/temporaltest"
+)
+
+func TestConfigFlagsAndEnvironment(t *testing.T) {
+	t.Setenv("SANDBOXFLOW_DOCKER_IMAGE", "from-env:1")
+	t.Setenv("SANDBOXFLOW_MAX_SANDBOXES", "7")
+	t.Setenv("SANDBOXFLOW_LANGUAGES", "python,sh")
+	t.Setenv("TEMPORAL_ADDRESS", "10.0.0.1:7233")
+	t.Setenv("TEMPORAL_NAMESPACE", "ns-from-env")
+	cfg, _, err := parseConfig("test", []string{"--max-sandboxes", "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.dockerImage != "from-env:1" || cfg.maxSandboxes != 3 || cfg.conn.Address != "10.0.0.1:7233" || cfg.conn.Namespace != "ns-from-env" {
+		t.Fatalf("got image %q sandboxes %d address %q namespace %q; want from-env:1, 3 (flag wins), 10.0.0.1:7233, ns-from-env",
+			cfg.dockerImage, cfg.maxSandboxes, cfg.conn.Address, cfg.conn.Namespace)
+	}
+	if p := cfg.policy(); !p.Offers(guard.Shell) || !p.Offers(guard.Python) {
+		t.Fatalf("policy languages %v; want python and sh", p.Languages)
+	}
+}
+
+func TestConfigRefusesBadSettings(t *testing.T) {
+	tests := [][]string{
+		{"--role", "everything"},
+		{"--role", "sandboxes"}, // without a sandbox task queue
+		{"--max-sandboxes", "0"},
+		{"--backend", "vm"},
+		{"--docker-runtime", "kata"},
+		{"--languages", "ruby"},
+		{"--max-timeout", "1s", "--default-timeout", "2s"},
+		// Caps that could make one result larger than Temporal accepts are refused at start-up.
+		{"--max-stdout-bytes", "1000000", "--max-stderr-bytes", "1000000"},
+	}
+	for _, args := range tests {
+		if _, _, err := parseConfig("test", args); guard.TypeOf(err) != guard.TypeConfigError {
+			t.Errorf("parseConfig(%q) = %v; want a ConfigError", args, err)
+		}
+	}
+	if _, _, err := parseConfig("test", []string{"--no-such-flag"}); err == nil {
+		t.Errorf("an unknown flag was accepted")
+	}
+}
+
+// TestWorkerChecksSearchAttributes: without --dev the worker refuses a namespace that lacks the
+// search attributes and prints the command that creates them.
+func TestWorkerChecksSearchAttributes(t *testing.T) {
+	workerBin, _ := binaries(t)
+	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	cmd := exec.Command(workerBin, "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
+		"--backend", "local", "--allow-unsafe-local")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the worker started on a namespace without the search attributes:\n%s", out)
+	}
+	for _, want := range []string{"lacks the search attributes", "temporal operator search-attribute create", "--name SandboxStatus --type Keyword"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
