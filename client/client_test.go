@@ -1,0 +1,115 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+func TestToolSchema(t *testing.T) {
+	tests := []struct {
+		format, backend string
+		langs           []string
+		wantLanguage    bool
+		wantWarning     bool
+	}{
+		{FormatOpenAI, "docker", []string{"python"}, false, false},
+		{FormatAnthropic, "docker", []string{"python", "sh"}, true, false},
+		{FormatAnthropic, "local", nil, false, true},
+	}
+	for _, tt := range tests {
+		b, err := ToolSchema(tt.format, ToolOptions{Languages: tt.langs, Backend: tt.backend, Timeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tool map[string]any
+		if err := json.Unmarshal(b, &tool); err != nil {
+			t.Fatal(err)
+		}
+		def, params := tool, tool["input_schema"]
+		if tt.format == FormatOpenAI {
+			if tool["type"] != "function" {
+				t.Fatalf("openai tool type %v; want function", tool["type"])
+			}
+			def = tool["function"].(map[string]any)
+			params = def["parameters"]
+		}
+		if def["name"] != ToolName {
+			t.Fatalf("name %v; want %s", def["name"], ToolName)
+		}
+		props := params.(map[string]any)["properties"].(map[string]any)
+		if _, ok := props["code"]; !ok {
+			t.Fatalf("%s: no code parameter: %s", tt.format, b)
+		}
+		if _, ok := props["language"]; ok != tt.wantLanguage {
+			t.Fatalf("%s %v: language parameter present %t; want %t", tt.format, tt.langs, ok, tt.wantLanguage)
+		}
+		if len(props) > 2 {
+			t.Fatalf("the model may choose more than code and language: %v", props)
+		}
+		desc := def["description"].(string)
+		if strings.Contains(desc, "nothing is isolated") != tt.wantWarning {
+			t.Fatalf("backend %s: description %q; want the local warning %t", tt.backend, desc, tt.wantWarning)
+		}
+		if !strings.Contains(desc, "approves every run") || !strings.Contains(desc, "20s") {
+			t.Fatalf("description does not say a person approves and the time limit: %q", desc)
+		}
+	}
+	if _, err := ToolSchema("gemini", ToolOptions{}); err == nil {
+		t.Fatalf("an unknown format was accepted")
+	}
+}
+
+func TestToolArgumentsTakeOnlyCodeAndLanguage(t *testing.T) {
+	base := guard.Request{Env: map[string]string{"K": "v"}, Limits: guard.Limits{Timeout: time.Second}}
+	var args ToolArguments
+	if err := json.Unmarshal([]byte(`{"code":"print(1)","language":"sh","network":true,"env":{"LD_PRELOAD":"x"}}`), &args); err != nil {
+		t.Fatal(err)
+	}
+	req := args.Request(base)
+	if req.Code != "print(1)" || req.Language != "sh" || req.Network || req.Env["K"] != "v" || len(req.Env) != 1 || req.Limits.Timeout != time.Second {
+		t.Fatalf("got %+v; want the base request with only code and language from the model", req)
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	o := NewOutput(guard.Result{OK: true, Stdout: []byte("hi\n"), Duration: 1500 * time.Millisecond,
+		Files: []guard.File{{Name: "a", Size: 1, Content: []byte("x")}}})
+	b, _ := json.Marshal(o)
+	for _, want := range []string{`"stdout":"hi\n"`, `"duration_ms":1500`, `"files":[{"name":"a","size":1,"content":"eA=="}]`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("output %s lacks %s", b, want)
+		}
+	}
+	e := NewErrorOutput(&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"})
+	if e.Error.Type != guard.TypeApprovalDenied || e.Error.Reviewer != "bob" || e.Error.Reason != "denied" {
+		t.Errorf("got %+v", e)
+	}
+	if got := NewErrorOutput(errors.New("boom")).Error.Type; got != "Error" {
+		t.Errorf("untyped error type %q; want Error", got)
+	}
+}
+
+func TestConnectionFromEnv(t *testing.T) {
+	t.Setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
+	t.Setenv("TEMPORAL_NAMESPACE", "prod")
+	t.Setenv("TEMPORAL_API_KEY", "key")
+	opts, err := ConnectionFromEnv().Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.HostPort != "temporal.example:7233" || opts.Namespace != "prod" || opts.Credentials == nil || opts.ConnectionOptions.TLS == nil {
+		t.Fatalf("got %+v; want address, namespace, API key credentials and TLS from the environment", opts)
+	}
+	def, err := Connection{}.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.HostPort != DefaultAddress || def.Namespace != DefaultNamespace || def.ConnectionOptions.TLS != nil {
+		t.Fatalf("defaults: got %s %s TLS %v", def.HostPort, def.Namespace, def.ConnectionOptions.TLS)
+	}
+}
