@@ -1,0 +1,36 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestDemoScript runs the README's main command (make demo → scripts/demo.sh) as written, on free
+// ports, answering the approval prompt the way a person at the terminal would.
+func TestDemoScript(t *testing.T) {
+	requireDocker(t)
+	cmd := exec.Command("scripts/demo.sh")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(),
+		"TEMPORAL_ADDRESS=127.0.0.1:"+strconv.Itoa(freePort(t)),
+		"SANDBOXFLOW_UI_PORT="+strconv.Itoa(freePort(t)),
+		"SANDBOXFLOW_DATA_DIR="+t.TempDir(),
+		"SANDBOXFLOW_DOCKER_IMAGE="+testPythonImage(),
+		"SANDBOXFLOW_KEY_FILE=")
+	cmd.Stdin = strings.NewReader("alice\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo.sh: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"What the reviewer sees", `"state":"awaiting_approval"`, "digest: sha256:",
+		"Approve this exact code?", `"reviewer":"alice"`, `"ok":true`, `3 items, total 17.75`,
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
