@@ -176,3 +176,26 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorChecksDocker: worker doctor reports the Docker checks, including a probe run with every
+// hardening flag, one PASS line each, under runc and runsc.
+func TestDoctorChecksDocker(t *testing.T) {
+	requireDocker(t)
+	workerBin, _ := binaries(t)
+	ts := testserver.Start(t)
+	for _, runtime := range []string{"runc", "runsc"} {
+		cmd := exec.Command(workerBin, "doctor", "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
+			"--docker-image", testPythonImage(), "--docker-runtime", runtime)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: doctor failed: %v\n%s", runtime, err, out)
+		}
+		for _, want := range []string{"PASS temporal", "PASS namespace", "PASS search attributes", "PASS docker daemon reachable",
+			"PASS docker API version", "PASS docker image present", "PASS docker runtime present: " + runtime,
+			"PASS docker probe run: uid=65534 gid=65534 capeff=0000000000000000", "interfaces=lo root=read-only"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s: doctor output lacks %q:\n%s", runtime, want, out)
+			}
+		}
+	}
+}
