@@ -14,4 +14,10 @@
 // *guard.IntegrationError with CodeMayHaveStarted false yourself for a failure you know happened
 // before the code could start (the service was unreachable), and it may be retried. A panic in the
 // function is recovered and reported the same way.
+//
+// Recipes: HTTP posts each checked request as JSON to a service of your own and reads a result
+// back, with the response bounded and every failure typed. For a hosted sandbox SDK (E2B, Modal,
+// Daytona), write the Func around the SDK's calls: create a sandbox with its network off unless
+// c.Network, write c.Files, run c.Code in c.Language with c.Limits.Timeout, return exit code,
+// output and the files it wrote, and kill the sandbox afterwards (ExampleNew shows the shape).
 package callable
