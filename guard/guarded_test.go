@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestEnforce(t *testing.T) {
 				t.Errorf("%s: file %s size %d; want %d", tt.label, f.Name, f.Size, len(f.Content))
 			}
 		}
-		if !equalStrings(names, tt.wantNames) || got.FilesTruncated != tt.wantTrunc {
+		if !slices.Equal(names, tt.wantNames) || got.FilesTruncated != tt.wantTrunc {
 			t.Errorf("%s: got %v truncated %t; want %v truncated %t", tt.label, names, got.FilesTruncated, tt.wantNames, tt.wantTrunc)
 		}
 	}
@@ -63,18 +64,6 @@ func TestEnforce(t *testing.T) {
 	if killed.OK {
 		t.Errorf("a run killed at a limit is reported ok")
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestGuardedRefusesBeforeRunning(t *testing.T) {

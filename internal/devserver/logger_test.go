@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 
@@ -83,18 +84,6 @@ func newTestLogger(level slog.Leveler) (log.Logger, *recorder, *stopLeveler) {
 	return newServerLogger(slog.New(levelHandler{min: lv, next: rec})), rec, lv
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestServerLoggerLevels(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -118,7 +107,7 @@ func TestServerLoggerLevels(t *testing.T) {
 			l.DPanic("dpanic") // must not panic
 			l.Panic("panic")   // must not panic
 			l.Fatal("fatal")   // must not exit
-			if got := rec.messages(); !equal(got, tt.want) {
+			if got := rec.messages(); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q; want %q", got, tt.want)
 			}
 		})
@@ -132,7 +121,7 @@ func TestServerLoggerSilentWhileStopping(t *testing.T) {
 	l.Error("during stop")
 	l.Fatal("during stop")
 	log.NewSlogLogger(l).Error("during stop, through slog")
-	if got, want := rec.messages(), []string{"ERROR before stop"}; !equal(got, want) {
+	if got, want := rec.messages(), []string{"ERROR before stop"}; !slices.Equal(got, want) {
 		t.Errorf("got %q; want %q", got, want)
 	}
 }
@@ -144,7 +133,7 @@ func TestServerLoggerLevelVar(t *testing.T) {
 	l.Warn("dropped")
 	lv.Set(slog.LevelWarn)
 	l.Warn("passed")
-	if got, want := rec.messages(), []string{"WARN passed"}; !equal(got, want) {
+	if got, want := rec.messages(), []string{"WARN passed"}; !slices.Equal(got, want) {
 		t.Errorf("got %q; want %q", got, want)
 	}
 }
@@ -162,7 +151,7 @@ func TestServerLoggerTags(t *testing.T) {
 	sl.Info("dropped")
 	sl.Warn("via slog", "k", "v")
 
-	if got, want := rec.messages(), []string{"ERROR failed", "ERROR listener", "WARN via slog"}; !equal(got, want) {
+	if got, want := rec.messages(), []string{"ERROR failed", "ERROR listener", "WARN via slog"}; !slices.Equal(got, want) {
 		t.Fatalf("got %q; want %q", got, want)
 	}
 	for _, c := range []struct {
