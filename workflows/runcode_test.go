@@ -810,16 +810,23 @@ func TestFailureAfterStartIsNeverRetried(t *testing.T) {
 			dg := h.digest(req)
 			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
 			h.run(req)
-			_, err := h.result()
-			var ie *guard.IntegrationError
-			if !errors.As(activities.GuardError(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
-				t.Fatalf("error = %v; want IntegrationError, outcome unknown", err)
-			}
+			wantOutcomeUnknown(t, h)
 			if calls, _ := b.counts(); calls != 1 {
 				t.Errorf("backend called %d times; want 1", calls)
 			}
 			h.wantStatuses(StatusAwaitingApproval, StatusRunning, StatusError)
 		})
+	}
+}
+
+// wantOutcomeUnknown fails t unless the run ended as an IntegrationError whose code may have
+// started: the approval was used and nothing runs again.
+func wantOutcomeUnknown(t *testing.T, h *harness) {
+	t.Helper()
+	_, err := h.result()
+	var ie *guard.IntegrationError
+	if !errors.As(activities.GuardError(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
+		t.Fatalf("error = %v; want IntegrationError, outcome unknown", err)
 	}
 }
 
@@ -843,11 +850,7 @@ func TestLostWorkerEndsAsOutcomeUnknown(t *testing.T) {
 				})
 			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
 			h.run(req)
-			_, err := h.result()
-			var ie *guard.IntegrationError
-			if !errors.As(activities.GuardError(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
-				t.Fatalf("error = %v; want IntegrationError, outcome unknown", err)
-			}
+			wantOutcomeUnknown(t, h)
 			if calls != 1 {
 				t.Errorf("sandbox activity ran %d times; want 1", calls)
 			}
