@@ -9,15 +9,8 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-)
-
-// Activity names as registered by Register. The workflow calls the activities by these names.
-const (
-	// CheckActivityName is the local activity that applies the worker's policy to a request.
-	CheckActivityName = "SandboxCheck"
-	// RunActivityName is the sandbox activity that runs an approved request.
-	RunActivityName = "SandboxRun"
 )
 
 // Defaults of Config.
@@ -46,7 +39,7 @@ type Config struct {
 	Sink Sink
 	// SandboxTaskQueue is the task queue the workflow schedules the sandbox activity on, so that
 	// sandbox hosts can scale apart from workflow workers. Optional: empty means the workflow's
-	// own task queue. A workflow's Input.SandboxTaskQueue, when set, wins over it.
+	// own task queue. A workflow's contract.Input.SandboxTaskQueue, when set, wins over it.
 	SandboxTaskQueue string
 	// HeartbeatTimeout is the sandbox activity's heartbeat timeout: a worker lost while the code
 	// runs is noticed after it. The activity heartbeats every third of it. Optional: defaults to
@@ -73,7 +66,7 @@ type Activities struct {
 	backendName string
 	guarded     *guard.Guarded
 	sink        Sink
-	run         RunOptions
+	run         contract.RunOptions
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -85,7 +78,7 @@ func New(cfg Config) (*Activities, error) {
 		policy:      cfg.Policy.WithDefaults(),
 		backendName: cfg.BackendName,
 		sink:        cfg.Sink,
-		run: RunOptions{
+		run: contract.RunOptions{
 			TaskQueue:        cfg.SandboxTaskQueue,
 			HeartbeatTimeout: cfg.HeartbeatTimeout,
 			ReportMargin:     cfg.ReportMargin,
@@ -142,66 +135,32 @@ func New(cfg Config) (*Activities, error) {
 	return a, nil
 }
 
-// Register registers Check as CheckActivityName and, when the worker has a backend, Run as
-// RunActivityName. Register them on every worker that runs RunCode workflows (Check is a local
+// Register registers Check as contract.CheckActivityName and, when the worker has a backend, Run as
+// contract.RunActivityName. Register them on every worker that runs RunCode workflows (Check is a local
 // activity: it runs where the workflow runs) and on every worker that polls the sandbox task
 // queue.
 func (a *Activities) Register(r worker.ActivityRegistry) {
-	r.RegisterActivityWithOptions(a.Check, activity.RegisterOptions{Name: CheckActivityName})
+	r.RegisterActivityWithOptions(a.SandboxCheck, activity.RegisterOptions{Name: contract.CheckActivityName})
 	if a.guarded != nil {
-		r.RegisterActivityWithOptions(a.Run, activity.RegisterOptions{Name: RunActivityName})
+		r.RegisterActivityWithOptions(a.SandboxRun, activity.RegisterOptions{Name: contract.RunActivityName})
 	}
 }
 
-// CheckInput is the input of Check.
-type CheckInput struct {
-	Request guard.Request `json:"request"`
-}
-
-// CheckResult is what Check records in the workflow's history: the checked request with its
-// digest, and the settings of the worker that checked it, so that a later change of the worker's
-// configuration never changes how a recorded run replays.
-type CheckResult struct {
-	Checked         guard.Checked `json:"checked"`
-	ApprovalTimeout time.Duration `json:"approval_timeout"`
-	Run             RunOptions    `json:"run"`
-}
-
-// RunOptions say how the workflow schedules the sandbox activity. See Config for each field.
-type RunOptions struct {
-	TaskQueue        string        `json:"task_queue,omitempty"`
-	Grace            time.Duration `json:"grace"`
-	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
-	ReportMargin     time.Duration `json:"report_margin"`
-	StartAttempts    int           `json:"start_attempts"`
-	StartBackoff     time.Duration `json:"start_backoff"`
-	MaxStartBackoff  time.Duration `json:"max_start_backoff"`
-}
-
-// Check applies the worker's policy to the request: it returns the normalized request with its
+// SandboxCheck applies the worker's policy to the request: it returns the normalized request with its
 // effective limits and digest, or a ToolUsageError or ConfigError as a non-retryable application
 // error. It is meant to run as a local activity, so that its result is recorded in history.
-func (a *Activities) Check(_ context.Context, in CheckInput) (CheckResult, error) {
+func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (contract.CheckResult, error) {
 	c, err := a.policy.Check(in.Request, a.backendName)
 	if err != nil {
-		return CheckResult{}, ApplicationError(err)
+		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run}, nil
-}
-
-// RunInput is the input of Run: a checked request and the approval that lets it run.
-type RunInput struct {
-	Checked guard.Checked `json:"checked"`
-	// ApprovalID, Reviewer and Digest are the approving decision's.
-	ApprovalID string `json:"approval_id"`
-	Reviewer   string `json:"reviewer"`
-	Digest     string `json:"digest"`
+	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run}, nil
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.
 const minHeartbeatInterval = 100 * time.Millisecond
 
-// Run runs an approved request on the worker's guarded backend and returns the result, with the
+// SandboxRun runs an approved request on the worker's guarded backend and returns the result, with the
 // approval's id and reviewer. It heartbeats while the code runs and emits sandbox.started and
 // sandbox.finished. Errors are application errors typed as in ApplicationError.
 //
@@ -209,24 +168,24 @@ const minHeartbeatInterval = 100 * time.Millisecond
 // approved code twice, so an attempt after the first is refused as an IntegrationError whose code
 // may have started. The workflow retries a failure from before the code could start by scheduling
 // a fresh activity.
-func (a *Activities) Run(ctx context.Context, in RunInput) (guard.Result, error) {
+func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guard.Result, error) {
 	if a.guarded == nil {
-		return guard.Result{}, ApplicationError(&guard.ConfigError{Msg: "this worker has no sandbox backend"})
+		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: "this worker has no sandbox backend"})
 	}
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
 	switch {
 	case info.Attempt > 1:
-		return guard.Result{}, ApplicationError(&guard.IntegrationError{
+		return guard.Result{}, contract.ToFailure(&guard.IntegrationError{
 			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
 			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
 			CodeMayHaveStarted: true,
 		})
 	case in.ApprovalID == "" || in.Reviewer == "":
-		return guard.Result{}, ApplicationError(&guard.ConfigError{Msg: "sandbox activity: no approval id or reviewer"})
+		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: "sandbox activity: no approval id or reviewer"})
 	case in.Digest != c.Digest:
-		return guard.Result{}, ApplicationError(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Digest, c.Digest)})
+		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Digest, c.Digest)})
 	}
 
 	started := startedEvent(c, in, info.Attempt)
@@ -250,7 +209,7 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (guard.Result, error)
 			// context's error so Temporal records a cancellation.
 			return guard.Result{}, fmt.Errorf("sandbox activity: %w", ctx.Err())
 		}
-		return guard.Result{}, ApplicationError(err)
+		return guard.Result{}, contract.ToFailure(err)
 	}
 	return res, nil
 }

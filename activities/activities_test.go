@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -74,7 +75,7 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := guard.Request{Code: "print(1)", Limits: guard.Limits{Timeout: 10 * time.Second}}
-	got, err := a.Check(context.Background(), CheckInput{Request: req})
+	got, err := a.SandboxCheck(context.Background(), contract.CheckInput{Request: req})
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -82,7 +83,7 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 	if got.Checked.Digest != want.Digest || got.Checked.Backend != "docker" {
 		t.Errorf("checked digest %s for backend %s; want %s for docker", got.Checked.Digest, got.Checked.Backend, want.Digest)
 	}
-	wantRun := RunOptions{
+	wantRun := contract.RunOptions{
 		TaskQueue: "sandboxes", Grace: 3 * time.Second, HeartbeatTimeout: DefaultHeartbeatTimeout,
 		ReportMargin: DefaultReportMargin, StartAttempts: 7, StartBackoff: DefaultStartBackoff,
 		MaxStartBackoff: DefaultMaxStartBackoff,
@@ -91,97 +92,19 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 		t.Errorf("settings = %s, %+v; want 2h, %+v", got.ApprovalTimeout, got.Run, wantRun)
 	}
 
-	_, err = a.Check(context.Background(), CheckInput{Request: guard.Request{Code: ""}})
+	_, err = a.SandboxCheck(context.Background(), contract.CheckInput{Request: guard.Request{Code: ""}})
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != guard.TypeToolUsageError || !appErr.NonRetryable() {
 		t.Errorf("Check of empty code: %v; want a non-retryable ToolUsageError application error", err)
 	}
 }
 
-func TestErrorsRoundTrip(t *testing.T) {
-	for _, tc := range []struct {
-		name         string
-		err          error
-		nonRetryable bool
-	}{
-		{"tool usage", &guard.ToolUsageError{Msg: "code is empty"}, true},
-		{"config", &guard.ConfigError{Msg: "timeout 1h is over the policy's maximum"}, true},
-		{"denied", &guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"}, true},
-		{"expired", &guard.ApprovalDenied{Reason: guard.DeniedExpired, Message: "no decision within 1h"}, true},
-		{"before start", &guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")}, false},
-		{"after start", &guard.IntegrationError{Op: "docker: read result", Err: errors.New("garbled"), CodeMayHaveStarted: true}, true},
-		{"wrapped", fmt.Errorf("outer: %w", &guard.ConfigError{Msg: "missing image"}), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			app := ApplicationError(tc.err)
-			var appErr *temporal.ApplicationError
-			if !errors.As(app, &appErr) {
-				t.Fatalf("ApplicationError(%v) = %T; want *temporal.ApplicationError", tc.err, app)
-			}
-			if appErr.Type() != guard.TypeOf(tc.err) || appErr.NonRetryable() != tc.nonRetryable {
-				t.Errorf("type %s, non-retryable %t; want %s, %t", appErr.Type(), appErr.NonRetryable(), guard.TypeOf(tc.err), tc.nonRetryable)
-			}
-			back := GuardError(fmt.Errorf("activity error: %w", app))
-			if guard.TypeOf(back) != guard.TypeOf(tc.err) || guard.Retryable(back) != guard.Retryable(tc.err) {
-				t.Errorf("round trip type %s retryable %t; want %s, %t", guard.TypeOf(back), guard.Retryable(back), guard.TypeOf(tc.err), guard.Retryable(tc.err))
-			}
-		})
-	}
-	t.Run("messages survive", func(t *testing.T) {
-		for _, err := range []error{
-			&guard.ToolUsageError{Msg: "code is empty"},
-			&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"},
-			&guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")},
-		} {
-			if got := GuardError(ApplicationError(err)).Error(); got != err.Error() {
-				t.Errorf("round trip of %q gave %q", err, got)
-			}
-		}
-	})
-	t.Run("untyped errors pass through", func(t *testing.T) {
-		plain := errors.New("plain")
-		if ApplicationError(plain) != plain || GuardError(plain) != plain {
-			t.Error("an untyped error was changed")
-		}
-		if ApplicationError(nil) != nil || GuardError(nil) != nil {
-			t.Error("nil was changed")
-		}
-	})
-	t.Run("foreign integration error without details", func(t *testing.T) {
-		foreign := temporal.NewApplicationError("daemon down", guard.TypeIntegrationError)
-		var ie *guard.IntegrationError
-		if !errors.As(GuardError(foreign), &ie) || !ie.CodeMayHaveStarted || guard.Retryable(ie) {
-			t.Errorf("GuardError(foreign) = %#v; want an IntegrationError that may have started", ie)
-		}
-	})
-	t.Run("details are plain JSON on the wire", func(t *testing.T) {
-		fc := temporal.GetDefaultFailureConverter()
-		failure := fc.ErrorToFailure(ApplicationError(&guard.IntegrationError{Op: "x", Err: errors.New("y")}))
-		payloads := failure.GetApplicationFailureInfo().GetDetails().GetPayloads()
-		if len(payloads) != 1 {
-			t.Fatalf("%d detail payloads; want 1", len(payloads))
-		}
-		var raw map[string]any
-		if err := json.Unmarshal(payloads[0].GetData(), &raw); err != nil {
-			t.Fatalf("details %q are not JSON: %v", payloads[0].GetData(), err)
-		}
-		if raw["code_may_have_started"] != false || raw["op"] != "x" || raw["error"] != "y" {
-			t.Errorf("details = %v; want op, error and code_may_have_started=false", raw)
-		}
-		// And back, as a client receives it.
-		var ie *guard.IntegrationError
-		if !errors.As(GuardError(fc.FailureToError(failure)), &ie) || ie.CodeMayHaveStarted || ie.Op != "x" {
-			t.Errorf("decoded %#v; want IntegrationError x, not started", ie)
-		}
-	})
-}
-
-func runActivity(t *testing.T, a *Activities, in RunInput) (guard.Result, error) {
+func runActivity(t *testing.T, a *Activities, in contract.RunInput) (guard.Result, error) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	a.Register(env)
-	v, err := env.ExecuteActivity(RunActivityName, in)
+	v, err := env.ExecuteActivity(contract.RunActivityName, in)
 	if err != nil {
 		return guard.Result{}, err
 	}
@@ -194,7 +117,7 @@ func runActivity(t *testing.T, a *Activities, in RunInput) (guard.Result, error)
 
 func checked(t *testing.T, a *Activities, req guard.Request) guard.Checked {
 	t.Helper()
-	res, err := a.Check(context.Background(), CheckInput{Request: req})
+	res, err := a.SandboxCheck(context.Background(), contract.CheckInput{Request: req})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +146,7 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 				Limits:         guard.Limits{MaxStdoutBytes: 100},
 				CaptureContent: capture,
 			})
-			res, err := runActivity(t, a, RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
+			res, err := runActivity(t, a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -274,14 +197,14 @@ func TestRunRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		a        *Activities
-		in       RunInput
+		in       contract.RunInput
 		wantType string
 		want     string
 	}{
-		{"approval for another digest", a, RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.TypeConfigError, "the approval is for"},
-		{"no approval id", a, RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "no approval id"},
-		{"no reviewer", a, RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.TypeConfigError, "no approval id or reviewer"},
-		{"code changed after the check", a, RunInput{Checked: tampered, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "digest mismatch"},
+		{"approval for another digest", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.TypeConfigError, "the approval is for"},
+		{"no approval id", a, contract.RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "no approval id"},
+		{"no reviewer", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.TypeConfigError, "no approval id or reviewer"},
+		{"code changed after the check", a, contract.RunInput{Checked: tampered, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "digest mismatch"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runActivity(t, tc.a, tc.in)
@@ -295,7 +218,7 @@ func TestRunRefusals(t *testing.T) {
 		t.Errorf("backend ran %d times; want never", len(b.ran))
 	}
 	// A worker without a backend does not register Run, and refuses it if called directly.
-	if _, err := other.Run(context.Background(), RunInput{}); guard.TypeOf(GuardError(err)) != guard.TypeConfigError {
+	if _, err := other.SandboxRun(context.Background(), contract.RunInput{}); guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError {
 		t.Errorf("Run without a backend: %v; want ConfigError", err)
 	}
 }
@@ -317,9 +240,9 @@ func TestRunReportsBackendFailuresTyped(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := checked(t, a, guard.Request{Code: "print(1)"})
-			_, err = runActivity(t, a, RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
+			_, err = runActivity(t, a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
 			var ie *guard.IntegrationError
-			if !errors.As(GuardError(err), &ie) || ie.CodeMayHaveStarted != tc.wantStarted {
+			if !errors.As(contract.FromFailure(err), &ie) || ie.CodeMayHaveStarted != tc.wantStarted {
 				t.Fatalf("Run: %v; want IntegrationError with CodeMayHaveStarted=%t", err, tc.wantStarted)
 			}
 			evs := sink.Events()

@@ -7,13 +7,13 @@
 // New(Config) validates a worker's configuration once, at start-up, and returns Activities;
 // Register registers:
 //
-//   - Check (CheckActivityName, "SandboxCheck"), run by the workflow as a local activity: it
-//     applies the worker's policy to the request and returns a CheckResult — the checked request
-//     with its effective limits and digest, the approval timeout, and the RunOptions that say how
+//   - Check (contract.CheckActivityName, "SandboxCheck"), run by the workflow as a local activity: it
+//     applies the worker's policy to the request and returns a contract.CheckResult — the checked request
+//     with its effective limits and digest, the approval timeout, and the contract.RunOptions that say how
 //     to schedule the sandbox activity (task queue, grace, heartbeat timeout, report margin,
 //     start retries). The workflow records it in history, so a later change of policy or
 //     configuration never changes how a recorded run replays.
-//   - Run (RunActivityName, "SandboxRun"), the sandbox activity: the guard wrapper
+//   - Run (contract.RunActivityName, "SandboxRun"), the sandbox activity: the guard wrapper
 //     (guard.Guarded) around the configured backend re-checks the request and its digest, runs
 //     it under the backstop of timeout + grace and re-applies every output and file limit to
 //     what comes back. Run heartbeats every third of its heartbeat timeout while the code runs,
@@ -30,7 +30,7 @@
 //
 // Typed guard errors cross Temporal as application errors made by ApplicationError: the Type is
 // guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
-// guard.TypeApprovalDenied, and the one detail is an ErrorDetails (JSON, readable from any
+// guard.TypeApprovalDenied, and the one detail is an contract.ErrorDetails (JSON, readable from any
 // language). Only an IntegrationError from before the code could start is marked retryable.
 // GuardError turns such an error, as a client or the workflow receives it, back into the typed
 // guard error, so errors.As and guard.Retryable work on it.

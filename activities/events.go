@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -79,7 +80,7 @@ func (m *MemorySink) Events() []Event {
 }
 
 // startedEvent describes a run about to start. Content only with capture_content.
-func startedEvent(c guard.Checked, in RunInput, attempt int32) Event {
+func startedEvent(c guard.Checked, in contract.RunInput, attempt int32) Event {
 	var inputBytes int
 	for _, f := range c.Files {
 		inputBytes += len(f.Content)
@@ -116,7 +117,7 @@ func startedEvent(c guard.Checked, in RunInput, attempt int32) Event {
 }
 
 // finishedEvent describes how a run ended. Content only with capture_content.
-func finishedEvent(c guard.Checked, in RunInput, res guard.Result, err error, elapsed time.Duration) Event {
+func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err error, elapsed time.Duration) Event {
 	d := map[string]any{
 		"workflow_id": c.Owner.WorkflowID,
 		"run_id":      c.Owner.RunID,

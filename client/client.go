@@ -14,9 +14,8 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
-	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 // DefaultTaskQueue is the task queue RunCode workflows are started on unless configured otherwise.
@@ -92,7 +91,7 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 		ID:                    id,
 		TaskQueue:             c.taskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, workflows.WorkflowName, workflows.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue})
+	}, contract.WorkflowName, contract.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue})
 	if err != nil {
 		return Started{}, fmt.Errorf("client: start %s: %w", id, err)
 	}
@@ -100,7 +99,7 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 	for {
 		st, err := c.Status(ctx, started.WorkflowID)
 		switch {
-		case err == nil && st.State != workflows.StatusChecking:
+		case err == nil && st.State != contract.StatusChecking:
 			if st.Request.Digest == "" {
 				// The check failed: the run has ended with the typed error.
 				_, rerr := c.Result(ctx, started.WorkflowID)
@@ -135,9 +134,9 @@ func isQueryNotReady(err error) bool {
 
 // Status returns what the run's status query reports: its state and the request as a reviewer
 // reads it (env values are never in it).
-func (c *Client) Status(ctx context.Context, workflowID string) (workflows.Status, error) {
-	var st workflows.Status
-	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", workflows.QueryStatus)
+func (c *Client) Status(ctx context.Context, workflowID string) (contract.Status, error) {
+	var st contract.Status
+	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", contract.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("client: query %s: %w", workflowID, err)
 	}
@@ -158,7 +157,7 @@ type Pending struct {
 }
 
 // PendingQuery is the visibility query for runs that wait for a person.
-var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", workflows.AttrStatus, workflows.StatusAwaitingApproval)
+var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", contract.AttrStatus, contract.StatusAwaitingApproval)
 
 // Pending lists the runs that wait for a decision, newest first. Visibility is eventually
 // consistent: a run started a moment ago may not be listed yet.
@@ -179,9 +178,9 @@ func (c *Client) Pending(ctx context.Context) ([]Pending, error) {
 				StartTime:  e.GetStartTime().AsTime(),
 			}
 			fields := e.GetSearchAttributes().GetIndexedFields()
-			p.Digest = keyword(fields[workflows.AttrDigest])
-			p.Language = keyword(fields[workflows.AttrLanguage])
-			p.Backend = keyword(fields[workflows.AttrBackend])
+			p.Digest = keyword(fields[contract.AttrDigest])
+			p.Language = keyword(fields[contract.AttrLanguage])
+			p.Backend = keyword(fields[contract.AttrBackend])
 			out = append(out, p)
 		}
 		token = resp.GetNextPageToken()
@@ -203,16 +202,16 @@ func keyword(p *commonpb.Payload) string {
 // Approve sends one reviewer's approval of digest to the run as the update "decide", with a fresh
 // approval id. The workflow's validator refuses a wrong digest, a missing reviewer, a second
 // decision or a run that no longer waits, and the refusal comes back as the error.
-func (c *Client) Approve(ctx context.Context, workflowID, digest, reviewer, reason string) (workflows.DecideResult, error) {
-	return c.Decide(ctx, workflowID, workflows.Decision{
+func (c *Client) Approve(ctx context.Context, workflowID, digest, reviewer, reason string) (contract.DecideResult, error) {
+	return c.Decide(ctx, workflowID, contract.Decision{
 		ApprovalID: uuid.NewString(), Digest: digest, Approve: true, Reviewer: reviewer, Reason: reason,
 	})
 }
 
 // Deny sends one reviewer's denial to the run as the update "decide". The digest is filled in
 // from the run's status, so that the decision names what was denied.
-func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) (workflows.DecideResult, error) {
-	d := workflows.Decision{ApprovalID: uuid.NewString(), Approve: false, Reviewer: reviewer, Reason: reason}
+func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) (contract.DecideResult, error) {
+	d := contract.Decision{ApprovalID: uuid.NewString(), Approve: false, Reviewer: reviewer, Reason: reason}
 	if st, err := c.Status(ctx, workflowID); err == nil {
 		d.Digest = st.Request.Digest
 	}
@@ -221,11 +220,11 @@ func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) 
 
 // Decide sends a decision as the update "decide" and waits until the workflow accepted or refused
 // it.
-func (c *Client) Decide(ctx context.Context, workflowID string, d workflows.Decision) (workflows.DecideResult, error) {
-	var out workflows.DecideResult
+func (c *Client) Decide(ctx context.Context, workflowID string, d contract.Decision) (contract.DecideResult, error) {
+	var out contract.DecideResult
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
-		UpdateName:   workflows.UpdateDecide,
+		UpdateName:   contract.UpdateDecide,
 		UpdateID:     d.ApprovalID,
 		Args:         []any{d},
 		WaitForStage: tclient.WorkflowUpdateStageCompleted,
@@ -245,7 +244,7 @@ func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, e
 	var res guard.Result
 	err := c.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
 	if err != nil {
-		if typed := activities.GuardError(err); guard.TypeOf(typed) != "" {
+		if typed := contract.FromFailure(err); guard.TypeOf(typed) != "" {
 			return res, typed
 		}
 		return res, fmt.Errorf("client: result of %s: %w", workflowID, err)
@@ -268,7 +267,7 @@ func (c *Client) EnvValues(ctx context.Context, workflowID string) (map[string]s
 	if attrs == nil {
 		return nil, fmt.Errorf("client: the first event of %s is not its start", workflowID)
 	}
-	var in workflows.Input
+	var in contract.Input
 	if err := c.dc.FromPayloads(attrs.GetInput(), &in); err != nil {
 		return nil, fmt.Errorf("client: decode the input of %s: %w", workflowID, err)
 	}

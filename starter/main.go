@@ -21,8 +21,8 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 const usage = `usage: starter COMMAND [flags]
@@ -225,7 +225,7 @@ func run(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout
 
 type showView struct {
 	WorkflowID string `json:"workflow_id"`
-	workflows.Status
+	contract.Status
 	Env map[string]string `json:"env_values,omitempty"`
 }
 

@@ -1,3 +1,5 @@
+//go:build integration
+
 package main
 
 import (
@@ -17,7 +19,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/testserver"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -77,7 +79,7 @@ func TestWorkerInItsContainer(t *testing.T) {
 	if out, err := exec.Command("../scripts/build-worker-image.sh", tag).CombinedOutput(); err != nil {
 		t.Fatalf("build-worker-image.sh: %v\n%s", err, out)
 	}
-	ts := testserver.Start(t)
+	ts := devtest.Start(t)
 	queue := "container-" + uuid.NewString()[:8]
 	name := "sandboxflow-worker-test-" + uuid.NewString()[:8]
 	run := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--network", "host",
@@ -130,7 +132,7 @@ func TestWorkerInItsContainer(t *testing.T) {
 // in-process worker over the Docker backend, under runc and under runsc (gVisor).
 func TestWorkflowThroughDockerBackend(t *testing.T) {
 	requireDocker(t)
-	ts := testserver.Start(t)
+	ts := devtest.Start(t)
 	for _, runtime := range []string{"runc", "runsc"} {
 		t.Run(runtime, func(t *testing.T) {
 			cfg := &config{dockerImage: testPythonImage(), dockerRuntime: runtime, languages: "python,sh", reapInterval: time.Minute}
@@ -182,7 +184,7 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 func TestDoctorChecksDocker(t *testing.T) {
 	requireDocker(t)
 	workerBin, _ := binaries(t)
-	ts := testserver.Start(t)
+	ts := devtest.Start(t)
 	for _, runtime := range []string{"runc", "runsc"} {
 		cmd := exec.Command(workerBin, "doctor", "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
 			"--docker-image", testPythonImage(), "--docker-runtime", runtime)

@@ -1,3 +1,5 @@
+//go:build integration
+
 package main
 
 import (
@@ -12,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandboxflow/sandboxflow/workflows"
+	"github.com/sandboxflow/sandboxflow/contract"
 )
 
 func requireTool(t *testing.T, name string) string {
@@ -51,7 +53,7 @@ func TestComposeFileIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range workflows.SearchAttributeNames() {
+	for _, name := range contract.SearchAttributeNames() {
 		if !strings.Contains(string(text), name) {
 			t.Errorf("docker-compose.yml does not create the search attribute %s", name)
 		}

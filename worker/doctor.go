@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 )
 
 // check is one line of the doctor's report.
@@ -48,13 +49,13 @@ func doctor(ctx context.Context, cfg *config, out io.Writer) (failed bool) {
 			add("namespace", fmt.Errorf("namespace %s: %v", conn.Namespace, err), "")
 		} else {
 			add("namespace", nil, conn.Namespace)
-			missing, err := missingSearchAttributes(ctx, tc, conn.Namespace)
+			missing, err := contract.MissingSearchAttributes(ctx, tc.OperatorService(), conn.Namespace)
 			switch {
 			case err != nil:
 				add("search attributes", err, "")
 			case len(missing) > 0:
 				add("search attributes", fmt.Errorf("missing %s; create them with: %s", strings.Join(missing, ", "),
-					strings.TrimSpace(createSearchAttributesCommand(conn.Namespace, missing))), "")
+					contract.CreateSearchAttributesCommand(conn.Namespace, missing)), "")
 			default:
 				add("search attributes", nil, "all present")
 			}

@@ -7,17 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
-	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	tclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver"
 	"github.com/sandboxflow/sandboxflow/workflows"
@@ -25,15 +21,6 @@ import (
 
 // defaultDevCodecPort is where --dev serves the codec server when a key file is set.
 const defaultDevCodecPort = 8234
-
-// searchAttributeKeys are RunCode's search attributes, all Keyword.
-func searchAttributeKeys() []temporal.SearchAttributeKey {
-	var keys []temporal.SearchAttributeKey
-	for _, name := range workflows.SearchAttributeNames() {
-		keys = append(keys, temporal.NewSearchAttributeKeyKeyword(name))
-	}
-	return keys
-}
 
 func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	var ring *codec.KeyRing
@@ -70,7 +57,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 			Namespace:        conn.Namespace,
 			DataDir:          cfg.dataDir,
 			UIPort:           cfg.uiPort,
-			SearchAttributes: searchAttributeKeys(),
+			SearchAttributes: contract.SearchAttributeKeys(),
 			Codec:            devserver.Codec{Endpoint: cfg.devCodecEndpoint, IncludeCredentials: cfg.devCodecEndpoint != ""},
 			Logger:           logger,
 		})
@@ -94,13 +81,13 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	defer tc.Close()
 
 	if !cfg.dev {
-		missing, err := missingSearchAttributes(ctx, tc, conn.Namespace)
+		missing, err := contract.MissingSearchAttributes(ctx, tc.OperatorService(), conn.Namespace)
 		if err != nil {
 			return err
 		}
 		if len(missing) > 0 {
 			return &guard.ConfigError{Msg: fmt.Sprintf("namespace %s lacks the search attributes %v; create them once with\n%s",
-				conn.Namespace, missing, createSearchAttributesCommand(conn.Namespace, missing))}
+				conn.Namespace, missing, "  "+contract.CreateSearchAttributesCommand(conn.Namespace, missing))}
 		}
 	}
 
@@ -193,29 +180,4 @@ func startCodecServer(ctx context.Context, cfg *config, ring *codec.KeyRing, por
 	logger.Info("codec server on " + endpoint + " (bearer token required): the temporal CLI takes --codec-endpoint " + endpoint +
 		" --codec-auth \"Bearer $TOKEN\"; in a browser open " + endpoint + "/login once, enter the token, then reload the Web UI")
 	return endpoint, nil
-}
-
-// missingSearchAttributes lists RunCode's search attributes that the namespace lacks.
-func missingSearchAttributes(ctx context.Context, tc tclient.Client, namespace string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
-	if err != nil {
-		return nil, fmt.Errorf("list search attributes of %s: %w", namespace, err)
-	}
-	var missing []string
-	for _, name := range workflows.SearchAttributeNames() {
-		if t, ok := resp.GetCustomAttributes()[name]; !ok || t != enumspb.INDEXED_VALUE_TYPE_KEYWORD {
-			missing = append(missing, name)
-		}
-	}
-	return missing, nil
-}
-
-func createSearchAttributesCommand(namespace string, names []string) string {
-	cmd := "  temporal operator search-attribute create --namespace " + namespace
-	for _, n := range names {
-		cmd += " --name " + n + " --type Keyword"
-	}
-	return cmd
 }

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/sandboxflow/sandboxflow/contract"
 )
 
 // Bounds on a decision's free-text fields, to keep history and logs small.
@@ -15,19 +17,15 @@ const (
 	MaxReasonBytes   = 4096
 )
 
-// DecisionRejectedType is the Type of the application error with which the update "decide"
-// refuses a decision.
-const DecisionRejectedType = "DecisionRejected"
-
 // refusal says why d cannot be accepted now, or returns "" when it can. It reads the workflow's
 // state and never changes it, so the update validator can use it.
-func (r *runCode) refusal(d Decision) string {
+func (r *runCode) refusal(d contract.Decision) string {
 	if r.decision != nil {
 		return fmt.Sprintf("already decided: decision %s by %s was accepted", r.decision.ApprovalID, r.decision.Reviewer)
 	}
 	switch r.status.State {
-	case StatusAwaitingApproval:
-	case StatusChecking:
+	case contract.StatusAwaitingApproval:
+	case contract.StatusChecking:
 		return "not waiting for a decision: the request is still being checked"
 	default:
 		return "not waiting for a decision: the run is " + r.status.State
@@ -37,7 +35,7 @@ func (r *runCode) refusal(d Decision) string {
 
 // checkDecision checks a decision's fields against the request's digest and returns why it is
 // refused, or "".
-func checkDecision(d Decision, digest string) string {
+func checkDecision(d contract.Decision, digest string) string {
 	switch {
 	case d.ApprovalID == "":
 		return "approval_id is missing"

@@ -4,53 +4,53 @@
 //
 // # Contract
 //
-// A client starts WorkflowName ("RunCode") with one Input and gets one guard.Result back, or an
+// A client starts contract.WorkflowName ("RunCode") with one contract.Input and gets one guard.Result back, or an
 // error. It talks to a run with:
 //
-//   - the query QueryStatus ("status"), which returns a Status: the state, the request as a
+//   - the query contract.QueryStatus ("status"), which returns a contract.Status: the state, the request as a
 //     reviewer reads it (guard.Summary: code, language, file names and sizes, env names, limits,
 //     network, backend, digest), the approval deadline, the accepted decision, and how many
 //     decisions were rejected or ignored;
-//   - the signal SignalApproval ("approval") or the update UpdateDecide ("decide"), each
-//     carrying a Decision. The update returns a DecideResult for an accepted decision; its
+//   - the signal contract.SignalApproval ("approval") or the update contract.UpdateDecide ("decide"), each
+//     carrying a contract.Decision. The update returns a contract.DecideResult for an accepted decision; its
 //     validator refuses a bad one at once with an application error of type
-//     DecisionRejectedType whose message says why.
+//     contract.DecisionRejectedType whose message says why.
 //
-// A Decision's JSON form is fixed, so that any Temporal client can send it:
+// A contract.Decision's JSON form is fixed, so that any Temporal client can send it:
 //
 //	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
 //
 // The run's error, when there is one, is a Temporal application error whose Type is one of
 // guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
-// guard.TypeApprovalDenied, with activities.ErrorDetails as its details;
-// activities.GuardError turns it back into the typed guard error. A cancelled run ends with
+// guard.TypeApprovalDenied, with contract.ErrorDetails as its details;
+// contract.FromFailure turns it back into the typed guard error. A cancelled run ends with
 // Temporal's cancellation.
 //
 // # Steps
 //
-//  1. Check. The local activity activities.CheckActivityName applies the worker's policy and
+//  1. Check. The local activity contract.CheckActivityName applies the worker's policy and
 //     records the checked request, its digest, the approval timeout and how to schedule the run
 //     (so that a later change of the worker's configuration never changes a replay). A failed
 //     check ends the run with ToolUsageError or ConfigError before anything waits or runs, and
 //     SandboxStatus is "error".
 //  2. Announce. SandboxStatus=awaiting_approval, SandboxDigest, SandboxLanguage and
-//     SandboxBackend are set (SearchAttributeNames lists them; all are Keyword), and the event
+//     SandboxBackend are set (contract.SearchAttributeNames lists them; all are Keyword), and the event
 //     approval.requested is logged.
 //  3. Wait. The first valid decision ends the wait. A decision is valid when the run is waiting
 //     and none was accepted yet, approval_id is a UUID (36 characters, not the nil UUID),
 //     reviewer is set (at most MaxReviewerBytes, no control characters), reason is at most
 //     MaxReasonBytes, and digest equals the request's digest (an approval must carry it; a
 //     denial may leave it empty). A signalled decision that is not valid is rejected: counted in
-//     Status.RejectedDecisions, logged as approval.rejected, and otherwise ignored — it consumes
+//     contract.Status.RejectedDecisions, logged as approval.rejected, and otherwise ignored — it consumes
 //     nothing and ends nothing. Every decision after the accepted one is ignored (counted in
-//     Status.IgnoredDecisions) and never causes a second run; an update is refused instead.
-//     A payload that does not decode as a Decision is dropped by the SDK and logged by it.
+//     contract.Status.IgnoredDecisions) and never causes a second run; an update is refused instead.
+//     A payload that does not decode as a contract.Decision is dropped by the SDK and logged by it.
 //     A denial ends the run with ApprovalDenied (reason "denied", the reviewer, the reason
 //     text); no decision before the approval timeout ends it with ApprovalDenied (reason
 //     "expired"); cancellation ends it cancelled. In each case nothing runs. SandboxReviewer
 //     names the reviewer of the accepted decision. There is no auto-approve of any kind.
-//  4. Run. The sandbox activity activities.RunActivityName is scheduled on the sandbox task
-//     queue (Input.SandboxTaskQueue, else the checking worker's configured queue, else the
+//  4. Run. The sandbox activity contract.RunActivityName is scheduled on the sandbox task
+//     queue (contract.Input.SandboxTaskQueue, else the checking worker's configured queue, else the
 //     workflow's own) with StartToCloseTimeout = effective timeout + grace + report margin (the
 //     margin lets the guard's backstop at timeout + grace report a timed-out run before Temporal
 //     times the activity out), a heartbeat timeout, and RetryPolicy.MaximumAttempts = 1:
@@ -101,7 +101,7 @@
 // StartToCloseTimeout uses the grace of the worker that checked the request, and the sandbox
 // host's backstop uses its own.
 //
-// The search attributes must exist on the namespace (Keyword: SearchAttributeNames) before a
+// The search attributes must exist on the namespace (Keyword: contract.SearchAttributeNames) before a
 // run starts.
 //
 // # Determinism

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/local"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -83,42 +84,42 @@ func ExampleDecision() {
 	defer c.Close()
 
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "run-" + uuid.NewString(), TaskQueue: "sandboxflow"},
-		workflows.WorkflowName, workflows.Input{Request: guard.Request{Code: "print(6 * 7)"}})
+		contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(6 * 7)"}})
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	// The reviewer reads the request and its digest.
-	v, err := c.QueryWorkflow(ctx, run.GetID(), "", workflows.QueryStatus)
+	v, err := c.QueryWorkflow(ctx, run.GetID(), "", contract.QueryStatus)
 	if err != nil {
 		log.Fatal(err)
 	}
-	var st workflows.Status
+	var st contract.Status
 	if err := v.Get(&st); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(st.State, st.Request.Code)
 
 	// ... and approves exactly that digest.
-	d := workflows.Decision{ApprovalID: uuid.NewString(), Digest: st.Request.Digest, Approve: true, Reviewer: "alice"}
+	d := contract.Decision{ApprovalID: uuid.NewString(), Digest: st.Request.Digest, Approve: true, Reviewer: "alice"}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: run.GetID(), UpdateName: workflows.UpdateDecide, Args: []any{d},
+		WorkflowID: run.GetID(), UpdateName: contract.UpdateDecide, Args: []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	var decided workflows.DecideResult
+	var decided contract.DecideResult
 	if err := h.Get(ctx, &decided); err != nil {
 		log.Fatal(err) // a refused decision says why, e.g. "wrong digest: ..."
 	}
 	// Or, with any Temporal client: signal "approval" with the same JSON object.
-	// err = c.SignalWorkflow(ctx, run.GetID(), "", workflows.SignalApproval, d)
+	// err = c.SignalWorkflow(ctx, run.GetID(), "", contract.SignalApproval, d)
 
 	var res guard.Result
 	if err := run.Get(ctx, &res); err != nil {
 		// The typed error: ToolUsageError, ConfigError, IntegrationError or ApprovalDenied.
-		log.Fatal(activities.GuardError(err))
+		log.Fatal(contract.FromFailure(err))
 	}
 	fmt.Printf("exit %d: %s", res.ExitCode, res.Stdout)
 }

@@ -1,6 +1,8 @@
+//go:build integration
+
 package workflows_test
 
-// Integration tests: a real Temporal server in-process (internal/testserver), real workers, and
+// Integration tests: a real Temporal server in-process (internal/devserver/devtest), real workers, and
 // the local backend running real Python.
 
 import (
@@ -31,8 +33,9 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/local"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/testserver"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -128,7 +131,7 @@ type itest struct {
 
 func newITest(t *testing.T) *itest {
 	t.Helper()
-	ts := testserver.Start(t)
+	ts := devtest.Start(t)
 	return &itest{t: t, ts: ts, c: ts.GetDefaultClient(), queue: "sandboxflow-it", sink: &activities.MemorySink{}}
 }
 
@@ -168,7 +171,7 @@ func (it *itest) ctx(d time.Duration) context.Context {
 func (it *itest) start(id, queue string, req guard.Request) client.WorkflowRun {
 	it.t.Helper()
 	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: queue},
-		workflows.WorkflowName, workflows.Input{Request: req})
+		contract.WorkflowName, contract.Input{Request: req})
 	if err != nil {
 		it.t.Fatalf("start %s: %v", id, err)
 	}
@@ -176,17 +179,17 @@ func (it *itest) start(id, queue string, req guard.Request) client.WorkflowRun {
 }
 
 // status queries the run's status.
-func (it *itest) status(id string) (workflows.Status, error) {
-	v, err := it.c.QueryWorkflow(it.ctx(10*time.Second), id, "", workflows.QueryStatus)
+func (it *itest) status(id string) (contract.Status, error) {
+	v, err := it.c.QueryWorkflow(it.ctx(10*time.Second), id, "", contract.QueryStatus)
 	if err != nil {
-		return workflows.Status{}, err
+		return contract.Status{}, err
 	}
-	var st workflows.Status
+	var st contract.Status
 	return st, v.Get(&st)
 }
 
 // waitStatus polls the status until ok accepts it.
-func (it *itest) waitStatus(id string, what string, ok func(workflows.Status) bool) workflows.Status {
+func (it *itest) waitStatus(id string, what string, ok func(contract.Status) bool) contract.Status {
 	it.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -201,16 +204,16 @@ func (it *itest) waitStatus(id string, what string, ok func(workflows.Status) bo
 	}
 }
 
-func (it *itest) waitState(id, state string) workflows.Status {
+func (it *itest) waitState(id, state string) contract.Status {
 	it.t.Helper()
-	return it.waitStatus(id, state, func(st workflows.Status) bool { return st.State == state })
+	return it.waitStatus(id, state, func(st contract.Status) bool { return st.State == state })
 }
 
 // waitVisible polls a visibility query (eventually consistent) until the run is listed under
 // SandboxStatus=want[SandboxStatus] with every search attribute in want.
 func (it *itest) waitVisible(id string, want map[string]string) {
 	it.t.Helper()
-	query := fmt.Sprintf("WorkflowId = '%s' AND %s = '%s'", id, workflows.AttrStatus, want[workflows.AttrStatus])
+	query := fmt.Sprintf("WorkflowId = '%s' AND %s = '%s'", id, contract.AttrStatus, want[contract.AttrStatus])
 	deadline := time.Now().Add(30 * time.Second)
 	var got map[string]string
 	for {
@@ -242,21 +245,21 @@ func (it *itest) waitVisible(id string, want map[string]string) {
 
 func (it *itest) signal(id string, d any) {
 	it.t.Helper()
-	if err := it.c.SignalWorkflow(it.ctx(10*time.Second), id, "", workflows.SignalApproval, d); err != nil {
+	if err := it.c.SignalWorkflow(it.ctx(10*time.Second), id, "", contract.SignalApproval, d); err != nil {
 		it.t.Fatalf("signal %s: %v", id, err)
 	}
 }
 
 // decide sends d as the update and returns its result or its rejection.
-func (it *itest) decide(id string, d workflows.Decision) (workflows.DecideResult, error) {
+func (it *itest) decide(id string, d contract.Decision) (contract.DecideResult, error) {
 	h, err := it.c.UpdateWorkflow(it.ctx(20*time.Second), client.UpdateWorkflowOptions{
-		WorkflowID: id, UpdateName: workflows.UpdateDecide, Args: []any{d},
+		WorkflowID: id, UpdateName: contract.UpdateDecide, Args: []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
-		return workflows.DecideResult{}, err
+		return contract.DecideResult{}, err
 	}
-	var res workflows.DecideResult
+	var res contract.DecideResult
 	return res, h.Get(it.ctx(20*time.Second), &res)
 }
 
@@ -287,7 +290,7 @@ func countRunActivities(events []*historypb.HistoryEvent) (scheduled int, ends m
 	for _, e := range events {
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == activities.RunActivityName {
+			if e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == contract.RunActivityName {
 				scheduled++
 				runIDs[e.GetEventId()] = true
 			}
@@ -371,23 +374,23 @@ print("hello from python")
 	run := it.start(id, it.queue, req)
 
 	it.waitVisible(id, map[string]string{
-		workflows.AttrStatus: workflows.StatusAwaitingApproval, workflows.AttrDigest: dg,
-		workflows.AttrLanguage: guard.Python, workflows.AttrBackend: local.Name,
+		contract.AttrStatus: contract.StatusAwaitingApproval, contract.AttrDigest: dg,
+		contract.AttrLanguage: guard.Python, contract.AttrBackend: local.Name,
 	})
-	st := it.waitState(id, workflows.StatusAwaitingApproval)
+	st := it.waitState(id, contract.StatusAwaitingApproval)
 	if st.Request.Digest != dg || !strings.Contains(st.Request.Code, "hello from python") || len(st.Request.EnvNames) != 1 {
 		t.Errorf("status request = %+v; want the digest, the code and one env name", st.Request)
 	}
 
 	// Decisions as any client sends them: plain JSON objects.
 	it.signal(id, map[string]any{"approval_id": uuid.NewString(), "digest": "sha256:" + strings.Repeat("0", 64), "approve": true, "reviewer": "mallory", "reason": ""})
-	it.waitStatus(id, "one rejected decision", func(st workflows.Status) bool {
-		return st.RejectedDecisions == 1 && st.State == workflows.StatusAwaitingApproval
+	it.waitStatus(id, "one rejected decision", func(st contract.Status) bool {
+		return st.RejectedDecisions == 1 && st.State == contract.StatusAwaitingApproval
 	})
 	approvalID := uuid.NewString()
 	it.signal(id, map[string]any{"approval_id": approvalID, "digest": dg, "approve": true, "reviewer": "alice", "reason": ""})
 
-	it.waitVisible(id, map[string]string{workflows.AttrStatus: workflows.StatusRunning, workflows.AttrReviewer: "alice", workflows.AttrDigest: dg})
+	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusRunning, contract.AttrReviewer: "alice", contract.AttrDigest: dg})
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -399,8 +402,8 @@ print("hello from python")
 		t.Errorf("result = %+v; want ok, the output, the approval, the digest and the local backend", res)
 	}
 	it.waitVisible(id, map[string]string{
-		workflows.AttrStatus: workflows.StatusSucceeded, workflows.AttrReviewer: "alice", workflows.AttrDigest: dg,
-		workflows.AttrLanguage: guard.Python, workflows.AttrBackend: local.Name,
+		contract.AttrStatus: contract.StatusSucceeded, contract.AttrReviewer: "alice", contract.AttrDigest: dg,
+		contract.AttrLanguage: guard.Python, contract.AttrBackend: local.Name,
 	})
 
 	evs := it.sink.Events()
@@ -419,35 +422,35 @@ func TestIntegrationApproveByUpdate(t *testing.T) {
 	dg := digestOf(t, req)
 	const id = "it-update"
 	run := it.start(id, it.queue, req)
-	it.waitState(id, workflows.StatusAwaitingApproval)
+	it.waitState(id, contract.StatusAwaitingApproval)
 
 	for _, bad := range []struct {
-		d   workflows.Decision
+		d   contract.Decision
 		why string
 	}{
-		{workflows.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: true}, "reviewer is missing"},
-		{workflows.Decision{ApprovalID: "not-a-uuid", Digest: dg, Approve: true, Reviewer: "alice"}, "not a UUID"},
-		{workflows.Decision{ApprovalID: uuid.NewString(), Digest: "sha256:ff", Approve: true, Reviewer: "alice"}, "wrong digest"},
+		{contract.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: true}, "reviewer is missing"},
+		{contract.Decision{ApprovalID: "not-a-uuid", Digest: dg, Approve: true, Reviewer: "alice"}, "not a UUID"},
+		{contract.Decision{ApprovalID: uuid.NewString(), Digest: "sha256:ff", Approve: true, Reviewer: "alice"}, "wrong digest"},
 	} {
 		_, err := it.decide(id, bad.d)
 		var appErr *temporal.ApplicationError
-		if err == nil || !strings.Contains(err.Error(), bad.why) || !errors.As(err, &appErr) || appErr.Type() != workflows.DecisionRejectedType {
-			t.Errorf("update %+v: %v; want a %s rejection saying %q", bad.d, err, workflows.DecisionRejectedType, bad.why)
+		if err == nil || !strings.Contains(err.Error(), bad.why) || !errors.As(err, &appErr) || appErr.Type() != contract.DecisionRejectedType {
+			t.Errorf("update %+v: %v; want a %s rejection saying %q", bad.d, err, contract.DecisionRejectedType, bad.why)
 		}
 	}
 	approvalID := uuid.NewString()
-	got, err := it.decide(id, workflows.Decision{ApprovalID: approvalID, Digest: dg, Approve: true, Reviewer: "alice"})
+	got, err := it.decide(id, contract.Decision{ApprovalID: approvalID, Digest: dg, Approve: true, Reviewer: "alice"})
 	if err != nil {
 		t.Fatalf("update: %v", err)
 	}
-	if got.State != workflows.StatusRunning || got.ApprovalID != approvalID {
+	if got.State != contract.StatusRunning || got.ApprovalID != approvalID {
 		t.Errorf("update result = %+v; want running, approval %s", got, approvalID)
 	}
 	res, err := it.result(run)
 	if err != nil || !res.OK || string(res.Stdout) != "42\n" || res.ApprovalID != approvalID {
 		t.Fatalf("result = %+v, %v; want 42 approved by %s", res, err, approvalID)
 	}
-	if _, err := it.decide(id, workflows.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: true, Reviewer: "bob"}); err == nil {
+	if _, err := it.decide(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: true, Reviewer: "bob"}); err == nil {
 		t.Error("an update after the run was accepted")
 	}
 	// capture_content: the events carry the code and the output.
@@ -474,37 +477,37 @@ func TestIntegrationFinalSearchAttributes(t *testing.T) {
 		want      string
 		check     func(guard.Result, error) string
 	}{
-		{"it-failed", it.queue, guard.Request{Code: "raise SystemExit(3)"}, true, true, workflows.StatusFailed,
+		{"it-failed", it.queue, guard.Request{Code: "raise SystemExit(3)"}, true, true, contract.StatusFailed,
 			func(r guard.Result, err error) string {
 				if err != nil || r.ExitCode != 3 || r.OK {
 					return fmt.Sprintf("got %+v, %v; want exit 3", r, err)
 				}
 				return ""
 			}},
-		{"it-timed-out", it.queue, guard.Request{Code: "import time\ntime.sleep(30)", Limits: guard.Limits{Timeout: time.Second}}, true, true, workflows.StatusTimedOut,
+		{"it-timed-out", it.queue, guard.Request{Code: "import time\ntime.sleep(30)", Limits: guard.Limits{Timeout: time.Second}}, true, true, contract.StatusTimedOut,
 			func(r guard.Result, err error) string {
 				if err != nil || !r.TimedOut || r.ExitCode != -1 {
 					return fmt.Sprintf("got %+v, %v; want timed out, exit -1", r, err)
 				}
 				return ""
 			}},
-		{"it-denied", it.queue, guard.Request{Code: "print(1)"}, true, false, workflows.StatusDenied,
+		{"it-denied", it.queue, guard.Request{Code: "print(1)"}, true, false, contract.StatusDenied,
 			func(_ guard.Result, err error) string {
 				var d *guard.ApprovalDenied
-				if !errors.As(activities.GuardError(err), &d) || d.Reason != guard.DeniedByReviewer || d.Reviewer != "alice" {
+				if !errors.As(contract.FromFailure(err), &d) || d.Reason != guard.DeniedByReviewer || d.Reviewer != "alice" {
 					return fmt.Sprintf("got %v; want ApprovalDenied by alice", err)
 				}
 				return ""
 			}},
-		{"it-expired", shortQueue, guard.Request{Code: "print(1)"}, false, false, workflows.StatusExpired,
+		{"it-expired", shortQueue, guard.Request{Code: "print(1)"}, false, false, contract.StatusExpired,
 			func(_ guard.Result, err error) string {
 				var d *guard.ApprovalDenied
-				if !errors.As(activities.GuardError(err), &d) || d.Reason != guard.DeniedExpired {
+				if !errors.As(contract.FromFailure(err), &d) || d.Reason != guard.DeniedExpired {
 					return fmt.Sprintf("got %v; want ApprovalDenied (expired)", err)
 				}
 				return ""
 			}},
-		{"it-bad-request", it.queue, guard.Request{Code: "print(1)", Language: "ruby"}, false, false, workflows.StatusError,
+		{"it-bad-request", it.queue, guard.Request{Code: "print(1)", Language: "ruby"}, false, false, contract.StatusError,
 			func(_ guard.Result, err error) string {
 				var appErr *temporal.ApplicationError
 				if !errors.As(err, &appErr) || appErr.Type() != guard.TypeToolUsageError {
@@ -515,13 +518,13 @@ func TestIntegrationFinalSearchAttributes(t *testing.T) {
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			run := it.start(tc.id, tc.queue, tc.req)
-			want := map[string]string{workflows.AttrStatus: tc.want}
+			want := map[string]string{contract.AttrStatus: tc.want}
 			if tc.decide {
 				dg := digestOf(t, tc.req)
-				it.waitVisible(tc.id, map[string]string{workflows.AttrStatus: workflows.StatusAwaitingApproval})
-				it.signal(tc.id, workflows.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: tc.approve, Reviewer: "alice"})
-				want[workflows.AttrReviewer] = "alice"
-				want[workflows.AttrDigest] = dg
+				it.waitVisible(tc.id, map[string]string{contract.AttrStatus: contract.StatusAwaitingApproval})
+				it.signal(tc.id, contract.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: tc.approve, Reviewer: "alice"})
+				want[contract.AttrReviewer] = "alice"
+				want[contract.AttrDigest] = dg
 			}
 			if msg := tc.check(it.result(run)); msg != "" {
 				t.Error(msg)
@@ -576,8 +579,8 @@ func TestIntegrationWorkerKilledWhileRunning(t *testing.T) {
 	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}
 	const id = "it-killed"
 	run := it.start(id, it.queue, req)
-	it.waitState(id, workflows.StatusAwaitingApproval)
-	it.signal(id, workflows.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
+	it.waitState(id, contract.StatusAwaitingApproval)
+	it.signal(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
 
 	// The code is running in the worker process: kill the worker.
 	pid, err := strconv.Atoi(waitLines(t, mark, 1)[0])
@@ -597,14 +600,14 @@ func TestIntegrationWorkerKilledWhileRunning(t *testing.T) {
 	it.worker(it.queue, it.localBackend(), nil)
 	_, err = it.result(run)
 	var ie *guard.IntegrationError
-	if !errors.As(activities.GuardError(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
+	if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
 		t.Fatalf("result error = %v; want IntegrationError, outcome unknown", err)
 	}
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != guard.TypeIntegrationError {
 		t.Errorf("error %v is not an %s application error", err, guard.TypeIntegrationError)
 	}
-	it.waitVisible(id, map[string]string{workflows.AttrStatus: workflows.StatusError})
+	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusError})
 
 	// The code ran once: one line in the mark file, even after the new worker ran for a while,
 	// and one sandbox activity in history, which timed out.
@@ -672,8 +675,8 @@ func TestIntegrationBackendUnreachableBeforeStartIsRetried(t *testing.T) {
 	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark}}
 	const id = "it-flaky"
 	run := it.start(id, it.queue, req)
-	it.waitState(id, workflows.StatusAwaitingApproval)
-	it.signal(id, workflows.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
+	it.waitState(id, contract.StatusAwaitingApproval)
+	it.signal(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
 	res, err := it.result(run)
 	if err != nil || !res.OK || string(res.Stdout) != "done\n" {
 		t.Fatalf("result = %+v, %v; want ok once the backend is back", res, err)
@@ -685,7 +688,7 @@ func TestIntegrationBackendUnreachableBeforeStartIsRetried(t *testing.T) {
 	if scheduled != 3 || ends[enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED] != 2 || ends[enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED] != 1 {
 		t.Errorf("sandbox activities: %d scheduled, ends %v; want 3: 2 failed, 1 completed", scheduled, ends)
 	}
-	if st, err := it.status(id); err != nil || st.RunAttempts != 3 || st.State != workflows.StatusSucceeded {
+	if st, err := it.status(id); err != nil || st.RunAttempts != 3 || st.State != contract.StatusSucceeded {
 		t.Errorf("status = %+v, %v; want succeeded after 3 run attempts", st, err)
 	}
 }
@@ -697,8 +700,8 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}
 	const id = "it-cancel"
 	run := it.start(id, it.queue, req)
-	it.waitState(id, workflows.StatusAwaitingApproval)
-	it.signal(id, workflows.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
+	it.waitState(id, contract.StatusAwaitingApproval)
+	it.signal(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
 	pid, err := strconv.Atoi(waitLines(t, mark, 1)[0])
 	if err != nil {
 		t.Fatal(err)
@@ -716,7 +719,7 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 		t.Errorf("the interpreter %d still runs after the cancelled workflow ended", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	it.waitVisible(id, map[string]string{workflows.AttrStatus: workflows.StatusCancelled})
+	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusCancelled})
 }
 
 // TestRecordReplayHistory re-records testdata/runcode_approved.json from a real run when
@@ -731,10 +734,10 @@ func TestRecordReplayHistory(t *testing.T) {
 	dg := digestOf(t, req)
 	const id = "recorded-runcode"
 	run := it.start(id, it.queue, req)
-	it.waitState(id, workflows.StatusAwaitingApproval)
-	it.signal(id, workflows.Decision{ApprovalID: "11111111-2222-4333-8444-555555555555", Digest: "sha256:00", Approve: true, Reviewer: "mallory"})
-	it.waitStatus(id, "one rejection", func(st workflows.Status) bool { return st.RejectedDecisions == 1 })
-	if _, err := it.decide(id, workflows.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Digest: dg, Approve: true, Reviewer: "alice"}); err != nil {
+	it.waitState(id, contract.StatusAwaitingApproval)
+	it.signal(id, contract.Decision{ApprovalID: "11111111-2222-4333-8444-555555555555", Digest: "sha256:00", Approve: true, Reviewer: "mallory"})
+	it.waitStatus(id, "one rejection", func(st contract.Status) bool { return st.RejectedDecisions == 1 })
+	if _, err := it.decide(id, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Digest: dg, Approve: true, Reviewer: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := it.result(run); err != nil {

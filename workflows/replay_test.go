@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -27,19 +28,19 @@ func TestReplayRecordedHistory(t *testing.T) {
 
 // skipsTheApproval is RunCode with its approval wait removed: replaying the recorded history
 // against it must fail, which shows the replay test checks the workflow's commands.
-func skipsTheApproval(ctx workflow.Context, in Input) (guard.Result, error) {
-	r := &runCode{status: Status{State: StatusChecking}}
+func skipsTheApproval(ctx workflow.Context, in contract.Input) (guard.Result, error) {
+	r := &runCode{status: contract.Status{State: contract.StatusChecking}}
 	check, err := r.check(ctx, in)
 	if err != nil {
 		return guard.Result{}, err
 	}
 	r.checked = check.Checked
-	return r.run(ctx, in, check.Run, Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Reviewer: "nobody", Digest: r.checked.Digest})
+	return r.run(ctx, in, check.Run, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Reviewer: "nobody", Digest: r.checked.Digest})
 }
 
 func TestReplayDetectsAChangedWorkflow(t *testing.T) {
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(skipsTheApproval, workflow.RegisterOptions{Name: WorkflowName})
+	r.RegisterWorkflowWithOptions(skipsTheApproval, workflow.RegisterOptions{Name: contract.WorkflowName})
 	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	err := r.ReplayWorkflowHistoryFromJSONFile(quiet, recordedHistory)
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "nondeterministic") {

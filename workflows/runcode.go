@@ -9,28 +9,33 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // checkTimeout bounds the local activity that applies the policy.
 const checkTimeout = 30 * time.Second
 
+// acts is only used for its methods' names and types: the workflow calls the activities as typed
+// method values, so the compiler checks their arguments and results.
+var acts *activities.Activities
+
 // runCode is the state of one RunCode run. Handlers (query, signal, update) and the main
 // coroutine share it; workflow coroutines never run at the same time.
 type runCode struct {
-	status   Status
+	status   contract.Status
 	checked  guard.Checked
-	decision *Decision
+	decision *contract.Decision
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
 // runs the approved code at most once. See the package documentation for every step.
-func RunCode(ctx workflow.Context, in Input) (guard.Result, error) {
-	r := &runCode{status: Status{State: StatusChecking}}
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.status, nil }); err != nil {
+func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
+	r := &runCode{status: contract.Status{State: contract.StatusChecking}}
+	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return r.status, nil }); err != nil {
 		return guard.Result{}, fmt.Errorf("workflows: set query handler: %w", err)
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, r.decide,
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide, r.decide,
 		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
 		return guard.Result{}, fmt.Errorf("workflows: set update handler: %w", err)
 	}
@@ -45,19 +50,19 @@ func RunCode(ctx workflow.Context, in Input) (guard.Result, error) {
 	r.checked = check.Checked
 	r.status.Request = r.checked.Summary()
 	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
-	if err := r.setState(ctx, StatusAwaitingApproval,
-		DigestKey.ValueSet(r.checked.Digest),
-		LanguageKey.ValueSet(r.checked.Language),
-		BackendKey.ValueSet(r.checked.Backend)); err != nil {
+	if err := r.setState(ctx, contract.StatusAwaitingApproval,
+		contract.DigestKey.ValueSet(r.checked.Digest),
+		contract.LanguageKey.ValueSet(r.checked.Language),
+		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
 		return guard.Result{}, err
 	}
 	r.requestedEvent(ctx, check.ApprovalTimeout)
 
 	// 3. Wait for a decision.
-	signals := workflow.GetSignalChannel(ctx, SignalApproval)
+	signals := workflow.GetSignalChannel(ctx, contract.SignalApproval)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
-			var d Decision
+			var d contract.Decision
 			signals.Receive(ctx, &d)
 			r.onSignal(ctx, d)
 		}
@@ -68,25 +73,25 @@ func RunCode(ctx workflow.Context, in Input) (guard.Result, error) {
 		return guard.Result{}, r.cancelled(ctx, err)
 	case !decided:
 		r.event(ctx, EventApprovalExpired, "approval_timeout", check.ApprovalTimeout.String())
-		return guard.Result{}, r.end(ctx, StatusExpired, &guard.ApprovalDenied{
+		return guard.Result{}, r.end(ctx, contract.StatusExpired, &guard.ApprovalDenied{
 			Reason:  guard.DeniedExpired,
 			Message: "no decision within the approval timeout of " + check.ApprovalTimeout.String(),
 		})
 	}
 	d := *r.decision
-	if err := workflow.UpsertTypedSearchAttributes(ctx, ReviewerKey.ValueSet(d.Reviewer)); err != nil {
-		return guard.Result{}, fmt.Errorf("workflows: set search attribute %s: %w", AttrReviewer, err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(d.Reviewer)); err != nil {
+		return guard.Result{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
 	}
 	if !d.Approve {
 		r.event(ctx, EventApprovalDenied, "approval_id", d.ApprovalID, "reviewer", d.Reviewer, "reason_bytes", len(d.Reason))
-		return guard.Result{}, r.end(ctx, StatusDenied, &guard.ApprovalDenied{
+		return guard.Result{}, r.end(ctx, contract.StatusDenied, &guard.ApprovalDenied{
 			Reason: guard.DeniedByReviewer, Reviewer: d.Reviewer, Message: d.Reason,
 		})
 	}
 	r.event(ctx, EventApprovalGranted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
 
 	// 4. Run, at most once for this approval.
-	if err := r.setState(ctx, StatusRunning); err != nil {
+	if err := r.setState(ctx, contract.StatusRunning); err != nil {
 		return guard.Result{}, err
 	}
 	res, err := r.run(ctx, in, check.Run, d)
@@ -100,12 +105,12 @@ func RunCode(ctx workflow.Context, in Input) (guard.Result, error) {
 	// 5. Result.
 	res.ApprovalID = d.ApprovalID
 	res.Reviewer = d.Reviewer
-	state := StatusSucceeded
+	state := contract.StatusSucceeded
 	switch {
 	case res.TimedOut:
-		state = StatusTimedOut
+		state = contract.StatusTimedOut
 	case !res.OK:
-		state = StatusFailed
+		state = contract.StatusFailed
 	}
 	if err := r.setState(ctx, state); err != nil {
 		return guard.Result{}, err
@@ -115,15 +120,15 @@ func RunCode(ctx workflow.Context, in Input) (guard.Result, error) {
 
 // check applies the worker's policy in a local activity and returns what it recorded. A typed
 // guard error comes back as one (ToolUsageError or ConfigError).
-func (r *runCode) check(ctx workflow.Context, in Input) (activities.CheckResult, error) {
+func (r *runCode) check(ctx workflow.Context, in contract.Input) (contract.CheckResult, error) {
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: checkTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	var res activities.CheckResult
-	err := workflow.ExecuteLocalActivity(ctx, activities.CheckActivityName, activities.CheckInput{Request: in.Request}).Get(ctx, &res)
+	var res contract.CheckResult
+	err := workflow.ExecuteLocalActivity(ctx, acts.SandboxCheck, contract.CheckInput{Request: in.Request}).Get(ctx, &res)
 	if err != nil {
-		if gerr := activities.GuardError(err); guard.TypeOf(gerr) != "" {
+		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
 			return res, gerr
 		}
 		return res, fmt.Errorf("workflows: check request: %w", err)
@@ -136,7 +141,7 @@ func (r *runCode) check(ctx workflow.Context, in Input) (activities.CheckResult,
 // here, with backoff, by scheduling a fresh activity; any other failure ends the run. A lost
 // worker (heartbeat or start-to-close timeout) or any failure the workflow cannot classify is an
 // IntegrationError whose outcome is unknown: the approval was used and nothing runs again.
-func (r *runCode) run(ctx workflow.Context, in Input, opts activities.RunOptions, d Decision) (guard.Result, error) {
+func (r *runCode) run(ctx workflow.Context, in contract.Input, opts contract.RunOptions, d contract.Decision) (guard.Result, error) {
 	queue := in.SandboxTaskQueue
 	if queue == "" {
 		queue = opts.TaskQueue
@@ -148,19 +153,19 @@ func (r *runCode) run(ctx workflow.Context, in Input, opts activities.RunOptions
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		WaitForCancellation: true,
 	})
-	input := activities.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest}
+	input := contract.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest}
 	backoff := opts.StartBackoff
 	for attempt := 1; ; attempt++ {
 		r.status.RunAttempts = attempt
 		var res guard.Result
-		err := workflow.ExecuteActivity(ctx, activities.RunActivityName, input).Get(ctx, &res)
+		err := workflow.ExecuteActivity(ctx, acts.SandboxRun, input).Get(ctx, &res)
 		if err == nil {
 			return res, nil
 		}
 		if ctx.Err() != nil {
 			return guard.Result{}, err
 		}
-		gerr := activities.GuardError(err)
+		gerr := contract.FromFailure(err)
 		switch {
 		case guard.TypeOf(gerr) == "":
 			return guard.Result{}, &guard.IntegrationError{
@@ -195,48 +200,48 @@ func (r *runCode) run(ctx workflow.Context, in Input, opts activities.RunOptions
 
 // onSignal handles a decision sent as a signal: it is accepted, or rejected (counted, logged and
 // otherwise ignored), or ignored because a decision was already accepted.
-func (r *runCode) onSignal(ctx workflow.Context, d Decision) {
+func (r *runCode) onSignal(ctx workflow.Context, d contract.Decision) {
 	why := r.refusal(d)
 	if why == "" {
-		r.accept(ctx, d, ViaSignal)
+		r.accept(ctx, d, contract.ViaSignal)
 		return
 	}
-	if r.decision != nil || r.status.State != StatusAwaitingApproval {
+	if r.decision != nil || r.status.State != contract.StatusAwaitingApproval {
 		r.status.IgnoredDecisions++
 	} else {
 		r.status.RejectedDecisions++
 		r.status.LastRejection = why
 	}
 	r.event(ctx, EventApprovalRejected, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-		"approve", d.Approve, "via", ViaSignal, "why", why)
+		"approve", d.Approve, "via", contract.ViaSignal, "why", why)
 }
 
 // validateDecide is the update's validator: it refuses a decision that cannot be accepted now
 // and says why. It never changes the workflow's state.
-func (r *runCode) validateDecide(_ workflow.Context, d Decision) error {
+func (r *runCode) validateDecide(_ workflow.Context, d contract.Decision) error {
 	if why := r.refusal(d); why != "" {
-		return temporal.NewNonRetryableApplicationError(why, DecisionRejectedType, nil)
+		return temporal.NewNonRetryableApplicationError(why, contract.DecisionRejectedType, nil)
 	}
 	return nil
 }
 
 // decide is the update's handler for a decision the validator let through.
-func (r *runCode) decide(ctx workflow.Context, d Decision) (DecideResult, error) {
+func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
 	if why := r.refusal(d); why != "" {
 		// Another decision was accepted between validation and handling.
-		return DecideResult{}, temporal.NewNonRetryableApplicationError(why, DecisionRejectedType, nil)
+		return contract.DecideResult{}, temporal.NewNonRetryableApplicationError(why, contract.DecisionRejectedType, nil)
 	}
-	r.accept(ctx, d, ViaUpdate)
-	state := StatusRunning
+	r.accept(ctx, d, contract.ViaUpdate)
+	state := contract.StatusRunning
 	if !d.Approve {
-		state = StatusDenied
+		state = contract.StatusDenied
 	}
-	return DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Digest: r.checked.Digest, State: state}, nil
+	return contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Digest: r.checked.Digest, State: state}, nil
 }
 
-func (r *runCode) accept(ctx workflow.Context, d Decision, via string) {
+func (r *runCode) accept(ctx workflow.Context, d contract.Decision, via string) {
 	r.decision = &d
-	r.status.Decision = &DecisionRecord{
+	r.status.Decision = &contract.DecisionRecord{
 		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Reason: d.Reason,
 		Digest: d.Digest, Via: via, Time: workflow.Now(ctx),
 	}
@@ -246,8 +251,8 @@ func (r *runCode) accept(ctx workflow.Context, d Decision, via string) {
 // other search attributes given.
 func (r *runCode) setState(ctx workflow.Context, state string, more ...temporal.SearchAttributeUpdate) error {
 	r.status.State = state
-	if err := workflow.UpsertTypedSearchAttributes(ctx, append([]temporal.SearchAttributeUpdate{StatusKey.ValueSet(state)}, more...)...); err != nil {
-		return fmt.Errorf("workflows: set search attribute %s=%s: %w", AttrStatus, state, err)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, append([]temporal.SearchAttributeUpdate{contract.StatusKey.ValueSet(state)}, more...)...); err != nil {
+		return fmt.Errorf("workflows: set search attribute %s=%s: %w", contract.AttrStatus, state, err)
 	}
 	return nil
 }
@@ -259,18 +264,18 @@ func (r *runCode) end(ctx workflow.Context, state string, err error) error {
 	if serr := r.setState(ctx, state); serr != nil {
 		return serr
 	}
-	return activities.ApplicationError(err)
+	return contract.ToFailure(err)
 }
 
-// fail ends the run in StatusError.
+// fail ends the run in contract.StatusError.
 func (r *runCode) fail(ctx workflow.Context, err error) error {
-	return r.end(ctx, StatusError, err)
+	return r.end(ctx, contract.StatusError, err)
 }
 
 // cancelled ends a cancelled run and returns the cancellation.
 func (r *runCode) cancelled(ctx workflow.Context, err error) error {
 	r.status.Error = "cancelled"
-	if serr := r.setState(ctx, StatusCancelled); serr != nil {
+	if serr := r.setState(ctx, contract.StatusCancelled); serr != nil {
 		return serr
 	}
 	if ctx.Err() != nil {

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -147,10 +148,10 @@ func newHarness(t *testing.T, backend *fakeBackend, cfg activities.Config) *harn
 		sa := args.Get(0).(temporal.SearchAttributes)
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		for _, k := range []temporal.SearchAttributeKeyKeyword{StatusKey, DigestKey, LanguageKey, BackendKey, ReviewerKey} {
+		for _, k := range []temporal.SearchAttributeKeyKeyword{contract.StatusKey, contract.DigestKey, contract.LanguageKey, contract.BackendKey, contract.ReviewerKey} {
 			if v, ok := sa.GetKeyword(k); ok {
 				h.attrs[k.GetName()] = v
-				if k == StatusKey {
+				if k == contract.StatusKey {
 					h.statuses = append(h.statuses, v)
 				}
 			}
@@ -191,17 +192,17 @@ func (h *harness) digest(req guard.Request) string {
 // at runs fn when the workflow's clock has advanced by d.
 func (h *harness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
 
-func (h *harness) signal(d Decision) { h.env.SignalWorkflow(SignalApproval, d) }
+func (h *harness) signal(d contract.Decision) { h.env.SignalWorkflow(contract.SignalApproval, d) }
 
 // updateOutcome is what became of an update.
 type updateOutcome struct {
 	accepted bool
 	rejected error
-	result   DecideResult
+	result   contract.DecideResult
 }
 
 // update sends d as the update and returns a function that reports its outcome once it is known.
-func (h *harness) update(d Decision) func() updateOutcome {
+func (h *harness) update(d contract.Decision) func() updateOutcome {
 	var (
 		mu  sync.Mutex
 		out updateOutcome
@@ -210,13 +211,13 @@ func (h *harness) update(d Decision) func() updateOutcome {
 	h.updates++
 	updateID := fmt.Sprintf("update-%d", h.updates)
 	h.mu.Unlock()
-	h.env.UpdateWorkflow(UpdateDecide, updateID, &testsuite.TestUpdateCallback{
+	h.env.UpdateWorkflow(contract.UpdateDecide, updateID, &testsuite.TestUpdateCallback{
 		OnAccept: func() { mu.Lock(); out.accepted = true; mu.Unlock() },
 		OnReject: func(err error) { mu.Lock(); out.rejected = err; mu.Unlock() },
 		OnComplete: func(v any, err error) {
 			mu.Lock()
 			defer mu.Unlock()
-			if r, ok := v.(DecideResult); ok {
+			if r, ok := v.(contract.DecideResult); ok {
 				out.result = r
 			}
 		},
@@ -228,13 +229,13 @@ func (h *harness) update(d Decision) func() updateOutcome {
 	}
 }
 
-func (h *harness) status() Status {
+func (h *harness) status() contract.Status {
 	h.t.Helper()
-	v, err := h.env.QueryWorkflow(QueryStatus)
+	v, err := h.env.QueryWorkflow(contract.QueryStatus)
 	if err != nil {
 		h.t.Fatalf("query status: %v", err)
 	}
-	var st Status
+	var st contract.Status
 	if err := v.Get(&st); err != nil {
 		h.t.Fatalf("decode status: %v", err)
 	}
@@ -242,11 +243,11 @@ func (h *harness) status() Status {
 }
 
 func (h *harness) run(req guard.Request) {
-	h.runInput(Input{Request: req})
+	h.runInput(contract.Input{Request: req})
 }
 
-func (h *harness) runInput(in Input) {
-	h.env.ExecuteWorkflow(WorkflowName, in)
+func (h *harness) runInput(in contract.Input) {
+	h.env.ExecuteWorkflow(contract.WorkflowName, in)
 	if !h.env.IsWorkflowCompleted() {
 		h.t.Fatal("workflow did not complete")
 	}
@@ -287,8 +288,8 @@ func (h *harness) wantStatuses(want ...string) {
 	}
 }
 
-func decision(id, digest string, approve bool) Decision {
-	return Decision{ApprovalID: id, Digest: digest, Approve: approve, Reviewer: "alice"}
+func decision(id, digest string, approve bool) contract.Decision {
+	return contract.Decision{ApprovalID: id, Digest: digest, Approve: approve, Reviewer: "alice"}
 }
 
 const (
@@ -305,8 +306,8 @@ func TestApproveBySignalRunsOnce(t *testing.T) {
 	req := pyRequest()
 	dg := h.digest(req)
 	h.at(time.Minute, func() {
-		if st := h.status(); st.State != StatusAwaitingApproval || st.Request.Digest != dg {
-			t.Errorf("status before the decision = %s/%s; want %s/%s", st.State, st.Request.Digest, StatusAwaitingApproval, dg)
+		if st := h.status(); st.State != contract.StatusAwaitingApproval || st.Request.Digest != dg {
+			t.Errorf("status before the decision = %s/%s; want %s/%s", st.State, st.Request.Digest, contract.StatusAwaitingApproval, dg)
 		}
 		h.signal(decision(id1, dg, true))
 	})
@@ -320,14 +321,14 @@ func TestApproveBySignalRunsOnce(t *testing.T) {
 		t.Errorf("result = %+v; want ok, stdout, approval %s by alice, digest %s, backend fake", res, id1, dg)
 	}
 	h.wantRuns(1)
-	h.wantStatuses(StatusAwaitingApproval, StatusRunning, StatusSucceeded)
-	for name, want := range map[string]string{AttrDigest: dg, AttrLanguage: "python", AttrBackend: "fake", AttrReviewer: "alice"} {
+	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusSucceeded)
+	for name, want := range map[string]string{contract.AttrDigest: dg, contract.AttrLanguage: "python", contract.AttrBackend: "fake", contract.AttrReviewer: "alice"} {
 		if got := h.attr(name); got != want {
 			t.Errorf("search attribute %s = %q; want %q", name, got, want)
 		}
 	}
 	st := h.status()
-	if st.State != StatusSucceeded || st.Decision == nil || st.Decision.ApprovalID != id1 || st.Decision.Via != ViaSignal || st.RunAttempts != 1 {
+	if st.State != contract.StatusSucceeded || st.Decision == nil || st.Decision.ApprovalID != id1 || st.Decision.Via != contract.ViaSignal || st.RunAttempts != 1 {
 		t.Errorf("final status = %+v; want succeeded, decision %s via signal, 1 run attempt", st, id1)
 	}
 	if got := len(h.logs.events(EventApprovalRequested)); got != 1 {
@@ -355,23 +356,23 @@ func TestApproveByUpdateRunsOnce(t *testing.T) {
 	if !acc || rej != nil {
 		t.Errorf("update accepted=%t rejected=%v; want accepted", acc, rej)
 	}
-	if want := (DecideResult{ApprovalID: id1, Approve: true, Reviewer: "alice", Digest: dg, State: StatusRunning}); dr != want {
+	if want := (contract.DecideResult{ApprovalID: id1, Approve: true, Reviewer: "alice", Digest: dg, State: contract.StatusRunning}); dr != want {
 		t.Errorf("update result = %+v; want %+v", dr, want)
 	}
 	h.wantRuns(1)
-	if st := h.status(); st.Decision == nil || st.Decision.Via != ViaUpdate {
+	if st := h.status(); st.Decision == nil || st.Decision.Via != contract.ViaUpdate {
 		t.Errorf("decision = %+v; want via update", st.Decision)
 	}
 }
 
 func TestDenyNeverRuns(t *testing.T) {
-	for _, via := range []string{ViaSignal, ViaUpdate} {
+	for _, via := range []string{contract.ViaSignal, contract.ViaUpdate} {
 		t.Run(via, func(t *testing.T) {
 			h := newHarness(t, okBackend(), activities.Config{})
 			req := pyRequest()
-			d := Decision{ApprovalID: id1, Reviewer: "bob", Reason: "no network scans"}
+			d := contract.Decision{ApprovalID: id1, Reviewer: "bob", Reason: "no network scans"}
 			h.at(time.Minute, func() {
-				if via == ViaSignal {
+				if via == contract.ViaSignal {
 					h.signal(d)
 				} else {
 					h.update(d)
@@ -380,7 +381,7 @@ func TestDenyNeverRuns(t *testing.T) {
 			h.run(req)
 			_, err := h.result()
 			var denied *guard.ApprovalDenied
-			if !errors.As(activities.GuardError(err), &denied) {
+			if !errors.As(contract.FromFailure(err), &denied) {
 				t.Fatalf("error = %v; want ApprovalDenied", err)
 			}
 			if denied.Reason != guard.DeniedByReviewer || denied.Reviewer != "bob" || denied.Message != "no network scans" {
@@ -396,8 +397,8 @@ func TestDenyNeverRuns(t *testing.T) {
 			if len(h.started) != 0 {
 				t.Errorf("%d activities started; want none", len(h.started))
 			}
-			h.wantStatuses(StatusAwaitingApproval, StatusDenied)
-			if got := h.attr(AttrReviewer); got != "bob" {
+			h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusDenied)
+			if got := h.attr(contract.AttrReviewer); got != "bob" {
 				t.Errorf("SandboxReviewer = %q; want bob", got)
 			}
 			if got := len(h.logs.events(EventApprovalDenied)); got != 1 {
@@ -413,7 +414,7 @@ func TestNoDecisionExpiresAtTheApprovalTimeout(t *testing.T) {
 	h.run(pyRequest())
 	_, err := h.result()
 	var denied *guard.ApprovalDenied
-	if !errors.As(activities.GuardError(err), &denied) || denied.Reason != guard.DeniedExpired {
+	if !errors.As(contract.FromFailure(err), &denied) || denied.Reason != guard.DeniedExpired {
 		t.Fatalf("error = %v; want ApprovalDenied (expired)", err)
 	}
 	if got := h.env.Now().Sub(start); got != approvalTimeout {
@@ -423,7 +424,7 @@ func TestNoDecisionExpiresAtTheApprovalTimeout(t *testing.T) {
 		t.Errorf("timers %v; want one of %s", h.timers, approvalTimeout)
 	}
 	h.wantRuns(0)
-	h.wantStatuses(StatusAwaitingApproval, StatusExpired)
+	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusExpired)
 	if got := len(h.logs.events(EventApprovalExpired)); got != 1 {
 		t.Errorf("%d approval.expired events; want 1", got)
 	}
@@ -437,7 +438,7 @@ func TestWrongDigestIsRejectedThenARightOneRuns(t *testing.T) {
 	h.at(time.Minute, func() { h.signal(decision(id1, wrong, true)) })
 	h.at(2*time.Minute, func() {
 		st := h.status()
-		if st.State != StatusAwaitingApproval || st.RejectedDecisions != 1 || !strings.Contains(st.LastRejection, "wrong digest") {
+		if st.State != contract.StatusAwaitingApproval || st.RejectedDecisions != 1 || !strings.Contains(st.LastRejection, "wrong digest") {
 			t.Errorf("after a wrong digest: state %s, rejected %d (%q); want still awaiting, 1 rejected for the wrong digest",
 				st.State, st.RejectedDecisions, st.LastRejection)
 		}
@@ -508,7 +509,7 @@ func TestDecisionWhileRunningIsIgnored(t *testing.T) {
 	b.OnRun = func() {
 		once.Do(func() {
 			h.signal(decision(id2, dg, true))
-			h.signal(Decision{ApprovalID: id2, Reviewer: "mallory"})
+			h.signal(contract.Decision{ApprovalID: id2, Reviewer: "mallory"})
 		})
 	}
 	h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
@@ -519,7 +520,7 @@ func TestDecisionWhileRunningIsIgnored(t *testing.T) {
 	}
 	h.wantRuns(1)
 	st := h.status()
-	if st.IgnoredDecisions != 2 || st.State != StatusSucceeded {
+	if st.IgnoredDecisions != 2 || st.State != contract.StatusSucceeded {
 		t.Errorf("status %+v; want 2 ignored decisions and succeeded", st)
 	}
 }
@@ -530,17 +531,17 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 	dg := h.digest(req)
 	cases := []struct {
 		name string
-		d    Decision
+		d    contract.Decision
 		why  string
 	}{
 		{"wrong digest", decision(id1, "sha256:"+strings.Repeat("1", 64), true), "wrong digest"},
 		{"approval without digest", decision(id1, "", true), "digest is missing"},
 		{"deny with wrong digest", decision(id1, "sha256:abc", false), "wrong digest"},
-		{"missing reviewer", Decision{ApprovalID: id1, Digest: dg, Approve: true}, "reviewer is missing"},
-		{"blank reviewer", Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "  "}, "reviewer is missing"},
-		{"control character in reviewer", Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "al\nice"}, "control characters"},
-		{"long reviewer", Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: strings.Repeat("a", MaxReviewerBytes+1)}, "reviewer is"},
-		{"long reason", Decision{ApprovalID: id1, Digest: dg, Reviewer: "a", Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is"},
+		{"missing reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true}, "reviewer is missing"},
+		{"blank reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "  "}, "reviewer is missing"},
+		{"control character in reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "al\nice"}, "control characters"},
+		{"long reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: strings.Repeat("a", MaxReviewerBytes+1)}, "reviewer is"},
+		{"long reason", contract.Decision{ApprovalID: id1, Digest: dg, Reviewer: "a", Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is"},
 		{"missing id", decision("", dg, true), "approval_id is missing"},
 		{"id not a UUID", decision("approve-please", dg, true), "not a UUID"},
 		{"nil UUID", decision("00000000-0000-0000-0000-000000000000", dg, true), "not a UUID"},
@@ -554,10 +555,10 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 	})
 	var good, late func() updateOutcome
 	h.at(2*time.Minute, func() {
-		if st := h.status(); st.State != StatusAwaitingApproval {
-			t.Errorf("state after refused updates = %s; want %s", st.State, StatusAwaitingApproval)
+		if st := h.status(); st.State != contract.StatusAwaitingApproval {
+			t.Errorf("state after refused updates = %s; want %s", st.State, contract.StatusAwaitingApproval)
 		}
-		good = h.update(Decision{ApprovalID: id1, Reviewer: "carol", Reason: "not today"})
+		good = h.update(contract.Decision{ApprovalID: id1, Reviewer: "carol", Reason: "not today"})
 	})
 	h.at(3*time.Minute, func() { late = h.update(decision(id2, dg, true)) })
 	h.run(req)
@@ -571,8 +572,8 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 			t.Errorf("%s: accepted=%t rejected=%v; want rejected", tc.name, acc, rej)
 		case !strings.Contains(rej.Error(), tc.why):
 			t.Errorf("%s: rejected with %q; want a reason containing %q", tc.name, rej, tc.why)
-		case !errors.As(rej, &appErr) || appErr.Type() != DecisionRejectedType:
-			t.Errorf("%s: rejection %v is not a %s application error", tc.name, rej, DecisionRejectedType)
+		case !errors.As(rej, &appErr) || appErr.Type() != contract.DecisionRejectedType:
+			t.Errorf("%s: rejection %v is not a %s application error", tc.name, rej, contract.DecisionRejectedType)
 		}
 	}
 	if o := good(); !o.accepted || o.rejected != nil {
@@ -587,7 +588,7 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 	}
 	_, err := h.result()
 	var denied *guard.ApprovalDenied
-	if !errors.As(activities.GuardError(err), &denied) || denied.Reviewer != "carol" {
+	if !errors.As(contract.FromFailure(err), &denied) || denied.Reviewer != "carol" {
 		t.Errorf("error %v; want ApprovalDenied by carol", err)
 	}
 	h.wantRuns(0)
@@ -622,19 +623,19 @@ func TestRefusalOutsideTheWait(t *testing.T) {
 		state string
 		want  string
 	}{
-		{StatusChecking, "still being checked"},
-		{StatusRunning, "not waiting"},
-		{StatusExpired, "not waiting"},
-		{StatusError, "not waiting"},
-		{StatusAwaitingApproval, ""},
+		{contract.StatusChecking, "still being checked"},
+		{contract.StatusRunning, "not waiting"},
+		{contract.StatusExpired, "not waiting"},
+		{contract.StatusError, "not waiting"},
+		{contract.StatusAwaitingApproval, ""},
 	} {
-		r := &runCode{status: Status{State: tc.state}, checked: guard.Checked{Digest: dg}}
+		r := &runCode{status: contract.Status{State: tc.state}, checked: guard.Checked{Digest: dg}}
 		got := r.refusal(good)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("refusal in state %s = %q; want %q", tc.state, got, tc.want)
 		}
 	}
-	r := &runCode{status: Status{State: StatusAwaitingApproval}, checked: guard.Checked{Digest: dg}, decision: &good}
+	r := &runCode{status: contract.Status{State: contract.StatusAwaitingApproval}, checked: guard.Checked{Digest: dg}, decision: &good}
 	if got := r.refusal(decision(id2, dg, true)); !strings.Contains(got, "already decided") {
 		t.Errorf("refusal after a decision = %q; want already decided", got)
 	}
@@ -655,7 +656,7 @@ func TestCancelWhileWaitingRunsNothing(t *testing.T) {
 	if calls, _ := h.backend.counts(); calls != 0 {
 		t.Errorf("backend called %d times; want 0", calls)
 	}
-	h.wantStatuses(StatusAwaitingApproval, StatusCancelled)
+	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusCancelled)
 }
 
 // TestCancelWhileRunning shows the workflow ends cancelled when cancelled during the run. The test
@@ -677,7 +678,7 @@ func TestCancelWhileRunning(t *testing.T) {
 		t.Fatalf("error = %v; want cancelled", err)
 	}
 	h.wantRuns(1)
-	h.wantStatuses(StatusAwaitingApproval, StatusRunning, StatusCancelled)
+	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusCancelled)
 }
 
 func TestBadRequestFailsBeforeAnyWait(t *testing.T) {
@@ -701,7 +702,7 @@ func TestBadRequestFailsBeforeAnyWait(t *testing.T) {
 			if !errors.As(err, &appErr) || appErr.Type() != tc.wantType || !appErr.NonRetryable() {
 				t.Fatalf("error = %v; want a non-retryable %s", err, tc.wantType)
 			}
-			if got := guard.TypeOf(activities.GuardError(err)); got != tc.wantType {
+			if got := guard.TypeOf(contract.FromFailure(err)); got != tc.wantType {
 				t.Errorf("GuardError type = %q; want %q", got, tc.wantType)
 			}
 			if len(h.timers) != 0 {
@@ -710,7 +711,7 @@ func TestBadRequestFailsBeforeAnyWait(t *testing.T) {
 			if len(h.started) != 0 {
 				t.Errorf("%d activities started; want none", len(h.started))
 			}
-			h.wantStatuses(StatusError)
+			h.wantStatuses(contract.StatusError)
 			if got := len(h.logs.events(EventApprovalRequested)); got != 0 {
 				t.Errorf("%d approval.requested events; want 0", got)
 			}
@@ -724,10 +725,10 @@ func TestFinalStatusFollowsTheResult(t *testing.T) {
 		result guard.Result
 		want   string
 	}{
-		{"exit 0", guard.Result{ExitCode: 0}, StatusSucceeded},
-		{"exit 3", guard.Result{ExitCode: 3}, StatusFailed},
-		{"limit killed", guard.Result{ExitCode: 137, LimitKilled: "memory"}, StatusFailed},
-		{"timed out", guard.Result{TimedOut: true}, StatusTimedOut},
+		{"exit 0", guard.Result{ExitCode: 0}, contract.StatusSucceeded},
+		{"exit 3", guard.Result{ExitCode: 3}, contract.StatusFailed},
+		{"limit killed", guard.Result{ExitCode: 137, LimitKilled: "memory"}, contract.StatusFailed},
+		{"timed out", guard.Result{TimedOut: true}, contract.StatusTimedOut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, &fakeBackend{Result: tc.result}, activities.Config{})
@@ -742,7 +743,7 @@ func TestFinalStatusFollowsTheResult(t *testing.T) {
 			if tc.result.TimedOut && (res.ExitCode != -1 || res.OK) {
 				t.Errorf("timed-out result = %+v; want exit -1, not ok", res)
 			}
-			h.wantStatuses(StatusAwaitingApproval, StatusRunning, tc.want)
+			h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, tc.want)
 		})
 	}
 }
@@ -784,13 +785,13 @@ func TestBackendUnreachableGivesUpAfterStartAttempts(t *testing.T) {
 	h.run(req)
 	_, err := h.result()
 	var ie *guard.IntegrationError
-	if !errors.As(activities.GuardError(err), &ie) || ie.CodeMayHaveStarted {
+	if !errors.As(contract.FromFailure(err), &ie) || ie.CodeMayHaveStarted {
 		t.Fatalf("error = %v; want an IntegrationError from before the code could start", err)
 	}
 	if calls, runs := b.counts(); calls != 3 || runs != 0 {
 		t.Errorf("backend calls %d, runs %d; want 3 calls and no run", calls, runs)
 	}
-	h.wantStatuses(StatusAwaitingApproval, StatusRunning, StatusError)
+	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
 }
 
 func TestFailureAfterStartIsNeverRetried(t *testing.T) {
@@ -814,7 +815,7 @@ func TestFailureAfterStartIsNeverRetried(t *testing.T) {
 			if calls, _ := b.counts(); calls != 1 {
 				t.Errorf("backend called %d times; want 1", calls)
 			}
-			h.wantStatuses(StatusAwaitingApproval, StatusRunning, StatusError)
+			h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
 		})
 	}
 }
@@ -825,7 +826,7 @@ func wantOutcomeUnknown(t *testing.T, h *harness) {
 	t.Helper()
 	_, err := h.result()
 	var ie *guard.IntegrationError
-	if !errors.As(activities.GuardError(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
+	if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "outcome unknown; the approval was used") {
 		t.Fatalf("error = %v; want IntegrationError, outcome unknown", err)
 	}
 }
@@ -843,8 +844,8 @@ func TestLostWorkerEndsAsOutcomeUnknown(t *testing.T) {
 			req := pyRequest()
 			dg := h.digest(req)
 			var calls int
-			h.env.OnActivity(activities.RunActivityName, mock.Anything, mock.Anything).Return(
-				func(context.Context, activities.RunInput) (guard.Result, error) {
+			h.env.OnActivity(contract.RunActivityName, mock.Anything, mock.Anything).Return(
+				func(context.Context, contract.RunInput) (guard.Result, error) {
 					calls++
 					return guard.Result{}, tt.err
 				})
@@ -854,7 +855,7 @@ func TestLostWorkerEndsAsOutcomeUnknown(t *testing.T) {
 			if calls != 1 {
 				t.Errorf("sandbox activity ran %d times; want 1", calls)
 			}
-			h.wantStatuses(StatusAwaitingApproval, StatusRunning, StatusError)
+			h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
 		})
 	}
 }
@@ -876,7 +877,7 @@ func TestRunActivityOptions(t *testing.T) {
 			req.Limits.Timeout = 12 * time.Second
 			dg := h.digest(req)
 			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
-			h.runInput(Input{Request: req, SandboxTaskQueue: tc.inQueue})
+			h.runInput(contract.Input{Request: req, SandboxTaskQueue: tc.inQueue})
 			if _, err := h.result(); err != nil {
 				t.Fatalf("workflow error: %v", err)
 			}
@@ -919,13 +920,13 @@ func TestRunHeartbeatsWhileTheCodeRuns(t *testing.T) {
 
 // retryingWorkflow schedules the sandbox activity with a Temporal retry policy, which RunCode
 // never does, to show the activity refuses a second attempt.
-func retryingWorkflow(ctx workflow.Context, in activities.RunInput) (guard.Result, error) {
+func retryingWorkflow(ctx workflow.Context, in contract.RunInput) (guard.Result, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, InitialInterval: time.Second},
 	})
 	var res guard.Result
-	err := workflow.ExecuteActivity(ctx, activities.RunActivityName, in).Get(ctx, &res)
+	err := workflow.ExecuteActivity(ctx, contract.RunActivityName, in).Get(ctx, &res)
 	return res, err
 }
 
@@ -939,10 +940,10 @@ func TestRunActivityRefusesASecondAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env.ExecuteWorkflow(retryingWorkflow, activities.RunInput{Checked: c, ApprovalID: id1, Reviewer: "alice", Digest: c.Digest})
+	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, ApprovalID: id1, Reviewer: "alice", Digest: c.Digest})
 	err = h.env.GetWorkflowError()
 	var ie *guard.IntegrationError
-	if !errors.As(activities.GuardError(err), &ie) || !ie.CodeMayHaveStarted {
+	if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted {
 		t.Fatalf("error = %v; want IntegrationError refusing the second attempt", err)
 	}
 	if calls, _ := b.counts(); calls != 1 {

@@ -1,3 +1,5 @@
+//go:build integration
+
 package docker
 
 // Integration tests against the real Docker daemon, the same suite under runc and runsc. Security

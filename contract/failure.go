@@ -1,4 +1,4 @@
-package activities
+package contract
 
 import (
 	"errors"
@@ -30,12 +30,12 @@ type ErrorDetails struct {
 	Reviewer string `json:"reviewer,omitempty"`
 }
 
-// ApplicationError converts a typed guard error into a Temporal application error whose Type is
+// ToFailure converts a typed guard error into a Temporal application error whose Type is
 // the guard.TypeXxx name and whose details are ErrorDetails. ToolUsageError, ConfigError,
 // ApprovalDenied and an IntegrationError whose code may have started are non-retryable; an
 // IntegrationError from before the code could start is marked retryable. An error that carries no
 // guard type is returned unchanged; nil stays nil.
-func ApplicationError(err error) error {
+func ToFailure(err error) error {
 	var (
 		tu *guard.ToolUsageError
 		ce *guard.ConfigError
@@ -66,13 +66,13 @@ func ApplicationError(err error) error {
 	return err
 }
 
-// GuardError returns the typed guard error that err carries as a Temporal application error (made
-// by ApplicationError, perhaps wrapped in an activity or workflow execution error), so that
+// FromFailure returns the typed guard error that err carries as a Temporal application error (made
+// by ToFailure, perhaps wrapped in an activity or workflow execution error), so that
 // errors.As finds *guard.ToolUsageError, *guard.ConfigError, *guard.IntegrationError or
 // *guard.ApprovalDenied. Clients use it on the error of a RunCode run. An IntegrationError whose
 // details do not say otherwise is taken to have possibly started the code. Any other error is
 // returned unchanged; nil stays nil.
-func GuardError(err error) error {
+func FromFailure(err error) error {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
 		return err

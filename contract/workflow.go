@@ -1,11 +1,9 @@
-package workflows
+package contract
 
 import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -21,6 +19,16 @@ const (
 	UpdateDecide = "decide"
 	// QueryStatus is the query that returns a Status.
 	QueryStatus = "status"
+	// CheckActivityName is the local activity that applies the worker's policy to a request.
+	CheckActivityName = "SandboxCheck"
+	// RunActivityName is the sandbox activity that runs an approved request.
+	RunActivityName = "SandboxRun"
+	// DefaultTaskQueue is the task queue of workflows and, unless configured otherwise, of
+	// sandbox activities.
+	DefaultTaskQueue = "sandboxflow"
+	// DecisionRejectedType is the Type of the application error with which the update "decide"
+	// refuses a decision.
+	DecisionRejectedType = "DecisionRejected"
 )
 
 // Search attribute names. All are of type Keyword and must be registered on the namespace before
@@ -47,6 +55,11 @@ var (
 	BackendKey  = temporal.NewSearchAttributeKeyKeyword(AttrBackend)
 	ReviewerKey = temporal.NewSearchAttributeKeyKeyword(AttrReviewer)
 )
+
+// SearchAttributeKeys returns the typed keys of every search attribute RunCode sets.
+func SearchAttributeKeys() []temporal.SearchAttributeKey {
+	return []temporal.SearchAttributeKey{StatusKey, DigestKey, LanguageKey, BackendKey, ReviewerKey}
+}
 
 // SearchAttributeNames returns the names of every search attribute RunCode sets, all of type
 // Keyword.
@@ -159,20 +172,3 @@ const (
 	ViaSignal = "signal"
 	ViaUpdate = "update"
 )
-
-// Workflow event types, written with the workflow's replay-safe logger (message and "event"
-// attribute).
-const (
-	EventApprovalRequested = "approval.requested"
-	EventApprovalGranted   = "approval.granted"
-	EventApprovalDenied    = "approval.denied"
-	EventApprovalExpired   = "approval.expired"
-	EventApprovalRejected  = "approval.rejected"
-)
-
-// Register registers RunCode as WorkflowName on a worker. The worker must also register the
-// activities (activities.Activities.Register), whose Check runs as a local activity of the
-// workflow.
-func Register(r worker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(RunCode, workflow.RegisterOptions{Name: WorkflowName})
-}

@@ -1,0 +1,48 @@
+package contract
+
+import (
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// CheckInput is the input of the check activity (CheckActivityName).
+type CheckInput struct {
+	Request guard.Request `json:"request"`
+}
+
+// CheckResult is what the check activity records in the workflow's history: the checked request
+// with its digest, and the settings of the worker that checked it, so that a later change of the
+// worker's configuration never changes how a recorded run replays.
+type CheckResult struct {
+	Checked         guard.Checked `json:"checked"`
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	Run             RunOptions    `json:"run"`
+}
+
+// RunOptions say how the workflow schedules the sandbox activity.
+type RunOptions struct {
+	// TaskQueue is the sandbox activity's task queue; empty means the workflow's own.
+	TaskQueue string `json:"task_queue,omitempty"`
+	// Grace is added to the run's timeout for the backstop.
+	Grace time.Duration `json:"grace"`
+	// HeartbeatTimeout is the sandbox activity's heartbeat timeout.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// ReportMargin is added to timeout + grace for the activity's StartToCloseTimeout.
+	ReportMargin time.Duration `json:"report_margin"`
+	// StartAttempts bounds how often the workflow schedules the sandbox activity after failures
+	// from before the code could start; StartBackoff doubles up to MaxStartBackoff between them.
+	StartAttempts   int           `json:"start_attempts"`
+	StartBackoff    time.Duration `json:"start_backoff"`
+	MaxStartBackoff time.Duration `json:"max_start_backoff"`
+}
+
+// RunInput is the input of the sandbox activity (RunActivityName): a checked request and the
+// approval that lets it run.
+type RunInput struct {
+	Checked guard.Checked `json:"checked"`
+	// ApprovalID, Reviewer and Digest are the approving decision's.
+	ApprovalID string `json:"approval_id"`
+	Reviewer   string `json:"reviewer"`
+	Digest     string `json:"digest"`
+}

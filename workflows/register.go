@@ -1,0 +1,15 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+)
+
+// Register registers RunCode as contract.WorkflowName on a worker. The worker must also register
+// the activities (activities.Activities.Register), whose SandboxCheck runs as a local activity of
+// the workflow.
+func Register(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(RunCode, workflow.RegisterOptions{Name: contract.WorkflowName})
+}
