@@ -245,8 +245,12 @@ func parseSignerLine(s string) (Key, error) {
 	return k, nil
 }
 
-// looksLikeKey reports whether tok is a key type followed by a base64 key of that type.
+// looksLikeKey reports whether tok is followed by a base64 SSH key blob, so tok is the key
+// type field and not options (options never contain a space outside quotes).
 func looksLikeKey(tok, rest string) bool {
+	if strings.ContainsAny(tok, "=\",") {
+		return false
+	}
 	b64, _, _ := strings.Cut(strings.TrimLeft(rest, " \t"), " ")
 	blob, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
 	if err != nil {
@@ -254,7 +258,7 @@ func looksLikeKey(tok, rest string) bool {
 	}
 	r := &wireReader{b: blob}
 	typ, err := r.string()
-	return err == nil && string(typ) == tok
+	return err == nil && len(typ) > 0
 }
 
 // nextField returns the first space-separated field of s (double quotes keep spaces inside a
