@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -174,3 +175,14 @@ func (s *skSigner) Sign(rnd io.Reader, data []byte) (*ssh.Signature, error) {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func isReason(err error, r Reason) bool {
+	var ref *RefusalError
+	return errors.As(err, &ref) && ref.Reason == r
+}
+
+func errorsAsPassphrase(err error) (*ssh.PassphraseMissingError, bool) {
+	var p *ssh.PassphraseMissingError
+	ok := errors.As(err, &p)
+	return p, ok
+}
