@@ -143,7 +143,7 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	if proof.Statement != "" {
 		got, err := ParseStatement([]byte(proof.Statement))
 		if err != nil {
-			return v, &RefusalError{Reason: ReasonMalformed, Detail: err.Error()}
+			return v, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
 		}
 		if want.Expires.IsZero() {
 			want.Expires = got.Expires
@@ -158,14 +158,14 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	}
 	stmt, err := want.Statement()
 	if err != nil {
-		return v, &RefusalError{Reason: ReasonMalformed, Detail: err.Error()}
+		return v, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
 	}
 	if proof.Statement != "" && !bytes.Equal(stmt, []byte(proof.Statement)) {
 		return v, refuse(ReasonStatementMismatch, "the signed statement is not in canonical form")
 	}
 	sig, err := ParseSSHSignature(proof.Signature)
 	if err != nil {
-		return v, &RefusalError{Reason: ReasonMalformed, Detail: err.Error()}
+		return v, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
 	}
 	if sig.Namespace != Namespace {
 		return v, refuse(ReasonWrongNamespace, "signature namespace %q; want %q (ssh-keygen -Y sign -n %s)", printable(sig.Namespace), Namespace, Namespace)

@@ -209,3 +209,13 @@ func TestParseSSHSignatureRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusalMessages(t *testing.T) {
+	r := mustReviewers(t, allowedLine("alice", "", newEd25519Signer(t).PublicKey()))
+	noExp := testFields()
+	noExp.Expires = time.Time{}
+	_, err := Verify(r, noExp, Proof{Signature: "x"}, testNow)
+	if want := "approval: refused (malformed): statement: expires is missing"; err == nil || err.Error() != want {
+		t.Errorf("got %v; want %s", err, want)
+	}
+}
