@@ -12,12 +12,15 @@ import (
 
 // Key types a reviewer key may have. The sk- types are FIDO security keys (PROTOCOL.u2f).
 const (
-	KeyTypeEd25519      = "ssh-ed25519"
-	KeyTypeSKEd25519    = "sk-ssh-ed25519@openssh.com"
-	KeyTypeECDSAP256    = "ecdsa-sha2-nistp256"
-	KeyTypeSKECDSAP256  = "sk-ecdsa-sha2-nistp256@openssh.com"
-	skFlagUserPresence  = 0x01
-	skFlagUserVerified  = 0x04
+	KeyTypeEd25519     = "ssh-ed25519"
+	KeyTypeSKEd25519   = "sk-ssh-ed25519@openssh.com"
+	KeyTypeECDSAP256   = "ecdsa-sha2-nistp256"
+	KeyTypeSKECDSAP256 = "sk-ecdsa-sha2-nistp256@openssh.com"
+)
+
+const (
+	skFlagUserPresence  = 0x01 // SSH_SK_USER_PRESENCE_REQD
+	skFlagUserVerified  = 0x04 // SSH_SK_USER_VERIFICATION_REQD
 	nistp256CurveName   = "nistp256"
 	maxApplicationBytes = 1024
 )
