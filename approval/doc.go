@@ -35,7 +35,9 @@
 // signed (Verified) or a *RefusalError whose Reason says why not: unsigned, unknown key, wrong
 // namespace, bad signature, statement mismatch (with the field), expired, key not valid,
 // principal mismatch, or a security key used without user presence. Security-key signatures
-// must carry the user-presence flag; Verified records Touched and UserVerified.
+// must carry the user-presence flag; Verified records Touched and UserVerified. (This is stricter
+// than ssh-keygen -Y verify of OpenSSH 9.2, which accepts a security-key signature made without a
+// touch.)
 //
 // Proof admits a second kind, a WebAuthn passkey assertion over SHA-256 of the statement
 // (issue 14); Verify refuses it as ReasonUnsupported until that is built.
