@@ -225,8 +225,10 @@ func parseSignerLine(s string) (Key, error) {
 			return k, errors.New("no key after the options")
 		}
 	}
-	b64, comment, _ := strings.Cut(after, " ")
-	b64 = strings.TrimSpace(strings.SplitN(b64, "\t", 2)[0])
+	b64, comment := after, ""
+	if i := strings.IndexAny(after, " \t"); i >= 0 {
+		b64, comment = after[:i], after[i+1:]
+	}
 	if b64 == "" {
 		return k, fmt.Errorf("key type %q without a key", printable(first))
 	}

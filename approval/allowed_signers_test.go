@@ -19,7 +19,7 @@ func TestParseAllowedSigners(t *testing.T) {
 	file := strings.Join([]string{
 		"# reviewers",
 		"",
-		allowedLine("alice@example.com,al", "", ed) + " alice's laptop",
+		allowedLine("alice@example.com,al", "", ed) + "\talice's laptop",
 		allowedLine(`"bob"`, `namespaces="sandboxflow-approval,git",valid-after="20260101",VALID-BEFORE="203001021530Z"`, ec),
 		"   " + allowedLine("carol", "", sk) + "\r",
 	}, "\n")
