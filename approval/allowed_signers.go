@@ -253,8 +253,11 @@ func looksLikeKey(tok, rest string) bool {
 	if strings.ContainsAny(tok, "=\",") {
 		return false
 	}
-	b64, _, _ := strings.Cut(strings.TrimLeft(rest, " \t"), " ")
-	blob, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	b64 := strings.TrimLeft(rest, " \t")
+	if i := strings.IndexAny(b64, " \t"); i >= 0 {
+		b64 = b64[:i]
+	}
+	blob, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		return false
 	}
