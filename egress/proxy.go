@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -262,29 +263,32 @@ func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Unlock()
 }
 
-// serveClient reads requests from one client connection: CONNECT, or absolute-form http://.
+// maxHeaderBytes bounds a request's head (request line and headers) read from the sandbox.
+const maxHeaderBytes = 64 << 10
+
+// serveClient reads one request from a client connection, CONNECT or absolute-form http://, and
+// serves it. A plain http:// request closes the connection afterwards.
 func (p *Proxy) serveClient(c net.Conn) {
-	br := bufio.NewReader(c)
-	for {
-		c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrUnexpectedEOF) {
-				var ne net.Error
-				if !errors.As(err, &ne) || !ne.Timeout() {
-					writeRefusal(c, http.StatusBadRequest, "malformed proxy request")
-				}
-			}
-			return
+	lr := &io.LimitedReader{R: c, N: maxHeaderBytes}
+	br := bufio.NewReader(lr)
+	c.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		var ne net.Error
+		if lr.N <= 0 {
+			writeRefusal(c, http.StatusRequestHeaderFieldsTooLarge, "request head too large")
+		} else if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed) && !(errors.As(err, &ne) && ne.Timeout()) {
+			writeRefusal(c, http.StatusBadRequest, "malformed proxy request")
 		}
-		c.SetReadDeadline(time.Time{})
-		if req.Method == http.MethodConnect {
-			p.handleConnect(c, br, req)
-			return
-		}
-		p.handleHTTP(c, req)
 		return
 	}
+	lr.N = math.MaxInt64
+	c.SetReadDeadline(time.Time{})
+	if req.Method == http.MethodConnect {
+		p.handleConnect(c, br, req)
+		return
+	}
+	p.handleHTTP(c, req)
 }
 
 // target is a parsed destination: a normalized name or an IP literal, and a port.
@@ -616,13 +620,16 @@ func (p *Proxy) intercept(client net.Conn, a *Attempt, t target, dst netip.AddrP
 		writeRefusal(tc, http.StatusBadGateway, "upstream TLS handshake failed")
 		return
 	}
-	cbr, ubr := bufio.NewReader(tc), bufio.NewReader(utc)
+	lr := &io.LimitedReader{R: tc}
+	cbr, ubr := bufio.NewReader(lr), bufio.NewReader(utc)
 	for {
+		lr.N = maxHeaderBytes
 		tc.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
 		req, err := http.ReadRequest(cbr)
 		if err != nil {
 			return
 		}
+		lr.N = math.MaxInt64
 		tc.SetReadDeadline(time.Time{})
 		if h, err := requestHost(req.Host); err != nil || h != t.name {
 			p.refuseLater(a, fmt.Sprintf("Host header %q does not match the CONNECT host", printable(req.Host, 255)))
@@ -630,7 +637,7 @@ func (p *Proxy) intercept(client net.Conn, a *Attempt, t target, dst netip.AddrP
 			return
 		}
 		prepareOutgoing(req, rules)
-		if !p.exchange(tc, utc, ubr, req, a) || req.Close {
+		if !p.exchange(tc, utc, ubr, req, a, false) || req.Close {
 			return
 		}
 	}
@@ -670,9 +677,10 @@ func prepareOutgoing(req *http.Request, rules []SecretRule) {
 	}
 }
 
-// exchange sends one request upstream and copies the response back. It reports whether both
-// connections may carry another request.
-func (p *Proxy) exchange(client io.Writer, up io.Writer, ubr *bufio.Reader, req *http.Request, a *Attempt) bool {
+// exchange sends one request upstream and copies the response back; closing makes the response
+// tell the client the connection ends. It reports whether both connections may carry another
+// request.
+func (p *Proxy) exchange(client io.Writer, up io.Writer, ubr *bufio.Reader, req *http.Request, a *Attempt, closing bool) bool {
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 		req.Header.Del("Expect")
 		if _, err := io.WriteString(client, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
@@ -701,6 +709,7 @@ func (p *Proxy) exchange(client io.Writer, up io.Writer, ubr *bufio.Reader, req 
 			}
 			continue
 		}
+		resp.Close = resp.Close || closing
 		err = resp.Write(client)
 		resp.Body.Close()
 		return err == nil && !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
@@ -751,7 +760,7 @@ func (p *Proxy) handleHTTP(c net.Conn, req *http.Request) {
 	req.Host = req.URL.Host
 	req.Close = true
 	prepareOutgoing(req, rules)
-	p.exchange(c, up, bufio.NewReader(up), req, a)
+	p.exchange(c, up, bufio.NewReader(up), req, a, true)
 }
 
 // writeRefusal writes a complete error response that says why: in the status line's reason

@@ -652,3 +652,31 @@ func TestCloseEndsTunnels(t *testing.T) {
 		t.Fatal("tunnel still open 5s after Close")
 	}
 }
+
+func TestBadProxyRequests(t *testing.T) {
+	_, pu := startProxy(t, Config{Resolver: newResolver(nil), Dial: (&loopbackDialer{}).Dial})
+	tests := []struct {
+		name, request string
+		want          int
+	}{
+		{"origin form", "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+		{"https absolute form", "GET https://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", 400},
+		{"garbage", "\x16\x03\x01 hello\r\n\r\n", 400},
+		{"huge head", "GET http://a.test/ HTTP/1.1\r\nX-Big: " + strings.Repeat("a", 100<<10) + "\r\n\r\n", 431},
+		{"CONNECT without port", "CONNECT a.test HTTP/1.1\r\nHost: a.test\r\n\r\n", 403},
+		{"CONNECT bad host", "CONNECT a..test:443 HTTP/1.1\r\nHost: a.test\r\n\r\n", 403},
+	}
+	for _, tt := range tests {
+		conn, err := net.Dial("tcp", pu.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		go io.WriteString(conn, tt.request)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil || resp.StatusCode != tt.want {
+			t.Errorf("%s: got %v %v; want %d", tt.name, resp, err, tt.want)
+		}
+		conn.Close()
+	}
+}
