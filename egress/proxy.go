@@ -85,40 +85,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Attempt is one connection attempt in the audit: one CONNECT, or one plain http:// request.
-type Attempt struct {
-	Time time.Time `json:"time"`
-	// Kind is "connect" or "http".
-	Kind string `json:"kind"`
-	Host string `json:"host"`
-	Port uint16 `json:"port"`
-	// IP is the address dialled (or the one refused); empty when none was resolved.
-	IP string `json:"ip,omitempty"`
-	// Allowed says the policy let the attempt through.
-	Allowed bool `json:"allowed"`
-	// Reason says why the attempt was refused, or why an allowed one failed or was cut.
-	Reason   string `json:"reason,omitempty"`
-	BytesOut int64  `json:"bytes_out"`
-	BytesIn  int64  `json:"bytes_in"`
-	// Secrets names the secrets whose headers the proxy added.
-	Secrets []string `json:"secrets,omitempty"`
-	// TLS says how the proxy handled TLS: "" (plain http, or a CONNECT tunnelled as is),
-	// "intercepted" (a CONNECT to a secret's host) or "originated" (http:// to a secret's host).
-	TLS string `json:"tls,omitempty"`
-}
+// Attempt is one connection attempt in the audit (defined in guard so that guard.Result can
+// carry it).
+type Attempt = guard.EgressAttempt
 
 // Report is the audit of one run.
-type Report struct {
-	Attempts []Attempt `json:"attempts"`
-	// Dropped counts attempts past the connection cap that were refused but not listed.
-	Dropped  int   `json:"dropped,omitempty"`
-	BytesOut int64 `json:"bytes_out"`
-	BytesIn  int64 `json:"bytes_in"`
-	// ByteCapReached says the byte cap cut a transfer or refused an attempt.
-	ByteCapReached bool `json:"byte_cap_reached,omitempty"`
-	// ConnCapReached says the connection cap refused an attempt.
-	ConnCapReached bool `json:"conn_cap_reached,omitempty"`
-}
+type Report = guard.EgressReport
 
 // Proxy is the filtering forward proxy of one run. Make it with New, feed it connections with
 // Serve, and read its audit with Report once the run is over.

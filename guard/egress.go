@@ -1,11 +1,13 @@
 package guard
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxEgressPatterns is how many egress patterns one request (or one policy) may hold.
@@ -376,4 +378,79 @@ func CheckSecretName(n string) error {
 		}
 	}
 	return nil
+}
+
+// CheckEgress parses a request's egress patterns (a ToolUsageError when one is bad or there are
+// more than MaxEgressPatterns) and checks that the worker's allowlist covers them (a ConfigError
+// otherwise; an empty allowlist means the worker offers no egress and says which flag to set).
+// It returns the patterns normalized and sorted, ready for the digest.
+func CheckEgress(allow []EgressPattern, requested []string) ([]EgressPattern, error) {
+	ps, err := ParseEgressPatterns(requested)
+	if err != nil {
+		return nil, err
+	}
+	if len(ps) > 0 && len(allow) == 0 {
+		return nil, configf("the request asks for egress %s but the worker offers none: set its --egress-allow",
+			strings.Join(EgressStrings(ps), ","))
+	}
+	if err := CoversEgress(allow, ps); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// AppendEgressDigest appends the egress part of the canonical encoding: nothing at all when the
+// request has neither egress nor secrets (so digests of requests without them are unchanged),
+// otherwise a marker, the count and canonical form of each pattern, then the count and each
+// secret name. egress must be sorted as ParseEgressPatterns leaves it, secrets sorted.
+func AppendEgressDigest(b []byte, egress []EgressPattern, secrets []string) []byte {
+	if len(egress) == 0 && len(secrets) == 0 {
+		return b
+	}
+	b = appendString(b, "egress/v1")
+	b = binary.BigEndian.AppendUint64(b, uint64(len(egress)))
+	for _, p := range egress {
+		b = appendString(b, p.String())
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(len(secrets)))
+	for _, s := range secrets {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// EgressAttempt is one connection attempt through the egress proxy, as the result and events
+// carry it: one CONNECT, or one plain http:// request. It never holds payloads or secret values.
+type EgressAttempt struct {
+	Time time.Time `json:"time"`
+	// Kind is "connect" or "http".
+	Kind string `json:"kind"`
+	Host string `json:"host"`
+	Port uint16 `json:"port"`
+	// IP is the address dialled (or the one refused); empty when none was resolved.
+	IP string `json:"ip,omitempty"`
+	// Allowed says the policy let the attempt through.
+	Allowed bool `json:"allowed"`
+	// Reason says why the attempt was refused, or why an allowed one failed or was cut.
+	Reason   string `json:"reason,omitempty"`
+	BytesOut int64  `json:"bytes_out"`
+	BytesIn  int64  `json:"bytes_in"`
+	// Secrets names the secrets whose headers the proxy added.
+	Secrets []string `json:"secrets,omitempty"`
+	// TLS says how the proxy handled TLS: "" (plain http, or a CONNECT tunnelled as is),
+	// "intercepted" (a CONNECT to a secret's host) or "originated" (http:// to a secret's host).
+	TLS string `json:"tls,omitempty"`
+}
+
+// EgressReport is the egress audit of one run.
+type EgressReport struct {
+	Attempts []EgressAttempt `json:"attempts"`
+	// Dropped counts attempts past the connection cap that were refused but not listed.
+	Dropped  int   `json:"dropped,omitempty"`
+	BytesOut int64 `json:"bytes_out"`
+	BytesIn  int64 `json:"bytes_in"`
+	// ByteCapReached says the byte cap cut a transfer or refused an attempt.
+	ByteCapReached bool `json:"byte_cap_reached,omitempty"`
+	// ConnCapReached says the connection cap refused an attempt.
+	ConnCapReached bool `json:"conn_cap_reached,omitempty"`
 }

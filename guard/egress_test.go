@@ -239,3 +239,38 @@ func FuzzParseEgressPattern(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckEgress(t *testing.T) {
+	allow := mustPatterns(t, "*.example.com", "10.0.0.0/8")
+	tests := []struct {
+		allow     []EgressPattern
+		requested []string
+		want      string // "", "ToolUsageError" or "ConfigError"
+	}{
+		{allow, nil, ""},
+		{allow, []string{"api.example.com", "10.1.2.3:443"}, ""},
+		{allow, []string{"10.1.2.3:5432"}, TypeConfigError},
+		{allow, []string{"api.example.org"}, TypeConfigError},
+		{nil, []string{"api.example.com"}, TypeConfigError},
+		{nil, nil, ""},
+		{allow, []string{"bad pattern"}, TypeToolUsageError},
+	}
+	for _, tt := range tests {
+		_, err := CheckEgress(tt.allow, tt.requested)
+		if got := TypeOf(err); got != tt.want {
+			t.Errorf("CheckEgress(%v, %q) = %v; want %q", EgressStrings(tt.allow), tt.requested, err, tt.want)
+		}
+	}
+}
+
+func TestAppendEgressDigest(t *testing.T) {
+	if got := AppendEgressDigest([]byte("x"), nil, nil); string(got) != "x" {
+		t.Errorf("no egress: got %q; want the input unchanged", got)
+	}
+	a := AppendEgressDigest(nil, mustPatterns(t, "a.example.com"), nil)
+	b := AppendEgressDigest(nil, mustPatterns(t, "a.example.com:443"), nil)
+	c := AppendEgressDigest(nil, mustPatterns(t, "a.example.com"), []string{"github"})
+	if string(a) == string(b) || string(a) == string(c) {
+		t.Error("different egress or secrets encode the same; want them distinct")
+	}
+}
