@@ -14,12 +14,14 @@ const (
 	SandboxCABundle = "/tmp/.sandboxflow/ca-bundle.pem"
 )
 
-// ImageCABundles are where images keep their system roots, in the order the bundle writer
+// ImageCABundles returns where images keep their system roots, in the order the bundle writer
 // should try them; the first that exists is copied into SandboxCABundle before the egress CA.
-var ImageCABundles = []string{
-	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine
-	"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
-	"/etc/ssl/cert.pem",                  // Alpine, macOS-like
+func ImageCABundles() []string {
+	return []string{
+		"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Alpine
+		"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
+		"/etc/ssl/cert.pem",                  // Alpine, others
+	}
 }
 
 // SandboxEnv returns the environment the sandboxed code needs to use the proxy at addr (the

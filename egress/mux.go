@@ -289,21 +289,24 @@ func (c *muxConn) Read(b []byte) (int, error) {
 		case c.eof:
 			return 0, io.EOF
 		}
+		var timer *time.Timer
 		var timeout <-chan time.Time
 		if !c.readDeadline.IsZero() {
 			d := time.Until(c.readDeadline)
 			if d <= 0 {
 				return 0, os.ErrDeadlineExceeded
 			}
-			t := time.NewTimer(d)
-			defer t.Stop()
-			timeout = t.C
+			timer = time.NewTimer(d)
+			timeout = timer.C
 		}
 		ch := c.notify
 		c.mu.Unlock()
 		select {
 		case <-ch:
 		case <-timeout:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		c.mu.Lock()
 	}

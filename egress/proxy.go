@@ -102,6 +102,7 @@ type Proxy struct {
 	mu       sync.Mutex
 	attempts []*Attempt
 	dropped  int
+	unlisted *Attempt // the latest attempt past the audit's bound
 	tried    int
 	used     int64
 	report   Report
@@ -170,11 +171,10 @@ func (p *Proxy) Serve(l net.Listener) error {
 			}
 			return fmt.Errorf("egress: accept: %w", err)
 		}
-		if !p.track(c) {
+		if !p.trackClient(c) {
 			c.Close()
 			return nil
 		}
-		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			defer p.untrack(c)
@@ -225,6 +225,19 @@ func (p *Proxy) track(c net.Conn) bool {
 		return false
 	}
 	p.conns[c] = struct{}{}
+	return true
+}
+
+// trackClient tracks a client connection and counts its goroutine, under the lock, so Close
+// never waits while a new one is being added.
+func (p *Proxy) trackClient(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.wg.Add(1)
 	return true
 }
 
@@ -354,6 +367,7 @@ func (p *Proxy) begin(kind string, t target) *Attempt {
 		p.attempts = append(p.attempts, a)
 	} else {
 		p.dropped++
+		p.unlisted = a
 	}
 	return a
 }
@@ -364,7 +378,11 @@ func (p *Proxy) decide(a *Attempt, t target, parseErr error) (netip.AddrPort, st
 	refuse := func(reason string) (netip.AddrPort, string) {
 		p.mu.Lock()
 		a.Reason = reason
+		unlisted := p.unlisted == a
 		p.mu.Unlock()
+		if unlisted {
+			return netip.AddrPort{}, reason // past the cap: neither listed nor logged
+		}
 		p.cfg.Logger.Warn("egress refused", "kind", a.Kind, "host", a.Host, "port", a.Port, "ip", a.IP, "reason", reason)
 		return netip.AddrPort{}, reason
 	}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -450,6 +452,45 @@ func TestByteCapCutsDownload(t *testing.T) {
 	}
 }
 
+func TestByteCapCutsTunnel(t *testing.T) {
+	up := newUpstream(t)
+	res := newResolver(map[string]string{"api.test": "127.0.0.1"})
+	const limit = 200 << 10
+	p, pu := startProxy(t, Config{
+		Allow:     patterns(t, "api.test:"+up.tlsPort),
+		PrivateOK: loopbackOK,
+		Resolver:  res,
+		Dial:      (&loopbackDialer{}).Dial,
+		MaxBytes:  limit,
+	})
+	_, body, _, err := get(t, client(pu, up.pool()), "https://api.test:"+up.tlsPort+"/big")
+	if err == nil || len(body) >= 1<<20 {
+		t.Errorf("https GET /big: got %d bytes, %v; want a cut transfer", len(body), err)
+	}
+	rep := p.Report()
+	if !rep.ByteCapReached || rep.BytesIn+rep.BytesOut > limit || !strings.Contains(rep.Attempts[0].Reason, "byte cap") {
+		t.Errorf("report %+v; want the cap reached, at most %d bytes, the attempt saying so", rep, limit)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the proxy's concurrent log writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func TestConnectionCap(t *testing.T) {
 	up := newUpstream(t)
 	res := newResolver(map[string]string{"plain.test": "127.0.0.1"})
@@ -525,6 +566,7 @@ func TestSecretHeaderReachesOnlyItsHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &lockedBuffer{}
 	secrets := testSecrets(t, "# test\ngh api.test:"+up.tlsPort+" Authorization: "+value+"\nunused other.test X-Other: nope\n")
 	rules, err := secrets.Select([]string{"gh"})
 	if err != nil {
@@ -538,6 +580,7 @@ func TestSecretHeaderReachesOnlyItsHost(t *testing.T) {
 		RootCAs:   up.pool(),
 		Secrets:   rules,
 		CA:        ca,
+		Logger:    slog.New(slog.NewTextHandler(logs, nil)),
 	})
 	if !p.Intercepts() {
 		t.Fatal("Intercepts() = false; want true with a secret")
@@ -579,6 +622,9 @@ func TestSecretHeaderReachesOnlyItsHost(t *testing.T) {
 	data, _ := json.Marshal(rep)
 	if strings.Contains(string(data), "s3cret") {
 		t.Errorf("the report holds the secret value: %s", data)
+	}
+	if l := logs.String(); !strings.Contains(l, "api.test") || strings.Contains(l, "s3cret") {
+		t.Errorf("logs %q; want records of api.test without the secret value", l)
 	}
 	if rep.Attempts[0].TLS != "intercepted" || rep.Attempts[1].TLS != "originated" || len(rep.Attempts[0].Secrets) != 1 || rep.Attempts[0].Secrets[0] != "gh" {
 		t.Errorf("attempts %+v; want intercepted and originated, naming gh", rep.Attempts[:2])

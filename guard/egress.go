@@ -16,8 +16,11 @@ const MaxEgressPatterns = 32
 // MaxSecretNames is how many secrets one request may name.
 const MaxSecretNames = 16
 
-// DefaultEgressPorts are the ports a pattern without a port allows.
-var DefaultEgressPorts = []uint16{80, 443}
+// Ports a pattern without a port allows.
+const (
+	DefaultHTTPPort  = 80
+	DefaultHTTPSPort = 443
+)
 
 // EgressPattern is one parsed, normalized egress pattern: a host name, a wildcard domain, or an
 // IP prefix (a single address is a /32 or /128), each with an optional port.
@@ -42,7 +45,7 @@ type EgressPattern struct {
 	Wildcard bool
 	// Prefix is the masked IP prefix of a prefix pattern; invalid for a name pattern.
 	Prefix netip.Prefix
-	// Port is the one port allowed; zero means DefaultEgressPorts (80 and 443).
+	// Port is the one port allowed; zero means 80 and 443.
 	Port uint16
 }
 
@@ -52,7 +55,7 @@ func (p EgressPattern) IsPrefix() bool { return p.Name == "" }
 // Ports returns the ports p allows.
 func (p EgressPattern) Ports() []uint16 {
 	if p.Port == 0 {
-		return DefaultEgressPorts
+		return []uint16{DefaultHTTPPort, DefaultHTTPSPort}
 	}
 	return []uint16{p.Port}
 }
@@ -294,6 +297,21 @@ func NormalizeEgressName(s string) (string, error) {
 		return "", fmt.Errorf("host name %q ends in a numeric label", s)
 	}
 	return s, nil
+}
+
+// ParsePrivateOK parses the worker's --egress-private-ok list of CIDRs (or single addresses):
+// prefixes the egress proxy lets through although they are loopback, private, link-local and so
+// on. A bad entry is a ConfigError. Prefixes are masked; IPv4-mapped forms are refused.
+func ParsePrivateOK(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		pfx, ok, err := parseEgressPrefix(strings.TrimSpace(s))
+		if !ok || err != nil {
+			return nil, configf("--egress-private-ok %q: want an IP address or CIDR", s)
+		}
+		out = append(out, pfx)
+	}
+	return out, nil
 }
 
 // ParseEgressPatterns parses a list of patterns (at most MaxEgressPatterns) and returns them

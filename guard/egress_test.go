@@ -274,3 +274,19 @@ func TestAppendEgressDigest(t *testing.T) {
 		t.Error("different egress or secrets encode the same; want them distinct")
 	}
 }
+
+func TestParsePrivateOK(t *testing.T) {
+	got, err := ParsePrivateOK([]string{"127.0.0.0/8", " 10.9.1.2/16", "::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("::1/128")}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v; want %v", got, want)
+	}
+	for _, bad := range []string{"", "example.com", "10.0.0.0/33", "::ffff:10.0.0.1"} {
+		if _, err := ParsePrivateOK([]string{bad}); TypeOf(err) != TypeConfigError {
+			t.Errorf("ParsePrivateOK(%q) = %v; want a ConfigError", bad, err)
+		}
+	}
+}
