@@ -98,6 +98,17 @@
 // the CA, so hosts tunnelled untouched still verify against the image's public roots. The CA
 // certificate is public; its key never leaves the worker.
 //
+// # Production hosts
+//
+// The sandbox has no network at all (--network none, under runc or runsc); only the worker
+// process talks to the outside, and only through this proxy's checks. On the host: let the
+// worker's own egress out (and, better, only to the ports the policy allows), keep the sandbox
+// user's containers off every Docker network (no network=true unless --allow-open-network, whose
+// name says the risk), and give the worker a resolver it trusts, since the proxy's lookups are the
+// only DNS a run gets. Metadata services and the host's private networks stay refused unless the
+// operator lists a prefix in --egress-private-ok. Under runsc nothing changes: the relay runs over
+// the container's stdin and stdout, which gVisor passes through.
+//
 // Serve a Proxy only on a listener the run's sandbox alone can reach (the Mux, or a socket in a
 // private directory): it has no authentication of its own.
 package egress

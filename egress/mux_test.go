@@ -250,3 +250,19 @@ func TestProxyOverMux(t *testing.T) {
 		t.Errorf("got %d attempts; want 3", n)
 	}
 }
+
+func FuzzReadFrame(f *testing.F) {
+	f.Add(AppendFrame(nil, Frame{Kind: FrameData, ID: 3, Data: []byte("abc")}))
+	f.Add(AppendFrame(nil, Frame{Kind: FrameOpen, ID: 1}))
+	f.Add([]byte{'C', 0, 0, 0, 1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fr, err := ReadFrame(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		again := AppendFrame(nil, fr)
+		if !bytes.Equal(again, b[:len(again)]) {
+			t.Fatalf("re-encoding %+v gives %x; want the input's prefix %x", fr, again, b[:len(again)])
+		}
+	})
+}
