@@ -86,13 +86,32 @@ type api struct {
 // the code could start, or after it ended).
 func (a api) call(ctx context.Context, method, path string, query url.Values, in, out any) (http.Header, error) {
 	op := "e2b: " + method + " " + path
+	status, h, raw, err := a.do(ctx, method, path, query, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := classify(op, status, h, raw, a.cfg); err != nil {
+		return h, err
+	}
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return h, &guard.IntegrationError{Op: op, Err: fmt.Errorf("decode answer: %w", err)}
+		}
+	}
+	return h, nil
+}
+
+// do sends one API request and returns the status, headers and body (at most 8 MiB), bounded by
+// RequestTimeout.
+func (a api) do(ctx context.Context, method, path string, query url.Values, in any) (int, http.Header, []byte, error) {
+	op := "e2b: " + method + " " + path
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	var body io.Reader
 	if in != nil {
 		raw, err := json.Marshal(in)
 		if err != nil {
-			return nil, &guard.IntegrationError{Op: op, Err: err}
+			return 0, nil, nil, &guard.IntegrationError{Op: op, Err: err}
 		}
 		body = bytes.NewReader(raw)
 	}
@@ -102,7 +121,7 @@ func (a api) call(ctx context.Context, method, path string, query url.Values, in
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return nil, &guard.IntegrationError{Op: op, Err: err}
+		return 0, nil, nil, &guard.IntegrationError{Op: op, Err: err}
 	}
 	req.Header.Set("X-API-Key", a.cfg.APIKey)
 	req.Header.Set("Accept", "application/json")
@@ -111,22 +130,14 @@ func (a api) call(ctx context.Context, method, path string, query url.Values, in
 	}
 	resp, err := a.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return nil, &guard.IntegrationError{Op: op, Err: scrub(err, a.cfg.APIKey)}
+		return 0, nil, nil, &guard.IntegrationError{Op: op, Err: scrub(err, a.cfg.APIKey)}
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return nil, &guard.IntegrationError{Op: op, Err: fmt.Errorf("read answer: %w", err)}
+		return 0, nil, nil, &guard.IntegrationError{Op: op, Err: fmt.Errorf("read answer: %w", err)}
 	}
-	if err := classify(op, resp.StatusCode, resp.Header, raw, a.cfg); err != nil {
-		return resp.Header, err
-	}
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.Header, &guard.IntegrationError{Op: op, Err: fmt.Errorf("decode answer: %w", err)}
-		}
-	}
-	return resp.Header, nil
+	return resp.StatusCode, resp.Header, raw, nil
 }
 
 // classify turns an API status into an error: nil for 2xx; a ConfigError for a refused key (401,
@@ -180,14 +191,14 @@ func (a api) create(ctx context.Context, body newSandbox) (sandbox, error) {
 	return s, err
 }
 
-// kill kills a sandbox; one that is already gone counts as killed.
+// kill kills a sandbox; one that is already gone (404) counts as killed.
 func (a api) kill(ctx context.Context, id string) error {
-	_, err := a.call(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(id), nil, nil, nil)
-	var ce *guard.ConfigError
-	if errors.As(err, &ce) && strings.Contains(ce.Msg, "status 404") {
-		return nil
+	path := "/sandboxes/" + url.PathEscape(id)
+	status, h, raw, err := a.do(ctx, http.MethodDelete, path, nil, nil)
+	if err != nil || status == http.StatusNotFound {
+		return err
 	}
-	return err
+	return classify("e2b: DELETE "+path, status, h, raw, a.cfg)
 }
 
 // list returns the running sandboxes that carry every metadata pair in meta, across pages.

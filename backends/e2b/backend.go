@@ -68,7 +68,7 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	b.log.Info("e2b sandbox created", "sandbox_id", s.SandboxID, "template", b.cfg.Template,
 		"workflow_id", c.Owner.WorkflowID, "run_id", c.Owner.RunID, "activity_id", c.Owner.ActivityID, "digest", c.Digest)
 	if b.cfg.Created != nil {
-		b.cfg.Created(s.SandboxID)
+		b.cfg.Created(ctx, s.SandboxID)
 	}
 	defer b.kill(ctx, s.SandboxID)
 	return b.runIn(ctx, newEnvd(b.cfg, s), c, pc)

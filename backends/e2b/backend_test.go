@@ -88,7 +88,10 @@ func noKey(t *testing.T, res guard.Result, err error) {
 }
 
 func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
-	f, b, logs := setup(t, nil)
+	var created []string
+	f, b, logs := setup(t, func(c *Config) {
+		c.Created = func(_ context.Context, id string) { created = append(created, id) }
+	})
 	code := "data = open('in.csv').read()\nprint('sum', sum(int(x) for x in data.split(',')))\n" +
 		"import os\nos.makedirs('out', exist_ok=True)\nopen('out/chart.txt', 'w').write('drawn')\n"
 	res, err := run(t, b, guard.Policy{}, guard.Request{Code: code, Files: map[string][]byte{"in.csv": []byte("1,2,3")}})
@@ -115,8 +118,11 @@ func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
 	if got.Metadata[MetaManaged] != "true" || got.Metadata[MetaWorkflowID] != "wf-1" || got.Metadata[MetaDigest] == "" {
 		t.Fatalf("metadata %v; want the ownership labels", got.Metadata)
 	}
-	if !strings.Contains(logs.String(), "sandbox_id="+kills[0]) {
-		t.Fatalf("the sandbox id is not in the log:\n%s", logs)
+	if !strings.Contains(logs.String(), "sandbox_id="+kills[0]) || !slices.Equal(created, kills) {
+		t.Fatalf("created %v, kills %v, log:\n%s\nwant the sandbox id recorded", created, kills, logs)
+	}
+	if err := b.api.kill(context.Background(), kills[0]); err != nil {
+		t.Fatalf("killing a sandbox already gone: %v; want nil", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -89,9 +90,9 @@ type Config struct {
 	// Logger receives one line per sandbox created and killed (ids, never the key). Optional:
 	// defaults to slog.Default().
 	Logger *slog.Logger
-	// Created, when set, is called with each sandbox id as soon as the sandbox exists, for
-	// example to record it in an activity heartbeat. Optional.
-	Created func(sandboxID string)
+	// Created, when set, is called with the run's context and each sandbox id as soon as the
+	// sandbox exists, for example to record the id in an activity heartbeat. Optional.
+	Created func(ctx context.Context, sandboxID string)
 }
 
 var (
