@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/e2bfake"
 )
 
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"
@@ -42,11 +43,11 @@ func (s *syncBuffer) String() string {
 
 // setup returns a fake E2B and a backend on it whose log is captured. At the end of the test it
 // checks that the key is in no log line and never reached envd.
-func setup(t *testing.T, mutate func(*Config)) (*fakeE2B, *Backend, *syncBuffer) {
+func setup(t *testing.T, mutate func(*Config)) (*e2bfake.Server, *Backend, *syncBuffer) {
 	t.Helper()
-	f := newFakeE2B(t, testKey)
+	f := e2bfake.Start(t, testKey)
 	logs := &syncBuffer{}
-	cfg := f.config()
+	cfg := fakeConfig(f)
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if mutate != nil {
 		mutate(&cfg)
@@ -59,11 +60,22 @@ func setup(t *testing.T, mutate func(*Config)) (*fakeE2B, *Backend, *syncBuffer)
 		if strings.Contains(logs.String(), testKey) {
 			t.Errorf("the API key is in the log:\n%s", logs)
 		}
-		if _, _, _, _, n := f.snapshot(); n != 0 {
+		if n := f.Record().EnvdRequestsWithKey; n != 0 {
 			t.Errorf("%d envd requests carried the API key; want 0", n)
 		}
 	})
 	return f, b, logs
+}
+
+// snapshot is what the fake saw, spread out.
+func snapshot(f *e2bfake.Server) (creates []e2bfake.CreateRequest, kills []string, starts, live, envdKeys int) {
+	r := f.Record()
+	return r.Creates, r.Kills, r.Starts, r.Live, r.EnvdRequestsWithKey
+}
+
+// fakeConfig is a backend config that talks to the fake.
+func fakeConfig(f *e2bfake.Server) Config {
+	return Config{APIKey: testKey, APIURL: f.APIURL(), SandboxURL: f.SandboxURL(), RequestTimeout: 5 * time.Second}
 }
 
 func run(t *testing.T, b guard.Backend, p guard.Policy, req guard.Request) (guard.Result, error) {
@@ -104,12 +116,12 @@ func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
 	if len(res.Files) != 1 || res.Files[0].Name != "out/chart.txt" || string(res.Files[0].Content) != "drawn" || res.FilesTruncated {
 		t.Fatalf("got files %+v (truncated %t); want only out/chart.txt = drawn (the unchanged input left out)", res.Files, res.FilesTruncated)
 	}
-	creates, kills, starts, live, _ := f.snapshot()
+	creates, kills, starts, live, _ := snapshot(f)
 	if len(creates) != 1 || starts != 1 || len(kills) != 1 || live != 0 {
 		t.Fatalf("fake saw %d creates, %d starts, kills %v, %d live; want 1, 1, one kill, 0 live", len(creates), starts, kills, live)
 	}
 	got := creates[0]
-	if got.TemplateID != "base" || got.Timeout != 90 || !got.Secure || got.AllowInternetAccess {
+	if got.TemplateID != "base" || got.Timeout != 90 || !got.Secure || got.AutoPause || got.AllowInternetAccess == nil || *got.AllowInternetAccess {
 		t.Fatalf("create body %+v; want template base, timeout 30+60 s, secure, no internet", got)
 	}
 	if got.Network == nil || !slices.Equal(got.Network.DenyOut, []string{"0.0.0.0/0"}) || len(got.Network.AllowOut) != 0 {
@@ -133,8 +145,8 @@ func TestNetworkAskedForIsWhatTheFakeReceives(t *testing.T) {
 	if err != nil || string(res.Stdout) != "hi\n" {
 		t.Fatalf("got %q, %v; want \"hi\\n\"", res.Stdout, err)
 	}
-	creates, _, _, _, _ := f.snapshot()
-	if !creates[0].AllowInternetAccess || creates[0].Network != nil {
+	creates, _, _, _, _ := snapshot(f)
+	if got := creates[0].AllowInternetAccess; got == nil || !*got || creates[0].Network != nil {
 		t.Fatalf("create body %+v; want internet access and no deny rule", creates[0])
 	}
 }
@@ -152,20 +164,20 @@ func TestTimeoutIsAResultAndKillsTheSandbox(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("the run took %s; want about the 3 s timeout", d)
 	}
-	if _, kills, _, live, _ := f.snapshot(); len(kills) != 1 || live != 0 {
+	if _, kills, _, live, _ := snapshot(f); len(kills) != 1 || live != 0 {
 		t.Fatalf("kills %v, %d live; want the sandbox killed", kills, live)
 	}
 }
 
 func TestRateLimitBeforeStartIsRetryable(t *testing.T) {
 	f, b, _ := setup(t, func(c *Config) { c.MaxRetryAfter = 10 * time.Second })
-	f.set(func(f *fakeE2B) { f.rateLimit, f.retryAfter = 1, "7" })
+	f.SetFaults(e2bfake.Faults{RateLimit: 1, RetryAfter: "7"})
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
 	var rl *RateLimitError
 	if guard.TypeOf(err) != guard.TypeIntegrationError || !guard.Retryable(err) || !errors.As(err, &rl) || rl.RetryAfter != 7*time.Second {
 		t.Fatalf("got %v (retryable %t); want a retryable IntegrationError with Retry-After 7s", err, guard.Retryable(err))
 	}
-	if _, _, starts, _, _ := f.snapshot(); starts != 0 {
+	if _, _, starts, _, _ := snapshot(f); starts != 0 {
 		t.Fatalf("the code ran %d times before the retry; want 0", starts)
 	}
 	// The retry Temporal would make.
@@ -173,10 +185,10 @@ func TestRateLimitBeforeStartIsRetryable(t *testing.T) {
 	if err != nil || string(res.Stdout) != "1\n" {
 		t.Fatalf("retry: got %q, %v; want \"1\\n\"", res.Stdout, err)
 	}
-	if _, _, starts, _, _ := f.snapshot(); starts != 1 {
+	if _, _, starts, _, _ := snapshot(f); starts != 1 {
 		t.Fatalf("the code ran %d times; want once", starts)
 	}
-	f.set(func(f *fakeE2B) { f.rateLimit, f.retryAfter = 1, "100000" })
+	f.SetFaults(e2bfake.Faults{RateLimit: 1, RetryAfter: "100000"})
 	_, err = run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
 	if !errors.As(err, &rl) || rl.RetryAfter != 10*time.Second {
 		t.Fatalf("got %v; want Retry-After bounded to 10s", err)
@@ -192,19 +204,19 @@ func TestBadKeyIsAConfigErrorThatNamesNoKey(t *testing.T) {
 	if strings.Contains(err.Error(), "e2b_0123") || !strings.Contains(err.Error(), "[redacted]") {
 		t.Fatalf("error %q: want the echoed key redacted", err)
 	}
-	if _, _, starts, _, _ := f.snapshot(); starts != 0 {
+	if _, _, starts, _, _ := snapshot(f); starts != 0 {
 		t.Fatalf("the code ran %d times; want 0", starts)
 	}
 }
 
 func TestCreateTimingOutIsRetryable(t *testing.T) {
 	f, b, _ := setup(t, func(c *Config) { c.RequestTimeout = 300 * time.Millisecond })
-	f.set(func(f *fakeE2B) { f.createDelay = 5 * time.Second })
+	f.SetFaults(e2bfake.Faults{CreateDelay: 5 * time.Second})
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
 	if guard.TypeOf(err) != guard.TypeIntegrationError || !guard.Retryable(err) {
 		t.Fatalf("got %v (retryable %t); want a retryable IntegrationError", err, guard.Retryable(err))
 	}
-	f.set(func(f *fakeE2B) { f.createDelay = 10 * time.Millisecond }) // E2B gives up itself: 504
+	f.SetFaults(e2bfake.Faults{CreateDelay: 10 * time.Millisecond}) // E2B gives up itself: 504
 	_, err = run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
 	if guard.TypeOf(err) != guard.TypeIntegrationError || !guard.Retryable(err) || !strings.Contains(err.Error(), "504") {
 		t.Fatalf("got %v; want a retryable IntegrationError for the 504", err)
@@ -213,62 +225,62 @@ func TestCreateTimingOutIsRetryable(t *testing.T) {
 
 func TestStreamCutAfterStartIsOutcomeUnknown(t *testing.T) {
 	f, b, _ := setup(t, nil)
-	f.set(func(f *fakeE2B) { f.cutStream = true })
+	f.SetFaults(e2bfake.Faults{CutStream: true})
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print('partial', flush=True)\nimport time\ntime.sleep(2)\n"})
 	var ie *guard.IntegrationError
 	if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || guard.Retryable(err) || !strings.Contains(err.Error(), "outcome unknown") {
 		t.Fatalf("got %v (retryable %t); want an outcome-unknown IntegrationError, never retried", err, guard.Retryable(err))
 	}
-	if _, kills, starts, live, _ := f.snapshot(); len(kills) != 1 || starts != 1 || live != 0 {
+	if _, kills, starts, live, _ := snapshot(f); len(kills) != 1 || starts != 1 || live != 0 {
 		t.Fatalf("kills %v, starts %d, live %d; want the sandbox killed after one start", kills, starts, live)
 	}
 }
 
 func TestKillFailureIsLoggedAndTheReaperEndsTheSandbox(t *testing.T) {
 	f, b, logs := setup(t, nil)
-	f.set(func(f *fakeE2B) { f.failKill = true })
+	f.SetFaults(e2bfake.Faults{FailKill: true})
 	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
 	if err != nil || !res.OK {
 		t.Fatalf("got %+v, %v; want the run's result despite the failed kill", res, err)
 	}
-	_, _, _, live, _ := f.snapshot()
+	_, _, _, live, _ := snapshot(f)
 	if live != 1 || !strings.Contains(logs.String(), "kill sandbox failed") || !strings.Contains(logs.String(), "sandbox_id=ifake0001") {
 		t.Fatalf("live %d, log:\n%s\nwant one sandbox left and a warning naming it", live, logs)
 	}
 	if n, err := b.Reap(context.Background(), time.Hour); err != nil || n != 0 {
 		t.Fatalf("Reap(1h) = %d, %v; want 0: the sandbox is young", n, err)
 	}
-	f.set(func(f *fakeE2B) { f.failKill = false })
+	f.SetFaults(e2bfake.Faults{})
 	time.Sleep(5 * time.Millisecond)
 	if n, err := b.Reap(context.Background(), time.Millisecond); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1", n, err)
 	}
-	if _, _, _, live, _ := f.snapshot(); live != 0 {
+	if _, _, _, live, _ := snapshot(f); live != 0 {
 		t.Fatalf("%d sandboxes live after the reaper; want 0", live)
 	}
 }
 
 func TestReaperSparesOtherDeployments(t *testing.T) {
 	f, ours, _ := setup(t, func(c *Config) { c.Labels = map[string]string{"deployment": "a"} })
-	cfg := f.config()
+	cfg := fakeConfig(f)
 	cfg.Labels = map[string]string{"deployment": "b"}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	theirs, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.set(func(f *fakeE2B) { f.failKill = true })
+	f.SetFaults(e2bfake.Faults{FailKill: true})
 	for _, b := range []*Backend{ours, theirs} {
 		if _, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.set(func(f *fakeE2B) { f.failKill = false })
+	f.SetFaults(e2bfake.Faults{})
 	time.Sleep(5 * time.Millisecond)
 	if n, err := ours.Reap(context.Background(), time.Millisecond); err != nil || n != 1 {
 		t.Fatalf("Reap = %d, %v; want 1: only our own sandbox", n, err)
 	}
-	if _, _, _, live, _ := f.snapshot(); live != 1 {
+	if _, _, _, live, _ := snapshot(f); live != 1 {
 		t.Fatalf("%d live; want the other deployment's sandbox left", live)
 	}
 }
@@ -294,7 +306,7 @@ func TestProducedFilesAreBounded(t *testing.T) {
 
 func TestDoctor(t *testing.T) {
 	f, _, _ := setup(t, nil)
-	cfg := f.config()
+	cfg := fakeConfig(f)
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, c := range Doctor(context.Background(), cfg) {
 		if !c.OK {
@@ -452,7 +464,7 @@ func TestCancelKillsTheSandbox(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, kills, starts, live, _ := f.snapshot()
+		_, kills, starts, live, _ := snapshot(f)
 		if len(kills) == 1 && live == 0 && starts == 1 {
 			break
 		}

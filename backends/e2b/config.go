@@ -32,8 +32,13 @@ const (
 	DefaultTTLSlack       = 60 * time.Second
 	DefaultKillTimeout    = 30 * time.Second
 	DefaultMaxRetryAfter  = 60 * time.Second
-	// EnvAPIKey is the environment variable the SDKs read the key from.
-	EnvAPIKey = "E2B_API_KEY"
+	// EnvAPIKey, EnvDomain, EnvAPIURL and EnvSandboxURL are the environment variables E2B's SDKs
+	// read the key, the domain and the two URL overrides from; the worker's flags fall back to
+	// them.
+	EnvAPIKey     = "E2B_API_KEY"
+	EnvDomain     = "E2B_DOMAIN"
+	EnvAPIURL     = "E2B_API_URL"
+	EnvSandboxURL = "E2B_SANDBOX_URL"
 )
 
 // Metadata keys every sandbox carries. MetaManaged marks the sandboxes this package owns: the

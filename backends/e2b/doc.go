@@ -56,9 +56,10 @@
 //
 // # What was tested, and against what
 //
-// Nothing in this repository's tests reaches E2B: every test runs against a fake E2B server in
-// fake_test.go that follows the published API and envd protocol (paths, headers, status codes,
-// JSON shapes, Connect envelope framing) and runs the code with the local python3 and sh. The
+// Nothing in this repository's tests reaches E2B: every test runs against a fake E2B server
+// (internal/e2bfake, its types written from the spec, not shared with this package) that follows
+// the published API and envd protocol (paths, headers, status codes, JSON shapes, unknown fields
+// refused, Connect envelope framing) and runs the code with the local python3 and sh. The
 // fake's failure modes cover a bad key (401), a rate limit (429 with Retry-After), sandbox
 // creation timing out (client timeout and 504), the process stream cut mid-run, and the kill
 // call failing. Against the real service, run `worker doctor --backend e2b` with a key: it checks

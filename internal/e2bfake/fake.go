@@ -1,8 +1,19 @@
-package e2b
+// Package e2bfake is a fake E2B for tests: an API server and an envd server on loopback that
+// follow E2B's published OpenAPI spec (spec/openapi.yml) and envd protocol (spec/envd/envd.yaml,
+// process.proto, filesystem.proto in github.com/e2b-dev/E2B), and run each sandbox's processes
+// as real local python3 and sh processes in a temporary folder, so results are real.
+//
+// Its types are its own, written from the spec, not shared with backends/e2b: a fake that reused
+// the client's types would agree with the client by construction. Point a client at it with
+// E2B_API_URL=Server.APIURL() and E2B_SANDBOX_URL=Server.SandboxURL() (the SDKs' variables).
+// It is for tests only: it runs whatever code it is sent as the test's user.
+package e2bfake
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,7 +32,7 @@ import (
 	"time"
 )
 
-// fakeE2B is E2B as its published OpenAPI spec (spec/openapi.yml) and envd protocol
+// Server is E2B as its published OpenAPI spec (spec/openapi.yml) and envd protocol
 // (spec/envd/envd.yaml, process.proto, filesystem.proto in e2b-dev/E2B) describe it: an API
 // server (X-API-Key; POST /sandboxes answers 201 with a Sandbox; GET /v2/sandboxes filters by a
 // metadata query; DELETE /sandboxes/{id} answers 204 or 404; errors are {code, message}) and an
@@ -30,25 +41,84 @@ import (
 // envelope framing, start/data/end events and an end-of-stream message, killing the process
 // at Connect-Timeout-Ms). Each sandbox is a temporary folder that stands for its root, and its
 // processes are real local python3 and sh processes, so results are real.
-type fakeE2B struct {
-	t    *testing.T
+type Server struct {
+	t    testing.TB
 	key  string
 	api  *httptest.Server
 	envd *httptest.Server
 
 	mu        sync.Mutex
 	sandboxes map[string]*fakeSandbox
-	creates   []newSandbox
+	creates   []CreateRequest
 	kills     []string
 	starts    int
-	envdKeys  int // envd requests that carried the API key: must stay 0
+	envdKeys  int
+	faults    Faults
+}
 
-	// Failure modes.
-	rateLimit   int    // answer 429 to this many creates
-	retryAfter  string // the Retry-After of a 429
-	createDelay time.Duration
-	cutStream   bool // cut the process stream after the first output
-	failKill    bool // answer 500 to DELETE
+// Faults are the failure modes of the fake.
+type Faults struct {
+	// RateLimit answers 429 Too Many Requests to this many creates, with RetryAfter as the
+	// Retry-After header.
+	RateLimit  int
+	RetryAfter string
+	// CreateDelay makes each create wait this long and then answer 504, as E2B does when a
+	// sandbox could not be placed in time.
+	CreateDelay time.Duration
+	// CutStream drops the connection of a process stream after its first output.
+	CutStream bool
+	// FailKill answers 500 to every DELETE /sandboxes/{id}.
+	FailKill bool
+}
+
+// CreateRequest is the body of POST /sandboxes (the spec's NewSandbox).
+type CreateRequest struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             int               `json:"timeout"`
+	AutoPause           bool              `json:"autoPause"`
+	Secure              bool              `json:"secure"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	Network             *NetworkConfig    `json:"network"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+}
+
+// NetworkConfig is the spec's SandboxNetworkConfig, as far as egress goes.
+type NetworkConfig struct {
+	AllowPublicTraffic *bool    `json:"allowPublicTraffic"`
+	AllowOut           []string `json:"allowOut"`
+	DenyOut            []string `json:"denyOut"`
+}
+
+// Record is what the fake saw.
+type Record struct {
+	// Creates are the bodies of every POST /sandboxes, rate-limited ones included.
+	Creates []CreateRequest
+	// Kills are the ids of the sandboxes killed by DELETE.
+	Kills []string
+	// Starts counts processes started: how many times code ran.
+	Starts int
+	// Live counts sandboxes not killed.
+	Live int
+	// EnvdRequestsWithKey counts envd requests that carried the API key; it must stay 0.
+	EnvdRequestsWithKey int
+}
+
+type errorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+type connectError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type processConfig struct {
+	Cmd  string            `json:"cmd"`
+	Args []string          `json:"args"`
+	Envs map[string]string `json:"envs"`
+	Cwd  *string           `json:"cwd"`
 }
 
 type fakeSandbox struct {
@@ -59,9 +129,10 @@ type fakeSandbox struct {
 	procs     []*exec.Cmd
 }
 
-func newFakeE2B(t *testing.T, key string) *fakeE2B {
+// Start starts a fake E2B that accepts key and stops when t ends.
+func Start(t testing.TB, key string) *Server {
 	t.Helper()
-	f := &fakeE2B{t: t, key: key, sandboxes: map[string]*fakeSandbox{}}
+	f := &Server{t: t, key: key, sandboxes: map[string]*fakeSandbox{}}
 	api := http.NewServeMux()
 	api.HandleFunc("POST /sandboxes", f.create)
 	api.HandleFunc("GET /v2/sandboxes", f.list)
@@ -86,18 +157,27 @@ func newFakeE2B(t *testing.T, key string) *fakeE2B {
 	return f
 }
 
-// config is a backend config that talks to the fake.
-func (f *fakeE2B) config() Config {
-	return Config{APIKey: f.key, APIURL: f.api.URL, SandboxURL: f.envd.URL, RequestTimeout: 5 * time.Second}
+// APIURL is the base URL of the fake API (E2B_API_URL).
+func (f *Server) APIURL() string { return f.api.URL }
+
+// SandboxURL is the base URL of every fake sandbox's envd (E2B_SANDBOX_URL); the sandbox is chosen
+// by the E2b-Sandbox-Id header, as on E2B's own domains.
+func (f *Server) SandboxURL() string { return f.envd.URL }
+
+// SetFaults replaces the failure modes; requests may be in flight.
+func (f *Server) SetFaults(faults Faults) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.faults = faults
 }
 
 func apiErr(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(apiError{Code: code, Message: msg})
+	_ = json.NewEncoder(w).Encode(errorBody{Code: code, Message: msg})
 }
 
-func (f *fakeE2B) auth(next http.Handler) http.Handler {
+func (f *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if got := r.Header.Get("X-API-Key"); got != f.key {
 			// A hostile echo of what it was sent, to prove the client redacts it.
@@ -108,19 +188,21 @@ func (f *fakeE2B) auth(next http.Handler) http.Handler {
 	})
 }
 
-func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
-	var body newSandbox
-	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.TemplateID == "" {
+func (f *Server) create(w http.ResponseWriter, r *http.Request) {
+	var body CreateRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.TemplateID == "" {
 		apiErr(w, http.StatusBadRequest, "bad body")
 		return
 	}
 	f.mu.Lock()
 	f.creates = append(f.creates, body)
-	limited := f.rateLimit > 0
+	limited := f.faults.RateLimit > 0
 	if limited {
-		f.rateLimit--
+		f.faults.RateLimit--
 	}
-	delay, after := f.createDelay, f.retryAfter
+	delay, after := f.faults.CreateDelay, f.faults.RetryAfter
 	f.mu.Unlock()
 	if limited {
 		w.Header().Set("Retry-After", after)
@@ -148,7 +230,7 @@ func (f *fakeE2B) create(w http.ResponseWriter, r *http.Request) {
 		"envdVersion": "0.2.0", "envdAccessToken": s.token, "domain": nil})
 }
 
-func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
+func (f *Server) list(w http.ResponseWriter, r *http.Request) {
 	filter, err := url.ParseQuery(r.URL.Query().Get("metadata"))
 	if err != nil {
 		apiErr(w, http.StatusBadRequest, "bad metadata query")
@@ -172,11 +254,11 @@ func (f *fakeE2B) list(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-func (f *fakeE2B) kill(w http.ResponseWriter, r *http.Request) {
+func (f *Server) kill(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.failKill {
+	if f.faults.FailKill {
 		apiErr(w, http.StatusInternalServerError, "kill failed")
 		return
 	}
@@ -212,7 +294,7 @@ func (s *fakeSandbox) host(p string) (string, bool) {
 }
 
 // sandbox routes an envd request to its sandbox and checks its headers.
-func (f *fakeE2B) sandbox(h func(http.ResponseWriter, *http.Request, *fakeSandbox)) http.HandlerFunc {
+func (f *Server) sandbox(h func(http.ResponseWriter, *http.Request, *fakeSandbox)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		s := f.sandboxes[r.Header.Get("E2b-Sandbox-Id")]
@@ -233,7 +315,7 @@ func (f *fakeE2B) sandbox(h func(http.ResponseWriter, *http.Request, *fakeSandbo
 	}
 }
 
-func (f *fakeE2B) upload(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+func (f *Server) upload(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
 	p, ok := s.host(r.URL.Query().Get("path"))
 	if !ok || r.URL.Query().Get("username") != "user" {
 		apiErr(w, http.StatusBadRequest, "invalid path")
@@ -271,7 +353,7 @@ func (f *fakeE2B) upload(w http.ResponseWriter, r *http.Request, s *fakeSandbox)
 	_ = json.NewEncoder(w).Encode([]map[string]string{{"path": r.URL.Query().Get("path"), "name": filepath.Base(p), "type": "file"}})
 }
 
-func (f *fakeE2B) download(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+func (f *Server) download(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
 	p, ok := s.host(r.URL.Query().Get("path"))
 	if !ok {
 		apiErr(w, http.StatusBadRequest, "invalid path")
@@ -292,7 +374,9 @@ func unary(w http.ResponseWriter, r *http.Request, in any) bool {
 		http.Error(w, "unsupported media type", http.StatusUnsupportedMediaType)
 		return false
 	}
-	if err := json.NewDecoder(r.Body).Decode(in); err != nil {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(in); err != nil {
 		connectErr(w, http.StatusBadRequest, "invalid_argument", err.Error())
 		return false
 	}
@@ -305,7 +389,7 @@ func connectErr(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(connectError{Code: code, Message: msg})
 }
 
-func (f *fakeE2B) makeDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+func (f *Server) makeDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
 	var in struct {
 		Path string `json:"path"`
 	}
@@ -328,7 +412,7 @@ func (f *fakeE2B) makeDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox
 	_ = json.NewEncoder(w).Encode(map[string]any{"entry": map[string]any{"name": filepath.Base(p), "type": "FILE_TYPE_DIRECTORY", "path": in.Path}})
 }
 
-func (f *fakeE2B) listDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+func (f *Server) listDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
 	var in struct {
 		Path  string `json:"path"`
 		Depth int    `json:"depth"`
@@ -379,20 +463,22 @@ type startRequest struct {
 	Stdin   *bool         `json:"stdin"`
 }
 
-func (f *fakeE2B) start(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
-	if r.Header.Get("Content-Type") != contentTypeConnectJSON || r.Header.Get("Connect-Protocol-Version") != "1" {
+func (f *Server) start(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	if r.Header.Get("Content-Type") != "application/connect+json" || r.Header.Get("Connect-Protocol-Version") != "1" {
 		http.Error(w, "unsupported media type", http.StatusUnsupportedMediaType)
 		return
 	}
 	var in startRequest
-	flags, msg, err := readEnvelope(r.Body)
+	flags, msg, err := readFrame(r.Body)
 	if err == nil && flags != 0 {
 		err = fmt.Errorf("flags %d", flags)
 	}
 	if err == nil {
-		err = json.Unmarshal(msg, &in)
+		dec := json.NewDecoder(bytes.NewReader(msg))
+		dec.DisallowUnknownFields()
+		err = dec.Decode(&in)
 	}
-	w.Header().Set("Content-Type", contentTypeConnectJSON)
+	w.Header().Set("Content-Type", "application/connect+json")
 	if err != nil {
 		writeEnd(w, &connectError{Code: "invalid_argument", Message: err.Error()})
 		return
@@ -421,7 +507,11 @@ func (s *fakeSandbox) command(pc processConfig) (*exec.Cmd, error) {
 		args = append(args, a)
 	}
 	cmd := exec.Command(interp, args...)
-	cmd.Dir, _ = s.host(pc.Cwd)
+	cwd := "/home/user"
+	if pc.Cwd != nil {
+		cwd = *pc.Cwd
+	}
+	cmd.Dir, _ = s.host(cwd)
 	home, _ := s.host("/home/user")
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home}
 	for k, v := range pc.Envs {
@@ -433,7 +523,7 @@ func (s *fakeSandbox) command(pc processConfig) (*exec.Cmd, error) {
 
 // run starts cmd and streams its events; envd kills the process when timeout passes, and not
 // when the client goes away.
-func (f *fakeE2B) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeout time.Duration) error {
+func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeout time.Duration) error {
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -442,7 +532,7 @@ func (f *fakeE2B) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, time
 	f.mu.Lock()
 	s.procs = append(s.procs, cmd)
 	f.starts++
-	cut := f.cutStream
+	cut := f.faults.CutStream
 	f.mu.Unlock()
 	if timeout > 0 {
 		timer := time.AfterFunc(timeout, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
@@ -492,28 +582,46 @@ func (f *fakeE2B) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, time
 	return nil
 }
 
+// Connect envelopes: a flags byte (0x02 ends the stream), a 4-byte big-endian length, the message.
+func writeFrame(w http.ResponseWriter, flags byte, msg []byte) {
+	head := []byte{flags, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(head[1:], uint32(len(msg)))
+	_, _ = w.Write(append(head, msg...))
+	w.(http.Flusher).Flush()
+}
+
+func readFrame(r io.Reader) (byte, []byte, error) {
+	head := make([]byte, 5)
+	if _, err := io.ReadFull(r, head); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(head[1:])
+	if n > 1<<20 {
+		return 0, nil, fmt.Errorf("message of %d bytes", n)
+	}
+	msg := make([]byte, n)
+	_, err := io.ReadFull(r, msg)
+	return head[0], msg, err
+}
+
 func writeEvent(w http.ResponseWriter, ev map[string]any) {
 	msg, _ := json.Marshal(map[string]any{"event": ev})
-	_, _ = w.Write(envelope(0, msg))
-	w.(http.Flusher).Flush()
+	writeFrame(w, 0, msg)
 }
 
 func writeEnd(w http.ResponseWriter, err *connectError) {
-	msg, _ := json.Marshal(endStream{Error: err})
-	_, _ = w.Write(envelope(flagEndStream, msg))
-	w.(http.Flusher).Flush()
+	end := map[string]any{}
+	if err != nil {
+		end["error"] = err
+	}
+	msg, _ := json.Marshal(end)
+	writeFrame(w, 0x02, msg)
 }
 
-// set changes the fake's failure modes while requests may be in flight.
-func (f *fakeE2B) set(change func(f *fakeE2B)) {
+// Record returns a copy of what the fake saw.
+func (f *Server) Record() Record {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	change(f)
-}
-
-// snapshot returns copies of what the fake recorded.
-func (f *fakeE2B) snapshot() (creates []newSandbox, kills []string, starts, live, envdKeys int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]newSandbox(nil), f.creates...), append([]string(nil), f.kills...), f.starts, len(f.sandboxes), f.envdKeys
+	return Record{Creates: append([]CreateRequest(nil), f.creates...), Kills: append([]string(nil), f.kills...),
+		Starts: f.starts, Live: len(f.sandboxes), EnvdRequestsWithKey: f.envdKeys}
 }
