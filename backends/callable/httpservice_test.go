@@ -3,100 +3,24 @@ package callable
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/httpfake"
 )
 
-// fakeService is a code-execution service of one's own as the HTTP recipe expects it: it reads
-// one guard.Checked as JSON (unknown fields refused, so shape drift shows), runs the code with the
-// local python3 or sh in a temporary folder with the input files, and answers one guard.Result
-// with output, exit code and the files the code wrote.
-func fakeService(t *testing.T, runs *atomic.Int32) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
-			http.Error(w, "POST application/json only", http.StatusMethodNotAllowed)
-			return
-		}
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		var c guard.Checked
-		if err := dec.Decode(&c); err != nil {
-			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		runs.Add(1)
-		res, err := runLocally(r.Context(), t.TempDir(), c)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(res)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-func runLocally(ctx context.Context, dir string, c guard.Checked) (guard.Result, error) {
-	for _, f := range c.Files {
-		p := filepath.Join(dir, filepath.FromSlash(f.Name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return guard.Result{}, err
-		}
-		if err := os.WriteFile(p, f.Content, 0o644); err != nil {
-			return guard.Result{}, err
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.Limits.Timeout)
-	defer cancel()
-	interp := map[string][]string{guard.Python: {"python3", "-u", "-c", c.Code}, guard.Shell: {"/bin/sh", "-c", c.Code}}[c.Language]
-	cmd := exec.CommandContext(ctx, interp[0], interp[1:]...)
-	cmd.Dir, cmd.Env = dir, []string{"PATH=/usr/bin:/bin"}
-	for _, e := range c.Env {
-		cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	res := guard.Result{ExitCode: cmd.ProcessState.ExitCode(), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
-	if ctx.Err() != nil {
-		res.TimedOut, res.ExitCode = true, -1
-	} else if err != nil && !errors.As(err, new(*exec.ExitError)) {
-		return guard.Result{}, err
-	}
-	inputs := map[string]bool{}
-	for _, f := range c.Files {
-		inputs[f.Name] = true
-	}
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		rel, _ := filepath.Rel(dir, p)
-		if err == nil && d.Type().IsRegular() && !inputs[filepath.ToSlash(rel)] {
-			data, _ := os.ReadFile(p)
-			res.Files = append(res.Files, guard.File{Name: filepath.ToSlash(rel), Size: int64(len(data)), Content: data})
-		}
-		return nil
-	})
-	return res, nil
-}
-
 func TestNewHTTPAgainstTheFakeService(t *testing.T) {
-	var runs atomic.Int32
-	srv := fakeService(t, &runs)
-	b, err := NewHTTP(HTTPOptions{URL: srv.URL})
+	srv := httpfake.Start(t, http.Header{"Authorization": {"Bearer s3cret"}})
+	b, err := NewHTTP(HTTPOptions{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer s3cret"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +55,7 @@ func (c *failingConn) Write(p []byte) (int, error) {
 }
 
 func TestHTTPClassifiesByWhetherTheRequestWasSent(t *testing.T) {
-	var runs atomic.Int32
-	good := fakeService(t, &runs)
+	good := httpfake.Start(t, nil)
 	// A service that reads the whole request, then drops the connection without answering.
 	dropper := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -182,8 +105,8 @@ func TestHTTPClassifiesByWhetherTheRequestWasSent(t *testing.T) {
 			}
 		})
 	}
-	if runs.Load() != 0 {
-		t.Fatalf("the service ran %d requests whose sending failed; want 0", runs.Load())
+	if good.Runs() != 0 {
+		t.Fatalf("the service ran %d requests whose sending failed; want 0", good.Runs())
 	}
 }
 
@@ -209,9 +132,8 @@ func TestLoadHeaderFile(t *testing.T) {
 }
 
 func TestHTTPDoctor(t *testing.T) {
-	var runs atomic.Int32
-	srv := fakeService(t, &runs)
 	hdr := http.Header{"Authorization": {"Bearer s3cret-value"}}
+	srv := httpfake.Start(t, hdr)
 	for _, c := range HTTPDoctor(context.Background(), HTTPOptions{URL: srv.URL, Header: hdr}) {
 		if !c.OK || strings.Contains(c.Detail, "s3cret") {
 			t.Errorf("%s ok=%t: %s", c.Name, c.OK, c.Detail)

@@ -11,10 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/httpfake"
 )
 
 // The Modal recipe in examples/modal speaks the HTTP recipe's JSON. These tests pin its
@@ -73,8 +73,7 @@ func TestModalRequestIsWhatTheRecipePosts(t *testing.T) {
 
 func TestModalRequestRunsOnTheFakeServiceAndTheRunner(t *testing.T) {
 	raw := modalFile(t, "request.json")
-	var runs atomic.Int32
-	srv := fakeService(t, &runs)
+	srv := httpfake.Start(t, nil)
 	resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(raw))
 	if err != nil {
 		t.Fatal(err)
