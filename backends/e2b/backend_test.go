@@ -151,6 +151,14 @@ func TestNetworkAskedForIsWhatTheFakeReceives(t *testing.T) {
 	}
 }
 
+func TestExitCodeAndStderrComeBack(t *testing.T) {
+	_, b, _ := setup(t, nil)
+	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "import sys\nprint('bad', file=sys.stderr)\nsys.exit(3)\n"})
+	if err != nil || res.OK || res.ExitCode != 3 || string(res.Stderr) != "bad\n" || res.TimedOut {
+		t.Fatalf("got %+v, %v; want exit 3 with stderr \"bad\\n\"", res, err)
+	}
+}
+
 func TestTimeoutIsAResultAndKillsTheSandbox(t *testing.T) {
 	f, b, _ := setup(t, nil)
 	start := time.Now()

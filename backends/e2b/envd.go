@@ -256,10 +256,12 @@ func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration
 func (res *procResult) read(body io.Reader) error {
 	for {
 		flags, msg, err := readEnvelope(body)
-		if err == io.EOF {
+		switch {
+		case err != nil && res.ended:
+			return nil // the end event came: output and exit code are complete
+		case err == io.EOF:
 			return errors.New("the stream ended without an end-of-stream message")
-		}
-		if err != nil {
+		case err != nil:
 			return err
 		}
 		if flags&flagEndStream != 0 {
