@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -227,10 +228,12 @@ func (a api) list(ctx context.Context, meta map[string]string) ([]listedSandbox,
 	return all, errors.New("e2b: list sandboxes: too many pages")
 }
 
-// sentTrace reports, through *sent, whether a request was written in full.
-func sentTrace(ctx context.Context, sent *bool) context.Context {
+// sentTrace reports, through sent, whether net/http wrote a request in full (WroteRequest). The
+// last bytes may still sit in the transport's buffer then, so a connection lost on that final
+// flush counts as sent: the safe side, since a sent start is never retried.
+func sentTrace(ctx context.Context, sent *atomic.Bool) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) { *sent = i.Err == nil },
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
 	})
 }
 

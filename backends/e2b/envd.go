@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -222,7 +223,7 @@ var errNotSent = errors.New("the start request did not reach envd")
 func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration, l guard.Limits) (procResult, error) {
 	res := procResult{stdout: capped{max: l.MaxStdoutBytes}, stderr: capped{max: l.MaxStderrBytes}}
 	msg, _ := json.Marshal(map[string]any{"process": pc, "stdin": false})
-	var sent bool
+	var sent atomic.Bool
 	req, err := http.NewRequestWithContext(sentTrace(ctx, &sent), http.MethodPost,
 		e.base+"/process.Process/Start", bytes.NewReader(envelope(0, msg)))
 	if err != nil {
@@ -235,7 +236,7 @@ func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration
 	req.Header.Set("Keepalive-Ping-Interval", "50")
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
-		if !sent {
+		if !sent.Load() {
 			return res, fmt.Errorf("%w: %v", errNotSent, err)
 		}
 		return res, err
