@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -480,5 +481,22 @@ func TestCancelKillsTheSandbox(t *testing.T) {
 			t.Fatalf("kills %v, live %d, starts %d; want the sandbox killed after the cancel", kills, live, starts)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestEnvdUnreachableBeforeStartIsRetryable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	f, b, _ := setup(t, func(c *Config) { c.SandboxURL = closed })
+	_, err = run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
+	if guard.TypeOf(err) != guard.TypeIntegrationError || !guard.Retryable(err) {
+		t.Fatalf("got %v (retryable %t); want a retryable IntegrationError", err, guard.Retryable(err))
+	}
+	if _, kills, starts, live, _ := snapshot(f); len(kills) != 1 || starts != 0 || live != 0 {
+		t.Fatalf("kills %v, starts %d, live %d; want the sandbox killed and nothing run", kills, starts, live)
 	}
 }
