@@ -16,10 +16,13 @@ func TestToolSchema(t *testing.T) {
 		langs           []string
 		wantLanguage    bool
 		wantWarning     bool
+		wantNote        string
 	}{
-		{FormatOpenAI, "docker", []string{"python"}, false, false},
-		{FormatAnthropic, "docker", []string{"python", "sh"}, true, false},
-		{FormatAnthropic, "local", nil, false, true},
+		{FormatOpenAI, "docker", []string{"python"}, false, false, ""},
+		{FormatAnthropic, "docker", []string{"python", "sh"}, true, false, ""},
+		{FormatAnthropic, "local", nil, false, true, ""},
+		{FormatOpenAI, "e2b", nil, false, false, "fresh E2B cloud sandbox"},
+		{FormatOpenAI, "http", nil, false, false, "operator's own code-execution service"},
 	}
 	for _, tt := range tests {
 		b, err := ToolSchema(tt.format, ToolOptions{Languages: tt.langs, Backend: tt.backend, Timeout: 20 * time.Second})
@@ -54,6 +57,9 @@ func TestToolSchema(t *testing.T) {
 		desc := def["description"].(string)
 		if strings.Contains(desc, "nothing is isolated") != tt.wantWarning {
 			t.Fatalf("backend %s: description %q; want the local warning %t", tt.backend, desc, tt.wantWarning)
+		}
+		if !strings.Contains(desc, tt.wantNote) {
+			t.Fatalf("backend %s: description %q; want %q", tt.backend, desc, tt.wantNote)
 		}
 		if !strings.Contains(desc, "approves every run") || !strings.Contains(desc, "20s") {
 			t.Fatalf("description does not say a person approves and the time limit: %q", desc)

@@ -16,7 +16,12 @@
 // function is recovered and reported the same way.
 //
 // Recipes: HTTP posts each checked request as JSON to a service of your own and reads a result
-// back, with the response bounded and every failure typed. For a hosted sandbox SDK (E2B, Modal,
+// back, with the response bounded and every failure typed. NewHTTP makes it the backend named
+// "http" that `worker --backend http --http-url URL [--http-header-file F]` runs; LoadHeaderFile
+// reads that file's "Name: value" lines (secrets: never logged, never quoted in errors); and
+// HTTPDoctor checks the settings, that the service answers, and a probe run of print(1).
+// examples/modal is such a service on Modal Sandboxes (block_network=True unless the request
+// asks), documented with the exact request and response JSON that this package's tests pin. For a hosted sandbox SDK (E2B, Modal,
 // Daytona), write the Func around the SDK's calls: create a sandbox with its network off unless
 // c.Network, write c.Files, run c.Code in c.Language with c.Limits.Timeout, return exit code,
 // output and the files it wrote, and kill the sandbox afterwards (ExampleNew shows the shape).

@@ -7,9 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -28,63 +29,97 @@ type HTTPOptions struct {
 	MaxResponseBytes int64
 }
 
+// HTTPName is the name of the backend NewHTTP returns, part of every digest it runs.
+const HTTPName = "http"
+
 // HTTP returns a Func that posts each checked request to a service as JSON (guard.Checked: code,
 // language, files as base64, env, limits, network) and reads its answer as JSON (guard.Result). The
 // service must honour network and the timeout itself.
 //
-// A connection that could not be made is a retryable IntegrationError (the request never left);
-// anything after the request was sent (a status other than 200, a body that is not a result, or one
-// over the bound) is an IntegrationError whose outcome is unknown, since the service may have run
-// the code.
+// A failure before the request was written in full (no connection, a connection lost while
+// sending the body) is a retryable IntegrationError: the service cannot have run the code.
+// "Written" is net/http's WroteRequest: the last bytes may still sit in the transport's buffer,
+// so a connection lost on that final flush counts as sent (outcome unknown), the safe side. Anything after
+// that (a status other than 200, a body that is not a result or is over the bound, a connection
+// lost while waiting) is an IntegrationError whose outcome is unknown, since the service may have
+// run the code, except that a run whose context passed its deadline while waiting is reported as
+// a timeout (a result). Header values never appear in errors.
 func HTTP(opts HTTPOptions) (Func, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &guard.ConfigError{Msg: fmt.Sprintf("callable http: URL %q must be an absolute http(s) URL", opts.URL)}
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("callable http: URL %q must be an absolute http(s) URL", redactURL(opts.URL))}
 	}
 	client := opts.Client
 	if client == nil {
 		client = &http.Client{}
 	}
 	return func(ctx context.Context, c guard.Checked) (guard.Result, error) {
-		body, err := json.Marshal(c)
-		if err != nil {
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: encode request", Err: err}
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
-		if err != nil {
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: build request", Err: err}
-		}
-		for k, vs := range opts.Header {
-			for _, v := range vs {
-				req.Header.Add(k, v)
-			}
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			var op *net.OpError
-			notSent := errors.As(err, &op) && op.Op == "dial"
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: POST " + u.Redacted(), Err: err, CodeMayHaveStarted: !notSent}
-		}
-		defer resp.Body.Close()
-		max := opts.MaxResponseBytes
-		if max <= 0 {
-			l := c.Limits
-			max = (l.MaxStdoutBytes+l.MaxStderrBytes+l.MaxTotalFileBytes)*4/3 + 64<<10
-		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
-		switch {
-		case err != nil:
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: read response", Err: err, CodeMayHaveStarted: true}
-		case int64(len(raw)) > max:
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: read response", Err: fmt.Errorf("response is over %d bytes", max), CodeMayHaveStarted: true}
-		case resp.StatusCode != http.StatusOK:
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: POST " + u.Redacted(), Err: fmt.Errorf("status %s", resp.Status), CodeMayHaveStarted: true}
-		}
-		var res guard.Result
-		if err := json.Unmarshal(raw, &res); err != nil {
-			return guard.Result{}, &guard.IntegrationError{Op: "callable http: decode result", Err: err, CodeMayHaveStarted: true}
-		}
-		return res, nil
+		return postRun(ctx, client, u, opts, c)
 	}, nil
+}
+
+// TimeoutNote is appended to stderr when the service had not answered by the run's deadline.
+const TimeoutNote = "\nsandboxflow: the service did not answer within the timeout; the request was abandoned\n"
+
+// postRun posts one checked request and reads the result.
+func postRun(ctx context.Context, client *http.Client, u *url.URL, opts HTTPOptions, c guard.Checked) (guard.Result, error) {
+	op := "callable http: POST " + u.Redacted()
+	body, err := json.Marshal(c)
+	if err != nil {
+		return guard.Result{}, &guard.IntegrationError{Op: "callable http: encode request", Err: err}
+	}
+	var sent atomic.Bool
+	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return guard.Result{}, &guard.IntegrationError{Op: "callable http: build request", Err: err}
+	}
+	for k, vs := range opts.Header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	unknown := func(op string, err error) (guard.Result, error) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return guard.Result{TimedOut: true, ExitCode: -1, Stderr: []byte(TimeoutNote)}, nil
+		}
+		return guard.Result{}, &guard.IntegrationError{Op: op, Err: err, CodeMayHaveStarted: true}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if !sent.Load() {
+			return guard.Result{}, &guard.IntegrationError{Op: op + " (not sent)", Err: err}
+		}
+		return unknown(op, err)
+	}
+	defer resp.Body.Close()
+	max := opts.MaxResponseBytes
+	if max <= 0 {
+		l := c.Limits
+		max = (l.MaxStdoutBytes+l.MaxStderrBytes+l.MaxTotalFileBytes)*4/3 + 64<<10
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	switch {
+	case err != nil:
+		return unknown("callable http: read response", err)
+	case int64(len(raw)) > max:
+		return unknown("callable http: read response", fmt.Errorf("response is over %d bytes", max))
+	case resp.StatusCode != http.StatusOK:
+		return unknown(op, fmt.Errorf("status %s", resp.Status))
+	}
+	var res guard.Result
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return unknown("callable http: decode result", err)
+	}
+	return res, nil
+}
+
+// redactURL hides a password in a URL that may not parse.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }
