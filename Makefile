@@ -6,7 +6,10 @@ STATICCHECK_VERSION := v0.8.2
 # Packages with integration tests start Temporal servers and containers; give them room.
 TEST_TIMEOUT ?= 75m
 
-.PHONY: test setup check vet staticcheck unit build bench demo clean
+WORKFLOWCHECK := $(GOBIN)/workflowcheck
+WORKFLOWCHECK_VERSION := v0.6.0
+
+.PHONY: test setup check vet staticcheck fmt workflowcheck unit build bench demo clean
 
 ## test: install and start what the tests need (Docker, gVisor, test images), then every check.
 test: setup check
@@ -16,22 +19,35 @@ setup:
 	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh; \
 	else echo "make setup: not root; assuming dockerd and the test images are already there" >&2; fi
 
-## check: vet, staticcheck (when it installs), and every test with the race detector.
-check: vet staticcheck
-	SANDBOXFLOW_REQUIRE_DOCKER=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
+check: fmt vet staticcheck workflowcheck
+	SANDBOXFLOW_REQUIRE_DOCKER=1 $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## fmt: fail when a file is not gofmt-formatted.
+fmt:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags integration ./...
+
+## workflowcheck: the workflow code is deterministic (no time.Now, goroutines, map ranges, I/O).
+workflowcheck:
+	@if [ ! -x "$(WORKFLOWCHECK)" ]; then \
+		GOFLAGS= $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION); fi
+	$(WORKFLOWCHECK) ./workflows/...
 
 staticcheck:
 	@if [ ! -x "$(STATICCHECK)" ]; then \
 		GOFLAGS= $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) \
 		|| echo "staticcheck did not install; skipping it" >&2; fi
-	@if [ -x "$(STATICCHECK)" ]; then echo "$(STATICCHECK) ./..."; $(STATICCHECK) ./...; fi
+	@if [ -x "$(STATICCHECK)" ]; then echo "$(STATICCHECK) ./..."; $(STATICCHECK) ./... && $(STATICCHECK) -tags integration ./...; fi
 
-## unit: the fast tests only (no Docker, no Temporal server).
+## unit: the fast lane: every test without the integration tag (no Docker, no Temporal server
+## linked, no binaries built): guard, contract, workflows (SDK test suite), activities, codec,
+## backends, client, approval, egress.
 unit:
-	$(GO) test -count=1 ./guard/... ./backends/callable/... ./backends/local/...
+	$(GO) test -count=1 ./...
 
 ## build: bin/worker and bin/starter.
 build:
@@ -39,7 +55,7 @@ build:
 
 ## bench: the Docker backend's print(1) against `docker run --rm` of the same container.
 bench: setup
-	$(GO) test -run '^$$' -bench . -benchtime 30x -count 1 ./backends/docker/
+	$(GO) test -tags integration -run '^$$' -bench . -benchtime 30x -count 1 ./backends/docker/
 
 ## demo: the main job: embedded Temporal + UI, a worker, and a run that waits for your approval.
 demo: build
