@@ -160,8 +160,9 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["files"] = len(res.Files)
 	d["file_bytes"] = fileBytes
 	d["files_truncated"] = res.FilesTruncated
-	if res.LimitKilled != "" {
-		d["limit_killed"] = res.LimitKilled
+	d["outcome"] = res.Outcome.String()
+	if res.Outcome.LimitKill() {
+		d["limit_killed"] = res.Outcome.String()
 	}
 	if c.CaptureContent {
 		d["stdout"] = string(res.Stdout)

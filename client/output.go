@@ -9,6 +9,7 @@ import (
 // Output is a result as the starter prints it and a model reads it: output as text and the
 // duration in milliseconds.
 type Output struct {
+	Outcome         string       `json:"outcome"`
 	OK              bool         `json:"ok"`
 	ExitCode        int          `json:"exit_code"`
 	TimedOut        bool         `json:"timed_out"`
@@ -19,7 +20,6 @@ type Output struct {
 	Files           []OutputFile `json:"files"`
 	FilesTruncated  bool         `json:"files_truncated"`
 	DurationMS      int64        `json:"duration_ms"`
-	LimitKilled     string       `json:"limit_killed,omitempty"`
 	ApprovalID      string       `json:"approval_id"`
 	Reviewer        string       `json:"reviewer"`
 	Digest          string       `json:"digest"`
@@ -36,11 +36,11 @@ type OutputFile struct {
 // NewOutput converts a result. Output bytes that are not valid UTF-8 are replaced when encoded.
 func NewOutput(r guard.Result) Output {
 	o := Output{
-		OK: r.OK, ExitCode: r.ExitCode, TimedOut: r.TimedOut,
+		Outcome: r.Outcome.String(), OK: r.OK, ExitCode: r.ExitCode, TimedOut: r.TimedOut,
 		Stdout: string(r.Stdout), Stderr: string(r.Stderr),
 		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 		Files: []OutputFile{}, FilesTruncated: r.FilesTruncated,
-		DurationMS: r.Duration.Milliseconds(), LimitKilled: r.LimitKilled,
+		DurationMS: r.Duration.Milliseconds(),
 		ApprovalID: r.ApprovalID, Reviewer: r.Reviewer, Digest: r.Digest, Backend: r.Backend,
 	}
 	for _, f := range r.Files {

@@ -92,6 +92,18 @@ const (
 	StatusError = "error"
 )
 
+// FinalState is the SandboxStatus of a run that ended with a result: StatusSucceeded,
+// StatusTimedOut, or StatusFailed (a non-zero exit or a resource limit).
+func FinalState(o guard.Outcome) string {
+	switch o {
+	case guard.OutcomeSucceeded:
+		return StatusSucceeded
+	case guard.OutcomeTimedOut:
+		return StatusTimedOut
+	}
+	return StatusFailed
+}
+
 // Input is the workflow's one argument.
 type Input struct {
 	// Request is what to run. Required.

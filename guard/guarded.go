@@ -33,9 +33,6 @@ func New(b Backend, p Policy) *Guarded {
 // Name is the backend's name.
 func (g *Guarded) Name() string { return g.backend.Name() }
 
-// Policy returns the policy the wrapper enforces, with defaults applied.
-func (g *Guarded) Policy() Policy { return g.policy }
-
 // BackstopNote is appended to stderr when the backstop, not the backend, ended a run.
 const BackstopNote = "\nsandboxflow: the backend did not return within timeout + grace; it was cancelled and the run reported as timed out\n"
 
@@ -108,13 +105,10 @@ func typed(backend string, err error) error {
 	return &IntegrationError{Op: "backend " + backend, Err: err, CodeMayHaveStarted: true}
 }
 
-// maxLimitKilledBytes bounds the backend's free-text limit name.
-const maxLimitKilledBytes = 32
-
 // Enforce re-applies the limits to a result from an untrusted backend: each stream is cut to its
 // cap, produced files with unsafe, colliding, oversized or excess entries are dropped (setting
-// FilesTruncated), sizes are recomputed from the content, a timeout's exit code is -1, and OK is
-// recomputed.
+// FilesTruncated), sizes are recomputed from the content, and the outcome is settled (OK, TimedOut
+// and a timeout's exit code -1 follow from it).
 func Enforce(res Result, l Limits) Result {
 	var cut bool
 	res.Stdout, cut = Truncate(res.Stdout, l.MaxStdoutBytes)
@@ -154,12 +148,6 @@ func Enforce(res Result, l Limits) Result {
 		}
 		res.Files = kept
 	}
-	if len(res.LimitKilled) > maxLimitKilledBytes {
-		res.LimitKilled = res.LimitKilled[:maxLimitKilledBytes]
-	}
-	if res.TimedOut {
-		res.ExitCode = -1
-	}
-	res.OK = !res.TimedOut && res.ExitCode == 0 && res.LimitKilled == ""
+	res.settle()
 	return res
 }

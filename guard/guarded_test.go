@@ -60,7 +60,7 @@ func TestEnforce(t *testing.T) {
 	if to.ExitCode != -1 || to.OK {
 		t.Errorf("timeout: got exit %d ok %t; want -1 false", to.ExitCode, to.OK)
 	}
-	killed := Enforce(Result{ExitCode: 0, LimitKilled: "memory"}, l)
+	killed := Enforce(Result{ExitCode: 0, Outcome: OutcomeMemoryLimit}, l)
 	if killed.OK {
 		t.Errorf("a run killed at a limit is reported ok")
 	}

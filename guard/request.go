@@ -153,7 +153,9 @@ type File struct {
 }
 
 // Result is the outcome of a run. A timeout is a result (TimedOut true, ExitCode -1), not an error.
+// Outcome says how it ended; OK and TimedOut are derived from it by the guard wrapper.
 type Result struct {
+	Outcome         Outcome       `json:"outcome"`
 	OK              bool          `json:"ok"`
 	ExitCode        int           `json:"exit_code"`
 	TimedOut        bool          `json:"timed_out"`
@@ -164,9 +166,6 @@ type Result struct {
 	Files           []File        `json:"files,omitempty"`
 	FilesTruncated  bool          `json:"files_truncated"`
 	Duration        time.Duration `json:"duration"`
-	// LimitKilled names the resource limit that ended the run, if the backend could tell
-	// ("memory", "pids"); the exit code is then the sandbox's, not the code's own.
-	LimitKilled string `json:"limit_killed,omitempty"`
 	ApprovalID  string `json:"approval_id,omitempty"`
 	Reviewer    string `json:"reviewer,omitempty"`
 	Digest      string `json:"digest,omitempty"`

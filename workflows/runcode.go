@@ -105,14 +105,7 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	// 5. Result.
 	res.ApprovalID = d.ApprovalID
 	res.Reviewer = d.Reviewer
-	state := contract.StatusSucceeded
-	switch {
-	case res.TimedOut:
-		state = contract.StatusTimedOut
-	case !res.OK:
-		state = contract.StatusFailed
-	}
-	if err := r.setState(ctx, state); err != nil {
+	if err := r.setState(ctx, contract.FinalState(res.Outcome)); err != nil {
 		return guard.Result{}, err
 	}
 	return res, nil

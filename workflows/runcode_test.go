@@ -727,7 +727,7 @@ func TestFinalStatusFollowsTheResult(t *testing.T) {
 	}{
 		{"exit 0", guard.Result{ExitCode: 0}, contract.StatusSucceeded},
 		{"exit 3", guard.Result{ExitCode: 3}, contract.StatusFailed},
-		{"limit killed", guard.Result{ExitCode: 137, LimitKilled: "memory"}, contract.StatusFailed},
+		{"limit killed", guard.Result{ExitCode: 137, Outcome: guard.OutcomeMemoryLimit}, contract.StatusFailed},
 		{"timed out", guard.Result{TimedOut: true}, contract.StatusTimedOut},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -377,12 +377,12 @@ func (b *Backend) interpret(c guard.Checked, out, diag []byte, exitCode int, st 
 		switch {
 		case st.OOMKilled || br.OOMKills > 0:
 			if failed {
-				res.LimitKilled = "memory"
+				res.Outcome = guard.OutcomeMemoryLimit
 			}
 			res = withNote(res, memNote, c.Limits.MaxStderrBytes)
 		case br.PidsLimitHit:
 			if failed {
-				res.LimitKilled = "pids"
+				res.Outcome = guard.OutcomePidsLimit
 			}
 			res = withNote(res, pidsNote, c.Limits.MaxStderrBytes)
 		}
@@ -391,11 +391,11 @@ func (b *Backend) interpret(c guard.Checked, out, diag []byte, exitCode int, st 
 	// No readable result: the sandbox itself ended the run, or something broke.
 	switch {
 	case st.OOMKilled:
-		res := guard.Result{ExitCode: exitCode, LimitKilled: "memory"}
+		res := guard.Result{ExitCode: exitCode, Outcome: guard.OutcomeMemoryLimit}
 		return guard.Enforce(withNote(res, memNote, c.Limits.MaxStderrBytes), c.Limits), nil
 	case b.cfg.Runtime == RuntimeRunsc && exitCode == 2 && len(out) == 0:
 		// gVisor's sandbox exits with 2 and no message when its own threads hit the pids limit.
-		res := guard.Result{ExitCode: exitCode, LimitKilled: "pids"}
+		res := guard.Result{ExitCode: exitCode, Outcome: guard.OutcomePidsLimit}
 		return guard.Enforce(withNote(res, pidsNote, c.Limits.MaxStderrBytes), c.Limits), nil
 	case exitCode == 127 && len(out) == 0:
 		return guard.Result{}, &guard.ConfigError{Msg: fmt.Sprintf(

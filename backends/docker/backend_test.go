@@ -206,8 +206,8 @@ func TestRunResultMapping(t *testing.T) {
 			f.stdout = okResult(t, map[string]any{"exit_code": 137, "stderr": bytes.Repeat([]byte("e"), 200)})
 			f.state.OOMKilled = true
 		}, "", func(t *testing.T, res guard.Result) {
-			if res.LimitKilled != "memory" || res.OK {
-				t.Errorf("limit: got %q ok=%t; want memory, false", res.LimitKilled, res.OK)
+			if res.Outcome != guard.OutcomeMemoryLimit || res.OK {
+				t.Errorf("limit: got %q ok=%t; want memory, false", res.Outcome, res.OK)
 			}
 			if !bytes.Contains(res.Stderr, []byte("memory limit")) || len(res.Stderr) > 200 {
 				t.Errorf("stderr: got %q; want the memory note within the cap", res.Stderr)
@@ -216,30 +216,30 @@ func TestRunResultMapping(t *testing.T) {
 		{"oom kill of a helper, code still exited 0", func(f *fakeEngine) {
 			f.stdout = okResult(t, map[string]any{"oom_kills": 1})
 		}, "", func(t *testing.T, res guard.Result) {
-			if res.LimitKilled != "" || !res.OK || !bytes.Contains(res.Stderr, []byte("memory limit")) {
-				t.Errorf("got limit %q ok=%t stderr %q; want no limit kill, ok, a note", res.LimitKilled, res.OK, res.Stderr)
+			if res.Outcome.LimitKill() || !res.OK || !bytes.Contains(res.Stderr, []byte("memory limit")) {
+				t.Errorf("got limit %q ok=%t stderr %q; want no limit kill, ok, a note", res.Outcome, res.OK, res.Stderr)
 			}
 		}},
 		{"pids limit hit and timed out", func(f *fakeEngine) {
 			f.stdout = okResult(t, map[string]any{"exit_code": -1, "timed_out": true, "pids_limit_hit": true})
 		}, "", func(t *testing.T, res guard.Result) {
-			if res.LimitKilled != "pids" || !res.TimedOut || !bytes.Contains(res.Stderr, []byte("process limit (64)")) {
-				t.Errorf("got limit %q timed_out=%t stderr %q; want pids, true, a note", res.LimitKilled, res.TimedOut, res.Stderr)
+			if res.Outcome != guard.OutcomePidsLimit || res.TimedOut || !bytes.Contains(res.Stderr, []byte("process limit (64)")) {
+				t.Errorf("got limit %q timed_out=%t stderr %q; want pids_limit, not timed out, a note", res.Outcome, res.TimedOut, res.Stderr)
 			}
 		}},
 		{"oom kill without a result", func(f *fakeEngine) {
 			f.exitCode = 137
 			f.state.OOMKilled = true
 		}, "", func(t *testing.T, res guard.Result) {
-			if res.LimitKilled != "memory" || res.ExitCode != 137 {
-				t.Errorf("got limit %q exit %d; want memory, 137", res.LimitKilled, res.ExitCode)
+			if res.Outcome != guard.OutcomeMemoryLimit || res.ExitCode != 137 {
+				t.Errorf("got limit %q exit %d; want memory, 137", res.Outcome, res.ExitCode)
 			}
 		}},
 		{"runsc sandbox exits 2 without a result", func(f *fakeEngine) {
 			f.exitCode = 2
 		}, RuntimeRunsc, func(t *testing.T, res guard.Result) {
-			if res.LimitKilled != "pids" || res.OK || !bytes.Contains(res.Stderr, []byte("process limit (512)")) {
-				t.Errorf("got limit %q ok=%t stderr %q; want pids, false, a note", res.LimitKilled, res.OK, res.Stderr)
+			if res.Outcome != guard.OutcomePidsLimit || res.OK || !bytes.Contains(res.Stderr, []byte("process limit (512)")) {
+				t.Errorf("got limit %q ok=%t stderr %q; want pids, false, a note", res.Outcome, res.OK, res.Stderr)
 			}
 		}},
 	}

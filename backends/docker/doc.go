@@ -64,12 +64,12 @@
 // never waits for the container to exit by itself after that, but kills and force-removes it and
 // reports a timeout. When the run's context ends the container is killed and removed at once.
 //
-// A process killed by the memory limit gives LimitKilled "memory" (from the container's
+// A process killed by the memory limit gives the outcome memory_limit (from the container's
 // OOMKilled state or the memory cgroup's oom_kill counter) and a note on stderr; a run that hit
-// the pids limit (the pids cgroup's max counter) and did not end well gives LimitKilled "pids".
+// the pids limit (the pids cgroup's max counter) and did not end well gives the outcome pids_limit.
 // Under runsc the pids limit also counts gVisor's own host threads (about six per process of the
 // code, with the ptrace platform): a modest pipeline can hit it, and the whole sandbox then exits
-// with code 2 and no message, which is reported as LimitKilled "pids", not as the code's exit.
+// with code 2 and no message, which is reported as the outcome pids_limit, not as the code's exit.
 // That is why runsc gets a higher default pids limit (512); under runsc a fork bomb usually
 // reaches the memory limit first.
 //

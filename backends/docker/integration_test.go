@@ -579,12 +579,12 @@ func TestDockerForkBomb(t *testing.T) {
 				if elapsed, limit := time.Since(start), 5*time.Second+guard.DefaultGrace; elapsed > limit {
 					t.Errorf("returned after %s; want within %s", elapsed, limit)
 				}
-				want := []string{"pids"}
+				want := []string{"pids_limit"}
 				if rt == RuntimeRunsc && pids == 0 {
-					want = []string{"pids", "memory"}
+					want = []string{"pids_limit", "memory_limit"}
 				}
-				if !slices.Contains(want, res.LimitKilled) || res.OK {
-					t.Errorf("got limit_killed %q ok=%t exit=%d stderr %q; want one of %v", res.LimitKilled, res.OK, res.ExitCode, res.Stderr, want)
+				if !slices.Contains(want, res.Outcome.String()) || res.OK {
+					t.Errorf("got limit_killed %q ok=%t exit=%d stderr %q; want one of %v", res.Outcome, res.OK, res.ExitCode, res.Stderr, want)
 				}
 				if !bytes.Contains(res.Stderr, []byte("limit")) {
 					t.Errorf("stderr: got %q; want a note naming the limit", res.Stderr)
@@ -599,8 +599,8 @@ func TestDockerMemoryBomb(t *testing.T) {
 		b := newTestBackend(t, rt, nil)
 		c := checked(t, guard.Python, "x = []\nwhile True:\n    x.append(b'x' * (16 << 20))\n", nil)
 		res := mustRun(t, b, c)
-		if res.LimitKilled != "memory" || res.ExitCode != 137 || res.OK {
-			t.Errorf("got limit_killed %q exit %d ok=%t; want memory, 137, false", res.LimitKilled, res.ExitCode, res.OK)
+		if res.Outcome != guard.OutcomeMemoryLimit || res.ExitCode != 137 || res.OK {
+			t.Errorf("got limit_killed %q exit %d ok=%t; want memory, 137, false", res.Outcome, res.ExitCode, res.OK)
 		}
 		if !bytes.Contains(res.Stderr, []byte("memory limit (268435456 bytes) was reached")) {
 			t.Errorf("stderr: got %q; want the memory note", res.Stderr)
