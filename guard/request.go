@@ -166,10 +166,10 @@ type Result struct {
 	Files           []File        `json:"files,omitempty"`
 	FilesTruncated  bool          `json:"files_truncated"`
 	Duration        time.Duration `json:"duration"`
-	ApprovalID  string `json:"approval_id,omitempty"`
-	Reviewer    string `json:"reviewer,omitempty"`
-	Digest      string `json:"digest,omitempty"`
-	Backend     string `json:"backend,omitempty"`
+	ApprovalID      string        `json:"approval_id,omitempty"`
+	Reviewer        string        `json:"reviewer,omitempty"`
+	Digest          string        `json:"digest,omitempty"`
+	Backend         string        `json:"backend,omitempty"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {
