@@ -29,6 +29,8 @@ func (p Policy) Check(req Request, backend string) (Checked, error) {
 		Language:       lang,
 		Code:           req.Code,
 		Network:        req.Network,
+		Egress:         req.Egress,
+		Secrets:        slices.Sorted(slices.Values(req.Secrets)),
 		Backend:        backend,
 		CaptureContent: req.CaptureContent,
 		Metadata:       req.Metadata,
@@ -90,8 +92,8 @@ func (p Policy) checkContent(c *Checked) error {
 	if !slices.Contains(p.Languages, c.Language) {
 		return toolUsagef("language %q is not offered here (offered: %s)", c.Language, strings.Join(p.Languages, ", "))
 	}
-	if c.Network && !p.AllowNetwork {
-		return configf("network was requested but the policy forbids it")
+	if err := p.checkNetwork(c); err != nil {
+		return err
 	}
 	if err := p.checkInputFiles(c.Files); err != nil {
 		return err

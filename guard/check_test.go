@@ -226,7 +226,7 @@ func TestPolicyValidate(t *testing.T) {
 }
 
 func TestRecheckCatchesTampering(t *testing.T) {
-	p := Policy{Languages: []string{Python, Shell}, AllowNetwork: true}
+	p := Policy{Languages: []string{Python, Shell}, AllowOpenNetwork: true}
 	c, err := p.Check(Request{Code: "print(1)", Files: map[string][]byte{"a": []byte("x")}, Env: map[string]string{"K": "v"}}, "local")
 	if err != nil {
 		t.Fatal(err)

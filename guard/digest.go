@@ -58,6 +58,10 @@ func CanonicalEncoding(c *Checked) []byte {
 	} else {
 		b = append(b, 0)
 	}
+	// Check leaves Egress in canonical form; a pattern that does not parse is refused before the
+	// digest is trusted.
+	egress, _ := ParseEgressPatterns(c.Egress)
+	b = AppendEgressDigest(b, egress, c.Secrets)
 	return b
 }
 

@@ -23,7 +23,7 @@ func baseRequest() Request {
 	}
 }
 
-var digestPolicy = Policy{Languages: []string{Python, Shell}, AllowNetwork: true}
+var digestPolicy = Policy{Languages: []string{Python, Shell}, AllowOpenNetwork: true}
 
 func mustDigest(t *testing.T, req Request, backend string) string {
 	t.Helper()

@@ -472,3 +472,46 @@ type EgressReport struct {
 	// ConnCapReached says the connection cap refused an attempt.
 	ConnCapReached bool `json:"conn_cap_reached,omitempty"`
 }
+
+// MaxEgressConns bounds a policy's EgressMaxConns, so that the audit of one run (each attempt well
+// under 1 KB of JSON) stays far below Temporal's payload limit.
+const MaxEgressConns = 1024
+
+// checkNetwork applies the policy to a checked request's network, egress and secrets: open
+// network only with AllowOpenNetwork and never together with egress; egress patterns within
+// EgressAllow, in canonical form (Check leaves them so); secrets only by names the worker has,
+// sorted, and only with egress.
+func (p Policy) checkNetwork(c *Checked) error {
+	if c.Network && !p.AllowOpenNetwork {
+		return configf("network=true asks for an open network (open egress: the host's services and cloud metadata included), which this worker refuses; ask for egress to named hosts instead, or start the worker with --allow-open-network")
+	}
+	if c.Network && len(c.Egress) > 0 {
+		return configf("a request asks for either network=true or egress, not both")
+	}
+	allow, err := ParseEgressPatterns(p.EgressAllow)
+	if err != nil {
+		return configf("policy: --egress-allow: %v", err)
+	}
+	ps, err := CheckEgress(allow, c.Egress)
+	if err != nil {
+		return err
+	}
+	if canon := EgressStrings(ps); !slices.Equal(canon, c.Egress) && len(c.Egress) > 0 {
+		c.Egress = canon
+	}
+	if err := CheckSecretNames(c.Secrets); err != nil {
+		return err
+	}
+	if !slices.IsSorted(c.Secrets) {
+		return toolUsagef("secret names must be sorted")
+	}
+	for _, s := range c.Secrets {
+		if !slices.Contains(p.SecretNames, s) {
+			return configf("secret %q is not one of this worker's secrets", s)
+		}
+	}
+	if len(c.Secrets) > 0 && len(c.Egress) == 0 {
+		return configf("secrets are added to egress requests only: name the hosts in egress too")
+	}
+	return nil
+}

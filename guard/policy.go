@@ -22,6 +22,8 @@ const (
 	DefaultMaxEnvVars         = 64
 	DefaultMaxEnvBytes        = 32 << 10
 	DefaultApprovalTimeout    = 24 * time.Hour
+	DefaultEgressMaxBytes     = 64 << 20
+	DefaultEgressMaxConns     = 64
 	DefaultMaxFileNameBytes   = 255
 	DefaultMaxFileNameDepth   = 8
 	temporalPayloadLimitBytes = 2 << 20
@@ -76,8 +78,21 @@ type Policy struct {
 	// default to 64 and 32 KiB.
 	MaxEnvVars  int `json:"max_env_vars"`
 	MaxEnvBytes int `json:"max_env_bytes"`
-	// AllowNetwork lets a request ask for a network. Optional: defaults to false.
-	AllowNetwork bool `json:"allow_network"`
+	// AllowOpenNetwork lets a request ask for an open network (network=true: open egress, the
+	// host's services and cloud metadata included). Optional: defaults to false; prefer Egress.
+	AllowOpenNetwork bool `json:"allow_open_network"`
+	// EgressAllow lists the egress patterns a request may ask for (guard.ParseEgressPattern).
+	// Optional: empty means no egress is offered.
+	EgressAllow []string `json:"egress_allow,omitempty"`
+	// EgressPrivateOK lists CIDRs that egress may reach although they are private, loopback or
+	// link-local. Optional: empty.
+	EgressPrivateOK []string `json:"egress_private_ok,omitempty"`
+	// EgressMaxBytes caps a run's egress bytes (in and out). Optional: defaults to 64 MiB.
+	EgressMaxBytes int64 `json:"egress_max_bytes"`
+	// EgressMaxConns caps a run's egress connection attempts. Optional: defaults to 64.
+	EgressMaxConns int `json:"egress_max_conns"`
+	// SecretNames lists the names of the worker's secrets a request may name. Optional: empty.
+	SecretNames []string `json:"secret_names,omitempty"`
 	// AllowedEnv, when not empty, lists the only env names a request may set. Optional: empty means
 	// any plain name that DeniedEnv does not list.
 	AllowedEnv []string `json:"allowed_env,omitempty"`
@@ -107,6 +122,8 @@ func (p Policy) WithDefaults() Policy {
 	setDefault(&p.MaxEnvVars, DefaultMaxEnvVars)
 	setDefault(&p.MaxEnvBytes, DefaultMaxEnvBytes)
 	setDefault(&p.ApprovalTimeout, DefaultApprovalTimeout)
+	setDefault(&p.EgressMaxBytes, DefaultEgressMaxBytes)
+	setDefault(&p.EgressMaxConns, DefaultEgressMaxConns)
 	if p.DeniedEnv == nil {
 		p.DeniedEnv = slices.Clone(DefaultDeniedEnv)
 	}
@@ -149,6 +166,8 @@ func (p Policy) Validate() error {
 		{"max env vars", int64(p.MaxEnvVars)},
 		{"max env bytes", int64(p.MaxEnvBytes)},
 		{"approval timeout", int64(p.ApprovalTimeout)},
+		{"egress max bytes", p.EgressMaxBytes},
+		{"egress max connections", int64(p.EgressMaxConns)},
 	} {
 		if f.v <= 0 {
 			return configf("policy: %s must be positive, got %d", f.name, f.v)
@@ -156,6 +175,18 @@ func (p Policy) Validate() error {
 	}
 	if p.DefaultTimeout > p.MaxTimeout {
 		return configf("policy: default timeout %s is over the max timeout %s", p.DefaultTimeout, p.MaxTimeout)
+	}
+	if p.EgressMaxConns > MaxEgressConns {
+		return configf("policy: egress max connections %d is over %d (the audit of one run must fit in its result)", p.EgressMaxConns, MaxEgressConns)
+	}
+	if _, err := ParseEgressPatterns(p.EgressAllow); err != nil {
+		return configf("policy: --egress-allow: %v", err)
+	}
+	if _, err := ParsePrivateOK(p.EgressPrivateOK); err != nil {
+		return err
+	}
+	if err := CheckSecretNames(p.SecretNames); err != nil {
+		return configf("policy: secret names: %v", err)
 	}
 	for _, name := range p.AllowedEnv {
 		if !envNameRE.MatchString(name) {
@@ -209,5 +240,5 @@ func (p Policy) String() string {
 	p = p.WithDefaults()
 	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s",
 		p.Languages, p.DefaultTimeout, p.MaxTimeout, p.Grace, p.MaxStdoutBytes, p.MaxStderrBytes,
-		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowNetwork, p.ApprovalTimeout)
+		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout)
 }

@@ -24,8 +24,16 @@ type Request struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Limits are the requested limits; each zero field takes the policy's default.
 	Limits Limits `json:"limits"`
-	// Network asks for a network; a policy that forbids it makes this a ConfigError.
+	// Network asks for an open network (the Docker backend's configured network, with open
+	// egress); a worker without --allow-open-network refuses it with a ConfigError. Prefer Egress.
 	Network bool `json:"network,omitempty"`
+	// Egress lists the hosts the code may reach through the worker's filtering proxy: each
+	// "host[:port]", "*.domain[:port]", an IP or a CIDR (ports default to 80 and 443). It must stay
+	// within the worker's --egress-allow. Optional: empty means no network at all.
+	Egress []string `json:"egress,omitempty"`
+	// Secrets names worker secrets (never their values) that the proxy adds as headers to
+	// requests for their hosts. Optional.
+	Secrets []string `json:"secrets,omitempty"`
 	// CaptureContent lets events carry code, output, env values and file contents.
 	CaptureContent bool `json:"capture_content,omitempty"`
 	// Metadata is recorded but changes nothing.
@@ -86,6 +94,8 @@ type Checked struct {
 	Env            []EnvVar    `json:"env,omitempty"`
 	Limits         Limits      `json:"limits"`
 	Network        bool        `json:"network"`
+	Egress         []string    `json:"egress,omitempty"`
+	Secrets        []string    `json:"secrets,omitempty"`
 	Backend        string      `json:"backend"`
 	CaptureContent bool        `json:"capture_content,omitempty"`
 	Metadata       Metadata    `json:"metadata"`
@@ -113,6 +123,8 @@ type Summary struct {
 	EnvNames  []string      `json:"env_names,omitempty"`
 	Limits    Limits        `json:"limits"`
 	Network   bool          `json:"network"`
+	Egress    []string      `json:"egress,omitempty"`
+	Secrets   []string      `json:"secrets,omitempty"`
 	Backend   string        `json:"backend"`
 	Digest    string        `json:"digest"`
 	Metadata  Metadata      `json:"metadata"`
@@ -132,6 +144,8 @@ func (c *Checked) Summary() Summary {
 		CodeBytes: len(c.Code),
 		Limits:    c.Limits,
 		Network:   c.Network,
+		Egress:    c.Egress,
+		Secrets:   c.Secrets,
 		Backend:   c.Backend,
 		Digest:    c.Digest,
 		Metadata:  c.Metadata,
@@ -170,6 +184,9 @@ type Result struct {
 	Reviewer        string        `json:"reviewer,omitempty"`
 	Digest          string        `json:"digest,omitempty"`
 	Backend         string        `json:"backend,omitempty"`
+	// Egress is the audit of every connection attempt through the egress proxy, when the request
+	// asked for egress.
+	Egress *EgressReport `json:"egress,omitempty"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

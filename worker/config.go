@@ -47,6 +47,10 @@ type config struct {
 	maxStdout       int64
 	maxStderr       int64
 	allowNetwork    bool
+	egressAllow     string
+	egressPrivateOK string
+	egressMaxBytes  int64
+	egressMaxConns  int
 	heartbeat       time.Duration
 
 	logLevel string
@@ -97,7 +101,11 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.approvalTimeout, "approval-timeout", guard.DefaultApprovalTimeout, "how long a run waits for a person")
 	fs.Int64Var(&c.maxStdout, "max-stdout-bytes", guard.DefaultMaxStdoutBytes, "cap on stdout kept")
 	fs.Int64Var(&c.maxStderr, "max-stderr-bytes", guard.DefaultMaxStderrBytes, "cap on stderr kept")
-	fs.BoolVar(&c.allowNetwork, "allow-network", false, "let requests ask for a network")
+	fs.BoolVar(&c.allowNetwork, "allow-open-network", false, "RISK: let requests ask for network=true, an open network (open egress: the host's services and cloud metadata included); prefer --egress-allow")
+	fs.StringVar(&c.egressAllow, "egress-allow", "", "egress patterns requests may ask for, comma-separated: host[:port], *.domain[:port], IP or CIDR (the most a request may get)")
+	fs.StringVar(&c.egressPrivateOK, "egress-private-ok", "", "CIDRs egress may reach although private, loopback or link-local, comma-separated")
+	fs.Int64Var(&c.egressMaxBytes, "egress-max-bytes", guard.DefaultEgressMaxBytes, "cap on one run's egress bytes, in and out")
+	fs.IntVar(&c.egressMaxConns, "egress-max-conns", guard.DefaultEgressMaxConns, "cap on one run's egress connection attempts")
 	fs.DurationVar(&c.heartbeat, "heartbeat-timeout", 0, "sandbox activity heartbeat timeout (default 15s)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 
@@ -163,13 +171,28 @@ func (c *config) policy() guard.Policy {
 		}
 	}
 	return guard.Policy{
-		Languages:       langs,
-		DefaultTimeout:  c.defaultTimeout,
-		MaxTimeout:      c.maxTimeout,
-		Grace:           c.grace,
-		ApprovalTimeout: c.approvalTimeout,
-		MaxStdoutBytes:  c.maxStdout,
-		MaxStderrBytes:  c.maxStderr,
-		AllowNetwork:    c.allowNetwork,
+		Languages:        langs,
+		DefaultTimeout:   c.defaultTimeout,
+		MaxTimeout:       c.maxTimeout,
+		Grace:            c.grace,
+		ApprovalTimeout:  c.approvalTimeout,
+		MaxStdoutBytes:   c.maxStdout,
+		MaxStderrBytes:   c.maxStderr,
+		AllowOpenNetwork: c.allowNetwork,
+		EgressAllow:      splitList(c.egressAllow),
+		EgressPrivateOK:  splitList(c.egressPrivateOK),
+		EgressMaxBytes:   c.egressMaxBytes,
+		EgressMaxConns:   c.egressMaxConns,
 	}.WithDefaults()
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

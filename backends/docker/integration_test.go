@@ -192,7 +192,7 @@ func newTestBackend(t *testing.T, rt string, mod func(*Config)) *Backend {
 
 var testPolicy = guard.Policy{
 	Languages:    []string{guard.Python, guard.Shell},
-	AllowNetwork: true,
+	AllowOpenNetwork: true,
 }
 
 // checked applies testPolicy to a request and gives it an owner unique to the test.

@@ -141,7 +141,7 @@ func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
 
 func TestNetworkAskedForIsWhatTheFakeReceives(t *testing.T) {
 	f, b, _ := setup(t, nil)
-	p := guard.Policy{AllowNetwork: true, Languages: []string{guard.Python, guard.Shell}}
+	p := guard.Policy{AllowOpenNetwork: true, Languages: []string{guard.Python, guard.Shell}}
 	res, err := run(t, b, p, guard.Request{Code: "echo \"$GREETING\"", Language: guard.Shell, Network: true, Env: map[string]string{"GREETING": "hi"}})
 	if err != nil || string(res.Stdout) != "hi\n" {
 		t.Fatalf("got %q, %v; want \"hi\\n\"", res.Stdout, err)
