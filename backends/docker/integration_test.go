@@ -191,7 +191,7 @@ func newTestBackend(t *testing.T, rt string, mod func(*Config)) *Backend {
 }
 
 var testPolicy = guard.Policy{
-	Languages:    []string{guard.Python, guard.Shell},
+	Languages:        []string{guard.Python, guard.Shell},
 	AllowOpenNetwork: true,
 }
 
