@@ -181,20 +181,11 @@ func DataConverter(ring *KeyRing) converter.DataConverter {
 	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), NewCodec(ring))
 }
 
-// FailureConverter returns a failure converter that, while ring holds a key, moves each error's
-// message and stack trace into an encrypted payload (Temporal's EncodeCommonAttributes), so error
-// text that quotes code or output is not stored in the clear. The failure's type (ToolUsageError,
-// ConfigError, ...) stays readable.
-func FailureConverter(ring *KeyRing) converter.FailureConverter {
-	return temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
-		DataConverter:          DataConverter(ring),
-		EncodeCommonAttributes: ring.Len() > 0,
-	})
-}
-
 // ClientOptions returns opts with payload encryption over ring: its DataConverter wrapped with
 // the Codec (Temporal's default converter when opts has none) and, when opts sets no
-// FailureConverter, FailureConverter(ring). The worker and the starter dial with it, so both
+// FailureConverter, one that (while ring holds a key) moves each error's message and stack trace
+// into an encrypted payload (Temporal's EncodeCommonAttributes), so error text that quotes code or
+// output is not stored in the clear; the failure's type (ToolUsageError, ...) stays readable. The worker and the starter dial with it, so both
 // read and write the same history:
 //
 //	c, err := client.Dial(codec.ClientOptions(client.Options{HostPort: addr}, ring))

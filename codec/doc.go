@@ -25,7 +25,7 @@
 //
 // Both the worker and the starter dial Temporal with ClientOptions, which sets the client's data
 // converter (DataConverter: Temporal's default converter plus the Codec) and failure converter
-// (FailureConverter); a worker takes both from its client:
+// (ClientOptions sets it); a worker takes both from its client:
 //
 //	ring, err := codec.LoadKeyRing(keyFile) // when --key-file or SANDBOXFLOW_KEY_FILE is set
 //	codec.WarnIfPlaintext(logger, ring)     // ring is nil when none is set
@@ -49,7 +49,7 @@
 // Encrypted: every payload that goes through the data converter: workflow and activity inputs and
 // results (code, files, env values, output), signal and update arguments and results, query
 // arguments and results, activity heartbeat details, local activity results and the details of
-// errors. With FailureConverter (which ClientOptions sets), each error's message and stack trace
+// errors. With the failure converter that ClientOptions sets, each error's message and stack trace
 // move into an encrypted payload too (Temporal's EncodeCommonAttributes), so an error that quotes
 // output is not stored in the clear; the failure's type (ToolUsageError, ConfigError,
 // IntegrationError, ApprovalDenied) stays readable, and clients without the codec see the message
