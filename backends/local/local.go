@@ -99,33 +99,16 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 		return guard.Result{}, &guard.IntegrationError{Op: "local: make temporary folder", Err: err}
 	}
 	defer os.RemoveAll(base)
-	work := filepath.Join(base, "work")
-	if err := os.Mkdir(work, 0o700); err != nil {
-		return guard.Result{}, &guard.IntegrationError{Op: "local: make working folder", Err: err}
+	work, codePath, err := prepare(base, c)
+	if err != nil {
+		return guard.Result{}, err
 	}
-	if err := writeInputs(work, c.Files); err != nil {
-		return guard.Result{}, &guard.IntegrationError{Op: "local: write input files", Err: err}
-	}
-	codePath := filepath.Join(base, "main")
-	if err := os.WriteFile(codePath, []byte(c.Code), 0o600); err != nil {
-		return guard.Result{}, &guard.IntegrationError{Op: "local: write code", Err: err}
-	}
-
-	var cmd *exec.Cmd
-	switch c.Language {
-	case guard.Python:
-		// -I: ignore PYTHON* variables and the user's site folder; -u: unbuffered, so output
-		// printed before a timeout is not lost in a buffer.
-		cmd = exec.Command(b.python, "-I", "-u", codePath)
-	case guard.Shell:
-		cmd = exec.Command(b.shell, codePath)
-	default:
-		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("local backend: language %q is not offered", c.Language)}
+	cmd, err := b.command(c, codePath)
+	if err != nil {
+		return guard.Result{}, err
 	}
 	cmd.Dir = work
 	cmd.Env = environment(work, c.Env)
-	cmd.Stdin = nil
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
 	stdout := guard.NewCapBuffer(c.Limits.MaxStdoutBytes)
 	stderr := guard.NewCapBuffer(c.Limits.MaxStderrBytes)
@@ -141,27 +124,7 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: start interpreter", Err: err}
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	timer := time.NewTimer(c.Limits.Timeout)
-	defer timer.Stop()
-	var (
-		timedOut, cancelled bool
-		waitErr             error
-	)
-	select {
-	case waitErr = <-exited:
-	case <-timer.C:
-		timedOut = true
-	case <-ctx.Done():
-		cancelled = true
-	}
-	// Whatever ended the run, nothing of the code's process group outlives it.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if timedOut || cancelled {
-		waitErr = <-exited
-	}
+	waitErr, timedOut, cancelled := wait(ctx, cmd, c.Limits.Timeout)
 	duration := time.Since(start)
 
 	select {
@@ -173,7 +136,6 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if cancelled {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: run cancelled", Err: ctx.Err(), CodeMayHaveStarted: true}
 	}
-
 	res := guard.Result{
 		ExitCode:        exitCode(cmd, waitErr),
 		TimedOut:        timedOut,
@@ -188,6 +150,62 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	}
 	res.Files, res.FilesTruncated = collectFiles(work, c.Files, c.Limits)
 	return res, nil
+}
+
+// prepare makes the working folder with the input files, and the code file beside it.
+func prepare(base string, c guard.Checked) (work, codePath string, err error) {
+	work = filepath.Join(base, "work")
+	if err := os.Mkdir(work, 0o700); err != nil {
+		return "", "", &guard.IntegrationError{Op: "local: make working folder", Err: err}
+	}
+	if err := writeInputs(work, c.Files); err != nil {
+		return "", "", &guard.IntegrationError{Op: "local: write input files", Err: err}
+	}
+	codePath = filepath.Join(base, "main")
+	if err := os.WriteFile(codePath, []byte(c.Code), 0o600); err != nil {
+		return "", "", &guard.IntegrationError{Op: "local: write code", Err: err}
+	}
+	return work, codePath, nil
+}
+
+// command is the interpreter for the request's language, in a process group of its own that dies
+// with the worker.
+func (b *Backend) command(c guard.Checked, codePath string) (*exec.Cmd, error) {
+	var cmd *exec.Cmd
+	switch c.Language {
+	case guard.Python:
+		// -I: ignore PYTHON* variables and the user's site folder; -u: unbuffered, so output
+		// printed before a timeout is not lost in a buffer.
+		cmd = exec.Command(b.python, "-I", "-u", codePath)
+	case guard.Shell:
+		cmd = exec.Command(b.shell, codePath)
+	default:
+		return nil, &guard.ToolUsageError{Msg: fmt.Sprintf("local backend: language %q is not offered", c.Language)}
+	}
+	cmd.Stdin = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+// wait waits for the started command until it exits, the timeout passes or ctx ends; whatever
+// ended the run, nothing of the code's process group outlives it.
+func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (waitErr error, timedOut, cancelled bool) {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case waitErr = <-exited:
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+		cancelled = true
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if timedOut || cancelled {
+		waitErr = <-exited
+	}
+	return waitErr, timedOut, cancelled
 }
 
 // attach gives the command pipes of its own and drains them into the buffers. Using *os.File
