@@ -14,6 +14,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/temporal"
 )
 
@@ -93,27 +94,10 @@ func (srv *Server) start(ctx context.Context, s settings) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("devserver: start: %w", err)
 	}
-	host := s.frontendHost
-	if s.frontendPort != 0 {
-		if err := checkFree("frontend", host, s.frontendPort); err != nil {
-			return err
-		}
-	}
-	if s.UIPort > 0 {
-		if err := checkFree("UI", s.UIHost, s.UIPort); err != nil {
-			return err
-		}
-	}
-	free, err := freePorts(host, 5)
+	ports, err := srv.pickPorts(s)
 	if err != nil {
 		return err
 	}
-	ports := serverPorts{frontend: s.frontendPort, frontendHTTP: free[0], history: free[1], matching: free[2], worker: free[3]}
-	if ports.frontend == 0 {
-		ports.frontend = free[4]
-	}
-	srv.frontend = net.JoinHostPort(host, strconv.Itoa(ports.frontend))
-
 	sqlCfg := sqliteConfig(srv.dbPath)
 	created, err := ensureSchema(sqlCfg)
 	if err != nil {
@@ -125,17 +109,64 @@ func (srv *Server) start(ctx context.Context, s settings) error {
 	if err := createNamespace(sqlCfg, s.Namespace, s.Retention, s.searchAttrs); err != nil {
 		return err
 	}
-
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("devserver: start: %w", err)
 	}
-	// Checked again just before the server binds (building it binds the
-	// frontend's listener), to keep the window in which another process
-	// could take the port small.
+	logs := slog.New(levelHandler{min: srv.leveler, next: s.Logger.Handler()}).With("component", "temporal-devserver")
+	if err := srv.startTemporal(s.frontendHost, ports, sqlCfg, logs); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, s.ReadyTimeout)
+	defer cancel()
+	if err := srv.awaitReady(ctx, s, logs); err != nil {
+		return err
+	}
+	if s.UIPort > 0 {
+		if err := checkFree("UI", s.UIHost, s.UIPort); err != nil {
+			return err
+		}
+		srv.ui = startUI(s.UIHost, s.UIPort, srv.frontend, s.Namespace, s.Codec)
+		if err := srv.ui.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pickPorts checks that the asked-for frontend and UI ports are free and picks free ports for the
+// server's other services (and the frontend, when none was asked for).
+func (srv *Server) pickPorts(s settings) (serverPorts, error) {
+	host := s.frontendHost
+	if s.frontendPort != 0 {
+		if err := checkFree("frontend", host, s.frontendPort); err != nil {
+			return serverPorts{}, err
+		}
+	}
+	if s.UIPort > 0 {
+		if err := checkFree("UI", s.UIHost, s.UIPort); err != nil {
+			return serverPorts{}, err
+		}
+	}
+	free, err := freePorts(host, 5)
+	if err != nil {
+		return serverPorts{}, err
+	}
+	ports := serverPorts{frontend: s.frontendPort, frontendHTTP: free[0], history: free[1], matching: free[2], worker: free[3]}
+	if ports.frontend == 0 {
+		ports.frontend = free[4]
+	}
+	srv.frontend = net.JoinHostPort(host, strconv.Itoa(ports.frontend))
+	return ports, nil
+}
+
+// startTemporal builds and starts the server. The frontend port is checked again just before the
+// server binds (building it binds the frontend's listener), to keep the window in which another
+// process could take the port small.
+func (srv *Server) startTemporal(host string, ports serverPorts, sqlCfg *config.SQL, logs *slog.Logger) error {
 	if err := checkFree("frontend", host, ports.frontend); err != nil {
 		return err
 	}
-	logs := slog.New(levelHandler{min: srv.leveler, next: s.Logger.Handler()}).With("component", "temporal-devserver")
 	ts, err := temporal.NewServer(serverOptions(host, ports, sqlCfg, newServerLogger(logs))...)
 	if err != nil {
 		return fmt.Errorf("devserver: build server: %w", err)
@@ -146,9 +177,12 @@ func (srv *Server) start(ctx context.Context, s settings) error {
 		return fmt.Errorf("devserver: start server: %w", err)
 	}
 	srv.temporal = ts
+	return nil
+}
 
-	ctx, cancel := context.WithTimeout(ctx, s.ReadyTimeout)
-	defer cancel()
+// awaitReady waits until the frontend answers and knows the namespace, then registers the search
+// attributes the namespace lacks.
+func (srv *Server) awaitReady(ctx context.Context, s settings, logs *slog.Logger) error {
 	c, err := dialReady(ctx, client.Options{
 		HostPort:  srv.frontend,
 		Namespace: s.Namespace,
@@ -169,17 +203,6 @@ func (srv *Server) start(ctx context.Context, s settings) error {
 		s.Logger.LogAttrs(ctx, slog.LevelInfo, "devserver: added search attributes",
 			slog.String("namespace", s.Namespace), slog.Any("names", added))
 	}
-
-	if s.UIPort > 0 {
-		if err := checkFree("UI", s.UIHost, s.UIPort); err != nil {
-			return err
-		}
-		srv.ui = startUI(s.UIHost, s.UIPort, srv.frontend, s.Namespace, s.Codec)
-		if err := srv.ui.waitReady(ctx); err != nil {
-			return err
-		}
-	}
-
 	return nil
 }
 
