@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -173,8 +172,6 @@ func (s *skSigner) Sign(rnd io.Reader, data []byte) (*ssh.Signature, error) {
 	w.mpint(ss)
 	return &ssh.Signature{Format: s.typ, Blob: w.b, Rest: rest}, nil
 }
-
-func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
 
 func isReason(err error, r Reason) bool {
 	var ref *RefusalError

@@ -124,7 +124,7 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: start interpreter", Err: err}
 	}
-	waitErr, timedOut, cancelled := wait(ctx, cmd, c.Limits.Timeout)
+	timedOut, cancelled, waitErr := wait(ctx, cmd, c.Limits.Timeout)
 	duration := time.Since(start)
 
 	select {
@@ -189,7 +189,7 @@ func (b *Backend) command(c guard.Checked, codePath string) (*exec.Cmd, error) {
 
 // wait waits for the started command until it exits, the timeout passes or ctx ends; whatever
 // ended the run, nothing of the code's process group outlives it.
-func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (waitErr error, timedOut, cancelled bool) {
+func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (timedOut, cancelled bool, waitErr error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	timer := time.NewTimer(timeout)
@@ -205,7 +205,7 @@ func wait(ctx context.Context, cmd *exec.Cmd, timeout time.Duration) (waitErr er
 	if timedOut || cancelled {
 		waitErr = <-exited
 	}
-	return waitErr, timedOut, cancelled
+	return timedOut, cancelled, waitErr
 }
 
 // attach gives the command pipes of its own and drains them into the buffers. Using *os.File
