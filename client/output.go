@@ -54,7 +54,8 @@ type ErrorOutput struct {
 	Error ErrorBody `json:"error"`
 }
 
-// ErrorBody names the error's type (a guard.TypeXxx name, or "Error" for anything else).
+// ErrorBody names the error's type (a guard.TypeXxx name, one of this package's TypeXxx names, or
+// "Error" for anything else).
 type ErrorBody struct {
 	Type     string `json:"type"`
 	Message  string `json:"message"`
@@ -64,7 +65,7 @@ type ErrorBody struct {
 
 // NewErrorOutput converts an error.
 func NewErrorOutput(err error) ErrorOutput {
-	body := ErrorBody{Type: guard.TypeOf(err), Message: err.Error()}
+	body := ErrorBody{Type: ErrorType(err), Message: err.Error()}
 	if body.Type == "" {
 		body.Type = "Error"
 	}
