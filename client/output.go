@@ -52,6 +52,8 @@ func NewOutput(r guard.Result) Output {
 // ErrorOutput is a run's error as the starter prints it: {"error": {"type": ..., "message": ...}}.
 type ErrorOutput struct {
 	Error ErrorBody `json:"error"`
+	// WorkflowID names the run the error is about, when one was started. Optional.
+	WorkflowID string `json:"workflow_id,omitempty"`
 }
 
 // ErrorBody names the error's type (a guard.TypeXxx name, one of this package's TypeXxx names, or

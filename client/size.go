@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 // Temporal's limits on what one call may carry, with the server's default configuration: larger
@@ -50,4 +51,14 @@ func requestBytes(req guard.Request) int {
 		n += len(name) + len(v)
 	}
 	return n
+}
+
+// CheckRequest refuses, without any connection, a request that Start would refuse before
+// sending: text that is not UTF-8, or a request over Temporal's payload limits in the clear (a
+// key ring adds a little; Start checks again with the client's converter).
+func CheckRequest(req guard.Request) error {
+	if err := guard.CheckEncodable(req); err != nil {
+		return err
+	}
+	return checkPayloadSize(converter.GetDefaultDataConverter(), "the request", requestBytes(req), workflows.Input{Request: req})
 }
