@@ -36,6 +36,10 @@ type Options struct {
 	DataConverter converter.DataConverter
 	// Namespace names the namespace in messages. Optional.
 	Namespace string
+	// WorkerWait is how long Start waits for a worker to poll the task queue before it returns a
+	// *NoWorkerError (a worker that has just started is listed within a moment). Optional:
+	// defaults to 3 s.
+	WorkerWait time.Duration
 	// CheckPoll is how often Start asks a new run whether its check finished. Optional: defaults
 	// to 100 ms.
 	CheckPoll time.Duration
@@ -43,12 +47,13 @@ type Options struct {
 
 // Client starts and steers RunCode runs. Create it with New.
 type Client struct {
-	tc        tclient.Client
-	owned     bool
-	namespace string
-	dc        converter.DataConverter
-	taskQueue string
-	checkPoll time.Duration
+	tc         tclient.Client
+	owned      bool
+	namespace  string
+	dc         converter.DataConverter
+	taskQueue  string
+	checkPoll  time.Duration
+	workerWait time.Duration
 }
 
 // New returns a Client, or an error when no Temporal client is given.
@@ -62,6 +67,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if c.taskQueue == "" {
 		c.taskQueue = DefaultTaskQueue
+	}
+	if c.workerWait = opts.WorkerWait; c.workerWait <= 0 {
+		c.workerWait = 3 * time.Second
 	}
 	if c.checkPoll <= 0 {
 		c.checkPoll = 100 * time.Millisecond
@@ -134,16 +142,27 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 	return c.awaitCheck(ctx, started)
 }
 
-// checkWorkers returns a *NoWorkerError when no worker polls the workflow task queue.
+// checkWorkers returns a *NoWorkerError when no worker polls the workflow task queue within
+// Options.WorkerWait.
 func (c *Client) checkWorkers(ctx context.Context) error {
-	resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
-	if err != nil {
-		return fmt.Errorf("client: describe task queue %s: %w", c.taskQueue, err)
+	deadline := time.Now().Add(c.workerWait)
+	for {
+		resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+		if err != nil {
+			return fmt.Errorf("client: describe task queue %s: %w", c.taskQueue, err)
+		}
+		if len(resp.GetPollers()) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &NoWorkerError{TaskQueue: c.taskQueue, Namespace: c.namespace}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: waiting for a worker on %s: %w", c.taskQueue, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	if len(resp.GetPollers()) == 0 {
-		return &NoWorkerError{TaskQueue: c.taskQueue, Namespace: c.namespace}
-	}
-	return nil
 }
 
 // awaitCheck polls the new run's status until its check finished and returns its digest, or the

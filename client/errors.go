@@ -38,7 +38,11 @@ type NoWorkerError struct {
 }
 
 func (e *NoWorkerError) Error() string {
-	return fmt.Sprintf("client: no worker polls task queue %q in namespace %q: start a worker on it, or pass the task queue the workers use (--task-queue, SANDBOXFLOW_TASK_QUEUE)", e.TaskQueue, e.Namespace)
+	where := fmt.Sprintf("task queue %q", e.TaskQueue)
+	if e.Namespace != "" {
+		where += fmt.Sprintf(" in namespace %q", e.Namespace)
+	}
+	return "client: no worker polls " + where + ": start a worker on it, or pass the task queue the workers use (--task-queue, SANDBOXFLOW_TASK_QUEUE)"
 }
 
 // ErrorType returns TypeNoWorker.

@@ -54,7 +54,7 @@ func (f *fakeTemporal) DescribeWorkflowExecution(ctx context.Context, id, runID 
 
 func newFake(t *testing.T, f *fakeTemporal) *Client {
 	t.Helper()
-	c, err := New(Options{Temporal: f, Namespace: "ns"})
+	c, err := New(Options{Temporal: f, Namespace: "ns", WorkerWait: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
