@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxflow/sandboxflow/codec"
@@ -63,7 +64,7 @@ func (c *Client) WaitResult(ctx context.Context, workflowID string, timeout time
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res, err := c.Result(wctx, workflowID)
-	if err != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+	if err != nil && ctx.Err() == nil && guard.TypeOf(err) == "" && deadlineExceeded(wctx, err) {
 		te := &WaitTimeoutError{WorkflowID: workflowID, Timeout: timeout, Err: err}
 		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer qcancel()
@@ -86,4 +87,11 @@ func checkDecision(dc converter.DataConverter, d workflows.Decision) error {
 		}
 	}
 	return checkPayloadSize(dc, "the decision", len(d.Reason)+len(d.Reviewer), d)
+}
+
+// deadlineExceeded reports whether err ended a wait because ctx's deadline passed: the SDK may
+// return gRPC's deadline error a moment before ctx itself reports it.
+func deadlineExceeded(ctx context.Context, err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
 }
