@@ -28,6 +28,8 @@ func TestParseArgsRefuses(t *testing.T) {
 		{"run", "--code", "print(1)", "--workflow-id", ""},
 		{"run", "--code", "print(1)", "--task-queue", ""},
 		{"run", "--code", "print(1)", "--file", "x.py"},
+		{"run", "--code", "print(1)", "--code", "print(2)"},
+		{"run", "--code", "print(1)", "--timeout", "1s", "--timeout", "2s"},
 		{"run"},
 		{"pending", "extra"},
 		{"show"},

@@ -36,9 +36,11 @@ func NewFlagSet(name string, out io.Writer) *flag.FlagSet {
 
 // Parse parses args with fs, accepting flags before, between and after the positional
 // arguments ("--" ends the flags), and returns the positional arguments. It returns a
-// *UsageError when there are fewer than min or more than max positional arguments, or when a
-// flag not listed in mayBeEmpty is given an empty value. flag.ErrHelp is returned as it is.
+// *UsageError when there are fewer than min or more than max positional arguments, when a flag
+// that is not a Pairs flag is given twice, or when a flag not listed in mayBeEmpty is given an
+// empty value. flag.ErrHelp is returned as it is.
 func Parse(fs *flag.FlagSet, args []string, minArgs, maxArgs int, mayBeEmpty ...string) ([]string, error) {
+	onlyOnce(fs)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -165,4 +167,43 @@ func List(flagName, s string) ([]string, error) {
 		parts[i] = p
 	}
 	return parts, nil
+}
+
+// onlyOnce makes every flag of fs but the Pairs flags refuse a second value on the command line.
+func onlyOnce(fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		switch f.Value.(type) {
+		case *Pairs, *onceValue:
+			return
+		}
+		f.Value = &onceValue{Value: f.Value}
+	})
+}
+
+// onceValue is a flag value that may be set once.
+type onceValue struct {
+	flag.Value
+	set bool
+}
+
+func (o *onceValue) Set(v string) error {
+	if o.set {
+		return errors.New("given twice")
+	}
+	o.set = true
+	return o.Value.Set(v)
+}
+
+// IsBoolFlag keeps "--wait" (without a value) working for boolean flags.
+func (o *onceValue) IsBoolFlag() bool {
+	b, ok := o.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// Get returns the value, for flag.Getter.
+func (o *onceValue) Get() any {
+	if g, ok := o.Value.(flag.Getter); ok {
+		return g.Get()
+	}
+	return o.Value.String()
 }

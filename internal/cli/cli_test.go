@@ -36,6 +36,9 @@ func TestParse(t *testing.T) {
 		{"empty value =", []string{"--reason="}, 0, 0, nil, true},
 		{"unknown flag", []string{"--nope"}, 0, 0, nil, true},
 		{"duplicate pair", []string{"--env", "A=1", "--env", "A=2"}, 0, 0, nil, true},
+		{"two pairs", []string{"--env", "A=1", "--env", "B=2"}, 0, 0, nil, false},
+		{"flag twice", []string{"--reason", "a", "--reason", "b"}, 0, 0, nil, true},
+		{"bool twice", []string{"--wait", "--wait"}, 0, 0, nil, true},
 		{"pair without =", []string{"--env", "A"}, 0, 0, nil, true},
 		{"pair without name", []string{"--env", "=1"}, 0, 0, nil, true},
 	}
