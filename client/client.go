@@ -148,7 +148,13 @@ func (c *Client) checkWorkers(ctx context.Context) error {
 	deadline := time.Now().Add(c.workerWait)
 	for {
 		resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
-		if err != nil {
+		var denied *serviceerror.PermissionDenied
+		var unimplemented *serviceerror.Unimplemented
+		switch {
+		case errors.As(err, &denied) || errors.As(err, &unimplemented):
+			// This client may not ask; the run is started and waits for a worker as before.
+			return nil
+		case err != nil:
 			return fmt.Errorf("client: describe task queue %s: %w", c.taskQueue, err)
 		}
 		if len(resp.GetPollers()) > 0 {

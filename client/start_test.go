@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ import (
 type fakeTemporal struct {
 	tclient.Client
 	pollers      int
+	describeErr  error
 	startErr     error
 	workflowType string
 	started      []tclient.StartWorkflowOptions
@@ -34,6 +36,9 @@ type fakeTemporal struct {
 
 func (f *fakeTemporal) DescribeTaskQueue(ctx context.Context, q string, typ enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
 	f.described++
+	if f.describeErr != nil {
+		return nil, f.describeErr
+	}
 	resp := &workflowservice.DescribeTaskQueueResponse{}
 	for range f.pollers {
 		resp.Pollers = append(resp.Pollers, &taskqueuepb.PollerInfo{Identity: "w"})
@@ -140,6 +145,15 @@ func TestStartFailsFastWithoutWorker(t *testing.T) {
 	}
 	if len(f.started) != 0 {
 		t.Fatal("Start started a run no worker would check")
+	}
+}
+
+// A client that may not describe the task queue starts the run as before.
+func TestStartWithoutPermissionToDescribe(t *testing.T) {
+	f := &fakeTemporal{describeErr: serviceerror.NewPermissionDenied("no", ""), startErr: errors.New("started")}
+	_, err := newFake(t, f).Start(context.Background(), guard.Request{Code: "print(1)"}, StartOptions{})
+	if len(f.started) != 1 || !strings.Contains(fmt.Sprint(err), "started") {
+		t.Fatalf("Start = %v after %d starts; want the start tried", err, len(f.started))
 	}
 }
 
