@@ -33,6 +33,12 @@ type Options struct {
 	// DataConverter decodes payloads read from history (EnvValues). Optional: the converter of
 	// Connection.Options, or Temporal's default.
 	DataConverter converter.DataConverter
+	// Namespace names the namespace in messages. Optional.
+	Namespace string
+	// WorkerWait is how long Start waits for a worker to poll the task queue before it returns a
+	// *NoWorkerError (a worker that has just started is listed within a moment). Optional:
+	// defaults to 3 s.
+	WorkerWait time.Duration
 	// CheckPoll is how often Start asks a new run whether its check finished. Optional: defaults
 	// to 100 ms.
 	CheckPoll time.Duration
@@ -40,10 +46,13 @@ type Options struct {
 
 // Client starts and steers RunCode runs. Create it with New.
 type Client struct {
-	tc        tclient.Client
-	dc        converter.DataConverter
-	taskQueue string
-	checkPoll time.Duration
+	tc         tclient.Client
+	owned      bool
+	namespace  string
+	dc         converter.DataConverter
+	taskQueue  string
+	checkPoll  time.Duration
+	workerWait time.Duration
 }
 
 // New returns a Client, or an error when no Temporal client is given.
@@ -51,12 +60,15 @@ func New(opts Options) (*Client, error) {
 	if opts.Temporal == nil {
 		return nil, errors.New("client: Options.Temporal is required")
 	}
-	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll}
+	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll, namespace: opts.Namespace}
 	if c.dc == nil {
 		c.dc = converter.GetDefaultDataConverter()
 	}
 	if c.taskQueue == "" {
 		c.taskQueue = DefaultTaskQueue
+	}
+	if c.workerWait = opts.WorkerWait; c.workerWait <= 0 {
+		c.workerWait = 3 * time.Second
 	}
 	if c.checkPoll <= 0 {
 		c.checkPoll = 100 * time.Millisecond
@@ -66,10 +78,17 @@ func New(opts Options) (*Client, error) {
 
 // StartOptions adjust one run.
 type StartOptions struct {
-	// WorkflowID names the run. Optional: defaults to "sandbox-" and a random UUID.
+	// WorkflowID names the run. Optional: defaults to "sandbox-" and a random UUID. An id that
+	// names an existing workflow, open or closed, is refused with a ConfigError.
 	WorkflowID string
 	// SandboxTaskQueue is the task queue of the sandbox activity. Optional: the workers' setting.
 	SandboxTaskQueue string
+	// OnStarted is called as soon as the run is started, before its check finished, with its ids
+	// (no digest yet). Optional.
+	OnStarted func(Started)
+	// SkipWorkerCheck starts the run even when no worker polls the task queue. Optional: defaults
+	// to false, which returns a *NoWorkerError at once instead of starting a run nobody checks.
+	SkipWorkerCheck bool
 }
 
 // Started identifies a run that waits for its decision, with the digest a reviewer must approve.
@@ -81,21 +100,79 @@ type Started struct {
 
 // Start starts a RunCode run and waits until the worker has checked the request, so that it can
 // return the digest. A request that fails its check returns the typed error (ToolUsageError or
-// ConfigError) and nothing waits.
+// ConfigError) and nothing waits. Before anything is sent, Start refuses bytes that are not UTF-8
+// and a request over Temporal's payload limits (ToolUsageError), and a task queue no worker polls
+// (*NoWorkerError); an existing workflow id is a ConfigError.
 func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions) (Started, error) {
 	id := opts.WorkflowID
 	if id == "" {
 		id = WorkflowIDPrefix + uuid.NewString()
 	}
+	in := contract.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue}
+	if err := guard.CheckEncodable(req); err != nil {
+		return Started{}, err
+	}
+	if err := checkPayloadSize(c.dc, "the request", requestBytes(req), in); err != nil {
+		return Started{}, err
+	}
+	if !opts.SkipWorkerCheck {
+		if err := c.checkWorkers(ctx); err != nil {
+			return Started{}, err
+		}
+	}
 	run, err := c.tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{
-		ID:                    id,
-		TaskQueue:             c.taskQueue,
-		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, contract.WorkflowName, contract.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue})
+		ID:                                       id,
+		TaskQueue:                                c.taskQueue,
+		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+	}, contract.WorkflowName, in)
 	if err != nil {
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return Started{}, &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used by a run (open or closed); choose another id or leave it empty", id)}
+		}
 		return Started{}, fmt.Errorf("client: start %s: %w", id, err)
 	}
 	started := Started{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+	if opts.OnStarted != nil {
+		opts.OnStarted(started)
+	}
+	return c.awaitCheck(ctx, started)
+}
+
+// checkWorkers returns a *NoWorkerError when no worker polls the workflow task queue within
+// Options.WorkerWait.
+func (c *Client) checkWorkers(ctx context.Context) error {
+	deadline := time.Now().Add(c.workerWait)
+	for {
+		resp, err := c.tc.DescribeTaskQueue(ctx, c.taskQueue, enums.TASK_QUEUE_TYPE_WORKFLOW)
+		var denied *serviceerror.PermissionDenied
+		var unimplemented *serviceerror.Unimplemented
+		switch {
+		case errors.As(err, &denied) || errors.As(err, &unimplemented):
+			// This client may not ask; the run is started and waits for a worker as before.
+			return nil
+		case err != nil:
+			return fmt.Errorf("client: describe task queue %s: %w", c.taskQueue, err)
+		}
+		if len(resp.GetPollers()) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return &NoWorkerError{TaskQueue: c.taskQueue, Namespace: c.namespace}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: waiting for a worker on %s: %w", c.taskQueue, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// awaitCheck polls the new run's status until its check finished and returns its digest, or the
+// typed error that ended it.
+func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, error) {
 	for {
 		st, err := c.Status(ctx, started.WorkflowID)
 		switch {
@@ -123,6 +200,19 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 		case <-time.After(c.checkPoll):
 		}
 	}
+}
+
+// RequireRunCode returns a *NotRunCodeError when workflowID names a workflow that is not a RunCode
+// run, and the describe error when it names none.
+func (c *Client) RequireRunCode(ctx context.Context, workflowID string) error {
+	resp, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return fmt.Errorf("client: describe %s: %w", workflowID, err)
+	}
+	if typ := resp.GetWorkflowExecutionInfo().GetType().GetName(); typ != contract.WorkflowName {
+		return &NotRunCodeError{WorkflowID: workflowID, Type: typ}
+	}
+	return nil
 }
 
 // isQueryNotReady reports errors that mean "ask again": the first workflow task has not run yet.
@@ -200,17 +290,24 @@ func keyword(p *commonpb.Payload) string {
 }
 
 // Approve sends one reviewer's approval of digest to the run as the update "decide", with a fresh
-// approval id. The workflow's validator refuses a wrong digest, a missing reviewer, a second
+// approval id, after checking that workflowID names a RunCode run (*NotRunCodeError). The workflow's validator refuses a wrong digest, a missing reviewer, a second
 // decision or a run that no longer waits, and the refusal comes back as the error.
 func (c *Client) Approve(ctx context.Context, workflowID, digest, reviewer, reason string) (contract.DecideResult, error) {
+	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+		return contract.DecideResult{}, err
+	}
 	return c.Decide(ctx, workflowID, contract.Decision{
 		ApprovalID: uuid.NewString(), Digest: digest, Approve: true, Reviewer: reviewer, Reason: reason,
 	})
 }
 
-// Deny sends one reviewer's denial to the run as the update "decide". The digest is filled in
+// Deny sends one reviewer's denial to the run as the update "decide", after checking that
+// workflowID names a RunCode run (*NotRunCodeError). The digest is filled in
 // from the run's status, so that the decision names what was denied.
 func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) (contract.DecideResult, error) {
+	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+		return contract.DecideResult{}, err
+	}
 	d := contract.Decision{ApprovalID: uuid.NewString(), Approve: false, Reviewer: reviewer, Reason: reason}
 	if st, err := c.Status(ctx, workflowID); err == nil {
 		d.Digest = st.Request.Digest
@@ -222,6 +319,9 @@ func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) 
 // it.
 func (c *Client) Decide(ctx context.Context, workflowID string, d contract.Decision) (contract.DecideResult, error) {
 	var out contract.DecideResult
+	if err := checkDecision(c.dc, d); err != nil {
+		return out, err
+	}
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		UpdateName:   contract.UpdateDecide,
@@ -244,6 +344,9 @@ func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, e
 	var res guard.Result
 	err := c.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
 	if err != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("client: result of %s: %w", workflowID, ctx.Err())
+		}
 		if typed := contract.FromFailure(err); guard.TypeOf(typed) != "" {
 			return res, typed
 		}

@@ -3,7 +3,14 @@
 // sends decisions, waits for results, and describes the run_code tool for function calling.
 //
 // It works over a Temporal client the caller dials (with the same data converter as the workers,
-// when payloads are encrypted). The starter command is a thin main over this package.
+// when payloads are encrypted), or one that Connect dials. The starter command is a thin main over
+// this package.
+//
+// Start refuses, before anything is sent, what would not arrive as it was sent or could never be
+// checked: text that is not UTF-8 and requests over Temporal's payload limits (ToolUsageError), an
+// existing workflow id (ConfigError) and a task queue no worker polls (*NoWorkerError). Review,
+// Approve, Deny and WaitResult refuse a workflow that is not a RunCode run (*NotRunCodeError).
+// WriteJSON prints what a person reads with invisible and direction-changing characters escaped.
 //
 // There is no way to approve a run without a person: Approve sends one reviewer's decision for one
 // digest, and the workflow accepts only the first valid decision.

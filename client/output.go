@@ -52,9 +52,12 @@ func NewOutput(r guard.Result) Output {
 // ErrorOutput is a run's error as the starter prints it: {"error": {"type": ..., "message": ...}}.
 type ErrorOutput struct {
 	Error ErrorBody `json:"error"`
+	// WorkflowID names the run the error is about, when one was started. Optional.
+	WorkflowID string `json:"workflow_id,omitempty"`
 }
 
-// ErrorBody names the error's type (a guard.TypeXxx name, or "Error" for anything else).
+// ErrorBody names the error's type (a guard.TypeXxx name, one of this package's TypeXxx names, or
+// "Error" for anything else).
 type ErrorBody struct {
 	Type     string `json:"type"`
 	Message  string `json:"message"`
@@ -64,7 +67,7 @@ type ErrorBody struct {
 
 // NewErrorOutput converts an error.
 func NewErrorOutput(err error) ErrorOutput {
-	body := ErrorBody{Type: guard.TypeOf(err), Message: err.Error()}
+	body := ErrorBody{Type: ErrorType(err), Message: err.Error()}
 	if body.Type == "" {
 		body.Type = "Error"
 	}

@@ -93,9 +93,21 @@
 //
 // Every encode and decode needs the token: "Authorization: Bearer <token>" (compared in constant
 // time), or the session cookie that GET/POST /login sets after the token is entered in a browser.
-// The cookie exists because the Temporal UI without OIDC cannot send a bearer token; it is
-// HttpOnly, SameSite=Strict and derived from the token, so only pages served from the same host
-// (the embedded UI on 127.0.0.1) send it, and changing the token revokes it. (The UI's
+// The cookie exists because the Temporal UI without OIDC cannot send a bearer token. It holds a
+// random session id that the server keeps with an expiry (ServerOptions.SessionTTL, 8 hours by
+// default) and the port it was started on; POST /logout ends it, and a restart ends them all. It
+// is HttpOnly and SameSite=Strict, and its name carries the port
+// (sandboxflow_codec_session_8234; over TLS __Host-sandboxflow_codec_session_8234). Browsers send
+// a 127.0.0.1 cookie to every port of the host, so a page served on another local port can still
+// receive it: the session is refused on any other port and by any other server, and it expires,
+// but a local service that replays it to this port within its lifetime is let in. Log out when
+// done, and prefer the bearer token where the client can send one.
+//
+// /encode and /decode are bounded: the request body (ServerOptions.MaxRequestBytes, 4 MiB), the
+// payloads counted before any is decoded (MaxPayloads, 4096), the response (MaxResponseBytes,
+// 8 MiB) and the requests served at once (MaxConcurrent, 4; more get 503 with Retry-After).
+// Refused requests are logged at most once per LogInterval, with the path cut and a count of the
+// refusals not logged. (The UI's
 // passAccessToken sends the user's OIDC access token, which this server does not check: with OIDC,
 // put an authenticating proxy in front or use /login.)
 //

@@ -2,7 +2,6 @@ package codec
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -20,6 +19,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // CodecTokenEnv is the environment variable the worker reads the codec server's token from.
@@ -33,9 +33,14 @@ const MinTokenLen = 16
 const SessionCookieName = "sandboxflow_codec_session"
 
 const (
-	defaultMaxRequestBytes = 16 << 20
-	sessionMaxAge          = 12 * time.Hour
-	shutdownGrace          = 5 * time.Second
+	defaultMaxRequestBytes  = 4 << 20
+	defaultMaxPayloads      = 4096
+	defaultMaxResponseBytes = 8 << 20
+	defaultMaxConcurrent    = 4
+	defaultSessionTTL       = 8 * time.Hour
+	defaultMaxSessions      = 64
+	defaultLogInterval      = 10 * time.Second
+	shutdownGrace           = 5 * time.Second
 )
 
 // ServerOptions configure a codec server.
@@ -51,8 +56,31 @@ type ServerOptions struct {
 	// (the temporal CLI with --codec-endpoint, Go clients).
 	AllowedOrigins []string
 
-	// MaxRequestBytes bounds a request body. Optional: defaults to 16 MiB.
+	// MaxRequestBytes bounds a request body. Optional: defaults to 4 MiB, Temporal's gRPC message
+	// limit, which no history payload exceeds.
 	MaxRequestBytes int64
+
+	// MaxPayloads bounds the payloads of one /encode or /decode request, counted before any is
+	// decoded. Optional: defaults to 4096.
+	MaxPayloads int
+
+	// MaxResponseBytes bounds a response body. Optional: defaults to 8 MiB.
+	MaxResponseBytes int64
+
+	// MaxConcurrent bounds the /encode and /decode requests served at once; more are refused with
+	// 503 at once. Optional: defaults to 4.
+	MaxConcurrent int
+
+	// SessionTTL is how long a session from /login lasts. Optional: defaults to 8 hours.
+	SessionTTL time.Duration
+
+	// MaxSessions bounds the sessions held; a login past it ends the oldest. Optional: defaults
+	// to 64.
+	MaxSessions int
+
+	// LogInterval is the shortest time between two records of refused requests; refusals in
+	// between are counted in the next record. Optional: defaults to 10 seconds.
+	LogInterval time.Duration
 
 	// Logger receives one record for each refused request and each payload that cannot be
 	// decoded; never a token, key or payload. Optional: defaults to slog.Default().
@@ -63,12 +91,14 @@ type ServerOptions struct {
 // Web UI and the temporal CLI, the remote side of the Codec. See the package documentation for
 // the paths and the authentication.
 type Server struct {
-	codec           *Codec
-	tokenHash       [sha256.Size]byte
-	sessionValue    string
-	origins         map[string]bool
-	maxRequestBytes int64
-	logger          *slog.Logger
+	codec     *Codec
+	tokenHash [sha256.Size]byte
+	origins   map[string]bool
+	opts      ServerOptions
+	logger    *slog.Logger
+	sessions  *sessions
+	refusals  *refusalLog
+	slots     chan struct{}
 }
 
 // NewServer returns a codec server over ring. It refuses a missing or short token and a malformed
@@ -81,19 +111,16 @@ func NewServer(ring *KeyRing, opts ServerOptions) (*Server, error) {
 	if strings.ContainsAny(opts.Token, " \t\r\n") {
 		return nil, errors.New("codec server: token must not contain spaces")
 	}
+	opts = opts.withDefaults()
 	s := &Server{
-		codec:           NewCodec(ring),
-		tokenHash:       sha256.Sum256([]byte(opts.Token)),
-		sessionValue:    sessionValue(opts.Token),
-		origins:         map[string]bool{},
-		maxRequestBytes: opts.MaxRequestBytes,
-		logger:          opts.Logger,
-	}
-	if s.maxRequestBytes <= 0 {
-		s.maxRequestBytes = defaultMaxRequestBytes
-	}
-	if s.logger == nil {
-		s.logger = slog.Default()
+		codec:     NewCodec(ring),
+		tokenHash: sha256.Sum256([]byte(opts.Token)),
+		origins:   map[string]bool{},
+		opts:      opts,
+		logger:    opts.Logger,
+		sessions:  newSessions(opts.SessionTTL, opts.MaxSessions),
+		refusals:  &refusalLog{logger: opts.Logger, interval: opts.LogInterval},
+		slots:     make(chan struct{}, opts.MaxConcurrent),
 	}
 	for _, o := range opts.AllowedOrigins {
 		norm, err := normalizeOrigin(o)
@@ -128,21 +155,48 @@ func normalizeOrigin(o string) (string, error) {
 	return strings.ToLower(u.Scheme + "://" + u.Host), nil
 }
 
-func sessionValue(token string) string {
-	m := hmac.New(sha256.New, []byte(token))
-	m.Write([]byte("sandboxflow codec session v1"))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+func (o ServerOptions) withDefaults() ServerOptions {
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = defaultMaxRequestBytes
+	}
+	if o.MaxPayloads <= 0 {
+		o.MaxPayloads = defaultMaxPayloads
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = defaultMaxResponseBytes
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = defaultMaxConcurrent
+	}
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = defaultSessionTTL
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = defaultMaxSessions
+	}
+	if o.LogInterval <= 0 {
+		o.LogInterval = defaultLogInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
 }
 
 // ServeHTTP answers:
 //   - POST .../encode and POST .../decode (any prefix, such as /{namespace}/decode): the Temporal
-//     codec protocol, protobuf JSON Payloads in and out; the token is required;
+//     codec protocol, protobuf JSON Payloads in and out; the token or a session is required;
 //   - OPTIONS on those paths: the CORS preflight, for allowed origins only;
-//   - GET /login: a form that takes the token; POST /login: sets the session cookie, so that the
-//     Temporal UI (with codec includeCredentials) can call the server from a browser.
+//   - GET /login: a form that takes the token; POST /login: starts a session and sets its cookie,
+//     so that the Temporal UI (with codec includeCredentials) can call the server from a browser;
+//   - POST /logout: ends the session of the cookie.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/login" {
+	switch r.URL.Path {
+	case "/login":
 		s.serveLogin(w, r)
+		return
+	case "/logout":
+		s.serveLogout(w, r)
 		return
 	}
 	op := lastSegment(r.URL.Path)
@@ -150,31 +204,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-
-	origin := r.Header.Get("Origin")
-	if origin != "" {
-		norm, err := normalizeOrigin(origin)
-		if err != nil || !s.origins[norm] {
-			s.logger.Warn("codec server: refused request from an origin that is not allowed", slog.String("origin", truncateForMessage(origin)), slog.String("path", r.URL.Path))
-			http.Error(w, "origin not allowed", http.StatusForbidden)
-			return
-		}
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", origin)
-		h.Set("Access-Control-Allow-Credentials", "true")
-		h.Add("Vary", "Origin")
+	if !s.corsAllowed(w, r) {
+		return
 	}
-
 	switch r.Method {
 	case http.MethodOptions:
-		h := w.Header()
-		h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Authorization-Extras, Content-Type, X-Namespace")
-		h.Set("Access-Control-Max-Age", "600")
-		if r.Header.Get("Access-Control-Request-Private-Network") == "true" && origin != "" {
-			h.Set("Access-Control-Allow-Private-Network", "true")
-		}
-		w.WriteHeader(http.StatusNoContent)
+		s.servePreflight(w, r)
 		return
 	case http.MethodPost:
 	default:
@@ -182,22 +217,72 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-
 	if !s.authorized(r) {
-		s.logger.Warn("codec server: refused request without a valid token", slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr))
+		s.refusals.refuse("codec server: refused request without a valid token", r)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sandboxflow codec"`)
 		http.Error(w, "missing or wrong token: send Authorization: Bearer <token>", http.StatusUnauthorized)
 		return
 	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.refusals.refuse("codec server: refused request over the concurrency limit", r)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("busy: %d requests are being served", cap(s.slots)), http.StatusServiceUnavailable)
+		return
+	}
+	s.serveCodec(w, r, op)
+}
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxRequestBytes))
+// corsAllowed checks the Origin header: no origin, or an allowed one (whose CORS headers it
+// sets). It answers 403 and returns false for any other.
+func (s *Server) corsAllowed(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	norm, err := normalizeOrigin(origin)
+	if err != nil || !s.origins[norm] {
+		s.refusals.refuse("codec server: refused request from an origin that is not allowed", r)
+		http.Error(w, "origin not allowed", http.StatusForbidden)
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Credentials", "true")
+	h.Add("Vary", "Origin")
+	return true
+}
+
+func (s *Server) servePreflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Authorization-Extras, Content-Type, X-Namespace")
+	h.Set("Access-Control-Max-Age", "600")
+	if r.Header.Get("Access-Control-Request-Private-Network") == "true" && r.Header.Get("Origin") != "" {
+		h.Set("Access-Control-Allow-Private-Network", "true")
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// serveCodec encodes or decodes the request's payloads within the server's limits on request
+// size, payload count and response size.
+func (s *Server) serveCodec(w http.ResponseWriter, r *http.Request, op string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			http.Error(w, fmt.Sprintf("request body over %d bytes", s.maxRequestBytes), http.StatusRequestEntityTooLarge)
+			s.refusals.refuse("codec server: refused request over the size limit", r)
+			http.Error(w, fmt.Sprintf("request body over %d bytes", s.opts.MaxRequestBytes), http.StatusRequestEntityTooLarge)
 			return
 		}
 		http.Error(w, "read request body", http.StatusBadRequest)
+		return
+	}
+	if n := countPayloads(body, s.opts.MaxPayloads); n > s.opts.MaxPayloads {
+		s.refusals.refuse("codec server: refused request over the payload count limit", r)
+		http.Error(w, fmt.Sprintf("request holds over %d payloads", s.opts.MaxPayloads), http.StatusRequestEntityTooLarge)
 		return
 	}
 	var in commonpb.Payloads
@@ -205,7 +290,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request body is not protobuf JSON of temporal.api.common.v1.Payloads", http.StatusBadRequest)
 		return
 	}
-
+	body = nil
 	var out []*commonpb.Payload
 	if op == "encode" {
 		out, err = s.codec.Encode(in.Payloads)
@@ -213,18 +298,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out, err = s.codec.Decode(in.Payloads)
 	}
 	if err != nil {
-		s.logger.Warn("codec server: "+op+" failed", slog.String("error", err.Error()), slog.String("namespace", r.Header.Get("X-Namespace")))
+		s.logger.Warn("codec server: "+op+" failed", slog.String("error", err.Error()), slog.String("namespace", truncateForMessage(r.Header.Get("X-Namespace"))))
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp, err := protojson.Marshal(&commonpb.Payloads{Payloads: out})
+	resp := &commonpb.Payloads{Payloads: out}
+	// protobuf JSON carries bytes as base64: 4/3 of the binary size, plus field names.
+	if est := int64(proto.Size(resp))*4/3 + int64(len(out))*64; est > s.opts.MaxResponseBytes {
+		s.refusals.refuse("codec server: refused request whose response is over the size limit", r)
+		http.Error(w, fmt.Sprintf("response would be over %d bytes; send fewer payloads", s.opts.MaxResponseBytes), http.StatusRequestEntityTooLarge)
+		return
+	}
+	b, err := protojson.Marshal(resp)
 	if err != nil {
 		http.Error(w, "marshal response", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(resp)
+	_, _ = w.Write(b)
 }
 
 func lastSegment(p string) string {
@@ -235,8 +327,8 @@ func lastSegment(p string) string {
 	return p
 }
 
-// authorized reports whether r carries the token as a bearer header or the session cookie. Both
-// comparisons take the same time whatever the guess.
+// authorized reports whether r carries the token as a bearer header (compared in constant time)
+// or the cookie of a live session started on the port r came in on.
 func (s *Server) authorized(r *http.Request) bool {
 	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
@@ -244,8 +336,8 @@ func (s *Server) authorized(r *http.Request) bool {
 			return true
 		}
 	}
-	if c, err := r.Cookie(SessionCookieName); err == nil {
-		return hmac.Equal([]byte(c.Value), []byte(s.sessionValue))
+	if c, err := r.Cookie(cookieName(r)); err == nil {
+		return s.sessions.valid(c.Value, localPort(r))
 	}
 	return false
 }
@@ -262,8 +354,8 @@ const loginPage = `<!doctype html>
 </body></html>
 `
 
-// serveLogin lets a browser trade the token for a session cookie. The cookie is HttpOnly and
-// SameSite=Strict, so only same-site pages (the Temporal UI served from the same host) send it.
+// serveLogin lets a browser trade the token for a session: a random id, held by the server with
+// an expiry, in a cookie that is HttpOnly and SameSite=Strict and named for the server's port.
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; form-action 'self'")
@@ -277,17 +369,22 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 		token := r.PostFormValue("token")
 		got := sha256.Sum256([]byte(token))
 		if subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) != 1 {
-			s.logger.Warn("codec server: refused login with a wrong token", slog.String("remote", r.RemoteAddr))
+			s.refusals.refuse("codec server: refused login with a wrong token", r)
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")
 			w.WriteHeader(http.StatusUnauthorized)
 			fmt.Fprintf(w, loginPage, "Wrong token.")
 			return
 		}
+		id, err := s.sessions.start(localPort(r))
+		if err != nil {
+			http.Error(w, "start a session", http.StatusInternalServerError)
+			return
+		}
 		http.SetCookie(w, &http.Cookie{
-			Name:     SessionCookieName,
-			Value:    s.sessionValue,
+			Name:     cookieName(r),
+			Value:    id,
 			Path:     "/",
-			MaxAge:   int(sessionMaxAge / time.Second),
+			MaxAge:   int(s.opts.SessionTTL / time.Second),
 			HttpOnly: true,
 			Secure:   r.TLS != nil,
 			SameSite: http.SameSiteStrictMode,

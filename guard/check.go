@@ -164,6 +164,12 @@ func (p Policy) checkEnv(env []EnvVar) error {
 // ([A-Za-z_][A-Za-z0-9_]*) or that the policy does not allow.
 func (p Policy) CheckEnvName(name string) error {
 	p = p.WithDefaults()
+	if !utf8.ValidString(name) {
+		return toolUsagef("env name %q is not valid UTF-8", name)
+	}
+	if err := checkNameText("env name", name); err != nil {
+		return err
+	}
 	if !envNameRE.MatchString(name) {
 		return toolUsagef("env name %q is not a plain name ([A-Za-z_][A-Za-z0-9_]*)", name)
 	}
@@ -240,7 +246,8 @@ var windowsDevices = func() map[string]bool {
 
 // CheckFileName reports why a file name is unsafe, or nil. A safe name is relative, clean
 // (path.Clean leaves it as it is), valid UTF-8, at most 255 bytes and 8 elements deep, and has no
-// empty, "." or ".." element, no drive or colon, no backslash, no control character, no element
+// empty, "." or ".." element, no drive or colon, no backslash, no control character, no invisible,
+// bidirectional or other suspicious character (see IsSuspicious), no element
 // that starts with "-" or ends with a dot or space, and no Windows device name.
 func CheckFileName(name string) error {
 	switch {
@@ -258,6 +265,9 @@ func CheckFileName(name string) error {
 		return toolUsagef("file name %q contains a colon (drive or stream)", name)
 	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }):
 		return toolUsagef("file name %q contains a control character", name)
+	}
+	if err := checkNameText("file name", name); err != nil {
+		return err
 	}
 	elems := strings.Split(name, "/")
 	if len(elems) > DefaultMaxFileNameDepth {

@@ -128,6 +128,9 @@ type Summary struct {
 	Backend   string        `json:"backend"`
 	Digest    string        `json:"digest"`
 	Metadata  Metadata      `json:"metadata"`
+	// SuspiciousCharacters lists invisible and direction-changing characters in the code, which
+	// can make code read differently from how it runs; every view of the code shows them.
+	SuspiciousCharacters []Suspicious `json:"suspicious_characters,omitempty"`
 }
 
 // FileSummary is an input file's name and size.
@@ -149,6 +152,8 @@ func (c *Checked) Summary() Summary {
 		Backend:   c.Backend,
 		Digest:    c.Digest,
 		Metadata:  c.Metadata,
+
+		SuspiciousCharacters: SuspiciousCharacters(c.Code),
 	}
 	for _, f := range c.Files {
 		s.Files = append(s.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})

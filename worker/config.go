@@ -3,12 +3,14 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
 // config is everything the worker reads from its flags and environment.
@@ -109,11 +111,13 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.DurationVar(&c.heartbeat, "heartbeat-timeout", 0, "sandbox activity heartbeat timeout (default 15s)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 
-	if err := fs.Parse(args); err != nil {
+	// Stray words ("worker docter") and flags given an empty value ("--task-queue ''") are usage
+	// errors; the flags listed may be set empty on purpose.
+	if _, err := cli.Parse(fs, args, 0, 0, "sandbox-task-queue", "docker-network", "docker-ipc", "key-file", "codec-token"); err != nil {
 		return nil, fs, err
 	}
 	if err := applyEnv(fs); err != nil {
-		return nil, fs, err
+		return nil, fs, &cli.UsageError{Msg: err.Error()}
 	}
 	return c, fs, c.validate()
 }
@@ -139,6 +143,22 @@ func applyEnv(fs *flag.FlagSet) error {
 }
 
 func (c *config) validate() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--log-level %q: want debug, info, warn or error", c.logLevel)}
+	}
+	if strings.TrimSpace(c.taskQueue) == "" {
+		return &guard.ConfigError{Msg: "--task-queue must not be empty"}
+	}
+	if _, err := cli.List("languages", c.languages); err != nil || strings.TrimSpace(c.languages) == "" {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--languages %q: want a comma-separated list such as python,sh with no empty element", c.languages)}
+	}
+	if c.uiPort > 65535 || c.codecPrt < 0 || c.codecPrt > 65535 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--ui-port %d / --codec-port %d: want a port number", c.uiPort, c.codecPrt)}
+	}
+	if c.reapInterval <= 0 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--reap-interval must be positive, got %s", c.reapInterval)}
+	}
 	switch c.role {
 	case roleAll, roleWorkflows, roleSandboxes:
 	default:

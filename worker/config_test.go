@@ -3,11 +3,13 @@
 package main
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
 	"go.temporal.io/server/temporaltest"
 )
 
@@ -49,6 +51,37 @@ func TestConfigRefusesBadSettings(t *testing.T) {
 	}
 	if _, _, err := parseConfig("test", []string{"--no-such-flag"}); err == nil {
 		t.Errorf("an unknown flag was accepted")
+	}
+}
+
+// Finding 5 of issue 17: the worker accepted stray words, empty values and a bogus log level.
+func TestConfigStrict(t *testing.T) {
+	usage := [][]string{
+		{"docter", "--backend", "nosuch"}, // "worker docter": a stray word, not the serve command
+		{"--backend", "local", "oops"},
+		{"--task-queue", ""},
+		{"--docker-image", ""},
+	}
+	for _, args := range usage {
+		var ue *cli.UsageError
+		if _, _, err := parseConfig("test", args); !errors.As(err, &ue) {
+			t.Errorf("parseConfig(%q) = %v; want a *cli.UsageError", args, err)
+		}
+	}
+	config := [][]string{
+		{"--log-level", "bogus"},
+		{"--languages", "python,"},
+		{"--codec-port", "70000"},
+		{"--reap-interval", "0s"},
+	}
+	for _, args := range config {
+		if _, _, err := parseConfig("test", args); guard.TypeOf(err) != guard.TypeConfigError {
+			t.Errorf("parseConfig(%q) = %v; want a ConfigError", args, err)
+		}
+	}
+	t.Setenv("SANDBOXFLOW_LOG_LEVEL", "loud")
+	if _, _, err := parseConfig("test", nil); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("SANDBOXFLOW_LOG_LEVEL=loud: %v; want a ConfigError", err)
 	}
 }
 

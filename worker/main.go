@@ -14,11 +14,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
 func main() {
@@ -31,9 +32,15 @@ func main() {
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
 	}
-	if err != nil {
+	var usage *cli.UsageError
+	if errors.As(err, &usage) {
 		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(2)
+		os.Exit(cli.ExitUsage)
+	}
+	if err != nil {
+		// A setting that parses but is refused (a ConfigError): nothing has started.
+		slog.Error("worker: refused configuration", slog.String("error", err.Error()))
+		os.Exit(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -50,14 +57,16 @@ func main() {
 	}
 	if err := serve(ctx, cfg, logger); err != nil {
 		stop()
-		log.Fatalf("worker: %v", err)
+		// log.Fatalf would go through slog's default handler at INFO: a failed start-up is an
+		// ERROR.
+		logger.Error("worker: stopped", slog.String("error", err.Error()))
+		os.Exit(1)
 	}
 }
 
+// newLogger returns the worker's logger at level, which config.validate has checked.
 func newLogger(level string) *slog.Logger {
 	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
+	_ = l.UnmarshalText([]byte(level))
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }

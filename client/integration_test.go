@@ -1,0 +1,128 @@
+//go:build integration
+
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+// startWorker runs RunCode and its activities on queue over a backend that prints "ok".
+func startWorker(t *testing.T, tc tclient.Client, queue string) {
+	t.Helper()
+	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+		return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(tc, queue, worker.Options{})
+	workflows.Register(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+}
+
+// other is a workflow of another type that waits until it is cancelled.
+func other(ctx workflow.Context) error {
+	return workflow.Await(ctx, func() bool { return false })
+}
+
+// Findings 1 and 3 of issue 17 against a real server: no worker fails fast; an existing id, open
+// or closed, is a ConfigError naming it; the id is known as soon as the run starts; result has a
+// timeout; a workflow of another type is refused by show, approve, deny and result.
+func TestIntegrationStartEdges(t *testing.T) {
+	ts := devtest.Start(t)
+	tc := ts.GetDefaultClient()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(client.Options{Temporal: tc, TaskQueue: "edges"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := guard.Request{Code: "print(1)"}
+
+	begin := time.Now()
+	_, err = c.Start(ctx, req, client.StartOptions{WorkflowID: "no-worker"})
+	var nw *client.NoWorkerError
+	if !errors.As(err, &nw) || time.Since(begin) > 10*time.Second {
+		t.Fatalf("Start with no worker = %v after %s; want a *NoWorkerError at once", err, time.Since(begin))
+	}
+
+	startWorker(t, tc, "edges")
+	var announced client.Started
+	first, err := c.Start(ctx, req, client.StartOptions{WorkflowID: "mine", OnStarted: func(s client.Started) { announced = s }})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if announced.WorkflowID != "mine" || announced.RunID != first.RunID || announced.Digest != "" {
+		t.Errorf("OnStarted got %+v; want the ids before the digest (run %s)", announced, first.RunID)
+	}
+	for _, state := range []string{"open", "closed"} {
+		_, err := c.Start(ctx, guard.Request{Code: "print('new code')"}, client.StartOptions{WorkflowID: "mine"})
+		var ce *guard.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), `"mine"`) {
+			t.Fatalf("Start with the id of an %s run = %v; want a ConfigError naming it", state, err)
+		}
+		if state == "open" {
+			_, err := c.WaitResult(ctx, "mine", 500*time.Millisecond)
+			var wt *client.WaitTimeoutError
+			if !errors.As(err, &wt) || wt.State != contract.StatusAwaitingApproval {
+				t.Fatalf("WaitResult of a waiting run = %v; want a *WaitTimeoutError in state awaiting_approval", err)
+			}
+			if _, err := c.Deny(ctx, "mine", "bob", "no"); err != nil {
+				t.Fatalf("Deny: %v", err)
+			}
+			var ad *guard.ApprovalDenied
+			if _, err := c.WaitResult(ctx, "mine", 0); !errors.As(err, &ad) {
+				t.Fatalf("WaitResult after the denial = %v; want ApprovalDenied", err)
+			}
+		}
+	}
+
+	w := worker.New(tc, "others", worker.Options{})
+	w.RegisterWorkflowWithOptions(other, workflow.RegisterOptions{Name: "Other"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "not-runcode", TaskQueue: "others"}, "Other"); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func(context.Context) error{
+		"show":    func(ctx context.Context) error { _, err := c.Review(ctx, "not-runcode", true); return err },
+		"approve": func(ctx context.Context) error { _, err := c.Approve(ctx, "not-runcode", "d", "bob", ""); return err },
+		"deny":    func(ctx context.Context) error { _, err := c.Deny(ctx, "not-runcode", "bob", "no"); return err },
+		"result":  func(ctx context.Context) error { _, err := c.WaitResult(ctx, "not-runcode", 0); return err },
+	}
+	for name, call := range calls {
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		err := call(cctx)
+		ccancel()
+		var nr *client.NotRunCodeError
+		if !errors.As(err, &nr) || nr.Type != "Other" {
+			t.Errorf("%s of another workflow type = %v; want a *NotRunCodeError naming Other", name, err)
+		}
+	}
+}

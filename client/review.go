@@ -1,0 +1,101 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Review is everything a reviewer reads about a run before deciding: its status (with the request
+// summary), the characters of the code a person could not see, and a warning when there are any.
+type Review struct {
+	WorkflowID string `json:"workflow_id"`
+	contract.Status
+	// SuspiciousCharacters lists invisible or direction-changing characters of the code (see
+	// guard.SuspiciousCharacters). They are allowed in code but must be seen.
+	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
+	// Warning says, in one line, that the code holds such characters. Empty when it holds none.
+	Warning string `json:"warning,omitempty"`
+	// Env holds the env values, only when asked for.
+	Env map[string]string `json:"env_values,omitempty"`
+}
+
+// Review returns what a reviewer reads about workflowID, with the env values when envValues is
+// set. It refuses a workflow that is not a RunCode run (*NotRunCodeError) before it queries.
+func (c *Client) Review(ctx context.Context, workflowID string, envValues bool) (Review, error) {
+	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+		return Review{}, err
+	}
+	st, err := c.Status(ctx, workflowID)
+	if err != nil {
+		return Review{}, err
+	}
+	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
+	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
+	if envValues {
+		if r.Env, err = c.EnvValues(ctx, workflowID); err != nil {
+			return Review{}, err
+		}
+	}
+	return r, nil
+}
+
+// SuspiciousWarning returns a one-line warning about the listed characters, or "" for none.
+func SuspiciousWarning(list []guard.Suspicious) string {
+	if len(list) == 0 {
+		return ""
+	}
+	var parts []string
+	for i, s := range list {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(list)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %s at line %d column %d", s.Rune, s.Name, s.Line, s.Column))
+	}
+	return fmt.Sprintf("WARNING: the code holds %d invisible or direction-changing character(s) that may make it read differently from how it runs: %s",
+		len(list), strings.Join(parts, "; "))
+}
+
+// WriteJSON writes v as one line of JSON to w, with every invisible or direction-changing
+// character (guard.IsSuspicious) written as a \u escape: the JSON means the same, and a person
+// reading it in a terminal sees each such character instead of its effect.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("client: encode JSON: %w", err)
+	}
+	b = append(visibleJSON(b), '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// visibleJSON escapes the suspicious characters of b, JSON text from encoding/json: it is valid
+// UTF-8, and every character that is not ASCII is inside a string, where a \u escape means it.
+func visibleJSON(b []byte) []byte {
+	if !strings.ContainsFunc(string(b), func(r rune) bool { return r >= utf8.RuneSelf && guard.IsSuspicious(r) }) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r < utf8.RuneSelf || !guard.IsSuspicious(r):
+			out = append(out, b[i:i+size]...)
+		case r > 0xFFFF:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
+)
+
+// command is one parsed command line. Parsing does no I/O: files are read when the command runs.
+type command struct {
+	name string
+
+	conn      client.Connection
+	taskQueue string
+	keyFile   string
+
+	// run
+	req        guard.Request
+	code, file string
+	inputs     cli.Pairs
+	wait       bool
+	workflowID string
+
+	// show, approve, deny, result
+	id               string
+	envValues        bool
+	digest, reviewer string
+	reason           string
+	waitTimeout      time.Duration
+
+	// tool-schema
+	tool   client.ToolOptions
+	format string
+}
+
+// parseArgs parses a command line (without the program name). Every refusal is a *cli.UsageError,
+// or flag.ErrHelp for -h.
+func parseArgs(args []string, stderr io.Writer) (*command, error) {
+	if len(args) == 0 {
+		return nil, &cli.UsageError{Msg: "no command given"}
+	}
+	c := &command{name: args[0]}
+	fs := cli.NewFlagSet("starter "+c.name, stderr)
+	args = args[1:]
+	switch c.name {
+	case "run":
+		return c, c.parseRun(fs, args)
+	case "pending":
+		c.addConnFlags(fs)
+		_, err := cli.Parse(fs, args, 0, 0)
+		return c, err
+	case "show", "result":
+		return c, c.parseReview(fs, args)
+	case "approve", "deny":
+		return c, c.parseDecision(fs, args)
+	case "tool-schema":
+		return c, c.parseToolSchema(fs, args)
+	case "-h", "--help", "help":
+		return nil, flag.ErrHelp
+	}
+	return nil, &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", c.name)}
+}
+
+func (c *command) addConnFlags(fs *flag.FlagSet) {
+	c.conn = client.ConnectionFromEnv()
+	fs.StringVar(&c.conn.Address, "address", c.conn.Address, "Temporal frontend host:port (TEMPORAL_ADDRESS; default 127.0.0.1:7233)")
+	fs.StringVar(&c.conn.Namespace, "namespace", c.conn.Namespace, "Temporal namespace (TEMPORAL_NAMESPACE; default \"default\")")
+	fs.StringVar(&c.taskQueue, "task-queue", envOr("SANDBOXFLOW_TASK_QUEUE", client.DefaultTaskQueue), "task queue of RunCode workflows")
+	fs.StringVar(&c.keyFile, "key-file", os.Getenv("SANDBOXFLOW_KEY_FILE"), "payload encryption keys shared with the workers")
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
+	c.addConnFlags(fs)
+	env := &cli.Pairs{Flag: "--env"}
+	c.inputs = cli.Pairs{Flag: "--input", NonEmptyValues: true}
+	m := &c.req.Metadata
+	fs.StringVar(&c.code, "code", "", "the code to run")
+	fs.StringVar(&c.file, "file", "", "read the code from a file (- for stdin)")
+	fs.StringVar(&c.req.Language, "language", guard.Python, "python or sh")
+	fs.DurationVar(&c.req.Limits.Timeout, "timeout", 0, "time limit (default: the policy's, 30s)")
+	fs.BoolVar(&c.req.Network, "network", false, "ask for a network (the policy must allow it)")
+	fs.BoolVar(&c.req.CaptureContent, "capture-content", false, "let events carry code and output")
+	fs.BoolVar(&c.wait, "wait", false, "wait for the decision and print the result")
+	fs.StringVar(&c.workflowID, "workflow-id", "", "the run's workflow id, unused so far (default: sandbox-<uuid>)")
+	fs.StringVar(&m.Agent, "agent", "", "metadata: the agent")
+	fs.StringVar(&m.Session, "session", "", "metadata: the session")
+	fs.StringVar(&m.ToolCallID, "tool-call-id", "", "metadata: the tool call")
+	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
+	fs.Var(&c.inputs, "input", "input file NAME=PATH (repeatable, each name once)")
+	fs.Var(env, "env", "env var NAME=VALUE (repeatable, each name once)")
+	if _, err := cli.Parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	c.req.Env = env.Map
+	switch {
+	case c.code != "" && c.file != "":
+		return &cli.UsageError{Msg: "give --code or --file, not both"}
+	case c.code == "" && c.file == "":
+		return &cli.UsageError{Msg: "give the code with --code CODE or --file F (--file - reads stdin)"}
+	}
+	return nil
+}
+
+func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
+	c.addConnFlags(fs)
+	if c.name == "show" {
+		fs.BoolVar(&c.envValues, "env-values", false, "also show env values (they are hidden by default)")
+	} else {
+		fs.DurationVar(&c.waitTimeout, "timeout", 0, "wait at most this long for the result (default: until the run ends)")
+	}
+	pos, err := cli.Parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c.id = pos[0]
+	if c.waitTimeout < 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s is negative", c.waitTimeout)}
+	}
+	return nil
+}
+
+func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
+	c.addConnFlags(fs)
+	fs.StringVar(&c.digest, "digest", "", "the digest you read (approve: required)")
+	fs.StringVar(&c.reviewer, "reviewer", "", "who decides (required)")
+	fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
+	pos, err := cli.Parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	c.id = pos[0]
+	switch {
+	case c.reviewer == "":
+		return &cli.UsageError{Msg: "--reviewer is required"}
+	case c.name == "approve" && c.digest == "":
+		return &cli.UsageError{Msg: "--digest is required: approve the digest you read with `starter show`"}
+	case c.name == "deny" && c.reason == "":
+		return &cli.UsageError{Msg: "--reason is required"}
+	}
+	return nil
+}
+
+func (c *command) parseToolSchema(fs *flag.FlagSet, args []string) error {
+	fs.StringVar(&c.format, "format", client.FormatOpenAI, "openai or anthropic")
+	langs := fs.String("languages", guard.Python, "languages offered, comma-separated")
+	fs.StringVar(&c.tool.Backend, "backend", "", "the backend that runs the code (local adds a warning)")
+	fs.DurationVar(&c.tool.Timeout, "timeout", guard.DefaultTimeout, "the run's time limit")
+	if _, err := cli.Parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	var err error
+	if c.tool.Languages, err = cli.List("languages", *langs); err != nil {
+		return err
+	}
+	for _, l := range c.tool.Languages {
+		if l != guard.Python && l != guard.Shell {
+			return &cli.UsageError{Msg: fmt.Sprintf("--languages: %q is not a language the backends offer (python, sh)", l)}
+		}
+	}
+	if c.format != client.FormatOpenAI && c.format != client.FormatAnthropic {
+		return &cli.UsageError{Msg: fmt.Sprintf("--format %q: want %s or %s", c.format, client.FormatOpenAI, client.FormatAnthropic)}
+	}
+	if c.tool.Timeout <= 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s must be positive", c.tool.Timeout)}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+type cliResult struct {
+	code           int
+	stdout, stderr string
+	took           time.Duration
+}
+
+// starterIn runs the starter in-process against the server at addr.
+func starterIn(t *testing.T, addr, ns string, args ...string) cliResult {
+	t.Helper()
+	t.Setenv("TEMPORAL_ADDRESS", addr)
+	t.Setenv("TEMPORAL_NAMESPACE", ns)
+	t.Setenv("SANDBOXFLOW_TASK_QUEUE", "cli")
+	t.Setenv("SANDBOXFLOW_KEY_FILE", "")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	begin := time.Now()
+	code := run(ctx, args, strings.NewReader(""), &out, &errb)
+	return cliResult{code: code, stdout: out.String(), stderr: errb.String(), took: time.Since(begin)}
+}
+
+func (r cliResult) errorType(t *testing.T) string {
+	t.Helper()
+	var e client.ErrorOutput
+	if err := json.Unmarshal([]byte(r.stdout), &e); err != nil {
+		t.Fatalf("stdout %q is not one JSON document: %v", r.stdout, err)
+	}
+	return e.Error.Type
+}
+
+func cliWorker(t *testing.T, tc tclient.Client) {
+	t.Helper()
+	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+		return guard.Result{OK: true}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(tc, "cli", worker.Options{})
+	workflows.Register(w)
+	acts.Register(w)
+	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+		return workflow.Await(ctx, func() bool { return false })
+	}, workflow.RegisterOptions{Name: "Other"})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+}
+
+// The findings of issue 17 through the starter's command line, against a real server.
+func TestIntegrationStarterEdges(t *testing.T) {
+	ts := devtest.Start(t)
+	addr, ns := ts.GetFrontendHostPort(), ts.GetDefaultNamespace()
+
+	// 3: no worker polls the task queue: a typed error within seconds, not a hang.
+	r := starterIn(t, addr, ns, "run", "--code", "print(1)")
+	if r.code != 1 || r.errorType(t) != client.TypeNoWorker || r.took > 15*time.Second {
+		t.Fatalf("run with no worker: exit %d after %s, %s; want 1 and NoWorker at once", r.code, r.took, r.stdout)
+	}
+
+	cliWorker(t, ts.GetDefaultClient())
+	// 1 and 6: the id is printed once started; the code's invisible characters are shown.
+	trojan := "access = 'user' # \u202e } \u2066 if admin: \u2069 \u2066\nprint(access)\n"
+	r = starterIn(t, addr, ns, "run", "--code", trojan, "--workflow-id", "cli-run")
+	if r.code != 0 || !strings.Contains(r.stderr, "started workflow cli-run") {
+		t.Fatalf("run: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+	}
+	r = starterIn(t, addr, ns, "run", "--code", "print('other code')", "--workflow-id", "cli-run")
+	if r.code != 1 || r.errorType(t) != guard.TypeConfigError || !strings.Contains(r.stdout, "cli-run") {
+		t.Errorf("run with an open run's id: exit %d, %s; want 1 and a ConfigError naming it", r.code, r.stdout)
+	}
+	r = starterIn(t, addr, ns, "show", "cli-run")
+	if r.code != 0 || strings.ContainsAny(r.stdout, "\u202e\u2066\u2069") || !strings.Contains(r.stdout, `\u202e`) ||
+		!strings.Contains(r.stdout, "suspicious_characters") || !strings.Contains(r.stderr, "WARNING") {
+		t.Errorf("show of code with bidi controls: exit %d, stdout %s, stderr %s; want them escaped, listed and warned of", r.code, r.stdout, r.stderr)
+	}
+
+	// 3: result --timeout ends a wait for a run nobody decided.
+	r = starterIn(t, addr, ns, "result", "cli-run", "--timeout", "500ms")
+	if r.code != 1 || r.errorType(t) != client.TypeWaitTimeout || r.took > 15*time.Second {
+		t.Errorf("result --timeout: exit %d after %s, %s; want 1 and WaitTimeout", r.code, r.took, r.stdout)
+	}
+	if r := starterIn(t, addr, ns, "deny", "cli-run", "--reviewer", "bob", "--reason", "no"); r.code != 0 {
+		t.Fatalf("deny: exit %d %s", r.code, r.stdout)
+	}
+	// 1: the id of a closed run is refused too.
+	r = starterIn(t, addr, ns, "run", "--code", "print('other code')", "--workflow-id", "cli-run", "--wait")
+	if r.code != 1 || r.errorType(t) != guard.TypeConfigError {
+		t.Errorf("run with a closed run's id: exit %d, %s; want 1 and a ConfigError", r.code, r.stdout)
+	}
+
+	// 3: commands on a workflow of another type are refused with a typed error.
+	if _, err := ts.GetDefaultClient().ExecuteWorkflow(context.Background(), tclient.StartWorkflowOptions{ID: "cli-other", TaskQueue: "cli"}, "Other"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"show", "cli-other"},
+		{"approve", "cli-other", "--digest", "sha256:00", "--reviewer", "bob"},
+		{"deny", "cli-other", "--reviewer", "bob", "--reason", "no"},
+		{"result", "cli-other"},
+	} {
+		r := starterIn(t, addr, ns, args...)
+		if r.code != 1 || r.errorType(t) != client.TypeNotRunCode || r.took > 15*time.Second {
+			t.Errorf("%v: exit %d after %s, %s; want 1 and NotRunCode", args, r.code, r.took, r.stdout)
+		}
+	}
+}
