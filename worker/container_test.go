@@ -20,26 +20,27 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/service"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // applyDefaults fills a hand-made config with the flag defaults, as parseConfig would.
-func applyDefaults(cfg *config) error {
+func applyDefaults(cfg *service.Options) error {
 	def, _, err := parseConfig("test", nil)
 	if err != nil {
 		return err
 	}
-	cfg.defaultTimeout, cfg.maxTimeout, cfg.grace, cfg.approvalTimeout = def.defaultTimeout, def.maxTimeout, def.grace, def.approvalTimeout
-	cfg.maxStdout, cfg.maxStderr, cfg.maxSandboxes = def.maxStdout, def.maxStderr, def.maxSandboxes
+	cfg.DefaultTimeout, cfg.MaxTimeout, cfg.Grace, cfg.ApprovalTimeout = def.DefaultTimeout, def.MaxTimeout, def.Grace, def.ApprovalTimeout
+	cfg.MaxStdoutBytes, cfg.MaxStderrBytes, cfg.MaxSandboxes = def.MaxStdoutBytes, def.MaxStderrBytes, def.MaxSandboxes
 	return nil
 }
 
 // startInProcessWorker registers RunCode and its activities over backend on queue.
-func startInProcessWorker(t *testing.T, tc tclient.Client, queue string, cfg *config, backend guard.Backend) (stop func()) {
+func startInProcessWorker(t *testing.T, tc tclient.Client, queue string, cfg *service.Options, backend guard.Backend) (stop func()) {
 	t.Helper()
-	acts, err := activities.New(activities.Config{Policy: cfg.policy(), Backend: backend, Sink: activities.SlogSink{Logger: slogDiscard()}})
+	acts, err := activities.New(activities.Config{Policy: cfg.Policy(), Backend: backend, Sink: activities.SlogSink{Logger: slogDiscard()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +136,11 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 	ts := devtest.Start(t)
 	for _, runtime := range []string{"runc", "runsc"} {
 		t.Run(runtime, func(t *testing.T) {
-			cfg := &config{dockerImage: testPythonImage(), dockerRuntime: runtime, languages: "python,sh", reapInterval: time.Minute}
+			cfg := &service.Options{DockerImage: testPythonImage(), DockerRuntime: runtime, Languages: "python,sh", ReapInterval: time.Minute}
 			if err := applyDefaults(cfg); err != nil {
 				t.Fatal(err)
 			}
-			backend, closeBackend, err := newDockerBackend(context.Background(), cfg, slogDiscard())
+			backend, closeBackend, err := service.NewBackend(context.Background(), cfg, slogDiscard())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/internal/service"
 )
 
 func main() {
@@ -44,18 +45,22 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := newLogger(cfg.logLevel)
+	logger := newLogger(cfg.LogLevel)
 	slog.SetDefault(logger)
-
+	w, err := service.New(*cfg, logger)
+	if err != nil {
+		logger.Error("worker: refused configuration", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
 	if cmd == "doctor" {
-		failed := doctor(ctx, cfg, os.Stdout)
+		failed := w.Doctor(ctx, os.Stdout)
 		stop()
 		if failed {
 			os.Exit(1)
 		}
 		return
 	}
-	if err := serve(ctx, cfg, logger); err != nil {
+	if err := w.Serve(ctx); err != nil {
 		stop()
 		// log.Fatalf would go through slog's default handler at INFO: a failed start-up is an
 		// ERROR.
@@ -64,7 +69,7 @@ func main() {
 	}
 }
 
-// newLogger returns the worker's logger at level, which config.validate has checked.
+// newLogger returns the worker's logger at level, which Options.Validate has checked.
 func newLogger(level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -9,41 +9,41 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-func dockerBackendName(*config) string { return docker.Name }
+func dockerBackendName(*Options) string { return docker.Name }
 
-func dockerConfig(cfg *config, logger *slog.Logger) docker.Config {
-	runtime := cfg.dockerRuntime
+func dockerConfig(cfg *Options, logger *slog.Logger) docker.Config {
+	runtime := cfg.DockerRuntime
 	if runtime == "runc" {
 		runtime = ""
 	}
 	return docker.Config{
-		Image:       cfg.dockerImage,
+		Image:       cfg.DockerImage,
 		Runtime:     runtime,
-		CPUs:        cfg.dockerCPUs,
-		MemoryBytes: cfg.dockerMemory,
-		PidsLimit:   cfg.dockerPids,
-		Network:     cfg.dockerNetwork,
-		IPC:         cfg.dockerIPC,
+		CPUs:        cfg.DockerCPUs,
+		MemoryBytes: cfg.DockerMemoryBytes,
+		PidsLimit:   cfg.DockerPids,
+		Network:     cfg.DockerNetwork,
+		IPC:         cfg.DockerIPC,
 		Logger:      logger,
 	}
 }
 
 // reapAge is how old a sandbox container must be before the reaper takes it for an orphan: older
 // than any run the policy allows, so a live run on another worker of the same daemon is left alone.
-func reapAge(cfg *config) time.Duration {
-	p := cfg.policy()
+func reapAge(cfg *Options) time.Duration {
+	p := cfg.Policy()
 	return p.MaxTimeout + p.Grace + time.Minute
 }
 
 // newDockerBackend builds the Docker backend, removes orphaned sandboxes at once and starts the
 // reaper that looks for more every --reap-interval.
-func newDockerBackend(ctx context.Context, cfg *config, logger *slog.Logger) (guard.Backend, func(), error) {
+func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (guard.Backend, func(), error) {
 	b, err := docker.New(dockerConfig(cfg, logger))
 	if err != nil {
 		return nil, nil, err
 	}
 	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
-	reaped := b.StartReaper(reapCtx, cfg.reapInterval, reapAge(cfg))
+	reaped := b.StartReaper(reapCtx, cfg.ReapInterval, reapAge(cfg))
 	return b, func() {
 		stopReaper()
 		<-reaped
@@ -55,7 +55,7 @@ func newDockerBackend(ctx context.Context, cfg *config, logger *slog.Logger) (gu
 	}, nil
 }
 
-func dockerChecks(ctx context.Context, cfg *config) []check {
+func dockerChecks(ctx context.Context, cfg *Options) []check {
 	var out []check
 	for _, c := range docker.Doctor(ctx, dockerConfig(cfg, slog.Default())) {
 		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})

@@ -1,4 +1,4 @@
-package main
+package service
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type check struct {
 }
 
 // doctor runs every check, prints one PASS or FAIL line each, and reports whether any failed.
-func doctor(ctx context.Context, cfg *config, out io.Writer) (failed bool) {
+func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 	var checks []check
 	add := func(name string, err error, detail string) {
 		if err != nil {
@@ -31,9 +31,9 @@ func doctor(ctx context.Context, cfg *config, out io.Writer) (failed bool) {
 		}
 		checks = append(checks, check{name, true, detail})
 	}
-	add("policy", cfg.policy().Validate(), cfg.policy().String())
+	add("policy", cfg.Policy().Validate(), cfg.Policy().String())
 
-	conn := cfg.conn.WithDefaults()
+	conn := cfg.Conn.WithDefaults()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	tc, err := client.Dial(dctx, conn)
 	cancel()
@@ -62,10 +62,10 @@ func doctor(ctx context.Context, cfg *config, out io.Writer) (failed bool) {
 		}
 	}
 
-	if cfg.role != roleWorkflows {
-		switch cfg.backend {
+	if cfg.Role != RoleWorkflows {
+		switch cfg.Backend {
 		case "local":
-			_, err := local.New(local.Config{AllowUnsafeLocal: cfg.allowUnsafeLocal})
+			_, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal})
 			add("backend local", err, "ready (DEVELOPMENT ONLY: nothing is isolated)")
 		default:
 			checks = append(checks, dockerChecks(ctx, cfg)...)

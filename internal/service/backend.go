@@ -1,0 +1,23 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/sandboxflow/sandboxflow/backends/local"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// NewBackend builds the configured backend (and starts its reaper); closeBackend releases it when
+// the worker stops.
+func NewBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (b guard.Backend, closeBackend func(), err error) {
+	if cfg.Backend == "local" {
+		lb, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal, Logger: logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		logger.Warn("WARNING: " + local.Warning)
+		return lb, func() {}, nil
+	}
+	return newDockerBackend(ctx, cfg, logger)
+}

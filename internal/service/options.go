@@ -1,0 +1,161 @@
+package service
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
+)
+
+// Roles of a worker process.
+const (
+	// RoleAll runs workflows and sandboxes.
+	RoleAll = "all"
+	// RoleWorkflows runs workflows only (and their local check activity).
+	RoleWorkflows = "workflows"
+	// RoleSandboxes runs the sandbox activity only, on the sandbox task queue.
+	RoleSandboxes = "sandboxes"
+)
+
+// Options configure one worker process. The worker command fills them from its flags and the
+// environment; New validates them once.
+type Options struct {
+	// Conn says how to reach Temporal (address, namespace, TLS, API key).
+	Conn client.Connection
+	// TaskQueue is the task queue of RunCode workflows. Required.
+	TaskQueue string
+	// SandboxTaskQueue is the task queue of the sandbox activity. Optional: empty means TaskQueue.
+	SandboxTaskQueue string
+	// Role is RoleAll, RoleWorkflows or RoleSandboxes. Required.
+	Role string
+	// MaxSandboxes caps how many sandboxes this worker runs at once. Must be at least 1.
+	MaxSandboxes int
+
+	// Dev starts an embedded Temporal server (SQLite in DataDir) and its Web UI on UIPort
+	// (negative: no UI), and runs the worker against it.
+	Dev     bool
+	DataDir string
+	UIPort  int
+	// KeyFile holds the payload encryption keys. Optional: empty means history in the clear.
+	KeyFile string
+	// CodecToken is the codec server's bearer token. Optional: a random one, printed.
+	CodecToken string
+	// CodecPort serves the codec server on 127.0.0.1. Optional: 0 means none (8234 with Dev and a
+	// key file).
+	CodecPort int
+
+	// Backend is "docker" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
+	Backend          string
+	AllowUnsafeLocal bool
+	// DockerImage, DockerRuntime ("runc" or "runsc"), DockerNetwork, DockerMemoryBytes,
+	// DockerCPUs, DockerPids and DockerIPC configure the Docker backend; zero values take its
+	// defaults (see backends/docker.Config).
+	DockerImage       string
+	DockerRuntime     string
+	DockerNetwork     string
+	DockerMemoryBytes int64
+	DockerCPUs        float64
+	DockerPids        int64
+	DockerIPC         string
+	// ReapInterval is how often orphaned sandboxes are looked for. Must be positive.
+	ReapInterval time.Duration
+
+	// Languages offered, comma-separated ("python", "python,sh").
+	Languages string
+	// DefaultTimeout, MaxTimeout, Grace, ApprovalTimeout, MaxStdoutBytes and MaxStderrBytes are
+	// the policy's (zero: guard's defaults).
+	DefaultTimeout  time.Duration
+	MaxTimeout      time.Duration
+	Grace           time.Duration
+	ApprovalTimeout time.Duration
+	MaxStdoutBytes  int64
+	MaxStderrBytes  int64
+	// AllowOpenNetwork lets requests ask for network=true: open egress. Off by default.
+	AllowOpenNetwork bool
+	// EgressAllow and EgressPrivateOK are comma-separated egress patterns and CIDRs;
+	// EgressMaxBytes and EgressMaxConns cap one run's egress (zero: guard's defaults).
+	EgressAllow     string
+	EgressPrivateOK string
+	EgressMaxBytes  int64
+	EgressMaxConns  int
+	// HeartbeatTimeout is the sandbox activity's heartbeat timeout (zero: 15 s).
+	HeartbeatTimeout time.Duration
+
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+}
+
+// Validate checks every setting before anything starts; a refusal is a guard.ConfigError.
+func (o *Options) Validate() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--log-level %q: want debug, info, warn or error", o.LogLevel)}
+	}
+	if strings.TrimSpace(o.TaskQueue) == "" {
+		return &guard.ConfigError{Msg: "--task-queue must not be empty"}
+	}
+	if _, err := cli.List("languages", o.Languages); err != nil || strings.TrimSpace(o.Languages) == "" {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--languages %q: want a comma-separated list such as python,sh with no empty element", o.Languages)}
+	}
+	if o.UIPort > 65535 || o.CodecPort < 0 || o.CodecPort > 65535 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--ui-port %d / --codec-port %d: want a port number", o.UIPort, o.CodecPort)}
+	}
+	if o.ReapInterval <= 0 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--reap-interval must be positive, got %s", o.ReapInterval)}
+	}
+	switch o.Role {
+	case RoleAll, RoleWorkflows, RoleSandboxes:
+	default:
+		return &guard.ConfigError{Msg: fmt.Sprintf("--role %q: want all, workflows or sandboxes", o.Role)}
+	}
+	if o.Role == RoleSandboxes && o.SandboxTaskQueue == "" {
+		return &guard.ConfigError{Msg: "--role sandboxes needs --sandbox-task-queue"}
+	}
+	if o.MaxSandboxes < 1 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--max-sandboxes must be at least 1, got %d", o.MaxSandboxes)}
+	}
+	switch o.Backend {
+	case "docker", "local":
+	default:
+		return &guard.ConfigError{Msg: fmt.Sprintf("--backend %q: want docker or local", o.Backend)}
+	}
+	switch o.DockerRuntime {
+	case "runc", "runsc", "":
+	default:
+		return &guard.ConfigError{Msg: fmt.Sprintf("--docker-runtime %q: want runc or runsc", o.DockerRuntime)}
+	}
+	return o.Policy().Validate()
+}
+
+// Policy is the operator's policy these options describe, with guard's defaults filled in.
+func (o *Options) Policy() guard.Policy {
+	return guard.Policy{
+		Languages:        splitList(o.Languages),
+		DefaultTimeout:   o.DefaultTimeout,
+		MaxTimeout:       o.MaxTimeout,
+		Grace:            o.Grace,
+		ApprovalTimeout:  o.ApprovalTimeout,
+		MaxStdoutBytes:   o.MaxStdoutBytes,
+		MaxStderrBytes:   o.MaxStderrBytes,
+		AllowOpenNetwork: o.AllowOpenNetwork,
+		EgressAllow:      splitList(o.EgressAllow),
+		EgressPrivateOK:  splitList(o.EgressPrivateOK),
+		EgressMaxBytes:   o.EgressMaxBytes,
+		EgressMaxConns:   o.EgressMaxConns,
+	}.WithDefaults()
+}
+
+// splitList splits a comma-separated value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,252 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/devserver"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+// defaultDevCodecPort is where --dev serves the codec server when a key file is set.
+const defaultDevCodecPort = 8234
+
+// Worker is one worker process: the RunCode workflow, its check and the sandbox activity, over the
+// configured backend and policy, with payload encryption and, for Dev, an embedded Temporal
+// server and Web UI.
+type Worker struct {
+	opts   Options
+	logger *slog.Logger
+}
+
+// New validates opts and returns the worker, or a guard.ConfigError.
+func New(opts Options, logger *slog.Logger) (*Worker, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Worker{opts: opts, logger: logger}, nil
+}
+
+// Doctor runs every check, prints one PASS or FAIL line each to out, and reports whether any
+// failed.
+func (w *Worker) Doctor(ctx context.Context, out io.Writer) (failed bool) {
+	return doctor(ctx, &w.opts, out)
+}
+
+// Serve runs the worker until ctx ends. An error means it could not start (a ConfigError for a
+// setting the environment refuses) or stopped abnormally.
+func (w *Worker) Serve(ctx context.Context) error {
+	cfg, logger := &w.opts, w.logger
+	conn, codecEndpoint, err := w.setUpCodec(ctx)
+	if err != nil {
+		return err
+	}
+	if cfg.Dev {
+		stop, err := w.startDevServer(ctx, &conn, codecEndpoint)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	tc, err := client.Dial(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if !cfg.Dev {
+		if err := checkSearchAttributes(ctx, tc, conn.Namespace); err != nil {
+			return err
+		}
+	}
+
+	var backend guard.Backend
+	if cfg.Role != RoleWorkflows {
+		b, closeBackend, err := NewBackend(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer closeBackend()
+		backend = b
+	}
+	acts, err := activities.New(activities.Config{
+		Policy:           cfg.Policy(),
+		Backend:          backend,
+		BackendName:      backendName(cfg),
+		Sink:             activities.SlogSink{Logger: logger},
+		SandboxTaskQueue: cfg.SandboxTaskQueue,
+		HeartbeatTimeout: cfg.HeartbeatTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	stopWorkers, err := w.startWorkers(tc, acts, backend != nil)
+	if err != nil {
+		return err
+	}
+	defer stopWorkers()
+	<-ctx.Done()
+	logger.Info("worker stopping")
+	return nil
+}
+
+// setUpCodec loads the payload keys (warning when there are none), completes the connection
+// settings, and starts the codec server when one is asked for (always with Dev and a key file).
+func (w *Worker) setUpCodec(ctx context.Context) (conn client.Connection, codecEndpoint string, err error) {
+	cfg, logger := &w.opts, w.logger
+	var ring *codec.KeyRing
+	if cfg.KeyFile != "" {
+		if ring, err = codec.LoadKeyRing(cfg.KeyFile); err != nil {
+			return conn, "", err
+		}
+		logger.Info("payload encryption on", "key_ids", ring.KeyIDs(), "current", ring.CurrentKeyID())
+	}
+	codec.WarnIfPlaintext(logger, ring)
+	conn = cfg.Conn.WithDefaults()
+	conn.KeyRing = ring
+	conn.Logger = logger
+	if ring != nil && (cfg.CodecPort > 0 || cfg.Dev) {
+		port := cfg.CodecPort
+		if port == 0 {
+			port = defaultDevCodecPort
+		}
+		if codecEndpoint, err = startCodecServer(ctx, cfg, ring, port, logger); err != nil {
+			return conn, "", err
+		}
+	}
+	return conn, codecEndpoint, nil
+}
+
+// startDevServer starts the embedded Temporal server and points conn at it; stop stops it.
+func (w *Worker) startDevServer(ctx context.Context, conn *client.Connection, codecEndpoint string) (stop func(), err error) {
+	cfg, logger := &w.opts, w.logger
+	srv, err := devserver.Start(ctx, devserver.Config{
+		Address:          conn.Address,
+		Namespace:        conn.Namespace,
+		DataDir:          cfg.DataDir,
+		UIPort:           cfg.UIPort,
+		SearchAttributes: contract.SearchAttributeKeys(),
+		Codec:            devserver.Codec{Endpoint: codecEndpoint, IncludeCredentials: codecEndpoint != ""},
+		Logger:           logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dev server: %w", err)
+	}
+	conn.Address = srv.FrontendAddress()
+	logger.Info("dev server ready: Temporal "+srv.FrontendAddress()+", Web UI "+srv.UIURL(),
+		"namespace", srv.Namespace(), "database", srv.DatabasePath())
+	return func() {
+		if err := srv.Stop(); err != nil {
+			logger.Error("dev server stop", "error", err)
+		}
+	}, nil
+}
+
+// checkSearchAttributes refuses to start against a namespace that lacks RunCode's search
+// attributes, and says how to create them.
+func checkSearchAttributes(ctx context.Context, tc tclient.Client, namespace string) error {
+	missing, err := contract.MissingSearchAttributes(ctx, tc.OperatorService(), namespace)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("namespace %s lacks the search attributes %v; create them once with\n%s",
+			namespace, missing, "  "+contract.CreateSearchAttributesCommand(namespace, missing))}
+	}
+	return nil
+}
+
+// startWorkers starts the Temporal workers of this role: the workflow task queue (with the
+// sandbox activity too when it shares the queue) and the sandbox task queue, each capped at
+// MaxSandboxes concurrent sandboxes.
+func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, hasBackend bool) (stop func(), err error) {
+	cfg := &w.opts
+	var workers []worker.Worker
+	sandboxQueue := cfg.SandboxTaskQueue
+	if sandboxQueue == "" {
+		sandboxQueue = cfg.TaskQueue
+	}
+	if cfg.Role != RoleSandboxes {
+		opts := worker.Options{}
+		if sandboxQueue == cfg.TaskQueue && hasBackend {
+			opts.MaxConcurrentActivityExecutionSize = cfg.MaxSandboxes
+		}
+		wf := worker.New(tc, cfg.TaskQueue, opts)
+		workflows.Register(wf)
+		acts.Register(wf)
+		workers = append(workers, wf)
+	}
+	if hasBackend && sandboxQueue != cfg.TaskQueue {
+		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes})
+		acts.Register(sw)
+		workers = append(workers, sw)
+	}
+	stop = func() {
+		for _, wk := range workers {
+			wk.Stop()
+		}
+	}
+	for i, wk := range workers {
+		if err := wk.Start(); err != nil {
+			for _, started := range workers[:i] {
+				started.Stop()
+			}
+			return nil, fmt.Errorf("start worker: %w", err)
+		}
+	}
+	w.logger.Info("worker running", "task_queue", cfg.TaskQueue, "sandbox_task_queue", sandboxQueue,
+		"role", cfg.Role, "backend", backendName(cfg), "max_sandboxes", cfg.MaxSandboxes, "policy", cfg.Policy().String())
+	return stop, nil
+}
+
+func backendName(cfg *Options) string {
+	if cfg.Backend == "local" {
+		return "local"
+	}
+	return dockerBackendName(cfg)
+}
+
+func startCodecServer(ctx context.Context, cfg *Options, ring *codec.KeyRing, port int, logger *slog.Logger) (string, error) {
+	token := cfg.CodecToken
+	if token == "" {
+		var err error
+		if token, err = codec.NewToken(); err != nil {
+			return "", err
+		}
+		logger.Warn("codec server token (give it to operators who may read decoded payloads): " + token)
+	}
+	uiOrigin := "http://127.0.0.1:" + strconv.Itoa(cfg.UIPort)
+	srv, err := codec.NewServer(ring, codec.ServerOptions{Token: token, AllowedOrigins: []string{uiOrigin, "http://localhost:" + strconv.Itoa(cfg.UIPort)}})
+	if err != nil {
+		return "", err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("codec server: listen on %s: %w", addr, err)
+	}
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("codec server stopped", "error", err)
+		}
+	}()
+	endpoint := "http://" + addr
+	logger.Info("codec server on " + endpoint + " (bearer token required): the temporal CLI takes --codec-endpoint " + endpoint +
+		" --codec-auth \"Bearer $TOKEN\"; in a browser open " + endpoint + "/login once, enter the token, then reload the Web UI")
+	return endpoint, nil
+}
