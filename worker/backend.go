@@ -18,5 +18,8 @@ func newBackend(ctx context.Context, cfg *config, logger *slog.Logger) (b guard.
 		logger.Warn("WARNING: " + local.Warning)
 		return lb, func() {}, nil
 	}
+	if cfg.backend == backendE2B || cfg.backend == backendHTTP {
+		return newHostedBackend(ctx, cfg, logger)
+	}
 	return newDockerBackend(ctx, cfg, logger)
 }

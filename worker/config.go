@@ -38,6 +38,15 @@ type config struct {
 	dockerPids       int64
 	dockerIPC        string
 	reapInterval     time.Duration
+	// Hosted backends (worker/hosted.go). The E2B API key is never kept here: it is read from
+	// e2bKeyFile or E2B_API_KEY when the backend is built.
+	httpURL        string
+	httpHeaderFile string
+	e2bKeyFile     string
+	e2bTemplate    string
+	e2bDomain      string
+	e2bAPIURL      string
+	e2bSandboxURL  string
 
 	languages       string
 	defaultTimeout  time.Duration
@@ -79,7 +88,7 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.codecTok, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed) [SANDBOXFLOW_CODEC_TOKEN]")
 	fs.IntVar(&c.codecPrt, "codec-port", 0, "serve the codec server on 127.0.0.1:PORT (with --dev and a key file, default 8234)")
 
-	fs.StringVar(&c.backend, "backend", "docker", "where code runs: docker or local (DEVELOPMENT ONLY)")
+	fs.StringVar(&c.backend, "backend", "docker", "where code runs: docker, e2b, http or local (DEVELOPMENT ONLY)")
 	fs.BoolVar(&c.allowUnsafeLocal, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
 	fs.StringVar(&c.dockerImage, "docker-image", "python:3.12-slim", "image with python3 and sh; never pulled (pull or build it first)")
 	fs.StringVar(&c.dockerRuntime, "docker-runtime", "runc", "container runtime: runc, or runsc for gVisor")
@@ -89,6 +98,7 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.Int64Var(&c.dockerPids, "docker-pids", 0, "process limit of a sandbox (default 64 under runc, higher under runsc)")
 	fs.StringVar(&c.dockerIPC, "docker-ipc", "", "IPC mode: none (default; no /dev/shm, so multiprocessing fails) or private")
 	fs.DurationVar(&c.reapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandbox containers are looked for")
+	hostedFlags(fs, c)
 
 	fs.StringVar(&c.languages, "languages", guard.Python, "languages offered: python, sh, or python,sh")
 	fs.DurationVar(&c.defaultTimeout, "default-timeout", guard.DefaultTimeout, "timeout of a request that sets none")
@@ -143,9 +153,12 @@ func (c *config) validate() error {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--max-sandboxes must be at least 1, got %d", c.maxSandboxes)}
 	}
 	switch c.backend {
-	case "docker", "local":
+	case "docker", "local", "e2b", "http":
 	default:
-		return &guard.ConfigError{Msg: fmt.Sprintf("--backend %q: want docker or local", c.backend)}
+		return &guard.ConfigError{Msg: fmt.Sprintf("--backend %q: want docker, e2b, http or local", c.backend)}
+	}
+	if err := c.validateHosted(); err != nil {
+		return err
 	}
 	switch c.dockerRuntime {
 	case "runc", "runsc", "":

@@ -146,8 +146,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 }
 
 func backendName(cfg *config) string {
-	if cfg.backend == "local" {
-		return "local"
+	if cfg.backend == "local" || cfg.backend == backendE2B || cfg.backend == backendHTTP {
+		return cfg.backend
 	}
 	return dockerBackendName(cfg)
 }
