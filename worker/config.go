@@ -97,7 +97,7 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.Float64Var(&c.dockerCPUs, "docker-cpus", 0, "CPUs of a sandbox (default 1)")
 	fs.Int64Var(&c.dockerPids, "docker-pids", 0, "process limit of a sandbox (default 64 under runc, higher under runsc)")
 	fs.StringVar(&c.dockerIPC, "docker-ipc", "", "IPC mode: none (default; no /dev/shm, so multiprocessing fails) or private")
-	fs.DurationVar(&c.reapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandbox containers are looked for")
+	fs.DurationVar(&c.reapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandboxes (Docker containers, E2B sandboxes) are looked for")
 	hostedFlags(fs, c)
 
 	fs.StringVar(&c.languages, "languages", guard.Python, "languages offered: python, sh, or python,sh")

@@ -291,6 +291,10 @@ func TestHostedE2BEndToEnd(t *testing.T) {
 		t.Errorf("doctor with a wrong key:\n%s", bad)
 	}
 
+	if schema, _ := s.run("tool-schema", "--format", "openai", "--backend", "e2b"); !strings.Contains(schema, "E2B cloud sandbox") {
+		t.Errorf("tool-schema --backend e2b does not say where the code runs:\n%s", schema)
+	}
+
 	texts["worker log"] = []byte(w.output())
 	for _, id := range runs {
 		texts["history of "+id] = rawHistory(t, addr, id)
@@ -334,6 +338,10 @@ func TestHostedHTTPEndToEnd(t *testing.T) {
 	}
 	if svc.Runs() != 2 {
 		t.Errorf("the service ran %d requests after the doctor's probe; want 2 (the header reached it each time)", svc.Runs())
+	}
+
+	if schema, _ := s.run("tool-schema", "--format", "anthropic", "--backend", "http"); !strings.Contains(schema, "code-execution service") {
+		t.Errorf("tool-schema --backend http does not say where the code runs:\n%s", schema)
 	}
 
 	secretFree(t, token, map[string][]byte{
