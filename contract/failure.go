@@ -34,8 +34,9 @@ type ErrorDetails struct {
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
 // the guard.TypeXxx name and whose details are ErrorDetails. ToolUsageError, ConfigError,
 // ApprovalDenied and an IntegrationError whose code may have started are non-retryable; an
-// IntegrationError from before the code could start is marked retryable. An error that carries no
-// guard type is returned unchanged; nil stays nil.
+// IntegrationError from before the code could start is marked retryable, and carries as its
+// next retry delay the wait its cause asks for (a rate limit's Retry-After; see RetryDelay). An
+// error that carries no guard type is returned unchanged; nil stays nil.
 func ToFailure(err error) error {
 	var (
 		tu *guard.ToolUsageError
