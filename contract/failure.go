@@ -2,6 +2,7 @@ package contract
 
 import (
 	"errors"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -33,8 +34,9 @@ type ErrorDetails struct {
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
 // the guard.TypeXxx name and whose details are ErrorDetails. ToolUsageError, ConfigError,
 // ApprovalDenied and an IntegrationError whose code may have started are non-retryable; an
-// IntegrationError from before the code could start is marked retryable. An error that carries no
-// guard type is returned unchanged; nil stays nil.
+// IntegrationError from before the code could start is marked retryable, and carries as its
+// next retry delay the wait its cause asks for (a rate limit's Retry-After; see RetryDelay). An
+// error that carries no guard type is returned unchanged; nil stays nil.
 func ToFailure(err error) error {
 	var (
 		tu *guard.ToolUsageError
@@ -61,9 +63,34 @@ func ToFailure(err error) error {
 			d.Error = ie.Err.Error()
 		}
 		return temporal.NewApplicationErrorWithOptions(err.Error(), guard.TypeIntegrationError,
-			temporal.ApplicationErrorOptions{NonRetryable: !guard.Retryable(err), Details: []any{d}})
+			temporal.ApplicationErrorOptions{NonRetryable: !guard.Retryable(err), Details: []any{d}, NextRetryDelay: retryDelay(err)})
 	}
 	return err
+}
+
+// retryDelayer is an error that knows how long to wait before a retry, such as a rate limit
+// with the server's Retry-After (e2b.RateLimitError).
+type retryDelayer interface {
+	RetryDelay() time.Duration
+}
+
+// retryDelay returns the wait a retryable err asks for, or zero.
+func retryDelay(err error) time.Duration {
+	var rd retryDelayer
+	if !guard.Retryable(err) || !errors.As(err, &rd) {
+		return 0
+	}
+	return max(rd.RetryDelay(), 0)
+}
+
+// RetryDelay returns the wait before a retry that an activity failure asked for (a server's
+// Retry-After carried by ToFailure as the application error's next retry delay), or zero.
+func RetryDelay(err error) time.Duration {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return 0
+	}
+	return max(appErr.NextRetryDelay(), 0)
 }
 
 // FromFailure returns the typed guard error that err carries as a Temporal application error (made

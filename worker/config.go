@@ -35,7 +35,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.CodecToken, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed) [SANDBOXFLOW_CODEC_TOKEN]")
 	fs.IntVar(&c.CodecPort, "codec-port", 0, "serve the codec server on 127.0.0.1:PORT (with --dev and a key file, default 8234)")
 
-	fs.StringVar(&c.Backend, "backend", "docker", "where code runs: docker or local (DEVELOPMENT ONLY)")
+	fs.StringVar(&c.Backend, "backend", "docker", "where code runs: docker, e2b, http or local (DEVELOPMENT ONLY)")
 	fs.BoolVar(&c.AllowUnsafeLocal, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
 	fs.StringVar(&c.DockerImage, "docker-image", "python:3.12-slim", "image with python3 and sh; never pulled (pull or build it first)")
 	fs.StringVar(&c.DockerRuntime, "docker-runtime", "runc", "container runtime: runc, or runsc for gVisor")
@@ -44,7 +44,8 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.Float64Var(&c.DockerCPUs, "docker-cpus", 0, "CPUs of a sandbox (default 1)")
 	fs.Int64Var(&c.DockerPids, "docker-pids", 0, "process limit of a sandbox (default 64 under runc, higher under runsc)")
 	fs.StringVar(&c.DockerIPC, "docker-ipc", "", "IPC mode: none (default; no /dev/shm, so multiprocessing fails) or private")
-	fs.DurationVar(&c.ReapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandbox containers are looked for")
+	fs.DurationVar(&c.ReapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandboxes (Docker containers, E2B sandboxes) are looked for")
+	hostedFlags(fs, c)
 
 	fs.StringVar(&c.Languages, "languages", guard.Python, "languages offered: python, sh, or python,sh")
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", guard.DefaultTimeout, "timeout of a request that sets none")

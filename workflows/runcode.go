@@ -131,7 +131,8 @@ func (r *runCode) check(ctx workflow.Context, in contract.Input) (contract.Check
 
 // run schedules the sandbox activity. The activity is never retried by Temporal
 // (MaximumAttempts 1): a failure from before the code could start (guard.Retryable) is retried
-// here, with backoff, by scheduling a fresh activity; any other failure ends the run. A lost
+// here, with backoff (at least the server's Retry-After that the failure carries, bounded by
+// MaxStartBackoff), by scheduling a fresh activity; any other failure ends the run. A lost
 // worker (heartbeat or start-to-close timeout) or any failure the workflow cannot classify is an
 // IntegrationError whose outcome is unknown: the approval was used and nothing runs again.
 func (r *runCode) run(ctx workflow.Context, in contract.Input, opts contract.RunOptions, d contract.Decision) (guard.Result, error) {
@@ -182,9 +183,10 @@ func (r *runCode) run(ctx workflow.Context, in contract.Input, opts contract.Run
 				Err: gerr,
 			}
 		}
+		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff)) // a Retry-After, from history
 		workflow.GetLogger(ctx).Warn("sandbox.retry", "event", "sandbox.retry", "attempt", attempt,
-			"backoff", backoff.String(), "digest", r.checked.Digest, "error", gerr.Error())
-		if err := workflow.Sleep(ctx, backoff); err != nil {
+			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
+		if err := workflow.Sleep(ctx, wait); err != nil {
 			return guard.Result{}, err
 		}
 		backoff = min(backoff*2, opts.MaxStartBackoff)

@@ -70,6 +70,10 @@ type RateLimitError struct {
 	RetryAfter time.Duration
 }
 
+// RetryDelay returns RetryAfter: how long the server asked to wait before the next attempt.
+// contract.ToFailure carries it to the workflow, which waits at least that long.
+func (e *RateLimitError) RetryDelay() time.Duration { return e.RetryAfter }
+
 func (e *RateLimitError) Error() string {
 	if e.RetryAfter > 0 {
 		return fmt.Sprintf("rate limited (429), retry after %s", e.RetryAfter)

@@ -19,5 +19,8 @@ func NewBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (b guard
 		logger.Warn("WARNING: " + local.Warning)
 		return lb, func() {}, nil
 	}
+	if cfg.Backend == backendE2B || cfg.Backend == backendHTTP {
+		return newHostedBackend(ctx, cfg, logger)
+	}
 	return newDockerBackend(ctx, cfg, logger)
 }

@@ -67,6 +67,8 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 		case "local":
 			_, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal})
 			add("backend local", err, "ready (DEVELOPMENT ONLY: nothing is isolated)")
+		case backendE2B, backendHTTP:
+			checks = append(checks, hostedChecks(ctx, cfg)...)
 		default:
 			checks = append(checks, dockerChecks(ctx, cfg)...)
 		}

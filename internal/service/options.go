@@ -48,7 +48,7 @@ type Options struct {
 	// key file).
 	CodecPort int
 
-	// Backend is "docker" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
+	// Backend is "docker", "e2b", "http" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
 	Backend          string
 	AllowUnsafeLocal bool
 	// DockerImage, DockerRuntime ("runc" or "runsc"), DockerNetwork, DockerMemoryBytes,
@@ -63,6 +63,18 @@ type Options struct {
 	DockerIPC         string
 	// ReapInterval is how often orphaned sandboxes are looked for. Must be positive.
 	ReapInterval time.Duration
+	// HTTPURL and HTTPHeaderFile configure the http backend: the service's URL and a file of
+	// "Name: value" headers (secrets, never logged).
+	HTTPURL        string
+	HTTPHeaderFile string
+	// E2BAPIKeyFile, E2BTemplate, E2BDomain, E2BAPIURL and E2BSandboxURL configure the e2b
+	// backend. The API key is never kept here: it is read from E2BAPIKeyFile, or the
+	// E2B_API_KEY environment variable, when the backend is built.
+	E2BAPIKeyFile string
+	E2BTemplate   string
+	E2BDomain     string
+	E2BAPIURL     string
+	E2BSandboxURL string
 
 	// Languages offered, comma-separated ("python", "python,sh").
 	Languages string
@@ -119,9 +131,12 @@ func (o *Options) Validate() error {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--max-sandboxes must be at least 1, got %d", o.MaxSandboxes)}
 	}
 	switch o.Backend {
-	case "docker", "local":
+	case "docker", "local", backendE2B, backendHTTP:
 	default:
-		return &guard.ConfigError{Msg: fmt.Sprintf("--backend %q: want docker or local", o.Backend)}
+		return &guard.ConfigError{Msg: fmt.Sprintf("--backend %q: want docker, e2b, http or local", o.Backend)}
+	}
+	if err := o.validateHosted(); err != nil {
+		return err
 	}
 	switch o.DockerRuntime {
 	case "runc", "runsc", "":

@@ -215,8 +215,8 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 }
 
 func backendName(cfg *Options) string {
-	if cfg.Backend == "local" {
-		return "local"
+	if cfg.Backend == "local" || cfg.Backend == backendE2B || cfg.Backend == backendHTTP {
+		return cfg.Backend
 	}
 	return dockerBackendName(cfg)
 }
