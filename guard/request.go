@@ -167,10 +167,16 @@ type Result struct {
 	// LimitKilled names the resource limit that ended the run, if the backend could tell
 	// ("memory", "pids"); the exit code is then the sandbox's, not the code's own.
 	LimitKilled string `json:"limit_killed,omitempty"`
-	ApprovalID  string `json:"approval_id,omitempty"`
-	Reviewer    string `json:"reviewer,omitempty"`
-	Digest      string `json:"digest,omitempty"`
-	Backend     string `json:"backend,omitempty"`
+	// Signal is the signal that ended the code's process, if one did (ExitCode is then
+	// 128+Signal), as the backend measured it.
+	Signal int `json:"signal,omitempty"`
+	// ImageID is the ID ("sha256:...") of the image the code ran in, for backends that run
+	// images.
+	ImageID    string `json:"image_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	Reviewer   string `json:"reviewer,omitempty"`
+	Digest     string `json:"digest,omitempty"`
+	Backend    string `json:"backend,omitempty"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -54,7 +54,7 @@ func testPythonImage() string {
 	if img := os.Getenv("SANDBOXFLOW_TEST_PYTHON_IMAGE"); img != "" {
 		return img
 	}
-	return "sandboxflow-test-python:bookworm"
+	return "sandboxflow-test-python:bookworm-full"
 }
 
 func requireDocker(t *testing.T) {

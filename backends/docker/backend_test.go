@@ -46,17 +46,49 @@ func fakeBackend(t *testing.T, f *fakeEngine, cfg Config) *Backend {
 	return b
 }
 
+// okResult returns what a supervisor writes for a run that ends as r says: "stdout", "stderr"
+// and "files" become output and file frames, "error" an error frame, "files_truncated" goes in
+// the end frame and every other key in the exit report (exit_code 0 unless r says otherwise).
 func okResult(t *testing.T, r map[string]any) []byte {
 	t.Helper()
-	base := map[string]any{"v": 1, "exit_code": 0}
-	for k, v := range r {
-		base[k] = v
+	var out []byte
+	if msg, ok := r["error"].([]byte); ok {
+		out = append(out, encodeFrame(frameError, 0, msg)...)
+		return append(out, encodeFrame(frameEnd, 0, []byte("{}"))...)
 	}
-	b, err := json.Marshal(base)
+	exit := map[string]any{"exit_code": 0}
+	end := map[string]any{}
+	for k, v := range r {
+		switch k {
+		case "stdout":
+			out = append(out, encodeFrame(frameStdout, 0, v.([]byte))...)
+		case "stderr":
+			out = append(out, encodeFrame(frameStderr, 0, v.([]byte))...)
+		case "files", "files_truncated":
+		default:
+			exit[k] = v
+		}
+	}
+	out = append(out, encodeFrame(frameExit, 0, mustJSON(t, exit))...)
+	if files, ok := r["files"].([]map[string][]byte); ok {
+		for _, f := range files {
+			payload := append([]byte{byte(len(f["name"]) >> 8), byte(len(f["name"]))}, f["name"]...)
+			out = append(out, encodeFrame(frameFile, 0, append(payload, f["content"]...))...)
+		}
+	}
+	if v, ok := r["files_truncated"]; ok {
+		end["files_truncated"] = v
+	}
+	return append(out, encodeFrame(frameEnd, 0, mustJSON(t, end))...)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(b, '\n')
+	return b
 }
 
 func TestRunErrorPaths(t *testing.T) {
@@ -79,7 +111,7 @@ func TestRunErrorPaths(t *testing.T) {
 			f.createErr = fmt.Errorf("%w: no such image", errNotFound)
 			f.imagePresent = false
 		},
-			guard.TypeConfigError, false, "docker pull sandboxflow-test-python:bookworm", 0},
+			guard.TypeConfigError, false, "docker pull sandboxflow-test-python:bookworm-full", 0},
 		{"runtime unknown", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: unknown runtime", errInvalid) },
 			guard.TypeConfigError, false, "refused the container settings", 0},
 		{"attach fails", func(f *fakeEngine) { f.attachErr = boom },
@@ -125,7 +157,7 @@ func TestRunErrorPaths(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
 			tt.setup(f)
-			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm"})
+			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
 			res, err := b.Run(context.Background(), testChecked("print(1)"))
 			if err := b.WaitRemovals(context.Background()); err != nil {
 				t.Fatal(err)
@@ -274,8 +306,11 @@ func TestRunSendsRequestOnStdinOnly(t *testing.T) {
 			t.Errorf("container command or env carries the request: %q", arg)
 		}
 	}
-	var req bootRequest
-	if err := json.Unmarshal(f.stdin, &req); err != nil {
+	var req supRequest
+	if len(f.stdin) < frameHeaderBytes || frameType(f.stdin[4]) != frameRequest {
+		t.Fatalf("stdin does not start with a request frame: %q", f.stdin)
+	}
+	if err := json.Unmarshal(f.stdin[frameHeaderBytes:], &req); err != nil {
 		t.Fatalf("stdin is not the request document: %v", err)
 	}
 	if string(req.Code) != c.Code || len(req.Files) != 1 || string(req.Files[0].Content) != "data" || string(req.Env[0].Value) != "v" || req.TimeoutMS != 2000 {
@@ -302,7 +337,8 @@ func TestSpecHardening(t *testing.T) {
 	f := newFake()
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
 	c := testChecked("print(1)")
-	s := b.spec(c, "n")
+	sb := &sandbox{uid: 100123, image: imageInfo{ID: "sha256:x"}}
+	s := b.spec(c, "n", sb, false)
 	checks := []struct {
 		name      string
 		got, want any
@@ -312,15 +348,18 @@ func TestSpecHardening(t *testing.T) {
 		{"cap drop", strings.Join(s.CapDrop, ","), "ALL"},
 		{"no-new-privileges", s.SecurityOpt[0], "no-new-privileges"},
 		{"seccomp", strings.HasPrefix(s.SecurityOpt[1], "seccomp={"), true},
-		{"user", s.User, "65534:65534"},
+		{"user", s.User, "100123:100123"},
 		{"pids", s.PidsLimit, int64(50)},
 		{"memory", s.MemoryBytes, int64(128 << 20)},
 		{"cpus", s.NanoCPUs, int64(5e8)},
 		{"ipc", s.IPCMode, "none"},
-		{"shm", s.ShmBytes, int64(0)},
-		{"init", s.Init, true},
-		{"work tmpfs", s.Tmpfs["/work"], "rw,noexec,nosuid,nodev,size=67108864,uid=65534,gid=65534,mode=0700"},
-		{"tmp tmpfs", s.Tmpfs["/tmp"], "rw,noexec,nosuid,nodev,size=67108864,uid=65534,gid=65534,mode=0700"},
+		{"shm", s.Tmpfs["/dev/shm"], "rw,noexec,nosuid,nodev,size=67108864,uid=100123,gid=100123,mode=0700"},
+		{"init: the supervisor is PID 1", s.Init, false},
+		{"work tmpfs", s.Tmpfs["/work"], "rw,noexec,nosuid,nodev,size=67108864,uid=100123,gid=100123,mode=0700"},
+		{"tmp tmpfs", s.Tmpfs["/tmp"], "rw,noexec,nosuid,nodev,size=67108864,uid=100123,gid=100123,mode=0700"},
+		{"dns", strings.Join(s.DNS, ","), "127.0.0.1"},
+		{"oom score adj", s.OomScoreAdj, oomScoreAdj},
+		{"image by ID", s.Image, "sha256:x"},
 		{"workdir", s.WorkDir, "/work"},
 		{"command", strings.Join(s.Cmd[:4], " "), "python3 -I -S -c"},
 	}
@@ -330,7 +369,7 @@ func TestSpecHardening(t *testing.T) {
 		}
 	}
 	c.Network = true
-	if got := b.spec(c, "n").NetworkMode; got != "sbf-net" {
+	if got := b.spec(c, "n", sb, false).NetworkMode; got != "sbf-net" {
 		t.Errorf("network with network=true: got %q; want sbf-net", got)
 	}
 }

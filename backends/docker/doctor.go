@@ -61,8 +61,8 @@ func Doctor(ctx context.Context, cfg Config) []Check {
 		return checks
 	}
 	cfg = cfg.WithDefaults()
-	add("docker config", true, "image %s, runtime %s, cpus %g, memory %d, pids %d, network-when-asked %s, ipc %s, user %s",
-		cfg.Image, runtimeName(cfg.Runtime), cfg.CPUs, cfg.MemoryBytes, cfg.PidsLimit, cfg.Network, cfg.IPC, cfg.User)
+	add("docker config", true, "image %s, runtime %s, cpus %g, memory %d, pids %d, network-when-asked %s, ipc %s, uids %s, deployment %s",
+		cfg.Image, runtimeName(cfg.Runtime), cfg.CPUs, cfg.MemoryBytes, cfg.PidsLimit, cfg.Network, cfg.IPC, cfg.UIDs, cfg.Deployment)
 	b, err := New(cfg)
 	if err != nil {
 		add("docker client", false, "%v", err)

@@ -3,7 +3,9 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,6 +18,7 @@ type fakeEngine struct {
 	pingErr, versionErr, createErr, attachErr, startErr, waitErr, inspectErr, killErr, removeErr, listErr error
 
 	imagePresent   bool
+	imageVolumes   []string
 	networkPresent bool
 	version        engineVersion
 
@@ -52,6 +55,13 @@ func (f *fakeEngine) Version(context.Context) (engineVersion, error) {
 }
 
 func (f *fakeEngine) ImagePresent(context.Context, string) (bool, error) { return f.imagePresent, nil }
+
+func (f *fakeEngine) Image(_ context.Context, ref string) (imageInfo, error) {
+	if !f.imagePresent {
+		return imageInfo{}, fmt.Errorf("%w: no such image %s", errNotFound, ref)
+	}
+	return imageInfo{ID: "sha256:" + strings.Repeat("ab", 32), Volumes: f.imageVolumes}, nil
+}
 
 func (f *fakeEngine) NetworkPresent(context.Context, string) (bool, error) {
 	return f.networkPresent, nil
