@@ -123,12 +123,17 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
-	request, err := encodeRequest(c)
-	if err != nil {
+	if _, err := encodeRequest(c, 0); err != nil {
 		return guard.Result{}, err
 	}
 	sb, err := b.prepare(ctx, c)
 	if err != nil {
+		return guard.Result{}, err
+	}
+	request, err := encodeRequest(c, sb.uid)
+	if err != nil {
+		sb.release()
+		_ = b.remove(ctx, sb.id, false)
 		return guard.Result{}, err
 	}
 	res, removeNow, err := b.execute(ctx, sb, c, request)
@@ -162,6 +167,14 @@ func (b *Backend) spec(c guard.Checked, name string, sb *sandbox, cgroupnsPrivat
 		return "rw,noexec,nosuid,nodev,size=" + strconv.FormatInt(size, 10) + ",uid=" + ids + ",gid=" + ids + ",mode=0700"
 	}
 	mounts := map[string]string{"/work": tmpfs(b.cfg.WorkTmpfsBytes), "/tmp": tmpfs(b.cfg.TmpTmpfsBytes)}
+	// Under runc the supervisor runs as the sandbox uid, out of the code's reach as a
+	// non-dumpable PID 1. gVisor enforces neither of those for its init, so under runsc the
+	// supervisor is root inside gVisor's kernel with CAP_SETUID and CAP_SETGID only, and runs
+	// the code as the sandbox uid (which loses every capability on the switch).
+	user, capAdd := ids+":"+ids, []string(nil)
+	if b.cfg.Runtime == RuntimeRunsc {
+		user, capAdd = "0:0", []string{"SETUID", "SETGID"}
+	}
 	if b.cfg.IPC == IPCPrivate {
 		mounts["/dev/shm"] = tmpfs(b.cfg.ShmBytes)
 	}
@@ -171,7 +184,8 @@ func (b *Backend) spec(c guard.Checked, name string, sb *sandbox, cgroupnsPrivat
 		Cmd:             supervisorCmd(),
 		Labels:          b.labels(c, sb),
 		WorkDir:         "/work",
-		User:            ids + ":" + ids,
+		User:            user,
+		CapAdd:          capAdd,
 		Hostname:        "sandbox",
 		Runtime:         b.cfg.Runtime,
 		NetworkMode:     network,

@@ -145,6 +145,7 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		ShmSize:        s.ShmBytes,
 		ReadonlyRootfs: s.ReadonlyRootfs,
 		CapDrop:        s.CapDrop,
+		CapAdd:         s.CapAdd,
 		SecurityOpt:    s.SecurityOpt,
 		Tmpfs:          s.Tmpfs,
 		Init:           &initProc,

@@ -73,6 +73,7 @@ type containerSpec struct {
 	ShmBytes       int64
 	ReadonlyRootfs bool
 	CapDrop        []string
+	CapAdd         []string
 	SecurityOpt    []string
 	PidsLimit      int64
 	MemoryBytes    int64

@@ -76,17 +76,19 @@ func encodeFrame(t frameType, channel uint32, payload []byte) []byte {
 // supRequest is the request document. Every string the supervisor decodes is base64 ([]byte) or
 // a plain word, so that it can be parsed without Python's json module.
 type supRequest struct {
-	V                 int       `json:"v"`
-	Language          string    `json:"language"`
-	Code              []byte    `json:"code"`
-	Files             []supPair `json:"files"`
-	Env               []supPair `json:"env"`
-	TimeoutMS         int64     `json:"timeout_ms"`
-	MaxStdoutBytes    int64     `json:"max_stdout_bytes"`
-	MaxStderrBytes    int64     `json:"max_stderr_bytes"`
-	MaxFiles          int       `json:"max_files"`
-	MaxFileBytes      int64     `json:"max_file_bytes"`
-	MaxTotalFileBytes int64     `json:"max_total_file_bytes"`
+	V         int       `json:"v"`
+	Language  string    `json:"language"`
+	Code      []byte    `json:"code"`
+	Files     []supPair `json:"files"`
+	Env       []supPair `json:"env"`
+	TimeoutMS int64     `json:"timeout_ms"`
+	// UID is the sandbox uid the code runs as (the supervisor switches to it under runsc).
+	UID               int   `json:"uid"`
+	MaxStdoutBytes    int64 `json:"max_stdout_bytes"`
+	MaxStderrBytes    int64 `json:"max_stderr_bytes"`
+	MaxFiles          int   `json:"max_files"`
+	MaxFileBytes      int64 `json:"max_file_bytes"`
+	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
 }
 
 type supPair struct {
@@ -96,8 +98,8 @@ type supPair struct {
 	Content []byte `json:"content,omitempty"`
 }
 
-// encodeRequest returns the request frame for c.
-func encodeRequest(c guard.Checked) ([]byte, error) {
+// encodeRequest returns the request frame for c, run as uid.
+func encodeRequest(c guard.Checked, uid int) ([]byte, error) {
 	if c.Language != guard.Python && c.Language != guard.Shell {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", c.Language, guard.Python, guard.Shell)}
 	}
@@ -108,6 +110,7 @@ func encodeRequest(c guard.Checked) ([]byte, error) {
 		Files:             []supPair{},
 		Env:               []supPair{},
 		TimeoutMS:         c.Limits.Timeout.Milliseconds(),
+		UID:               uid,
 		MaxStdoutBytes:    c.Limits.MaxStdoutBytes,
 		MaxStderrBytes:    c.Limits.MaxStderrBytes,
 		MaxFiles:          c.Limits.MaxFiles,

@@ -47,6 +47,34 @@ F_ERROR = 8
 F_CONFIG_ERROR = 9
 
 
+class AsUser:
+    """Under runsc the supervisor is root inside gVisor (with CAP_SETUID and CAP_SETGID only) and
+    the code runs as the sandbox uid: this switches the effective ids to the sandbox's for work
+    on the sandbox's folders and for killing its processes. Under runc (not root) it does
+    nothing."""
+
+    uid = -1
+
+    def __enter__(self):
+        if AsUser.uid > 0 and os.getuid() == 0:
+            os.setegid(AsUser.uid)
+            os.seteuid(AsUser.uid)
+
+    def __exit__(self, *exc):
+        if AsUser.uid > 0 and os.getuid() == 0:
+            os.seteuid(0)
+            os.setegid(0)
+
+
+def drop_to_sandbox_user():
+    if AsUser.uid > 0 and os.getuid() == 0:
+        os.setgroups([AsUser.uid])
+        os.setresgid(AsUser.uid, AsUser.uid, AsUser.uid)
+        os.setresuid(AsUser.uid, AsUser.uid, AsUser.uid)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise OSError("refusing to run the code as root")
+
+
 def write_all(fd, b):
     while b:
         n = os.write(fd, b)
@@ -200,7 +228,8 @@ def kill_everything():
     Repeated, because a process forked while the signal goes round can escape one round."""
     for _ in range(50):
         try:
-            os.kill(-1, signal.SIGKILL)
+            with AsUser():
+                os.kill(-1, signal.SIGKILL)
         except OSError:
             pass
         reap(-2)
@@ -357,6 +386,7 @@ def spawn(libc, argv, env, pipes):
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        drop_to_sandbox_user()
         os.chdir(WORK)
         # The child is the code's: make it dumpable again so it may set its own oom_score_adj.
         libc.prctl(4, 1, 0, 0, 0)
@@ -456,12 +486,14 @@ class Streams:
 
 
 def run(libc, req):
-    write_inputs(req.get("files") or [])
+    AsUser.uid = req["uid"]
     env = {"LANG": "C.UTF-8"}
     for e in req.get("env") or []:
         env[b64d(e["name"]).decode("utf-8")] = b64d(e.get("value")).decode("utf-8")
     env.update(FIXED_ENV)
-    argv, stdin_data = child_argv(req, env)
+    with AsUser():
+        write_inputs(req.get("files") or [])
+        argv, stdin_data = child_argv(req, env)
     timeout = req["timeout_ms"] / 1000.0
 
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -527,7 +559,8 @@ def main():
         "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,
     }))
     inputs = {b64d(f["name"]): b64d(f.get("content")) for f in req.get("files") or []}
-    truncated = collect(inputs, req["max_files"], req["max_file_bytes"], req["max_total_file_bytes"])
+    with AsUser():
+        truncated = collect(inputs, req["max_files"], req["max_file_bytes"], req["max_total_file_bytes"])
     frame(F_END, json_fields({"files_truncated": truncated}))
 
 
