@@ -570,7 +570,7 @@ func TestDockerCancelKillsAndRemoves(t *testing.T) {
 		b := newTestBackend(t, rt, nil)
 		c := checked(t, guard.Python, "import time\nprint('running')\ntime.sleep(60)", nil)
 		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(2*time.Second, cancel)
+		time.AfterFunc(5*time.Second, cancel) // after the start, which takes seconds under runsc on a busy host
 		start := time.Now()
 		_, err := b.Run(ctx, c)
 		var ie *guard.IntegrationError

@@ -85,6 +85,10 @@ func (r *run) attach(ctx context.Context) error {
 
 func (r *run) start(ctx context.Context) error {
 	if err := r.b.eng.Start(ctx, r.sb.id); err != nil {
+		if errors.Is(err, errInvalid) {
+			// The runtime could not exec the supervisor: the image has no python3.
+			return &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q cannot start the sandbox supervisor (python3 missing?); use an image with python3 and sh: %v", r.b.cfg.Image, err)}
+		}
 		return r.fail("docker: start container", err)
 	}
 	return nil
@@ -97,7 +101,11 @@ func (r *run) send(ctx context.Context, deadline <-chan time.Time) (ending, erro
 	wrote := make(chan error, 1)
 	go func() {
 		n, err := r.att.Write(r.request)
-		if err == nil && n < len(r.request) {
+		if n == len(r.request) {
+			// Every byte was handed over: the supervisor may run the code, whatever else
+			// the write reports.
+			r.sent = true
+		} else if err == nil {
 			err = errors.New("short write")
 		}
 		wrote <- err
@@ -105,7 +113,6 @@ func (r *run) send(ctx context.Context, deadline <-chan time.Time) (ending, erro
 	how, err := streamEnded, error(nil)
 	select {
 	case err = <-wrote:
-		r.sent = err == nil
 	case <-ctx.Done():
 		how, err = ctxDeadline, r.interruptWrite(wrote, ctx.Err())
 		if err == nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -126,8 +133,7 @@ func (r *run) interruptWrite(wrote <-chan error, why error) error {
 	r.att.Close()
 	select {
 	case err := <-wrote:
-		if err == nil {
-			r.sent = true
+		if err == nil || r.sent {
 			return nil
 		}
 		return fmt.Errorf("%w (%w)", why, err)
