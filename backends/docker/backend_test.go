@@ -520,7 +520,8 @@ func TestStartReaperRunsAtOnceAndStops(t *testing.T) {
 
 func TestDoctorWithFake(t *testing.T) {
 	f := newFake()
-	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"}}
+	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"},
+		CgroupVersion: "2", SecurityOptions: []string{"name=seccomp,profile=default", "name=apparmor"}}
 	f.imagePresent = false
 	b := fakeBackend(t, f, Config{Runtime: RuntimeRunsc})
 	got := map[string]bool{}
@@ -530,10 +531,21 @@ func TestDoctorWithFake(t *testing.T) {
 	want := map[string]bool{
 		"docker daemon reachable": true, "docker API version": true, "docker image present": false,
 		"docker runtime present": false, "docker probe run": false,
+		"docker user namespaces": true, "docker AppArmor": true, "docker cgroup version": true,
 	}
 	for k, v := range want {
 		if ok, found := got[k]; !found || ok != v {
 			t.Errorf("check %q: got %t (present %t); want %t", k, ok, found, v)
+		}
+	}
+
+	details := map[string]string{}
+	for _, c := range b.doctor(context.Background()) {
+		details[c.Name] = c.Detail
+	}
+	for name, want := range map[string]string{"docker user namespaces": "not remapped", "docker AppArmor": "enabled", "docker cgroup version": "cgroup v2"} {
+		if !strings.Contains(details[name], want) {
+			t.Errorf("%s: got %q; want it to say %q", name, details[name], want)
 		}
 	}
 
@@ -575,5 +587,97 @@ func TestUnreachableDaemon(t *testing.T) {
 	checks := Doctor(context.Background(), Config{DockerHost: host})
 	if last := checks[len(checks)-1]; last.Name != "docker daemon reachable" || last.OK {
 		t.Errorf("doctor: got %+v; want the daemon check to fail last", checks)
+	}
+}
+
+func TestReapIsScopedToTheDeployment(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{Deployment: "ns/queue-a"})
+	var asked map[string]string
+	f.listHook = func(labels map[string]string) { asked = labels }
+	if _, err := b.Reap(context.Background(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if asked[LabelDeployment] != "ns/queue-a" || asked[LabelManaged] != "true" {
+		t.Errorf("reaper's label filter: got %v; want managed and deployment ns/queue-a", asked)
+	}
+	if _, err := b.Run(context.Background(), testChecked("print(1)")); err == nil {
+		t.Fatal("run without output: got no error")
+	}
+	if got := f.created[0].Labels[LabelDeployment]; got != "ns/queue-a" {
+		t.Errorf("container's deployment label: got %q; want ns/queue-a", got)
+	}
+	if got := f.created[0].Labels[LabelImageID]; !strings.HasPrefix(got, "sha256:") {
+		t.Errorf("container's image id label: got %q; want sha256:...", got)
+	}
+}
+
+func TestRunRecordsImageIDAndUIDs(t *testing.T) {
+	f := newFake()
+	f.stdout = okResult(t, map[string]any{"signal": 9, "exit_code": 137})
+	b := fakeBackend(t, f, Config{UIDs: UIDRange{First: 200000, Last: 200000}})
+	res, err := b.Run(context.Background(), testChecked("print(1)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.ImageID, "sha256:") || res.Signal != 9 || res.ExitCode != 137 {
+		t.Errorf("got image %q signal %d exit %d; want sha256:..., 9, 137", res.ImageID, res.Signal, res.ExitCode)
+	}
+	if u := f.created[0].User; u != "200000:200000" {
+		t.Errorf("user: got %q; want 200000:200000", u)
+	}
+}
+
+func TestUIDPoolGivesDistinctUIDs(t *testing.T) {
+	p := newUIDPool(UIDRange{First: 10, Last: 12})
+	seen := map[int]bool{}
+	var releases []func()
+	for range 3 {
+		uid, release, err := p.acquire()
+		if err != nil || seen[uid] || uid < 10 || uid > 12 {
+			t.Fatalf("acquire: got %d, %v (seen %v); want a new uid of 10-12", uid, err, seen)
+		}
+		seen[uid] = true
+		releases = append(releases, release)
+	}
+	if _, _, err := p.acquire(); !errors.Is(err, errNoFreeUID) {
+		t.Fatalf("acquire from a full pool: got %v; want errNoFreeUID", err)
+	}
+	releases[1]()
+	releases[1]()
+	if _, _, err := p.acquire(); err != nil {
+		t.Fatalf("acquire after a release: %v", err)
+	}
+}
+
+func TestSeccompUnderRunscAllowsClone3(t *testing.T) {
+	opt, err := seccompOpt(DefaultSeccompProfile(), RuntimeRunsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Syscalls []struct {
+			Names  []string `json:"names"`
+			Action string   `json:"action"`
+		} `json:"syscalls"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(opt, "seccomp=")), &p); err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string][]string{}
+	for _, r := range p.Syscalls {
+		for _, n := range r.Names {
+			actions[n] = append(actions[n], r.Action)
+		}
+	}
+	if got := actions["clone3"]; len(got) != 1 || got[0] != "SCMP_ACT_ALLOW" {
+		t.Errorf("clone3 under runsc: got %v; want one allow rule", got)
+	}
+	if got := actions["io_uring_setup"]; len(got) != 1 || got[0] != "SCMP_ACT_ERRNO" {
+		t.Errorf("io_uring_setup under runsc: got %v; want still refused", got)
+	}
+	runc, _ := seccompOpt(DefaultSeccompProfile(), "")
+	if !strings.Contains(runc, `"names":["clone3"],"action":"SCMP_ACT_ERRNO","errnoRet":38`) {
+		t.Errorf("clone3 under runc: want ENOSYS (glibc falls back to clone): %.200s", runc)
 	}
 }

@@ -19,6 +19,7 @@ type fakeEngine struct {
 
 	imagePresent   bool
 	imageVolumes   []string
+	listHook       func(labels map[string]string)
 	networkPresent bool
 	version        engineVersion
 
@@ -120,7 +121,10 @@ func (f *fakeEngine) Remove(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeEngine) List(context.Context, map[string]string) ([]containerSummary, error) {
+func (f *fakeEngine) List(_ context.Context, labels map[string]string) ([]containerSummary, error) {
+	if f.listHook != nil {
+		f.listHook(labels)
+	}
 	return f.list, f.listErr
 }
 
