@@ -9,10 +9,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// DefaultReapAge is a reaper threshold longer than any run the default policy allows (its
-// maximum timeout plus grace) with a wide margin.
-const DefaultReapAge = guard.DefaultMaxTimeout + guard.DefaultGrace + 5*time.Minute
-
 // Reap removes every container that carries LabelManaged, this backend's LabelDeployment
 // (Config.Deployment) and its own Labels and was created more than olderThan ago, running or
 // not, and returns how many it removed. Deployments that share a daemon under different names
