@@ -365,3 +365,14 @@ func (b *Backend) removeLater(sb *sandbox) {
 		}
 	}()
 }
+
+// CheckImage inspects the configured image as every run does (present, no VOLUMEs, matching its
+// pin) and returns its ID. The worker calls it at start-up, so that a wrong image or pin stops
+// the worker instead of failing every run.
+func (b *Backend) CheckImage(ctx context.Context) (string, error) {
+	img, err := b.resolveImage(ctx)
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
+}

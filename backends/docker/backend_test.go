@@ -681,3 +681,34 @@ func TestSeccompUnderRunscAllowsClone3(t *testing.T) {
 		t.Errorf("clone3 under runc: want ENOSYS (glibc falls back to clone): %.200s", runc)
 	}
 }
+
+func TestReportParsesFramesSplitAnywhere(t *testing.T) {
+	l := testChecked("").Limits
+	stream := okResult(t, map[string]any{
+		"exit_code": 3, "stdout": []byte("out"), "stderr": []byte("err"), "files_truncated": true,
+		"files": []map[string][]byte{{"name": []byte("a.txt"), "content": []byte("A")}},
+	})
+	rep := newReport(l)
+	for i := range stream {
+		if _, err := rep.Write(stream[i : i+1]); err != nil {
+			t.Fatalf("byte %d: %v", i, err)
+		}
+	}
+	res := rep.output()
+	if rep.exit == nil || rep.exit.ExitCode != 3 || rep.end == nil || string(res.Stdout) != "out" || string(res.Stderr) != "err" ||
+		len(res.Files) != 1 || res.Files[0].Name != "a.txt" || !res.FilesTruncated {
+		t.Errorf("got exit %+v end %+v result %+v; want every frame read", rep.exit, rep.end, res)
+	}
+}
+
+func TestCheckImage(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{Image: "img@sha256:" + strings.Repeat("ab", 32)})
+	if id, err := b.CheckImage(context.Background()); err != nil || id != "sha256:"+strings.Repeat("ab", 32) {
+		t.Errorf("pinned to its image ID: got %q, %v; want the ID", id, err)
+	}
+	b2 := fakeBackend(t, f, Config{Image: "img@sha256:" + strings.Repeat("cd", 32)})
+	if _, err := b2.CheckImage(context.Background()); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("pinned to another digest: got %v; want a ConfigError", err)
+	}
+}
