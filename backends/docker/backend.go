@@ -287,7 +287,7 @@ func (b *Backend) resolveImage(ctx context.Context) (imageInfo, error) {
 	ref := b.cfg.Image
 	img, err := b.eng.Image(ctx, ref)
 	name, digest, pinned := strings.Cut(ref, "@")
-	if pinned && isNotFound(err) {
+	if pinned && err != nil {
 		// A locally built image has no repo digest: the pin may name its image ID.
 		img, err = b.eng.Image(ctx, name)
 	}

@@ -10,6 +10,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +208,48 @@ func TestDockerOrdinaryPrograms(t *testing.T) {
 			})
 		}
 	})
+}
+
+func TestDockerImageWithVolumesRefused(t *testing.T) {
+	needDocker(t)
+	tag := "sandboxflow-test-volume:" + suiteID
+	dir := t.TempDir()
+	dockerfile := "FROM " + testPythonImage() + "\nVOLUME /data\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("docker", "build", "-q", "-t", tag, dir)
+	build.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", tag).Run() })
+	b := newTestBackend(t, "runc", func(c *Config) { c.Image = tag })
+	_, err := b.Run(context.Background(), checked(t, guard.Python, "print(1)", nil))
+	var ce *guard.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Msg, "VOLUME") {
+		t.Errorf("image with a VOLUME: got %v; want a ConfigError naming VOLUME", err)
+	}
+	if left := containersOf(t, "none"); len(left) > 0 {
+		t.Errorf("a container was made: %+v", left)
+	}
+}
+
+func TestDockerImagePinnedByID(t *testing.T) {
+	needDocker(t)
+	b := newTestBackend(t, "runc", nil)
+	id, err := b.CheckImage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testPythonImage()
+	pinned := newTestBackend(t, "runc", func(c *Config) { c.Image = name + "@" + id })
+	res := mustRun(t, pinned, checked(t, guard.Python, "print('pinned')", nil))
+	if res.ImageID != id || string(res.Stdout) != "pinned\n" {
+		t.Errorf("got image %q stdout %q; want %s and the output", res.ImageID, res.Stdout, id)
+	}
+	wrong := newTestBackend(t, "runc", func(c *Config) { c.Image = name + "@sha256:" + strings.Repeat("0", 64) })
+	if _, err := wrong.Run(context.Background(), checked(t, guard.Python, "print(1)", nil)); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("pinned to another digest: got %v; want a ConfigError", err)
+	}
 }

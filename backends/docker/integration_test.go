@@ -380,6 +380,9 @@ def probe(path):
     except OSError as e:
         return err(e)
 out("pid1_environ", probe("/proc/1/environ"))
+out("resolv", open("/etc/resolv.conf").read().strip().replace("\n", ";"))
+out("resolv_writable", writable("/etc/resolv.conf"))
+out("oom_score_adj", open("/proc/self/oom_score_adj").read().strip())
 out("pid1_mem", probe("/proc/1/mem"))
 out("pid1_fd1", probe("/proc/1/fd/1"))
 `
@@ -442,7 +445,13 @@ func TestDockerContainment(t *testing.T) {
 				t.Errorf("%s: got %q; want %q", k, got[k], v)
 			}
 		}
-		for _, k := range []string{"root_writable", "etc_writable", "usr_writable"} {
+		if got["resolv"] != "nameserver 127.0.0.1" {
+			t.Errorf("resolv.conf: got %q; want only nameserver 127.0.0.1 (nothing of the host's resolver)", got["resolv"])
+		}
+		if got["oom_score_adj"] != "1000" {
+			t.Errorf("oom_score_adj of the code: got %q; want 1000", got["oom_score_adj"])
+		}
+		for _, k := range []string{"root_writable", "etc_writable", "usr_writable", "resolv_writable"} {
 			if !strings.HasPrefix(got[k], "no:") {
 				t.Errorf("%s: got %q; want a failure (read-only root)", k, got[k])
 			}
