@@ -148,6 +148,8 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if err != nil {
 		return guard.Result{}, err
 	}
+	// The one place the backend applies the limits (the guard wrapper re-applies them to
+	// whatever a backend returns).
 	res = guard.Enforce(res, c.Limits)
 	res.Duration = time.Since(start)
 	res.Digest = c.Digest

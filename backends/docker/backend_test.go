@@ -712,3 +712,29 @@ func TestCheckImage(t *testing.T) {
 		t.Errorf("pinned to another digest: got %v; want a ConfigError", err)
 	}
 }
+
+func TestRunRequestHandedOverAsTheDeadlineFires(t *testing.T) {
+	t.Run("worker deadline: a timeout result, never a retry", func(t *testing.T) {
+		f := newFake()
+		f.writeBlocks, f.hang = true, true
+		b := fakeBackend(t, f, Config{})
+		c := testChecked("print(1)")
+		c.Limits.Timeout = 200 * time.Millisecond
+		res, err := b.Run(context.Background(), c)
+		if err != nil || !res.TimedOut || res.ExitCode != -1 {
+			t.Fatalf("got %+v, %v; want a timed-out result", res, err)
+		}
+	})
+	t.Run("cancelled: may have started", func(t *testing.T) {
+		f := newFake()
+		f.writeBlocks, f.hang = true, true
+		b := fakeBackend(t, f, Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := b.Run(ctx, testChecked("print(1)"))
+		var ie *guard.IntegrationError
+		if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || guard.Retryable(err) {
+			t.Fatalf("got %v; want a non-retryable IntegrationError whose code may have started", err)
+		}
+	})
+}

@@ -26,6 +26,9 @@ type fakeEngine struct {
 	// writeN, when not negative, makes the stdin write stop after that many bytes with writeErr.
 	writeN   int
 	writeErr error
+	// writeBlocks makes the stdin write hang until the attachment is closed, then report the
+	// whole request written (the bytes were handed over as the deadline fired).
+	writeBlocks bool
 
 	stdout, stderr []byte
 	// hang makes the container's output never end (until the attachment is closed).
@@ -148,6 +151,9 @@ type fakeAttachment struct {
 }
 
 func (a *fakeAttachment) Write(p []byte) (int, error) {
+	if a.f.writeBlocks {
+		<-a.done
+	}
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	if a.f.writeN >= 0 && a.f.writeN < len(p) {

@@ -282,7 +282,8 @@ func (r *report) file(payload []byte) error {
 	return nil
 }
 
-// output returns the output received so far as a result with every limit applied.
+// output returns the output received so far (the streams already within their caps; Run
+// applies every limit once, before it returns).
 func (r *report) output() guard.Result {
 	res := guard.Result{
 		Stdout:          r.stdout.Bytes(),
@@ -296,7 +297,7 @@ func (r *report) output() guard.Result {
 		res.StdoutTruncated = res.StdoutTruncated || r.exit.StdoutBytes > r.limits.MaxStdoutBytes
 		res.StderrTruncated = res.StderrTruncated || r.exit.StderrBytes > r.limits.MaxStderrBytes
 	}
-	return guard.Enforce(res, r.limits)
+	return res
 }
 
 // withNote appends note to stderr, cutting stderr first so that the note survives the cap.

@@ -274,5 +274,5 @@ func (b *Backend) outcome(m measured, l guard.Limits) guard.Result {
 	if res.TimedOut {
 		res.ExitCode = -1
 	}
-	return guard.Enforce(res, l)
+	return res
 }
