@@ -164,6 +164,12 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	if res.Outcome.LimitKill() {
 		d["limit_killed"] = res.Outcome.String()
 	}
+	if res.Signal != 0 {
+		d["signal"] = res.Signal
+	}
+	if res.ImageID != "" {
+		d["image_id"] = res.ImageID
+	}
 	if c.CaptureContent {
 		d["stdout"] = string(res.Stdout)
 		d["stderr"] = string(res.Stderr)

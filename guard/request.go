@@ -185,10 +185,16 @@ type Result struct {
 	Files           []File        `json:"files,omitempty"`
 	FilesTruncated  bool          `json:"files_truncated"`
 	Duration        time.Duration `json:"duration"`
-	ApprovalID      string        `json:"approval_id,omitempty"`
-	Reviewer        string        `json:"reviewer,omitempty"`
-	Digest          string        `json:"digest,omitempty"`
-	Backend         string        `json:"backend,omitempty"`
+	// Signal is the signal that ended the code's process, if one did (ExitCode is then
+	// 128+Signal), as the backend measured it.
+	Signal int `json:"signal,omitempty"`
+	// ImageID is the ID ("sha256:...") of the image the code ran in, for backends that run
+	// images.
+	ImageID    string `json:"image_id,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"`
+	Reviewer   string `json:"reviewer,omitempty"`
+	Digest     string `json:"digest,omitempty"`
+	Backend    string `json:"backend,omitempty"`
 	// Egress is the audit of every connection attempt through the egress proxy, when the request
 	// asked for egress.
 	Egress *EgressReport `json:"egress,omitempty"`

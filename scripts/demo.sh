@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 export TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS:-127.0.0.1:7233}
 UI_PORT=${SANDBOXFLOW_UI_PORT:-8233}
 DATA_DIR=${SANDBOXFLOW_DATA_DIR:-.sandboxflow}
-IMAGE=${SANDBOXFLOW_DOCKER_IMAGE:-sandboxflow-test-python:bookworm}
+IMAGE=${SANDBOXFLOW_DOCKER_IMAGE:-sandboxflow-test-python:bookworm-full}
 CODE_FILE=${SANDBOXFLOW_DEMO_CODE:-examples/hello.py}
 mkdir -p "$DATA_DIR"
 LOG="$DATA_DIR/worker.log"

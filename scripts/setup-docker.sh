@@ -4,7 +4,7 @@
 # --network=none), and the two locally built test images. It never pulls from a registry.
 set -euo pipefail
 
-PY_IMAGE=${SANDBOXFLOW_TEST_PYTHON_IMAGE:-sandboxflow-test-python:bookworm}
+PY_IMAGE=${SANDBOXFLOW_TEST_PYTHON_IMAGE:-sandboxflow-test-python:bookworm-full}
 SH_IMAGE=${SANDBOXFLOW_TEST_SH_IMAGE:-sandboxflow-test-busybox:latest}
 STATE=${SANDBOXFLOW_DOCKER_STATE:-/var/lib/sandboxflow-docker}
 
@@ -65,7 +65,7 @@ fi
 if ! docker image inspect "$PY_IMAGE" >/dev/null 2>&1; then
   log "building $PY_IMAGE with debootstrap (about a minute)"
   root=$(mktemp -d)
-  debootstrap --variant=minbase --include=python3-minimal bookworm "$root" >"$STATE.debootstrap.log" 2>&1 \
+  debootstrap --variant=minbase --include=python3 bookworm "$root" >"$STATE.debootstrap.log" 2>&1 \
     || { log "debootstrap failed; see $STATE.debootstrap.log"; tail -n 30 "$STATE.debootstrap.log" >&2; exit 1; }
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   tar -C "$root" -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' - "$PY_IMAGE" >/dev/null

@@ -43,7 +43,9 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.Int64Var(&c.DockerMemoryBytes, "docker-memory-bytes", 0, "memory limit of a sandbox, no swap (default 256 MiB)")
 	fs.Float64Var(&c.DockerCPUs, "docker-cpus", 0, "CPUs of a sandbox (default 1)")
 	fs.Int64Var(&c.DockerPids, "docker-pids", 0, "process limit of a sandbox (default 64 under runc, higher under runsc)")
-	fs.StringVar(&c.DockerIPC, "docker-ipc", "", "IPC mode: none (default; no /dev/shm, so multiprocessing fails) or private")
+	fs.StringVar(&c.DockerIPC, "docker-ipc", "", "IPC mode: private (default: a private /dev/shm, so multiprocessing works) or none (no /dev/shm)")
+	fs.StringVar(&c.DockerUIDRange, "docker-uid-range", "", "uids the sandboxes run as, one per concurrent sandbox (default 100000-100999; never 0)")
+	fs.StringVar(&c.DockerDeployment, "docker-deployment", "", "this deployment's name on the Docker host; the reaper removes only its containers (default NAMESPACE/TASK_QUEUE)")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandboxes (Docker containers, E2B sandboxes) are looked for")
 	hostedFlags(fs, c)
 

@@ -57,7 +57,7 @@ func testPythonImage() string {
 	if img := os.Getenv("SANDBOXFLOW_TEST_PYTHON_IMAGE"); img != "" {
 		return img
 	}
-	return "sandboxflow-test-python:bookworm"
+	return "sandboxflow-test-python:bookworm-full"
 }
 
 func requireDocker(t *testing.T) {
@@ -195,7 +195,8 @@ func TestDoctorChecksDocker(t *testing.T) {
 		}
 		for _, want := range []string{"PASS temporal", "PASS namespace", "PASS search attributes", "PASS docker daemon reachable",
 			"PASS docker API version", "PASS docker image present", "PASS docker runtime present: " + runtime,
-			"PASS docker probe run: uid=65534 gid=65534 capeff=0000000000000000", "interfaces=lo root=read-only"} {
+			"PASS docker probe run: uid=100", "capeff=0000000000000000", "interfaces=lo root=read-only",
+			"docker user namespaces", "docker AppArmor", "docker cgroup version"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("%s: doctor output lacks %q:\n%s", runtime, want, out)
 			}

@@ -1,14 +1,13 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +24,8 @@ const Name = "docker"
 const (
 	NoteMemoryLimit = "\nsandboxflow: the memory limit (%d bytes) was reached and the kernel killed a process of the run\n"
 	NotePidsLimit   = "\nsandboxflow: the process limit (%d) was reached; forks failed or the sandbox was stopped\n"
-	NoteDeadline    = "\nsandboxflow: the sandbox did not report within the timeout; the container was killed and its output is lost\n"
-	NoteCancelled   = "\nsandboxflow: the run's deadline passed; the container was killed and its output is lost\n"
+	NoteDeadline    = "\nsandboxflow: the sandbox did not report within the timeout; the container was killed (output up to then is kept)\n"
+	NoteCancelled   = "\nsandboxflow: the run's deadline passed; the container was killed (output up to then is kept)\n"
 )
 
 // diagBytes caps what the worker keeps of the container's own stderr (the bootstrap's
@@ -40,6 +39,11 @@ type Backend struct {
 	eng     engine
 	seccomp string
 	log     *slog.Logger
+	uids    *uidPool
+
+	// host holds what the backend learnt of the daemon on its first run (cgroup version).
+	hostMu sync.Mutex
+	host   *engineVersion
 
 	removals sync.WaitGroup
 }
@@ -59,15 +63,15 @@ func New(cfg Config) (*Backend, error) {
 }
 
 func newBackend(cfg Config, eng engine) (*Backend, error) {
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, cfg.SeccompProfile); err != nil {
-		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: seccomp profile: %v", err)}
+	opt, err := seccompOpt(cfg.SeccompProfile, cfg.Runtime)
+	if err != nil {
+		return nil, &guard.ConfigError{Msg: "docker backend: " + err.Error()}
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Backend{cfg: cfg, eng: eng, seccomp: "seccomp=" + compact.String(), log: log.With("backend", Name)}, nil
+	return &Backend{cfg: cfg, eng: eng, seccomp: opt, log: log.With("backend", Name), uids: newUIDPool(cfg.UIDs)}, nil
 }
 
 // Name returns "docker".
@@ -103,115 +107,203 @@ func (b *Backend) WaitRemovals(ctx context.Context) error {
 
 // sandbox is one created container, started at most once, for one run, then removed.
 type sandbox struct {
-	id string
+	id      string
+	uid     int
+	image   imageInfo
+	release func()
 }
 
 // Run runs c in a fresh container and removes the container afterwards.
 //
-// Errors: a guard.ConfigError for a setting that cannot work (missing image or network, unknown
-// runtime, an image without python3); a guard.IntegrationError with CodeMayHaveStarted false for
-// every failure before the request reached the container (daemon unreachable, create, attach or
-// start failed), and true after (wait failed, unreadable result, cancelled). A timeout is a
-// result.
+// Errors: a guard.ConfigError for a setting that cannot work (missing image or network, an image
+// that declares volumes or does not match its pinned digest, unknown runtime, an image without
+// python3 or ctypes); a guard.IntegrationError with CodeMayHaveStarted false for every failure
+// before the whole request reached the container (daemon unreachable, create, attach, start or
+// the write failed), and true after (unreadable output, the supervisor vanished, cancelled). A
+// timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
-	stdin, err := encodeRequest(c)
-	if err != nil {
+	if _, err := encodeRequest(c, 0); err != nil {
 		return guard.Result{}, err
 	}
 	sb, err := b.prepare(ctx, c)
 	if err != nil {
 		return guard.Result{}, err
 	}
-	res, removeNow, err := b.execute(ctx, sb, c, stdin)
+	request, err := encodeRequest(c, sb.uid)
+	if err != nil {
+		sb.release()
+		_ = b.remove(ctx, sb.id, false)
+		return guard.Result{}, err
+	}
+	res, removeNow, err := b.execute(ctx, sb, c, request)
 	if removeNow {
 		if rerr := b.remove(ctx, sb.id, true); rerr != nil {
 			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", rerr)
 		}
+		sb.release()
 	} else {
-		b.removeLater(sb.id)
+		b.removeLater(sb)
 	}
 	if err != nil {
 		return guard.Result{}, err
 	}
+	// The one place the backend applies the limits (the guard wrapper re-applies them to
+	// whatever a backend returns).
 	res = guard.Enforce(res, c.Limits)
 	res.Duration = time.Since(start)
 	res.Digest = c.Digest
 	res.Backend = Name
+	res.ImageID = sb.image.ID
 	return res, nil
 }
 
 // spec is the container c runs in: every hardening setting of the package documentation.
-func (b *Backend) spec(c guard.Checked, name string) containerSpec {
-	network := "none"
+func (b *Backend) spec(c guard.Checked, name string, sb *sandbox, cgroupnsPrivate bool) containerSpec {
+	network, dns := "none", []string{"127.0.0.1"}
 	if c.Network {
-		network = b.cfg.Network
+		network, dns = b.cfg.Network, nil
 	}
+	ids := strconv.Itoa(sb.uid)
 	tmpfs := func(size int64) string {
-		uid, gid, _ := strings.Cut(b.cfg.User, ":")
-		return "rw,noexec,nosuid,nodev,size=" + strconv.FormatInt(size, 10) + ",uid=" + uid + ",gid=" + gid + ",mode=0700"
+		return "rw,noexec,nosuid,nodev,size=" + strconv.FormatInt(size, 10) + ",uid=" + ids + ",gid=" + ids + ",mode=0700"
 	}
+	mounts := map[string]string{"/work": tmpfs(b.cfg.WorkTmpfsBytes), "/tmp": tmpfs(b.cfg.TmpTmpfsBytes)}
+	// Under runc the supervisor runs as the sandbox uid, out of the code's reach as a
+	// non-dumpable PID 1. gVisor enforces neither of those for its init, so under runsc the
+	// supervisor is root inside gVisor's kernel with CAP_SETUID and CAP_SETGID only, and runs
+	// the code as the sandbox uid (which loses every capability on the switch).
+	user, capAdd := ids+":"+ids, []string(nil)
+	if b.cfg.Runtime == RuntimeRunsc {
+		user, capAdd = "0:0", []string{"SETUID", "SETGID"}
+	}
+	if b.cfg.IPC == IPCPrivate {
+		mounts["/dev/shm"] = tmpfs(b.cfg.ShmBytes)
+	}
+	return containerSpec{
+		Name:            name,
+		Image:           sb.image.ID,
+		Cmd:             supervisorCmd(),
+		Labels:          b.labels(c, sb),
+		WorkDir:         "/work",
+		User:            user,
+		CapAdd:          capAdd,
+		Hostname:        "sandbox",
+		Runtime:         b.cfg.Runtime,
+		NetworkMode:     network,
+		DNS:             dns,
+		IPCMode:         IPCNone,
+		ReadonlyRootfs:  true,
+		CapDrop:         []string{"ALL"},
+		SecurityOpt:     []string{"no-new-privileges", b.seccomp},
+		PidsLimit:       b.cfg.PidsLimit,
+		MemoryBytes:     b.cfg.MemoryBytes,
+		NanoCPUs:        int64(b.cfg.CPUs * 1e9),
+		Tmpfs:           mounts,
+		Ulimits:         []ulimit{{Name: "core", Soft: 0, Hard: 0}, {Name: "nofile", Soft: 1024, Hard: 1024}},
+		OomScoreAdj:     oomScoreAdj,
+		CgroupnsPrivate: cgroupnsPrivate,
+	}
+}
+
+// labels are the labels of c's container.
+func (b *Backend) labels(c guard.Checked, sb *sandbox) map[string]string {
 	runtime := b.cfg.Runtime
 	if runtime == "" {
 		runtime = "runc"
 	}
 	labels := map[string]string{
 		LabelManaged:    "true",
+		LabelDeployment: b.cfg.Deployment,
 		LabelWorkflowID: c.Owner.WorkflowID,
 		LabelRunID:      c.Owner.RunID,
 		LabelActivityID: c.Owner.ActivityID,
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339Nano),
 		LabelRuntime:    runtime,
 		LabelDigest:     c.Digest,
+		LabelImageID:    sb.image.ID,
 	}
 	for k, v := range b.cfg.Labels {
 		labels[k] = v
 	}
-	shm := int64(0)
-	if b.cfg.IPC == "private" {
-		shm = b.cfg.ShmBytes
-	}
-	return containerSpec{
-		Name:           name,
-		Image:          b.cfg.Image,
-		Cmd:            bootstrapCmd(),
-		Labels:         labels,
-		WorkDir:        "/work",
-		User:           b.cfg.User,
-		Hostname:       "sandbox",
-		Runtime:        b.cfg.Runtime,
-		NetworkMode:    network,
-		IPCMode:        b.cfg.IPC,
-		ShmBytes:       shm,
-		ReadonlyRootfs: true,
-		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges", b.seccomp},
-		PidsLimit:      b.cfg.PidsLimit,
-		MemoryBytes:    b.cfg.MemoryBytes,
-		NanoCPUs:       int64(b.cfg.CPUs * 1e9),
-		Tmpfs:          map[string]string{"/work": tmpfs(b.cfg.WorkTmpfsBytes), "/tmp": tmpfs(b.cfg.TmpTmpfsBytes)},
-		Init:           true,
-		Ulimits:        []ulimit{{Name: "core", Soft: 0, Hard: 0}, {Name: "nofile", Soft: 1024, Hard: 1024}},
-	}
+	return labels
 }
 
-// prepare creates the container for c. Nothing runs in it until execute writes the request on its
-// stdin, so every failure here may be retried. It is the step a pool would do ahead of time.
+// prepare resolves the image, picks a uid and creates the container for c. Nothing runs in it
+// until execute has written the whole request on its stdin, so every failure here may be
+// retried. It is the step a pool would do ahead of time.
 func (b *Backend) prepare(ctx context.Context, c guard.Checked) (*sandbox, error) {
+	img, err := b.resolveImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cgroupnsPrivate, err := b.cgroupV2(ctx)
+	if err != nil {
+		return nil, &guard.IntegrationError{Op: "docker: daemon info", Err: err}
+	}
+	uid, release, err := b.uids.acquire()
+	if err != nil {
+		return nil, &guard.IntegrationError{Op: "docker: pick a sandbox uid from " + b.cfg.UIDs.String(), Err: err}
+	}
+	sb := &sandbox{uid: uid, image: img, release: release}
 	var suffix [8]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
+		release()
 		return nil, &guard.IntegrationError{Op: "docker: container name", Err: err}
 	}
 	name := "sandboxflow-" + hex.EncodeToString(suffix[:])
-	id, err := b.eng.Create(ctx, b.spec(c, name))
+	id, err := b.eng.Create(ctx, b.spec(c, name, sb, cgroupnsPrivate))
 	if err != nil {
+		release()
 		return nil, b.createError(ctx, c, err)
 	}
+	sb.id = id
 	if ctx.Err() != nil {
 		_ = b.remove(ctx, id, false)
+		release()
 		return nil, &guard.IntegrationError{Op: "docker: create container " + name, Err: ctx.Err()}
 	}
-	return &sandbox{id: id}, nil
+	return sb, nil
+}
+
+// cgroupV2 reports whether the daemon's host has cgroup v2 (then every sandbox gets a private
+// cgroup namespace). It asks the daemon once per backend.
+func (b *Backend) cgroupV2(ctx context.Context) (bool, error) {
+	b.hostMu.Lock()
+	defer b.hostMu.Unlock()
+	if b.host == nil {
+		v, err := b.eng.Version(ctx)
+		if err != nil {
+			return false, err
+		}
+		b.host = &v
+	}
+	return b.host.CgroupVersion == "2", nil
+}
+
+// resolveImage inspects the configured image: it must be present (never pulled), declare no
+// VOLUMEs (they would land on the host's disk, uncapped) and, when pinned with @sha256:, carry
+// that digest as its repo digest or its image ID. The container is created from the image ID, so
+// what runs is what was checked.
+func (b *Backend) resolveImage(ctx context.Context) (imageInfo, error) {
+	ref := b.cfg.Image
+	img, err := b.eng.Image(ctx, ref)
+	name, digest, pinned := strings.Cut(ref, "@")
+	if pinned && err != nil {
+		// A locally built image has no repo digest: the pin may name its image ID.
+		img, err = b.eng.Image(ctx, name)
+	}
+	switch {
+	case isNotFound(err):
+		return imageInfo{}, &guard.ConfigError{Msg: missingImageMsg(ref)}
+	case err != nil:
+		return imageInfo{}, &guard.IntegrationError{Op: "docker: inspect image " + ref, Err: err}
+	case len(img.Volumes) > 0:
+		return imageInfo{}, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q declares VOLUMEs %v, which would be written to the host's disk without a size limit; use an image without VOLUME", ref, img.Volumes)}
+	case pinned && img.ID != digest && !slices.Contains(img.RepoDigests, ref):
+		return imageInfo{}, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q is pinned, but the local image has ID %s and repo digests %v", ref, img.ID, img.RepoDigests)}
+	}
+	return img, nil
 }
 
 // createError types a failed create: a missing image or network, or a setting the daemon
@@ -239,176 +331,6 @@ func missingImageMsg(image string) string {
 		"run `docker pull %s` (or build it: any image with python3 and sh works; scripts/setup-docker.sh builds the test images) before starting the worker", image, image)
 }
 
-// execute runs the request in the created container and reads its result. removeNow says whether
-// the container must be removed before returning (it may still run); otherwise it has exited and
-// its removal can happen off the critical path.
-func (b *Backend) execute(ctx context.Context, sb *sandbox, c guard.Checked, stdin []byte) (res guard.Result, removeNow bool, err error) {
-	notStarted := func(op string, err error) error {
-		return &guard.IntegrationError{Op: op + " " + sb.id, Err: err}
-	}
-	started := func(op string, err error) error {
-		return &guard.IntegrationError{Op: op + " " + sb.id, Err: err, CodeMayHaveStarted: true}
-	}
-
-	att, err := b.eng.Attach(ctx, sb.id)
-	if err != nil {
-		return guard.Result{}, true, notStarted("docker: attach container", err)
-	}
-	defer att.Close()
-	stdout := &boundedBuffer{max: maxResultBytes(c.Limits)}
-	diag := guard.NewCapBuffer(diagBytes)
-	demuxed := make(chan error, 1)
-	go func() { demuxed <- att.Demux(stdout, diag) }()
-
-	if err := b.eng.Start(ctx, sb.id); err != nil {
-		return guard.Result{}, true, notStarted("docker: start container", err)
-	}
-	deadline := time.NewTimer(c.Limits.Timeout + b.cfg.DeadlineSlack)
-	defer deadline.Stop()
-
-	// The bootstrap runs nothing before it has read the whole request and seen its end: code can
-	// have started only once every byte was written.
-	type written struct {
-		n   int
-		err error
-	}
-	wrote := make(chan written, 1)
-	go func() {
-		n, err := att.Write(stdin)
-		if err == nil {
-			err = att.CloseWrite()
-		}
-		wrote <- written{n, err}
-	}()
-	sentAll := false
-	writeFailed := func(w written) error {
-		op := "docker: write request to container"
-		if sentAll {
-			return started(op, w.err)
-		}
-		return notStarted(op, w.err)
-	}
-
-wait:
-	for {
-		select {
-		case w := <-wrote:
-			wrote = nil
-			sentAll = w.n == len(stdin)
-			if w.err != nil {
-				return guard.Result{}, true, writeFailed(w)
-			}
-		case derr := <-demuxed:
-			if derr != nil {
-				if errors.Is(derr, errResultTooLarge) {
-					return guard.Result{}, true, started("docker: read result of container",
-						fmt.Errorf("%w (%d bytes)", derr, stdout.max))
-				}
-				return guard.Result{}, true, started("docker: read result of container", derr)
-			}
-			break wait
-		case <-deadline.C:
-			res := guard.Result{TimedOut: true, ExitCode: -1}
-			return withNote(res, NoteDeadline, c.Limits.MaxStderrBytes), true, nil
-		case <-ctx.Done():
-			if !sentAll {
-				return guard.Result{}, true, notStarted("docker: run cancelled before the request was sent to container", ctx.Err())
-			}
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				res := guard.Result{TimedOut: true, ExitCode: -1}
-				return withNote(res, NoteCancelled, c.Limits.MaxStderrBytes), true, nil
-			}
-			return guard.Result{}, true, started("docker: run cancelled; container", ctx.Err())
-		}
-	}
-	if wrote != nil {
-		// The output ended while the request was still being written: the write ends at once.
-		select {
-		case w := <-wrote:
-			sentAll = w.n == len(stdin)
-			if w.err != nil && !sentAll {
-				return guard.Result{}, true, writeFailed(w)
-			}
-		case <-time.After(b.cfg.CleanupTimeout):
-			return guard.Result{}, true, started("docker: write request to container", errors.New("the write did not end after the container's output did"))
-		}
-	}
-	if !sentAll {
-		// The output ended before the request was written: the bootstrap never ran the code.
-		return guard.Result{}, true, notStarted("docker: container exited before reading the request",
-			fmt.Errorf("container stderr: %q", clip(diag.Bytes())))
-	}
-
-	// Fast path: a readable result whose bootstrap could see the cgroup counters needs nothing
-	// from the daemon. The container is exiting; its (forced) removal happens off the critical
-	// path.
-	if br, err := decodeResult(stdout.buf); err == nil && br.LimitsKnown && len(br.Error) == 0 {
-		res, err := b.interpret(c, stdout.buf, diag.Bytes(), 0, containerState{})
-		return res, false, err
-	}
-
-	// The output has ended, so the bootstrap has exited; the container follows at once.
-	waitCtx, cancel := context.WithTimeout(ctx, b.cfg.DeadlineSlack+5*time.Second)
-	defer cancel()
-	exitCode, err := b.eng.Wait(waitCtx, sb.id)
-	if err != nil {
-		return guard.Result{}, true, started("docker: wait for container", err)
-	}
-	state, err := b.eng.Inspect(waitCtx, sb.id)
-	if err != nil {
-		return guard.Result{}, true, started("docker: inspect container", err)
-	}
-	res, err = b.interpret(c, stdout.buf, diag.Bytes(), int(exitCode), state)
-	return res, false, err
-}
-
-// interpret turns what the container left (its result line, its own stderr, its exit code and
-// state) into a result or an error.
-func (b *Backend) interpret(c guard.Checked, out, diag []byte, exitCode int, st containerState) (guard.Result, error) {
-	memNote := fmt.Sprintf(NoteMemoryLimit, b.cfg.MemoryBytes)
-	pidsNote := fmt.Sprintf(NotePidsLimit, b.cfg.PidsLimit)
-	br, perr := decodeResult(out)
-	if perr == nil && len(br.Error) > 0 {
-		return guard.Result{}, &guard.IntegrationError{Op: "docker: sandbox bootstrap", Err: errors.New(string(clip(br.Error))), CodeMayHaveStarted: true}
-	}
-	if perr == nil {
-		res := br.toResult(c.Limits)
-		failed := res.TimedOut || res.ExitCode != 0
-		switch {
-		case st.OOMKilled || br.OOMKills > 0:
-			if failed {
-				res.Outcome = guard.OutcomeMemoryLimit
-			}
-			res = withNote(res, memNote, c.Limits.MaxStderrBytes)
-		case br.PidsLimitHit:
-			if failed {
-				res.Outcome = guard.OutcomePidsLimit
-			}
-			res = withNote(res, pidsNote, c.Limits.MaxStderrBytes)
-		}
-		return guard.Enforce(res, c.Limits), nil
-	}
-	// No readable result: the sandbox itself ended the run, or something broke.
-	switch {
-	case st.OOMKilled:
-		res := guard.Result{ExitCode: exitCode, Outcome: guard.OutcomeMemoryLimit}
-		return guard.Enforce(withNote(res, memNote, c.Limits.MaxStderrBytes), c.Limits), nil
-	case b.cfg.Runtime == RuntimeRunsc && exitCode == 2 && len(out) == 0:
-		// gVisor's sandbox exits with 2 and no message when its own threads hit the pids limit.
-		res := guard.Result{ExitCode: exitCode, Outcome: guard.OutcomePidsLimit}
-		return guard.Enforce(withNote(res, pidsNote, c.Limits.MaxStderrBytes), c.Limits), nil
-	case exitCode == 127 && len(out) == 0:
-		return guard.Result{}, &guard.ConfigError{Msg: fmt.Sprintf(
-			"docker backend: image %q cannot run the sandbox bootstrap (exit 127: python3 not found?); use an image with python3 and sh. Container stderr: %q",
-			b.cfg.Image, clip(diag))}
-	}
-	return guard.Result{}, &guard.IntegrationError{
-		Op:                 "docker: read result of container",
-		Err:                fmt.Errorf("exit code %d: %w; container stderr: %q", exitCode, perr, clip(diag)),
-		CodeMayHaveStarted: true,
-	}
-}
-
 // clip shortens diagnostics quoted in errors.
 func clip(b []byte) []byte {
 	const max = 512
@@ -433,14 +355,26 @@ func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 	return nil
 }
 
-// removeLater removes an exited container off the critical path; Close and WaitRemovals wait for
-// it.
-func (b *Backend) removeLater(id string) {
+// removeLater removes an exited container off the critical path and then frees its uid; Close
+// and WaitRemovals wait for it.
+func (b *Backend) removeLater(sb *sandbox) {
 	b.removals.Add(1)
 	go func() {
 		defer b.removals.Done()
-		if err := b.remove(context.Background(), id, false); err != nil {
-			b.log.Warn("sandbox container not removed; the reaper will retry", "container", id, "error", err)
+		defer sb.release()
+		if err := b.remove(context.Background(), sb.id, false); err != nil {
+			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", err)
 		}
 	}()
+}
+
+// CheckImage inspects the configured image as every run does (present, no VOLUMEs, matching its
+// pin) and returns its ID. The worker calls it at start-up, so that a wrong image or pin stops
+// the worker instead of failing every run.
+func (b *Backend) CheckImage(ctx context.Context) (string, error) {
+	img, err := b.resolveImage(ctx)
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
 }

@@ -46,17 +46,49 @@ func fakeBackend(t *testing.T, f *fakeEngine, cfg Config) *Backend {
 	return b
 }
 
+// okResult returns what a supervisor writes for a run that ends as r says: "stdout", "stderr"
+// and "files" become output and file frames, "error" an error frame, "files_truncated" goes in
+// the end frame and every other key in the exit report (exit_code 0 unless r says otherwise).
 func okResult(t *testing.T, r map[string]any) []byte {
 	t.Helper()
-	base := map[string]any{"v": 1, "exit_code": 0}
-	for k, v := range r {
-		base[k] = v
+	var out []byte
+	if msg, ok := r["error"].([]byte); ok {
+		out = append(out, encodeFrame(frameError, 0, msg)...)
+		return append(out, encodeFrame(frameEnd, 0, []byte("{}"))...)
 	}
-	b, err := json.Marshal(base)
+	exit := map[string]any{"exit_code": 0}
+	end := map[string]any{}
+	for k, v := range r {
+		switch k {
+		case "stdout":
+			out = append(out, encodeFrame(frameStdout, 0, v.([]byte))...)
+		case "stderr":
+			out = append(out, encodeFrame(frameStderr, 0, v.([]byte))...)
+		case "files", "files_truncated":
+		default:
+			exit[k] = v
+		}
+	}
+	out = append(out, encodeFrame(frameExit, 0, mustJSON(t, exit))...)
+	if files, ok := r["files"].([]map[string][]byte); ok {
+		for _, f := range files {
+			payload := append([]byte{byte(len(f["name"]) >> 8), byte(len(f["name"]))}, f["name"]...)
+			out = append(out, encodeFrame(frameFile, 0, append(payload, f["content"]...))...)
+		}
+	}
+	if v, ok := r["files_truncated"]; ok {
+		end["files_truncated"] = v
+	}
+	return append(out, encodeFrame(frameEnd, 0, mustJSON(t, end))...)
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(b, '\n')
+	return b
 }
 
 func TestRunErrorPaths(t *testing.T) {
@@ -79,7 +111,7 @@ func TestRunErrorPaths(t *testing.T) {
 			f.createErr = fmt.Errorf("%w: no such image", errNotFound)
 			f.imagePresent = false
 		},
-			guard.TypeConfigError, false, "docker pull sandboxflow-test-python:bookworm", 0},
+			guard.TypeConfigError, false, "docker pull sandboxflow-test-python:bookworm-full", 0},
 		{"runtime unknown", func(f *fakeEngine) { f.createErr = fmt.Errorf("%w: unknown runtime", errInvalid) },
 			guard.TypeConfigError, false, "refused the container settings", 0},
 		{"attach fails", func(f *fakeEngine) { f.attachErr = boom },
@@ -95,21 +127,34 @@ func TestRunErrorPaths(t *testing.T) {
 		{"inspect fails", func(f *fakeEngine) { f.stdout = okResult(t, nil); f.inspectErr = boom },
 			guard.TypeIntegrationError, false, "inspect container", 1},
 		{"output connection breaks", func(f *fakeEngine) { f.demuxErr = boom },
-			guard.TypeIntegrationError, false, "read result", 1},
-		{"unreadable result", func(f *fakeEngine) { f.stdout = []byte("hello from the code\n") },
-			guard.TypeIntegrationError, false, "not readable JSON", 1},
+			guard.TypeIntegrationError, false, "read output", 1},
+		{"unframed output", func(f *fakeEngine) { f.stdout = []byte("hello from the code\n") },
+			guard.TypeIntegrationError, false, "frame of", 1},
 		{"two results", func(f *fakeEngine) { f.stdout = append(okResult(t, nil), okResult(t, nil)...) },
-			guard.TypeIntegrationError, false, "not readable JSON", 1},
-		{"wrong protocol version", func(f *fakeEngine) { f.stdout = []byte(`{"v":2,"exit_code":0}`) },
-			guard.TypeIntegrationError, false, "version 2", 1},
-		{"oversized result", func(f *fakeEngine) { f.stdout = bytes.Repeat([]byte("x"), 1<<20) },
-			guard.TypeIntegrationError, false, "over the result bound", 1},
+			guard.TypeIntegrationError, false, "after its end frame", 1},
+		{"unknown frame type", func(f *fakeEngine) { f.stdout = encodeFrame(42, 0, nil) },
+			guard.TypeIntegrationError, false, "unknown type 42", 1},
+		{"frame on a channel no one opened", func(f *fakeEngine) { f.stdout = encodeFrame(frameTunnelData, 7, []byte("x")) },
+			guard.TypeIntegrationError, false, "channel 7", 1},
+		{"unreadable exit report", func(f *fakeEngine) { f.stdout = encodeFrame(frameExit, 0, []byte("{")) },
+			guard.TypeIntegrationError, false, "exit report", 1},
+		{"oversized output", func(f *fakeEngine) {
+			f.stdout = bytes.Repeat(encodeFrame(frameStdout, 0, make([]byte, 64<<10)), 4)
+		}, guard.TypeIntegrationError, false, "over the result bound", 1},
+		{"image cannot host the supervisor", func(f *fakeEngine) { f.stdout = encodeFrame(frameConfigError, 0, []byte("no ctypes")) },
+			guard.TypeConfigError, false, "no ctypes", 1},
+		{"image declares volumes", func(f *fakeEngine) { f.imageVolumes = []string{"/data"} },
+			guard.TypeConfigError, false, "VOLUME", 0},
 		{"bootstrap reports an error", func(f *fakeEngine) { f.stdout = okResult(t, map[string]any{"error": []byte("bad request: x")}) },
 			guard.TypeIntegrationError, false, "bad request: x", 1},
 		{"exit 127 without output: no python3", func(f *fakeEngine) { f.exitCode = 127; f.stderr = []byte("exec python3 failed") },
 			guard.TypeConfigError, false, "python3", 1},
 		{"exit without a result", func(f *fakeEngine) { f.exitCode = 137 },
 			guard.TypeIntegrationError, false, "exit code 137", 1},
+		{"output, then the supervisor vanishes", func(f *fakeEngine) {
+			f.stdout = encodeFrame(frameStdout, 0, []byte("partial"))
+			f.exitCode = 137
+		}, guard.TypeIntegrationError, false, "without a report", 1},
 		{"removal fails after a good run", func(f *fakeEngine) { f.stdout = okResult(t, nil); f.removeErr = boom },
 			"", false, "", 0},
 		{"counters known: nothing more is asked of the daemon", func(f *fakeEngine) {
@@ -125,7 +170,7 @@ func TestRunErrorPaths(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
 			tt.setup(f)
-			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm"})
+			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
 			res, err := b.Run(context.Background(), testChecked("print(1)"))
 			if err := b.WaitRemovals(context.Background()); err != nil {
 				t.Fatal(err)
@@ -274,8 +319,11 @@ func TestRunSendsRequestOnStdinOnly(t *testing.T) {
 			t.Errorf("container command or env carries the request: %q", arg)
 		}
 	}
-	var req bootRequest
-	if err := json.Unmarshal(f.stdin, &req); err != nil {
+	var req supRequest
+	if len(f.stdin) < frameHeaderBytes || frameType(f.stdin[4]) != frameRequest {
+		t.Fatalf("stdin does not start with a request frame: %q", f.stdin)
+	}
+	if err := json.Unmarshal(f.stdin[frameHeaderBytes:], &req); err != nil {
 		t.Fatalf("stdin is not the request document: %v", err)
 	}
 	if string(req.Code) != c.Code || len(req.Files) != 1 || string(req.Files[0].Content) != "data" || string(req.Env[0].Value) != "v" || req.TimeoutMS != 2000 {
@@ -302,7 +350,8 @@ func TestSpecHardening(t *testing.T) {
 	f := newFake()
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
 	c := testChecked("print(1)")
-	s := b.spec(c, "n")
+	sb := &sandbox{uid: 100123, image: imageInfo{ID: "sha256:x"}}
+	s := b.spec(c, "n", sb, false)
 	checks := []struct {
 		name      string
 		got, want any
@@ -312,15 +361,18 @@ func TestSpecHardening(t *testing.T) {
 		{"cap drop", strings.Join(s.CapDrop, ","), "ALL"},
 		{"no-new-privileges", s.SecurityOpt[0], "no-new-privileges"},
 		{"seccomp", strings.HasPrefix(s.SecurityOpt[1], "seccomp={"), true},
-		{"user", s.User, "65534:65534"},
+		{"user", s.User, "100123:100123"},
 		{"pids", s.PidsLimit, int64(50)},
 		{"memory", s.MemoryBytes, int64(128 << 20)},
 		{"cpus", s.NanoCPUs, int64(5e8)},
 		{"ipc", s.IPCMode, "none"},
-		{"shm", s.ShmBytes, int64(0)},
-		{"init", s.Init, true},
-		{"work tmpfs", s.Tmpfs["/work"], "rw,noexec,nosuid,nodev,size=67108864,uid=65534,gid=65534,mode=0700"},
-		{"tmp tmpfs", s.Tmpfs["/tmp"], "rw,noexec,nosuid,nodev,size=67108864,uid=65534,gid=65534,mode=0700"},
+		{"shm", s.Tmpfs["/dev/shm"], "rw,noexec,nosuid,nodev,size=67108864,uid=100123,gid=100123,mode=0700"},
+		{"init: the supervisor is PID 1", s.Init, false},
+		{"work tmpfs", s.Tmpfs["/work"], "rw,noexec,nosuid,nodev,size=67108864,uid=100123,gid=100123,mode=0700"},
+		{"tmp tmpfs", s.Tmpfs["/tmp"], "rw,noexec,nosuid,nodev,size=67108864,uid=100123,gid=100123,mode=0700"},
+		{"dns", strings.Join(s.DNS, ","), "127.0.0.1"},
+		{"oom score adj", s.OomScoreAdj, oomScoreAdj},
+		{"image by ID", s.Image, "sha256:x"},
 		{"workdir", s.WorkDir, "/work"},
 		{"command", strings.Join(s.Cmd[:4], " "), "python3 -I -S -c"},
 	}
@@ -330,7 +382,7 @@ func TestSpecHardening(t *testing.T) {
 		}
 	}
 	c.Network = true
-	if got := b.spec(c, "n").NetworkMode; got != "sbf-net" {
+	if got := b.spec(c, "n", sb, false).NetworkMode; got != "sbf-net" {
 		t.Errorf("network with network=true: got %q; want sbf-net", got)
 	}
 }
@@ -468,7 +520,8 @@ func TestStartReaperRunsAtOnceAndStops(t *testing.T) {
 
 func TestDoctorWithFake(t *testing.T) {
 	f := newFake()
-	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"}}
+	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"},
+		CgroupVersion: "2", SecurityOptions: []string{"name=seccomp,profile=default", "name=apparmor"}}
 	f.imagePresent = false
 	b := fakeBackend(t, f, Config{Runtime: RuntimeRunsc})
 	got := map[string]bool{}
@@ -478,10 +531,21 @@ func TestDoctorWithFake(t *testing.T) {
 	want := map[string]bool{
 		"docker daemon reachable": true, "docker API version": true, "docker image present": false,
 		"docker runtime present": false, "docker probe run": false,
+		"docker user namespaces": true, "docker AppArmor": true, "docker cgroup version": true,
 	}
 	for k, v := range want {
 		if ok, found := got[k]; !found || ok != v {
 			t.Errorf("check %q: got %t (present %t); want %t", k, ok, found, v)
+		}
+	}
+
+	details := map[string]string{}
+	for _, c := range b.doctor(context.Background()) {
+		details[c.Name] = c.Detail
+	}
+	for name, want := range map[string]string{"docker user namespaces": "not remapped", "docker AppArmor": "enabled", "docker cgroup version": "cgroup v2"} {
+		if !strings.Contains(details[name], want) {
+			t.Errorf("%s: got %q; want it to say %q", name, details[name], want)
 		}
 	}
 
@@ -524,4 +588,153 @@ func TestUnreachableDaemon(t *testing.T) {
 	if last := checks[len(checks)-1]; last.Name != "docker daemon reachable" || last.OK {
 		t.Errorf("doctor: got %+v; want the daemon check to fail last", checks)
 	}
+}
+
+func TestReapIsScopedToTheDeployment(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{Deployment: "ns/queue-a"})
+	var asked map[string]string
+	f.listHook = func(labels map[string]string) { asked = labels }
+	if _, err := b.Reap(context.Background(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if asked[LabelDeployment] != "ns/queue-a" || asked[LabelManaged] != "true" {
+		t.Errorf("reaper's label filter: got %v; want managed and deployment ns/queue-a", asked)
+	}
+	if _, err := b.Run(context.Background(), testChecked("print(1)")); err == nil {
+		t.Fatal("run without output: got no error")
+	}
+	if got := f.created[0].Labels[LabelDeployment]; got != "ns/queue-a" {
+		t.Errorf("container's deployment label: got %q; want ns/queue-a", got)
+	}
+	if got := f.created[0].Labels[LabelImageID]; !strings.HasPrefix(got, "sha256:") {
+		t.Errorf("container's image id label: got %q; want sha256:...", got)
+	}
+}
+
+func TestRunRecordsImageIDAndUIDs(t *testing.T) {
+	f := newFake()
+	f.stdout = okResult(t, map[string]any{"signal": 9, "exit_code": 137})
+	b := fakeBackend(t, f, Config{UIDs: UIDRange{First: 200000, Last: 200000}})
+	res, err := b.Run(context.Background(), testChecked("print(1)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(res.ImageID, "sha256:") || res.Signal != 9 || res.ExitCode != 137 {
+		t.Errorf("got image %q signal %d exit %d; want sha256:..., 9, 137", res.ImageID, res.Signal, res.ExitCode)
+	}
+	if u := f.created[0].User; u != "200000:200000" {
+		t.Errorf("user: got %q; want 200000:200000", u)
+	}
+}
+
+func TestUIDPoolGivesDistinctUIDs(t *testing.T) {
+	p := newUIDPool(UIDRange{First: 10, Last: 12})
+	seen := map[int]bool{}
+	var releases []func()
+	for range 3 {
+		uid, release, err := p.acquire()
+		if err != nil || seen[uid] || uid < 10 || uid > 12 {
+			t.Fatalf("acquire: got %d, %v (seen %v); want a new uid of 10-12", uid, err, seen)
+		}
+		seen[uid] = true
+		releases = append(releases, release)
+	}
+	if _, _, err := p.acquire(); !errors.Is(err, errNoFreeUID) {
+		t.Fatalf("acquire from a full pool: got %v; want errNoFreeUID", err)
+	}
+	releases[1]()
+	releases[1]()
+	if _, _, err := p.acquire(); err != nil {
+		t.Fatalf("acquire after a release: %v", err)
+	}
+}
+
+func TestSeccompUnderRunscAllowsClone3(t *testing.T) {
+	opt, err := seccompOpt(DefaultSeccompProfile(), RuntimeRunsc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Syscalls []struct {
+			Names  []string `json:"names"`
+			Action string   `json:"action"`
+		} `json:"syscalls"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(opt, "seccomp=")), &p); err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string][]string{}
+	for _, r := range p.Syscalls {
+		for _, n := range r.Names {
+			actions[n] = append(actions[n], r.Action)
+		}
+	}
+	if got := actions["clone3"]; len(got) != 1 || got[0] != "SCMP_ACT_ALLOW" {
+		t.Errorf("clone3 under runsc: got %v; want one allow rule", got)
+	}
+	if got := actions["io_uring_setup"]; len(got) != 1 || got[0] != "SCMP_ACT_ERRNO" {
+		t.Errorf("io_uring_setup under runsc: got %v; want still refused", got)
+	}
+	runc, _ := seccompOpt(DefaultSeccompProfile(), "")
+	if !strings.Contains(runc, `"names":["clone3"],"action":"SCMP_ACT_ERRNO","errnoRet":38`) {
+		t.Errorf("clone3 under runc: want ENOSYS (glibc falls back to clone): %.200s", runc)
+	}
+}
+
+func TestReportParsesFramesSplitAnywhere(t *testing.T) {
+	l := testChecked("").Limits
+	stream := okResult(t, map[string]any{
+		"exit_code": 3, "stdout": []byte("out"), "stderr": []byte("err"), "files_truncated": true,
+		"files": []map[string][]byte{{"name": []byte("a.txt"), "content": []byte("A")}},
+	})
+	rep := newReport(l)
+	for i := range stream {
+		if _, err := rep.Write(stream[i : i+1]); err != nil {
+			t.Fatalf("byte %d: %v", i, err)
+		}
+	}
+	res := rep.output()
+	if rep.exit == nil || rep.exit.ExitCode != 3 || rep.end == nil || string(res.Stdout) != "out" || string(res.Stderr) != "err" ||
+		len(res.Files) != 1 || res.Files[0].Name != "a.txt" || !res.FilesTruncated {
+		t.Errorf("got exit %+v end %+v result %+v; want every frame read", rep.exit, rep.end, res)
+	}
+}
+
+func TestCheckImage(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{Image: "img@sha256:" + strings.Repeat("ab", 32)})
+	if id, err := b.CheckImage(context.Background()); err != nil || id != "sha256:"+strings.Repeat("ab", 32) {
+		t.Errorf("pinned to its image ID: got %q, %v; want the ID", id, err)
+	}
+	b2 := fakeBackend(t, f, Config{Image: "img@sha256:" + strings.Repeat("cd", 32)})
+	if _, err := b2.CheckImage(context.Background()); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("pinned to another digest: got %v; want a ConfigError", err)
+	}
+}
+
+func TestRunRequestHandedOverAsTheDeadlineFires(t *testing.T) {
+	t.Run("worker deadline: a timeout result, never a retry", func(t *testing.T) {
+		f := newFake()
+		f.writeBlocks, f.hang = true, true
+		b := fakeBackend(t, f, Config{})
+		c := testChecked("print(1)")
+		c.Limits.Timeout = 200 * time.Millisecond
+		res, err := b.Run(context.Background(), c)
+		if err != nil || !res.TimedOut || res.ExitCode != -1 {
+			t.Fatalf("got %+v, %v; want a timed-out result", res, err)
+		}
+	})
+	t.Run("cancelled: may have started", func(t *testing.T) {
+		f := newFake()
+		f.writeBlocks, f.hang = true, true
+		b := fakeBackend(t, f, Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		_, err := b.Run(ctx, testChecked("print(1)"))
+		var ie *guard.IntegrationError
+		if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || guard.Retryable(err) {
+			t.Fatalf("got %v; want a non-retryable IntegrationError whose code may have started", err)
+		}
+	})
 }

@@ -70,7 +70,7 @@ func benchPrint1(b *testing.B, rt string) {
 		Owner: guard.Owner{WorkflowID: "bench"},
 	}
 	c.Digest = guard.Digest(&c)
-	stdin, err := encodeRequest(c)
+	stdin, err := encodeRequest(c, backend.cfg.UIDs.First)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,7 +90,8 @@ func benchPrint1(b *testing.B, rt string) {
 		return d
 	}
 	runCLI := func(i int) time.Duration {
-		spec := backend.spec(c, fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i))
+		sb := &sandbox{uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
+		spec := backend.spec(c, fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i), sb, false)
 		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
 		cmd.Stdin = bytes.NewReader(stdin)
 		var out, errOut bytes.Buffer
@@ -98,8 +99,9 @@ func benchPrint1(b *testing.B, rt string) {
 		start := time.Now()
 		err := cmd.Run()
 		d := time.Since(start)
-		br, perr := decodeResult(out.Bytes())
-		if err != nil || perr != nil || string(br.Stdout) != "1\n" {
+		rep := newReport(c.Limits)
+		_, perr := rep.Write(out.Bytes())
+		if err != nil || perr != nil || string(rep.stdout.Bytes()) != "1\n" {
 			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())
 		}
 		return d
@@ -143,6 +145,10 @@ func dockerRunArgs(s containerSpec, seccompFile string) []string {
 	if s.Init {
 		args = append(args, "--init")
 	}
+	for _, d := range s.DNS {
+		args = append(args, "--dns", d)
+	}
+	args = append(args, "--oom-score-adj", strconv.Itoa(s.OomScoreAdj), "--no-healthcheck")
 	if s.Runtime != "" {
 		args = append(args, "--runtime", s.Runtime)
 	}

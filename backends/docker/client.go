@@ -68,11 +68,13 @@ func (e *dockerEngine) Version(ctx context.Context) (engineVersion, error) {
 		return engineVersion{}, classify(err)
 	}
 	out := engineVersion{
-		ServerVersion: v.Version,
-		APIVersion:    v.APIVersion,
-		MinAPIVersion: v.MinAPIVersion,
-		ClientAPI:     e.cli.ClientVersion(),
-		InitBinary:    info.InitBinary,
+		ServerVersion:   v.Version,
+		APIVersion:      v.APIVersion,
+		MinAPIVersion:   v.MinAPIVersion,
+		ClientAPI:       e.cli.ClientVersion(),
+		InitBinary:      info.InitBinary,
+		CgroupVersion:   info.CgroupVersion,
+		SecurityOptions: info.SecurityOptions,
 	}
 	for name := range info.Runtimes {
 		out.Runtimes = append(out.Runtimes, name)
@@ -90,6 +92,21 @@ func (e *dockerEngine) ImagePresent(ctx context.Context, ref string) (bool, erro
 		return false, nil
 	}
 	return false, classify(err)
+}
+
+func (e *dockerEngine) Image(ctx context.Context, ref string) (imageInfo, error) {
+	img, err := e.cli.ImageInspect(ctx, ref)
+	if err != nil {
+		return imageInfo{}, classify(err)
+	}
+	out := imageInfo{ID: img.ID, RepoDigests: img.RepoDigests}
+	if img.Config != nil {
+		for v := range img.Config.Volumes {
+			out.Volumes = append(out.Volumes, v)
+		}
+		sort.Strings(out.Volumes)
+	}
+	return out, nil
 }
 
 func (e *dockerEngine) NetworkPresent(ctx context.Context, name string) (bool, error) {
@@ -117,6 +134,7 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		AttachStderr: true,
 		OpenStdin:    true,
 		StdinOnce:    true,
+		Healthcheck:  &container.HealthConfig{Test: []string{"NONE"}},
 	}
 	pids := s.PidsLimit
 	initProc := s.Init
@@ -127,16 +145,22 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		ShmSize:        s.ShmBytes,
 		ReadonlyRootfs: s.ReadonlyRootfs,
 		CapDrop:        s.CapDrop,
+		CapAdd:         s.CapAdd,
 		SecurityOpt:    s.SecurityOpt,
 		Tmpfs:          s.Tmpfs,
 		Init:           &initProc,
 		LogConfig:      container.LogConfig{Type: "none"},
+		DNS:            s.DNS,
+		OomScoreAdj:    s.OomScoreAdj,
 		Resources: container.Resources{
 			PidsLimit:  &pids,
 			Memory:     s.MemoryBytes,
 			MemorySwap: s.MemoryBytes,
 			NanoCPUs:   s.NanoCPUs,
 		},
+	}
+	if s.CgroupnsPrivate {
+		host.CgroupnsMode = container.CgroupnsModePrivate
 	}
 	for _, u := range s.Ulimits {
 		host.Ulimits = append(host.Ulimits, &container.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})

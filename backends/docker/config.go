@@ -21,13 +21,24 @@ const (
 	DefaultRunscPidsLimit = 512
 	DefaultTmpfsBytes     = 64 << 20
 	DefaultNetwork        = "bridge"
-	DefaultIPC            = "none"
-	DefaultShmBytes       = 16 << 20
-	DefaultUser           = "65534:65534"
+	DefaultIPC            = IPCPrivate
+	DefaultShmBytes       = 64 << 20
+	DefaultUIDFirst       = 100000
+	DefaultUIDLast        = 100999
+	DefaultDeployment     = "default"
 	DefaultDeadlineSlack  = 2 * time.Second
 	DefaultCleanupTimeout = 30 * time.Second
 	// RuntimeRunsc is the OCI runtime name of gVisor as Debian's runsc package registers it.
 	RuntimeRunsc = "runsc"
+	// IPCPrivate gives each sandbox its own IPC namespace and a private /dev/shm (a tmpfs of
+	// ShmBytes, noexec, nosuid, nodev, owned by the sandbox's uid); IPCNone gives the private
+	// namespace without /dev/shm (Python's multiprocessing then fails).
+	IPCPrivate = "private"
+	IPCNone    = "none"
+	// oomScoreAdj is every sandbox container's OOM score adjustment: the host's OOM killer picks
+	// a sandbox before the worker or the daemon. The code's own process raises its score to 1000,
+	// so inside a sandbox the code goes before the supervisor.
+	oomScoreAdj = 500
 )
 
 // Label keys every sandbox container carries. LabelManaged marks the containers this package
@@ -41,6 +52,11 @@ const (
 	LabelCreated    = LabelPrefix + "created"
 	LabelRuntime    = LabelPrefix + "runtime"
 	LabelDigest     = LabelPrefix + "digest"
+	// LabelDeployment carries Config.Deployment: the reaper removes only its own deployment's
+	// containers.
+	LabelDeployment = LabelPrefix + "deployment"
+	// LabelImageID is the image ID (sha256:...) the container was created from.
+	LabelImageID = LabelPrefix + "image-id"
 )
 
 //go:embed seccomp.json
@@ -81,14 +97,24 @@ type Config struct {
 	// Under runsc registered with --network=none a sandbox has only loopback whatever this says.
 	// Optional: defaults to "bridge".
 	Network string
-	// IPC is the IPC mode: "none" (no /dev/shm, so Python's multiprocessing fails) or "private"
-	// (a private /dev/shm of ShmBytes). Optional: defaults to "none".
+	// IPC is IPCPrivate (a private IPC namespace with a private /dev/shm of ShmBytes: tmpfs,
+	// noexec, nosuid, nodev, owned by the sandbox's uid, so multiprocessing works) or IPCNone
+	// (a private IPC namespace without /dev/shm). Optional: defaults to IPCPrivate.
 	IPC string
-	// ShmBytes sizes /dev/shm when IPC is "private". Optional: defaults to 16 MiB.
+	// ShmBytes sizes /dev/shm when IPC is IPCPrivate; it counts against MemoryBytes. Optional:
+	// defaults to 64 MiB.
 	ShmBytes int64
-	// User is the numeric "uid:gid" the code runs as; root (uid or gid 0) and names are refused.
-	// Optional: defaults to "65534:65534".
-	User string
+	// UIDs is the range of uids the sandboxes run as: each concurrent sandbox of this backend
+	// gets its own uid (and the same number as its gid), so sandboxes never share per-user
+	// kernel limits (RLIMIT_NPROC, inotify instances, message queues) or signal each other.
+	// 0 is refused. Backends that share a host should get ranges that do not overlap. Optional:
+	// defaults to 100000-100999.
+	UIDs UIDRange
+	// Deployment names this deployment on the Docker host; every container carries it as
+	// LabelDeployment and the reaper removes only containers with the same value. Deployments
+	// that share a daemon must use different names (for example the Temporal namespace and
+	// task queue). Optional: defaults to "default".
+	Deployment string
 	// SeccompProfile is a seccomp profile in Docker's JSON format, applied to every sandbox.
 	// Optional: defaults to DefaultSeccompProfile(). "unconfined" is refused.
 	SeccompProfile []byte
@@ -143,8 +169,11 @@ func (c Config) WithDefaults() Config {
 	if c.ShmBytes == 0 {
 		c.ShmBytes = DefaultShmBytes
 	}
-	if c.User == "" {
-		c.User = DefaultUser
+	if c.UIDs == (UIDRange{}) {
+		c.UIDs = UIDRange{First: DefaultUIDFirst, Last: DefaultUIDLast}
+	}
+	if c.Deployment == "" {
+		c.Deployment = DefaultDeployment
 	}
 	if len(c.SeccompProfile) == 0 {
 		c.SeccompProfile = DefaultSeccompProfile()
@@ -191,15 +220,21 @@ func (c Config) Validate() error {
 		return bad("network %q is not a plain Docker network name", c.Network)
 	}
 	switch c.IPC {
-	case "none":
-	case "private":
-		if c.ShmBytes < 1<<20 {
-			return bad("shm size must be at least 1 MiB, got %d bytes", c.ShmBytes)
+	case IPCNone:
+	case IPCPrivate:
+		if c.ShmBytes < 1<<20 || c.ShmBytes >= c.MemoryBytes {
+			return bad("shm size must be at least 1 MiB and below the memory limit, got %d bytes", c.ShmBytes)
 		}
 	default:
-		return bad("ipc must be \"none\" or \"private\", got %q", c.IPC)
+		return bad("ipc must be %q or %q, got %q", IPCPrivate, IPCNone, c.IPC)
 	}
-	if err := checkUser(c.User); err != nil {
+	if c.UIDs.First < 1 || c.UIDs.Last < c.UIDs.First || c.UIDs.Last > 1<<31-2 {
+		return bad("uid range %d-%d must be ascending, above 0 (root) and below 2^31-1", c.UIDs.First, c.UIDs.Last)
+	}
+	if !plainLabelValue(c.Deployment) {
+		return bad("deployment %q must be 1 to 128 letters, digits or - _ . / :", c.Deployment)
+	}
+	if err := checkImageRef(c.Image); err != nil {
 		return bad("%v", err)
 	}
 	if err := checkSeccompProfile(c.SeccompProfile); err != nil {
@@ -233,19 +268,49 @@ func plainName(s string) bool {
 	return true
 }
 
-// checkUser accepts a numeric "uid:gid" with neither being 0.
-func checkUser(user string) error {
-	uidS, gidS, ok := strings.Cut(user, ":")
-	if !ok {
-		return fmt.Errorf("user %q must be numeric uid:gid", user)
+// UIDRange is an inclusive range of uids, such as 100000-100999.
+type UIDRange struct {
+	First, Last int
+}
+
+// String returns "first-last".
+func (r UIDRange) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
+
+// ParseUIDRange parses "first-last" (for example "100000-100999"), as a worker flag gives it.
+func ParseUIDRange(s string) (UIDRange, error) {
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return UIDRange{}, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: uid range %q must be FIRST-LAST, e.g. 100000-100999", s)}
 	}
-	uid, err1 := strconv.ParseUint(uidS, 10, 32)
-	gid, err2 := strconv.ParseUint(gidS, 10, 32)
-	if err1 != nil || err2 != nil {
-		return fmt.Errorf("user %q must be numeric uid:gid", user)
+	return UIDRange{First: first, Last: last}, nil
+}
+
+func plainLabelValue(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
 	}
-	if uid == 0 || gid == 0 {
-		return fmt.Errorf("user %q is root; the sandbox never runs as root", user)
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("-_./:", r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkImageRef accepts any reference without white space; one pinned with @sha256: must carry
+// 64 lower-case hex digits (the run then refuses any other image ID or repo digest).
+func checkImageRef(ref string) error {
+	_, digest, pinned := strings.Cut(ref, "@")
+	if !pinned {
+		return nil
+	}
+	hexPart, ok := strings.CutPrefix(digest, "sha256:")
+	if !ok || len(hexPart) != 64 || strings.Trim(hexPart, "0123456789abcdef") != "" {
+		return fmt.Errorf("image %q: a pinned image must end in @sha256: and 64 lower-case hex digits", ref)
 	}
 	return nil
 }

@@ -12,8 +12,8 @@ import (
 func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if c.Image != "python:3.12-slim" || c.CPUs != 1 || c.MemoryBytes != 256<<20 || c.PidsLimit != 64 ||
-		c.WorkTmpfsBytes != 64<<20 || c.TmpTmpfsBytes != 64<<20 || c.Network != "bridge" || c.IPC != "none" ||
-		c.User != "65534:65534" || string(c.SeccompProfile) != string(defaultSeccompProfile) {
+		c.WorkTmpfsBytes != 64<<20 || c.TmpTmpfsBytes != 64<<20 || c.Network != "bridge" || c.IPC != "private" ||
+		c.UIDs != (UIDRange{100000, 100999}) || c.Deployment != "default" || c.ShmBytes != 64<<20 || string(c.SeccompProfile) != string(defaultSeccompProfile) {
 		t.Errorf("defaults: got %+v", c)
 	}
 	if got := (Config{Runtime: RuntimeRunsc}).WithDefaults().PidsLimit; got != DefaultRunscPidsLimit {
@@ -30,11 +30,15 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string // "" means valid
 	}{
-		{"root user", Config{User: "0:0"}, "root"},
-		{"root group", Config{User: "1000:0"}, "root"},
-		{"named user", Config{User: "nobody"}, "numeric"},
-		{"named uid:gid", Config{User: "nobody:nogroup"}, "numeric"},
-		{"other user", Config{User: "1000:1000"}, ""},
+		{"uid range from root", Config{UIDs: UIDRange{0, 10}}, "root"},
+		{"uid range backwards", Config{UIDs: UIDRange{2000, 1000}}, "ascending"},
+		{"uid range of one", Config{UIDs: UIDRange{5000, 5000}}, ""},
+		{"deployment with a space", Config{Deployment: "a b"}, "deployment"},
+		{"deployment ns/queue", Config{Deployment: "default/sandbox-queue"}, ""},
+		{"pinned image", Config{Image: "python@sha256:" + strings.Repeat("0a", 32)}, ""},
+		{"pinned image, short digest", Config{Image: "python@sha256:abc"}, "64"},
+		{"pinned image, other algorithm", Config{Image: "python@md5:" + strings.Repeat("0a", 32)}, "sha256"},
+		{"shm as large as memory", Config{MemoryBytes: 64 << 20, ShmBytes: 64 << 20}, "shm"},
 		{"unconfined seccomp", Config{SeccompProfile: []byte("unconfined")}, "unconfined"},
 		{"allow-all seccomp", Config{SeccompProfile: []byte(`{"defaultAction":"SCMP_ACT_ALLOW"}`)}, "deny by default"},
 		{"seccomp not JSON", Config{SeccompProfile: []byte(`{`)}, "not valid JSON"},
@@ -43,6 +47,7 @@ func TestConfigValidate(t *testing.T) {
 		{"container network", Config{Network: "container:abc"}, "plain"},
 		{"ipc host", Config{IPC: "host"}, "ipc"},
 		{"ipc private", Config{IPC: "private"}, ""},
+		{"ipc none", Config{IPC: "none"}, ""},
 		{"reserved label", Config{Labels: map[string]string{LabelManaged: "false"}}, "reserved"},
 		{"low memory", Config{MemoryBytes: 1 << 20}, "memory"},
 		{"negative cpus", Config{CPUs: -1}, "cpus"},

@@ -5,41 +5,106 @@
 //
 // Each container is created with:
 //
-//   - no network (NetworkMode "none": loopback only); a request with network=true joins
-//     Config.Network instead. Docker's "bridge" network is open egress, cloud metadata addresses
-//     and services on the host included: give a network with egress rules if you allow network.
-//     Under runsc registered with --network=none a container has only loopback whatever network
-//     it joins;
-//   - a read-only root filesystem, with /work (the working folder) and /tmp as tmpfs mounted
-//     rw,noexec,nosuid,nodev with a size and uid/gid/mode options, so the sandbox user owns them;
-//   - CapDrop ALL, no-new-privileges, user 65534:65534 (a configured root user is refused);
+//   - no network (NetworkMode "none": loopback only) and a neutral, read-only /etc/resolv.conf
+//     ("nameserver 127.0.0.1": Docker's per-container copy, read-only because the root is, so
+//     the host's resolver addresses do not leak; no host file is mounted); a request with
+//     network=true joins Config.Network instead, with Docker's usual resolver. Docker's "bridge"
+//     network is open egress, cloud metadata addresses and services on the host included: give
+//     a network with egress rules if you allow network. Under runsc registered with
+//     --network=none a container has only loopback whatever network it joins;
+//   - a read-only root filesystem, with /work (the working folder), /tmp and /dev/shm as tmpfs
+//     mounted rw,noexec,nosuid,nodev with a size, owned (uid, gid, mode 0700) by the sandbox uid;
+//   - a uid of its own: each concurrent sandbox of a backend runs as a distinct uid (and the
+//     same gid) from Config.UIDs (default 100000-100999, never 0), so sandboxes never share
+//     per-user kernel limits such as RLIMIT_NPROC, inotify instances or message queues;
+//   - CapDrop ALL (under runsc the supervisor keeps CAP_SETUID and CAP_SETGID, see below),
+//     no-new-privileges;
 //   - sandboxflow's own seccomp profile (seccomp.json, DefaultSeccompProfile): an allow list of
 //     ordinary system calls, everything else failing with ENOSYS, and EPERM for calls the
 //     sandbox never needs: io_uring_* (which Docker 20.10's default profile lets through),
 //     unshare, setns, mount and the new mount API, ptrace, process_vm_readv/writev, kcmp,
 //     pidfd_getfd, keyctl, bpf, perf_event_open, userfaultfd, modules, clocks, swap, reboot,
-//     quotas, NUMA policy, personality. clone is allowed only without namespace flags;
-//   - a pids limit, memory with swap equal to memory (no swap), CPUs, IPC "none", RLIMIT_CORE 0
-//     and RLIMIT_NOFILE 1024;
-//   - Docker's init (docker-init, tini) as PID 1, so the sandbox's processes are reaped and the
-//     bootstrap is not PID 1;
-//   - the logging driver "none" (output never lands in the daemon's log files);
-//   - no host mounts and no Docker socket; the image is never pulled (a missing image is a
-//     guard.ConfigError naming the `docker pull` or build to run);
-//   - labels: LabelManaged, the Temporal workflow id, run id and activity id, the creation time,
-//     the runtime and the digest, plus Config.Labels.
+//     quotas, NUMA policy, personality. clone is allowed only without namespace flags; clone3
+//     fails with ENOSYS, so glibc falls back to clone. Under runsc clone3 is allowed instead:
+//     Debian's gVisor (20221219) answers every seccomp errno with EPERM, and glibc falls back
+//     only on ENOSYS, so threads, os.system and subprocess would all fail; inside gVisor's
+//     kernel namespace flags need capabilities the code does not have;
+//   - a pids limit, memory with swap equal to memory (no swap), CPUs, a private IPC namespace
+//     (IPC "none" to Docker) with our own /dev/shm (Config.IPC IPCPrivate, the default, so
+//     multiprocessing works; IPCNone leaves no /dev/shm), RLIMIT_CORE 0, RLIMIT_NOFILE 1024;
+//   - OOM score adjustment 500 for the container (the host's OOM killer takes a sandbox before
+//     the worker or the daemon) and 1000 for the code's own process (inside the sandbox the
+//     code goes before the supervisor);
+//   - a private cgroup namespace where the host has cgroup v2; no health check; the logging
+//     driver "none" (output never lands in the daemon's log files);
+//   - the image by its ID: before each run the backend inspects Config.Image (it is never
+//     pulled; missing, it is a guard.ConfigError naming the `docker pull` or build to run),
+//     refuses an image that declares VOLUMEs (they would land on the host's disk uncapped),
+//     checks a pin (NAME@sha256:D must match a repo digest or the image ID), creates the
+//     container from the ID it saw and reports that ID in guard.Result.ImageID;
+//   - no host mounts and no Docker socket;
+//   - labels: LabelManaged, LabelDeployment (Config.Deployment), the Temporal workflow id, run id
+//     and activity id, the creation time, the runtime, the digest and the image ID, plus
+//     Config.Labels.
 //
-// # A run
+// # The supervisor, and what the code can reach
 //
-// The container's command is `python3 -I -S -c <bootstrap>`, where the bootstrap (bootstrap.py,
-// embedded) is ours. The code, input files, env and limits go in on stdin as one JSON document;
-// code never goes on a command line (a host's `ps` would show it). The bootstrap writes the input
-// files into /work, runs the code as a child in its own session (Python with -u and
-// PYTHONUNBUFFERED=1, reading its program from a pipe; sh reading a script from /tmp), drains both
-// output streams to the end while keeping at most the caps, and on the child's exit or the
-// timeout SIGKILLs the child's process group and then every process the sandbox user can signal,
-// so daemons and processes that ignore SIGTERM do not outlive the run. It then collects the
-// produced files and prints one JSON line.
+// The container's command is `python3 -I -S -c <supervisor>`: the supervisor (supervisor.py,
+// embedded) is ours and is the container's PID 1. The code never goes on a command line.
+//
+// Under runc the supervisor and the code share the sandbox uid, and the supervisor is out of
+// the code's reach because:
+//
+//   - it is the init of the container's PID namespace and ignores every catchable signal, so
+//     the kernel delivers no signal to it from inside the namespace, SIGKILL and SIGSTOP
+//     included, and kill(-1) skips it;
+//   - it is non-dumpable (prctl PR_SET_DUMPABLE 0): the code cannot open /proc/1/mem,
+//     /proc/1/environ or /proc/1/fd/*, and ptrace, process_vm_readv/writev and pidfd_getfd fail
+//     with EPERM anyway (seccomp);
+//   - the code never holds the supervisor's stdin or stdout: it runs as a child with its stdin,
+//     stdout and stderr on pipes, and every other descriptor closed on exec.
+//
+// gVisor (Debian's 20221219) enforces neither the init's signal protection nor the dumpable
+// flag for /proc, so under runsc the supervisor is root inside gVisor's kernel (never the host's)
+// with CAP_SETUID and CAP_SETGID only, and runs the code, writes its files, collects them and
+// kills its processes as the sandbox uid; the switch clears every capability of the code (the
+// bounding set keeps the two, which no-new-privileges makes useless). The code can then not
+// signal the supervisor or open its /proc entries, except /proc/1/environ, which gVisor lets
+// anyone read and which holds Docker's PATH and HOSTNAME only.
+//
+// The supervisor needs ctypes for prctl: an image whose python3 lacks it (Debian's
+// python3-minimal) fails closed with a guard.ConfigError saying so; python:3.12-slim has it.
+//
+// What the code can do: anything its uid may do inside the container (its own processes, /work,
+// /tmp, /dev/shm), kill or stop every other process of the code, close its own output, print
+// anything. What it cannot do: forge or suppress the report, which the supervisor writes on a
+// stream the code never holds. Whatever the code does to itself, the run ends as a result: the
+// exit status (or 128+signal, with Result.Signal), the output printed up to then, and the limits
+// as the worker measured them.
+//
+// # The protocol
+//
+// Worker and supervisor exchange frames on the container's stdin and stdout (protocol.go): a
+// 4-byte big-endian payload length, a type byte, a 4-byte big-endian channel, the payload. The
+// worker sends one request frame (JSON; every string base64 or a plain word, so the supervisor
+// parses it without the json module) and keeps stdin open. The supervisor runs nothing before
+// it has read the whole request; it then sends stdout and stderr frames as the code writes (up to
+// the caps, so output printed before a kill is never lost), an exit frame (exit code, signal,
+// timed out, bytes seen, cgroup pids and OOM counters), one frame per produced file and an end
+// frame; or an error frame (a config error frame for an image that cannot host it).
+//
+// Channel 0 is the run. Other channels are the extension point for multiplexed streams, first
+// the egress tunnel: the supervisor will listen on 127.0.0.1 inside the container, and for each
+// connection the code opens send a tunnel-open frame on a new channel (payload: the port),
+// relay its bytes as tunnel-data frames both ways and end it with tunnel-close; the worker
+// runs the filtering proxy on its side of the frames. The frame types are reserved
+// (frameTunnelOpen, frameTunnelData, frameTunnelClose); today a frame on any channel but 0 fails
+// the run.
+//
+// The worker treats every frame as untrusted: it reads at most maxResultBytes in all (the caps
+// and the files plus room for headers), refuses frames over 16 MiB, unknown types, anything
+// after the end frame, re-applies every limit with guard.Enforce, and reports a stream it
+// cannot read as a guard.IntegrationError with CodeMayHaveStarted set.
 //
 // The child's environment is the request's env plus LANG=C.UTF-8 (the request may override it),
 // and PATH, HOME=/work, TMPDIR=/tmp and, for Python, PYTHONUNBUFFERED=1 and
@@ -52,17 +117,29 @@
 // valid UTF-8, or that guard.CheckFileName refuses, or that collide, are dropped and set
 // files_truncated; so are files over the size and count limits.
 //
-// The worker treats the result line as untrusted (the code runs as the same user and could write
-// to the bootstrap's stdout): it reads at most maxResultBytes (the caps, base64-encoded, plus room
-// for names), parses it strictly, re-applies every limit with guard.Enforce, and a result it
-// cannot read is a guard.IntegrationError with CodeMayHaveStarted set.
+// # A run, in steps
 //
-// # Time, limits and errors
+// Run is prepare (resolve the image, pick a uid, create the container) → execute → remove.
+// execute is attach → start → send → await → collect on a small type (run) that owns the one
+// fact deciding retries: whether the code may have started. Every failure before the request
+// was handed over in full (daemon unreachable, create, attach, start, a write that stopped short)
+// is a guard.IntegrationError with CodeMayHaveStarted false, which may be retried. A request
+// handed over in full counts as started, even if a deadline fired at the same moment, and is
+// never retried. A missing image or network, an image with VOLUMEs or without python3, a
+// runtime the daemon does not know are ConfigErrors.
 //
-// The bootstrap enforces the timeout and reports the output printed before it. The worker
-// enforces its own deadline of timeout + Config.DeadlineSlack after the container started: it
-// never waits for the container to exit by itself after that, but kills and force-removes it and
-// reports a timeout. When the run's context ends the container is killed and removed at once.
+// The backend reports what it measured (exit code, signal, timed out, memory or pids limit
+// kill, output, files, duration, image ID); outcome (run.go) is the one function that maps the
+// measurements to the result fields.
+//
+// # Time and limits
+//
+// The supervisor enforces the timeout: it SIGKILLs everything (kill(-1) from init reaches every
+// other process, repeated until none is left) and reports the output printed before. The
+// worker enforces its own deadline of timeout + Config.DeadlineSlack after the container
+// started: it never waits for the container to exit by itself after that, but kills and
+// force-removes it and reports a timeout with the output received so far. When the run's
+// context ends the container is killed and removed at once.
 //
 // A process killed by the memory limit gives the outcome memory_limit (from the container's
 // OOMKilled state or the memory cgroup's oom_kill counter) and a note on stderr; a run that hit
@@ -73,40 +150,33 @@
 // That is why runsc gets a higher default pids limit (512); under runsc a fork bomb usually
 // reaches the memory limit first.
 //
-// Errors follow guard: every failure before the request has been written in full on the
-// container's stdin (daemon unreachable, create, attach or start failed) is an IntegrationError
-// with CodeMayHaveStarted false, which may be retried: the bootstrap runs nothing before it has
-// read the whole document. Every failure after is CodeMayHaveStarted true and never retried. A
-// missing image or network, a runtime the daemon does not know and an image without python3 are
-// ConfigErrors.
-//
-// # Off the critical path
-//
-// A run is prepare (create the container) → execute (attach, start, send the request, read the
-// result, wait, inspect) → remove. When the bootstrap could read the pids and memory cgroup
-// counters itself (runc), the worker does not wait for the container's exit or inspect it. The
-// forced removal of a finished container happens in the background; Close and WaitRemovals wait for it, and a container that could not be removed is
-// left to the reaper. A pool could later create containers ahead of time with prepare; each would
-// still be started once, for one run, and removed.
+// When the supervisor could read the pids and memory cgroup counters itself (runc), the worker
+// does not wait for the container's exit or inspect it. The forced removal of a finished
+// container happens in the background (its uid is reused only after it); Close and
+// WaitRemovals wait for it, and a container that could not be removed is left to the reaper.
 //
 // # Orphans
 //
-// Containers left behind by a lost worker carry LabelManaged. Reap removes those created more
-// than a threshold ago; StartReaper runs it at worker start and on an interval. The threshold
-// must exceed the longest run (DefaultReapAge: the default maximum timeout and grace plus five
-// minutes).
+// Containers left behind by a lost worker carry LabelManaged and LabelDeployment. Reap removes
+// those of its own deployment (and Config.Labels) created more than a threshold ago;
+// StartReaper runs it at worker start and on an interval. The threshold must exceed the longest
+// run, so a live worker's runs are never taken; deployments that share a daemon must have
+// different Config.Deployment names and never reap each other's containers.
 //
-// # What leaks
+// # What leaks, and known limits
 //
-// Even with network "none", Docker copies the host's resolver configuration into
-// /etc/resolv.conf. Under runc the code sees the host's kernel version (uname), CPU model and
-// count (/proc/cpuinfo) and total memory (/proc/meminfo, sysinfo), and shares the host kernel:
-// for hostile code use runsc (gVisor), which has its own kernel and hides most of these, or a VM.
-// noexec on /work and /tmp stops executing files written there, but not code that loads a
-// program from memory (memfd) or an interpreter; it is one layer, not a boundary.
+// Under runc the code sees the host's kernel version (uname), CPU model and count
+// (/proc/cpuinfo) and total memory (/proc/meminfo, sysinfo), and shares the host kernel: for
+// hostile code use runsc (gVisor), which has its own kernel and hides most of these, or a VM.
+// noexec on /work, /tmp and /dev/shm stops executing files written there, but not code that
+// loads a program from memory (memfd) or an interpreter; it is one layer, not a boundary.
 //
-// IPC "none" leaves no /dev/shm under runc, so Python's multiprocessing fails; IPC "private"
-// (with Config.ShmBytes) gives a private /dev/shm.
+// Under Debian's runsc (20221219) GNU ls and stat fail with "Invalid argument": that gVisor
+// refuses statx with AT_NO_AUTOMOUNT, and no seccomp rule can make glibc fall back (gVisor
+// returns EPERM for every seccomp errno). Busybox ls and Python's os.stat work.
+//
+// Uids are distinct per backend; two workers sharing a Docker host should be given ranges that
+// do not overlap.
 //
 // Never give the worker's Docker socket to anything else: access to it is root on the host.
 // The worker itself needs it; run the worker on a host (or VM) dedicated to sandboxes.

@@ -61,8 +61,8 @@ func Doctor(ctx context.Context, cfg Config) []Check {
 		return checks
 	}
 	cfg = cfg.WithDefaults()
-	add("docker config", true, "image %s, runtime %s, cpus %g, memory %d, pids %d, network-when-asked %s, ipc %s, user %s",
-		cfg.Image, runtimeName(cfg.Runtime), cfg.CPUs, cfg.MemoryBytes, cfg.PidsLimit, cfg.Network, cfg.IPC, cfg.User)
+	add("docker config", true, "image %s, runtime %s, cpus %g, memory %d, pids %d, network-when-asked %s, ipc %s, uids %s, deployment %s",
+		cfg.Image, runtimeName(cfg.Runtime), cfg.CPUs, cfg.MemoryBytes, cfg.PidsLimit, cfg.Network, cfg.IPC, cfg.UIDs, cfg.Deployment)
 	b, err := New(cfg)
 	if err != nil {
 		add("docker client", false, "%v", err)
@@ -105,14 +105,13 @@ func (b *Backend) doctor(ctx context.Context) []Check {
 		"engine %s speaks API %s (min %s); negotiated %s; the backend needs %s or newer",
 		v.ServerVersion, v.APIVersion, v.MinAPIVersion, v.ClientAPI, minAPIVersion)
 
-	present, err := b.eng.ImagePresent(pctx, b.cfg.Image)
-	switch {
-	case err != nil:
-		add("docker image present", false, "inspect image %s: %v", b.cfg.Image, err)
-	case !present:
-		add("docker image present", false, "%s", missingImageMsg(b.cfg.Image))
-	default:
-		add("docker image present", true, "%s", b.cfg.Image)
+	checks = append(checks, hostChecks(v)...)
+	img, err := b.resolveImage(pctx)
+	present := err == nil
+	if err != nil {
+		add("docker image present", false, "%v", err)
+	} else {
+		add("docker image present", true, "%s is %s, no VOLUMEs", b.cfg.Image, img.ID)
 	}
 
 	runtime := b.cfg.Runtime
@@ -124,11 +123,47 @@ func (b *Backend) doctor(ctx context.Context) []Check {
 	} else {
 		add("docker runtime present", false, "the daemon has no runtime %q (it has: %s); register it in /etc/docker/daemon.json", runtime, strings.Join(v.Runtimes, ", "))
 	}
-	if err != nil || !present {
-		add("docker probe run", false, "skipped: the image is not available")
+	if !present {
+		add("docker probe run", false, "skipped: the image is not usable")
 		return checks
 	}
 	return append(checks, b.probe(ctx))
+}
+
+// hostChecks report what the daemon's host adds to or takes from the sandbox: user-namespace
+// remapping (container root is not host root), AppArmor (a second confinement of the
+// sandbox's files) and the cgroup version (v2 gives every sandbox a private cgroup namespace).
+// They are facts to know, not failures: each passes.
+func hostChecks(v engineVersion) []Check {
+	has := func(name string) bool {
+		for _, o := range v.SecurityOptions {
+			if o == "name="+name || strings.HasPrefix(o, "name="+name+",") {
+				return true
+			}
+		}
+		return false
+	}
+	onOff := func(on bool, yes, no string) string {
+		if on {
+			return yes
+		}
+		return no
+	}
+	cg := v.CgroupVersion
+	if cg == "" {
+		cg = "unknown"
+	}
+	return []Check{
+		{Name: "docker user namespaces", OK: true, Detail: onOff(has("userns"),
+			"remapped: uid 0 in a container is an unprivileged uid on the host",
+			"not remapped: the sandbox's uids are the host's uids (the sandbox never runs as root; gVisor's supervisor is root only inside gVisor)")},
+		{Name: "docker AppArmor", OK: true, Detail: onOff(has("apparmor"),
+			"enabled: containers get Docker's default AppArmor profile",
+			"not enabled on this host: seccomp, capabilities and the read-only root are the confinement")},
+		{Name: "docker cgroup version", OK: true, Detail: "cgroup v" + cg + onOff(cg == "2",
+			": each sandbox gets a private cgroup namespace",
+			": no private cgroup namespace (the sandbox sees its cgroup paths)")},
+	}
 }
 
 // probe runs probeCode in a sandbox with every hardening setting and judges what it reports.

@@ -17,6 +17,9 @@ type engine interface {
 	Version(ctx context.Context) (engineVersion, error)
 	// ImagePresent reports whether the daemon has the image locally. It never pulls.
 	ImagePresent(ctx context.Context, ref string) (bool, error)
+	// Image inspects a local image. It never pulls; a missing image is an error for which
+	// isNotFound is true.
+	Image(ctx context.Context, ref string) (imageInfo, error)
 	// NetworkPresent reports whether the daemon has the named network.
 	NetworkPresent(ctx context.Context, name string) (bool, error)
 	// Create creates a container and returns its id. It never pulls; a missing image or
@@ -70,6 +73,7 @@ type containerSpec struct {
 	ShmBytes       int64
 	ReadonlyRootfs bool
 	CapDrop        []string
+	CapAdd         []string
 	SecurityOpt    []string
 	PidsLimit      int64
 	MemoryBytes    int64
@@ -78,6 +82,19 @@ type containerSpec struct {
 	Init           bool
 	Ulimits        []ulimit
 	Hostname       string
+	// DNS replaces the resolver addresses Docker writes into /etc/resolv.conf.
+	DNS             []string
+	OomScoreAdj     int
+	CgroupnsPrivate bool
+}
+
+// imageInfo is what the backend reads from an inspected image.
+type imageInfo struct {
+	// ID is the image ID, "sha256:...".
+	ID          string
+	RepoDigests []string
+	// Volumes are the paths the image declares as VOLUMEs.
+	Volumes []string
 }
 
 type ulimit struct {
@@ -109,6 +126,11 @@ type engineVersion struct {
 	ClientAPI     string
 	Runtimes      []string
 	InitBinary    string
+	// CgroupVersion is "1" or "2" ("" when the daemon does not say).
+	CgroupVersion string
+	// SecurityOptions are the daemon's, such as "name=seccomp,profile=default", "name=apparmor",
+	// "name=userns".
+	SecurityOptions []string
 }
 
 // errNotFound is what engine methods return (wrapped) when the object does not exist.

@@ -3,7 +3,9 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,12 +18,17 @@ type fakeEngine struct {
 	pingErr, versionErr, createErr, attachErr, startErr, waitErr, inspectErr, killErr, removeErr, listErr error
 
 	imagePresent   bool
+	imageVolumes   []string
+	listHook       func(labels map[string]string)
 	networkPresent bool
 	version        engineVersion
 
 	// writeN, when not negative, makes the stdin write stop after that many bytes with writeErr.
 	writeN   int
 	writeErr error
+	// writeBlocks makes the stdin write hang until the attachment is closed, then report the
+	// whole request written (the bytes were handed over as the deadline fired).
+	writeBlocks bool
 
 	stdout, stderr []byte
 	// hang makes the container's output never end (until the attachment is closed).
@@ -52,6 +59,13 @@ func (f *fakeEngine) Version(context.Context) (engineVersion, error) {
 }
 
 func (f *fakeEngine) ImagePresent(context.Context, string) (bool, error) { return f.imagePresent, nil }
+
+func (f *fakeEngine) Image(_ context.Context, ref string) (imageInfo, error) {
+	if !f.imagePresent {
+		return imageInfo{}, fmt.Errorf("%w: no such image %s", errNotFound, ref)
+	}
+	return imageInfo{ID: "sha256:" + strings.Repeat("ab", 32), Volumes: f.imageVolumes}, nil
+}
 
 func (f *fakeEngine) NetworkPresent(context.Context, string) (bool, error) {
 	return f.networkPresent, nil
@@ -110,7 +124,10 @@ func (f *fakeEngine) Remove(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeEngine) List(context.Context, map[string]string) ([]containerSummary, error) {
+func (f *fakeEngine) List(_ context.Context, labels map[string]string) ([]containerSummary, error) {
+	if f.listHook != nil {
+		f.listHook(labels)
+	}
 	return f.list, f.listErr
 }
 
@@ -134,6 +151,9 @@ type fakeAttachment struct {
 }
 
 func (a *fakeAttachment) Write(p []byte) (int, error) {
+	if a.f.writeBlocks {
+		<-a.done
+	}
 	a.f.mu.Lock()
 	defer a.f.mu.Unlock()
 	if a.f.writeN >= 0 && a.f.writeN < len(p) {

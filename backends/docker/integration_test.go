@@ -141,7 +141,7 @@ func testPythonImage() string {
 	if img := os.Getenv("SANDBOXFLOW_TEST_PYTHON_IMAGE"); img != "" {
 		return img
 	}
-	return "sandboxflow-test-python:bookworm"
+	return "sandboxflow-test-python:bookworm-full"
 }
 
 func testShellImage() string {
@@ -374,7 +374,19 @@ for pid in os.listdir("/proc"):
 out("environs_read", len(seen))
 out("all_environ", "|".join(seen).replace("\0", ";").replace("\n", " "))
 out("docker_socket", any(os.path.exists(p) for p in ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker", "/run/containerd")))
-out("code_ppid_not_1", os.getppid() != 1)
+out("code_ppid_is_1", os.getppid() == 1)
+def probe(path):
+    try:
+        open(path, "rb").read(1)
+        return "yes"
+    except OSError as e:
+        return err(e)
+out("pid1_environ", probe("/proc/1/environ"))
+out("resolv", open("/etc/resolv.conf").read().strip().replace("\n", ";"))
+out("resolv_writable", writable("/etc/resolv.conf"))
+out("oom_score_adj", open("/proc/self/oom_score_adj").read().strip())
+out("pid1_mem", probe("/proc/1/mem"))
+out("pid1_fd1", probe("/proc/1/fd/1"))
 `
 
 func TestDockerContainment(t *testing.T) {
@@ -403,13 +415,13 @@ func TestDockerContainment(t *testing.T) {
 		}
 		got := keyValues(res.Stdout)
 		want := map[string]string{
-			"uid": "65534", "gid": "65534", "groups": "65534",
+			"gid": got["uid"], "groups": got["uid"],
 			"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 			"CapBnd":        "0000000000000000",
 			"Seccomp":       "2",
 			"interfaces":    "lo",
 			"work_writable": "yes", "tmp_writable": "yes",
-			"work_owner": "65534:65534",
+			"work_owner": got["uid"] + ":" + got["uid"],
 			// EACCES (13) from execve: noexec.
 			"exec_work": "113", "exec_tmp": "113",
 			// The harness works: an allowed call returns 0.
@@ -419,24 +431,48 @@ func TestDockerContainment(t *testing.T) {
 			"sys_io_uring_setup": "1", "sys_unshare_user": "1", "sys_unshare_mount": "1",
 			"sys_mount": "1", "sys_ptrace_pid1": "1", "sys_keyctl": "1", "sys_bpf": "1",
 			"env_greeting": "hello", "env_path": "/usr/local/bin:/usr/bin:/bin", "env_home": "/work",
-			"docker_socket": "False", "code_ppid_not_1": "True",
+			"docker_socket": "False", "code_ppid_is_1": "True",
 		}
 		if rt == "runc" {
 			want["CapAmb"] = "0000000000000000"
 			want["NoNewPrivs"] = "1"
+		} else {
+			// The supervisor (root inside gVisor with CAP_SETUID and CAP_SETGID) switched to the
+			// sandbox uid, which cleared every capability but the bounding set's two;
+			// no-new-privileges keeps them from coming back.
+			want["CapBnd"] = "00000000000000c0"
 		}
 		for k, v := range want {
 			if got[k] != v {
 				t.Errorf("%s: got %q; want %q", k, got[k], v)
 			}
 		}
-		for _, k := range []string{"root_writable", "etc_writable", "usr_writable"} {
+		if got["resolv"] != "nameserver 127.0.0.1" {
+			t.Errorf("resolv.conf: got %q; want only nameserver 127.0.0.1 (nothing of the host's resolver)", got["resolv"])
+		}
+		if got["oom_score_adj"] != "1000" {
+			t.Errorf("oom_score_adj of the code: got %q; want 1000", got["oom_score_adj"])
+		}
+		for _, k := range []string{"root_writable", "etc_writable", "usr_writable", "resolv_writable"} {
 			if !strings.HasPrefix(got[k], "no:") {
 				t.Errorf("%s: got %q; want a failure (read-only root)", k, got[k])
 			}
 		}
-		if n, _ := strconv.Atoi(got["environs_read"]); n < 2 {
-			t.Errorf("environs_read: got %q; want the code to have read the environment of at least itself and init", got["environs_read"])
+		if uid, _ := strconv.Atoi(got["uid"]); uid < DefaultUIDFirst || uid > DefaultUIDLast {
+			t.Errorf("uid: got %q; want one of the default range %d-%d", got["uid"], DefaultUIDFirst, DefaultUIDLast)
+		}
+		if n, _ := strconv.Atoi(got["environs_read"]); n < 1 {
+			t.Errorf("environs_read: got %q; want the code to have read at least its own environment", got["environs_read"])
+		}
+		for _, k := range []string{"pid1_environ", "pid1_mem", "pid1_fd1"} {
+			if k == "pid1_environ" && rt == RuntimeRunsc {
+				// gVisor lets any uid read /proc/1/environ; it holds Docker's PATH and HOSTNAME
+				// only (the worker's secret is checked below).
+				continue
+			}
+			if !strings.HasPrefix(got[k], "no:") {
+				t.Errorf("%s: got %q; want the supervisor's /proc entries out of the code's reach", k, got[k])
+			}
 		}
 		for _, leak := range []string{workerSecret, workerSecretEnv} {
 			if bytes.Contains(res.Stdout, []byte(leak)) {
@@ -449,12 +485,12 @@ func TestDockerContainment(t *testing.T) {
 func TestDockerShell(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
-		c := checked(t, guard.Shell, "echo \"$GREETING\"; id -u; pwd; cat in.txt; printf out > made.txt; exit 3", func(r *guard.Request) {
+		c := checked(t, guard.Shell, "echo \"$GREETING\"; [ \"$(id -u)\" -ge 100000 ] && echo uid-in-range; pwd; cat in.txt; printf out > made.txt; exit 3", func(r *guard.Request) {
 			r.Env = map[string]string{"GREETING": "hi there"}
 			r.Files = map[string][]byte{"in.txt": []byte("input\n")}
 		})
 		res := mustRun(t, b, c)
-		if got, want := string(res.Stdout), "hi there\n65534\n/work\ninput\n"; got != want {
+		if got, want := string(res.Stdout), "hi there\nuid-in-range\n/work\ninput\n"; got != want {
 			t.Errorf("stdout: got %q; want %q", got, want)
 		}
 		if res.ExitCode != 3 || res.OK {
@@ -545,7 +581,7 @@ func TestDockerCancelKillsAndRemoves(t *testing.T) {
 		b := newTestBackend(t, rt, nil)
 		c := checked(t, guard.Python, "import time\nprint('running')\ntime.sleep(60)", nil)
 		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(2*time.Second, cancel)
+		time.AfterFunc(5*time.Second, cancel) // after the start, which takes seconds under runsc on a busy host
 		start := time.Now()
 		_, err := b.Run(ctx, c)
 		var ie *guard.IntegrationError

@@ -2,6 +2,7 @@ package docker
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,56 +11,106 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// bootstrapSource is the program the container runs: `python3 -I -S -c <bootstrapSource>`. It is
-// ours, never the model's: the code arrives on stdin.
+// supervisorSource is the program the container runs as its PID 1:
+// `python3 -I -S -c <supervisorSource>`. It is ours, never the model's: the code arrives on stdin.
 //
-//go:embed bootstrap.py
-var bootstrapSource string
+//go:embed supervisor.py
+var supervisorSource string
 
-// bootstrapCmd is the container's whole command line.
-func bootstrapCmd() []string {
-	return []string{"python3", "-I", "-S", "-c", bootstrapSource}
+// supervisorCmd is the container's whole command line.
+func supervisorCmd() []string {
+	return []string{"python3", "-I", "-S", "-c", supervisorSource}
 }
 
-// protocolVersion is the version of the stdin document and of the result line.
-const protocolVersion = 1
+// protocolVersion is the version of the request document.
+const protocolVersion = 2
 
-// bootRequest is the document the worker writes on the container's stdin. Every string the
-// bootstrap decodes is base64 ([]byte) or a plain word, so that it can be parsed without Python's
-// json module, which minimal images lack.
-type bootRequest struct {
-	V                 int        `json:"v"`
-	Language          string     `json:"language"`
-	Code              []byte     `json:"code"`
-	Files             []bootPair `json:"files"`
-	Env               []bootPair `json:"env"`
-	TimeoutMS         int64      `json:"timeout_ms"`
-	MaxStdoutBytes    int64      `json:"max_stdout_bytes"`
-	MaxStderrBytes    int64      `json:"max_stderr_bytes"`
-	MaxFiles          int        `json:"max_files"`
-	MaxFileBytes      int64      `json:"max_file_bytes"`
-	MaxTotalFileBytes int64      `json:"max_total_file_bytes"`
+// frameType says what a frame carries. Worker and supervisor exchange frames on the container's
+// stdin and stdout: a 4-byte big-endian payload length, the type byte, a 4-byte big-endian
+// channel and the payload. Channel 0 is the run itself; other channels are reserved for
+// multiplexed streams such as the egress tunnel (see doc.go).
+type frameType byte
+
+// Frame types. Keep them in step with supervisor.py.
+const (
+	// frameRequest (worker → supervisor, channel 0): the JSON request document. The supervisor
+	// runs nothing before it has read this whole frame.
+	frameRequest frameType = 1
+	// frameStdout and frameStderr (supervisor → worker, channel 0): bytes the code wrote, as they
+	// come, at most the caps in all.
+	frameStdout frameType = 3
+	frameStderr frameType = 4
+	// frameFile (supervisor → worker): one produced file: a 2-byte name length, the name, the
+	// content.
+	frameFile frameType = 5
+	// frameExit (supervisor → worker): how the code ended, as JSON (exitReport).
+	frameExit frameType = 6
+	// frameEnd (supervisor → worker): the last frame, as JSON (endReport).
+	frameEnd frameType = 7
+	// frameError (supervisor → worker): the supervisor failed; the payload says why.
+	frameError frameType = 8
+	// frameConfigError (supervisor → worker): the image cannot host the supervisor (for example
+	// a python3 without ctypes); a guard.ConfigError.
+	frameConfigError frameType = 9
+
+	// Reserved for the egress tunnel: a connection the supervisor accepted inside the container
+	// (channel = connection id, payload = the listening port), its bytes in either direction,
+	// and its end (either side). Neither side sends them yet; a worker that receives one fails
+	// the run.
+	frameTunnelOpen  frameType = 16
+	frameTunnelData  frameType = 17
+	frameTunnelClose frameType = 18
+)
+
+const frameHeaderBytes = 9
+
+// encodeFrame returns one frame.
+func encodeFrame(t frameType, channel uint32, payload []byte) []byte {
+	b := make([]byte, frameHeaderBytes, frameHeaderBytes+len(payload))
+	binary.BigEndian.PutUint32(b[0:4], uint32(len(payload)))
+	b[4] = byte(t)
+	binary.BigEndian.PutUint32(b[5:9], channel)
+	return append(b, payload...)
 }
 
-type bootPair struct {
+// supRequest is the request document. Every string the supervisor decodes is base64 ([]byte) or
+// a plain word, so that it can be parsed without Python's json module.
+type supRequest struct {
+	V         int       `json:"v"`
+	Language  string    `json:"language"`
+	Code      []byte    `json:"code"`
+	Files     []supPair `json:"files"`
+	Env       []supPair `json:"env"`
+	TimeoutMS int64     `json:"timeout_ms"`
+	// UID is the sandbox uid the code runs as (the supervisor switches to it under runsc).
+	UID               int   `json:"uid"`
+	MaxStdoutBytes    int64 `json:"max_stdout_bytes"`
+	MaxStderrBytes    int64 `json:"max_stderr_bytes"`
+	MaxFiles          int   `json:"max_files"`
+	MaxFileBytes      int64 `json:"max_file_bytes"`
+	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+}
+
+type supPair struct {
 	Name  []byte `json:"name"`
 	Value []byte `json:"value,omitempty"`
 	// Content is used for files, Value for env.
 	Content []byte `json:"content,omitempty"`
 }
 
-// encodeRequest returns the stdin document for c.
-func encodeRequest(c guard.Checked) ([]byte, error) {
+// encodeRequest returns the request frame for c, run as uid.
+func encodeRequest(c guard.Checked, uid int) ([]byte, error) {
 	if c.Language != guard.Python && c.Language != guard.Shell {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", c.Language, guard.Python, guard.Shell)}
 	}
-	req := bootRequest{
+	req := supRequest{
 		V:                 protocolVersion,
 		Language:          c.Language,
 		Code:              []byte(c.Code),
-		Files:             []bootPair{},
-		Env:               []bootPair{},
+		Files:             []supPair{},
+		Env:               []supPair{},
 		TimeoutMS:         c.Limits.Timeout.Milliseconds(),
+		UID:               uid,
 		MaxStdoutBytes:    c.Limits.MaxStdoutBytes,
 		MaxStderrBytes:    c.Limits.MaxStderrBytes,
 		MaxFiles:          c.Limits.MaxFiles,
@@ -73,105 +124,180 @@ func encodeRequest(c guard.Checked) ([]byte, error) {
 		if err := guard.CheckFileName(f.Name); err != nil {
 			return nil, err
 		}
-		req.Files = append(req.Files, bootPair{Name: []byte(f.Name), Content: f.Content})
+		req.Files = append(req.Files, supPair{Name: []byte(f.Name), Content: f.Content})
 	}
 	for _, e := range c.Env {
-		req.Env = append(req.Env, bootPair{Name: []byte(e.Name), Value: []byte(e.Value)})
+		req.Env = append(req.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("docker: encode request: %w", err)
 	}
-	return b, nil
+	return encodeFrame(frameRequest, 0, b), nil
 }
 
-// bootResult is the line the bootstrap prints. The code runs as the same user as the bootstrap and
-// could have written it, so nothing in it is trusted: sizes are recomputed and limits re-applied.
-type bootResult struct {
-	V               int        `json:"v"`
-	Error           []byte     `json:"error"`
-	ExitCode        *int       `json:"exit_code"`
-	Signal          int        `json:"signal"`
-	TimedOut        bool       `json:"timed_out"`
-	DurationMS      int64      `json:"duration_ms"`
-	Stdout          []byte     `json:"stdout"`
-	Stderr          []byte     `json:"stderr"`
-	StdoutTruncated bool       `json:"stdout_truncated"`
-	StderrTruncated bool       `json:"stderr_truncated"`
-	Files           []bootPair `json:"files"`
-	FilesTruncated  bool       `json:"files_truncated"`
-	PidsLimitHit    bool       `json:"pids_limit_hit"`
-	OOMKills        int        `json:"oom_kills"`
-	// LimitsKnown says the bootstrap could read the pids and memory cgroup counters (under runc;
+// exitReport is the payload of frameExit. The supervisor is out of the code's reach, but the
+// worker still trusts nothing in it beyond what it can check.
+type exitReport struct {
+	ExitCode     int   `json:"exit_code"`
+	Signal       int   `json:"signal"`
+	TimedOut     bool  `json:"timed_out"`
+	DurationMS   int64 `json:"duration_ms"`
+	StdoutBytes  int64 `json:"stdout_bytes"`
+	StderrBytes  int64 `json:"stderr_bytes"`
+	PidsLimitHit bool  `json:"pids_limit_hit"`
+	OOMKills     int   `json:"oom_kills"`
+	// LimitsKnown says the supervisor could read the pids and memory cgroup counters (under runc;
 	// gVisor has no cgroup files), so PidsLimitHit and OOMKills are complete without asking the
 	// daemon.
 	LimitsKnown bool `json:"limits_known"`
 }
 
-// maxResultBytes bounds the result line the worker reads for limits l: every byte the caps let
-// through, base64-encoded, plus room for names and field names. More than this is an
-// IntegrationError, and reading stops there.
-func maxResultBytes(l guard.Limits) int64 {
-	b64 := func(n int64) int64 { return (n+2)/3*4 + 4 }
-	const overhead, perFile = 64 << 10, 4 << 10
-	return overhead + b64(l.MaxStdoutBytes) + b64(l.MaxStderrBytes) + b64(l.MaxTotalFileBytes) +
-		int64(l.MaxFiles)*perFile
+// endReport is the payload of frameEnd.
+type endReport struct {
+	FilesTruncated bool `json:"files_truncated"`
 }
+
+// maxResultBytes bounds everything the worker reads from the supervisor for limits l: the
+// caps, the files and room for headers and reports. More is an IntegrationError, and reading
+// stops there.
+func maxResultBytes(l guard.Limits) int64 {
+	const overhead, perFile = 64 << 10, 4 << 10
+	return overhead + l.MaxStdoutBytes + l.MaxStderrBytes + l.MaxTotalFileBytes + int64(l.MaxFiles)*perFile
+}
+
+// maxFramePayload bounds one frame's payload (the supervisor sends at most 1 MiB of output per
+// frame; a file frame holds one file).
+const maxFramePayload = 16 << 20
 
 var errResultTooLarge = errors.New("sandbox output is over the result bound")
 
-// boundedBuffer keeps what is written until max bytes; a write past max fails with
-// errResultTooLarge and keeps nothing more.
-type boundedBuffer struct {
-	buf []byte
-	max int64
+// report is what the worker has read from the supervisor so far. It is an io.Writer fed with the
+// container's stdout; it parses frames as they arrive and keeps at most the caps.
+type report struct {
+	limits   guard.Limits
+	max      int64
+	received int64
+	pending  []byte
+
+	stdout, stderr *guard.CapBuffer
+	files          []guard.File
+	filesTruncated bool
+	exit           *exitReport
+	end            *endReport
+	supErr         string
+	configErr      bool
 }
 
-func (w *boundedBuffer) Write(p []byte) (int, error) {
-	if int64(len(w.buf))+int64(len(p)) > w.max {
-		return 0, errResultTooLarge
+func newReport(l guard.Limits) *report {
+	return &report{
+		limits: l,
+		max:    maxResultBytes(l),
+		stdout: guard.NewCapBuffer(l.MaxStdoutBytes),
+		stderr: guard.NewCapBuffer(l.MaxStderrBytes),
 	}
-	w.buf = append(w.buf, p...)
+}
+
+// Write parses frames; an error stops the copy from the container.
+func (r *report) Write(p []byte) (int, error) {
+	r.received += int64(len(p))
+	if r.received > r.max {
+		return 0, fmt.Errorf("%w (%d bytes)", errResultTooLarge, r.max)
+	}
+	r.pending = append(r.pending, p...)
+	for len(r.pending) >= frameHeaderBytes {
+		n := binary.BigEndian.Uint32(r.pending[0:4])
+		if n > maxFramePayload {
+			return 0, fmt.Errorf("sandbox frame of %d bytes is over %d", n, maxFramePayload)
+		}
+		if len(r.pending) < frameHeaderBytes+int(n) {
+			break
+		}
+		t, ch := frameType(r.pending[4]), binary.BigEndian.Uint32(r.pending[5:9])
+		payload := r.pending[frameHeaderBytes : frameHeaderBytes+int(n)]
+		if err := r.frame(t, ch, payload); err != nil {
+			return 0, err
+		}
+		r.pending = r.pending[frameHeaderBytes+int(n):]
+	}
+	if len(r.pending) == 0 {
+		r.pending = nil
+	}
 	return len(p), nil
 }
 
-// decodeResult parses the bootstrap's line. It fails for anything but exactly one JSON object of
-// protocol version 1 (white space around it allowed).
-func decodeResult(line []byte) (bootResult, error) {
-	var r bootResult
-	if err := json.Unmarshal(line, &r); err != nil {
-		return bootResult{}, fmt.Errorf("sandbox result is not readable JSON: %w", err)
+// frame takes one frame's payload into the report.
+func (r *report) frame(t frameType, ch uint32, payload []byte) error {
+	if r.end != nil {
+		return errors.New("sandbox sent a frame after its end frame")
 	}
-	if r.V != protocolVersion {
-		return bootResult{}, fmt.Errorf("sandbox result has version %d, want %d", r.V, protocolVersion)
+	if ch != 0 {
+		return fmt.Errorf("sandbox sent a frame of type %d on channel %d; no channel is open", t, ch)
 	}
-	if len(r.Error) == 0 && r.ExitCode == nil {
-		return bootResult{}, errors.New("sandbox result has neither an exit code nor an error")
+	switch t {
+	case frameStdout:
+		_, _ = r.stdout.Write(payload)
+	case frameStderr:
+		_, _ = r.stderr.Write(payload)
+	case frameFile:
+		return r.file(payload)
+	case frameExit:
+		var e exitReport
+		if err := json.Unmarshal(payload, &e); err != nil || r.exit != nil {
+			return fmt.Errorf("sandbox exit report is unreadable or repeated: %v", err)
+		}
+		r.exit = &e
+	case frameEnd:
+		var e endReport
+		if err := json.Unmarshal(payload, &e); err != nil {
+			return fmt.Errorf("sandbox end report is unreadable: %w", err)
+		}
+		r.end = &e
+		r.filesTruncated = r.filesTruncated || e.FilesTruncated
+	case frameError, frameConfigError:
+		r.supErr = string(clip(payload))
+		r.configErr = t == frameConfigError
+	default:
+		return fmt.Errorf("sandbox sent a frame of unknown type %d", t)
 	}
-	return r, nil
+	return nil
 }
 
-// toResult turns a bootstrap result into a guard.Result with every limit applied. Produced files
-// whose names are not valid UTF-8 are dropped (setting FilesTruncated); guard.Enforce drops the
-// rest of the unsafe, colliding and oversized ones.
-func (r bootResult) toResult(l guard.Limits) guard.Result {
+// file takes one produced file; a name that is not valid UTF-8 is dropped and sets
+// filesTruncated (guard.Enforce drops the rest of the unsafe, colliding and oversized ones).
+func (r *report) file(payload []byte) error {
+	if len(payload) < 2 {
+		return errors.New("sandbox file frame is too short")
+	}
+	n := int(binary.BigEndian.Uint16(payload[0:2]))
+	if len(payload) < 2+n {
+		return errors.New("sandbox file frame has a name longer than the frame")
+	}
+	name, content := payload[2:2+n], payload[2+n:]
+	if !utf8.Valid(name) {
+		r.filesTruncated = true
+		return nil
+	}
+	r.files = append(r.files, guard.File{Name: string(name), Size: int64(len(content)), Content: append([]byte(nil), content...)})
+	return nil
+}
+
+// output returns the output received so far (the streams already within their caps; Run
+// applies every limit once, before it returns).
+func (r *report) output() guard.Result {
 	res := guard.Result{
-		ExitCode:        *r.ExitCode,
-		TimedOut:        r.TimedOut,
-		Stdout:          r.Stdout,
-		Stderr:          r.Stderr,
-		StdoutTruncated: r.StdoutTruncated,
-		StderrTruncated: r.StderrTruncated,
-		FilesTruncated:  r.FilesTruncated,
+		Stdout:          r.stdout.Bytes(),
+		Stderr:          r.stderr.Bytes(),
+		StdoutTruncated: r.stdout.Truncated(),
+		StderrTruncated: r.stderr.Truncated(),
+		Files:           r.files,
+		FilesTruncated:  r.filesTruncated,
 	}
-	for _, f := range r.Files {
-		if !utf8.Valid(f.Name) {
-			res.FilesTruncated = true
-			continue
-		}
-		res.Files = append(res.Files, guard.File{Name: string(f.Name), Size: int64(len(f.Content)), Content: f.Content})
+	if r.exit != nil {
+		res.StdoutTruncated = res.StdoutTruncated || r.exit.StdoutBytes > r.limits.MaxStdoutBytes
+		res.StderrTruncated = res.StderrTruncated || r.exit.StderrBytes > r.limits.MaxStderrBytes
 	}
-	return guard.Enforce(res, l)
+	return res
 }
 
 // withNote appends note to stderr, cutting stderr first so that the note survives the cap.

@@ -9,15 +9,13 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// DefaultReapAge is a reaper threshold longer than any run the default policy allows (its
-// maximum timeout plus grace) with a wide margin.
-const DefaultReapAge = guard.DefaultMaxTimeout + guard.DefaultGrace + 5*time.Minute
-
-// Reap removes every container that carries LabelManaged and the backend's own Labels and was
-// created more than olderThan ago, running or not, and returns how many it removed. (Deployments
-// that share a daemon and set different Labels therefore never reap each other's containers.) Containers that are already gone count as
-// removed by someone else and are skipped without error. olderThan must exceed the longest run
-// (max timeout + grace + container start), or the reaper kills live runs of other workers.
+// Reap removes every container that carries LabelManaged, this backend's LabelDeployment
+// (Config.Deployment) and its own Labels and was created more than olderThan ago, running or
+// not, and returns how many it removed. Deployments that share a daemon under different names
+// therefore never reap each other's containers, and a live worker's runs are younger than
+// olderThan. Containers that are already gone count as removed by someone else and are skipped
+// without error. olderThan must exceed the longest run (max timeout + grace + container start),
+// or the reaper kills live runs of other workers of the same deployment.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if olderThan <= 0 {
 		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
@@ -76,7 +74,7 @@ func (b *Backend) StartReaper(ctx context.Context, interval, olderThan time.Dura
 
 // ownLabels are the labels that mark this backend's containers.
 func (b *Backend) ownLabels() map[string]string {
-	labels := map[string]string{LabelManaged: "true"}
+	labels := map[string]string{LabelManaged: "true", LabelDeployment: b.cfg.Deployment}
 	for k, v := range b.cfg.Labels {
 		labels[k] = v
 	}

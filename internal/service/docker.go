@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,12 +12,25 @@ import (
 
 func dockerBackendName(*Options) string { return docker.Name }
 
-func dockerConfig(cfg *Options, logger *slog.Logger) docker.Config {
+func dockerConfig(cfg *Options, logger *slog.Logger) (docker.Config, error) {
 	runtime := cfg.DockerRuntime
 	if runtime == "runc" {
 		runtime = ""
 	}
+	var uids docker.UIDRange
+	if cfg.DockerUIDRange != "" {
+		var err error
+		if uids, err = docker.ParseUIDRange(cfg.DockerUIDRange); err != nil {
+			return docker.Config{}, &guard.ConfigError{Msg: fmt.Sprintf("--docker-uid-range: %v", err)}
+		}
+	}
+	deployment := cfg.DockerDeployment
+	if deployment == "" {
+		deployment = cfg.Conn.WithDefaults().Namespace + "/" + cfg.TaskQueue
+	}
 	return docker.Config{
+		UIDs:        uids,
+		Deployment:  deployment,
 		Image:       cfg.DockerImage,
 		Runtime:     runtime,
 		CPUs:        cfg.DockerCPUs,
@@ -25,7 +39,7 @@ func dockerConfig(cfg *Options, logger *slog.Logger) docker.Config {
 		Network:     cfg.DockerNetwork,
 		IPC:         cfg.DockerIPC,
 		Logger:      logger,
-	}
+	}, nil
 }
 
 // reapAge is how old a sandbox container must be before the reaper takes it for an orphan: older
@@ -38,9 +52,19 @@ func reapAge(cfg *Options) time.Duration {
 // newDockerBackend builds the Docker backend, removes orphaned sandboxes at once and starts the
 // reaper that looks for more every --reap-interval.
 func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (guard.Backend, func(), error) {
-	b, err := docker.New(dockerConfig(cfg, logger))
+	dc, err := dockerConfig(cfg, logger)
 	if err != nil {
 		return nil, nil, err
+	}
+	b, err := docker.New(dc)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A wrong image or pin stops the worker at start-up rather than failing every run.
+	if id, err := b.CheckImage(ctx); err != nil {
+		return nil, nil, err
+	} else {
+		logger.Info("sandbox image", "image", dc.Image, "id", id)
 	}
 	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
 	reaped := b.StartReaper(reapCtx, cfg.ReapInterval, reapAge(cfg))
@@ -57,7 +81,11 @@ func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (g
 
 func dockerChecks(ctx context.Context, cfg *Options) []check {
 	var out []check
-	for _, c := range docker.Doctor(ctx, dockerConfig(cfg, slog.Default())) {
+	dc, err := dockerConfig(cfg, slog.Default())
+	if err != nil {
+		return []check{{name: "docker config", ok: false, detail: err.Error()}}
+	}
+	for _, c := range docker.Doctor(ctx, dc) {
 		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
 	}
 	return out

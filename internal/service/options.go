@@ -61,6 +61,11 @@ type Options struct {
 	DockerCPUs        float64
 	DockerPids        int64
 	DockerIPC         string
+	// DockerUIDRange is the range of uids sandboxes run as ("100000-100999"); DockerDeployment
+	// names this deployment on the Docker host for the reaper. Optional: the backend's default
+	// range, and "NAMESPACE/TASK_QUEUE".
+	DockerUIDRange   string
+	DockerDeployment string
 	// ReapInterval is how often orphaned sandboxes are looked for. Must be positive.
 	ReapInterval time.Duration
 	// HTTPURL and HTTPHeaderFile configure the http backend: the service's URL and a file of

@@ -1,0 +1,279 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// run is one start of one created container: attach → start → send → await → collect. It owns
+// the one fact that decides retries: whether the code may have started. The supervisor runs
+// nothing before it has read the whole request frame, so the code may have started exactly when
+// every byte of the request was written, even if a deadline fired at the same moment.
+type run struct {
+	b       *Backend
+	sb      *sandbox
+	c       guard.Checked
+	request []byte
+
+	att     attachment
+	rep     *report
+	diag    *guard.CapBuffer
+	demuxed chan error
+	// sent is true once the whole request was written: from then on every failure says
+	// CodeMayHaveStarted, and nothing may retry the run.
+	sent bool
+}
+
+// ending is how await saw the run end.
+type ending int
+
+const (
+	streamEnded    ending = iota // the supervisor's output ended
+	workerDeadline               // timeout + DeadlineSlack passed without the end
+	ctxDeadline                  // the run's context reached its deadline
+)
+
+// execute runs the request in the created container. removeNow says whether the container must
+// be removed before returning (it may still run); otherwise it has exited and its removal can
+// happen off the critical path.
+func (b *Backend) execute(ctx context.Context, sb *sandbox, c guard.Checked, request []byte) (guard.Result, bool, error) {
+	r := &run{b: b, sb: sb, c: c, request: request, rep: newReport(c.Limits), diag: guard.NewCapBuffer(diagBytes)}
+	if err := r.attach(ctx); err != nil {
+		return guard.Result{}, true, err
+	}
+	defer r.att.Close()
+	if err := r.start(ctx); err != nil {
+		return guard.Result{}, true, err
+	}
+	deadline := time.NewTimer(c.Limits.Timeout + b.cfg.DeadlineSlack)
+	defer deadline.Stop()
+	how, err := r.send(ctx, deadline.C)
+	if err == nil && how == streamEnded {
+		how, err = r.await(ctx, deadline.C)
+	} else if err == nil {
+		err = r.stopReading()
+	}
+	if err != nil {
+		return guard.Result{}, true, err
+	}
+	if how != streamEnded {
+		return r.b.outcome(measured{out: r.rep.output(), deadline: how}, c.Limits), true, nil
+	}
+	return r.collect(ctx)
+}
+
+// fail is an IntegrationError for op; whether it may be retried follows r.sent.
+func (r *run) fail(op string, err error) error {
+	return &guard.IntegrationError{Op: op + " " + r.sb.id, Err: err, CodeMayHaveStarted: r.sent}
+}
+
+// attach connects to the container's stdio before it starts, so no output is missed.
+func (r *run) attach(ctx context.Context) error {
+	att, err := r.b.eng.Attach(ctx, r.sb.id)
+	if err != nil {
+		return r.fail("docker: attach container", err)
+	}
+	r.att = att
+	r.demuxed = make(chan error, 1)
+	go func() { r.demuxed <- att.Demux(r.rep, r.diag) }()
+	return nil
+}
+
+func (r *run) start(ctx context.Context) error {
+	if err := r.b.eng.Start(ctx, r.sb.id); err != nil {
+		if errors.Is(err, errInvalid) {
+			// The runtime could not exec the supervisor: the image has no python3.
+			return &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q cannot start the sandbox supervisor (python3 missing?); use an image with python3 and sh: %v", r.b.cfg.Image, err)}
+		}
+		return r.fail("docker: start container", err)
+	}
+	return nil
+}
+
+// send writes the request frame. If ctx or the deadline ends first, the connection is closed
+// and the write's own answer decides whether the request went out in full; if it did, the
+// returned ending says what stopped the run.
+func (r *run) send(ctx context.Context, deadline <-chan time.Time) (ending, error) {
+	wrote := make(chan error, 1)
+	go func() {
+		n, err := r.att.Write(r.request)
+		if n == len(r.request) {
+			// Every byte was handed over: the supervisor may run the code, whatever else
+			// the write reports.
+			r.sent = true
+		} else if err == nil {
+			err = errors.New("short write")
+		}
+		wrote <- err
+	}()
+	how, err := streamEnded, error(nil)
+	select {
+	case err = <-wrote:
+	case <-ctx.Done():
+		how, err = ctxDeadline, r.interruptWrite(wrote, ctx.Err())
+		if err == nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return how, r.fail("docker: run cancelled; container", ctx.Err())
+		}
+	case <-deadline:
+		how, err = workerDeadline, r.interruptWrite(wrote, errors.New("the deadline passed while the request was written"))
+	}
+	if err != nil {
+		return how, r.fail("docker: write request to container", fmt.Errorf("%w; container stderr: %q", err, clip(r.diag.Bytes())))
+	}
+	return how, nil
+}
+
+// interruptWrite closes the connection under a write in progress and waits for its answer: nil
+// (the request went out in full, so r.sent) or the write's error.
+func (r *run) interruptWrite(wrote <-chan error, why error) error {
+	r.att.Close()
+	select {
+	case err := <-wrote:
+		if err == nil || r.sent {
+			return nil
+		}
+		return fmt.Errorf("%w (%w)", why, err)
+	case <-time.After(r.b.cfg.CleanupTimeout):
+		return fmt.Errorf("%w (the write did not return)", why)
+	}
+}
+
+// await waits for the supervisor's output to end, the worker's deadline or the run's context.
+// Output read so far is kept in every case.
+func (r *run) await(ctx context.Context, deadline <-chan time.Time) (ending, error) {
+	select {
+	case err := <-r.demuxed:
+		if err != nil {
+			return streamEnded, r.fail("docker: read output of container", err)
+		}
+		return streamEnded, nil
+	case <-deadline:
+		return workerDeadline, r.stopReading()
+	case <-ctx.Done():
+		if err := r.stopReading(); err != nil {
+			return ctxDeadline, err
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctxDeadline, nil
+		}
+		return ctxDeadline, r.fail("docker: run cancelled; container", ctx.Err())
+	}
+}
+
+// stopReading closes the connection and waits for the copy into r.rep to return, so the report
+// can be read.
+func (r *run) stopReading() error {
+	r.att.Close()
+	select {
+	case <-r.demuxed:
+		return nil
+	case <-time.After(r.b.cfg.CleanupTimeout):
+		return r.fail("docker: stop reading container", errors.New("the output copy did not return"))
+	}
+}
+
+// collect turns what the supervisor reported, completed by the container's exit and state when
+// the supervisor could not see them, into a result.
+func (r *run) collect(ctx context.Context) (guard.Result, bool, error) {
+	rep := r.rep
+	if rep.supErr != "" {
+		if rep.configErr {
+			return guard.Result{}, false, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q: %s", r.b.cfg.Image, rep.supErr)}
+		}
+		return guard.Result{}, false, r.fail("docker: sandbox supervisor", errors.New(rep.supErr))
+	}
+	m := measured{out: rep.output(), exit: rep.exit, containerExit: -1}
+	if rep.end != nil && rep.exit != nil && rep.exit.LimitsKnown {
+		// Fast path: the supervisor saw the cgroup counters itself; the container is exiting and
+		// its removal happens off the critical path.
+		return r.b.outcome(m, r.c.Limits), false, nil
+	}
+	// The output has ended, so the supervisor (PID 1) has exited and the container with it.
+	wctx, cancel := context.WithTimeout(ctx, r.b.cfg.DeadlineSlack+5*time.Second)
+	defer cancel()
+	code, err := r.b.eng.Wait(wctx, r.sb.id)
+	if err != nil {
+		return guard.Result{}, true, r.fail("docker: wait for container", err)
+	}
+	if m.state, err = r.b.eng.Inspect(wctx, r.sb.id); err != nil {
+		return guard.Result{}, true, r.fail("docker: inspect container", err)
+	}
+	m.containerExit = int(code)
+	if rep.exit != nil || r.b.limitKill(m) != 0 {
+		return r.b.outcome(m, r.c.Limits), false, nil
+	}
+	if code == 127 && rep.received == 0 {
+		return guard.Result{}, false, &guard.ConfigError{Msg: fmt.Sprintf(
+			"docker backend: image %q cannot run the sandbox supervisor (exit 127: python3 not found?); use an image with python3 and sh. Container stderr: %q",
+			r.b.cfg.Image, clip(r.diag.Bytes()))}
+	}
+	return guard.Result{}, false, r.fail("docker: read result of container",
+		fmt.Errorf("the supervisor ended without a report (exit code %d); container stderr: %q", code, clip(r.diag.Bytes())))
+}
+
+// measured is everything the worker measured about one run.
+type measured struct {
+	// out is the output and files received, limits applied.
+	out guard.Result
+	// exit is the supervisor's report of how the code ended; nil when it sent none.
+	exit *exitReport
+	// containerExit is the container's exit code, -1 when not asked.
+	containerExit int
+	state         containerState
+	// deadline is how the run ended when the worker stopped it (streamEnded when it did not).
+	deadline ending
+}
+
+// limitKill names the resource limit that explains a run (guard.OutcomeMemoryLimit or
+// guard.OutcomePidsLimit), or 0.
+func (b *Backend) limitKill(m measured) guard.Outcome {
+	switch {
+	case m.state.OOMKilled || (m.exit != nil && m.exit.OOMKills > 0):
+		return guard.OutcomeMemoryLimit
+	case m.exit != nil && m.exit.PidsLimitHit:
+		return guard.OutcomePidsLimit
+	case m.exit == nil && b.cfg.Runtime == RuntimeRunsc && m.containerExit == 2:
+		// gVisor's sandbox exits with 2 and no message when its own threads hit the pids limit.
+		return guard.OutcomePidsLimit
+	}
+	return 0
+}
+
+// outcome maps what was measured to a result. It is the one place that decides exit code,
+// signal, timeout and limit kill (the guard's outcome is derived from these fields).
+func (b *Backend) outcome(m measured, l guard.Limits) guard.Result {
+	res := m.out
+	switch {
+	case m.deadline == workerDeadline:
+		res.TimedOut, res.ExitCode = true, -1
+		res = withNote(res, NoteDeadline, l.MaxStderrBytes)
+	case m.deadline == ctxDeadline:
+		res.TimedOut, res.ExitCode = true, -1
+		res = withNote(res, NoteCancelled, l.MaxStderrBytes)
+	case m.exit != nil:
+		res.ExitCode, res.Signal, res.TimedOut = m.exit.ExitCode, m.exit.Signal, m.exit.TimedOut
+	default:
+		res.ExitCode = m.containerExit
+	}
+	failed := res.TimedOut || res.ExitCode != 0
+	switch b.limitKill(m) {
+	case guard.OutcomeMemoryLimit:
+		if failed {
+			res.Outcome = guard.OutcomeMemoryLimit
+		}
+		res = withNote(res, fmt.Sprintf(NoteMemoryLimit, b.cfg.MemoryBytes), l.MaxStderrBytes)
+	case guard.OutcomePidsLimit:
+		if failed {
+			res.Outcome = guard.OutcomePidsLimit
+		}
+		res = withNote(res, fmt.Sprintf(NotePidsLimit, b.cfg.PidsLimit), l.MaxStderrBytes)
+	}
+	if res.TimedOut {
+		res.ExitCode = -1
+	}
+	return res
+}

@@ -1,0 +1,296 @@
+//go:build integration
+
+package main
+
+// The fault soak: approved runs on the Docker backend while the sandbox worker is SIGKILLed and
+// restarted at random moments, with a dockerd restart and a restart of the --dev process while
+// runs wait for approval. It uses a dockerd of its own (never the shared one other tests use).
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const (
+	soakRuns  = 40
+	soakKills = 10
+	// soakReapAge is the worker's reaper threshold with the soak's flags: max timeout 10s +
+	// grace 2s + one minute (worker/docker.go reapAge).
+	soakReapAge = 72 * time.Second
+)
+
+// soakDockerd is a dockerd with its own socket, data root, exec root, pid file and config.
+type soakDockerd struct {
+	dir, sock string
+	cmd       *exec.Cmd
+	done      chan struct{}
+	log       *os.File
+}
+
+func startSoakDockerd(t *testing.T, d *soakDockerd) {
+	t.Helper()
+	if d.dir == "" {
+		dir, err := os.MkdirTemp("", "sbfsoak-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.dir = dir
+		d.sock = filepath.Join(dir, "d.sock")
+		cfg := `{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--oci-seccomp"]}}}`
+		if err := os.WriteFile(filepath.Join(dir, "daemon.json"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if d.log, err = os.Create(filepath.Join(dir, "dockerd.log")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.cmd = exec.Command("dockerd", "-H", "unix://"+d.sock,
+		"--data-root", filepath.Join(d.dir, "data"), "--exec-root", filepath.Join(d.dir, "x"),
+		"--pidfile", filepath.Join(d.dir, "pid"), "--config-file", filepath.Join(d.dir, "daemon.json"),
+		"--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false")
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatalf("start soak dockerd: %v", err)
+	}
+	d.done = make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	for i := 0; ; i++ {
+		if err := d.docker("info", "--format", "{{.ServerVersion}}").Run(); err == nil {
+			return
+		}
+		if i > 120 {
+			b, _ := os.ReadFile(d.log.Name())
+			t.Fatalf("soak dockerd did not answer in 60s:\n%s", b)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (d *soakDockerd) docker(args ...string) *exec.Cmd {
+	return exec.Command("docker", append([]string{"-H", "unix://" + d.sock}, args...)...)
+}
+
+func (d *soakDockerd) stop(t *testing.T) {
+	t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+		t.Errorf("soak dockerd did not stop on SIGTERM within 60s")
+	}
+}
+
+// managed lists the sandbox containers on the soak daemon.
+func (d *soakDockerd) managed(t *testing.T) []string {
+	t.Helper()
+	out, err := d.docker("ps", "-aq", "--filter", "label=io.sandboxflow.managed=true").Output()
+	if err != nil {
+		t.Fatalf("docker ps on the soak daemon: %v", err)
+	}
+	return strings.Fields(string(out))
+}
+
+// soakEvents counts container events per workflow id label, from `docker events`.
+type soakEvents struct {
+	mu     sync.Mutex
+	counts map[string]map[string]int // action → workflow id → count
+}
+
+func (e *soakEvents) follow(d *soakDockerd) (stop func()) {
+	cmd := d.docker("events", "--filter", "type=container", "--filter", "label=io.sandboxflow.managed=true", "--format", "{{json .}}")
+	out, err := cmd.StdoutPipe()
+	if err != nil || cmd.Start() != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var ev struct {
+				Action string
+				Actor  struct{ Attributes map[string]string }
+			}
+			if json.Unmarshal(sc.Bytes(), &ev) != nil {
+				continue
+			}
+			e.mu.Lock()
+			if e.counts[ev.Action] == nil {
+				e.counts[ev.Action] = map[string]int{}
+			}
+			e.counts[ev.Action][ev.Actor.Attributes["io.sandboxflow.workflow-id"]]++
+			e.mu.Unlock()
+		}
+	}()
+	return func() {
+		time.Sleep(time.Second) // let the last events arrive
+		_ = cmd.Process.Kill()
+		<-done
+		_ = cmd.Wait()
+	}
+}
+
+func TestFaultSoak(t *testing.T) {
+	requireDocker(t)
+	requireTool(t, "dockerd")
+	if os.Geteuid() != 0 {
+		t.Skip("the soak starts a dockerd of its own, which needs root")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	workerBin, starterBin := binaries(t)
+
+	d := &soakDockerd{}
+	startSoakDockerd(t, d)
+	t.Cleanup(func() {
+		for _, id := range d.managed(t) {
+			_ = d.docker("rm", "-f", id).Run()
+		}
+		d.stop(t)
+		os.RemoveAll(d.dir)
+	})
+	image := testPythonImage()
+	load := fmt.Sprintf("docker save %s | docker -H unix://%s load -q", image, d.sock)
+	if out, err := exec.Command("sh", "-c", load).CombinedOutput(); err != nil {
+		t.Fatalf("load %s into the soak dockerd: %v\n%s", image, err, out)
+	}
+
+	data := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=soak",
+		"DOCKER_HOST=unix://" + d.sock}
+	policy := []string{"--task-queue", "soak", "--sandbox-task-queue", "soak-sb", "--max-timeout", "10s",
+		"--default-timeout", "5s", "--grace", "2s", "--heartbeat-timeout", "3s"}
+	devArgs := append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, policy...)
+	sbArgs := append([]string{"--role", "sandboxes", "--backend", "docker", "--docker-image", image,
+		"--reap-interval", "5s", "--max-sandboxes", "2"}, policy...)
+
+	dev := startDevWorker(t, workerBin, env, devArgs...)
+	sb := startWorker(t, workerBin, env, sbArgs...)
+	s := starterCLI{t: t, bin: starterBin, env: env}
+	events := &soakEvents{counts: map[string]map[string]int{}}
+	stopEvents := events.follow(d)
+
+	runs := make([]startedJSON, soakRuns)
+	for i := range runs {
+		code := fmt.Sprintf("import time\ntime.sleep(%.2f)\nprint('run %d')\n", 0.2+rand.Float64()*2, i)
+		s.mustJSON(&runs[i], "run", "--code", code)
+	}
+	for _, r := range runs {
+		waitPending(t, s, r.WorkflowID)
+	}
+
+	// With every run waiting for a person: restart dockerd, then the --dev process.
+	stopEvents()
+	d.stop(t)
+	startSoakDockerd(t, d)
+	stopEvents = events.follow(d)
+	dev.stop(t)
+	dev = startDevWorker(t, workerBin, env, devArgs...)
+	for _, r := range runs {
+		waitPending(t, s, r.WorkflowID)
+	}
+
+	// Approve every run while the sandbox worker is SIGKILLed and restarted at random moments.
+	var lastKill time.Time
+	killed := make(chan struct{})
+	var sbMu sync.Mutex
+	go func() {
+		defer close(killed)
+		for range soakKills {
+			time.Sleep(time.Duration(1500+rand.IntN(3000)) * time.Millisecond)
+			if ctx.Err() != nil {
+				return
+			}
+			sbMu.Lock()
+			_ = sb.cmd.Process.Kill()
+			<-sb.done
+			lastKill = time.Now()
+			sb = startWorker(t, workerBin, env, sbArgs...)
+			sbMu.Unlock()
+		}
+	}()
+	for _, r := range runs {
+		var decided struct{ State string }
+		s.mustJSON(&decided, "approve", r.WorkflowID, "--digest", r.Digest, "--reviewer", "soak")
+		time.Sleep(time.Duration(100+rand.IntN(500)) * time.Millisecond)
+	}
+	<-killed
+
+	var results, unknown int
+	for _, r := range runs {
+		out, code := s.run("result", r.WorkflowID)
+		var res struct {
+			Stdout string `json:"stdout"`
+			Error  struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Errorf("result of %s: exit %d, %q", r.WorkflowID, code, out)
+			continue
+		}
+		switch {
+		case code == 0:
+			results++
+		case res.Error.Type == "IntegrationError" && strings.Contains(res.Error.Message, "outcome unknown"):
+			unknown++
+		default:
+			t.Errorf("run %s ended neither with a result nor with outcome unknown: %s", r.WorkflowID, out)
+		}
+	}
+
+	// Every container left by a killed worker is removed by the reaper once it is old enough.
+	sbMu.Lock()
+	reapBy := lastKill.Add(soakReapAge + 20*time.Second)
+	sbMu.Unlock()
+	left := d.managed(t)
+	for len(left) > 0 && time.Now().Before(reapBy) && ctx.Err() == nil {
+		time.Sleep(2 * time.Second)
+		left = d.managed(t)
+	}
+	stopEvents()
+
+	events.mu.Lock()
+	defer events.mu.Unlock()
+	sum := func(m map[string]int) (n int) {
+		for _, v := range m {
+			n += v
+		}
+		return n
+	}
+	twice := 0
+	for wf, n := range events.counts["start"] {
+		if n > 1 {
+			twice++
+			t.Errorf("workflow %s: %d containers started; want at most one", wf, n)
+		}
+	}
+	t.Logf("fault soak: %d runs, %d worker SIGKILLs, 1 dockerd restart, 1 --dev restart: %d results, %d outcome unknown; "+
+		"containers created %d, started %d, started twice %d; %d labelled containers left after the reaper",
+		soakRuns, soakKills, results, unknown, sum(events.counts["create"]), sum(events.counts["start"]), twice, len(left))
+	if results+unknown != soakRuns {
+		t.Errorf("%d of %d runs ended with a result or outcome unknown", results+unknown, soakRuns)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d labelled containers left after the reaper's interval: %v", len(left), left)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("the soak ran over its 8 minutes")
+	}
+}
