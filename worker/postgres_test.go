@@ -17,7 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"go.temporal.io/api/serviceerror"
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/pgtemporal"
 )
@@ -125,9 +130,18 @@ func startProcess(t *testing.T, ready string, within time.Duration, env []string
 
 // approveRun is the one place this file approves a run: a real decision for digest, sent the
 // way a reviewer's tool sends it. When decisions must be signed, only this function changes.
+// A decision whose wait times out on a loaded machine is sent again with the same approval id:
+// Temporal deduplicates updates by id, so the run still gets one decision.
 func approveRun(ctx context.Context, sc *client.Client, workflowID, digest string) error {
-	_, err := sc.Approve(ctx, workflowID, digest, "pg-reviewer", "scale test")
-	return err
+	d := contract.Decision{ApprovalID: uuid.NewString(), Digest: digest, Approve: true, Reviewer: "pg-reviewer", Reason: "scale test"}
+	for {
+		_, err := sc.Decide(ctx, workflowID, d)
+		var timeout *serviceerror.DeadlineExceeded
+		var waitTimeout *tclient.WorkflowUpdateServiceTimeoutOrCanceledError
+		if err == nil || ctx.Err() != nil || (!errors.As(err, &timeout) && !errors.As(err, &waitTimeout)) {
+			return err
+		}
+	}
 }
 
 // TestTemporalOnPostgres runs Temporal on PostgreSQL with two workflow workers and two sandbox
@@ -311,6 +325,9 @@ func checkPostgresRuns(t *testing.T, marks string, outcomes []outcome, victimPID
 			}
 			if len(lines) == 1 && lines[0] != strconv.Itoa(victimPID) {
 				t.Errorf("run %d: outcome unknown but ran on pid %s, not the killed worker %d: %v", i, lines[0], victimPID, o.err)
+			}
+			if unknown < 3 {
+				t.Logf("run %d (executions %v): %v", i, lines, o.err)
 			}
 			unknown++
 		}

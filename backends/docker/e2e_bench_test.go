@@ -22,6 +22,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -70,6 +73,7 @@ type e2eRow struct {
 	dockerRun, approveCLI, approve time.Duration
 	whole                          time.Duration
 	perSecond                      float64
+	phases                         []phase
 }
 
 func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst, maxSandboxes int) e2eRow {
@@ -95,13 +99,16 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	clientPath(ctx, b, sc)
 	row := e2eRow{runtime: rt}
 	var dr, ac, ap, wh []time.Duration
+	var cs []clientSample
 	for i := range samples {
 		dr = append(dr, dockerRun(i))
 		whole, approve := cliPath(cli)
 		wh, ac = append(wh, whole), append(ac, approve)
-		ap = append(ap, clientPath(ctx, b, sc))
+		s := clientPath(ctx, b, sc)
+		cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
 	}
 	row.dockerRun, row.approveCLI, row.approve, row.whole = median(dr), median(ac), median(ap), median(wh)
+	row.phases = phases(ctx, b, tc, cs)
 	row.perSecond = throughput(ctx, b, sc, burst)
 	b.Logf("%s: docker run %s, approve→result (binaries) %s, (Go client) %s, run→approve→result %s, %.1f runs/s",
 		rt, row.dockerRun, row.approveCLI, row.approve, row.whole, row.perSecond)
@@ -185,23 +192,32 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 	return end.Sub(start), end.Sub(approved)
 }
 
-// clientPath starts print(1) with the Go client (not timed) and returns the time from the
-// approval to the result.
-func clientPath(ctx context.Context, b *testing.B, sc *client.Client) time.Duration {
+// clientSample is one approve→result through the Go client, with the client-side clock times
+// that phases lines up with the run's history.
+type clientSample struct {
+	workflowID             string
+	approve, approved, end time.Time
+	backend                time.Duration // the backend's own time (guard.Result.Duration)
+}
+
+// clientPath starts print(1) with the Go client (not timed) and times the approval to the result.
+func clientPath(ctx context.Context, b *testing.B, sc *client.Client) clientSample {
 	started, err := sc.Start(ctx, guard.Request{Language: guard.Python, Code: "print(1)"}, client.StartOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	t0 := time.Now()
+	s := clientSample{workflowID: started.WorkflowID, approve: time.Now()}
 	if err := approveClient(ctx, sc, started.WorkflowID, started.Digest); err != nil {
 		b.Fatal(err)
 	}
+	s.approved = time.Now()
 	res, err := sc.Result(ctx, started.WorkflowID)
-	d := time.Since(t0)
+	s.end = time.Now()
 	if err != nil || string(res.Stdout) != "1\n" {
 		b.Fatalf("result: %+v, %v", res, err)
 	}
-	return d
+	s.backend = res.Duration
+	return s
 }
 
 // throughput starts n runs, approves them all at once and returns runs per second from the
@@ -255,6 +271,14 @@ func printE2ETable(w io.Writer, rows []e2eRow, samples, burst, maxSandboxes int)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\n(×: relative to docker run --rm of the same container under the same runtime)")
+	for _, r := range rows {
+		fmt.Fprintf(w, "\nwhere approve→result goes (Go client, %s; medians of each phase, from the runs' histories):\n", r.runtime)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, p := range r.phases {
+			fmt.Fprintf(tw, "  %s\t%s\n", p.name, ms(p.median))
+		}
+		_ = tw.Flush()
+	}
 }
 
 // starterCLI runs bin/starter with env.
@@ -355,4 +379,55 @@ func envInt(b *testing.B, name string, def int) int {
 		b.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
+}
+
+// phase is one step of approve→result and its median.
+type phase struct {
+	name   string
+	median time.Duration
+}
+
+// phases splits each client sample's approve→result at the events of its history (server
+// timestamps; client and server share this host's clock) and returns the median of each step.
+func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clientSample) []phase {
+	names := []string{
+		"approve call → update accepted (workflow task)",
+		"update accepted → approve call returns",
+		"update accepted → activity scheduled",
+		"activity scheduled → started (task queue dispatch)",
+		"activity started → completed",
+		"  of which the Docker backend (create, start, run)",
+		"activity completed → workflow completed (workflow task)",
+		"workflow completed → result returned to the client",
+	}
+	steps := make([][]time.Duration, len(names))
+	for _, s := range samples {
+		ev := map[enumspb.EventType]time.Time{}
+		it := tc.GetWorkflowHistory(ctx, s.workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				b.Fatalf("history of %s: %v", s.workflowID, err)
+			}
+			if _, seen := ev[e.GetEventType()]; !seen {
+				ev[e.GetEventType()] = e.GetEventTime().AsTime()
+			}
+		}
+		accepted := ev[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+		scheduled := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+		started := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+		completed := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+		closed := ev[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED]
+		for i, d := range []time.Duration{
+			accepted.Sub(s.approve), s.approved.Sub(accepted), scheduled.Sub(accepted), started.Sub(scheduled),
+			completed.Sub(started), s.backend, closed.Sub(completed), s.end.Sub(closed),
+		} {
+			steps[i] = append(steps[i], d)
+		}
+	}
+	out := make([]phase, len(names))
+	for i, n := range names {
+		out[i] = phase{name: n, median: median(steps[i])}
+	}
+	return out
 }
