@@ -160,7 +160,7 @@ func TestTemporalOnPostgres(t *testing.T) {
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE="}
 	common := []string{"--backend", "local", "--allow-unsafe-local", "--task-queue", "pg-workflows", "--sandbox-task-queue", "pg-sandboxes"}
 	for range 2 {
-		startWorker(t, workerBin, env, append([]string{"--role", "workflows", "--heartbeat-timeout", "6s"}, common...)...)
+		startWorker(t, workerBin, env, append([]string{"--role", "workflows"}, common...)...)
 	}
 	var sandboxWorkers [2]*devWorker
 	for i := range sandboxWorkers {
