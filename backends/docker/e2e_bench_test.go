@@ -77,7 +77,8 @@ type e2eRow struct {
 }
 
 func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst, maxSandboxes int) e2eRow {
-	addr := startBenchWorker(b, workerBin, rt, maxSandboxes)
+	addr, stopWorker := startBenchWorker(b, workerBin, rt, maxSandboxes)
+	defer stopWorker()
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=bench-e2e"}
 	cli := starterCLI{b: b, bin: starterBin, env: env}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -183,10 +184,12 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 	}
 	approved := time.Now()
 	approveCLI(s, started.WorkflowID, started.Digest)
-	var res guard.Result
+	var res struct {
+		Stdout string `json:"stdout"`
+	}
 	out := s.mustRun("result", started.WorkflowID)
 	end := time.Now()
-	if err := json.Unmarshal(out, &res); err != nil || string(res.Stdout) != "1\n" {
+	if err := json.Unmarshal(out, &res); err != nil || res.Stdout != "1\n" {
 		s.b.Fatalf("starter result printed %s (%v)", out, err)
 	}
 	return end.Sub(start), end.Sub(approved)
@@ -310,8 +313,9 @@ func buildBinaries(b *testing.B) (worker, starter string) {
 }
 
 // startBenchWorker starts `worker --dev` with the Docker backend under rt and returns the
-// frontend address; the worker is stopped when b ends.
-func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) string {
+// frontend address and a function that stops the worker (also called when b ends), so that an
+// idle server does not weigh on the next runtime's figures.
+func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) (string, func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -329,7 +333,7 @@ func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) string {
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	b.Cleanup(func() {
+	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -337,7 +341,8 @@ func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) string {
 			_ = cmd.Process.Kill()
 			<-done
 		}
-	})
+	}
+	b.Cleanup(stop)
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(logs.String(), "worker running") {
 		select {
@@ -349,7 +354,7 @@ func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) string {
 			b.Fatalf("worker --dev not running after 2 minutes:\n%s", logs.String())
 		}
 	}
-	return addr
+	return addr, stop
 }
 
 type lockedBuffer struct {
