@@ -53,4 +53,4 @@ if [ "$(psql_pg -c "SELECT 1 FROM pg_roles WHERE rolname = '$ROLE'")" != 1 ]; th
   log "creating role $ROLE"
   psql_pg -c "CREATE ROLE \"$ROLE\" LOGIN CREATEDB PASSWORD '$PASSWORD'"
 fi
-log "ready: postgres://$ROLE@127.0.0.1:$PORT (Temporal's plugin: postgres12)"
+log "ready: postgres://$ROLE@127.0.0.1:$PORT (Temporal's plugins postgres12_pgx and postgres12)"
