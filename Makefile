@@ -9,19 +9,20 @@ TEST_TIMEOUT ?= 75m
 WORKFLOWCHECK := $(GOBIN)/workflowcheck
 WORKFLOWCHECK_VERSION := v0.6.0
 
-.PHONY: test setup check vet staticcheck fmt workflowcheck unit build bench demo clean
+.PHONY: test setup check vet staticcheck fmt workflowcheck unit build bench bench-e2e demo clean
 
 ## test: install and start what the tests need (Docker, gVisor, test images), then every check.
 test: setup check
 
-## setup: Debian's docker.io and runsc, dockerd, the locally built test images (only what is missing).
+## setup: Debian's docker.io and runsc, dockerd, the locally built test images, and a loopback-only
+## PostgreSQL for Temporal (only what is missing).
 setup:
-	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh; \
-	else echo "make setup: not root; assuming dockerd and the test images are already there" >&2; fi
+	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh; \
+	else echo "make setup: not root; assuming dockerd, the test images and PostgreSQL are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
 check: fmt vet staticcheck workflowcheck
-	SANDBOXFLOW_REQUIRE_DOCKER=1 $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SANDBOXFLOW_REQUIRE_DOCKER=1 SANDBOXFLOW_REQUIRE_POSTGRES=1 $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## fmt: fail when a file is not gofmt-formatted.
 fmt:
@@ -56,6 +57,12 @@ build:
 ## bench: the Docker backend's print(1) against `docker run --rm` of the same container.
 bench: setup
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 30x -count 1 ./backends/docker/
+
+## bench-e2e: what a user waits for, through the real binaries and worker --dev, against `docker run
+## --rm` of the same container, under runc and runsc: medians of 20 and a burst of 20 approved at
+## once; prints a table (README "Status"). SANDBOXFLOW_BENCH_SAMPLES and _BURST change the counts.
+bench-e2e: setup
+	SANDBOXFLOW_BENCH_E2E=1 $(GO) test -tags integration -run '^$$' -bench EndToEnd -benchtime 1x -count 1 -timeout 40m ./backends/docker/
 
 ## demo: the main job: embedded Temporal + UI, a worker, and a run that waits for your approval.
 demo: build

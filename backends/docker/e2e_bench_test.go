@@ -1,0 +1,440 @@
+//go:build integration
+
+package docker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// BenchmarkEndToEnd is `make bench-e2e`: what a user waits for, side by side in one run and per
+// runtime (runc, runsc), against `docker run --rm -i` of the same hardened container (same image,
+// flags, seccomp profile and request):
+//
+//   - approve→result through the real binaries: `starter approve` then `starter result`, timed
+//     from the start of approve to the exit of result, against `worker --dev` (the embedded
+//     server, SQLite) with the Docker backend;
+//   - approve→result through the Go client in one process (no process start-up or dial);
+//   - run→approve→result through the binaries: `starter run`, `approve`, `result` back to back;
+//   - throughput: SANDBOXFLOW_BENCH_BURST runs (default 20) started, then approved at once, until
+//     the last result.
+//
+// Medians of SANDBOXFLOW_BENCH_SAMPLES (default 20); the kinds alternate so drift hits all. The
+// code is print(1). It prints a table. It runs only with SANDBOXFLOW_BENCH_E2E=1: it starts
+// worker --dev and takes minutes.
+func BenchmarkEndToEnd(b *testing.B) {
+	if os.Getenv("SANDBOXFLOW_BENCH_E2E") != "1" {
+		b.Skip("set SANDBOXFLOW_BENCH_E2E=1 (make bench-e2e): it builds and starts worker --dev and takes minutes")
+	}
+	if reason := probeDocker(); reason != "" {
+		b.Fatal(reason)
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Fatal("the docker CLI is needed for the docker run --rm baseline")
+	}
+	samples, burst := envInt(b, "SANDBOXFLOW_BENCH_SAMPLES", 20), envInt(b, "SANDBOXFLOW_BENCH_BURST", 20)
+	maxSandboxes := envInt(b, "SANDBOXFLOW_BENCH_MAX_SANDBOXES", 4)
+	workerBin, starterBin := buildBinaries(b)
+	var rows []e2eRow
+	for _, rt := range []string{"runc", RuntimeRunsc} {
+		if !slices.Contains(dockerInfo.Runtimes, rt) {
+			b.Fatalf("the docker daemon has no runtime %s", rt)
+		}
+		rows = append(rows, benchRuntime(b, rt, workerBin, starterBin, samples, burst, maxSandboxes))
+	}
+	printE2ETable(os.Stdout, rows, samples, burst, maxSandboxes)
+}
+
+// e2eRow is one runtime's medians (and the throughput).
+type e2eRow struct {
+	runtime                        string
+	dockerRun, approveCLI, approve time.Duration
+	whole                          time.Duration
+	perSecond                      float64
+	phases                         []phase
+}
+
+func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst, maxSandboxes int) e2eRow {
+	addr, stopWorker := startBenchWorker(b, workerBin, rt, maxSandboxes)
+	defer stopWorker()
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=bench-e2e"}
+	cli := starterCLI{b: b, bin: starterBin, env: env}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	tc, err := client.Dial(ctx, client.Connection{Address: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: "bench-e2e"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dockerRun := dockerRunBaseline(b, rt)
+
+	// One warm-up of each kind, not counted.
+	dockerRun(-1)
+	cliPath(cli)
+	clientPath(ctx, b, sc)
+	row := e2eRow{runtime: rt}
+	var dr, ac, ap, wh []time.Duration
+	var cs []clientSample
+	for i := range samples {
+		dr = append(dr, dockerRun(i))
+		whole, approve := cliPath(cli)
+		wh, ac = append(wh, whole), append(ac, approve)
+		s := clientPath(ctx, b, sc)
+		cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
+	}
+	row.dockerRun, row.approveCLI, row.approve, row.whole = median(dr), median(ac), median(ap), median(wh)
+	row.phases = phases(ctx, b, tc, cs)
+	row.perSecond = throughput(ctx, b, sc, burst)
+	b.Logf("%s: docker run %s, approve→result (binaries) %s, (Go client) %s, run→approve→result %s, %.1f runs/s",
+		rt, row.dockerRun, row.approveCLI, row.approve, row.whole, row.perSecond)
+	return row
+}
+
+// dockerRunBaseline returns a function that runs print(1) with `docker run --rm -i` of the
+// container the backend would create for rt, and returns how long it took.
+func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
+	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
+	if rt != "runc" {
+		cfg.Runtime = rt
+	}
+	backend, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = backend.Close(context.Background()) })
+	c := guard.Checked{
+		Language: guard.Python, Code: "print(1)", Backend: Name,
+		Limits: guard.Limits{
+			Timeout: guard.DefaultTimeout, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
+			MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
+		},
+		Owner: guard.Owner{WorkflowID: "bench-e2e"},
+	}
+	c.Digest = guard.Digest(&c)
+	stdin, err := encodeRequest(c, backend.cfg.UIDs.First)
+	if err != nil {
+		b.Fatal(err)
+	}
+	profile := filepath.Join(b.TempDir(), "seccomp.json")
+	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return func(i int) time.Duration {
+		sb := &sandbox{uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
+		spec := backend.spec(c, fmt.Sprintf("sandboxflow-bench-e2e-%s-%s-%d", suiteID, rt, i), sb, false)
+		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		start := time.Now()
+		err := cmd.Run()
+		d := time.Since(start)
+		rep := newReport(c.Limits)
+		_, perr := rep.Write(out.Bytes())
+		if err != nil || perr != nil || string(rep.stdout.Bytes()) != "1\n" {
+			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())
+		}
+		return d
+	}
+}
+
+// approveCLI is the one place the benchmark approves through the binaries: a real decision for
+// digest. When decisions must be signed, only this function (and approveClient) changes.
+func approveCLI(s starterCLI, id, digest string) {
+	s.mustRun("approve", id, "--digest", digest, "--reviewer", "bench")
+}
+
+// approveClient approves through the Go client; see approveCLI.
+func approveClient(ctx context.Context, sc *client.Client, id, digest string) error {
+	_, err := sc.Approve(ctx, id, digest, "bench", "")
+	return err
+}
+
+// cliPath runs print(1) through `starter run`, `approve` and `result` and returns the whole
+// time and the time from the start of approve to the exit of result.
+func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
+	start := time.Now()
+	var started client.Started
+	if err := json.Unmarshal(s.mustRun("run", "--code", "print(1)"), &started); err != nil || started.Digest == "" {
+		s.b.Fatalf("starter run printed no digest: %v", err)
+	}
+	approved := time.Now()
+	approveCLI(s, started.WorkflowID, started.Digest)
+	var res struct {
+		Stdout string `json:"stdout"`
+	}
+	out := s.mustRun("result", started.WorkflowID)
+	end := time.Now()
+	if err := json.Unmarshal(out, &res); err != nil || res.Stdout != "1\n" {
+		s.b.Fatalf("starter result printed %s (%v)", out, err)
+	}
+	return end.Sub(start), end.Sub(approved)
+}
+
+// clientSample is one approve→result through the Go client, with the client-side clock times
+// that phases lines up with the run's history.
+type clientSample struct {
+	workflowID             string
+	approve, approved, end time.Time
+	backend                time.Duration // the backend's own time (guard.Result.Duration)
+}
+
+// clientPath starts print(1) with the Go client (not timed) and times the approval to the result.
+func clientPath(ctx context.Context, b *testing.B, sc *client.Client) clientSample {
+	started, err := sc.Start(ctx, guard.Request{Language: guard.Python, Code: "print(1)"}, client.StartOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := clientSample{workflowID: started.WorkflowID, approve: time.Now()}
+	if err := approveClient(ctx, sc, started.WorkflowID, started.Digest); err != nil {
+		b.Fatal(err)
+	}
+	s.approved = time.Now()
+	res, err := sc.Result(ctx, started.WorkflowID)
+	s.end = time.Now()
+	if err != nil || string(res.Stdout) != "1\n" {
+		b.Fatalf("result: %+v, %v", res, err)
+	}
+	s.backend = res.Duration
+	return s
+}
+
+// throughput starts n runs, approves them all at once and returns runs per second from the
+// first approval to the last result.
+func throughput(ctx context.Context, b *testing.B, sc *client.Client, n int) float64 {
+	started := make([]client.Started, n)
+	for i := range started {
+		var err error
+		if started[i], err = sc.Start(ctx, guard.Request{Language: guard.Python, Code: "print(1)"}, client.StartOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i, s := range started {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = approveClient(ctx, sc, s.WorkflowID, s.Digest); errs[i] != nil {
+				return
+			}
+			res, err := sc.Result(ctx, s.WorkflowID)
+			if err == nil && string(res.Stdout) != "1\n" {
+				err = fmt.Errorf("run %s printed %q", s.WorkflowID, res.Stdout)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / d.Seconds()
+}
+
+func printE2ETable(w io.Writer, rows []e2eRow, samples, burst, maxSandboxes int) {
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 0, 64) + " ms"
+	}
+	ratio := func(d, base time.Duration) string { return fmt.Sprintf("%.2f×", float64(d)/float64(base)) }
+	fmt.Fprintf(w, "\nsandboxflow end to end: print(1), medians of %d; throughput: %d runs approved at once, --max-sandboxes %d; image %s\n\n",
+		samples, burst, maxSandboxes, testPythonImage())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "runtime\tdocker run --rm\tapprove→result (binaries)\tapprove→result (Go client)\trun→approve→result (binaries)\tthroughput")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s (%s)\t%.1f runs/s\n", r.runtime, ms(r.dockerRun),
+			ms(r.approveCLI), ratio(r.approveCLI, r.dockerRun), ms(r.approve), ratio(r.approve, r.dockerRun),
+			ms(r.whole), ratio(r.whole, r.dockerRun), r.perSecond)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "\n(×: relative to docker run --rm of the same container under the same runtime)")
+	for _, r := range rows {
+		fmt.Fprintf(w, "\nwhere approve→result goes (Go client, %s; medians of each phase, from the runs' histories):\n", r.runtime)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, p := range r.phases {
+			fmt.Fprintf(tw, "  %s\t%s\n", p.name, ms(p.median))
+		}
+		_ = tw.Flush()
+	}
+}
+
+// starterCLI runs bin/starter with env.
+type starterCLI struct {
+	b   *testing.B
+	bin string
+	env []string
+}
+
+func (s starterCLI) mustRun(args ...string) []byte {
+	cmd := exec.Command(s.bin, args...)
+	cmd.Env = append(os.Environ(), s.env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		s.b.Fatalf("starter %v: %v: %s %s", args, err, out.Bytes(), errOut.Bytes())
+	}
+	return out.Bytes()
+}
+
+// buildBinaries builds bin/worker and bin/starter into a temporary directory.
+func buildBinaries(b *testing.B) (worker, starter string) {
+	dir := b.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/worker", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
+	if err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "worker"), filepath.Join(dir, "starter")
+}
+
+// startBenchWorker starts `worker --dev` with the Docker backend under rt and returns the
+// frontend address and a function that stops the worker (also called when b ends), so that an
+// idle server does not weigh on the next runtime's figures.
+func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) (string, func()) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var logs lockedBuffer
+	cmd := exec.Command(bin, "--dev", "--data-dir", b.TempDir(), "--ui-port", "-1", "--address", addr,
+		"--task-queue", "bench-e2e", "--docker-image", testPythonImage(), "--docker-runtime", rt,
+		"--max-sandboxes", strconv.Itoa(maxSandboxes))
+	cmd.Env = append(os.Environ(), "SANDBOXFLOW_KEY_FILE=")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	b.Cleanup(stop)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(logs.String(), "worker running") {
+		select {
+		case <-done:
+			b.Fatalf("worker --dev exited:\n%s", logs.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("worker --dev not running after 2 minutes:\n%s", logs.String())
+		}
+	}
+	return addr, stop
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Clone(l.buf.String())
+}
+
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// phase is one step of approve→result and its median.
+type phase struct {
+	name   string
+	median time.Duration
+}
+
+// phases splits each client sample's approve→result at the events of its history (server
+// timestamps; client and server share this host's clock) and returns the median of each step.
+func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clientSample) []phase {
+	names := []string{
+		"approve call → update accepted (workflow task)",
+		"update accepted → approve call returns",
+		"update accepted → activity scheduled",
+		"activity scheduled → started (task queue dispatch)",
+		"activity started → completed",
+		"  of which the Docker backend (create, start, run)",
+		"activity completed → workflow completed (workflow task)",
+		"workflow completed → result returned to the client",
+	}
+	steps := make([][]time.Duration, len(names))
+	for _, s := range samples {
+		ev := map[enumspb.EventType]time.Time{}
+		it := tc.GetWorkflowHistory(ctx, s.workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				b.Fatalf("history of %s: %v", s.workflowID, err)
+			}
+			if _, seen := ev[e.GetEventType()]; !seen {
+				ev[e.GetEventType()] = e.GetEventTime().AsTime()
+			}
+		}
+		accepted := ev[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
+		scheduled := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+		started := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+		completed := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+		closed := ev[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED]
+		for i, d := range []time.Duration{
+			accepted.Sub(s.approve), s.approved.Sub(accepted), scheduled.Sub(accepted), started.Sub(scheduled),
+			completed.Sub(started), s.backend, closed.Sub(completed), s.end.Sub(closed),
+		} {
+			steps[i] = append(steps[i], d)
+		}
+	}
+	out := make([]phase, len(names))
+	for i, n := range names {
+		out[i] = phase{name: n, median: median(steps[i])}
+	}
+	return out
+}

@@ -1,0 +1,57 @@
+// Command temporal-postgres runs a single-process Temporal server on PostgreSQL, after setting
+// up (or upgrading) its schema with the server module's own schema tooling, and registers the
+// namespace with RunCode's search attributes. It prints "temporal-postgres ready" once clients
+// may connect, and stops on SIGINT or SIGTERM.
+//
+//	temporal-postgres --postgres 127.0.0.1:5432 --user temporal [--address 127.0.0.1:7233]
+//
+// The password is read from TEMPORAL_POSTGRES_PASSWORD. No authentication, loopback only: for
+// tests, benchmarks and single-host set-ups; see README "Production" for a cluster.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sandboxflow/sandboxflow/internal/pgtemporal"
+)
+
+func main() {
+	var cfg pgtemporal.Config
+	var schemaOnly bool
+	flag.StringVar(&cfg.Postgres, "postgres", pgtemporal.DefaultPostgres, "PostgreSQL host:port")
+	flag.StringVar(&cfg.User, "user", pgtemporal.DefaultUser, "PostgreSQL user (may create databases)")
+	flag.StringVar(&cfg.Plugin, "plugin", pgtemporal.PluginPGX, "Temporal SQL plugin: postgres12_pgx or postgres12")
+	flag.StringVar(&cfg.Database, "database", pgtemporal.DefaultDatabase, "history database")
+	flag.StringVar(&cfg.VisibilityDatabase, "visibility-database", pgtemporal.DefaultVisibilityDatabase, "visibility database")
+	flag.StringVar(&cfg.Address, "address", pgtemporal.DefaultAddress, "frontend gRPC host:port (loopback)")
+	flag.StringVar(&cfg.Namespace, "namespace", pgtemporal.DefaultNamespace, "namespace to register")
+	flag.BoolVar(&schemaOnly, "schema-only", false, "set up the schema and exit")
+	flag.Parse()
+	cfg.Password = os.Getenv("TEMPORAL_POSTGRES_PASSWORD")
+
+	if err := pgtemporal.SetupSchema(cfg); err != nil {
+		log.Fatalf("temporal-postgres: %v", err)
+	}
+	if schemaOnly {
+		fmt.Println("temporal-postgres: schema up to date")
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := pgtemporal.Start(ctx, cfg)
+	if err != nil {
+		stop()
+		log.Fatalf("temporal-postgres: %v", err)
+	}
+	fmt.Println("temporal-postgres ready on " + srv.FrontendAddress())
+	<-ctx.Done()
+	if err := srv.Stop(); err != nil {
+		log.Printf("temporal-postgres: %v", err)
+	}
+}
