@@ -202,6 +202,8 @@ func run(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout
 		}
 		defer tc.Close()
 		return printResult(ctx, sc, id, out)
+	case "inbox":
+		return inboxCmd(ctx, fs, args)
 	case "tool-schema":
 		format := fs.String("format", client.FormatOpenAI, "openai or anthropic")
 		langs := fs.String("languages", guard.Python, "languages offered, comma-separated")
