@@ -14,9 +14,10 @@ WORKFLOWCHECK_VERSION := v0.6.0
 ## test: install and start what the tests need (Docker, gVisor, test images), then every check.
 test: setup check
 
-## setup: Debian's docker.io and runsc, dockerd, the locally built test images (only what is missing).
+## setup: Debian's docker.io and runsc, dockerd, the locally built test images, chromium for the
+## inbox's browser tests (only what is missing).
 setup:
-	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh; \
+	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-browser.sh; \
 	else echo "make setup: not root; assuming dockerd and the test images are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.

@@ -54,6 +54,9 @@ type config struct {
 	heartbeat       time.Duration
 
 	logLevel string
+
+	// inboxPort is where --dev serves the reviewers' inbox (negative: not at all).
+	inboxPort int
 }
 
 // Roles of a worker process.
@@ -79,6 +82,7 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.BoolVar(&c.dev, "dev", false, "start an embedded Temporal server (SQLite in --data-dir) and its Web UI, then run the worker against it")
 	fs.StringVar(&c.dataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database")
 	fs.IntVar(&c.uiPort, "ui-port", 8233, "--dev: the Web UI's port on 127.0.0.1 (negative: no UI)")
+	fs.IntVar(&c.inboxPort, "inbox-port", 8235, "--dev: serve the reviewers' inbox on 127.0.0.1:PORT, opened as http://localhost:PORT (negative: none)")
 	fs.StringVar(&c.keyFile, "key-file", "", "payload encryption keys, one ID:BASE64 a line, the first current [SANDBOXFLOW_KEY_FILE]")
 	fs.StringVar(&c.codecTok, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed) [SANDBOXFLOW_CODEC_TOKEN]")
 	fs.IntVar(&c.codecPrt, "codec-port", 0, "serve the codec server on 127.0.0.1:PORT (with --dev and a key file, default 8234)")

@@ -79,6 +79,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		return err
 	}
 	defer tc.Close()
+	if cfg.dev {
+		if err := startDevInbox(ctx, cfg, tc, conn, logger); err != nil {
+			return err
+		}
+	}
 
 	if !cfg.dev {
 		missing, err := contract.MissingSearchAttributes(ctx, tc.OperatorService(), conn.Namespace)
