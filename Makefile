@@ -14,11 +14,11 @@ WORKFLOWCHECK_VERSION := v0.6.0
 ## test: install and start what the tests need (Docker, gVisor, test images), then every check.
 test: setup check
 
-## setup: Debian's docker.io and runsc, dockerd, the locally built test images, and a loopback-only
-## PostgreSQL for Temporal (only what is missing).
+## setup: Debian's docker.io and runsc, dockerd, the locally built test images, a loopback-only
+## PostgreSQL for Temporal, and chromium for the inbox's browser tests (only what is missing).
 setup:
-	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh; \
-	else echo "make setup: not root; assuming dockerd, the test images and PostgreSQL are already there" >&2; fi
+	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh; \
+	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL and chromium are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
 check: fmt vet staticcheck workflowcheck

@@ -40,7 +40,11 @@
 // touch.)
 //
 // Proof admits a second kind, a WebAuthn passkey assertion over SHA-256 of the statement
-// (issue 14); Verify refuses it as ReasonUnsupported until that is built.
+// (WebAuthnChallenge). A passkey is listed as an sk-ecdsa-sha2-nistp256@openssh.com key whose
+// application is the relying party id (PasskeyAuthorizedKey); Verify requires its rpIdHash, an
+// origin on that relying party (https, or http only for localhost), user presence and user
+// verification, and the same statement binding as an SSH signature. VerifyPasskeyLogin checks a
+// sign-in assertion over a server challenge.
 //
 // For development, EnsureDevKeys makes a reviewer key and its allowed_signers once.
 package approval

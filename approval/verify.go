@@ -72,8 +72,8 @@ const (
 	MethodWebAuthn = "webauthn"
 )
 
-// Proof is what a decision carries to show that a reviewer made it: an SSH signature now; a
-// passkey assertion later (issue 14). Its JSON names are the decision's.
+// Proof is what a decision carries to show that a reviewer made it: an SSH signature or a
+// passkey assertion. Its JSON names are the decision's.
 type Proof struct {
 	// Reviewer is the principal the decision names. Optional: when set, the verifying key must
 	// be allowed to sign for it; when empty, the key's first principal that is not a pattern is
@@ -81,8 +81,8 @@ type Proof struct {
 	Reviewer string `json:"reviewer,omitempty"`
 	// Signature is an armored SSHSIG over the statement, in Namespace.
 	Signature string `json:"signature,omitempty"`
-	// WebAuthn is a passkey assertion whose challenge is SHA-256 of the statement. Verify
-	// refuses it as ReasonUnsupported until passkey verification is built.
+	// WebAuthn is a passkey assertion whose challenge is SHA-256 of the statement
+	// (WebAuthnChallenge), by a passkey listed in the reviewers (PasskeyAuthorizedKey).
 	WebAuthn *WebAuthnAssertion `json:"webauthn,omitempty"`
 	// Statement is the statement text the reviewer signed. Optional: when present it must equal
 	// this run's statement, and a difference is reported with the field's name; its expiry is
@@ -91,7 +91,9 @@ type Proof struct {
 }
 
 // WebAuthnAssertion is a passkey assertion as navigator.credentials.get returns it, each field
-// base64url without padding. It is the seam for issue 14 and is not verified yet.
+// base64url without padding. Verify checks it: the passkey is in the reviewers, the relying party
+// id and origin are the key's, user presence and user verification are set, and the challenge is
+// SHA-256 of the statement.
 type WebAuthnAssertion struct {
 	CredentialID      string `json:"credential_id"`
 	AuthenticatorData string `json:"authenticator_data"`
@@ -108,7 +110,7 @@ type Verified struct {
 	Fingerprint string `json:"fingerprint"`
 	// KeyType is the key's type (a KeyType* constant).
 	KeyType string `json:"key_type"`
-	// Method is MethodSSH (or MethodWebAuthn, later).
+	// Method is MethodSSH or MethodWebAuthn.
 	Method string `json:"method"`
 	// Touched is true when a security key reported user presence (always true for sk- keys,
 	// which are refused without it; false for keys that are not security keys).
@@ -137,31 +139,19 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 		return v, refuse(ReasonUnsigned, "the decision carries no signature; sign the statement (starter statement) with a reviewer key, namespace %s", Namespace)
 	case proof.Signature != "" && proof.WebAuthn != nil:
 		return v, refuse(ReasonMalformed, "the decision carries both a signature and a passkey assertion; send one")
-	case proof.WebAuthn != nil:
-		return v, refuse(ReasonUnsupported, "passkey (webauthn) decisions are not supported yet; sign with an SSH key")
 	}
-	if proof.Statement != "" {
-		got, err := ParseStatement([]byte(proof.Statement))
-		if err != nil {
-			return v, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
-		}
-		if want.Expires.IsZero() {
-			want.Expires = got.Expires
-		}
-		gv, wv := got.values(), want.values()
-		for i, name := range statementFields {
-			if gv[i] != wv[i] {
-				return v, &RefusalError{Reason: ReasonStatementMismatch, Field: name,
-					Detail: fmt.Sprintf("%s is %q in the signed statement; this decision needs %q", name, printable(gv[i]), printable(wv[i]))}
-			}
-		}
-	}
-	stmt, err := want.Statement()
+	stmt, err := statementFor(&want, proof.Statement)
 	if err != nil {
-		return v, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
+		return v, err
 	}
-	if proof.Statement != "" && !bytes.Equal(stmt, []byte(proof.Statement)) {
-		return v, refuse(ReasonStatementMismatch, "the signed statement is not in canonical form")
+	if proof.WebAuthn != nil {
+		pub, entries, p, err := verifyAssertion(reviewers, proof.WebAuthn, WebAuthnChallenge(stmt), "")
+		if err != nil {
+			return v, err
+		}
+		return acceptKey(entries, proof.Reviewer, want, now, func(principal string) Verified {
+			return passkeyVerified(principal, pub, p)
+		})
 	}
 	sig, err := ParseSSHSignature(proof.Signature)
 	if err != nil {
@@ -199,27 +189,60 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	if pub.isSK() && sk.flags&skFlagUserPresence == 0 {
 		return v, refuse(ReasonNoUserPresence, "security key %s signed without user presence (flags 0x%02x); touch the key when signing", pub.fingerprint(), sk.flags)
 	}
+	return acceptKey(entries, proof.Reviewer, want, now, func(principal string) Verified {
+		v := Verified{Principal: principal, Fingerprint: pub.fingerprint(), KeyType: pub.typ, Method: MethodSSH}
+		if pub.isSK() {
+			v.Touched = true
+			v.UserVerified = sk.flags&skFlagUserVerified != 0
+			v.Counter = sk.counter
+		}
+		return v
+	})
+}
+
+// statementFor returns the statement want describes, after checking the one the decision
+// carries (if any) against it field by field; a zero want.Expires is taken from that statement.
+func statementFor(want *Fields, signed string) ([]byte, error) {
+	if signed != "" {
+		got, err := ParseStatement([]byte(signed))
+		if err != nil {
+			return nil, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
+		}
+		if want.Expires.IsZero() {
+			want.Expires = got.Expires
+		}
+		gv, wv := got.values(), want.values()
+		for i, name := range statementFields {
+			if gv[i] != wv[i] {
+				return nil, &RefusalError{Reason: ReasonStatementMismatch, Field: name,
+					Detail: fmt.Sprintf("%s is %q in the signed statement; this decision needs %q", name, printable(gv[i]), printable(wv[i]))}
+			}
+		}
+	}
+	stmt, err := want.Statement()
+	if err != nil {
+		return nil, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
+	}
+	if signed != "" && !bytes.Equal(stmt, []byte(signed)) {
+		return nil, refuse(ReasonStatementMismatch, "the signed statement is not in canonical form")
+	}
+	return stmt, nil
+}
+
+// acceptKey accepts the first of the verifying key's reviewers-file lines that may sign for
+// reviewer now, makes the result with verified, and checks the statement's expiry.
+func acceptKey(entries []Key, reviewer string, want Fields, now time.Time, verified func(principal string) Verified) (Verified, error) {
 	var first error
 	for _, k := range entries {
-		principal, err := acceptEntry(k, proof.Reviewer, now)
+		principal, err := acceptEntry(k, reviewer, now)
 		if err != nil {
 			if first == nil {
 				first = err
 			}
 			continue
 		}
-		v = Verified{
-			Principal:   principal,
-			Fingerprint: pub.fingerprint(),
-			KeyType:     pub.typ,
-			Method:      MethodSSH,
-			Expires:     want.Expires.UTC().Truncate(time.Second),
-		}
-		if pub.isSK() {
-			v.Touched = true
-			v.UserVerified = sk.flags&skFlagUserVerified != 0
-			v.Counter = sk.counter
-		}
+		v := verified(principal)
+		v.Expires = want.Expires.UTC().Truncate(time.Second)
 		if !now.Before(v.Expires) {
 			return Verified{}, refuse(ReasonExpired, "the statement expired at %s; it is now %s; sign a new statement",
 				v.Expires.Format(expiresLayout), now.UTC().Format(expiresLayout))

@@ -111,7 +111,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"principal mismatch", Proof{Signature: mustSign(t, alice, stmt), Reviewer: "bob"}, testNow, ReasonPrincipalMismatch, ""},
 		{"reviewer is a pattern", Proof{Signature: mustSign(t, alice, stmt), Reviewer: "*"}, testNow, ReasonPrincipalMismatch, ""},
 		{"only patterns, no reviewer", Proof{Signature: mustSign(t, patterns, stmt)}, testNow, ReasonPrincipalMismatch, ""},
-		{"webauthn not yet", Proof{WebAuthn: &WebAuthnAssertion{}}, testNow, ReasonUnsupported, ""},
+		{"webauthn empty", Proof{WebAuthn: &WebAuthnAssertion{}}, testNow, ReasonMalformed, ""},
 		{"both proofs", Proof{Signature: mustSign(t, alice, stmt), WebAuthn: &WebAuthnAssertion{}}, testNow, ReasonMalformed, ""},
 	}
 	for _, field := range statementFields {

@@ -35,6 +35,8 @@ commands:
   result ID [--timeout D]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run)
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
+  inbox --reviewers FILE [--listen 127.0.0.1:8235] [--tls-cert F --tls-key F]
+                       serve the reviewers' inbox (a web page to read runs and sign with a passkey)
 
 connection flags (every command but tool-schema; environment in brackets):
   --address HOST:PORT [TEMPORAL_ADDRESS]   --namespace NS [TEMPORAL_NAMESPACE]
@@ -50,6 +52,10 @@ func main() {
 
 // run runs one command line and returns the exit code: 0, 1 for a failure, 2 for a usage error.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Servers run until interrupted and print no JSON document.
+	if len(args) > 0 && args[0] == "inbox" {
+		return inboxMain(ctx, args[1:], stderr)
+	}
 	cmd, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprint(stdout, usage)

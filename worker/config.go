@@ -34,6 +34,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.KeyFile, "key-file", "", "payload encryption keys, one ID:BASE64 a line, the first current [SANDBOXFLOW_KEY_FILE]")
 	fs.StringVar(&c.CodecToken, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed) [SANDBOXFLOW_CODEC_TOKEN]")
 	fs.IntVar(&c.CodecPort, "codec-port", 0, "serve the codec server on 127.0.0.1:PORT (with --dev and a key file, default 8234)")
+	fs.IntVar(&c.InboxPort, "inbox-port", 8235, "--dev: serve the reviewers' inbox on 127.0.0.1:PORT, opened as http://localhost:PORT (negative: none)")
 
 	fs.StringVar(&c.Backend, "backend", "docker", "where code runs: docker, e2b, http or local (DEVELOPMENT ONLY)")
 	fs.BoolVar(&c.AllowUnsafeLocal, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")

@@ -47,6 +47,8 @@ type Options struct {
 	// CodecPort serves the codec server on 127.0.0.1. Optional: 0 means none (8234 with Dev and a
 	// key file).
 	CodecPort int
+	// InboxPort is where Dev serves the reviewers' inbox on 127.0.0.1 (negative: not at all).
+	InboxPort int
 
 	// Backend is "docker", "e2b", "http" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
 	Backend          string

@@ -69,10 +69,12 @@ func (w *Worker) Serve(ctx context.Context) error {
 		return err
 	}
 	defer tc.Close()
-	if !cfg.Dev {
-		if err := checkSearchAttributes(ctx, tc, conn.Namespace); err != nil {
+	if cfg.Dev {
+		if err := startDevInbox(ctx, cfg, tc, conn, logger); err != nil {
 			return err
 		}
+	} else if err := checkSearchAttributes(ctx, tc, conn.Namespace); err != nil {
+		return err
 	}
 
 	var backend guard.Backend

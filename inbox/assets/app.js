@@ -1,0 +1,157 @@
+// sandboxflow reviewers' inbox: passkey registration, sign-in and signed decisions, and the
+// pending list's refresh. Plain JavaScript, no dependencies; the page works without it except
+// for what needs a passkey.
+'use strict';
+(function () {
+  function csrf() {
+    var m = document.querySelector('meta[name="csrf-token"]');
+    return m ? m.content : '';
+  }
+  function enc(buf) {
+    var bytes = new Uint8Array(buf), s = '';
+    for (var i = 0; i < bytes.length; i++) s += String.fromCharCode(bytes[i]);
+    return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  }
+  function dec(s) {
+    s = s.replace(/-/g, '+').replace(/_/g, '/');
+    while (s.length % 4) s += '=';
+    var bin = atob(s), out = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+  async function post(url, body) {
+    var r = await fetch(url, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf() },
+      body: JSON.stringify(body)
+    });
+    var data = {};
+    try { data = await r.json(); } catch (e) { /* not JSON */ }
+    if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
+    return data;
+  }
+  function say(id, text, kind) {
+    var el = document.getElementById(id);
+    if (!el) return;
+    el.textContent = text;
+    el.className = 'msg' + (kind ? ' ' + kind : '');
+  }
+  function assertion(cred) {
+    var r = cred.response;
+    return {
+      credential_id: enc(cred.rawId),
+      authenticator_data: enc(r.authenticatorData),
+      client_data_json: enc(r.clientDataJSON),
+      signature: enc(r.signature),
+      user_handle: r.userHandle ? enc(r.userHandle) : ''
+    };
+  }
+
+  async function register(ev) {
+    ev.preventDefault();
+    var name = document.getElementById('register-name').value.trim();
+    say('register-msg', 'Follow your browser to create the passkey…');
+    try {
+      var o = await post('/passkey/register/begin', { name: name });
+      var pk = Object.assign({}, o, {
+        challenge: dec(o.challenge),
+        user: Object.assign({}, o.user, { id: dec(o.user.id) })
+      });
+      var cred = await navigator.credentials.create({ publicKey: pk });
+      var res = await post('/passkey/register/finish', {
+        id: cred.id, rawId: enc(cred.rawId), type: cred.type,
+        response: {
+          clientDataJSON: enc(cred.response.clientDataJSON),
+          attestationObject: enc(cred.response.attestationObject),
+          transports: cred.response.getTransports ? cred.response.getTransports() : []
+        },
+        clientExtensionResults: cred.getClientExtensionResults ? cred.getClientExtensionResults() : {}
+      });
+      document.getElementById('register-line').textContent = res.line;
+      document.getElementById('register-result').hidden = false;
+      say('register-msg', 'Passkey created. It gives no access until its line is in ' + res.reviewers + '.', 'ok');
+      document.getElementById('register-line').focus();
+    } catch (e) {
+      say('register-msg', 'Registration failed: ' + e.message, 'error');
+    }
+  }
+
+  async function signIn() {
+    say('signin-msg', 'Follow your browser to use your passkey…');
+    try {
+      var o = await post('/passkey/login/begin', {});
+      var cred = await navigator.credentials.get({ publicKey: {
+        challenge: dec(o.challenge), rpId: o.rpId, userVerification: 'required', timeout: o.timeout
+      } });
+      await post('/passkey/login/finish', assertion(cred));
+      say('signin-msg', 'Signed in.', 'ok');
+      location.assign('/');
+    } catch (e) {
+      say('signin-msg', 'Sign-in failed: ' + e.message, 'error');
+    }
+  }
+
+  async function decide(approve) {
+    var box = document.getElementById('decide');
+    var pre = document.getElementById(approve ? 'statement-approve' : 'statement-deny');
+    var reason = approve ? '' : document.getElementById('deny-reason').value.trim();
+    if (!approve && !reason) {
+      say('decide-msg', 'A denial needs a reason.', 'error');
+      document.getElementById('deny-reason').focus();
+      return;
+    }
+    var statement = pre.textContent;
+    say('decide-msg', 'Follow your browser to sign with your passkey…');
+    try {
+      var digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(statement));
+      var allow = box.dataset.credential ? [{ type: 'public-key', id: dec(box.dataset.credential) }] : [];
+      var cred = await navigator.credentials.get({ publicKey: {
+        challenge: new Uint8Array(digest), rpId: location.hostname, allowCredentials: allow,
+        userVerification: 'required', timeout: 120000
+      } });
+      var res = await post(location.pathname.replace(/\/$/, '') + '/decide', {
+        approve: approve, approval_id: pre.dataset.approvalId, expires: pre.dataset.expires,
+        statement: statement, reason: reason, webauthn: assertion(cred)
+      });
+      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + '.', 'ok');
+      setTimeout(function () { location.reload(); }, 800);
+    } catch (e) {
+      say('decide-msg', e.message, 'error');
+    }
+  }
+
+  function refreshList() {
+    var body = document.getElementById('pending-rows');
+    if (!body) return;
+    setInterval(async function () {
+      try {
+        var r = await fetch('/pending', { credentials: 'same-origin' });
+        if (r.status === 401) { location.assign('/signin'); return; }
+        if (!r.ok) return;
+        body.innerHTML = await r.text(); // server-rendered, escaped by html/template
+        say('refreshed', 'Updated ' + new Date().toLocaleTimeString() + '.');
+      } catch (e) { /* offline: try again */ }
+    }, 5000);
+  }
+
+  function refreshRunning() {
+    var st = document.getElementById('run-state');
+    if (st && (st.dataset.state === 'running' || st.dataset.state === 'checking')) {
+      setTimeout(function () { location.reload(); }, 2000);
+    }
+  }
+
+  document.addEventListener('DOMContentLoaded', function () {
+    var f = document.getElementById('register-form');
+    if (f) f.addEventListener('submit', register);
+    var b = document.getElementById('signin');
+    if (b) b.addEventListener('click', signIn);
+    var a = document.getElementById('approve');
+    if (a) a.addEventListener('click', function () { decide(true); });
+    var d = document.getElementById('deny');
+    if (d) d.addEventListener('click', function () { decide(false); });
+    refreshList();
+    refreshRunning();
+  });
+})();

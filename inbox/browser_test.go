@@ -1,0 +1,407 @@
+//go:build integration
+
+package inbox_test
+
+// The reviewers' inbox in a real browser: Debian's chromium, driven over the DevTools protocol
+// (chromedp), with the DevTools virtual authenticator as the reviewer's passkey, against an
+// in-process Temporal server and a worker with the local backend running real Python.
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/webauthn"
+	"github.com/chromedp/chromedp"
+	"go.temporal.io/sdk/worker"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/local"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/inbox"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+// envScreenshots names a folder where the test writes inbox-list.png and inbox-run.png
+// (1280x800), as committed under docs/.
+const envScreenshots = "SANDBOXFLOW_SCREENSHOTS"
+
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" || os.Getenv("SANDBOXFLOW_REQUIRE_BROWSER") != "" {
+		t.Fatal("chromium is not installed (apt-get install -y chromium; make setup does it)")
+	}
+	t.Skip("chromium is not installed: apt-get install -y chromium (make setup does it)")
+	return ""
+}
+
+func python(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Fatalf("the browser test needs python3 on PATH: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// env is the test's server, worker, inbox and browser.
+type env struct {
+	t         *testing.T
+	sc        *client.Client
+	origin    string
+	reviewers string
+	counter   string
+	browser   context.Context
+}
+
+func startEnv(t *testing.T, ctx context.Context) *env {
+	t.Helper()
+	chromium := findChromium(t)
+	ts := devtest.Start(t)
+	c := ts.GetDefaultClient()
+	const queue = "sandboxflow-inbox-it"
+	b, err := local.New(local.Config{AllowUnsafeLocal: true, Python: python(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := activities.New(activities.Config{
+		Policy:           guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour},
+		Backend:          b,
+		Sink:             &activities.MemorySink{},
+		HeartbeatTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(c, queue, worker.Options{})
+	workflows.Register(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	sc, err := client.New(client.Options{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	e := &env{t: t, sc: sc, reviewers: filepath.Join(dir, "allowed_signers"), counter: filepath.Join(dir, "ran")}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.origin = fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
+	srv, err := inbox.New(inbox.Config{Temporal: c, TaskQueue: queue, ReviewersPath: e.reviewers, Origin: e.origin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() { _ = hs.Close() })
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	e.browser = bctx
+	e.do(chromedp.Navigate("about:blank"), chromedp.EmulateViewport(1280, 800))
+	if _, err := chromedp.Call(bctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
+		t.Fatalf("WebAuthn.enable: %v", err)
+	}
+	if _, err := chromedp.Call(bctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
+		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
+		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+	}}); err != nil {
+		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
+	}
+	return e
+}
+
+func (e *env) do(steps ...chromedp.Action[chromedp.Void]) {
+	e.t.Helper()
+	if err := chromedp.Do(e.browser, steps...); err != nil {
+		e.t.Fatalf("browser: %v", err)
+	}
+}
+
+// waitFor polls a JavaScript expression until it is true, across page loads.
+func (e *env) waitFor(what, expr string, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := chromedp.Run(e.browser, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			html, _ := chromedp.Run(e.browser, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+			e.t.Fatalf("waiting for %s: %v; the page reads:\n%s", what, err, html)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (e *env) text(expr string) string {
+	e.t.Helper()
+	s, err := chromedp.Run(e.browser, chromedp.Evaluate[string](expr))
+	if err != nil {
+		e.t.Fatalf("browser: %s: %v", expr, err)
+	}
+	return s
+}
+
+func (e *env) screenshot(name string) {
+	e.t.Helper()
+	dir := os.Getenv(envScreenshots)
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(e.browser, chromedp.CaptureScreenshot())
+	if err != nil {
+		e.t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// runs counts the lines the approved code appended to the counter file: a side effect outside
+// the workflow's own word.
+func (e *env) runs() int {
+	b, err := os.ReadFile(e.counter)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func (e *env) start(ctx context.Context, id, code string, files map[string][]byte) {
+	e.t.Helper()
+	_, err := e.sc.Start(ctx, guard.Request{
+		Code: code, Language: guard.Python, Files: files, Env: map[string]string{"MODE": "secret-value"},
+		Metadata: guard.Metadata{Agent: "report-agent", RequestedBy: "orchestrator@ci"},
+	}, client.StartOptions{WorkflowID: id})
+	if err != nil {
+		e.t.Fatalf("start %s: %v", id, err)
+	}
+}
+
+func TestBrowserInbox(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+
+	// A stranger registers a passkey: the page gives only the line for the reviewers file.
+	e.do(chromedp.Navigate(e.origin + "/"))
+	e.waitFor("the sign-in page", `location.pathname === "/signin" && !!document.getElementById("register-name")`, 20*time.Second)
+	e.do(chromedp.SendKeys(chromedp.ID("register-name"), "alice"), chromedp.Click(chromedp.ID("register")))
+	e.waitFor("the reviewers-file line", `document.getElementById("register-line").textContent.length > 0`, 20*time.Second)
+	line := e.text(`document.getElementById("register-line").textContent`)
+	if !strings.HasPrefix(line, "alice sk-ecdsa-sha2-nistp256@openssh.com ") || !strings.Contains(line, "rp=localhost") {
+		t.Fatalf("reviewers-file line %q", line)
+	}
+	// Until an operator adds it, signing in is refused: the file lists only bob's SSH key.
+	bob := otherReviewer(t)
+	if err := os.WriteFile(e.reviewers, []byte(bob), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.do(chromedp.Click(chromedp.ID("signin")))
+	e.waitFor("the refused sign-in", `document.getElementById("signin-msg").textContent.includes("unknown_key")`, 20*time.Second)
+
+	if err := os.WriteFile(e.reviewers, []byte(bob+line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.start(ctx, "inbox-approve", fmt.Sprintf("import os\n# count the run outside the sandbox\nwith open(%q, 'a') as f:\n    f.write('ran\\n')\nprint('hello from the sandbox', 6 * 7)\n", e.counter),
+		map[string][]byte{"data.csv": []byte("a,b\n1,2\n"), "blob.bin": {0, 1, 2, 0xff}})
+	e.start(ctx, "inbox-deny", fmt.Sprintf("open(%q, 'a').write('denied run ran\\n')\n", e.counter), nil)
+	e.start(ctx, "inbox-tamper", fmt.Sprintf("user = 'guest' # \u202e \u2066admin\u2069\nopen(%q, 'a').write('tampered run ran\\n')\n", e.counter), nil)
+
+	// Still anonymous: a run's page sends the browser to sign in and shows no code.
+	e.do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
+	e.waitFor("the sign-in page", `location.pathname === "/signin"`, 20*time.Second)
+	if body := e.text(`document.documentElement.outerHTML`); strings.Contains(body, "hello from the sandbox") {
+		t.Fatal("an anonymous session saw the code")
+	}
+	checkNoSession(t, e)
+
+	// Sign in with the listed passkey and find the runs in the list.
+	e.do(chromedp.Click(chromedp.ID("signin")))
+	e.waitFor("the pending list", `location.pathname === "/" && !!document.querySelector('a[href="/run/inbox-approve"]') &&
+		!!document.querySelector('a[href="/run/inbox-tamper"]') && !!document.querySelector('a[href="/run/inbox-deny"]')`, 60*time.Second)
+	if got := e.text(`document.getElementById("pending-rows").innerText`); !strings.Contains(got, "report-agent") || !strings.Contains(got, "orchestrator@ci") {
+		t.Errorf("the list lacks agent or requested_by: %q", got)
+	}
+	e.screenshot("inbox-list.png")
+
+	approveRun(t, e)
+	denyRun(t, e)
+	tamperedRun(t, e, ctx)
+	crossSitePost(t, e, ctx)
+}
+
+func approveRun(t *testing.T, e *env) {
+	e.do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
+	e.waitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	if kw := e.text(`Array.from(document.querySelectorAll("#code .t-kw")).map(n => n.textContent).join(" ")`); !strings.Contains(kw, "import") || !strings.Contains(kw, "with") {
+		t.Errorf("keywords highlighted: %q; want import and with", kw)
+	}
+	if n := e.text(`String(document.querySelectorAll("#code td.ln").length)`); n != "5" {
+		t.Errorf("numbered lines: %s; want 5", n)
+	}
+	page := e.text(`document.body.innerText`)
+	for _, want := range []string{"MODE", "(values hidden)", "data.csv", "a,b", "blob.bin", "binary (not shown)", "30s", "sha256:"} {
+		if !strings.Contains(page, want) && !strings.Contains(e.text(`document.body.textContent`), want) {
+			t.Errorf("the run page lacks %q", want)
+		}
+	}
+	if strings.Contains(e.text(`document.documentElement.outerHTML`), "secret-value") {
+		t.Error("the run page shows an env value")
+	}
+	e.screenshot("inbox-run.png")
+	e.do(chromedp.Click(chromedp.ID("approve")))
+	e.waitFor("the result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent.includes("hello from the sandbox 42")`, 60*time.Second)
+	if got := e.text(`document.getElementById("history").innerText`); !strings.Contains(got, "approve by alice") {
+		t.Errorf("decision history %q; want the approval by alice", got)
+	}
+	time.Sleep(2 * time.Second) // a second run would have appended by now
+	if n := e.runs(); n != 1 {
+		t.Fatalf("the approved code ran %d times; want exactly once", n)
+	}
+}
+
+func denyRun(t *testing.T, e *env) {
+	e.do(chromedp.Navigate(e.origin + "/run/inbox-deny"))
+	e.waitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
+	// By keyboard: type the reason, focus the button, press Enter.
+	e.do(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "writes outside its folder"),
+		chromedp.Focus(chromedp.ID("deny")), chromedp.KeyEvent("\r"))
+	e.waitFor("the denial", `document.getElementById("run-state") && document.getElementById("run-state").dataset.state === "denied"`, 30*time.Second)
+	if got := e.text(`document.body.innerText`); !strings.Contains(got, "writes outside its folder") {
+		t.Errorf("the denied run's page does not show the reason: %q", got)
+	}
+	if n := e.runs(); n != 1 {
+		t.Fatalf("runs = %d after a denial; want 1", n)
+	}
+}
+
+// tamperedRun changes the digest in the statement the page shows, so the passkey signs a
+// statement over another digest: the decision is refused and nothing runs.
+func tamperedRun(t *testing.T, e *env, ctx context.Context) {
+	e.do(chromedp.Navigate(e.origin + "/run/inbox-tamper"))
+	e.waitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	if got := e.text(`Array.from(document.querySelectorAll("#code .t-inv")).map(n => n.textContent).join(" ")`); got != `\u202e \u2066 \u2069` {
+		t.Errorf("invisible characters shown as %q", got)
+	}
+	if got := e.text(`document.getElementById("invisible-warning") ? document.getElementById("invisible-warning").innerText : ""`); !strings.Contains(got, "3 invisible") {
+		t.Errorf("warning %q", got)
+	}
+	other := "sha256:" + strings.Repeat("0", 64)
+	e.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(function () {
+		var pre = document.getElementById("statement-approve");
+		pre.textContent = pre.textContent.replace(/digest: sha256:[0-9a-f]+/, "digest: %s");
+	})()`, other)))
+	e.do(chromedp.Click(chromedp.ID("approve")))
+	e.waitFor("the refusal", `document.getElementById("decide-msg").textContent.includes("refused")`, 30*time.Second)
+	msg := e.text(`document.getElementById("decide-msg").textContent`)
+	if !strings.Contains(msg, "statement_mismatch") || !strings.Contains(msg, "digest") {
+		t.Errorf("refusal %q; want a statement mismatch on the digest", msg)
+	}
+	st, err := e.sc.Status(ctx, "inbox-tamper")
+	if err != nil || st.State != contract.StatusAwaitingApproval {
+		t.Fatalf("tampered run: state %q, %v; want it still waiting", st.State, err)
+	}
+	if n := e.runs(); n != 1 {
+		t.Fatalf("runs = %d after a tampered decision; want 1", n)
+	}
+}
+
+// otherReviewer is a reviewers-file line for another reviewer's SSH key.
+func otherReviewer(t *testing.T) string {
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "bob " + string(ssh.MarshalAuthorizedKey(sp))
+}
+
+// checkNoSession: without a session nothing is shown, and a POST is refused.
+func checkNoSession(t *testing.T, e *env) {
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/", "/run/inbox-approve", "/pending", "/run/inbox-approve/download/stdout"} {
+		resp, err := hc.Get(e.origin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := make([]byte, 4096)
+		n, _ := resp.Body.Read(body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || strings.Contains(string(body[:n]), "sandbox") {
+			t.Errorf("GET %s without a session: %d %q", path, resp.StatusCode, body[:n])
+		}
+	}
+}
+
+// crossSitePost replays the reviewer's own session cookie from another origin: refused, and the
+// run still waits.
+func crossSitePost(t *testing.T, e *env, ctx context.Context) {
+	res, err := chromedp.Call(e.browser, network.GetCookies, network.GetCookiesParams{URLs: []string{e.origin}})
+	if err != nil || len(res.Cookies) == 0 {
+		t.Fatalf("cookies: %v", err)
+	}
+	c := res.Cookies[0]
+	if !c.HTTPOnly || c.SameSite != network.CookieSameSiteStrict {
+		t.Errorf("session cookie %+v; want HttpOnly and SameSite=Strict", c)
+	}
+	for _, origin := range []string{"https://evil.example", ""} {
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.origin+"/run/inbox-tamper/decide", strings.NewReader(`{"approve":true}`))
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		req.Header.Set("Content-Type", "application/json")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("cross-site POST (Origin %q): %d; want 403", origin, resp.StatusCode)
+		}
+	}
+	if st, err := e.sc.Status(ctx, "inbox-tamper"); err != nil || st.State != contract.StatusAwaitingApproval {
+		t.Errorf("after cross-site POSTs: state %q, %v; want awaiting_approval", st.State, err)
+	}
+}

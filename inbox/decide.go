@@ -1,0 +1,195 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+)
+
+// decideRequest is what the run page posts after the passkey signed a statement.
+type decideRequest struct {
+	Approve    bool                        `json:"approve"`
+	ApprovalID string                      `json:"approval_id"`
+	Expires    string                      `json:"expires"`
+	Statement  string                      `json:"statement"`
+	Reason     string                      `json:"reason"`
+	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn"`
+}
+
+// decision is the update "decide"'s argument with the fields of signed decisions (issue 11):
+// the JSON names are contract.Decision's.
+type decision struct {
+	ApprovalID string                      `json:"approval_id"`
+	Digest     string                      `json:"digest"`
+	Approve    bool                        `json:"approve"`
+	Reviewer   string                      `json:"reviewer,omitempty"`
+	Reason     string                      `json:"reason"`
+	Expires    time.Time                   `json:"expires,omitzero"`
+	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn,omitempty"`
+	Statement  string                      `json:"statement,omitempty"`
+}
+
+const maxReasonBytes = 2000
+
+// handleDecide verifies the reviewer's passkey assertion over this run's statement, exactly as
+// the workflow will, and sends the decision as the update "decide". A refusal is shown to the
+// reviewer and nothing is sent.
+func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *session) {
+	id := r.PathValue("id")
+	var in decideRequest
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeRefusal(w, http.StatusBadRequest, "inbox: decision: "+err.Error())
+		return
+	}
+	if !in.Approve && strings.TrimSpace(in.Reason) == "" {
+		writeRefusal(w, http.StatusBadRequest, "a denial needs a reason")
+		return
+	}
+	if len(in.Reason) > maxReasonBytes {
+		writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", maxReasonBytes))
+		return
+	}
+	ri, err := s.loadRun(r.Context(), id)
+	if err != nil {
+		writeRefusal(w, http.StatusNotFound, err.Error())
+		return
+	}
+	if !ri.running || ri.status.State != contract.StatusAwaitingApproval {
+		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.status.State+")")
+		return
+	}
+	d, err := s.verifyDecision(ri, in, sess)
+	if err != nil {
+		s.log.Warn("inbox: decision refused", "workflow_id", id, "principal", sess.principal, "error", err)
+		writeRefusal(w, http.StatusForbidden, "decision refused: "+err.Error())
+		return
+	}
+	res, err := s.sendDecision(r.Context(), ri, d)
+	if err != nil {
+		s.log.Warn("inbox: the workflow refused the decision", "workflow_id", id, "principal", sess.principal, "error", err)
+		writeRefusal(w, http.StatusForbidden, "the workflow refused the decision: "+err.Error())
+		return
+	}
+	s.log.Info("inbox: decision sent", "workflow_id", id, "approve", d.Approve, "reviewer", d.Reviewer, "approval_id", d.ApprovalID)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// verifyDecision checks the assertion against the run's statement built from what the inbox
+// knows (workflow id, run id, digest, task queue), the decision and the reviewers file, and that
+// the passkey is the one the session signed in with.
+func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (decision, error) {
+	expires, err := time.Parse(time.RFC3339, in.Expires)
+	if err != nil {
+		return decision{}, fmt.Errorf("inbox: expires %q: want RFC 3339", in.Expires)
+	}
+	reviewers, err := s.reviewers.get()
+	if err != nil {
+		return decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
+	}
+	want := approval.Fields{
+		WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
+		Approve: in.Approve, ApprovalID: in.ApprovalID, SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
+	}
+	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, s.cfg.Now())
+	if err != nil {
+		return decision{}, err
+	}
+	if v.Fingerprint != sess.fingerprint {
+		return decision{}, errors.New("inbox: sign with the passkey you signed in with")
+	}
+	return decision{
+		ApprovalID: in.ApprovalID, Digest: want.Digest, Approve: in.Approve, Reviewer: v.Principal,
+		Reason: in.Reason, Expires: expires, WebAuthn: in.WebAuthn, Statement: in.Statement,
+	}, nil
+}
+
+func (s *Server) sendDecision(ctx context.Context, ri *runInfo, d decision) (contract.DecideResult, error) {
+	var out contract.DecideResult
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	h, err := s.cfg.Temporal.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
+		WorkflowID:   ri.status.WorkflowID,
+		RunID:        ri.status.RunID,
+		UpdateName:   contract.UpdateDecide,
+		UpdateID:     d.ApprovalID,
+		Args:         []any{d},
+		WaitForStage: tclient.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return out, fmt.Errorf("inbox: decide on %s: %w", ri.status.WorkflowID, err)
+	}
+	if err := h.Get(ctx, &out); err != nil {
+		return out, fmt.Errorf("inbox: decide on %s: %w", ri.status.WorkflowID, err)
+	}
+	return out, nil
+}
+
+// handleDownload sends a finished run's stdout, stderr or an output file as a plain-text
+// attachment, never as a page.
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *session) {
+	id, what := r.PathValue("id"), r.PathValue("what")
+	ri, err := s.loadRun(r.Context(), id)
+	if err != nil || ri.running {
+		http.Error(w, "no finished RunCode run "+id, http.StatusNotFound)
+		return
+	}
+	res, err := s.result(r.Context(), id)
+	if err != nil {
+		http.Error(w, "the run has no result: "+err.Error(), http.StatusNotFound)
+		return
+	}
+	var (
+		name string
+		body []byte
+	)
+	switch {
+	case what == "stdout":
+		name, body = "stdout.txt", res.Stdout
+	case what == "stderr":
+		name, body = "stderr.txt", res.Stderr
+	case strings.HasPrefix(what, "file-"):
+		n, err := strconv.Atoi(strings.TrimPrefix(what, "file-"))
+		if err != nil || n < 0 || n >= len(res.Files) {
+			http.Error(w, "no such file", http.StatusNotFound)
+			return
+		}
+		name, body = downloadName(res.Files[n].Name), res.Files[n].Content
+	default:
+		http.Error(w, "no such download", http.StatusNotFound)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
+}
+
+// downloadName is the last element of a produced file's name, with anything odd replaced.
+func downloadName(name string) string {
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	name = strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+	if name == "" || strings.Trim(name, ".") == "" {
+		return "file.txt"
+	}
+	return name + ".txt"
+}

@@ -1,0 +1,35 @@
+// Package inbox is the reviewers' inbox: a small web server where a reviewer reads a RunCode run
+// that waits for a decision (its code highlighted, with line numbers and invisible characters made
+// visible, its input files, env names, limits, network and egress, backend, digest and decision
+// history) and approves or denies it with a passkey.
+//
+// # Access
+//
+// Every page but the sign-in page needs a session, and a session sees runs only after its owner
+// signed in with a passkey that the reviewers file lists (the same OpenSSH allowed_signers file
+// the workers read; it is read again when it changes, so removing a line ends access at once).
+// Registering a passkey shows only the line an operator adds to that file:
+//
+//	alice sk-ecdsa-sha2-nistp256@openssh.com AAAAInNrLWVjZHNh... passkey rp=localhost
+//
+// The key is the passkey's P-256 public key with the relying party id as its application
+// (approval.PasskeyAuthorizedKey). Session cookies are HttpOnly and SameSite=Strict (and Secure,
+// with the __Host- prefix, over TLS); session ids are random and expire. Every POST must come from
+// the inbox's own origin (the Origin header) and carry the session's CSRF token. Responses carry a
+// strict Content-Security-Policy (default-src 'self', no inline script, frame-ancestors 'none').
+//
+// # Decisions
+//
+// Approving or denying signs the decision's statement (approval.Fields.Statement, which binds the
+// workflow id, run id, digest, approve or deny, approval id, sandbox task queue and expiry) with
+// the passkey: navigator.credentials.get with challenge = SHA-256 of the statement shown on the
+// page. The inbox verifies the assertion (approval.Verify) before it sends the decision as the
+// update "decide" with the assertion in its "webauthn" field, and the workflow and the sandbox
+// activity verify it again, as they verify an SSH signature.
+//
+// # Output
+//
+// Output and files of finished runs are shown as escaped text or offered as downloads
+// (Content-Disposition: attachment, text/plain, nosniff); nothing from a run is ever rendered as
+// HTML.
+package inbox

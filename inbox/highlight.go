@@ -1,0 +1,302 @@
+package inbox
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Token classes, used as CSS classes (prefix "t-").
+const (
+	tokPlain   = ""
+	tokKeyword = "kw"
+	tokString  = "str"
+	tokComment = "com"
+	tokNumber  = "num"
+	tokBuiltin = "bi"
+	tokVar     = "var"
+	tokDeco    = "deco"
+	// tokInvisible is a character that would be invisible or reorder the text (bidi controls,
+	// zero-width characters, other controls), shown as its \u escape.
+	tokInvisible = "inv"
+)
+
+// token is a run of text with one class. The template escapes Text; nothing here is HTML.
+type token struct {
+	Class string
+	Text  string
+	// Title describes an invisible character.
+	Title string
+}
+
+// codeLine is one numbered line of highlighted code.
+type codeLine struct {
+	N      int
+	Tokens []token
+}
+
+var pythonKeywords = words(`False None True and as assert async await break class continue def del elif else except
+	finally for from global if import in is lambda nonlocal not or pass raise return try while with yield match case`)
+
+var pythonBuiltins = words(`print len range open str int float bool list dict set tuple type isinstance input
+	enumerate zip map filter sorted sum min max abs any all repr object super exec eval compile getattr setattr
+	hasattr __import__ bytes bytearray iter next format round chr ord hex id globals locals vars dir help`)
+
+var shKeywords = words(`if then else elif fi for while until do done case esac in function return export local
+	readonly select time break continue exit set unset shift trap eval exec source`)
+
+var shBuiltins = words(`echo printf cd pwd test read cat ls rm cp mv mkdir chmod chown grep sed awk curl wget sh
+	bash env kill sleep true false head tail wc sort uniq tr cut xargs find tee nc`)
+
+func words(s string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(s) {
+		m[w] = true
+	}
+	return m
+}
+
+// highlight splits code into numbered lines of classed tokens for language ("python" or "sh";
+// anything else is plain). Invisible characters become their own tokens, shown escaped. It
+// returns how many invisible characters it found.
+func highlight(code, language string) ([]codeLine, int) {
+	var toks []token
+	switch language {
+	case "python":
+		toks = lex(code, pythonRules)
+	case "sh":
+		toks = lex(code, shRules)
+	default:
+		toks = []token{{Text: code}}
+	}
+	var (
+		lines     []codeLine
+		cur       = codeLine{N: 1}
+		invisible int
+	)
+	for _, t := range toks {
+		parts := strings.Split(t.Text, "\n")
+		for i, p := range parts {
+			if i > 0 {
+				lines = append(lines, cur)
+				cur = codeLine{N: cur.N + 1}
+			}
+			for _, seg := range splitInvisible(p, t.Class) {
+				if seg.Class == tokInvisible {
+					invisible++
+				}
+				cur.Tokens = append(cur.Tokens, seg)
+			}
+		}
+	}
+	if len(cur.Tokens) > 0 || len(lines) == 0 {
+		lines = append(lines, cur)
+	}
+	return lines, invisible
+}
+
+// isInvisible reports characters a reader would not see, or that reorder what they see: bidi
+// controls (U+202A–202E, U+2066–2069, U+061C, U+200E/F), zero-width and format characters
+// (U+200B–200D, U+2060–2064, U+FEFF, U+00AD, all of category Cf), controls other than tab and
+// newline, line and paragraph separators, spaces other than U+0020, and blank fillers.
+func isInvisible(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n':
+		return false
+	case r == utf8.RuneError:
+		return true
+	case unicode.IsControl(r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
+		return true
+	case unicode.Is(unicode.Zs, r) && r != ' ':
+		return true
+	case r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0 || r == 0x034F || r == 0x180E:
+		return true
+	}
+	return false
+}
+
+// splitInvisible splits s into tokens of class, with each invisible character as a token of
+// its own whose text is its escape (\u202e).
+func splitInvisible(s, class string) []token {
+	var out []token
+	start := 0
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size != 1 {
+				continue // a real U+FFFD is visible
+			}
+		} else if !isInvisible(r) {
+			continue
+		}
+		if i > start {
+			out = append(out, token{Class: class, Text: s[start:i]})
+		}
+		out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: fmt.Sprintf("invisible character U+%04X", r)})
+		_, size := utf8.DecodeRuneInString(s[i:])
+		start = i + size
+	}
+	if start < len(s) {
+		out = append(out, token{Class: class, Text: s[start:]})
+	}
+	return out
+}
+
+func escapeRune(r rune) string {
+	if r > 0xFFFF {
+		return fmt.Sprintf(`\U%08x`, r)
+	}
+	return fmt.Sprintf(`\u%04x`, r)
+}
+
+// visible returns s with every invisible character replaced by its escape, for names and
+// metadata shown as plain text.
+func visible(s string) string {
+	var b strings.Builder
+	for _, t := range splitInvisible(s, "") {
+		b.WriteString(t.Text)
+	}
+	return b.String()
+}
+
+// lexRules says how one language's tokens start.
+type lexRules struct {
+	keywords, builtins map[string]bool
+	// comment starts a comment to the end of the line; at word start only for sh.
+	commentAtWordStart bool
+	tripleQuotes       bool
+	stringPrefixes     string // letters allowed before a quote (Python r, b, f, u)
+	variables          bool   // sh $NAME, ${...}
+	decorators         bool   // python @name
+	singleQuoteRaw     bool   // sh: no escapes inside '...'
+}
+
+var pythonRules = lexRules{keywords: pythonKeywords, builtins: pythonBuiltins, tripleQuotes: true, stringPrefixes: "rRbBfFuU", decorators: true}
+var shRules = lexRules{keywords: shKeywords, builtins: shBuiltins, commentAtWordStart: true, variables: true, singleQuoteRaw: true}
+
+// lex is a small hand-written tokenizer: comments, strings, numbers, names (keywords and
+// builtins), variables and decorators. It never fails: what it does not know is plain text.
+func lex(code string, ru lexRules) []token {
+	var out []token
+	emit := func(class, text string) {
+		if text == "" {
+			return
+		}
+		if n := len(out); n > 0 && out[n-1].Class == class {
+			out[n-1].Text += text
+			return
+		}
+		out = append(out, token{Class: class, Text: text})
+	}
+	i := 0
+	for i < len(code) {
+		c := code[i]
+		prevWord := i > 0 && isWordByte(code[i-1])
+		switch {
+		case c == '#' && (!ru.commentAtWordStart || i == 0 || code[i-1] == ' ' || code[i-1] == '\t' || code[i-1] == '\n' || code[i-1] == ';'):
+			end := strings.IndexByte(code[i:], '\n')
+			if end < 0 {
+				end = len(code) - i
+			}
+			emit(tokComment, code[i:i+end])
+			i += end
+		case c == '"' || c == '\'':
+			n := stringEnd(code, i, ru)
+			emit(tokString, code[i:n])
+			i = n
+		case ru.variables && c == '$':
+			n := varEnd(code, i)
+			emit(tokVar, code[i:n])
+			i = n
+		case ru.decorators && c == '@' && (i == 0 || code[i-1] == '\n' || code[i-1] == ' '):
+			n := i + 1
+			for n < len(code) && (isWordByte(code[n]) || code[n] == '.') {
+				n++
+			}
+			emit(tokDeco, code[i:n])
+			i = n
+		case c >= '0' && c <= '9' && !prevWord:
+			n := i
+			for n < len(code) && (isWordByte(code[n]) || code[n] == '.') {
+				n++
+			}
+			emit(tokNumber, code[i:n])
+			i = n
+		case isWordByte(c) && !prevWord:
+			n := i
+			for n < len(code) && isWordByte(code[n]) {
+				n++
+			}
+			if n < len(code) && (code[n] == '"' || code[n] == '\'') && n-i <= 2 && strings.Trim(code[i:n], ru.stringPrefixes) == "" && ru.stringPrefixes != "" {
+				end := stringEnd(code, n, ru)
+				emit(tokString, code[i:end])
+				i = end
+				continue
+			}
+			w := code[i:n]
+			switch {
+			case ru.keywords[w]:
+				emit(tokKeyword, w)
+			case ru.builtins[w]:
+				emit(tokBuiltin, w)
+			default:
+				emit(tokPlain, w)
+			}
+			i = n
+		default:
+			_, size := utf8.DecodeRuneInString(code[i:])
+			emit(tokPlain, code[i:i+size])
+			i += size
+		}
+	}
+	return out
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// stringEnd returns the index after the string literal that starts with the quote at i.
+func stringEnd(code string, i int, ru lexRules) int {
+	q := code[i]
+	if ru.tripleQuotes && strings.HasPrefix(code[i:], strings.Repeat(string(q), 3)) {
+		end := strings.Index(code[i+3:], strings.Repeat(string(q), 3))
+		if end < 0 {
+			return len(code)
+		}
+		return i + 3 + end + 3
+	}
+	n := i + 1
+	for n < len(code) {
+		switch {
+		case code[n] == '\\' && !(ru.singleQuoteRaw && q == '\''):
+			n += 2
+			continue
+		case code[n] == q:
+			return n + 1
+		case code[n] == '\n' && !ru.variables:
+			return n // an unterminated Python string ends at the line
+		}
+		n++
+	}
+	return len(code)
+}
+
+// varEnd returns the index after a sh variable reference that starts with $ at i.
+func varEnd(code string, i int) int {
+	n := i + 1
+	if n < len(code) && code[n] == '{' {
+		end := strings.IndexByte(code[n:], '}')
+		if end < 0 {
+			return len(code)
+		}
+		return n + end + 1
+	}
+	if n < len(code) && strings.IndexByte("?#@*$!-0123456789", code[n]) >= 0 {
+		return n + 1
+	}
+	for n < len(code) && isWordByte(code[n]) && code[n] < 0x80 {
+		n++
+	}
+	return n
+}

@@ -1,0 +1,76 @@
+package inbox
+
+import (
+	"strings"
+	"testing"
+)
+
+func classes(lines []codeLine) map[string][]string {
+	m := map[string][]string{}
+	for _, l := range lines {
+		for _, t := range l.Tokens {
+			m[t.Class] = append(m[t.Class], t.Text)
+		}
+	}
+	return m
+}
+
+func TestHighlightPython(t *testing.T) {
+	code := "import os\n# note\ndef f(x):\n    return print(\"hi\", 42)  # done\ns = '''a\nb'''\n"
+	lines, inv := highlight(code, "python")
+	if inv != 0 {
+		t.Errorf("invisible = %d; want 0", inv)
+	}
+	if len(lines) != 6 || lines[5].N != 6 {
+		t.Fatalf("got %d lines; want 6", len(lines))
+	}
+	c := classes(lines)
+	for class, want := range map[string]string{tokKeyword: "import def return", tokBuiltin: "print", tokNumber: "42", tokComment: "# note", tokString: "\"hi\""} {
+		for _, w := range strings.Fields(want) {
+			if !strings.Contains(strings.Join(c[class], " "), w) {
+				t.Errorf("class %s: %q lacks %q", class, c[class], w)
+			}
+		}
+	}
+	if !strings.Contains(strings.Join(c[tokString], "|"), "b'''") {
+		t.Errorf("the triple-quoted string does not run over two lines: %q", c[tokString])
+	}
+}
+
+func TestHighlightShell(t *testing.T) {
+	lines, _ := highlight("if [ -n \"$HOME\" ]; then echo ${X} # c\nfi\n", "sh")
+	c := classes(lines)
+	if strings.Join(c[tokKeyword], " ") != "if then fi" || len(c[tokVar]) != 1 || c[tokComment][0] != "# c" {
+		t.Errorf("classes %q", c)
+	}
+}
+
+func TestInvisibleShown(t *testing.T) {
+	code := "access = 'user'\u202e # admin\u2066\nx\u200b = 1\ufeff\n"
+	lines, inv := highlight(code, "python")
+	if inv != 4 {
+		t.Errorf("invisible = %d; want 4", inv)
+	}
+	got := strings.Join(classes(lines)[tokInvisible], " ")
+	if got != `\u202e \u2066 \u200b \ufeff` {
+		t.Errorf("escapes %q", got)
+	}
+	for _, l := range lines {
+		for _, tk := range l.Tokens {
+			if strings.ContainsAny(tk.Text, "\u202e\u2066\u200b\ufeff") {
+				t.Errorf("token %q still holds an invisible character", tk.Text)
+			}
+		}
+	}
+	if v := visible("a\u202eb\x1b"); v != `a\u202eb\u001b` {
+		t.Errorf("visible = %q", v)
+	}
+}
+
+func TestDownloadName(t *testing.T) {
+	for in, want := range map[string]string{"out/report.html": "report.html.txt", "..": "file.txt", "a b<c>.txt": "a_b_c_.txt.txt"} {
+		if got := downloadName(in); got != want {
+			t.Errorf("downloadName(%q) = %q; want %q", in, got, want)
+		}
+	}
+}

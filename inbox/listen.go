@@ -1,0 +1,95 @@
+package inbox
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Listen says where and how the inbox is served.
+type Listen struct {
+	// Addr is host:port. Required. A host other than loopback (127.0.0.0/8, ::1, localhost)
+	// needs TLS.
+	Addr string
+	// CertFile and KeyFile are a TLS certificate and key (PEM). Optional on loopback.
+	CertFile, KeyFile string
+	// Origin is the URL reviewers open. Optional: http://localhost:PORT on loopback without
+	// TLS; with TLS, https://HOST:PORT when HOST is a name (an IP address needs Origin).
+	Origin string
+}
+
+// IsLoopback reports whether host is a loopback address or "localhost".
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Check validates l and returns the origin to serve.
+func (l Listen) Check() (string, error) {
+	host, port, err := net.SplitHostPort(l.Addr)
+	if err != nil {
+		return "", fmt.Errorf("inbox: --listen %q: %w", l.Addr, err)
+	}
+	useTLS := l.CertFile != "" || l.KeyFile != ""
+	switch {
+	case (l.CertFile == "") != (l.KeyFile == ""):
+		return "", errors.New("inbox: give both --tls-cert and --tls-key")
+	case !IsLoopback(host) && !useTLS:
+		return "", fmt.Errorf("inbox: --listen %s is not a loopback address: serve it over TLS with --tls-cert and --tls-key", l.Addr)
+	case l.Origin != "":
+		return l.Origin, nil
+	case !useTLS:
+		return "http://localhost:" + port, nil
+	case host == "" || net.ParseIP(host) != nil:
+		return "", fmt.Errorf("inbox: --listen %s: give --origin https://NAME:%s, the name in the certificate (a passkey needs a host name)", l.Addr, port)
+	}
+	return "https://" + net.JoinHostPort(host, port), nil
+}
+
+// Serve serves h on l until ctx ends, then shuts down within five seconds.
+func Serve(ctx context.Context, l Listen, h http.Handler, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", l.Addr)
+	if err != nil {
+		return fmt.Errorf("inbox: listen on %s: %w", l.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	if l.CertFile != "" {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if l.CertFile != "" {
+			errc <- srv.ServeTLS(ln, l.CertFile, l.KeyFile)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("inbox: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("inbox: shutdown: %w", err)
+	}
+	return nil
+}

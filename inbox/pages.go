@@ -1,0 +1,260 @@
+package inbox
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// pageData is what every page template gets.
+type pageData struct {
+	Title         string
+	CSRF          string
+	Principal     string
+	Notice        string
+	ReviewersPath string
+	RPID          string
+	Rows          []pendingRow
+	Run           *runView
+	Err           string
+}
+
+// kv is a labelled value.
+type kv struct {
+	K, V string
+}
+
+// statementView is one decision the reviewer may sign.
+type statementView struct {
+	Approve    bool
+	ApprovalID string
+	Expires    string
+	Text       string
+}
+
+// runView is the run page.
+type runView struct {
+	ID, RunID, State  string
+	Language          string
+	CodeSize          string
+	Lines             []codeLine
+	Invisible         int
+	Files             []inputFile
+	FilesErr          string
+	EnvNames          []string
+	Secrets           []string
+	Limits            []kv
+	Network           string
+	Egress            []string
+	Backend           string
+	SandboxTaskQueue  string
+	Digest            string
+	Metadata          []kv
+	Started, TimeLeft string
+	Decision          *contract.DecisionRecord
+	Rejected, Ignored int
+	LastRejection     string
+	RunAttempts       int
+	Error             string
+	Awaiting          bool
+	Approve, Deny     statementView
+	CredentialID      string
+	Result            *resultView
+	ResultErr         string
+}
+
+// resultView is a finished run's result: text only, never HTML.
+type resultView struct {
+	Outcome, ExitCode, Duration      string
+	Stdout, Stderr                   string
+	StdoutTruncated, StderrTruncated bool
+	StdoutBinary, StderrBinary       bool
+	Files                            []outputFile
+	FilesTruncated                   bool
+}
+
+type outputFile struct {
+	N       int
+	Name    string
+	Size    string
+	Preview string
+	Binary  bool
+	Cut     bool
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{"visible": visible, "pathseg": url.PathEscape}
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"signin", "list", "rows", "run"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("inbox: templates: %w", err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+func (s *Server) pageData(sess *session, title string) pageData {
+	d := pageData{Title: title}
+	if sess != nil {
+		d.CSRF, d.Principal = sess.csrf, sess.principal
+	}
+	return d
+}
+
+// render executes a page into a buffer first, so that a template error is a clean 500.
+func (s *Server) render(w http.ResponseWriter, name string, data pageData) {
+	var b bytes.Buffer
+	entry := "layout"
+	if name == "rows" {
+		entry = "rows"
+	}
+	if err := s.pages[name].ExecuteTemplate(&b, entry, data); err != nil {
+		s.log.Error("inbox: render", "page", name, "error", err)
+		http.Error(w, "inbox: could not render the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, sess *session) {
+	data := s.pageData(sess, "Pending runs")
+	rows, err := s.pendingRows(r.Context())
+	if err != nil {
+		data.Err = err.Error()
+	}
+	data.Rows = rows
+	s.render(w, "list", data)
+}
+
+// handlePendingRows returns the table body alone, for the list's self-refresh.
+func (s *Server) handlePendingRows(w http.ResponseWriter, r *http.Request, sess *session) {
+	data := s.pageData(sess, "")
+	rows, err := s.pendingRows(r.Context())
+	if err != nil {
+		data.Err = err.Error()
+	}
+	data.Rows = rows
+	s.render(w, "rows", data)
+}
+
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session) {
+	id := r.PathValue("id")
+	ri, err := s.loadRun(r.Context(), id)
+	if isNotFound(err) {
+		http.Error(w, "no such RunCode run", http.StatusNotFound)
+		return
+	}
+	data := s.pageData(sess, "Run "+visible(id))
+	if err != nil {
+		data.Err = err.Error()
+		s.render(w, "run", data)
+		return
+	}
+	v := s.runView(ri)
+	v.CredentialID = sess.credentialID
+	if files, err := s.inputFiles(r.Context(), id, ri.status.RunID); err != nil {
+		v.FilesErr = err.Error()
+	} else {
+		v.Files = files
+	}
+	if !ri.running {
+		res, err := s.result(r.Context(), id)
+		if err != nil {
+			v.ResultErr = err.Error()
+		} else {
+			v.Result = newResultView(res)
+		}
+	}
+	if v.Awaiting {
+		if err := s.statements(ri, v); err != nil {
+			data.Err = err.Error()
+		}
+	}
+	data.Run = v
+	s.render(w, "run", data)
+}
+
+// runView turns a status into the run page's fields.
+func (s *Server) runView(ri *runInfo) *runView {
+	st, req := ri.status, ri.status.Request
+	v := &runView{
+		ID: st.WorkflowID, RunID: st.RunID, State: st.State,
+		Language: req.Language, CodeSize: humanBytes(int64(req.CodeBytes)),
+		Network: networkText(req), Egress: req.Egress, Backend: req.Backend,
+		SandboxTaskQueue: st.SandboxTaskQueue, Digest: req.Digest,
+		Started:  ri.started.UTC().Format(time.RFC3339),
+		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,
+		LastRejection: st.LastRejection, RunAttempts: st.RunAttempts, Error: st.Error,
+		Awaiting: ri.running && st.State == contract.StatusAwaitingApproval,
+	}
+	v.Lines, v.Invisible = highlight(req.Code, req.Language)
+	for _, n := range req.EnvNames {
+		v.EnvNames = append(v.EnvNames, visible(n))
+	}
+	for _, n := range req.Secrets {
+		v.Secrets = append(v.Secrets, visible(n))
+	}
+	l := req.Limits
+	v.Limits = []kv{
+		{"timeout", l.Timeout.String()},
+		{"stdout", humanBytes(l.MaxStdoutBytes)},
+		{"stderr", humanBytes(l.MaxStderrBytes)},
+		{"output files", fmt.Sprintf("%d, %s each, %s in all", l.MaxFiles, humanBytes(l.MaxFileBytes), humanBytes(l.MaxTotalFileBytes))},
+	}
+	m := req.Metadata
+	for _, p := range []kv{{"agent", m.Agent}, {"requested by", m.RequestedBy}, {"session", m.Session}, {"tool call", m.ToolCallID}} {
+		if p.V != "" {
+			v.Metadata = append(v.Metadata, kv{p.K, visible(p.V)})
+		}
+	}
+	if !st.ApprovalDeadline.IsZero() && v.Awaiting {
+		v.TimeLeft = humanDuration(st.ApprovalDeadline.Sub(s.cfg.Now()))
+	}
+	return v
+}
+
+// statements writes the approve and deny statements the reviewer may sign, each with a fresh
+// approval id and an expiry of DecisionTTL.
+func (s *Server) statements(ri *runInfo, v *runView) error {
+	expires := s.cfg.Now().Add(s.cfg.DecisionTTL).UTC().Truncate(time.Second)
+	for _, sv := range []*statementView{&v.Approve, &v.Deny} {
+		sv.Approve = sv == &v.Approve
+		f := approval.Fields{
+			WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
+			Approve: sv.Approve, ApprovalID: uuid.NewString(), SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
+		}
+		b, err := f.Statement()
+		if err != nil {
+			return fmt.Errorf("inbox: statement: %w", err)
+		}
+		sv.ApprovalID, sv.Expires, sv.Text = f.ApprovalID, expires.Format(time.RFC3339), string(b)
+	}
+	return nil
+}
+
+func newResultView(res guard.Result) *resultView {
+	v := &resultView{
+		Outcome: res.Outcome.String(), ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String(),
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, FilesTruncated: res.FilesTruncated,
+	}
+	v.Stdout, v.StdoutBinary, _ = preview(res.Stdout, outputPreviewBytes)
+	v.Stderr, v.StderrBinary, _ = preview(res.Stderr, outputPreviewBytes)
+	for i, f := range res.Files {
+		of := outputFile{N: i, Name: visible(f.Name), Size: humanBytes(f.Size)}
+		of.Preview, of.Binary, of.Cut = preview(f.Content, previewBytes)
+		v.Files = append(v.Files, of)
+	}
+	return v
+}

@@ -1,0 +1,58 @@
+package inbox
+
+import (
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+)
+
+// reviewersFile is the reviewers file, read again whenever its size or modification time
+// changes. A file that is missing or does not parse lists nobody (fail closed).
+type reviewersFile struct {
+	path string
+
+	mu      sync.Mutex
+	modTime time.Time
+	size    int64
+	loaded  bool
+	current *approval.Reviewers
+	err     error
+}
+
+// get returns the reviewers now in the file, or nil and why there are none.
+func (f *reviewersFile) get() (*approval.Reviewers, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		f.loaded, f.current, f.err = false, nil, err
+		return nil, err
+	}
+	if f.loaded && fi.ModTime().Equal(f.modTime) && fi.Size() == f.size {
+		return f.current, f.err
+	}
+	f.current, f.err = approval.LoadReviewers(f.path)
+	f.loaded, f.modTime, f.size = true, fi.ModTime(), fi.Size()
+	return f.current, f.err
+}
+
+// lists reports whether the key with fingerprint is still in the file for principal.
+func (f *reviewersFile) lists(principal, fingerprint string) bool {
+	r, err := f.get()
+	if err != nil || r == nil {
+		return false
+	}
+	for _, k := range r.Keys() {
+		if k.Fingerprint != fingerprint {
+			continue
+		}
+		for _, p := range k.Principals {
+			if p == principal {
+				return true
+			}
+		}
+	}
+	return false
+}

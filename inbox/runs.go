@@ -1,0 +1,254 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+const (
+	// maxListed bounds the pending list.
+	maxListed = 200
+	// previewBytes is how much of an input file or output file is shown as text.
+	previewBytes = 4096
+	// outputPreviewBytes is how much of stdout and stderr is shown as text.
+	outputPreviewBytes = 64 << 10
+	// temporalTimeout bounds each call to Temporal a page makes.
+	temporalTimeout = 10 * time.Second
+)
+
+// runStatus is the status query's answer. WorkflowID, RunID and SandboxTaskQueue are read when
+// the workflow reports them (signed decisions, issue 11); otherwise the inbox fills them.
+type runStatus struct {
+	contract.Status
+	WorkflowID       string `json:"workflow_id,omitempty"`
+	RunID            string `json:"run_id,omitempty"`
+	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
+}
+
+// runInfo is what the inbox knows of one run.
+type runInfo struct {
+	status  runStatus
+	running bool
+	started time.Time
+	closed  time.Time
+}
+
+var errNotRunCode = errors.New("inbox: not a RunCode run")
+
+// loadRun describes the workflow (it must be a RunCode run) and queries its status.
+func (s *Server) loadRun(ctx context.Context, id string) (*runInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	desc, err := s.cfg.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("inbox: describe %s: %w", id, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetType().GetName() != contract.WorkflowName {
+		return nil, errNotRunCode
+	}
+	runID := info.GetExecution().GetRunId()
+	v, err := s.cfg.Temporal.QueryWorkflow(ctx, id, runID, contract.QueryStatus)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: query %s: %w", id, err)
+	}
+	ri := &runInfo{
+		running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		started: info.GetStartTime().AsTime(),
+	}
+	if info.GetCloseTime() != nil {
+		ri.closed = info.GetCloseTime().AsTime()
+	}
+	if err := v.Get(&ri.status); err != nil {
+		return nil, fmt.Errorf("inbox: decode the status of %s: %w", id, err)
+	}
+	if ri.status.WorkflowID == "" {
+		ri.status.WorkflowID = id
+	}
+	if ri.status.RunID == "" {
+		ri.status.RunID = runID
+	}
+	if ri.status.SandboxTaskQueue == "" {
+		ri.status.SandboxTaskQueue = s.cfg.SandboxTaskQueue
+	}
+	return ri, nil
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.Is(err, errNotRunCode) || errors.As(err, &nf)
+}
+
+// pendingRow is one line of the pending list.
+type pendingRow struct {
+	ID          string
+	Agent       string
+	RequestedBy string
+	Language    string
+	CodeSize    string
+	Network     string
+	Age         string
+	TimeLeft    string
+	Started     string
+	Digest      string
+}
+
+// pendingRows lists the runs that wait for a decision, newest first, each with what its status
+// says (agent, requester, code size, egress, time left).
+func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	pending, err := s.runs.Pending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	sort.SliceStable(pending, func(i, j int) bool { return pending[i].StartTime.After(pending[j].StartTime) })
+	if len(pending) > maxListed {
+		pending = pending[:maxListed]
+	}
+	now := s.cfg.Now()
+	rows := make([]pendingRow, 0, len(pending))
+	for _, p := range pending {
+		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest,
+			Age: humanDuration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
+		var st runStatus
+		if v, err := s.cfg.Temporal.QueryWorkflow(ctx, p.WorkflowID, p.RunID, contract.QueryStatus); err == nil && v.Get(&st) == nil {
+			req := st.Request
+			row.Agent, row.RequestedBy = visible(req.Metadata.Agent), visible(req.Metadata.RequestedBy)
+			row.CodeSize = humanBytes(int64(req.CodeBytes))
+			row.Network = networkText(req)
+			if !st.ApprovalDeadline.IsZero() {
+				row.TimeLeft = humanDuration(st.ApprovalDeadline.Sub(now))
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func networkText(req guard.Summary) string {
+	switch {
+	case len(req.Egress) > 0:
+		return fmt.Sprintf("egress: %d host patterns", len(req.Egress))
+	case req.Network:
+		return "open network"
+	}
+	return "none"
+}
+
+// inputFile is an input file as the run page shows it.
+type inputFile struct {
+	Name    string
+	Size    string
+	Preview string
+	Binary  bool
+	Cut     bool
+}
+
+// inputFiles reads the run's input files from its start event (the status carries only names
+// and sizes). Text is shown as escaped text, binary as its size only.
+func (s *Server) inputFiles(ctx context.Context, id, runID string) ([]inputFile, error) {
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	iter := s.cfg.Temporal.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return nil, fmt.Errorf("inbox: history of %s is empty", id)
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return nil, fmt.Errorf("inbox: history of %s: %w", id, err)
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	if attrs == nil {
+		return nil, fmt.Errorf("inbox: the first event of %s is not its start", id)
+	}
+	var in contract.Input
+	if err := s.cfg.DataConverter.FromPayloads(attrs.GetInput(), &in); err != nil {
+		return nil, fmt.Errorf("inbox: decode the input of %s: %w", id, err)
+	}
+	names := make([]string, 0, len(in.Request.Files))
+	for n := range in.Request.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]inputFile, 0, len(names))
+	for _, n := range names {
+		b := in.Request.Files[n]
+		f := inputFile{Name: visible(n), Size: humanBytes(int64(len(b)))}
+		f.Preview, f.Binary, f.Cut = preview(b, previewBytes)
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// preview returns up to max bytes of b as text with invisible characters escaped, or binary
+// when b is not text.
+func preview(b []byte, max int) (text string, binary, cut bool) {
+	if len(b) > max {
+		b, cut = b[:max], true
+		for len(b) > 0 && !utf8.Valid(b) && len(b) > max-4 {
+			b = b[:len(b)-1]
+		}
+	}
+	if !utf8.Valid(b) {
+		return "", true, cut
+	}
+	for _, c := range b {
+		if c == 0 || (c < 0x20 && c != '\n' && c != '\t' && c != '\r') {
+			return "", true, cut
+		}
+	}
+	return visible(string(b)), false, cut
+}
+
+// result returns the result of a closed run, or the error that ended it.
+func (s *Server) result(ctx context.Context, id string) (guard.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	return s.runs.Result(ctx, id)
+}
+
+// humanBytes writes n as bytes, KiB or MiB.
+func humanBytes(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/1024)) + " KiB"
+	}
+	return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MiB"
+}
+
+func trimZero(s string) string {
+	if len(s) > 2 && s[len(s)-2:] == ".0" {
+		return s[:len(s)-2]
+	}
+	return s
+}
+
+// humanDuration writes d the way a person reads it: "45s", "12m", "3h 5m", "2d 4h"; negative is
+// "over".
+func humanDuration(d time.Duration) string {
+	if d < 0 {
+		return "over"
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}

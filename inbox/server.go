@@ -1,0 +1,255 @@
+package inbox
+
+import (
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+)
+
+//go:embed assets templates
+var embedded embed.FS
+
+// Defaults of Config.
+const (
+	DefaultListen       = "127.0.0.1:8235"
+	DefaultSessionTTL   = 12 * time.Hour
+	DefaultIdleTTL      = time.Hour
+	DefaultDecisionTTL  = 15 * time.Minute
+	defaultMaxSessions  = 10000
+	maxRequestBodyBytes = 64 << 10
+)
+
+// Config configures a Server.
+type Config struct {
+	// Temporal is a connected Temporal client. Required.
+	Temporal tclient.Client
+	// DataConverter decodes payloads read from history (input file previews). Optional:
+	// Temporal's default.
+	DataConverter converter.DataConverter
+	// TaskQueue is the task queue of RunCode workflows. Optional: defaults to
+	// contract.DefaultTaskQueue.
+	TaskQueue string
+	// SandboxTaskQueue is the sandbox task queue a statement names when the run's status does
+	// not say. Optional: defaults to TaskQueue.
+	SandboxTaskQueue string
+	// ReviewersPath is the reviewers file (OpenSSH allowed_signers). Required; it may not exist
+	// yet (then nobody can sign in, but a passkey can be registered).
+	ReviewersPath string
+	// Origin is the inbox's origin as the browser sees it, such as "https://inbox.example.com"
+	// or "http://localhost:8235". Required. Its host is the WebAuthn relying party id, which
+	// cannot be an IP address: serve 127.0.0.1 as http://localhost:PORT.
+	Origin string
+	// SessionTTL is how long a session lives at most. Optional: defaults to 12 h.
+	SessionTTL time.Duration
+	// IdleTTL ends a session unused this long. Optional: defaults to 1 h.
+	IdleTTL time.Duration
+	// DecisionTTL is how long a signed statement stays valid. Optional: defaults to 15 min.
+	DecisionTTL time.Duration
+	// Logger logs refusals and decisions. Optional: slog.Default().
+	Logger *slog.Logger
+	// Now returns the time. Optional: time.Now.
+	Now func() time.Time
+}
+
+// Server is the inbox's http.Handler. Create it with New.
+type Server struct {
+	cfg       Config
+	rpID      string
+	secure    bool
+	runs      *client.Client
+	sessions  *sessionStore
+	reviewers *reviewersFile
+	pages     map[string]*template.Template
+	mux       *http.ServeMux
+	log       *slog.Logger
+}
+
+// New checks cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Temporal == nil {
+		return nil, errors.New("inbox: Config.Temporal is required")
+	}
+	if cfg.ReviewersPath == "" {
+		return nil, errors.New("inbox: Config.ReviewersPath is required (the reviewers file, --reviewers or SANDBOXFLOW_REVIEWERS)")
+	}
+	u, err := url.Parse(cfg.Origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("inbox: origin %q: want scheme://host[:port]", cfg.Origin)
+	}
+	cfg.Origin = u.Scheme + "://" + u.Host
+	rpID := u.Hostname()
+	if net.ParseIP(rpID) != nil {
+		return nil, fmt.Errorf("inbox: origin %s: a passkey's relying party cannot be an IP address; use a host name (http://localhost:%s for loopback)", cfg.Origin, u.Port())
+	}
+	if u.Scheme == "http" && rpID != "localhost" {
+		return nil, fmt.Errorf("inbox: origin %s: http is only for localhost; serve TLS", cfg.Origin)
+	}
+	setDefaults(&cfg)
+	runs, err := client.New(client.Options{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, DataConverter: cfg.DataConverter})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:       cfg,
+		rpID:      rpID,
+		secure:    u.Scheme == "https",
+		runs:      runs,
+		sessions:  newSessionStore(cfg.SessionTTL, cfg.IdleTTL, defaultMaxSessions, cfg.Now),
+		reviewers: &reviewersFile{path: cfg.ReviewersPath},
+		pages:     pages,
+		log:       cfg.Logger,
+	}
+	if s.secure {
+		s.sessions.useSecureCookies()
+	}
+	s.routes()
+	return s, nil
+}
+
+func setDefaults(cfg *Config) {
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = contract.DefaultTaskQueue
+	}
+	if cfg.SandboxTaskQueue == "" {
+		cfg.SandboxTaskQueue = cfg.TaskQueue
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.IdleTTL <= 0 {
+		cfg.IdleTTL = DefaultIdleTTL
+	}
+	if cfg.DecisionTTL <= 0 {
+		cfg.DecisionTTL = DefaultDecisionTTL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.DataConverter == nil {
+		cfg.DataConverter = converter.GetDefaultDataConverter()
+	}
+}
+
+// RPID returns the WebAuthn relying party id: the origin's host.
+func (s *Server) RPID() string { return s.rpID }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(embedded, "assets")
+	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
+	m.HandleFunc("GET /{$}", s.reviewer(s.handleList))
+	m.HandleFunc("GET /pending", s.reviewer(s.handlePendingRows))
+	m.HandleFunc("GET /run/{id}", s.reviewer(s.handleRun))
+	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.handleDownload))
+	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
+	m.HandleFunc("GET /signin", s.handleSignInPage)
+	m.HandleFunc("POST /passkey/register/begin", s.handleRegisterBegin)
+	m.HandleFunc("POST /passkey/register/finish", s.handleRegisterFinish)
+	m.HandleFunc("POST /passkey/login/begin", s.handleLoginBegin)
+	m.HandleFunc("POST /passkey/login/finish", s.handleLoginFinish)
+	m.HandleFunc("POST /signout", s.handleSignOut)
+	s.mux = m
+}
+
+// ServeHTTP serves the inbox: security headers on every response, the origin and CSRF check on
+// every request that is not GET or HEAD, then the page.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "+
+		"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=(), publickey-credentials-get=(self), publickey-credentials-create=(self)")
+	h.Set("Cache-Control", "no-store")
+	if s.secure {
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBodyBytes)
+		if err := s.checkSameOrigin(r); err != nil {
+			s.log.Warn("inbox: refused a cross-site request", "path", r.URL.Path, "error", err)
+			http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// checkSameOrigin refuses a state-changing request from another origin, or without the
+// session's CSRF token (header X-CSRF-Token, or form field csrf).
+func (s *Server) checkSameOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin != s.cfg.Origin {
+		return fmt.Errorf("origin %q is not the inbox's %s", origin, s.cfg.Origin)
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return fmt.Errorf("sec-fetch-site %q", site)
+	}
+	sess := s.sessions.get(r)
+	if sess == nil {
+		return errors.New("no session")
+	}
+	token := r.Header.Get("X-CSRF-Token")
+	if token == "" {
+		token = r.PostFormValue("csrf")
+	}
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.csrf)) != 1 {
+		return errors.New("missing or wrong CSRF token")
+	}
+	return nil
+}
+
+// reviewer wraps a page that only a signed-in, listed reviewer may see. Anyone else is sent to
+// the sign-in page and sees nothing of any run.
+func (s *Server) reviewer(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess := s.sessions.get(r)
+		if sess == nil || sess.principal == "" {
+			s.denyAccess(w, r, "")
+			return
+		}
+		if !s.reviewers.lists(sess.principal, sess.fingerprint) {
+			s.log.Warn("inbox: session of a key no longer in the reviewers file", "principal", sess.principal, "fingerprint", sess.fingerprint)
+			s.sessions.signOut(sess)
+			s.denyAccess(w, r, "Your passkey is no longer in the reviewers file.")
+			return
+		}
+		h(w, r, sess)
+	}
+}
+
+func (s *Server) denyAccess(w http.ResponseWriter, r *http.Request, msg string) {
+	if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/download/") && r.URL.Path != "/pending" {
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
+	}
+	if msg == "" {
+		msg = "sign in with a reviewer's passkey"
+	}
+	http.Error(w, "unauthorized: "+msg, http.StatusUnauthorized)
+}

@@ -1,0 +1,59 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/inbox"
+)
+
+// devInboxReviewers is the reviewers file the --dev inbox reads: SANDBOXFLOW_REVIEWERS, or the
+// dev reviewer's allowed_signers in the data folder.
+func devInboxReviewers(cfg *Options) string {
+	if p := os.Getenv("SANDBOXFLOW_REVIEWERS"); p != "" {
+		return p
+	}
+	return filepath.Join(cfg.DataDir, "reviewer", "allowed_signers")
+}
+
+// startDevInbox serves the reviewers' inbox on 127.0.0.1:--inbox-port (http://localhost:PORT)
+// beside the dev server, until ctx ends. A failure is logged; the worker keeps running.
+func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn client.Connection, logger *slog.Logger) error {
+	if cfg.InboxPort < 0 {
+		return nil
+	}
+	opts, err := conn.Options()
+	if err != nil {
+		return err
+	}
+	l := inbox.Listen{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.InboxPort))}
+	origin, err := l.Check()
+	if err != nil {
+		return err
+	}
+	reviewers := devInboxReviewers(cfg)
+	srv, err := inbox.New(inbox.Config{
+		Temporal: tc, DataConverter: opts.DataConverter, TaskQueue: cfg.TaskQueue, SandboxTaskQueue: cfg.SandboxTaskQueue,
+		ReviewersPath: reviewers, Origin: origin, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		err := inbox.Serve(ctx, l, srv, func(string) {
+			logger.Info("reviewers' inbox on "+origin+" (register a passkey there; add its line to "+reviewers+")", "reviewers", reviewers)
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("reviewers' inbox stopped", "error", err)
+		}
+	}()
+	return nil
+}

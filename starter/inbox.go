@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/inbox"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
+)
+
+// inboxMain serves the reviewers' inbox until ctx ends: `starter inbox --listen 127.0.0.1:8235`.
+// It returns the exit code: 2 for a usage error, 1 for a failure.
+func inboxMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := cli.NewFlagSet("starter inbox", stderr)
+	var c command
+	c.addConnFlags(fs)
+	var l inbox.Listen
+	fs.StringVar(&l.Addr, "listen", envOr("SANDBOXFLOW_INBOX_LISTEN", inbox.DefaultListen), "host:port to serve the inbox on (other than loopback needs --tls-cert and --tls-key)")
+	fs.StringVar(&l.CertFile, "tls-cert", os.Getenv("SANDBOXFLOW_INBOX_TLS_CERT"), "TLS certificate (PEM)")
+	fs.StringVar(&l.KeyFile, "tls-key", os.Getenv("SANDBOXFLOW_INBOX_TLS_KEY"), "TLS key (PEM)")
+	fs.StringVar(&l.Origin, "origin", os.Getenv("SANDBOXFLOW_INBOX_ORIGIN"), "the URL reviewers open (default http://localhost:PORT on loopback; its host is the passkeys' relying party id)")
+	reviewers := fs.String("reviewers", os.Getenv("SANDBOXFLOW_REVIEWERS"), "the reviewers file (OpenSSH allowed_signers), read again when it changes (required)")
+	sandboxQueue := fs.String("sandbox-task-queue", os.Getenv("SANDBOXFLOW_SANDBOX_TASK_QUEUE"), "the sandbox task queue statements name when a run's status does not (default: --task-queue)")
+	if _, err := cli.Parse(fs, args, 0, 0, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "starter inbox:", err)
+		return cli.ExitUsage
+	}
+	if *reviewers == "" {
+		fmt.Fprintln(stderr, "starter inbox: --reviewers FILE (or SANDBOXFLOW_REVIEWERS) is required: the same reviewers file the workers use")
+		return cli.ExitUsage
+	}
+	if err := serveInbox(ctx, &c, l, *reviewers, *sandboxQueue, stderr); err != nil {
+		fmt.Fprintln(stderr, "starter inbox:", err)
+		return 1
+	}
+	return 0
+}
+
+// serveInbox dials Temporal and serves the inbox until ctx ends.
+func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sandboxQueue string, stderr io.Writer) error {
+	origin, err := l.Check()
+	if err != nil {
+		return err
+	}
+	conn := c.conn
+	if c.keyFile != "" {
+		if conn.KeyRing, err = codec.LoadKeyRing(c.keyFile); err != nil {
+			return err
+		}
+	}
+	opts, err := conn.Options()
+	if err != nil {
+		return err
+	}
+	tc, err := client.Dial(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	srv, err := inbox.New(inbox.Config{
+		Temporal: tc, DataConverter: opts.DataConverter, TaskQueue: c.taskQueue, SandboxTaskQueue: sandboxQueue,
+		ReviewersPath: reviewers, Origin: origin, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	err = inbox.Serve(ctx, l, srv, func(addr string) {
+		fmt.Fprintf(stderr, "reviewers' inbox on %s (listening on %s; relying party %s; reviewers %s)\n", origin, addr, srv.RPID(), reviewers)
+	})
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
