@@ -200,7 +200,7 @@ func TestFaultSoak(t *testing.T) {
 	startSoakDockerd(t, d)
 	stopEvents = events.follow(d)
 	dev.stop(t)
-	dev = startDevWorker(t, workerBin, env, devArgs...)
+	startDevWorker(t, workerBin, env, devArgs...) // stopped when t ends
 	for _, r := range runs {
 		waitPending(t, s, r.WorkflowID)
 	}
