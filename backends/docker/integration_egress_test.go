@@ -392,3 +392,48 @@ func TestEgressSecretsIntegration(t *testing.T) {
 		}
 	})
 }
+
+// A run without egress has no listener and no proxy variables; a run with egress whose code
+// holds a proxy connection open past its timeout still ends, as a timeout, in bounded time.
+func TestEgressOffAndTimeoutIntegration(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, func(c *Config) { c.Egress.Resolver = egressResolver })
+		probe := `
+import os, socket
+print("proxy_env=%s" % ("HTTP_PROXY" in os.environ))
+try:
+    socket.create_connection(("127.0.0.1", 3128), timeout=5).close()
+    print("listener=yes")
+except OSError:
+    print("listener=no")
+`
+		res := mustRun(t, b, checked(t, guard.Python, probe, nil))
+		if out := keyValues(res.Stdout); out["proxy_env"] != "False" || out["listener"] != "no" || res.Egress != nil {
+			t.Errorf("a run without egress: got %q, egress report %v; want no proxy variables, no listener, no report", res.Stdout, res.Egress)
+		}
+
+		hold := `
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+print("holding", flush=True)
+time.sleep(300)
+`
+		c := egressChecked(t, hold, []string{"allowed.test"}, nil)
+		c.Limits.Timeout = 3 * time.Second
+		start := time.Now()
+		res, err := b.Run(context.Background(), c)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if !res.TimedOut || !bytes.Contains(res.Stdout, []byte("holding")) {
+			t.Errorf("got timed out %v, stdout %q; want a timeout after \"holding\"", res.TimedOut, res.Stdout)
+		}
+		if d := time.Since(start); d > 45*time.Second {
+			t.Errorf("the run took %s; want it bounded by its timeout", d)
+		}
+		if res.Egress == nil {
+			t.Errorf("no egress report")
+		}
+	})
+}

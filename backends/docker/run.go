@@ -202,6 +202,10 @@ func (r *run) await(ctx context.Context, deadline <-chan time.Time) (ending, err
 // can be read.
 func (r *run) stopReading() error {
 	r.att.Close()
+	if r.rep.tunnel != nil {
+		// A frame reader waiting for the proxy to take a connection's bytes returns.
+		r.rep.tunnel.mux.Shutdown()
+	}
 	select {
 	case <-r.demuxed:
 		return nil
