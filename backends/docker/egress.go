@@ -97,6 +97,9 @@ func (b *Backend) proxyConfig(c guard.Checked) (egress.Config, error) {
 		if cfg.Secrets, err = b.cfg.Egress.Secrets.Select(c.Secrets); err != nil {
 			return egress.Config{}, err
 		}
+		if cfg.CA == nil {
+			return egress.Config{}, &guard.ConfigError{Msg: "docker backend: the request names secrets and the backend has no egress CA (Config.Egress.CA) to intercept TLS"}
+		}
 	}
 	return cfg, nil
 }
