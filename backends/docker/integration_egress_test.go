@@ -230,7 +230,11 @@ func TestEgressProxyIntegration(t *testing.T) {
 			t.Fatalf("run: %v", err)
 		}
 		out := keyValues(res.Stdout)
-		t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+		defer func() {
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+			}
+		}()
 		want := map[string]string{
 			"allowed":          "ok 200 hello from upstream",
 			"denied":           "http 403",
@@ -434,6 +438,39 @@ time.sleep(300)
 		}
 		if res.Egress == nil {
 			t.Errorf("no egress report")
+		}
+	})
+}
+
+// Code that opens far more proxy connections than the caps allow is refused past the cap, and
+// the run still ends normally.
+func TestEgressConnectionFloodIntegration(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, func(c *Config) { c.Egress = EgressConfig{Resolver: egressResolver, MaxConns: 8} })
+		flood := `
+import socket
+held, failed = [], 0
+for i in range(300):
+    try:
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=1)
+        s.sendall(b"GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+        held.append(s)
+    except OSError:
+        failed += 1
+for s in held:
+    s.close()
+print("held=%d failed=%d" % (len(held), failed))
+`
+		c := egressChecked(t, flood, []string{"allowed.test"}, nil)
+		res, err := b.Run(context.Background(), c)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		if res.ExitCode != 0 || !bytes.Contains(res.Stdout, []byte("held=")) {
+			t.Fatalf("exit %d stdout %q stderr %q; want a normal end", res.ExitCode, res.Stdout, res.Stderr)
+		}
+		if res.Egress == nil || !res.Egress.ConnCapReached || len(res.Egress.Attempts) > 9 {
+			t.Errorf("report %+v; want the connection cap reached and at most cap+1 attempts listed", res.Egress)
 		}
 	})
 }

@@ -50,6 +50,7 @@ F_TUNNEL_DATA = 17
 F_TUNNEL_CLOSE = 18
 TUNNEL_CHUNK = 32 * 1024
 MAX_WORKER_FRAME = 1 << 20
+MAX_TUNNEL_CONNS = 256
 
 
 class AsUser:
@@ -531,6 +532,7 @@ class Tunnel:
         self.inbuf = bytearray()
         self.stdin_open = True
         self.poller = None
+        self.paused = False
 
     def register(self, poller):
         self.poller = poller
@@ -556,11 +558,16 @@ class Tunnel:
 
     def accept(self):
         while True:
+            if len(self.conns) >= MAX_TUNNEL_CONNS:
+                self.pause(True)
+                return
             try:
                 sock, _ = self.lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
+                # Out of descriptors: stop accepting until a connection ends, rather than spin.
+                self.pause(True)
                 return
             sock.setblocking(False)
             c = Conn(sock, self.next_id)
@@ -624,6 +631,18 @@ class Tunnel:
         self.by_fd.pop(c.sock.fileno(), None)
         self.conns.pop(c.cid, None)
         c.sock.close()
+        self.pause(False)
+
+    def pause(self, on):
+        """Stops (or resumes) accepting: the listener leaves (or rejoins) the poll set, so
+        pending connections wait in the backlog instead of waking the loop."""
+        if on == self.paused:
+            return
+        self.paused = on
+        if on:
+            self.poller.unregister(self.lsock.fileno())
+        else:
+            self.poller.register(self.lsock.fileno(), select.POLLIN)
 
     def from_worker(self):
         try:
