@@ -282,6 +282,13 @@ func TestEgressProxyIntegration(t *testing.T) {
 		if a, _ := findAttempt(rep, "meta.test", "80"); a.IP != "169.254.169.254" {
 			t.Errorf("meta.test attempt IP: got %q; want 169.254.169.254", a.IP)
 		}
+		cut := false
+		for _, a := range rep.Attempts {
+			cut = cut || strings.Contains(a.Reason, "byte cap")
+		}
+		if !cut {
+			t.Errorf("no attempt says the byte cap cut it: %+v", rep.Attempts)
+		}
 		if !rep.ByteCapReached {
 			t.Errorf("report: ByteCapReached false after a 4 MiB download under a 1 MiB cap")
 		}
