@@ -100,6 +100,8 @@ func startedEvent(c guard.Checked, in contract.RunInput, attempt int32) Event {
 		"input_bytes":     inputBytes,
 		"env_vars":        len(c.Env),
 		"network":         c.Network,
+		"egress":          c.Egress,
+		"secrets":         c.Secrets,
 		"timeout_ms":      c.Limits.Timeout.Milliseconds(),
 		"capture_content": c.CaptureContent,
 	}
@@ -170,6 +172,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	if res.ImageID != "" {
 		d["image_id"] = res.ImageID
 	}
+	addEgress(d, res.Egress)
 	if c.CaptureContent {
 		d["stdout"] = string(res.Stdout)
 		d["stderr"] = string(res.Stderr)
@@ -180,6 +183,27 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		d["file_contents"] = files
 	}
 	return Event{Type: EventSandboxFinished, Data: d}
+}
+
+// addEgress adds the egress audit: counts, and each attempt's host, port, address, decision and
+// byte counts (an attempt never holds payloads or secret values).
+func addEgress(d map[string]any, rep *guard.EgressReport) {
+	if rep == nil {
+		return
+	}
+	refused := rep.Dropped
+	for _, a := range rep.Attempts {
+		if !a.Allowed {
+			refused++
+		}
+	}
+	d["egress_attempts"] = len(rep.Attempts) + rep.Dropped
+	d["egress_refused"] = refused
+	d["egress_bytes_out"] = rep.BytesOut
+	d["egress_bytes_in"] = rep.BytesIn
+	d["egress_byte_cap_reached"] = rep.ByteCapReached
+	d["egress_conn_cap_reached"] = rep.ConnCapReached
+	d["egress_audit"] = rep.Attempts
 }
 
 func addMetadata(d map[string]any, m guard.Metadata) {

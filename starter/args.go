@@ -101,6 +101,8 @@ func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
 	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
 	fs.Var(&c.inputs, "input", "input file NAME=PATH (repeatable, each name once)")
 	fs.Var(env, "env", "env var NAME=VALUE (repeatable, each name once)")
+	fs.Var((*cli.Strings)(&c.req.Egress), "allow-host", "egress: a host the code may reach through the worker's proxy: host[:port], *.domain[:port], IP or CIDR (repeatable; within the worker's --egress-allow)")
+	fs.Var((*cli.Strings)(&c.req.Secrets), "secret", "a worker secret, by name, the proxy adds to requests for its host; the sandbox never sees it (repeatable)")
 	if _, err := cli.Parse(fs, args, 0, 0); err != nil {
 		return err
 	}

@@ -62,6 +62,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.EgressPrivateOK, "egress-private-ok", "", "CIDRs egress may reach although private, loopback or link-local, comma-separated")
 	fs.Int64Var(&c.EgressMaxBytes, "egress-max-bytes", guard.DefaultEgressMaxBytes, "cap on one run's egress bytes, in and out")
 	fs.IntVar(&c.EgressMaxConns, "egress-max-conns", guard.DefaultEgressMaxConns, "cap on one run's egress connection attempts")
+	fs.StringVar(&c.SecretsFile, "secrets-file", "", "egress secrets, one NAME HOSTPATTERN Header: value a line (mode 0600); requests name them, the proxy adds the header, the sandbox never sees it [SANDBOXFLOW_SECRETS_FILE]")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 0, "sandbox activity heartbeat timeout (default 15s)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 

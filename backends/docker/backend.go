@@ -123,14 +123,19 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
-	if _, err := encodeRequest(c, 0); err != nil {
+	if _, err := encodeRequest(c, 0, nil); err != nil {
 		return guard.Result{}, err
+	}
+	if len(c.Egress) > 0 {
+		if _, err := b.proxyConfig(c); err != nil {
+			return guard.Result{}, err
+		}
 	}
 	sb, err := b.prepare(ctx, c)
 	if err != nil {
 		return guard.Result{}, err
 	}
-	request, err := encodeRequest(c, sb.uid)
+	request, err := encodeRequest(c, sb.uid, b.egressPlan(c))
 	if err != nil {
 		sb.release()
 		_ = b.remove(ctx, sb.id, false)

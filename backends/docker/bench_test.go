@@ -70,7 +70,7 @@ func benchPrint1(b *testing.B, rt string) {
 		Owner: guard.Owner{WorkflowID: "bench"},
 	}
 	c.Digest = guard.Digest(&c)
-	stdin, err := encodeRequest(c, backend.cfg.UIDs.First)
+	stdin, err := encodeRequest(c, backend.cfg.UIDs.First, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -135,6 +135,10 @@ type Config struct {
 	// CleanupTimeout bounds each kill and removal, which run even after the run's context ends.
 	// Optional: defaults to 30 s.
 	CleanupTimeout time.Duration
+	// Egress configures the filtering proxy of runs whose request carries egress (issue 13).
+	// Optional: the zero value runs the proxy with the guard's default caps, no private prefixes
+	// and no secrets.
+	Egress EgressConfig
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -5,7 +5,9 @@
 //
 // Each container is created with:
 //
-//   - no network (NetworkMode "none": loopback only) and a neutral, read-only /etc/resolv.conf
+//   - no network (NetworkMode "none": loopback only), also for a request with egress, whose
+//     connections go through the supervisor's relay to the worker's filtering proxy (see The
+//     protocol), and a neutral, read-only /etc/resolv.conf
 //     ("nameserver 127.0.0.1": Docker's per-container copy, read-only because the root is, so
 //     the host's resolver addresses do not leak; no host file is mounted); a request with
 //     network=true joins Config.Network instead, with Docker's usual resolver. Docker's "bridge"
@@ -93,13 +95,22 @@
 // timed out, bytes seen, cgroup pids and OOM counters), one frame per produced file and an end
 // frame; or an error frame (a config error frame for an image that cannot host it).
 //
-// Channel 0 is the run. Other channels are the extension point for multiplexed streams, first
-// the egress tunnel: the supervisor will listen on 127.0.0.1 inside the container, and for each
-// connection the code opens send a tunnel-open frame on a new channel (payload: the port),
-// relay its bytes as tunnel-data frames both ways and end it with tunnel-close; the worker
-// runs the filtering proxy on its side of the frames. The frame types are reserved
-// (frameTunnelOpen, frameTunnelData, frameTunnelClose); today a frame on any channel but 0 fails
-// the run.
+// Channel 0 is the run. Other channels carry the egress tunnel (egress.go), only in runs whose
+// request has egress: before the code starts, the supervisor listens on 127.0.0.1:3128
+// (Config.Egress.Port) inside the container, and for each connection the code opens it sends a
+// tunnel-open frame on a new channel (numbered from 1, never reused), relays the bytes as
+// tunnel-data frames both ways (at most 32 KiB each) and ends each direction with tunnel-close.
+// The worker feeds these frames into an egress.Mux whose listener a per-run egress.Proxy serves
+// (allowlist = the checked request's egress; private prefixes, caps, secrets and CA from
+// Config.Egress), and writes the proxy's frames to the container's stdin. The code's environment
+// gets egress.SandboxEnv (HTTP_PROXY, HTTPS_PROXY, NO_PROXY and friends); when the run names
+// secrets the supervisor writes the egress CA and a bundle (the image's roots, then the CA) to
+// egress.SandboxCAFile and egress.SandboxCABundle, readable by the code. The supervisor's
+// sockets are non-blocking and close-on-exec, so a connection the code stops reading never
+// stalls the run, and the code never holds the listener. When the run ends the supervisor closes
+// every tunnel, the worker closes the proxy, and its audit is guard.Result.Egress. Tunnel frames
+// do not count against maxResultBytes: the proxy's byte and connection caps bound them. In a run
+// without egress nothing listens and a frame on any channel but 0 fails the run.
 //
 // The worker treats every frame as untrusted: it reads at most maxResultBytes in all (the caps
 // and the files plus room for headers), refuses frames over 16 MiB, unknown types, anything

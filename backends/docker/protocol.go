@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/sandboxflow/sandboxflow/egress"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -55,8 +56,8 @@ const (
 
 	// Reserved for the egress tunnel: a connection the supervisor accepted inside the container
 	// (channel = connection id, payload = the listening port), its bytes in either direction,
-	// and its end (either side). Neither side sends them yet; a worker that receives one fails
-	// the run.
+	// and its end (either side). They flow only in runs whose request carries egress (egress.go);
+	// in any other run a frame on a channel other than 0 fails the run.
 	frameTunnelOpen  frameType = 16
 	frameTunnelData  frameType = 17
 	frameTunnelClose frameType = 18
@@ -89,6 +90,14 @@ type supRequest struct {
 	MaxFiles          int   `json:"max_files"`
 	MaxFileBytes      int64 `json:"max_file_bytes"`
 	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+	// EgressPort, when not zero, is where the supervisor listens on 127.0.0.1 and relays each
+	// connection as tunnel frames. EgressCA, when set, is the egress CA's PEM, which it writes to
+	// EgressCAFile and, after the first of EgressImageBundles that exists, to EgressCABundle.
+	EgressPort         int      `json:"egress_port,omitempty"`
+	EgressCA           []byte   `json:"egress_ca,omitempty"`
+	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`
+	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`
+	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"`
 }
 
 type supPair struct {
@@ -98,8 +107,9 @@ type supPair struct {
 	Content []byte `json:"content,omitempty"`
 }
 
-// encodeRequest returns the request frame for c, run as uid.
-func encodeRequest(c guard.Checked, uid int) ([]byte, error) {
+// encodeRequest returns the request frame for c, run as uid, with the sandbox's side of its
+// egress (nil when it has none).
+func encodeRequest(c guard.Checked, uid int, eg *sandboxEgress) ([]byte, error) {
 	if c.Language != guard.Python && c.Language != guard.Shell {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", c.Language, guard.Python, guard.Shell)}
 	}
@@ -128,6 +138,17 @@ func encodeRequest(c guard.Checked, uid int) ([]byte, error) {
 	}
 	for _, e := range c.Env {
 		req.Env = append(req.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
+	}
+	if eg != nil {
+		// After the request's own variables, so that the proxy's win.
+		req.Env = append(req.Env, envPairs(eg.env)...)
+		req.EgressPort = int(eg.port)
+		if len(eg.caPEM) > 0 {
+			req.EgressCA, req.EgressCAFile, req.EgressCABundle = eg.caPEM, []byte(eg.caFile), []byte(eg.caBundle)
+			for _, f := range egress.ImageCABundles() {
+				req.EgressImageBundles = append(req.EgressImageBundles, []byte(f))
+			}
+		}
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -178,7 +199,11 @@ type report struct {
 	limits   guard.Limits
 	max      int64
 	received int64
-	pending  []byte
+	// tunnelled counts the bytes of tunnel frames, which the egress proxy bounds, not max.
+	tunnelled int64
+	pending   []byte
+	// tunnel takes the tunnel frames of a run with egress; nil otherwise.
+	tunnel *tunnel
 
 	stdout, stderr *guard.CapBuffer
 	files          []guard.File
@@ -201,7 +226,7 @@ func newReport(l guard.Limits) *report {
 // Write parses frames; an error stops the copy from the container.
 func (r *report) Write(p []byte) (int, error) {
 	r.received += int64(len(p))
-	if r.received > r.max {
+	if r.received-r.tunnelled > r.max {
 		return 0, fmt.Errorf("%w (%d bytes)", errResultTooLarge, r.max)
 	}
 	r.pending = append(r.pending, p...)
@@ -230,6 +255,10 @@ func (r *report) Write(p []byte) (int, error) {
 func (r *report) frame(t frameType, ch uint32, payload []byte) error {
 	if r.end != nil {
 		return errors.New("sandbox sent a frame after its end frame")
+	}
+	if ch != 0 && r.tunnel != nil {
+		r.tunnelled += frameHeaderBytes + int64(len(payload))
+		return r.tunnel.handle(t, ch, payload)
 	}
 	if ch != 0 {
 		return fmt.Errorf("sandbox sent a frame of type %d on channel %d; no channel is open", t, ch)

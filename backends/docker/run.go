@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -20,6 +21,7 @@ type run struct {
 	request []byte
 
 	att     attachment
+	writeMu sync.Mutex // serialises writes to att: the request, then the tunnel's frames
 	rep     *report
 	diag    *guard.CapBuffer
 	demuxed chan error
@@ -42,6 +44,36 @@ const (
 // happen off the critical path.
 func (b *Backend) execute(ctx context.Context, sb *sandbox, c guard.Checked, request []byte) (guard.Result, bool, error) {
 	r := &run{b: b, sb: sb, c: c, request: request, rep: newReport(c.Limits), diag: guard.NewCapBuffer(diagBytes)}
+	if len(c.Egress) > 0 {
+		t, err := b.newTunnel(c, r.write)
+		if err != nil {
+			return guard.Result{}, true, err
+		}
+		r.rep.tunnel = t
+		defer t.close()
+	}
+	res, removeNow, err := r.execute(ctx)
+	if r.rep.tunnel != nil && err == nil {
+		rep := r.rep.tunnel.close()
+		res.Egress = &rep
+	}
+	return res, removeNow, err
+}
+
+// write writes p to the container's stdin.
+func (r *run) write(p []byte) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	n, err := r.att.Write(p)
+	if err == nil && n < len(p) {
+		err = errors.New("short write")
+	}
+	return err
+}
+
+// execute is Backend.execute once the run's egress tunnel, if any, is ready.
+func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
+	b, c := r.b, r.c
 	if err := r.attach(ctx); err != nil {
 		return guard.Result{}, true, err
 	}
@@ -100,7 +132,9 @@ func (r *run) start(ctx context.Context) error {
 func (r *run) send(ctx context.Context, deadline <-chan time.Time) (ending, error) {
 	wrote := make(chan error, 1)
 	go func() {
+		r.writeMu.Lock()
 		n, err := r.att.Write(r.request)
+		r.writeMu.Unlock()
 		if n == len(r.request) {
 			// Every byte was handed over: the supervisor may run the code, whatever else
 			// the write reports.
@@ -168,6 +202,10 @@ func (r *run) await(ctx context.Context, deadline <-chan time.Time) (ending, err
 // can be read.
 func (r *run) stopReading() error {
 	r.att.Close()
+	if r.rep.tunnel != nil {
+		// A frame reader waiting for the proxy to take a connection's bytes returns.
+		r.rep.tunnel.mux.Shutdown()
+	}
 	select {
 	case <-r.demuxed:
 		return nil

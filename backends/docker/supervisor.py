@@ -45,6 +45,12 @@ F_EXIT = 6
 F_END = 7
 F_ERROR = 8
 F_CONFIG_ERROR = 9
+F_TUNNEL_OPEN = 16
+F_TUNNEL_DATA = 17
+F_TUNNEL_CLOSE = 18
+TUNNEL_CHUNK = 32 * 1024
+MAX_WORKER_FRAME = 1 << 20
+MAX_TUNNEL_CONNS = 256
 
 
 class AsUser:
@@ -428,6 +434,7 @@ class Streams:
         self.poller.register(self.err_r, select.POLLIN)
         self.poller.register(wake_r, select.POLLIN)
         self.open = {self.out_r, self.err_r}
+        self.tunnel = None
 
     def child_ends(self):
         return self.in_r, self.out_w, self.err_w
@@ -443,8 +450,10 @@ class Streams:
             self.in_w = -1
 
     def pump(self, wait):
-        for fd, _ in self.poller.poll(max(1, int(wait * 1000) + 1)):
-            if fd == self.wake_r:
+        for fd, ev in self.poller.poll(max(1, int(wait * 1000) + 1)):
+            if self.tunnel is not None and self.tunnel.owns(fd):
+                self.tunnel.event(fd, ev)
+            elif fd == self.wake_r:
                 try:
                     while os.read(self.wake_r, 512):
                         pass
@@ -485,6 +494,224 @@ class Streams:
             os.close(self.in_w)
 
 
+class Conn:
+    """One connection the code opened to the egress listener, relayed on channel cid."""
+
+    def __init__(self, sock, cid):
+        self.sock, self.cid = sock, cid
+        self.out = bytearray()
+        self.reading = True  # the code may still send; no close frame sent yet
+        self.peer_closed = False  # the worker sent its close frame
+        self.registered = False
+
+    def mask(self):
+        m = select.POLLIN if self.reading else 0
+        if self.out:
+            m |= select.POLLOUT
+        return m
+
+
+class Tunnel:
+    """The egress relay: listens on 127.0.0.1:port inside the container (no other network
+    exists), and relays each accepted connection to the worker's filtering proxy as tunnel frames
+    on stdout, on a fresh channel; the worker's frames arrive on stdin. Everything is
+    non-blocking, so a connection the code stops reading never stalls the run."""
+
+    def __init__(self, port):
+        import socket
+
+        self.socket = socket
+        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.lsock.bind(("127.0.0.1", port))
+        self.lsock.listen(64)
+        self.lsock.setblocking(False)
+        self.conns = {}
+        self.by_fd = {}
+        self.next_id = 1
+        self.inbuf = bytearray()
+        self.stdin_open = True
+        self.poller = None
+        self.paused = False
+
+    def register(self, poller):
+        self.poller = poller
+        poller.register(self.lsock.fileno(), select.POLLIN)
+        os.set_blocking(0, False)
+        poller.register(0, select.POLLIN)
+
+    def owns(self, fd):
+        return fd == 0 or fd == self.lsock.fileno() or fd in self.by_fd
+
+    def event(self, fd, ev):
+        if fd == self.lsock.fileno():
+            self.accept()
+        elif fd == 0:
+            self.from_worker()
+        else:
+            c = self.by_fd[fd]
+            if ev & (select.POLLOUT | select.POLLERR | select.POLLHUP) and c.out:
+                self.flush(c)
+            if c.reading and ev & (select.POLLIN | select.POLLERR | select.POLLHUP):
+                self.from_code(c)
+            self.update(c)
+
+    def accept(self):
+        while True:
+            if len(self.conns) >= MAX_TUNNEL_CONNS:
+                self.pause(True)
+                return
+            try:
+                sock, _ = self.lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                # Out of descriptors: stop accepting until a connection ends, rather than spin.
+                self.pause(True)
+                return
+            sock.setblocking(False)
+            c = Conn(sock, self.next_id)
+            self.next_id += 1
+            self.conns[c.cid] = c
+            self.by_fd[sock.fileno()] = c
+            frame(F_TUNNEL_OPEN, b"", c.cid)
+            self.update(c)
+
+    def from_code(self, c):
+        try:
+            b = c.sock.recv(TUNNEL_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            b = b""
+        if b:
+            frame(F_TUNNEL_DATA, b, c.cid)
+            return
+        c.reading = False
+        frame(F_TUNNEL_CLOSE, b"", c.cid)
+
+    def flush(self, c):
+        try:
+            n = c.sock.send(c.out)
+            del c.out[:n]
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            c.out = bytearray()
+            c.peer_closed = True
+            if c.reading:
+                c.reading = False
+                frame(F_TUNNEL_CLOSE, b"", c.cid)
+            return
+        if not c.out and c.peer_closed:
+            self.shut_write(c)
+
+    def shut_write(self, c):
+        try:
+            c.sock.shutdown(self.socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def update(self, c):
+        m = c.mask()
+        if not c.reading and c.peer_closed and not c.out:
+            self.drop(c)
+        elif m and c.registered:
+            self.poller.modify(c.sock.fileno(), m)
+        elif m:
+            self.poller.register(c.sock.fileno(), m)
+            c.registered = True
+        elif c.registered:
+            self.poller.unregister(c.sock.fileno())
+            c.registered = False
+
+    def drop(self, c):
+        if c.registered:
+            self.poller.unregister(c.sock.fileno())
+        self.by_fd.pop(c.sock.fileno(), None)
+        self.conns.pop(c.cid, None)
+        c.sock.close()
+        self.pause(False)
+
+    def pause(self, on):
+        """Stops (or resumes) accepting: the listener leaves (or rejoins) the poll set, so
+        pending connections wait in the backlog instead of waking the loop."""
+        if on == self.paused:
+            return
+        self.paused = on
+        if on:
+            self.poller.unregister(self.lsock.fileno())
+        else:
+            self.poller.register(self.lsock.fileno(), select.POLLIN)
+
+    def from_worker(self):
+        try:
+            b = os.read(0, READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            b = b""
+        if not b:
+            self.poller.unregister(0)
+            self.stdin_open = False
+            return
+        self.inbuf += b
+        while len(self.inbuf) >= 9:
+            n = int.from_bytes(self.inbuf[:4], "big")
+            if n > MAX_WORKER_FRAME:
+                raise ValueError("worker frame of %d bytes" % n)
+            if len(self.inbuf) < 9 + n:
+                return
+            ftype, cid = self.inbuf[4], int.from_bytes(self.inbuf[5:9], "big")
+            payload = bytes(self.inbuf[9 : 9 + n])
+            del self.inbuf[: 9 + n]
+            c = self.conns.get(cid)
+            if c is None or c.peer_closed:
+                continue
+            if ftype == F_TUNNEL_DATA:
+                c.out += payload
+                self.flush(c)
+            elif ftype == F_TUNNEL_CLOSE:
+                c.peer_closed = True
+                if not c.out:
+                    self.shut_write(c)
+            self.update(c)
+
+    def close(self):
+        """Closes every connection and the listener without sending frames; the worker ends its
+        side when the run ends."""
+        for c in list(self.conns.values()):
+            c.sock.close()
+        self.conns, self.by_fd = {}, {}
+        self.lsock.close()
+
+
+def write_egress_ca(req):
+    """Writes the egress CA (and the image's roots followed by it) where the code's environment
+    says, readable by the code: the CA certificate is public, its key stays in the worker."""
+    ca = b64d(req.get("egress_ca"))
+    if not ca:
+        return
+    bundle = b""
+    for name in req.get("egress_image_bundles") or []:
+        try:
+            with open(b64d(name), "rb") as f:
+                bundle = f.read()
+            break
+        except OSError:
+            continue
+    if bundle and not bundle.endswith(b"\n"):
+        bundle += b"\n"
+    with AsUser():
+        for path, data in ((b64d(req["egress_ca_file"]), ca), (b64d(req["egress_ca_bundle"]), bundle + ca)):
+            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            try:
+                write_all(fd, data)
+            finally:
+                os.close(fd)
+
+
 def run(libc, req):
     AsUser.uid = req["uid"]
     env = {"LANG": "C.UTF-8"}
@@ -494,12 +721,21 @@ def run(libc, req):
     with AsUser():
         write_inputs(req.get("files") or [])
         argv, stdin_data = child_argv(req, env)
+    tunnel = None
+    if req.get("egress_port"):
+        write_egress_ca(req)
+        # Bound by the supervisor before the code starts (and, under runsc, as root inside
+        # gVisor), so the code can neither take the port nor reach the socket.
+        tunnel = Tunnel(req["egress_port"])
     timeout = req["timeout_ms"] / 1000.0
 
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     streams = Streams([req["max_stdout_bytes"], req["max_stderr_bytes"]], stdin_data, wake_r)
+    if tunnel is not None:
+        streams.tunnel = tunnel
+        tunnel.register(streams.poller)
     counters = (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
     started = time.monotonic()
     pid = spawn(libc, argv, env, streams.child_ends())
@@ -522,6 +758,8 @@ def run(libc, req):
     signal.set_wakeup_fd(-1)
     streams.close()
     kill_everything()
+    if tunnel is not None:
+        tunnel.close()
     return status, timed_out, int((ended - started) * 1000), streams, counters
 
 

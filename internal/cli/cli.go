@@ -173,7 +173,7 @@ func List(flagName, s string) ([]string, error) {
 func onlyOnce(fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		switch f.Value.(type) {
-		case *Pairs, *onceValue:
+		case *Pairs, *Strings, *onceValue:
 			return
 		}
 		f.Value = &onceValue{Value: f.Value}
@@ -206,4 +206,24 @@ func (o *onceValue) Get() any {
 		return g.Get()
 	}
 	return o.Value.String()
+}
+
+// Strings is a repeatable flag: each use adds one value. An empty value, or one given twice, is
+// refused.
+type Strings []string
+
+func (s *Strings) String() string { return strings.Join(*s, ",") }
+
+// Set adds v.
+func (s *Strings) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("empty value")
+	}
+	for _, have := range *s {
+		if have == v {
+			return fmt.Errorf("%s is given twice", v)
+		}
+	}
+	*s = append(*s, v)
+	return nil
 }

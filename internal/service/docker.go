@@ -12,7 +12,7 @@ import (
 
 func dockerBackendName(*Options) string { return docker.Name }
 
-func dockerConfig(cfg *Options, logger *slog.Logger) (docker.Config, error) {
+func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config, error) {
 	runtime := cfg.DockerRuntime
 	if runtime == "runc" {
 		runtime = ""
@@ -23,6 +23,10 @@ func dockerConfig(cfg *Options, logger *slog.Logger) (docker.Config, error) {
 		if uids, err = docker.ParseUIDRange(cfg.DockerUIDRange); err != nil {
 			return docker.Config{}, &guard.ConfigError{Msg: fmt.Sprintf("--docker-uid-range: %v", err)}
 		}
+	}
+	eg, err := dockerEgress(cfg, withCA, logger)
+	if err != nil {
+		return docker.Config{}, err
 	}
 	deployment := cfg.DockerDeployment
 	if deployment == "" {
@@ -39,6 +43,7 @@ func dockerConfig(cfg *Options, logger *slog.Logger) (docker.Config, error) {
 		Network:     cfg.DockerNetwork,
 		IPC:         cfg.DockerIPC,
 		Logger:      logger,
+		Egress:      eg,
 	}, nil
 }
 
@@ -52,7 +57,7 @@ func reapAge(cfg *Options) time.Duration {
 // newDockerBackend builds the Docker backend, removes orphaned sandboxes at once and starts the
 // reaper that looks for more every --reap-interval.
 func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (guard.Backend, func(), error) {
-	dc, err := dockerConfig(cfg, logger)
+	dc, err := dockerConfig(cfg, true, logger)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,7 +86,7 @@ func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (g
 
 func dockerChecks(ctx context.Context, cfg *Options) []check {
 	var out []check
-	dc, err := dockerConfig(cfg, slog.Default())
+	dc, err := dockerConfig(cfg, false, slog.Default())
 	if err != nil {
 		return []check{{name: "docker config", ok: false, detail: err.Error()}}
 	}

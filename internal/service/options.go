@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/egress"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
@@ -101,6 +102,10 @@ type Options struct {
 	EgressPrivateOK string
 	EgressMaxBytes  int64
 	EgressMaxConns  int
+	// SecretsFile is the worker's egress secrets file (egress.LoadSecrets: NAME HOSTPATTERN
+	// Header: value, mode 0600 or 0640); requests name its secrets. Optional: none.
+	SecretsFile string
+	secrets     *egress.Secrets
 	// HeartbeatTimeout is the sandbox activity's heartbeat timeout (zero: 15 s).
 	HeartbeatTimeout time.Duration
 
@@ -150,6 +155,9 @@ func (o *Options) Validate() error {
 	default:
 		return &guard.ConfigError{Msg: fmt.Sprintf("--docker-runtime %q: want runc or runsc", o.DockerRuntime)}
 	}
+	if err := o.loadSecrets(); err != nil {
+		return err
+	}
 	return o.Policy().Validate()
 }
 
@@ -168,6 +176,7 @@ func (o *Options) Policy() guard.Policy {
 		EgressPrivateOK:  splitList(o.EgressPrivateOK),
 		EgressMaxBytes:   o.EgressMaxBytes,
 		EgressMaxConns:   o.EgressMaxConns,
+		SecretNames:      o.secretNames(),
 	}.WithDefaults()
 }
 
