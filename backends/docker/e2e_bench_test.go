@@ -137,7 +137,7 @@ func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
 		Owner: guard.Owner{WorkflowID: "bench-e2e"},
 	}
 	c.Digest = guard.Digest(&c)
-	stdin, err := encodeRequest(c, backend.cfg.UIDs.First)
+	stdin, err := encodeRequest(c, backend.cfg.UIDs.First, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
