@@ -38,6 +38,9 @@ commands:
   deny ID --reviewer NAME --reason R
   result ID            wait for the run's result (exit 1 with {"error": ...} when it did not run)
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
+  mcp [--http 127.0.0.1:PORT] [--mcp-wait 50s] [--inbox-url URL] [--languages L] [--timeout D]
+      [--allow-host P]... [--secret S]... [--env NAME=VALUE]... [--agent NAME]
+                       serve the run_code and run_status tools over MCP (stdio, or streamable HTTP)
 
 connection flags (every command but tool-schema; environment in brackets):
   --address HOST:PORT [TEMPORAL_ADDRESS]   --namespace NS [TEMPORAL_NAMESPACE]
@@ -116,6 +119,8 @@ func run(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout
 	switch cmd {
 	case "run":
 		return runCmd(ctx, fs, args, stdin, out)
+	case "mcp":
+		return mcpCmd(ctx, args, os.Stderr)
 	case "pending":
 		cf := addConnFlags(fs)
 		if err := fs.Parse(args); err != nil {
