@@ -54,6 +54,8 @@ type config struct {
 	heartbeat       time.Duration
 
 	logLevel string
+
+	metricsListen string
 }
 
 // Roles of a worker process.
@@ -108,6 +110,7 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.IntVar(&c.egressMaxConns, "egress-max-conns", guard.DefaultEgressMaxConns, "cap on one run's egress connection attempts")
 	fs.DurationVar(&c.heartbeat, "heartbeat-timeout", 0, "sandbox activity heartbeat timeout (default 15s)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464); empty: off")
 
 	if err := fs.Parse(args); err != nil {
 		return nil, fs, err

@@ -74,7 +74,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 			"namespace", srv.Namespace(), "database", srv.DatabasePath())
 	}
 
-	tc, err := client.Dial(ctx, conn)
+	met, err := startMetrics(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, conn, met)
 	if err != nil {
 		return err
 	}
@@ -104,7 +108,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		Policy:           cfg.policy(),
 		Backend:          backend,
 		BackendName:      backendName(cfg),
-		Sink:             activities.SlogSink{Logger: logger},
+		Sink:             metricsSink(met, activities.SlogSink{Logger: logger}, cfg),
 		SandboxTaskQueue: cfg.sandboxTaskQueue,
 		HeartbeatTimeout: cfg.heartbeat,
 	})
@@ -118,7 +122,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		sandboxQueue = cfg.taskQueue
 	}
 	if cfg.role != roleSandboxes {
-		opts := worker.Options{}
+		opts := worker.Options{Interceptors: metricsInterceptors(met)}
 		if sandboxQueue == cfg.taskQueue && backend != nil {
 			opts.MaxConcurrentActivityExecutionSize = cfg.maxSandboxes
 		}
@@ -128,7 +132,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		workers = append(workers, w)
 	}
 	if backend != nil && sandboxQueue != cfg.taskQueue {
-		w := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.maxSandboxes})
+		w := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.maxSandboxes, Interceptors: metricsInterceptors(met)})
 		acts.Register(w)
 		workers = append(workers, w)
 	}
