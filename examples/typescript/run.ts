@@ -4,8 +4,7 @@
 //
 //   TEMPORAL_ADDRESS=127.0.0.1:7233 SANDBOXFLOW_TASK_QUEUE=sandboxflow npm start
 import { randomUUID } from "node:crypto";
-import { Client, Connection, WorkflowFailedError } from "@temporalio/client";
-import { ApplicationFailure } from "@temporalio/common";
+import { ApplicationFailure, Client, Connection, WorkflowFailedError } from "@temporalio/client";
 
 // Status is what the query "status" returns (docs/schema/status.schema.json), in part.
 interface Status {
