@@ -237,7 +237,7 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
 			st = <-call(cs, "run_status", map[string]any{"id": id})
-			if strings.Contains(texts(st), "42") {
+			if strings.Contains(texts(st), "stdout:\n42\n") {
 				return
 			}
 			time.Sleep(200 * time.Millisecond)
