@@ -85,7 +85,7 @@ func connect(t *testing.T, transport mcp.Transport) (*mcp.ClientSession, *progre
 func TestIntegrationMCP(t *testing.T) {
 	e := agenttest.Setup(t)
 	t.Run("stdio", func(t *testing.T) {
-		cmd := exec.Command(e.Starter, e.StarterArgs()...)
+		cmd := exec.Command(e.Starter, starterArgs(e)...)
 		cmd.Stderr = os.Stderr
 		cs, p := connect(t, &mcp.CommandTransport{Command: cmd})
 		exercise(t, e, cs, p)
@@ -97,7 +97,7 @@ func TestIntegrationMCP(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		cmd := exec.Command(e.Starter, e.StarterArgs("--http", addr)...)
+		cmd := exec.Command(e.Starter, starterArgs(e, "--http", addr)...)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
