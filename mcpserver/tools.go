@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/serviceerror"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -66,7 +67,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest 
 	for {
 		select {
 		case o := <-done:
-			if o.err != nil && waitCtx.Err() != nil && ctx.Err() == nil {
+			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
 				return s.stillWaiting(ctx, id, digest), nil
 			}
 			if o.err != nil {
@@ -77,6 +78,13 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest 
 			notify()
 		}
 	}
+}
+
+// waitEnded reports whether err is the end of the wait rather than a failure of the run: the
+// RPC's own deadline can fire a moment before the context's.
+func waitEnded(waitCtx context.Context, err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return waitCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
 }
 
 // waitingMessage says what the run waits for, with the inbox's address when one is configured.
