@@ -174,17 +174,21 @@ type File struct {
 // Result is the outcome of a run. A timeout is a result (TimedOut true, ExitCode -1), not an error.
 // Outcome says how it ended; OK and TimedOut are derived from it by the guard wrapper.
 type Result struct {
-	Outcome         Outcome       `json:"outcome"`
-	OK              bool          `json:"ok"`
-	ExitCode        int           `json:"exit_code"`
-	TimedOut        bool          `json:"timed_out"`
-	Stdout          []byte        `json:"stdout"`
-	Stderr          []byte        `json:"stderr"`
-	StdoutTruncated bool          `json:"stdout_truncated"`
-	StderrTruncated bool          `json:"stderr_truncated"`
-	Files           []File        `json:"files,omitempty"`
-	FilesTruncated  bool          `json:"files_truncated"`
-	Duration        time.Duration `json:"duration"`
+	Outcome         Outcome `json:"outcome"`
+	OK              bool    `json:"ok"`
+	ExitCode        int     `json:"exit_code"`
+	TimedOut        bool    `json:"timed_out"`
+	Stdout          []byte  `json:"stdout"`
+	Stderr          []byte  `json:"stderr"`
+	StdoutTruncated bool    `json:"stdout_truncated"`
+	StderrTruncated bool    `json:"stderr_truncated"`
+	// StdoutBinary and StderrBinary say that the stream was not valid UTF-8: in JSON, where the
+	// streams are text, the invalid bytes were replaced by U+FFFD.
+	StdoutBinary   bool          `json:"stdout_binary,omitempty"`
+	StderrBinary   bool          `json:"stderr_binary,omitempty"`
+	Files          []File        `json:"files,omitempty"`
+	FilesTruncated bool          `json:"files_truncated"`
+	Duration       time.Duration `json:"duration"`
 	// Signal is the signal that ended the code's process, if one did (ExitCode is then
 	// 128+Signal), as the backend measured it.
 	Signal int `json:"signal,omitempty"`

@@ -37,6 +37,9 @@ commands:
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
   inbox --reviewers FILE [--listen 127.0.0.1:8235] [--tls-cert F --tls-key F]
                        serve the reviewers' inbox (a web page to read runs and sign with a passkey)
+  mcp [--http 127.0.0.1:PORT] [--mcp-wait 50s] [--inbox-url URL] [--languages L] [--timeout D]
+      [--allow-host P]... [--secret S]... [--env NAME=VALUE]... [--agent NAME]
+                       serve the run_code and run_status tools over MCP (stdio, or streamable HTTP)
 
 connection flags (every command but tool-schema; environment in brackets):
   --address HOST:PORT [TEMPORAL_ADDRESS]   --namespace NS [TEMPORAL_NAMESPACE]
@@ -55,6 +58,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// Servers run until interrupted and print no JSON document.
 	if len(args) > 0 && args[0] == "inbox" {
 		return inboxMain(ctx, args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "mcp" {
+		return mcpMain(ctx, args[1:], stderr)
 	}
 	cmd, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

@@ -65,6 +65,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.SecretsFile, "secrets-file", "", "egress secrets, one NAME HOSTPATTERN Header: value a line (mode 0600); requests name them, the proxy adds the header, the sandbox never sees it [SANDBOXFLOW_SECRETS_FILE]")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 0, "sandbox activity heartbeat timeout (default 15s)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464); empty: off")
 
 	// Stray words ("worker docter") and flags given an empty value ("--task-queue ''") are usage
 	// errors; the flags listed may be set empty on purpose.

@@ -111,6 +111,9 @@ type Options struct {
 
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// MetricsListen serves Prometheus metrics at http://MetricsListen/metrics. Optional: empty
+	// means no metrics server.
+	MetricsListen string
 }
 
 // Validate checks every setting before anything starts; a refusal is a guard.ConfigError.

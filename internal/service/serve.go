@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
@@ -64,7 +65,11 @@ func (w *Worker) Serve(ctx context.Context) error {
 		}
 		defer stop()
 	}
-	tc, err := client.Dial(ctx, conn)
+	met, err := startMetrics(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	tc, err := dialTemporal(ctx, conn, met)
 	if err != nil {
 		return err
 	}
@@ -90,14 +95,14 @@ func (w *Worker) Serve(ctx context.Context) error {
 		Policy:           cfg.Policy(),
 		Backend:          backend,
 		BackendName:      backendName(cfg),
-		Sink:             activities.SlogSink{Logger: logger},
+		Sink:             metricsSink(met, activities.SlogSink{Logger: logger}, cfg),
 		SandboxTaskQueue: cfg.SandboxTaskQueue,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	stopWorkers, err := w.startWorkers(tc, acts, backend != nil)
+	stopWorkers, err := w.startWorkers(tc, acts, backend != nil, metricsInterceptors(met))
 	if err != nil {
 		return err
 	}
@@ -176,7 +181,7 @@ func checkSearchAttributes(ctx context.Context, tc tclient.Client, namespace str
 // startWorkers starts the Temporal workers of this role: the workflow task queue (with the
 // sandbox activity too when it shares the queue) and the sandbox task queue, each capped at
 // MaxSandboxes concurrent sandboxes.
-func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, hasBackend bool) (stop func(), err error) {
+func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, hasBackend bool, icpt []interceptor.WorkerInterceptor) (stop func(), err error) {
 	cfg := &w.opts
 	var workers []worker.Worker
 	sandboxQueue := cfg.SandboxTaskQueue
@@ -184,7 +189,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		sandboxQueue = cfg.TaskQueue
 	}
 	if cfg.Role != RoleSandboxes {
-		opts := worker.Options{}
+		opts := worker.Options{Interceptors: icpt}
 		if sandboxQueue == cfg.TaskQueue && hasBackend {
 			opts.MaxConcurrentActivityExecutionSize = cfg.MaxSandboxes
 		}
@@ -194,7 +199,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		workers = append(workers, wf)
 	}
 	if hasBackend && sandboxQueue != cfg.TaskQueue {
-		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes})
+		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt})
 		acts.Register(sw)
 		workers = append(workers, sw)
 	}

@@ -1,0 +1,74 @@
+package contract
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// The JSON of the types below writes durations as strings in Go's syntax ("30s") and reads both
+// strings and numbers (nanoseconds, the older encoding), so that clients in any language can read
+// and write them. Go values are unchanged: the digest and every caller see time.Duration.
+
+type plainCheckResult CheckResult
+
+type checkResultJSON struct {
+	plainCheckResult
+	ApprovalTimeout guard.Duration `json:"approval_timeout"`
+}
+
+// MarshalJSON writes the approval timeout as a string such as "24h0m0s".
+func (c CheckResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(checkResultJSON{plainCheckResult(c), guard.Duration(c.ApprovalTimeout)})
+}
+
+// UnmarshalJSON reads the approval timeout as a string or as nanoseconds.
+func (c *CheckResult) UnmarshalJSON(b []byte) error {
+	var w checkResultJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("contract: check result: %w", err)
+	}
+	*c = CheckResult(w.plainCheckResult)
+	c.ApprovalTimeout = time.Duration(w.ApprovalTimeout)
+	return nil
+}
+
+type plainRunOptions RunOptions
+
+type runOptionsJSON struct {
+	plainRunOptions
+	Grace            guard.Duration `json:"grace"`
+	HeartbeatTimeout guard.Duration `json:"heartbeat_timeout"`
+	ReportMargin     guard.Duration `json:"report_margin"`
+	StartBackoff     guard.Duration `json:"start_backoff"`
+	MaxStartBackoff  guard.Duration `json:"max_start_backoff"`
+}
+
+// MarshalJSON writes every duration as a string such as "5s".
+func (o RunOptions) MarshalJSON() ([]byte, error) {
+	return json.Marshal(runOptionsJSON{
+		plainRunOptions:  plainRunOptions(o),
+		Grace:            guard.Duration(o.Grace),
+		HeartbeatTimeout: guard.Duration(o.HeartbeatTimeout),
+		ReportMargin:     guard.Duration(o.ReportMargin),
+		StartBackoff:     guard.Duration(o.StartBackoff),
+		MaxStartBackoff:  guard.Duration(o.MaxStartBackoff),
+	})
+}
+
+// UnmarshalJSON reads every duration as a string or as nanoseconds.
+func (o *RunOptions) UnmarshalJSON(b []byte) error {
+	var w runOptionsJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("contract: run options: %w", err)
+	}
+	*o = RunOptions(w.plainRunOptions)
+	o.Grace = time.Duration(w.Grace)
+	o.HeartbeatTimeout = time.Duration(w.HeartbeatTimeout)
+	o.ReportMargin = time.Duration(w.ReportMargin)
+	o.StartBackoff = time.Duration(w.StartBackoff)
+	o.MaxStartBackoff = time.Duration(w.MaxStartBackoff)
+	return nil
+}

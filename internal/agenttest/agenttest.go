@@ -1,0 +1,111 @@
+//go:build integration
+
+// Package agenttest sets up what the integration tests of the agents' door share: a Temporal
+// server in-process, a worker with the local backend, a built starter, and the one helper through
+// which every such test approves or denies a run.
+package agenttest
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/local"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/workflows"
+)
+
+// Env is a running server and worker.
+type Env struct {
+	Address, Namespace, TaskQueue string
+	// Client reads and decides runs.
+	Client *client.Client
+	// Starter is the path of a freshly built starter binary.
+	Starter string
+}
+
+// Options adjust Setup.
+type Options struct {
+	// Sink receives the activity's events. Optional: a MemorySink.
+	Sink activities.Sink
+	// Interceptors are the worker's. Optional.
+	Interceptors []interceptor.WorkerInterceptor
+}
+
+// Setup starts a server, a worker whose policy allows python, and builds the starter.
+func Setup(t *testing.T, opts ...Options) *Env {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Sink == nil {
+		o.Sink = &activities.MemorySink{}
+	}
+	py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("agenttest: the integration tests need python3: %v", err)
+	}
+	ts := devtest.Start(t)
+	tc := ts.GetDefaultClient()
+	b, err := local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts, err := activities.New(activities.Config{
+		Policy:  guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour},
+		Backend: b,
+		Sink:    o.Sink, HeartbeatTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "agents-" + strings.ReplaceAll(t.Name(), "/", "-")
+	w := worker.New(tc, queue, worker.Options{Interceptors: o.Interceptors})
+	workflows.Register(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
+	if err != nil {
+		t.Fatalf("agenttest: go build starter: %v\n%s", err, out)
+	}
+	return &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Client: sc,
+		Starter: filepath.Join(dir, "starter")}
+}
+
+// Decide is the ONE place where these tests approve or deny a run, as a reviewer would. When
+// approvals need a reviewer's signature, only this function changes.
+func Decide(t *testing.T, e *Env, id string, approve bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := e.Client.Status(ctx, id)
+	if err != nil {
+		t.Fatalf("agenttest: status of %s: %v", id, err)
+	}
+	if approve {
+		_, err = e.Client.Approve(ctx, id, st.Request.Digest, "test-reviewer", "")
+	} else {
+		_, err = e.Client.Deny(ctx, id, "test-reviewer", "not today")
+	}
+	if err != nil {
+		t.Fatalf("agenttest: decide on %s (approve=%t): %v", id, approve, err)
+	}
+}

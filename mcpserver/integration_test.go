@@ -1,0 +1,255 @@
+//go:build integration
+
+package mcpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/internal/agenttest"
+)
+
+func starterArgs(e *agenttest.Env, extra ...string) []string {
+	return append([]string{"mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
+		"--mcp-wait", "4s", "--progress-interval", "200ms", "--inbox-url", "http://127.0.0.1:9/inbox"}, extra...)
+}
+
+// progress collects the progress messages a client receives.
+type progress struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+var runIDPattern = regexp.MustCompile(`run (sandbox-[0-9a-f-]+)`)
+
+// waitID returns the run id named by the first progress message that names one after skip
+// messages.
+func (p *progress) waitID(t *testing.T, skip int) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		p.mu.Lock()
+		for _, m := range p.msgs[min(skip, len(p.msgs)):] {
+			if sm := runIDPattern.FindStringSubmatch(m); sm != nil {
+				p.mu.Unlock()
+				return sm[1]
+			}
+		}
+		p.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no progress notification named a run")
+	return ""
+}
+
+func (p *progress) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.msgs)
+}
+
+func connect(t *testing.T, transport mcp.Transport) (*mcp.ClientSession, *progress) {
+	t.Helper()
+	p := &progress{}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			p.mu.Lock()
+			p.msgs = append(p.msgs, r.Params.Message)
+			p.mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, transport, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, p
+}
+
+func TestIntegrationMCP(t *testing.T) {
+	e := agenttest.Setup(t)
+	t.Run("stdio", func(t *testing.T) {
+		cmd := exec.Command(e.Starter, starterArgs(e)...)
+		cmd.Stderr = os.Stderr
+		cs, p := connect(t, &mcp.CommandTransport{Command: cmd})
+		exercise(t, e, cs, p)
+	})
+	t.Run("http", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		cmd := exec.Command(e.Starter, starterArgs(e, "--http", addr)...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		waitListening(t, addr)
+		cs, p := connect(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"})
+		exercise(t, e, cs, p)
+	})
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+// call calls a tool with a progress token in the background and returns a channel of its result.
+func call(cs *mcp.ClientSession, name string, args any) <-chan *mcp.CallToolResult {
+	ch := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		params := &mcp.CallToolParams{Name: name, Arguments: args}
+		params.SetProgressToken(fmt.Sprintf("tok-%d", time.Now().UnixNano()))
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "call failed: " + err.Error()}}}
+		}
+		ch <- res
+	}()
+	return ch
+}
+
+func texts(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress) {
+	ctx := context.Background()
+	t.Run("tools/list shows run_code with the schema of tool-schema", func(t *testing.T) {
+		tools, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(e.Starter, "tool-schema", "--format", "anthropic").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want struct {
+			InputSchema any `json:"input_schema"`
+		}
+		if err := json.Unmarshal(out, &want); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range tools.Tools {
+			names = append(names, tool.Name)
+			if tool.Name == client.ToolName && !reflect.DeepEqual(tool.InputSchema, want.InputSchema) {
+				t.Errorf("run_code input schema %v; want tool-schema's %v", tool.InputSchema, want.InputSchema)
+			}
+		}
+		if !reflect.DeepEqual(names, []string{"run_code", "run_status"}) && !reflect.DeepEqual(names, []string{"run_status", "run_code"}) {
+			t.Errorf("tools %v; want run_code and run_status", names)
+		}
+	})
+	t.Run("approved while the call waits", func(t *testing.T) {
+		skip := p.count()
+		code := "print('hello from mcp')\nopen('report.txt','w').write('a report\\n')\nopen('data.bin','wb').write(bytes([0,255,1]))\n"
+		ch := call(cs, "run_code", map[string]any{"code": code})
+		id := p.waitID(t, skip)
+		agenttest.Decide(t, e, id, true)
+		res := <-ch
+		if res.IsError {
+			t.Fatalf("isError: %s", texts(res))
+		}
+		if !strings.Contains(texts(res), "hello from mcp") {
+			t.Errorf("text %q lacks the output", texts(res))
+		}
+		var sawText, sawBlob bool
+		for _, c := range res.Content {
+			er, ok := c.(*mcp.EmbeddedResource)
+			if !ok {
+				continue
+			}
+			switch {
+			case strings.HasSuffix(er.Resource.URI, "/report.txt"):
+				sawText = er.Resource.Text == "a report\n" && strings.HasPrefix(er.Resource.MIMEType, "text/plain")
+			case strings.HasSuffix(er.Resource.URI, "/data.bin"):
+				sawBlob = bytes.Equal(er.Resource.Blob, []byte{0, 255, 1}) && er.Resource.MIMEType == "application/octet-stream"
+			}
+		}
+		if !sawText || !sawBlob {
+			t.Errorf("resources: text %t, blob %t; want report.txt as text and data.bin as a blob in %+v", sawText, sawBlob, res.Content)
+		}
+		p.mu.Lock()
+		msgs := strings.Join(p.msgs[skip:], "\n")
+		p.mu.Unlock()
+		if !strings.Contains(msgs, "waiting for a reviewer") || !strings.Contains(msgs, "http://127.0.0.1:9/inbox") {
+			t.Errorf("progress %q; want \"waiting for a reviewer\" and the inbox URL", msgs)
+		}
+	})
+	t.Run("denied returns isError naming ApprovalDenied", func(t *testing.T) {
+		skip := p.count()
+		ch := call(cs, "run_code", map[string]any{"code": "print('never')"})
+		agenttest.Decide(t, e, p.waitID(t, skip), false)
+		res := <-ch
+		if !res.IsError || !strings.Contains(texts(res), "ApprovalDenied") {
+			t.Errorf("isError %t, text %q; want isError naming ApprovalDenied", res.IsError, texts(res))
+		}
+	})
+	t.Run("a long wait returns the id and run_status gives the result", func(t *testing.T) {
+		skip := p.count()
+		ch := call(cs, "run_code", map[string]any{"code": "print(6*7)"})
+		id := p.waitID(t, skip)
+		res := <-ch
+		if res.IsError || !strings.Contains(texts(res), mcpserverStillWaiting) || !strings.Contains(texts(res), id) {
+			t.Fatalf("isError %t, text %q; want %q with %s", res.IsError, texts(res), mcpserverStillWaiting, id)
+		}
+		st := <-call(cs, "run_status", map[string]any{"id": id})
+		if st.IsError || !strings.Contains(texts(st), "awaiting_approval") {
+			t.Errorf("run_status before the decision: %q", texts(st))
+		}
+		agenttest.Decide(t, e, id, true)
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			st = <-call(cs, "run_status", map[string]any{"id": id})
+			if strings.Contains(texts(st), "stdout:\n42\n") {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Errorf("run_status never gave the result; last %q", texts(st))
+	})
+	t.Run("a language that is not offered is a ToolUsageError", func(t *testing.T) {
+		res := <-call(cs, "run_code", map[string]any{"code": "echo", "language": "sh"})
+		if !res.IsError || !strings.Contains(texts(res), "ToolUsageError") {
+			t.Errorf("isError %t, text %q; want a ToolUsageError", res.IsError, texts(res))
+		}
+	})
+}
+
+const mcpserverStillWaiting = "still waiting for approval"

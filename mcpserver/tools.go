@@ -1,0 +1,234 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// StillWaiting starts the text of a run_code call that returned before the run was decided.
+const StillWaiting = "still waiting for approval"
+
+// runCode starts a run and waits for it up to Config.Wait, sending progress meanwhile.
+func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, err := s.parseArguments(req.Params.Arguments)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	started, err := s.cfg.Client.Start(ctx, args.Request(s.cfg.Base), client.StartOptions{SandboxTaskQueue: s.cfg.SandboxTaskQueue})
+	if err != nil {
+		return errorResult(err), nil
+	}
+	return s.wait(ctx, req, started.WorkflowID, started.Digest)
+}
+
+// wait waits for the run's result up to Config.Wait, notifying progress to a client that gave a
+// progress token, and returns the result, the typed error or "still waiting".
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest string) (*mcp.CallToolResult, error) {
+	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	defer cancel()
+	type outcome struct {
+		res guard.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := s.cfg.Client.Result(waitCtx, id)
+		done <- outcome{res, err}
+	}()
+	token := req.Params.GetProgressToken()
+	tick := time.NewTicker(s.cfg.ProgressInterval)
+	defer tick.Stop()
+	step := 0
+	notify := func() {
+		if token == nil || req.Session == nil {
+			return
+		}
+		step++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(step), Message: s.waitingMessage(ctx, id, digest),
+		})
+	}
+	notify()
+	for {
+		select {
+		case o := <-done:
+			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
+				return s.stillWaiting(ctx, id, digest), nil
+			}
+			if o.err != nil {
+				return errorResult(o.err), nil
+			}
+			return resultContent(id, o.res), nil
+		case <-tick.C:
+			notify()
+		}
+	}
+}
+
+// waitEnded reports whether err is the end of the wait rather than a failure of the run: the
+// RPC's own deadline can fire a moment before the context's.
+func waitEnded(waitCtx context.Context, err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return waitCtx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
+}
+
+// waitingMessage says what the run waits for, with the inbox's address when one is configured.
+func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
+	state := contract.StatusAwaitingApproval
+	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
+		state = st.State
+	}
+	var msg string
+	switch state {
+	case contract.StatusAwaitingApproval, contract.StatusChecking:
+		msg = fmt.Sprintf("waiting for a reviewer to approve run %s (digest %s)", id, digest)
+		if s.cfg.InboxURL != "" {
+			msg += "; review it at " + s.cfg.InboxURL
+		}
+	case contract.StatusRunning:
+		msg = fmt.Sprintf("approved; run %s is running", id)
+	default:
+		msg = fmt.Sprintf("run %s is %s", id, state)
+	}
+	return msg
+}
+
+// stillWaiting is what a call returns when the run outlived Config.Wait.
+func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallToolResult {
+	state := contract.StatusAwaitingApproval
+	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
+		state = st.State
+	}
+	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q} later for its result.",
+		StillWaiting, id, digest, state, StatusToolName, id)
+	if s.cfg.InboxURL != "" {
+		text += " Reviewers decide at " + s.cfg.InboxURL + "."
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: map[string]any{"id": id, "state": state, "digest": digest},
+	}
+}
+
+// runStatus returns a run's state while it waits or runs, and its result or typed error once it
+// ended.
+func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		ID string `json:"id"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(req.Params.Arguments)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in.ID == "" {
+		return errorResult(&guard.ToolUsageError{Msg: "run_status arguments: want {\"id\": \"<the id run_code returned>\"}"}), nil
+	}
+	if !strings.HasPrefix(in.ID, client.WorkflowIDPrefix) {
+		return errorResult(&guard.ToolUsageError{Msg: fmt.Sprintf("%q is not a run id: run ids start with %q", in.ID, client.WorkflowIDPrefix)}), nil
+	}
+	st, err := s.cfg.Client.Status(ctx, in.ID)
+	if err != nil {
+		return errorResult(fmt.Errorf("mcpserver: status of %s: %w", in.ID, err)), nil
+	}
+	switch st.State {
+	case contract.StatusChecking, contract.StatusAwaitingApproval, contract.StatusRunning:
+		if st.State == contract.StatusAwaitingApproval {
+			return s.stillWaiting(ctx, in.ID, st.Request.Digest), nil
+		}
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("run %s is %s; ask again later", in.ID, st.State)}},
+			StructuredContent: map[string]any{"id": in.ID, "state": st.State, "digest": st.Request.Digest},
+		}, nil
+	}
+	res, err := s.cfg.Client.Result(ctx, in.ID)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	return resultContent(in.ID, res), nil
+}
+
+// errorResult is a tool error the model reads: isError, the error's type and message as text, and
+// the same as structured content.
+func errorResult(err error) *mcp.CallToolResult {
+	out := client.NewErrorOutput(err)
+	text := out.Error.Type + ": " + out.Error.Message
+	var ad *guard.ApprovalDenied
+	if errors.As(err, &ad) && ad.Reason == guard.DeniedExpired {
+		text += " (nobody decided in time; the code did not run)"
+	}
+	return &mcp.CallToolResult{
+		IsError:           true,
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: out,
+	}
+}
+
+// resultContent is a run's result: a summary line, stdout and stderr as text, produced files as
+// embedded resources, and the whole result (without file contents) as structured content.
+func resultContent(id string, r guard.Result) *mcp.CallToolResult {
+	out := client.NewOutput(r)
+	summary := fmt.Sprintf("run %s: %s, exit code %d, %d ms", id, out.Outcome, r.ExitCode, out.DurationMS)
+	if r.TimedOut {
+		summary += " (timed out: try faster code)"
+	}
+	if r.FilesTruncated {
+		summary += "; some produced files were dropped (limits or names)"
+	}
+	content := []mcp.Content{&mcp.TextContent{Text: summary}}
+	content = append(content, &mcp.TextContent{Text: streamText("stdout", r.Stdout, r.StdoutTruncated)})
+	if len(r.Stderr) > 0 || r.StderrTruncated {
+		content = append(content, &mcp.TextContent{Text: streamText("stderr", r.Stderr, r.StderrTruncated)})
+	}
+	for _, f := range r.Files {
+		content = append(content, &mcp.EmbeddedResource{Resource: fileResource(id, f)})
+	}
+	for i := range out.Files {
+		out.Files[i].Content = nil
+	}
+	return &mcp.CallToolResult{Content: content, StructuredContent: out}
+}
+
+func streamText(name string, b []byte, truncated bool) string {
+	text := name + ":\n" + strings.ToValidUTF8(string(b), "\uFFFD")
+	if truncated {
+		text += "\n[" + name + " truncated]"
+	}
+	return text
+}
+
+// fileResource is a produced file: text when it is valid UTF-8 of a text type, a blob otherwise,
+// with a MIME type from its extension.
+func fileResource(id string, f guard.File) *mcp.ResourceContents {
+	uri := "sandboxflow://runs/" + url.PathEscape(id) + "/files/" + (&url.URL{Path: f.Name}).EscapedPath()
+	mt := mime.TypeByExtension(path.Ext(f.Name))
+	isText := utf8.Valid(f.Content) && (mt == "" || strings.HasPrefix(mt, "text/") || strings.Contains(mt, "json") || strings.Contains(mt, "xml"))
+	if mt == "" {
+		mt = "application/octet-stream"
+		if isText {
+			mt = "text/plain; charset=utf-8"
+		}
+	}
+	rc := &mcp.ResourceContents{URI: uri, MIMEType: mt}
+	if isText {
+		rc.Text = string(f.Content)
+	} else {
+		rc.Blob = f.Content
+		if rc.Blob == nil {
+			rc.Blob = []byte{}
+		}
+	}
+	return rc
+}

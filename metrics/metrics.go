@@ -1,0 +1,102 @@
+// Package metrics serves Prometheus metrics for operators: runs by final state, the wait for a
+// reviewer, sandbox run durations, limit kills, sandboxes in use, refused egress and refused
+// decisions, and the Temporal SDK's own metrics.
+//
+// Sandbox metrics come from the activities' events (Metrics.Sink wraps the worker's Sink); workflow
+// metrics from a worker interceptor (Metrics.WorkerInterceptor) that counts only when the workflow
+// is not replaying, so a replay never counts a run twice in one process.
+package metrics
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+)
+
+// Namespace prefixes every sandboxflow metric.
+const Namespace = "sandboxflow"
+
+// Metrics holds the collectors of one worker process. Create it with New.
+type Metrics struct {
+	reg              *prometheus.Registry
+	runs             *prometheus.CounterVec
+	approvalWait     *prometheus.HistogramVec
+	sandboxDuration  *prometheus.HistogramVec
+	limitKills       *prometheus.CounterVec
+	inUse            prometheus.Gauge
+	egressRefused    prometheus.Counter
+	decisionRefusals *prometheus.CounterVec
+	temporal         *sdkCollector
+}
+
+// New returns metrics registered on a registry of their own, with Go and process collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "runs_total",
+			Help: "RunCode runs that ended, by final state (succeeded, failed, timed_out, denied, expired, cancelled, error)."}, []string{"state"}),
+		approvalWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "approval_wait_seconds",
+			Help:    "Time from a run's announcement to the end of its wait for a reviewer, by how the wait ended.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 24 * 3600}}, []string{"decision"}),
+		sandboxDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "sandbox_run_seconds",
+			Help:    "Duration of sandbox runs (the activity's own measure), by backend and runtime.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"backend", "runtime"}),
+		limitKills: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "limit_kills_total",
+			Help: "Runs ended by a resource limit of the sandbox, by kind (memory_limit, pids_limit)."}, []string{"kind"}),
+		inUse: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "sandboxes_in_use",
+			Help: "Sandboxes this worker runs now."}),
+		egressRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "egress_refused_total",
+			Help: "Connection attempts from sandboxes that the egress policy refused."}),
+		decisionRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "decision_refusals_total",
+			Help: "Reviewer decisions refused, by reason and by how they came (signal, update)."}, []string{"reason", "via"}),
+		temporal: newSDKCollector(),
+	}
+	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals,
+		m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in Prometheus' exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry is the registry the metrics are on, to add an operator's own collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Sink returns an activities.Sink that updates the sandbox metrics and then passes every event to
+// next (nil for none). runtime labels the run duration (for example "runc" or "runsc").
+func (m *Metrics) Sink(next activities.Sink, runtime string) activities.Sink {
+	return &sink{m: m, next: next, runtime: runtime}
+}
+
+type sink struct {
+	m       *Metrics
+	next    activities.Sink
+	runtime string
+}
+
+// Emit updates the metrics from a sandbox.started or sandbox.finished event.
+func (s *sink) Emit(ctx context.Context, e activities.Event) {
+	switch e.Type {
+	case activities.EventSandboxStarted:
+		s.m.inUse.Inc()
+	case activities.EventSandboxFinished:
+		s.m.inUse.Dec()
+		backend, _ := e.Data["backend"].(string)
+		if ms, ok := e.Data["duration_ms"].(int64); ok {
+			s.m.sandboxDuration.WithLabelValues(backend, s.runtime).Observe(float64(ms) / 1000)
+		}
+		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
+			s.m.limitKills.WithLabelValues(kind).Inc()
+		}
+	}
+	if s.next != nil {
+		s.next.Emit(ctx, e)
+	}
+}

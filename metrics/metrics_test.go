@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+)
+
+// Scrape returns the metrics as Prometheus serves them.
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func wantLines(t *testing.T, body string, lines ...string) {
+	t.Helper()
+	for _, l := range lines {
+		if !strings.Contains(body, l+"\n") {
+			t.Errorf("scrape lacks %q", l)
+		}
+	}
+}
+
+func TestSinkFeedsSandboxMetrics(t *testing.T) {
+	m := New()
+	mem := &activities.MemorySink{}
+	s := m.Sink(mem, "runsc")
+	ctx := context.Background()
+	s.Emit(ctx, activities.Event{Type: activities.EventSandboxStarted, Data: map[string]any{"backend": "docker"}})
+	s.Emit(ctx, activities.Event{Type: activities.EventSandboxStarted, Data: map[string]any{"backend": "docker"}})
+	s.Emit(ctx, activities.Event{Type: activities.EventSandboxFinished, Data: map[string]any{"backend": "docker", "duration_ms": int64(1200), "limit_killed": "memory_limit"}})
+	wantLines(t, scrape(t, m),
+		`sandboxflow_sandboxes_in_use 1`,
+		`sandboxflow_limit_kills_total{kind="memory_limit"} 1`,
+		`sandboxflow_sandbox_run_seconds_count{backend="docker",runtime="runsc"} 1`,
+		`sandboxflow_sandbox_run_seconds_sum{backend="docker",runtime="runsc"} 1.2`,
+	)
+	if got := len(mem.Events()); got != 3 {
+		t.Errorf("next sink got %d events; want 3", got)
+	}
+}
+
+func TestTemporalHandler(t *testing.T) {
+	m := New()
+	h := m.TemporalHandler()
+	h.WithTags(map[string]string{"namespace": "default", "task_queue": "q"}).Counter("temporal_request").Inc(2)
+	h.Counter("temporal_request").Inc(1)
+	h.Gauge("temporal_num_pollers").Update(3)
+	h.WithTags(map[string]string{"operation": "Poll"}).Timer("temporal_request_latency").Record(20 * time.Millisecond)
+	wantLines(t, scrape(t, m),
+		`temporal_request{namespace="default",task_queue="q"} 2`,
+		`temporal_request{namespace="",task_queue=""} 1`,
+		`temporal_num_pollers 3`,
+		`temporal_request_latency_seconds_count{operation="Poll"} 1`,
+	)
+}
+
+func TestRefusalReason(t *testing.T) {
+	for why, want := range map[string]string{
+		"wrong digest: the decision is for ...":   "wrong_digest",
+		"already decided: decision x by y":        "already_decided",
+		"not waiting for a decision: the run is":  "not_waiting",
+		"digest is missing: an approval must ...": "missing_digest",
+		"reviewer is missing":                     "reviewer",
+		"something new":                           "other",
+	} {
+		if got := RefusalReason(why); got != want {
+			t.Errorf("RefusalReason(%q) = %s; want %s", why, got, want)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package metrics
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// eventApprovalRejected is the workflow's event for a refused signalled decision (see
+// workflows.EventApprovalRejected; not imported, so that workflows never depends on metrics or
+// the reverse).
+const eventApprovalRejected = "approval.rejected"
+
+// WorkerInterceptor returns the interceptor that feeds the workflow metrics: the final state of
+// every RunCode run, the wait for a reviewer, refused egress and refused decisions. It counts
+// only while the workflow is not replaying.
+func (m *Metrics) WorkerInterceptor() interceptor.WorkerInterceptor {
+	return &workerInterceptor{m: m}
+}
+
+type workerInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	m *Metrics
+}
+
+func (w *workerInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	if workflow.GetInfo(ctx).WorkflowType.Name != contract.WorkflowName {
+		return next
+	}
+	return &inbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, m: w.m}
+}
+
+// inbound is one RunCode execution's interceptor; its fields are workflow state, set the same way
+// on every replay.
+type inbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	m            *Metrics
+	state        string
+	waitingSince time.Time
+}
+
+func (i *inbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&outboundInterceptor{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, in: i})
+}
+
+// ExecuteWorkflow counts the run's final state and refused egress once the workflow returns.
+func (i *inbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	res, err := i.Next.ExecuteWorkflow(ctx, in)
+	if workflow.IsReplaying(ctx) {
+		return res, err
+	}
+	state := i.state
+	if state == "" || state == contract.StatusChecking {
+		state = contract.StatusError
+	}
+	i.m.runs.WithLabelValues(state).Inc()
+	if r, ok := res.(guard.Result); ok && r.Egress != nil {
+		for _, a := range r.Egress.Attempts {
+			if !a.Allowed {
+				i.m.egressRefused.Inc()
+			}
+		}
+	}
+	return res, err
+}
+
+// ValidateUpdate counts decisions the update validator refuses (validators never run on replay).
+func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInput) error {
+	err := i.Next.ValidateUpdate(ctx, in)
+	var app *temporal.ApplicationError
+	if err != nil && in.Name == contract.UpdateDecide && errors.As(err, &app) && app.Type() == contract.DecisionRejectedType {
+		i.m.decisionRefusals.WithLabelValues(RefusalReason(app.Message()), contract.ViaUpdate).Inc()
+	}
+	return err
+}
+
+type outboundInterceptor struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	in *inbound
+}
+
+// UpsertTypedSearchAttributes follows SandboxStatus: the time the wait started and how it ended.
+func (o *outboundInterceptor) UpsertTypedSearchAttributes(ctx workflow.Context, updates ...temporal.SearchAttributeUpdate) error {
+	err := o.Next.UpsertTypedSearchAttributes(ctx, updates...)
+	state, ok := temporal.NewSearchAttributes(updates...).GetKeyword(contract.StatusKey)
+	if err != nil || !ok || state == o.in.state {
+		return err
+	}
+	prev := o.in.state
+	o.in.state = state
+	now := workflow.Now(ctx)
+	switch {
+	case state == contract.StatusAwaitingApproval:
+		o.in.waitingSince = now
+	case prev == contract.StatusAwaitingApproval && !workflow.IsReplaying(ctx):
+		decision := state
+		if state == contract.StatusRunning {
+			decision = "approved"
+		}
+		o.in.m.approvalWait.WithLabelValues(decision).Observe(now.Sub(o.in.waitingSince).Seconds())
+	}
+	return err
+}
+
+// GetLogger watches the workflow's events for refused signalled decisions.
+func (o *outboundInterceptor) GetLogger(ctx workflow.Context) log.Logger {
+	return &eventLogger{Logger: o.Next.GetLogger(ctx), ctx: ctx, m: o.in.m}
+}
+
+type eventLogger struct {
+	log.Logger
+	ctx workflow.Context
+	m   *Metrics
+}
+
+func (l *eventLogger) Info(msg string, keyvals ...any) {
+	if msg == eventApprovalRejected && !workflow.IsReplaying(l.ctx) {
+		why := ""
+		for k := 0; k+1 < len(keyvals); k += 2 {
+			if keyvals[k] == "why" {
+				why, _ = keyvals[k+1].(string)
+			}
+		}
+		l.m.decisionRefusals.WithLabelValues(RefusalReason(why), contract.ViaSignal).Inc()
+	}
+	l.Logger.Info(msg, keyvals...)
+}
+
+// RefusalReason maps the workflow's refusal text to a bounded label: already_decided,
+// not_waiting, approval_id, reviewer, reason, missing_digest, wrong_digest or other. The text is
+// only classified for a metric label, never used to decide anything.
+func RefusalReason(why string) string {
+	for _, r := range []struct{ prefix, label string }{
+		{"already decided", "already_decided"},
+		{"not waiting", "not_waiting"},
+		{"approval_id", "approval_id"},
+		{"reviewer", "reviewer"},
+		{"reason", "reason"},
+		{"digest is missing", "missing_digest"},
+		{"wrong digest", "wrong_digest"},
+	} {
+		if strings.HasPrefix(why, r.prefix) {
+			return r.label
+		}
+	}
+	return "other"
+}

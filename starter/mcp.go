@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/mcpserver"
+)
+
+// mcpMain serves the run_code and run_status tools over MCP until ctx ends: on stdin/stdout by
+// default, or as streamable HTTP with --http ADDR. Every setting but the code and its language is
+// a flag here, never the model's. It returns the exit code: 2 for a usage error, 1 for a failure.
+func mcpMain(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := cli.NewFlagSet("starter mcp", stderr)
+	var c command
+	c.addConnFlags(fs)
+	var (
+		httpAddr  = fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
+		wait      = fs.Duration("mcp-wait", mcpserver.DefaultWait, "how long one run_code call waits before returning the run's id")
+		progress  = fs.Duration("progress-interval", 5*time.Second, "how often a waiting call sends a progress notification")
+		inboxURL  = fs.String("inbox-url", os.Getenv("SANDBOXFLOW_INBOX_URL"), "where reviewers decide, named in progress messages")
+		langs     = fs.String("languages", guard.Python, "languages offered to the model, comma-separated")
+		backend   = fs.String("backend", "", "the workers' backend, for the tool's description (local adds a warning)")
+		timeout   = fs.Duration("timeout", 0, "each run's time limit (default: the policy's)")
+		network   = fs.Bool("network", false, "ask for an open network (the workers' policy must allow it)")
+		capture   = fs.Bool("capture-content", false, "let events carry code and output")
+		agent     = fs.String("agent", "mcp", "metadata: the agent's name")
+		sandboxTQ = fs.String("sandbox-task-queue", "", "task queue of the sandbox activity (default: the workers')")
+		egress    cli.Strings
+		secrets   cli.Strings
+		envs      = cli.Pairs{Flag: "--env"}
+	)
+	fs.Var(&egress, "allow-host", "a host the code may reach through the egress proxy (repeatable)")
+	fs.Var(&secrets, "secret", "a worker secret the proxy adds for its host (repeatable)")
+	fs.Var(&envs, "env", "env var NAME=VALUE every run gets (repeatable)")
+	if _, err := cli.Parse(fs, args, 0, 0, "key-file", "inbox-url", "backend", "sandbox-task-queue", "http"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "starter mcp:", err)
+		return cli.ExitUsage
+	}
+	languages, err := cli.List("languages", *langs)
+	if err != nil {
+		fmt.Fprintln(stderr, "starter mcp:", err)
+		return cli.ExitUsage
+	}
+	base := guard.Request{
+		Limits: guard.Limits{Timeout: *timeout}, Network: *network, Egress: egress, Secrets: secrets, Env: envs.Map,
+		CaptureContent: *capture, Metadata: guard.Metadata{Agent: *agent, RequestedBy: os.Getenv("USER")},
+	}
+	sc, err := client.Connect(ctx, c.conn, c.keyFile, c.taskQueue)
+	if err != nil {
+		fmt.Fprintln(stderr, "starter mcp:", err)
+		return 1
+	}
+	defer sc.Close()
+	srv, err := mcpserver.New(mcpserver.Config{
+		Client: sc, Base: base, Languages: languages, Backend: *backend,
+		SandboxTaskQueue: *sandboxTQ, Wait: *wait, ProgressInterval: *progress, InboxURL: *inboxURL,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "starter mcp:", err)
+		return cli.ExitUsage
+	}
+	if *httpAddr == "" {
+		err = srv.RunStdio(ctx)
+	} else {
+		err = serveMCPHTTP(ctx, srv, *httpAddr, stderr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(stderr, "starter mcp:", err)
+		return 1
+	}
+	return 0
+}
+
+// serveMCPHTTP serves streamable HTTP at /mcp (and /) until ctx ends.
+func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, addr string, stderr io.Writer) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("mcp: listen on %s: %w", addr, err)
+	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() {
+		slog.New(slog.NewTextHandler(stderr, nil)).Warn("the MCP endpoint has no authentication: anyone who reaches " +
+			ln.Addr().String() + " can start runs (a reviewer still approves each); prefer 127.0.0.1")
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil)
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "starter mcp: streamable HTTP on http://%s/mcp\n", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(shutdown)
+	}()
+	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("mcp: serve: %w", err)
+	}
+	return nil
+}
