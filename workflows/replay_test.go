@@ -35,7 +35,8 @@ func skipsTheApproval(ctx workflow.Context, in contract.Input) (guard.Result, er
 		return guard.Result{}, err
 	}
 	r.checked = check.Checked
-	return r.run(ctx, in, check.Run, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Reviewer: "nobody", Digest: r.checked.Digest})
+	r.sandboxQueue = sandboxQueue(in, check.Run, workflow.GetInfo(ctx).TaskQueueName)
+	return r.run(ctx, check.Run, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Reviewer: "nobody", Digest: r.checked.Digest})
 }
 
 func TestReplayDetectsAChangedWorkflow(t *testing.T) {
