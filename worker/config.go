@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -18,6 +19,8 @@ type config struct {
 	sandboxTaskQueue string
 	role             string
 	maxSandboxes     int
+	reviewers        string
+	scheduleToStart  time.Duration
 
 	dev      bool
 	dataDir  string
@@ -71,6 +74,8 @@ func parseConfig(name string, args []string) (*config, *flag.FlagSet, error) {
 	fs.StringVar(&c.sandboxTaskQueue, "sandbox-task-queue", "", "task queue of the sandbox activity (default: the workflow task queue)")
 	fs.StringVar(&c.role, "role", roleAll, "what this process runs: all, workflows or sandboxes")
 	fs.IntVar(&c.maxSandboxes, "max-sandboxes", 2, "how many sandboxes this worker runs at once")
+	fs.StringVar(&c.reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
+	fs.DurationVar(&c.scheduleToStart, "schedule-to-start-timeout", activities.DefaultScheduleToStartTimeout, "how long an approved run waits for a sandbox worker; past it the run ends with the approval unused")
 
 	fs.BoolVar(&c.dev, "dev", false, "start an embedded Temporal server (SQLite in --data-dir) and its Web UI, then run the worker against it")
 	fs.StringVar(&c.dataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database")

@@ -74,6 +74,11 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 			"namespace", srv.Namespace(), "database", srv.DatabasePath())
 	}
 
+	reviewers, err := reviewersFile(cfg, logger)
+	if err != nil {
+		return err
+	}
+
 	tc, err := client.Dial(ctx, conn)
 	if err != nil {
 		return err
@@ -107,6 +112,9 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		Sink:             activities.SlogSink{Logger: logger},
 		SandboxTaskQueue: cfg.sandboxTaskQueue,
 		HeartbeatTimeout: cfg.heartbeat,
+		ReviewersFile:    reviewers,
+
+		ScheduleToStartTimeout: cfg.scheduleToStart,
 	})
 	if err != nil {
 		return err
