@@ -1,5 +1,5 @@
 // Command starter is how agent orchestrators and reviewers use sandboxflow from a terminal or a
-// script: run, pending, show, approve, deny, result and tool-schema. Every command prints JSON.
+// script: run, pending, show, statement, approve, deny, result and tool-schema. Every command prints JSON.
 //
 // It reaches Temporal through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (or --address and
 // --namespace), and reads the payload keys from SANDBOXFLOW_KEY_FILE (or --key-file) when the
@@ -34,8 +34,12 @@ commands:
   pending              list the runs that wait for a decision
   show ID [--env-values]
                        everything a reviewer needs (env values only with --env-values)
-  approve ID --digest D --reviewer NAME [--reason R]
-  deny ID --reviewer NAME --reason R
+  statement ID [--deny] [--approval-id U]
+                       print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval)
+  approve ID --digest D --key FILE [--reason R]
+  deny ID --key FILE --reason R
+                       sign the decision with your reviewer key (--key or SANDBOXFLOW_REVIEWER_KEY;
+                       a .pub file signs through ssh-agent) and send it
   result ID            wait for the run's result (exit 1 with {"error": ...} when it did not run)
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
 
@@ -158,38 +162,8 @@ func run(ctx context.Context, cmd string, args []string, stdin io.Reader, stdout
 			return 1, err
 		}
 		return 0, out.Encode(showView{WorkflowID: id, Status: st, Env: env})
-	case "approve", "deny":
-		cf := addConnFlags(fs)
-		digest := fs.String("digest", "", "the digest you read (approve: required)")
-		reviewer := fs.String("reviewer", "", "who decides (required)")
-		reason := fs.String("reason", "", "why (deny: required)")
-		id, err := parseWithID(fs, args)
-		if err != nil {
-			return 2, err
-		}
-		switch {
-		case *reviewer == "":
-			return 2, errors.New("--reviewer is required")
-		case cmd == "approve" && *digest == "":
-			return 2, errors.New("--digest is required: approve the digest you read with `starter show`")
-		case cmd == "deny" && *reason == "":
-			return 2, errors.New("--reason is required")
-		}
-		tc, sc, err := cf.dial(ctx)
-		if err != nil {
-			return 1, err
-		}
-		defer tc.Close()
-		var res any
-		if cmd == "approve" {
-			res, err = sc.Approve(ctx, id, *digest, *reviewer, *reason)
-		} else {
-			res, err = sc.Deny(ctx, id, *reviewer, *reason)
-		}
-		if err != nil {
-			return 1, err
-		}
-		return 0, out.Encode(res)
+	case "statement", "approve", "deny":
+		return reviewCmd(ctx, cmd, fs, args, stdout)
 	case "result":
 		cf := addConnFlags(fs)
 		id, err := parseWithID(fs, args)
