@@ -749,17 +749,17 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusCancelled})
 }
 
-// TestRecordReplayHistory re-records testdata/runcode_approved.json from a real run when
+// TestRecordReplayHistory re-records testdata/runcode_signed.json from a real run when
 // SANDBOXFLOW_RECORD_HISTORY=1; TestReplayRecordedHistory replays the committed file.
 func TestRecordReplayHistory(t *testing.T) {
 	if os.Getenv(envRecordHistory) != "1" {
-		t.Skip("re-records testdata/runcode_approved.json only when " + envRecordHistory + "=1")
+		t.Skip("re-records testdata/runcode_signed.json only when " + envRecordHistory + "=1")
 	}
 	it := newITest(t)
 	it.worker(it.queue, it.localBackend(), nil)
 	req := guard.Request{Code: "print('recorded')", Env: map[string]string{"GREETING": "hi"}}
 	dg := digestOf(t, req)
-	const id = "recorded-runcode"
+	const id = "recorded-runcode" // workflows.recordedWorkflowID
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
 	// A decision signed for another run is rejected; alice's signed approval by update runs it.
@@ -777,7 +777,7 @@ func TestRecordReplayHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join("testdata", "runcode_approved.json"), append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join("testdata", "runcode_signed.json"), append(data, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %d events", len(hist.Events))

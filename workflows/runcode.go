@@ -38,12 +38,8 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	info := workflow.GetInfo(ctx)
 	r := &runCode{status: contract.Status{State: contract.StatusChecking,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}
-	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return r.status, nil }); err != nil {
-		return guard.Result{}, fmt.Errorf("workflows: set query handler: %w", err)
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide, r.decide,
-		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
-		return guard.Result{}, fmt.Errorf("workflows: set update handler: %w", err)
+	if err := r.setHandlers(ctx); err != nil {
+		return guard.Result{}, err
 	}
 
 	// 1. Check.
@@ -53,19 +49,9 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	}
 
 	// 2. Announce.
-	r.checked = check.Checked
-	r.reviewers = check.Reviewers
-	r.sandboxQueue = sandboxQueue(in, check.Run, info.TaskQueueName)
-	r.status.SandboxTaskQueue = r.sandboxQueue
-	r.status.Request = r.checked.Summary()
-	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
-	if err := r.setState(ctx, contract.StatusAwaitingApproval,
-		contract.DigestKey.ValueSet(r.checked.Digest),
-		contract.LanguageKey.ValueSet(r.checked.Language),
-		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+	if err := r.announce(ctx, in, check, info.TaskQueueName); err != nil {
 		return guard.Result{}, err
 	}
-	r.requestedEvent(ctx, check.ApprovalTimeout)
 
 	// 3. Wait for a decision.
 	signals := workflow.GetSignalChannel(ctx, contract.SignalApproval)
@@ -125,6 +111,37 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 		return guard.Result{}, err
 	}
 	return res, nil
+}
+
+// setHandlers registers the status query and the decide update with its validator.
+func (r *runCode) setHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return r.status, nil }); err != nil {
+		return fmt.Errorf("workflows: set query handler: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide, r.decide,
+		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
+		return fmt.Errorf("workflows: set update handler: %w", err)
+	}
+	return nil
+}
+
+// announce records what the check recorded (the request, the reviewer keys, where the code
+// would run), sets the search attributes and logs approval.requested.
+func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contract.CheckResult, workflowQueue string) error {
+	r.checked = check.Checked
+	r.reviewers = check.Reviewers
+	r.sandboxQueue = sandboxQueue(in, check.Run, workflowQueue)
+	r.status.SandboxTaskQueue = r.sandboxQueue
+	r.status.Request = r.checked.Summary()
+	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
+	if err := r.setState(ctx, contract.StatusAwaitingApproval,
+		contract.DigestKey.ValueSet(r.checked.Digest),
+		contract.LanguageKey.ValueSet(r.checked.Language),
+		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+		return err
+	}
+	r.requestedEvent(ctx, check.ApprovalTimeout)
+	return nil
 }
 
 // check applies the worker's policy in a local activity and returns what it recorded. A typed
