@@ -168,8 +168,8 @@ func (it *itest) localBackend() *local.Backend {
 }
 
 // worker starts an in-process worker on queue with the integration configuration around b,
-// changed by mod if given.
-func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Config)) worker.Worker {
+// changed by mod if given, and with any extra registrations.
+func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Config), extra ...func(worker.Registry)) worker.Worker {
 	it.t.Helper()
 	cfg := integrationConfig(b, it.sink, it.reviewers)
 	if mod != nil {
@@ -182,6 +182,9 @@ func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Conf
 	return it.ts.NewWorker(queue, func(r worker.Registry) {
 		workflows.Register(r)
 		acts.Register(r)
+		for _, reg := range extra {
+			reg(r)
+		}
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
@@ -311,8 +312,7 @@ func foreignWorkflow(ctx workflow.Context, in contract.RunInput) (guard.Result, 
 // another run.
 func TestIntegrationForeignWorkflowCannotRunCode(t *testing.T) {
 	it := newITest(t)
-	w := it.worker(it.queue, it.localBackend(), nil)
-	w.RegisterWorkflow(foreignWorkflow)
+	it.worker(it.queue, it.localBackend(), nil, func(r worker.Registry) { r.RegisterWorkflow(foreignWorkflow) })
 	req, mark := markRequest(t)
 	checked, err := integrationConfig(nil, nil, "").Policy.Check(req, "local")
 	if err != nil {
@@ -473,13 +473,15 @@ func TestIntegrationNoSandboxWorkerLeavesTheApprovalUnused(t *testing.T) {
 // attribute.
 func TestIntegrationPendingListsOnlyRunCode(t *testing.T) {
 	it := newITest(t)
-	w := it.worker(it.queue, it.localBackend(), nil)
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+	impostor := func(ctx workflow.Context) error {
 		if err := workflow.UpsertTypedSearchAttributes(ctx, contract.StatusKey.ValueSet(contract.StatusAwaitingApproval)); err != nil {
 			return err
 		}
 		return workflow.Sleep(ctx, time.Hour)
-	}, workflow.RegisterOptions{Name: "Impostor"})
+	}
+	it.worker(it.queue, it.localBackend(), nil, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(impostor, workflow.RegisterOptions{Name: "Impostor"})
+	})
 	req, _ := markRequest(t)
 	it.start("it-pending-real", it.queue, req)
 	if _, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: "it-pending-impostor", TaskQueue: it.queue}, "Impostor"); err != nil {
