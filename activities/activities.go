@@ -20,6 +20,8 @@ const (
 	DefaultStartAttempts    = 5
 	DefaultStartBackoff     = 2 * time.Second
 	DefaultMaxStartBackoff  = time.Minute
+	// DefaultScheduleToStartTimeout bounds how long an approved run waits for a sandbox worker.
+	DefaultScheduleToStartTimeout = 10 * time.Minute
 )
 
 // Config configures the activities of one worker.
@@ -37,6 +39,14 @@ type Config struct {
 	// Sink receives the sandbox.started and sandbox.finished events. Optional: defaults to
 	// SlogSink{} (slog.Default()).
 	Sink Sink
+	// ReviewersFile is the reviewers' keys, an OpenSSH allowed_signers file. Required. Check
+	// records its keys in the run's history (the workflow verifies decisions against that
+	// record); Run reads it again before every run and verifies the decision itself, so a key
+	// removed from the file stops every run that has not started.
+	ReviewersFile string
+	// ScheduleToStartTimeout bounds how long the approved sandbox activity may wait in its task
+	// queue; past it the run ends with the approval unused. Optional: defaults to 10 min.
+	ScheduleToStartTimeout time.Duration
 	// SandboxTaskQueue is the task queue the workflow schedules the sandbox activity on, so that
 	// sandbox hosts can scale apart from workflow workers. Optional: empty means the workflow's
 	// own task queue. A workflow's contract.Input.SandboxTaskQueue, when set, wins over it.
@@ -63,6 +73,7 @@ type Config struct {
 // Register.
 type Activities struct {
 	policy      guard.Policy
+	reviewers   string
 	backendName string
 	guarded     *guard.Guarded
 	sink        Sink
@@ -76,16 +87,21 @@ func New(cfg Config) (*Activities, error) {
 	}
 	a := &Activities{
 		policy:      cfg.Policy.WithDefaults(),
+		reviewers:   cfg.ReviewersFile,
 		backendName: cfg.BackendName,
 		sink:        cfg.Sink,
 		run: contract.RunOptions{
-			TaskQueue:        cfg.SandboxTaskQueue,
-			HeartbeatTimeout: cfg.HeartbeatTimeout,
-			ReportMargin:     cfg.ReportMargin,
-			StartAttempts:    cfg.StartAttempts,
-			StartBackoff:     cfg.StartBackoff,
-			MaxStartBackoff:  cfg.MaxStartBackoff,
+			TaskQueue:              cfg.SandboxTaskQueue,
+			ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
+			HeartbeatTimeout:       cfg.HeartbeatTimeout,
+			ReportMargin:           cfg.ReportMargin,
+			StartAttempts:          cfg.StartAttempts,
+			StartBackoff:           cfg.StartBackoff,
+			MaxStartBackoff:        cfg.MaxStartBackoff,
 		},
+	}
+	if a.reviewers == "" {
+		return nil, &guard.ConfigError{Msg: "activities: no reviewers file: every decision must be signed by a key listed in one (OpenSSH allowed_signers format)"}
 	}
 	a.run.Grace = a.policy.Grace
 	if cfg.Backend != nil {
@@ -112,6 +128,7 @@ func New(cfg Config) (*Activities, error) {
 		{"report margin", &a.run.ReportMargin, DefaultReportMargin},
 		{"start backoff", &a.run.StartBackoff, DefaultStartBackoff},
 		{"max start backoff", &a.run.MaxStartBackoff, DefaultMaxStartBackoff},
+		{"schedule-to-start timeout", &a.run.ScheduleToStartTimeout, DefaultScheduleToStartTimeout},
 	} {
 		if *d.v < 0 {
 			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: %s must not be negative, got %s", d.name, *d.v)}
@@ -154,7 +171,11 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run}, nil
+	reviewers, err := a.loadReviewers()
+	if err != nil {
+		return contract.CheckResult{}, contract.ToFailure(err)
+	}
+	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers}, nil
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.
@@ -187,6 +208,11 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	case in.Digest != c.Digest:
 		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Digest, c.Digest)})
 	}
+	v, err := a.verify(info, c, in)
+	if err != nil {
+		return guard.Result{}, contract.ToFailure(err)
+	}
+	in.Reviewer = v.Principal
 
 	started := startedEvent(c, in, info.Attempt)
 	started.Time = time.Now()

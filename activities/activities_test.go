@@ -8,15 +8,53 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
+
+// The test activity environment's run, as the activity info names it.
+const (
+	testWorkflowID = "default-test-workflow-id"
+	testRunID      = "default-test-run-id"
+	testTaskQueue  = "default-test-taskqueue"
+)
+
+// testReviewer is the key the tests' reviewers files list.
+var testReviewer = sync.OnceValue(func() *reviewertest.Reviewer {
+	r, err := reviewertest.NewKey("alice")
+	if err != nil {
+		panic(err)
+	}
+	return r
+})
+
+// reviewersFile writes an allowed_signers file that lists testReviewer.
+func reviewersFile(t *testing.T) string {
+	t.Helper()
+	return reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer())
+}
+
+// fields is the statement an approval of digest for the test environment's run signs.
+func fields(digest string) approval.Fields {
+	f := reviewertest.Fields(testWorkflowID, testRunID, digest, testTaskQueue, true)
+	f.ApprovalID = approvalID
+	return f
+}
+
+// approved is the run input of c with alice's approval signed over f.
+func approved(t *testing.T, c guard.Checked, f approval.Fields) contract.RunInput {
+	t.Helper()
+	return contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest, Decision: testReviewer().Decision(t, f)}
+}
 
 // echoBackend is a hand-written backend that returns Result or Err and records what it ran.
 type echoBackend struct {
@@ -34,21 +72,23 @@ func (b *echoBackend) Run(_ context.Context, c guard.Checked) (guard.Result, err
 
 func TestNewValidatesConfig(t *testing.T) {
 	b := &echoBackend{}
+	rf := reviewersFile(t)
 	for _, tc := range []struct {
 		name    string
 		cfg     Config
 		wantErr string
 	}{
-		{"backend only", Config{Backend: b}, ""},
-		{"name only", Config{BackendName: "docker"}, ""},
-		{"both agree", Config{Backend: b, BackendName: "echo"}, ""},
-		{"no backend", Config{}, "no backend"},
-		{"names disagree", Config{Backend: b, BackendName: "docker"}, "does not match"},
-		{"bad policy", Config{Backend: b, Policy: guard.Policy{Languages: []string{"ruby"}}}, "not offered"},
-		{"negative heartbeat", Config{Backend: b, HeartbeatTimeout: -time.Second}, "must not be negative"},
-		{"tiny heartbeat", Config{Backend: b, HeartbeatTimeout: time.Millisecond}, "under 1 s"},
-		{"negative attempts", Config{Backend: b, StartAttempts: -1}, "must not be negative"},
-		{"backoff over its max", Config{Backend: b, StartBackoff: time.Hour}, "max start backoff"},
+		{"backend only", Config{ReviewersFile: rf, Backend: b}, ""},
+		{"name only", Config{ReviewersFile: rf, BackendName: "docker"}, ""},
+		{"both agree", Config{ReviewersFile: rf, Backend: b, BackendName: "echo"}, ""},
+		{"no backend", Config{ReviewersFile: rf}, "no backend"},
+		{"no reviewers file", Config{Backend: b}, "no reviewers file"},
+		{"names disagree", Config{ReviewersFile: rf, Backend: b, BackendName: "docker"}, "does not match"},
+		{"bad policy", Config{ReviewersFile: rf, Backend: b, Policy: guard.Policy{Languages: []string{"ruby"}}}, "not offered"},
+		{"negative heartbeat", Config{ReviewersFile: rf, Backend: b, HeartbeatTimeout: -time.Second}, "must not be negative"},
+		{"tiny heartbeat", Config{ReviewersFile: rf, Backend: b, HeartbeatTimeout: time.Millisecond}, "under 1 s"},
+		{"negative attempts", Config{ReviewersFile: rf, Backend: b, StartAttempts: -1}, "must not be negative"},
+		{"backoff over its max", Config{ReviewersFile: rf, Backend: b, StartBackoff: time.Hour}, "max start backoff"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg)
@@ -66,6 +106,7 @@ func TestNewValidatesConfig(t *testing.T) {
 
 func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 	a, err := New(Config{
+		ReviewersFile:    reviewersFile(t),
 		BackendName:      "docker",
 		Policy:           guard.Policy{ApprovalTimeout: 2 * time.Hour, Grace: 3 * time.Second},
 		SandboxTaskQueue: "sandboxes",
@@ -86,10 +127,13 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 	wantRun := contract.RunOptions{
 		TaskQueue: "sandboxes", Grace: 3 * time.Second, HeartbeatTimeout: DefaultHeartbeatTimeout,
 		ReportMargin: DefaultReportMargin, StartAttempts: 7, StartBackoff: DefaultStartBackoff,
-		MaxStartBackoff: DefaultMaxStartBackoff,
+		MaxStartBackoff: DefaultMaxStartBackoff, ScheduleToStartTimeout: DefaultScheduleToStartTimeout,
 	}
 	if got.ApprovalTimeout != 2*time.Hour || got.Run != wantRun {
 		t.Errorf("settings = %s, %+v; want 2h, %+v", got.ApprovalTimeout, got.Run, wantRun)
+	}
+	if keys := got.Reviewers.Keys(); len(keys) != 1 || keys[0].Principals[0] != "alice" {
+		t.Errorf("recorded reviewers = %+v; want alice's key", keys)
 	}
 
 	_, err = a.SandboxCheck(context.Background(), contract.CheckInput{Request: guard.Request{Code: ""}})
@@ -136,7 +180,7 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 				Files:    []guard.File{{Name: "out.txt", Content: []byte(secretFile)}},
 			}}
 			sink := &MemorySink{}
-			a, err := New(Config{Backend: b, Sink: sink})
+			a, err := New(Config{Backend: b, Sink: sink, ReviewersFile: reviewersFile(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +190,7 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 				Limits:         guard.Limits{MaxStdoutBytes: 100},
 				CaptureContent: capture,
 			})
-			res, err := runActivity(t, a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
+			res, err := runActivity(t, a, approved(t, c, fields(c.Digest)))
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -186,14 +230,23 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 
 func TestRunRefusals(t *testing.T) {
 	b := &echoBackend{}
-	a, err := New(Config{Backend: b, Sink: &MemorySink{}})
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := checked(t, a, guard.Request{Code: "print(1)"})
 	tampered := c
 	tampered.Code = "print(2)"
-	other, _ := New(Config{BackendName: "echo"})
+	other, _ := New(Config{BackendName: "echo", ReviewersFile: reviewersFile(t)})
+	// removed runs on a host whose reviewers file no longer lists alice's key.
+	otherKey, err := reviewertest.NewKey("bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewertest.WriteAllowedSigners(t, t.TempDir(), otherKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		a        *Activities
@@ -204,7 +257,15 @@ func TestRunRefusals(t *testing.T) {
 		{"approval for another digest", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.TypeConfigError, "the approval is for"},
 		{"no approval id", a, contract.RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "no approval id"},
 		{"no reviewer", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.TypeConfigError, "no approval id or reviewer"},
-		{"code changed after the check", a, contract.RunInput{Checked: tampered, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "digest mismatch"},
+		{"code changed after the check", a, approved(t, tampered, fields(c.Digest)), guard.TypeConfigError, "refused, nothing ran"},
+		{"unsigned", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest,
+			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.TypeConfigError, "unsigned"},
+		{"signed for another run", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" })), guard.TypeConfigError, "run_id"},
+		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.TypeConfigError, "workflow_id"},
+		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.TypeConfigError, "sandbox_task_queue"},
+		{"a denial", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Approve = false })), guard.TypeConfigError, "no approving decision"},
+		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.TypeConfigError, "expired"},
+		{"key not in this worker's file", removed, approved(t, c, fields(c.Digest)), guard.TypeConfigError, "unknown_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runActivity(t, tc.a, tc.in)
@@ -235,12 +296,12 @@ func TestRunReportsBackendFailuresTyped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &MemorySink{}
-			a, err := New(Config{Backend: &echoBackend{Err: tc.err}, Sink: sink})
+			a, err := New(Config{Backend: &echoBackend{Err: tc.err}, Sink: sink, ReviewersFile: reviewersFile(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := checked(t, a, guard.Request{Code: "print(1)"})
-			_, err = runActivity(t, a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest})
+			_, err = runActivity(t, a, approved(t, c, fields(c.Digest)))
 			var ie *guard.IntegrationError
 			if !errors.As(contract.FromFailure(err), &ie) || ie.CodeMayHaveStarted != tc.wantStarted {
 				t.Fatalf("Run: %v; want IntegrationError with CodeMayHaveStarted=%t", err, tc.wantStarted)
@@ -267,4 +328,9 @@ func TestSlogSinkWritesStructuredRecords(t *testing.T) {
 	if rec["msg"] != EventSandboxFinished || rec["event"] != EventSandboxFinished || rec["exit_code"] != float64(3) || rec["digest"] != "sha256:ab" || rec["level"] != "INFO" {
 		t.Errorf("record = %v; want msg and event %s, exit_code 3, digest, level INFO", rec, EventSandboxFinished)
 	}
+}
+
+func withField(f approval.Fields, change func(*approval.Fields)) approval.Fields {
+	change(&f)
+	return f
 }

@@ -246,8 +246,10 @@ type Pending struct {
 	Backend    string    `json:"backend"`
 }
 
-// PendingQuery is the visibility query for runs that wait for a person.
-var PendingQuery = fmt.Sprintf("%s = '%s' AND ExecutionStatus = 'Running'", contract.AttrStatus, contract.StatusAwaitingApproval)
+// PendingQuery is the visibility query for runs that wait for a person: RunCode runs only, so
+// that another workflow type that sets the same search attribute is never listed.
+var PendingQuery = fmt.Sprintf("WorkflowType = '%s' AND %s = '%s' AND ExecutionStatus = 'Running'",
+	contract.WorkflowName, contract.AttrStatus, contract.StatusAwaitingApproval)
 
 // Pending lists the runs that wait for a decision, newest first. Visibility is eventually
 // consistent: a run started a moment ago may not be listed yet.
@@ -287,32 +289,6 @@ func keyword(p *commonpb.Payload) string {
 		return ""
 	}
 	return s
-}
-
-// Approve sends one reviewer's approval of digest to the run as the update "decide", with a fresh
-// approval id, after checking that workflowID names a RunCode run (*NotRunCodeError). The workflow's validator refuses a wrong digest, a missing reviewer, a second
-// decision or a run that no longer waits, and the refusal comes back as the error.
-func (c *Client) Approve(ctx context.Context, workflowID, digest, reviewer, reason string) (contract.DecideResult, error) {
-	if err := c.RequireRunCode(ctx, workflowID); err != nil {
-		return contract.DecideResult{}, err
-	}
-	return c.Decide(ctx, workflowID, contract.Decision{
-		ApprovalID: uuid.NewString(), Digest: digest, Approve: true, Reviewer: reviewer, Reason: reason,
-	})
-}
-
-// Deny sends one reviewer's denial to the run as the update "decide", after checking that
-// workflowID names a RunCode run (*NotRunCodeError). The digest is filled in
-// from the run's status, so that the decision names what was denied.
-func (c *Client) Deny(ctx context.Context, workflowID, reviewer, reason string) (contract.DecideResult, error) {
-	if err := c.RequireRunCode(ctx, workflowID); err != nil {
-		return contract.DecideResult{}, err
-	}
-	d := contract.Decision{ApprovalID: uuid.NewString(), Approve: false, Reviewer: reviewer, Reason: reason}
-	if st, err := c.Status(ctx, workflowID); err == nil {
-		d.Digest = st.Request.Digest
-	}
-	return c.Decide(ctx, workflowID, d)
 }
 
 // Decide sends a decision as the update "decide" and waits until the workflow accepted or refused

@@ -30,8 +30,14 @@ func Example() {
 	}
 	fmt.Println("waiting for a person to approve", started.WorkflowID, started.Digest)
 
-	// Elsewhere, a reviewer who has read the code (c.Status) approves that exact digest:
-	if _, err := c.Approve(ctx, started.WorkflowID, started.Digest, "alice", ""); err != nil {
+	// Elsewhere, a reviewer who has read the code (c.Status) signs an approval of that exact
+	// digest for this run with a key listed in the workers' reviewers file:
+	key, done, err := client.LoadReviewerKey("/home/alice/.ssh/id_ed25519")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer done.Close()
+	if _, err := c.Approve(ctx, started.WorkflowID, started.Digest, key, ""); err != nil {
 		log.Fatal(err)
 	}
 

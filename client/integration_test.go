@@ -19,19 +19,21 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 // startWorker runs RunCode and its activities on queue over a backend that prints "ok".
-func startWorker(t *testing.T, tc tclient.Client, queue string) {
+func startWorker(t *testing.T, tc tclient.Client, queue string) *reviewertest.Reviewer {
 	t.Helper()
+	bob := reviewertest.New(t, "bob")
 	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b})
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b, ReviewersFile: bob.File})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +44,7 @@ func startWorker(t *testing.T, tc tclient.Client, queue string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+	return bob
 }
 
 // other is a workflow of another type that waits until it is cancelled.
@@ -70,7 +73,7 @@ func TestIntegrationStartEdges(t *testing.T) {
 		t.Fatalf("Start with no worker = %v after %s; want a *NoWorkerError at once", err, time.Since(begin))
 	}
 
-	startWorker(t, tc, "edges")
+	bob := startWorker(t, tc, "edges")
 	var announced client.Started
 	first, err := c.Start(ctx, req, client.StartOptions{WorkflowID: "mine", OnStarted: func(s client.Started) { announced = s }})
 	if err != nil {
@@ -91,7 +94,7 @@ func TestIntegrationStartEdges(t *testing.T) {
 			if !errors.As(err, &wt) || wt.State != contract.StatusAwaitingApproval {
 				t.Fatalf("WaitResult of a waiting run = %v; want a *WaitTimeoutError in state awaiting_approval", err)
 			}
-			if _, err := c.Deny(ctx, "mine", "bob", "no"); err != nil {
+			if _, err := c.Deny(ctx, "mine", bob.Signer, "no"); err != nil {
 				t.Fatalf("Deny: %v", err)
 			}
 			var ad *guard.ApprovalDenied
@@ -111,10 +114,13 @@ func TestIntegrationStartEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := map[string]func(context.Context) error{
-		"show":    func(ctx context.Context) error { _, err := c.Review(ctx, "not-runcode", true); return err },
-		"approve": func(ctx context.Context) error { _, err := c.Approve(ctx, "not-runcode", "d", "bob", ""); return err },
-		"deny":    func(ctx context.Context) error { _, err := c.Deny(ctx, "not-runcode", "bob", "no"); return err },
-		"result":  func(ctx context.Context) error { _, err := c.WaitResult(ctx, "not-runcode", 0); return err },
+		"show": func(ctx context.Context) error { _, err := c.Review(ctx, "not-runcode", true); return err },
+		"approve": func(ctx context.Context) error {
+			_, err := c.Approve(ctx, "not-runcode", "d", bob.Signer, "")
+			return err
+		},
+		"deny":   func(ctx context.Context) error { _, err := c.Deny(ctx, "not-runcode", bob.Signer, "no"); return err },
+		"result": func(ctx context.Context) error { _, err := c.WaitResult(ctx, "not-runcode", 0); return err },
 	}
 	for name, call := range calls {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)

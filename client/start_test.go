@@ -1,6 +1,9 @@
 package client
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -163,10 +168,18 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 	c := newFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
 	calls := map[string]func() error{
 		"review":  func() error { _, err := c.Review(ctx, "x", false); return err },
-		"approve": func() error { _, err := c.Approve(ctx, "x", "d", "bob", ""); return err },
-		"deny":    func() error { _, err := c.Deny(ctx, "x", "bob", "no"); return err },
+		"approve": func() error { _, err := c.Approve(ctx, "x", "d", bob, ""); return err },
+		"deny":    func() error { _, err := c.Deny(ctx, "x", bob, "no"); return err },
 		"result":  func() error { _, err := c.WaitResult(ctx, "x", time.Second); return err },
 	}
 	for name, call := range calls {

@@ -3,6 +3,7 @@ package contract
 import (
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -18,6 +19,9 @@ type CheckResult struct {
 	Checked         guard.Checked `json:"checked"`
 	ApprovalTimeout time.Duration `json:"approval_timeout"`
 	Run             RunOptions    `json:"run"`
+	// Reviewers are the keys the workflow verifies decisions against: the checking worker's
+	// reviewers file as it was then, so that editing the file never changes a replay.
+	Reviewers *approval.Reviewers `json:"reviewers"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.
@@ -26,6 +30,10 @@ type RunOptions struct {
 	TaskQueue string `json:"task_queue,omitempty"`
 	// Grace is added to the run's timeout for the backstop.
 	Grace time.Duration `json:"grace"`
+	// ScheduleToStartTimeout bounds how long the approved activity may wait in the sandbox
+	// task queue; past it the run ends with the approval unused. Zero means none (histories
+	// recorded before it existed).
+	ScheduleToStartTimeout time.Duration `json:"schedule_to_start_timeout,omitempty"`
 	// HeartbeatTimeout is the sandbox activity's heartbeat timeout.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
 	// ReportMargin is added to timeout + grace for the activity's StartToCloseTimeout.
@@ -38,11 +46,15 @@ type RunOptions struct {
 }
 
 // RunInput is the input of the sandbox activity (RunActivityName): a checked request and the
-// approval that lets it run.
+// signed approval that lets it run. The activity verifies Decision itself, against its own
+// reviewers file and its own activity info, before anything starts.
 type RunInput struct {
 	Checked guard.Checked `json:"checked"`
-	// ApprovalID, Reviewer and Digest are the approving decision's.
+	// ApprovalID, Reviewer and Digest are the approving decision's (Reviewer as the workflow
+	// verified it).
 	ApprovalID string `json:"approval_id"`
 	Reviewer   string `json:"reviewer"`
 	Digest     string `json:"digest"`
+	// Decision is the signed decision as the reviewer sent it.
+	Decision Decision `json:"decision"`
 }

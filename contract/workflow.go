@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -116,7 +117,12 @@ type Input struct {
 // Decision is a reviewer's decision, sent as the signal "approval" or the update "decide". Its
 // JSON form is fixed so that any Temporal client can send it:
 //
-//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
+//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reason": "",
+//	 "expires": "2026-01-02T15:04:05Z", "signature": "-----BEGIN SSH SIGNATURE-----\n..."}
+//
+// Only a decision signed by a key of the workers' reviewers file, over this run's statement
+// (approval.Fields: workflow id, run id, digest, approve or deny, approval id, sandbox task queue,
+// expiry), is accepted; the sandbox host verifies it again before anything runs.
 type Decision struct {
 	// ApprovalID identifies the decision: a UUID made by the reviewer's client. Required.
 	ApprovalID string `json:"approval_id"`
@@ -125,10 +131,36 @@ type Decision struct {
 	Digest string `json:"digest"`
 	// Approve is true to run the code, false to deny it.
 	Approve bool `json:"approve"`
-	// Reviewer names who decided. Required.
-	Reviewer string `json:"reviewer"`
-	// Reason is free text, shown with a denial. Optional.
+	// Reviewer names who decided. Optional: the principal of the verifying key is recorded; a
+	// name the key may not sign for is refused.
+	Reviewer string `json:"reviewer,omitempty"`
+	// Reason is free text, shown with a denial. Optional; not signed.
 	Reason string `json:"reason"`
+	// Expires is the statement's expiry (RFC 3339, UTC, whole seconds). Required unless
+	// Statement is given, whose expiry is then used.
+	Expires time.Time `json:"expires,omitzero"`
+	// Signature is the armored SSHSIG (namespace sandboxflow-approval) over the statement.
+	Signature string `json:"signature,omitempty"`
+	// WebAuthn is a passkey assertion over the statement (not verified yet: refused).
+	WebAuthn *approval.WebAuthnAssertion `json:"webauthn,omitempty"`
+	// Statement is the signed statement text. Optional: when given it must be this run's, and a
+	// difference is reported with the field that differs.
+	Statement string `json:"statement,omitempty"`
+}
+
+// Proof returns what approval.Verify checks of the decision.
+func (d Decision) Proof() approval.Proof {
+	return approval.Proof{Reviewer: d.Reviewer, Signature: d.Signature, WebAuthn: d.WebAuthn, Statement: d.Statement}
+}
+
+// Fields returns the statement the decision must have signed, for the run named by workflowID
+// and runID, the request's digest and the sandbox task queue, all from the verifier's own
+// knowledge; approve, approval id and expiry come from the decision.
+func (d Decision) Fields(workflowID, runID, digest, sandboxTaskQueue string) approval.Fields {
+	return approval.Fields{
+		WorkflowID: workflowID, RunID: runID, Digest: digest, Approve: d.Approve,
+		ApprovalID: d.ApprovalID, SandboxTaskQueue: sandboxTaskQueue, Expires: d.Expires,
+	}
 }
 
 // DecideResult is what the update "decide" returns for an accepted decision.
@@ -146,6 +178,12 @@ type DecideResult struct {
 type Status struct {
 	// State is one of the Status* values.
 	State string `json:"state"`
+	// WorkflowID and RunID name this run; a reviewer's statement binds both.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	// SandboxTaskQueue is where the approved code would run; a reviewer's statement binds it.
+	// Empty while checking.
+	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
 	// Request is the checked request as a reviewer reads it: code, language, file names and
 	// sizes, env names (never values), limits, network, backend and digest. Empty while checking
 	// and when the check failed.
@@ -155,8 +193,9 @@ type Status struct {
 	// Decision is the accepted decision, if any.
 	Decision *DecisionRecord `json:"decision,omitempty"`
 	// RejectedDecisions counts signalled decisions refused while waiting (wrong digest, missing
-	// reviewer or id); LastRejection says why the last one was. Updates refused by the validator
-	// never reach the workflow and are not counted.
+	// id, a signature that does not verify); LastRejection says why the last one was. Updates
+	// refused by the validator never reach the workflow and are not counted (the worker logs
+	// them).
 	RejectedDecisions int    `json:"rejected_decisions"`
 	LastRejection     string `json:"last_rejection,omitempty"`
 	// IgnoredDecisions counts signalled decisions that came after the accepted one.
@@ -168,7 +207,8 @@ type Status struct {
 	Error string `json:"error,omitempty"`
 }
 
-// DecisionRecord is an accepted decision as the status reports it.
+// DecisionRecord is an accepted decision as the status reports it. Reviewer is the principal of
+// the key whose signature verified.
 type DecisionRecord struct {
 	ApprovalID string    `json:"approval_id"`
 	Approve    bool      `json:"approve"`
@@ -177,6 +217,15 @@ type DecisionRecord struct {
 	Digest     string    `json:"digest,omitempty"`
 	Via        string    `json:"via"`
 	Time       time.Time `json:"time"`
+	// Fingerprint and KeyType name the key that signed; Method is approval.MethodSSH.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	KeyType     string `json:"key_type,omitempty"`
+	Method      string `json:"method,omitempty"`
+	// Touched is true when a security key reported user presence; UserVerified when it also
+	// verified the user (PIN or biometric).
+	Touched      bool      `json:"touched"`
+	UserVerified bool      `json:"user_verified,omitempty"`
+	Expires      time.Time `json:"expires,omitzero"`
 }
 
 // Ways a decision arrives (DecisionRecord.Via).

@@ -84,11 +84,16 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
+	reviewers := filepath.Join(dir, "allowed_signers")
 	acts, err := activities.New(activities.Config{
 		Policy:           guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour},
 		Backend:          b,
 		Sink:             &activities.MemorySink{},
 		HeartbeatTimeout: 2 * time.Second,
+		// The same file the inbox reads: the workflow and the sandbox activity verify the
+		// passkey decisions against it too.
+		ReviewersFile: reviewers,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -105,8 +110,7 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	e := &env{t: t, sc: sc, reviewers: filepath.Join(dir, "allowed_signers"), counter: filepath.Join(dir, "ran")}
+	e := &env{t: t, sc: sc, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

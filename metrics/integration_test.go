@@ -47,7 +47,16 @@ func TestIntegrationMetricsAfterRuns(t *testing.T) {
 	}
 	denied := start("print('no')")
 	// A wrong digest is refused by the update's validator and counted.
-	if _, err := e.Client.Approve(ctx, denied.WorkflowID, "sha256:"+strings.Repeat("0", 64), "mallory", ""); err == nil {
+	f, err := e.Client.Statement(ctx, denied.WorkflowID, client.StatementOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Digest = "sha256:" + strings.Repeat("0", 64)
+	wrong, err := client.SignDecision(e.Reviewer.Signer, f, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Client.Decide(ctx, denied.WorkflowID, wrong); err == nil {
 		t.Fatal("a wrong digest was accepted")
 	}
 	agenttest.Decide(t, e, denied.WorkflowID, false)

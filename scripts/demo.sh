@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job in one command (README: `make demo`): an embedded Temporal server with its Web UI, a
 # worker with the hardened Docker backend, and a sample run that waits for a person. You read the
-# code and its digest, then approve or deny it here; nothing approves it for you.
+# code and its digest, then approve or deny it here; nothing approves it for you. Your decision is
+# signed with the development reviewer key that worker --dev made in DATA_DIR/reviewer/ (the
+# workers accept only decisions signed by a key in their reviewers file).
 #
 # Settings (environment): TEMPORAL_ADDRESS (default 127.0.0.1:7233), SANDBOXFLOW_UI_PORT (8233),
 # SANDBOXFLOW_DATA_DIR (.sandboxflow), SANDBOXFLOW_DOCKER_IMAGE (the locally built test image),
@@ -44,6 +46,10 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 grep -q "worker running" "$LOG" || { echo "demo: the worker did not start in time:" >&2; tail -n 20 "$LOG" >&2; exit 1; }
+REVIEWER_KEY="$DATA_DIR/reviewer/id_ed25519"
+REVIEWER_NAME=$(cut -d' ' -f1 "$DATA_DIR/reviewer/allowed_signers")
+export SANDBOXFLOW_REVIEWER_KEY="$REVIEWER_KEY"
+echo "Reviewer key (made by worker --dev): $REVIEWER_KEY, listed for \"$REVIEWER_NAME\" in $DATA_DIR/reviewer/allowed_signers"
 echo "Temporal: $TEMPORAL_ADDRESS   Web UI: http://127.0.0.1:$UI_PORT (runs waiting for a person: SandboxStatus=\"awaiting_approval\")"
 
 say "An agent asks to run $CODE_FILE"
@@ -62,12 +68,12 @@ echo "digest: $DIGEST"
 
 cat <<MSG
 
-The run waits for a person. From another terminal you could also:
-  TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS bin/starter approve $ID --digest $DIGEST --reviewer YOUR_NAME
-  temporal workflow signal --address $TEMPORAL_ADDRESS --workflow-id $ID --name approval \\
-    --input '{"approval_id":"'"\$(uuidgen)"'","digest":"$DIGEST","approve":true,"reviewer":"YOUR_NAME","reason":""}'
+The run waits for a person. From another terminal you could also sign with the reviewer key:
+  TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS bin/starter approve $ID --digest $DIGEST --key $REVIEWER_KEY
+or with nothing but OpenSSH and the temporal CLI (see the README):
+  bin/starter statement $ID > st && ssh-keygen -Y sign -n sandboxflow-approval -f $REVIEWER_KEY st
 MSG
-printf '\nApprove this exact code? Type your name to approve, "deny" to deny, or press Enter to leave it waiting: '
+printf '\nApprove this exact code? Type your name to approve (signed with the key of "%s"), "deny" to deny, or press Enter to leave it waiting: ' "$REVIEWER_NAME"
 ANSWER=""
 read -r ANSWER || true
 case "$ANSWER" in
@@ -75,9 +81,12 @@ case "$ANSWER" in
     echo "Left waiting. It stays in $DATA_DIR; approve it later with bin/starter approve (the worker must run)."
     exit 0 ;;
   deny|n|no)
-    bin/starter deny "$ID" --reviewer "${USER:-reviewer}" --reason "denied in the demo" ;;
+    bin/starter deny "$ID" --reason "denied in the demo" ;;
   *)
-    bin/starter approve "$ID" --digest "$DIGEST" --reviewer "$ANSWER" ;;
+    if [ "$ANSWER" != "$REVIEWER_NAME" ]; then
+      echo "Signing as $REVIEWER_NAME: the key in $DATA_DIR/reviewer belongs to that name (worker --dev made it for \$USER)."
+    fi
+    bin/starter approve "$ID" --digest "$DIGEST" ;;
 esac
 
 say "Result (bin/starter result $ID)"

@@ -34,6 +34,12 @@ type command struct {
 	reason           string
 	waitTimeout      time.Duration
 
+	// statement, approve, deny
+	key        string
+	deny       bool
+	approvalID string
+	expiresIn  time.Duration
+
 	// tool-schema
 	tool   client.ToolOptions
 	format string
@@ -57,7 +63,7 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 		return c, err
 	case "show", "result":
 		return c, c.parseReview(fs, args)
-	case "approve", "deny":
+	case "statement", "approve", "deny":
 		return c, c.parseDecision(fs, args)
 	case "tool-schema":
 		return c, c.parseToolSchema(fs, args)
@@ -134,19 +140,33 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseDecision parses statement, approve and deny. Approve and deny sign with the reviewer's
+// key (--key, else SANDBOXFLOW_REVIEWER_KEY).
 func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
-	fs.StringVar(&c.digest, "digest", "", "the digest you read (approve: required)")
-	fs.StringVar(&c.reviewer, "reviewer", "", "who decides (required)")
-	fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
-	pos, err := cli.Parse(fs, args, 1, 1)
+	var mayBeEmpty []string
+	if c.name == "statement" {
+		fs.BoolVar(&c.deny, "deny", false, "the statement of a denial instead of an approval")
+		fs.StringVar(&c.approvalID, "approval-id", "", "the decision's UUID (default: a new one)")
+		fs.DurationVar(&c.expiresIn, "expires-in", 0, "how long the signature counts (default 1h, at most until the approval deadline)")
+	} else {
+		fs.StringVar(&c.key, "key", os.Getenv(client.EnvReviewerKey), "your reviewer key: an OpenSSH private key, or a .pub whose key is in ssh-agent ["+client.EnvReviewerKey+"]")
+		fs.StringVar(&c.digest, "digest", "", "the digest you read (approve: required)")
+		fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
+		mayBeEmpty = append(mayBeEmpty, "reason")
+	}
+	pos, err := cli.Parse(fs, args, 1, 1, mayBeEmpty...)
 	if err != nil {
 		return err
 	}
 	c.id = pos[0]
 	switch {
-	case c.reviewer == "":
-		return &cli.UsageError{Msg: "--reviewer is required"}
+	case c.name == "statement":
+		if c.expiresIn < 0 {
+			return &cli.UsageError{Msg: fmt.Sprintf("--expires-in %s is negative", c.expiresIn)}
+		}
+	case c.key == "":
+		return &cli.UsageError{Msg: "--key FILE (or " + client.EnvReviewerKey + ") is required: decisions are signed with a reviewer's key"}
 	case c.name == "approve" && c.digest == "":
 		return &cli.UsageError{Msg: "--digest is required: approve the digest you read with `starter show`"}
 	case c.name == "deny" && c.reason == "":

@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -52,15 +53,16 @@ func (r cliResult) errorType(t *testing.T) string {
 	return e.Error.Type
 }
 
-func cliWorker(t *testing.T, tc tclient.Client) {
+func cliWorker(t *testing.T, tc tclient.Client) *reviewertest.Reviewer {
 	t.Helper()
+	bob := reviewertest.New(t, "bob")
 	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return guard.Result{OK: true}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b})
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b, ReviewersFile: bob.File})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +76,7 @@ func cliWorker(t *testing.T, tc tclient.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+	return bob
 }
 
 // The findings of issue 17 through the starter's command line, against a real server.
@@ -87,7 +90,7 @@ func TestIntegrationStarterEdges(t *testing.T) {
 		t.Fatalf("run with no worker: exit %d after %s, %s; want 1 and NoWorker at once", r.code, r.took, r.stdout)
 	}
 
-	cliWorker(t, ts.GetDefaultClient())
+	bob := cliWorker(t, ts.GetDefaultClient())
 	// 1 and 6: the id is printed once started; the code's invisible characters are shown.
 	trojan := "access = 'user' # \u202e } \u2066 if admin: \u2069 \u2066\nprint(access)\n"
 	r = starterIn(t, addr, ns, "run", "--code", trojan, "--workflow-id", "cli-run")
@@ -109,7 +112,7 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	if r.code != 1 || r.errorType(t) != client.TypeWaitTimeout || r.took > 15*time.Second {
 		t.Errorf("result --timeout: exit %d after %s, %s; want 1 and WaitTimeout", r.code, r.took, r.stdout)
 	}
-	if r := starterIn(t, addr, ns, "deny", "cli-run", "--reviewer", "bob", "--reason", "no"); r.code != 0 {
+	if r := starterIn(t, addr, ns, "deny", "cli-run", "--key", bob.KeyFile, "--reason", "no"); r.code != 0 {
 		t.Fatalf("deny: exit %d %s", r.code, r.stdout)
 	}
 	// 1: the id of a closed run is refused too.
@@ -124,8 +127,8 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"show", "cli-other"},
-		{"approve", "cli-other", "--digest", "sha256:00", "--reviewer", "bob"},
-		{"deny", "cli-other", "--reviewer", "bob", "--reason", "no"},
+		{"approve", "cli-other", "--digest", "sha256:00", "--key", bob.KeyFile},
+		{"deny", "cli-other", "--key", bob.KeyFile, "--reason", "no"},
 		{"result", "cli-other"},
 	} {
 		r := starterIn(t, addr, ns, args...)

@@ -1,7 +1,7 @@
 // Command starter is how agent orchestrators and reviewers use sandboxflow from a terminal or a
-// script: run, pending, show, approve, deny, result and tool-schema. Every command prints JSON on
-// stdout, a failure too ({"error": {"type": ..., "message": ...}}); usage errors exit 2, other
-// failures 1.
+// script: run, pending, show, statement, approve, deny, result, tool-schema, inbox and mcp. Every
+// command but the servers prints JSON on stdout, a failure too ({"error": {"type": ...,
+// "message": ...}}); usage errors exit 2, other failures 1.
 //
 // It reaches Temporal through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (or --address and
 // --namespace), and reads the payload keys from SANDBOXFLOW_KEY_FILE (or --key-file) when the
@@ -30,8 +30,12 @@ commands:
   pending              list the runs that wait for a decision
   show ID [--env-values]
                        everything a reviewer needs (env values only with --env-values)
-  approve ID --digest D --reviewer NAME [--reason R]
-  deny ID --reviewer NAME --reason R
+  statement ID [--deny] [--approval-id U] [--expires-in D]
+                       print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval)
+  approve ID --digest D --key FILE [--reason R]
+  deny ID --key FILE --reason R
+                       sign the decision with your reviewer key (--key or SANDBOXFLOW_REVIEWER_KEY;
+                       a .pub file signs through ssh-agent) and send it
   result ID [--timeout D]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run)
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
@@ -130,12 +134,10 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			fmt.Fprintln(stderr, "starter:", review.Warning)
 		}
 		return printOr(stdout, review, err)
-	case "approve":
-		res, err := sc.Approve(ctx, cmd.id, cmd.digest, cmd.reviewer, cmd.reason)
-		return printOr(stdout, res, err)
-	case "deny":
-		res, err := sc.Deny(ctx, cmd.id, cmd.reviewer, cmd.reason)
-		return printOr(stdout, res, err)
+	case "statement":
+		return statementCmd(ctx, sc, cmd, stdout)
+	case "approve", "deny":
+		return decideCmd(ctx, sc, cmd, stdout)
 	case "result":
 		res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)
 		return printOr(stdout, client.NewOutput(res), err)

@@ -86,7 +86,8 @@ func TestEncryptedHistoryAndKeyRotation(t *testing.T) {
 	ringBA := writeKeys(t, keyB, keyA)
 	ringB := writeKeys(t, keyB)
 	const token = "test-token-0123456789abcdef"
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_TASK_QUEUE=enc"}
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_TASK_QUEUE=enc",
+		"SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
 	args := []string{"--data-dir", data, "--ui-port", strconv.Itoa(uiPort), "--backend", "local", "--allow-unsafe-local",
 		"--codec-port", strconv.Itoa(codecPort), "--codec-token", token}
 	w := startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_KEY_FILE="+ringA), args...)
@@ -98,7 +99,7 @@ func TestEncryptedHistoryAndKeyRotation(t *testing.T) {
 	code := "import os\n# " + secretCode + "\nprint('SECRET_OUTPUT_' + '55d0', len(os.environ['TOKEN']))\n"
 	var st startedJSON
 	sA.mustJSON(&st, "run", "--code", code, "--env", "TOKEN="+secretEnv)
-	sA.mustJSON(&struct{}{}, "approve", st.WorkflowID, "--digest", st.Digest, "--reviewer", "alice")
+	sA.mustJSON(&struct{}{}, "approve", st.WorkflowID, "--digest", st.Digest)
 	var res resultJSON
 	sA.mustJSON(&res, "result", st.WorkflowID)
 	if !res.OK || res.Stdout != secretOut+" 21\n" {
@@ -159,7 +160,7 @@ func TestEncryptedHistoryAndKeyRotation(t *testing.T) {
 	w.stop(t)
 	startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_KEY_FILE="+ringBA), args...)
 	sBA := starterCLI{t: t, bin: starterBin, env: append(env, "SANDBOXFLOW_KEY_FILE="+ringBA)}
-	sBA.mustJSON(&struct{}{}, "approve", waiting.WorkflowID, "--digest", waiting.Digest, "--reviewer", "bob")
+	sBA.mustJSON(&struct{}{}, "approve", waiting.WorkflowID, "--digest", waiting.Digest)
 	sBA.mustJSON(&res, "result", waiting.WorkflowID)
 	if !res.OK || res.Stdout != "rotated\n" {
 		t.Fatalf("run across the rotation: %+v", res)

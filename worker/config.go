@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
@@ -27,6 +28,8 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.SandboxTaskQueue, "sandbox-task-queue", "", "task queue of the sandbox activity (default: the workflow task queue)")
 	fs.StringVar(&c.Role, "role", service.RoleAll, "what this process runs: all, workflows or sandboxes")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", 2, "how many sandboxes this worker runs at once")
+	fs.StringVar(&c.Reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
+	fs.DurationVar(&c.ScheduleToStartTimeout, "schedule-to-start-timeout", activities.DefaultScheduleToStartTimeout, "how long an approved run waits for a sandbox worker; past it the run ends with the approval unused")
 
 	fs.BoolVar(&c.Dev, "dev", false, "start an embedded Temporal server (SQLite in --data-dir) and its Web UI, then run the worker against it")
 	fs.StringVar(&c.DataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database")

@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"github.com/sandboxflow/sandboxflow/internal/service"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -38,9 +39,9 @@ func applyDefaults(cfg *service.Options) error {
 }
 
 // startInProcessWorker registers RunCode and its activities over backend on queue.
-func startInProcessWorker(t *testing.T, tc tclient.Client, queue string, cfg *service.Options, backend guard.Backend) (stop func()) {
+func startInProcessWorker(t *testing.T, tc tclient.Client, queue string, cfg *service.Options, backend guard.Backend, reviewers string) (stop func()) {
 	t.Helper()
-	acts, err := activities.New(activities.Config{Policy: cfg.Policy(), Backend: backend, Sink: activities.SlogSink{Logger: slogDiscard()}})
+	acts, err := activities.New(activities.Config{Policy: cfg.Policy(), Backend: backend, Sink: activities.SlogSink{Logger: slogDiscard()}, ReviewersFile: reviewers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +84,10 @@ func TestWorkerInItsContainer(t *testing.T) {
 	ts := devtest.Start(t)
 	queue := "container-" + uuid.NewString()[:8]
 	name := "sandboxflow-worker-test-" + uuid.NewString()[:8]
+	alice := reviewertest.New(t, "alice")
 	run := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--network", "host",
 		"-v", "/var/run/docker.sock:/var/run/docker.sock",
+		"-v", alice.File+":/etc/sandboxflow/allowed_signers:ro", "-e", "SANDBOXFLOW_REVIEWERS=/etc/sandboxflow/allowed_signers",
 		"-e", "SANDBOXFLOW_LANGUAGES=python,sh",
 		tag, "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
 		"--task-queue", queue, "--backend", "docker", "--docker-image", testPythonImage())
@@ -116,7 +119,7 @@ func TestWorkerInItsContainer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, "alice", ""); err != nil {
+	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, ""); err != nil {
 		t.Fatalf("Approve: %v", err)
 	}
 	res, err := sc.Result(ctx, started.WorkflowID)
@@ -146,7 +149,8 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 			}
 			defer closeBackend()
 			queue := "docker-" + runtime + "-" + uuid.NewString()[:8]
-			stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend)
+			alice := reviewertest.New(t, "alice")
+			stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend, alice.File)
 			defer stop()
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -165,7 +169,7 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, "alice", "looks fine"); err != nil {
+			if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, "looks fine"); err != nil {
 				t.Fatalf("Approve: %v", err)
 			}
 			res, err := sc.Result(ctx, started.WorkflowID)

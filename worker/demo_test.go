@@ -21,7 +21,8 @@ func TestDemoScript(t *testing.T) {
 		"SANDBOXFLOW_UI_PORT="+strconv.Itoa(freePort(t)),
 		"SANDBOXFLOW_DATA_DIR="+t.TempDir(),
 		"SANDBOXFLOW_DOCKER_IMAGE="+testPythonImage(),
-		"SANDBOXFLOW_KEY_FILE=")
+		"SANDBOXFLOW_KEY_FILE=",
+		"USER=alice") // worker --dev makes the reviewer key for $USER; the demo signs with it
 	cmd.Stdin = strings.NewReader("alice\n")
 	out, err := cmd.CombinedOutput()
 	if err != nil {

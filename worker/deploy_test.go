@@ -70,11 +70,14 @@ func TestSandboxWorkersRespectTheirCap(t *testing.T) {
 	workerBin, starterBin := binaries(t)
 	data := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=cap-wf"}
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=cap-wf",
+		"SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
 	common := []string{"--backend", "local", "--allow-unsafe-local", "--sandbox-task-queue", "cap-sbx"}
 	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
 	for i := 0; i < 2; i++ {
-		startWorker(t, workerBin, env, append([]string{"--role", "sandboxes", "--max-sandboxes", "1"}, common...)...)
+		// The sandbox hosts verify every approval against their own reviewers file.
+		startWorker(t, workerBin, env, append([]string{"--role", "sandboxes", "--max-sandboxes", "1",
+			"--reviewers", filepath.Join(data, "reviewer", "allowed_signers")}, common...)...)
 	}
 	s := starterCLI{t: t, bin: starterBin, env: env}
 
@@ -97,7 +100,7 @@ with open(%q, "a") as f:
 		wg.Add(1)
 		go func(r startedJSON) {
 			defer wg.Done()
-			s.mustJSON(&struct{}{}, "approve", r.WorkflowID, "--digest", r.Digest, "--reviewer", "alice")
+			s.mustJSON(&struct{}{}, "approve", r.WorkflowID, "--digest", r.Digest)
 		}(r)
 	}
 	wg.Wait()

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +91,10 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // startDevWorker starts `worker --dev ARGS` and waits until it polls.
 func startDevWorker(t *testing.T, bin string, env []string, args ...string) *devWorker {
 	t.Helper()
+	// Tests run in parallel: no --dev worker takes the inbox's default port unless asked to.
+	if !slices.Contains(args, "--inbox-port") {
+		args = append([]string{"--inbox-port", "-1"}, args...)
+	}
 	return startWorker(t, bin, env, append([]string{"--dev"}, args...)...)
 }
 
@@ -240,7 +245,9 @@ func TestEndToEnd(t *testing.T) {
 	data := t.TempDir()
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	uiPort := freePort(t)
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=e2e"}
+	// worker --dev makes the reviewer key for $USER in the data dir; the starter signs with it.
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=e2e",
+		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
 	args := []string{"--data-dir", data, "--ui-port", strconv.Itoa(uiPort), "--backend", "local", "--allow-unsafe-local"}
 	w := startDevWorker(t, workerBin, env, args...)
 	s := starterCLI{t: t, bin: starterBin, env: env}
@@ -276,14 +283,14 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("starter show printed %+v", show)
 	}
 
-	if _, code := s.run("approve", started.WorkflowID, "--digest", "sha256:"+strings.Repeat("0", 64), "--reviewer", "mallory"); code == 0 {
+	if _, code := s.run("approve", started.WorkflowID, "--digest", "sha256:"+strings.Repeat("0", 64)); code == 0 {
 		t.Fatalf("approve with a wrong digest exited 0")
 	}
 	var decided struct {
 		State    string `json:"state"`
 		Reviewer string `json:"reviewer"`
 	}
-	s.mustJSON(&decided, "approve", started.WorkflowID, "--digest", started.Digest, "--reviewer", "alice")
+	s.mustJSON(&decided, "approve", started.WorkflowID, "--digest", started.Digest)
 	if decided.State != "running" || decided.Reviewer != "alice" {
 		t.Fatalf("approve printed %+v", decided)
 	}
@@ -293,7 +300,7 @@ func TestEndToEnd(t *testing.T) {
 		res.Backend != "local" || res.ApprovalID == "" || res.DurationMS == nil || len(res.Files) != 1 || res.Files[0].Name != "out.txt" {
 		t.Fatalf("result printed %+v", res)
 	}
-	if _, code := s.run("approve", started.WorkflowID, "--digest", started.Digest, "--reviewer", "bob"); code == 0 {
+	if _, code := s.run("approve", started.WorkflowID, "--digest", started.Digest); code == 0 {
 		t.Fatalf("a second approval after the run exited 0")
 	}
 
@@ -307,7 +314,7 @@ func TestEndToEnd(t *testing.T) {
 	w.stop(t)
 	startDevWorker(t, workerBin, env, args...)
 	waitPending(t, s, waiting.WorkflowID)
-	s.mustJSON(&decided, "approve", waiting.WorkflowID, "--digest", waiting.Digest, "--reviewer", "carol")
+	s.mustJSON(&decided, "approve", waiting.WorkflowID, "--digest", waiting.Digest)
 	s.mustJSON(&res, "result", waiting.WorkflowID)
 	if !res.OK || res.Stdout != "after restart\n" {
 		t.Fatalf("result after restart: %+v", res)
@@ -319,7 +326,7 @@ func TestEndToEnd(t *testing.T) {
 	// Deny: result prints the typed error and exits 1.
 	var denied startedJSON
 	s.mustJSON(&denied, "run", "--code", "print('never')")
-	if _, code := s.run("deny", denied.WorkflowID, "--reviewer", "dave", "--reason", "not today"); code != 0 {
+	if _, code := s.run("deny", denied.WorkflowID, "--reason", "not today"); code != 0 {
 		t.Fatalf("deny exited %d", code)
 	}
 	out, code2 := s.run("result", denied.WorkflowID)

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"github.com/sandboxflow/sandboxflow/internal/service"
 )
 
@@ -40,7 +41,8 @@ func TestEgressThroughWorkflow(t *testing.T) {
 	}
 	defer closeBackend()
 	queue := "egress-" + uuid.NewString()[:8]
-	stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend)
+	alice := reviewertest.New(t, "alice")
+	stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend, alice.File)
 	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -57,7 +59,7 @@ func TestEgressThroughWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, "alice", "fine"); err != nil {
+	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, "fine"); err != nil {
 		t.Fatalf("Approve: %v", err)
 	}
 	res, err := sc.Result(ctx, started.WorkflowID)

@@ -36,10 +36,16 @@ func approveRun(t *testing.T, s starterCLI, run startedJSON) {
 	var decided struct {
 		State string `json:"state"`
 	}
-	s.mustJSON(&decided, "approve", run.WorkflowID, "--digest", run.Digest, "--reviewer", "alice")
+	s.mustJSON(&decided, "approve", run.WorkflowID, "--digest", run.Digest) // signed with the dev key
 	if decided.State != "running" {
 		t.Fatalf("approve %s printed state %q; want running", run.WorkflowID, decided.State)
 	}
+}
+
+// devReviewerKeyEnv points the starter at the development reviewer key that worker --dev made
+// in data.
+func devReviewerKeyEnv(data string) string {
+	return "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")
 }
 
 // hostedOutcome is what `starter result` printed for one approved run: a result, or an error.
@@ -196,8 +202,9 @@ func TestHostedE2BEndToEnd(t *testing.T) {
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=hosted-e2b",
 		e2b.EnvAPIURL + "=" + fake.APIURL(), e2b.EnvSandboxURL + "=" + fake.SandboxURL()}
 	workerEnv := append(slices.Clone(env), e2b.EnvAPIKey+"="+key)
-	w := startDevWorker(t, workerBin, workerEnv, "--data-dir", t.TempDir(), "--ui-port", "-1", "--backend", "e2b", "--languages", "python,sh")
-	s := starterCLI{t: t, bin: starterBin, env: env}
+	data := t.TempDir()
+	w := startDevWorker(t, workerBin, workerEnv, "--data-dir", data, "--ui-port", "-1", "--backend", "e2b", "--languages", "python,sh")
+	s := starterCLI{t: t, bin: starterBin, env: append(env, devReviewerKeyEnv(data))}
 	texts := map[string][]byte{}
 	var runs []string
 
@@ -318,8 +325,9 @@ func TestHostedHTTPEndToEnd(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=hosted-http"}
 	backendArgs := []string{"--backend", "http", "--http-url", svc.URL, "--http-header-file", headerFile}
-	w := startDevWorker(t, workerBin, env, append([]string{"--data-dir", t.TempDir(), "--ui-port", "-1"}, backendArgs...)...)
-	s := starterCLI{t: t, bin: starterBin, env: env}
+	data := t.TempDir()
+	w := startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1"}, backendArgs...)...)
+	s := starterCLI{t: t, bin: starterBin, env: append(env, devReviewerKeyEnv(data))}
 
 	ok := runApproved(t, s, "--code", "print('hello over http')\nopen('out.txt', 'w').write('made')\n")
 	if !ok.res.OK || ok.res.Stdout != "hello over http\n" || ok.res.Backend != "http" || ok.files["out.txt"] != "made" || len(ok.files) != 1 {

@@ -17,15 +17,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	tclient "go.temporal.io/sdk/client"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/client"
-	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/pgtemporal"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
 
 // The PostgreSQL the test uses: scripts/setup-postgres.sh's cluster unless
@@ -133,8 +133,20 @@ func startProcess(t *testing.T, ready string, within time.Duration, env []string
 // way a reviewer's tool sends it. When decisions must be signed, only this function changes.
 // A decision whose wait times out on a loaded machine is sent again with the same approval id:
 // Temporal deduplicates updates by id, so the run still gets one decision.
-func approvePG(ctx context.Context, sc *client.Client, workflowID, digest string) error {
-	d := contract.Decision{ApprovalID: uuid.NewString(), Digest: digest, Approve: true, Reviewer: "pg-reviewer", Reason: "scale test"}
+func approvePG(ctx context.Context, sc *client.Client, signer ssh.Signer, workflowID, digest string) error {
+	f, err := sc.Statement(ctx, workflowID, client.StatementOptions{})
+	if err != nil {
+		return err
+	}
+	if f.Digest != digest {
+		return fmt.Errorf("approve %s: the run's digest is %s, not %s", workflowID, f.Digest, digest)
+	}
+	// The same signed decision (same approval id) is resent after a timeout; Temporal
+	// deduplicates it.
+	d, err := client.SignDecision(signer, f, "scale test")
+	if err != nil {
+		return err
+	}
 	for {
 		_, err := sc.Decide(ctx, workflowID, d)
 		var timeout *serviceerror.DeadlineExceeded
@@ -159,7 +171,9 @@ func TestTemporalOnPostgres(t *testing.T) {
 	addr := startTemporalPostgres(t, pg)
 
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE="}
-	common := []string{"--backend", "local", "--allow-unsafe-local", "--task-queue", "pg-workflows", "--sandbox-task-queue", "pg-sandboxes"}
+	reviewer := reviewertest.New(t, "pg-reviewer")
+	common := []string{"--backend", "local", "--allow-unsafe-local", "--task-queue", "pg-workflows", "--sandbox-task-queue", "pg-sandboxes",
+		"--reviewers", reviewer.File}
 	for range 2 {
 		startWorker(t, workerBin, env, append([]string{"--role", "workflows"}, common...)...)
 	}
@@ -182,7 +196,7 @@ func TestTemporalOnPostgres(t *testing.T) {
 
 	marks := t.TempDir()
 	started := startRuns(ctx, t, sc, marks, runs)
-	approveAll(ctx, t, sc, started)
+	approveAll(ctx, t, sc, reviewer.Signer, started)
 
 	// Kill one sandbox worker while it holds runs: once a tenth of the runs have started.
 	victim := sandboxWorkers[0]
@@ -233,7 +247,7 @@ func startRuns(ctx context.Context, t *testing.T, sc *client.Client, marks strin
 }
 
 // approveAll approves every run at once, each in its own goroutine.
-func approveAll(ctx context.Context, t *testing.T, sc *client.Client, started []client.Started) {
+func approveAll(ctx context.Context, t *testing.T, sc *client.Client, signer ssh.Signer, started []client.Started) {
 	t.Helper()
 	errs := make([]error, len(started))
 	var wg sync.WaitGroup
@@ -241,7 +255,7 @@ func approveAll(ctx context.Context, t *testing.T, sc *client.Client, started []
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = approvePG(ctx, sc, s.WorkflowID, s.Digest)
+			errs[i] = approvePG(ctx, sc, signer, s.WorkflowID, s.Digest)
 		}()
 	}
 	wg.Wait()

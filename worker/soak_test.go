@@ -177,11 +177,12 @@ func TestFaultSoak(t *testing.T) {
 		"--default-timeout", "5s", "--grace", "2s", "--heartbeat-timeout", "3s"}
 	devArgs := append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, policy...)
 	sbArgs := append([]string{"--role", "sandboxes", "--backend", "docker", "--docker-image", image,
+		"--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
 		"--reap-interval", "5s", "--max-sandboxes", "2"}, policy...)
 
 	dev := startDevWorker(t, workerBin, env, devArgs...)
 	sb := startWorker(t, workerBin, env, sbArgs...)
-	s := starterCLI{t: t, bin: starterBin, env: env}
+	s := starterCLI{t: t, bin: starterBin, env: append(env, devReviewerKeyEnv(data))}
 	events := &soakEvents{counts: map[string]map[string]int{}}
 	stopEvents := events.follow(d)
 
@@ -226,7 +227,7 @@ func TestFaultSoak(t *testing.T) {
 	}()
 	for _, r := range runs {
 		var decided struct{ State string }
-		s.mustJSON(&decided, "approve", r.WorkflowID, "--digest", r.Digest, "--reviewer", "soak")
+		s.mustJSON(&decided, "approve", r.WorkflowID, "--digest", r.Digest)
 		time.Sleep(time.Duration(100+rand.IntN(500)) * time.Millisecond)
 	}
 	<-killed

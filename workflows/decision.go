@@ -1,14 +1,21 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Bounds on a decision's free-text fields, to keep history and logs small.
@@ -17,20 +24,74 @@ const (
 	MaxReasonBytes   = 4096
 )
 
-// refusal says why d cannot be accepted now, or returns "" when it can. It reads the workflow's
-// state and never changes it, so the update validator can use it.
-func (r *runCode) refusal(d contract.Decision) string {
+// refusal returns who made d, or why d cannot be accepted now. It reads the workflow's state and
+// never changes it, so the update validator can use it. The signature is verified against the
+// reviewer keys the check recorded, for this run (its workflow id and its run id, read afresh so
+// that a reset run has its own), the recorded digest and the sandbox task queue, at the
+// workflow's time.
+func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.Verified, error) {
 	if r.decision != nil {
-		return fmt.Sprintf("already decided: decision %s by %s was accepted", r.decision.ApprovalID, r.decision.Reviewer)
+		return approval.Verified{}, fmt.Errorf("already decided: decision %s by %s was accepted", r.decision.ApprovalID, r.decision.Reviewer)
 	}
 	switch r.status.State {
 	case contract.StatusAwaitingApproval:
 	case contract.StatusChecking:
-		return "not waiting for a decision: the request is still being checked"
+		return approval.Verified{}, errors.New("not waiting for a decision: the request is still being checked")
 	default:
-		return "not waiting for a decision: the run is " + r.status.State
+		return approval.Verified{}, errors.New("not waiting for a decision: the run is " + r.status.State)
 	}
-	return checkDecision(d, r.checked.Digest)
+	if why := checkDecision(d, r.checked.Digest); why != "" {
+		return approval.Verified{}, errors.New(why)
+	}
+	info := workflow.GetInfo(ctx)
+	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, r.checked.Digest, r.sandboxQueue)
+	// Verify is a pure function of its arguments (no clock, randomness or I/O); workflowcheck
+	// flags it only for the reflection inside crypto/ecdsa's ASN.1 parsing.
+	v, err := approval.Verify(r.reviewers, want, d.Proof(), workflow.Now(ctx)) //workflowcheck:ignore
+	if err != nil {
+		return approval.Verified{}, err
+	}
+	return v, nil
+}
+
+// refusalKV is the log fields of a refusal: why, and for a signature the reason and field.
+func refusalKV(err error) []any {
+	kv := []any{"why", err.Error()}
+	var ref *approval.RefusalError
+	if errors.As(err, &ref) {
+		kv = append(kv, "reason", string(ref.Reason))
+		if ref.Field != "" {
+			kv = append(kv, "field", ref.Field)
+		}
+	}
+	return kv
+}
+
+// sandboxQueue is the task queue the sandbox activity runs on: the run's own choice, else the
+// checking worker's setting, else the workflow's task queue.
+func sandboxQueue(in contract.Input, opts contract.RunOptions, workflowQueue string) string {
+	switch {
+	case in.SandboxTaskQueue != "":
+		return in.SandboxTaskQueue
+	case opts.TaskQueue != "":
+		return opts.TaskQueue
+	}
+	return workflowQueue
+}
+
+// notPickedUp returns the error that ends a run whose approved activity waited in the sandbox
+// task queue past its ScheduleToStart timeout: no sandbox worker took it, so the code never
+// started and the approval was not used. It is never retried. Other errors return nil.
+func (r *runCode) notPickedUp(err error, timeout time.Duration) error {
+	var te *temporal.TimeoutError
+	if !errors.As(err, &te) || te.TimeoutType() != enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		return nil
+	}
+	return &guard.IntegrationError{
+		Op: "run sandbox",
+		Err: fmt.Errorf("no sandbox worker took the run from task queue %s within %s; the code did not start and the approval was not used (send a new decision to a new run): %w",
+			r.sandboxQueue, timeout, err),
+	}
 }
 
 // checkDecision checks a decision's fields against the request's digest and returns why it is
@@ -41,8 +102,6 @@ func checkDecision(d contract.Decision, digest string) string {
 		return "approval_id is missing"
 	case !isUUID(d.ApprovalID):
 		return fmt.Sprintf("approval_id %.64q is not a UUID", d.ApprovalID)
-	case strings.TrimSpace(d.Reviewer) == "":
-		return "reviewer is missing"
 	case len(d.Reviewer) > MaxReviewerBytes:
 		return fmt.Sprintf("reviewer is %d bytes, over the limit of %d", len(d.Reviewer), MaxReviewerBytes)
 	case !utf8.ValidString(d.Reviewer) || strings.ContainsFunc(d.Reviewer, unicode.IsControl):

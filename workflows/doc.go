@@ -18,7 +18,12 @@
 //
 // A contract.Decision's JSON form is fixed, so that any Temporal client can send it:
 //
-//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reviewer": "alice", "reason": ""}
+//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reason": "",
+//	 "expires": "2026-01-02T15:04:05Z", "signature": "-----BEGIN SSH SIGNATURE-----\n..."}
+//
+// The signature is an SSHSIG (namespace sandboxflow-approval) over the run's statement (package
+// approval): workflow id, run id, digest, approve or deny, approval id, sandbox task queue and
+// expiry. The status carries the workflow id, run id and sandbox task queue to sign.
 //
 // The run's error, when there is one, is a Temporal application error whose Type is one of
 // guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
@@ -38,9 +43,17 @@
 //     approval.requested is logged.
 //  3. Wait. The first valid decision ends the wait. A decision is valid when the run is waiting
 //     and none was accepted yet, approval_id is a UUID (36 characters, not the nil UUID),
-//     reviewer is set (at most MaxReviewerBytes, no control characters), reason is at most
-//     MaxReasonBytes, and digest equals the request's digest (an approval must carry it; a
-//     denial may leave it empty). A signalled decision that is not valid is rejected: counted in
+//     reviewer, if set, is at most MaxReviewerBytes without control characters, reason is at
+//     most MaxReasonBytes, digest equals the request's digest (an approval must carry it; a
+//     denial may leave it empty), and the signature verifies (approval.Verify) by a key of the
+//     reviewers the check recorded, over this run's statement: its workflow id and its current
+//     run id (so a reset run or another run never accepts it), the recorded digest and the
+//     sandbox task queue, before the expiry by workflow time. The reviewer recorded is the
+//     key's principal; a reviewer name the key may not sign for is refused. The update handler
+//     verifies again (a reset run replays an accepted update without its validator), and a
+//     refused update is logged as approval.rejected with its reason. A decision signalled
+//     before the check finished (SignalWithStart) waits in the channel and is verified like
+//     any other. A signalled decision that is not valid is rejected: counted in
 //     contract.Status.RejectedDecisions, logged as approval.rejected, and otherwise ignored — it consumes
 //     nothing and ends nothing. Every decision after the accepted one is ignored (counted in
 //     contract.Status.IgnoredDecisions) and never causes a second run; an update is refused instead.
@@ -53,7 +66,9 @@
 //     queue (contract.Input.SandboxTaskQueue, else the checking worker's configured queue, else the
 //     workflow's own) with StartToCloseTimeout = effective timeout + grace + report margin (the
 //     margin lets the guard's backstop at timeout + grace report a timed-out run before Temporal
-//     times the activity out), a heartbeat timeout, and RetryPolicy.MaximumAttempts = 1:
+//     times the activity out), a heartbeat timeout, a ScheduleToStart timeout (no sandbox
+//     worker took it in time: the run ends with an IntegrationError saying the approval was not
+//     used, never retried), and RetryPolicy.MaximumAttempts = 1:
 //     Temporal never retries it. The workflow retries only a failure for which guard.Retryable
 //     is true (an IntegrationError from before the code could start), with exponential backoff
 //     (workflow timers, recorded in history) and a bounded number of attempts. Any other
@@ -61,6 +76,9 @@
 //     (heartbeat or start-to-close timeout), a failure after the code may have started, or any
 //     failure the workflow cannot classify as IntegrationError "outcome unknown; the approval
 //     was used". The code therefore runs at most once per approval.
+//     The sandbox activity verifies the signed decision itself before anything starts, against
+//     its own reviewers file, its own activity info (workflow id, run id, task queue) and the
+//     digest it recomputes: whatever scheduled it, nothing runs without a reviewer's signature.
 //  5. Result. The guard.Result carries the approval id, reviewer, digest and backend.
 //     SandboxStatus ends at succeeded, failed (non-zero exit or a resource-limit kill),
 //     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error.
@@ -78,7 +96,7 @@
 //
 // One task queue (workflow and sandboxes on the same workers):
 //
-//	acts, err := activities.New(activities.Config{Policy: policy, Backend: backend})
+//	acts, err := activities.New(activities.Config{Policy: policy, Backend: backend, ReviewersFile: "allowed_signers"})
 //	w := worker.New(c, "sandboxflow", worker.Options{MaxConcurrentActivityExecutionSize: 4})
 //	workflows.Register(w)
 //	acts.Register(w)
@@ -86,13 +104,13 @@
 // Two task queues (sandbox hosts scale apart from workflow workers):
 //
 //	// workflow workers: no backend here, only its name and the sandbox queue
-//	acts, err := activities.New(activities.Config{Policy: policy, BackendName: "docker", SandboxTaskQueue: "sandboxflow-sandbox"})
+//	acts, err := activities.New(activities.Config{Policy: policy, BackendName: "docker", SandboxTaskQueue: "sandboxflow-sandbox", ReviewersFile: "allowed_signers"})
 //	w := worker.New(c, "sandboxflow", worker.Options{})
 //	workflows.Register(w)
 //	acts.Register(w) // registers the Check local activity
 //
 //	// sandbox hosts
-//	acts, err := activities.New(activities.Config{Policy: policy, Backend: dockerBackend})
+//	acts, err := activities.New(activities.Config{Policy: policy, Backend: dockerBackend, ReviewersFile: "allowed_signers"})
 //	w := worker.New(c, "sandboxflow-sandbox", worker.Options{DisableWorkflowWorker: true, MaxConcurrentActivityExecutionSize: 4})
 //	acts.Register(w)
 //

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/google/uuid"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -27,7 +29,7 @@ func ExampleRegister() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	acts, err := activities.New(activities.Config{Policy: guard.Policy{}, Backend: backend})
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{}, Backend: backend, ReviewersFile: "/etc/sandboxflow/allowed_signers"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -47,7 +49,8 @@ func ExampleRegister_twoQueues() {
 	policy := guard.Policy{}
 
 	// On workflow workers: the policy and the name of the sandbox hosts' backend.
-	checks, err := activities.New(activities.Config{Policy: policy, BackendName: local.Name, SandboxTaskQueue: "sandboxflow-sandbox"})
+	checks, err := activities.New(activities.Config{Policy: policy, BackendName: local.Name, SandboxTaskQueue: "sandboxflow-sandbox",
+		ReviewersFile: "/etc/sandboxflow/allowed_signers"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,12 +58,13 @@ func ExampleRegister_twoQueues() {
 	workflows.Register(ww)
 	checks.Register(ww)
 
-	// On sandbox hosts: the same policy and the backend itself.
+	// On sandbox hosts: the same policy, the backend itself, and their own reviewers file: they
+	// verify every approval again before anything runs.
 	backend, err := local.New(local.Config{AllowUnsafeLocal: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	runs, err := activities.New(activities.Config{Policy: policy, Backend: backend})
+	runs, err := activities.New(activities.Config{Policy: policy, Backend: backend, ReviewersFile: "/etc/sandboxflow/allowed_signers"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,8 +104,25 @@ func ExampleDecision() {
 	}
 	fmt.Println(st.State, st.Request.Code)
 
-	// ... and approves exactly that digest.
-	d := contract.Decision{ApprovalID: uuid.NewString(), Digest: st.Request.Digest, Approve: true, Reviewer: "alice"}
+	// ... and signs an approval of exactly this run, digest and sandbox task queue with a key
+	// listed in the workers' reviewers file.
+	f := approval.Fields{
+		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: true,
+		ApprovalID: uuid.NewString(), SandboxTaskQueue: st.SandboxTaskQueue, Expires: time.Now().Add(time.Hour),
+	}
+	stmt, err := f.Statement()
+	if err != nil {
+		log.Fatal(err)
+	}
+	key, err := approval.LoadSigner("/home/alice/.ssh/id_ed25519", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	sig, err := approval.Sign(key, stmt)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := contract.Decision{ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: true, Expires: f.Expires, Signature: sig}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: run.GetID(), UpdateName: contract.UpdateDecide, Args: []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
@@ -111,7 +132,7 @@ func ExampleDecision() {
 	}
 	var decided contract.DecideResult
 	if err := h.Get(ctx, &decided); err != nil {
-		log.Fatal(err) // a refused decision says why, e.g. "wrong digest: ..."
+		log.Fatal(err) // a refused decision says why, e.g. "approval: refused (unknown_key): ..."
 	}
 	// Or, with any Temporal client: signal "approval" with the same JSON object.
 	// err = c.SignalWorkflow(ctx, run.GetID(), "", contract.SignalApproval, d)

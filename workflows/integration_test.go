@@ -32,10 +32,12 @@ import (
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -46,13 +48,14 @@ const (
 	envWorkerNamespace = "SANDBOXFLOW_TEST_WORKER_NAMESPACE"
 	envWorkerQueue     = "SANDBOXFLOW_TEST_WORKER_QUEUE"
 	envWorkerPython    = "SANDBOXFLOW_TEST_WORKER_PYTHON"
+	envWorkerReviewers = "SANDBOXFLOW_TEST_WORKER_REVIEWERS"
 	// envRecordHistory, set to 1, makes TestRecordReplayHistory re-record testdata/.
 	envRecordHistory = "SANDBOXFLOW_RECORD_HISTORY"
 )
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envWorkerAddress); addr != "" {
-		if err := workerProcess(addr, os.Getenv(envWorkerNamespace), os.Getenv(envWorkerQueue), os.Getenv(envWorkerPython)); err != nil {
+		if err := workerProcess(addr, os.Getenv(envWorkerNamespace), os.Getenv(envWorkerQueue), os.Getenv(envWorkerPython), os.Getenv(envWorkerReviewers)); err != nil {
 			fmt.Fprintln(os.Stderr, "worker process:", err)
 			os.Exit(1)
 		}
@@ -62,7 +65,7 @@ func TestMain(m *testing.M) {
 }
 
 // workerProcess runs a worker against the test's server until the process is killed.
-func workerProcess(addr, namespace, queue, python string) error {
+func workerProcess(addr, namespace, queue, python, reviewers string) error {
 	c, err := client.Dial(client.Options{HostPort: addr, Namespace: namespace})
 	if err != nil {
 		return err
@@ -72,7 +75,7 @@ func workerProcess(addr, namespace, queue, python string) error {
 	if err != nil {
 		return err
 	}
-	acts, err := activities.New(integrationConfig(b, activities.SlogSink{}))
+	acts, err := activities.New(integrationConfig(b, activities.SlogSink{}, reviewers))
 	if err != nil {
 		return err
 	}
@@ -88,8 +91,9 @@ func workerProcess(addr, namespace, queue, python string) error {
 
 // integrationConfig is the configuration every integration worker uses, in-process or not, so
 // that whichever checks a request, the same policy applies.
-func integrationConfig(b guard.Backend, sink activities.Sink) activities.Config {
+func integrationConfig(b guard.Backend, sink activities.Sink, reviewers string) activities.Config {
 	return activities.Config{
+		ReviewersFile:    reviewers,
 		Policy:           guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour},
 		Backend:          b,
 		Sink:             sink,
@@ -127,12 +131,31 @@ type itest struct {
 	c     client.Client
 	queue string
 	sink  *activities.MemorySink
+	// alice is the reviewer listed in reviewers, the workers' reviewers file.
+	alice     *reviewertest.Reviewer
+	reviewers string
 }
 
 func newITest(t *testing.T) *itest {
 	t.Helper()
 	ts := devtest.Start(t)
-	return &itest{t: t, ts: ts, c: ts.GetDefaultClient(), queue: "sandboxflow-it", sink: &activities.MemorySink{}}
+	alice := reviewertest.New(t, "alice")
+	return &itest{t: t, ts: ts, c: ts.GetDefaultClient(), queue: "sandboxflow-it", sink: &activities.MemorySink{},
+		alice: alice, reviewers: alice.File}
+}
+
+// fields is the statement for the run id as its status shows it now: its run id, digest and
+// sandbox task queue, with a fresh approval id.
+func (it *itest) fields(id string, approve bool) approval.Fields {
+	it.t.Helper()
+	st := it.waitState(id, contract.StatusAwaitingApproval)
+	return reviewertest.Fields(st.WorkflowID, st.RunID, st.Request.Digest, st.SandboxTaskQueue, approve)
+}
+
+// signed is alice's decision for the run id as it is now.
+func (it *itest) signed(id string, approve bool) contract.Decision {
+	it.t.Helper()
+	return it.alice.Decision(it.t, it.fields(id, approve))
 }
 
 func (it *itest) localBackend() *local.Backend {
@@ -145,10 +168,10 @@ func (it *itest) localBackend() *local.Backend {
 }
 
 // worker starts an in-process worker on queue with the integration configuration around b,
-// changed by mod if given.
-func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Config)) worker.Worker {
+// changed by mod if given, and with any extra registrations.
+func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Config), extra ...func(worker.Registry)) worker.Worker {
 	it.t.Helper()
-	cfg := integrationConfig(b, it.sink)
+	cfg := integrationConfig(b, it.sink, it.reviewers)
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -159,6 +182,9 @@ func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Conf
 	return it.ts.NewWorker(queue, func(r worker.Registry) {
 		workflows.Register(r)
 		acts.Register(r)
+		for _, reg := range extra {
+			reg(r)
+		}
 	})
 }
 
@@ -314,7 +340,7 @@ func countRunActivities(events []*historypb.HistoryEvent) (scheduled int, ends m
 // digestOf is the digest the integration workers give req.
 func digestOf(t *testing.T, req guard.Request) string {
 	t.Helper()
-	c, err := integrationConfig(nil, nil).Policy.Check(req, local.Name)
+	c, err := integrationConfig(nil, nil, "").Policy.Check(req, local.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,8 +413,10 @@ print("hello from python")
 	it.waitStatus(id, "one rejected decision", func(st contract.Status) bool {
 		return st.RejectedDecisions == 1 && st.State == contract.StatusAwaitingApproval
 	})
-	approvalID := uuid.NewString()
-	it.signal(id, map[string]any{"approval_id": approvalID, "digest": dg, "approve": true, "reviewer": "alice", "reason": ""})
+	d := it.signed(id, true)
+	approvalID := d.ApprovalID
+	it.signal(id, map[string]any{"approval_id": approvalID, "digest": dg, "approve": true, "reason": "",
+		"expires": d.Expires.Format(time.RFC3339), "signature": d.Signature})
 
 	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusRunning, contract.AttrReviewer: "alice", contract.AttrDigest: dg})
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
@@ -428,7 +456,7 @@ func TestIntegrationApproveByUpdate(t *testing.T) {
 		d   contract.Decision
 		why string
 	}{
-		{contract.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: true}, "reviewer is missing"},
+		{contract.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: true}, "unsigned"},
 		{contract.Decision{ApprovalID: "not-a-uuid", Digest: dg, Approve: true, Reviewer: "alice"}, "not a UUID"},
 		{contract.Decision{ApprovalID: uuid.NewString(), Digest: "sha256:ff", Approve: true, Reviewer: "alice"}, "wrong digest"},
 	} {
@@ -438,8 +466,9 @@ func TestIntegrationApproveByUpdate(t *testing.T) {
 			t.Errorf("update %+v: %v; want a %s rejection saying %q", bad.d, err, contract.DecisionRejectedType, bad.why)
 		}
 	}
-	approvalID := uuid.NewString()
-	got, err := it.decide(id, contract.Decision{ApprovalID: approvalID, Digest: dg, Approve: true, Reviewer: "alice"})
+	d := it.signed(id, true)
+	approvalID := d.ApprovalID
+	got, err := it.decide(id, d)
 	if err != nil {
 		t.Fatalf("update: %v", err)
 	}
@@ -522,7 +551,7 @@ func TestIntegrationFinalSearchAttributes(t *testing.T) {
 			if tc.decide {
 				dg := digestOf(t, tc.req)
 				it.waitVisible(tc.id, map[string]string{contract.AttrStatus: contract.StatusAwaitingApproval})
-				it.signal(tc.id, contract.Decision{ApprovalID: uuid.NewString(), Digest: dg, Approve: tc.approve, Reviewer: "alice"})
+				it.signal(tc.id, it.signed(tc.id, tc.approve))
 				want[contract.AttrReviewer] = "alice"
 				want[contract.AttrDigest] = dg
 			}
@@ -544,6 +573,7 @@ func TestIntegrationWorkerKilledWhileRunning(t *testing.T) {
 		envWorkerNamespace+"="+it.ts.GetDefaultNamespace(),
 		envWorkerQueue+"="+it.queue,
 		envWorkerPython+"="+python(t),
+		envWorkerReviewers+"="+it.reviewers,
 	)
 	var stderr strings.Builder
 	cmd.Stderr = &lockedWriter{w: &stderr}
@@ -580,7 +610,7 @@ func TestIntegrationWorkerKilledWhileRunning(t *testing.T) {
 	const id = "it-killed"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
-	it.signal(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
+	it.signal(id, it.signed(id, true))
 
 	// The code is running in the worker process: kill the worker.
 	pid, err := strconv.Atoi(waitLines(t, mark, 1)[0])
@@ -676,7 +706,7 @@ func TestIntegrationBackendUnreachableBeforeStartIsRetried(t *testing.T) {
 	const id = "it-flaky"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
-	it.signal(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
+	it.signal(id, it.signed(id, true))
 	res, err := it.result(run)
 	if err != nil || !res.OK || string(res.Stdout) != "done\n" {
 		t.Fatalf("result = %+v, %v; want ok once the backend is back", res, err)
@@ -701,7 +731,7 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 	const id = "it-cancel"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
-	it.signal(id, contract.Decision{ApprovalID: uuid.NewString(), Digest: digestOf(t, req), Approve: true, Reviewer: "alice"})
+	it.signal(id, it.signed(id, true))
 	pid, err := strconv.Atoi(waitLines(t, mark, 1)[0])
 	if err != nil {
 		t.Fatal(err)
@@ -722,22 +752,24 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusCancelled})
 }
 
-// TestRecordReplayHistory re-records testdata/runcode_approved.json from a real run when
+// TestRecordReplayHistory re-records testdata/runcode_signed.json from a real run when
 // SANDBOXFLOW_RECORD_HISTORY=1; TestReplayRecordedHistory replays the committed file.
 func TestRecordReplayHistory(t *testing.T) {
 	if os.Getenv(envRecordHistory) != "1" {
-		t.Skip("re-records testdata/runcode_approved.json only when " + envRecordHistory + "=1")
+		t.Skip("re-records testdata/runcode_signed.json only when " + envRecordHistory + "=1")
 	}
 	it := newITest(t)
 	it.worker(it.queue, it.localBackend(), nil)
 	req := guard.Request{Code: "print('recorded')", Env: map[string]string{"GREETING": "hi"}}
 	dg := digestOf(t, req)
-	const id = "recorded-runcode"
+	const id = "recorded-runcode" // workflows.recordedWorkflowID
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
-	it.signal(id, contract.Decision{ApprovalID: "11111111-2222-4333-8444-555555555555", Digest: "sha256:00", Approve: true, Reviewer: "mallory"})
+	// A decision signed for another run is rejected; alice's signed approval by update runs it.
+	other := it.alice.Decision(t, reviewertest.Fields(id, "another-run", dg, it.queue, true))
+	it.signal(id, other)
 	it.waitStatus(id, "one rejection", func(st contract.Status) bool { return st.RejectedDecisions == 1 })
-	if _, err := it.decide(id, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Digest: dg, Approve: true, Reviewer: "alice"}); err != nil {
+	if _, err := it.decide(id, it.signed(id, true)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := it.result(run); err != nil {
@@ -748,7 +780,7 @@ func TestRecordReplayHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join("testdata", "runcode_approved.json"), append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join("testdata", "runcode_signed.json"), append(data, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("recorded %d events", len(hist.Events))

@@ -2,9 +2,11 @@ package workflows
 
 import (
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -14,15 +16,54 @@ import (
 )
 
 // recordedHistory was recorded from a real run on an in-process server (TestRecordReplayHistory
-// with SANDBOXFLOW_RECORD_HISTORY=1): a decision with the wrong digest, an approval by update,
-// a Python run on the local backend, success.
-const recordedHistory = "testdata/runcode_approved.json"
+// with SANDBOXFLOW_RECORD_HISTORY=1): a signal signed for another run (rejected), an approval
+// signed by a reviewer key and sent by update, a Python run on the local backend, success.
+const recordedHistory = "testdata/runcode_signed.json"
+
+// recordedWorkflowID is the workflow id of the recorded run: its decisions are signed for it.
+const recordedWorkflowID = "recorded-runcode"
+
+// replayRecorded replays the recorded history as the run it was: the signatures in it bind
+// its workflow id and run id, which the workflow verifies again on replay. runID overrides
+// the recorded run id when not empty.
+func replayRecorded(t *testing.T, r worker.WorkflowReplayer, logger log.Logger, runID string) error {
+	t.Helper()
+	f, err := os.Open(recordedHistory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("read %s: %v", recordedHistory, err)
+	}
+	if runID == "" {
+		runID = hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()
+	}
+	return r.ReplayWorkflowHistoryWithOptions(logger, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: recordedWorkflowID, RunID: runID},
+	})
+}
 
 func TestReplayRecordedHistory(t *testing.T) {
 	r := worker.NewWorkflowReplayer()
 	Register(r)
-	if err := r.ReplayWorkflowHistoryFromJSONFile(nil, recordedHistory); err != nil {
+	if err := replayRecorded(t, r, nil, ""); err != nil {
 		t.Fatalf("replay %s: %v", recordedHistory, err)
+	}
+}
+
+// TestReplayAsAnotherRunRefusesTheDecision replays the recorded history as if it were another
+// run (what a reset does): the approval, signed for the recorded run, no longer verifies, so
+// the workflow no longer schedules the sandbox activity, and the replay fails.
+func TestReplayAsAnotherRunRefusesTheDecision(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	Register(r)
+	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	err := replayRecorded(t, r, quiet, "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f")
+	// TMPRL1100 is the SDK's code for a history the workflow no longer produces.
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "nondeterministic") && !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Fatalf("replaying as another run: %v; want a nondeterminism error (the approval refused)", err)
 	}
 }
 
@@ -35,14 +76,15 @@ func skipsTheApproval(ctx workflow.Context, in contract.Input) (guard.Result, er
 		return guard.Result{}, err
 	}
 	r.checked = check.Checked
-	return r.run(ctx, in, check.Run, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Reviewer: "nobody", Digest: r.checked.Digest})
+	r.sandboxQueue = sandboxQueue(in, check.Run, workflow.GetInfo(ctx).TaskQueueName)
+	return r.run(ctx, check.Run, contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Reviewer: "nobody", Digest: r.checked.Digest})
 }
 
 func TestReplayDetectsAChangedWorkflow(t *testing.T) {
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflowWithOptions(skipsTheApproval, workflow.RegisterOptions{Name: contract.WorkflowName})
 	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	err := r.ReplayWorkflowHistoryFromJSONFile(quiet, recordedHistory)
+	err := replayRecorded(t, r, quiet, "")
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "nondeterministic") {
 		t.Fatalf("replaying against a workflow without the approval wait: %v; want a nondeterminism error", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -26,18 +27,19 @@ type runCode struct {
 	status   contract.Status
 	checked  guard.Checked
 	decision *contract.Decision
+	// reviewers are the keys the check recorded; sandboxQueue is where the code would run.
+	reviewers    *approval.Reviewers
+	sandboxQueue string
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
 // runs the approved code at most once. See the package documentation for every step.
 func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
-	r := &runCode{status: contract.Status{State: contract.StatusChecking}}
-	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return r.status, nil }); err != nil {
-		return guard.Result{}, fmt.Errorf("workflows: set query handler: %w", err)
-	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide, r.decide,
-		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
-		return guard.Result{}, fmt.Errorf("workflows: set update handler: %w", err)
+	info := workflow.GetInfo(ctx)
+	r := &runCode{status: contract.Status{State: contract.StatusChecking,
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}
+	if err := r.setHandlers(ctx); err != nil {
+		return guard.Result{}, err
 	}
 
 	// 1. Check.
@@ -47,16 +49,9 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	}
 
 	// 2. Announce.
-	r.checked = check.Checked
-	r.status.Request = r.checked.Summary()
-	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
-	if err := r.setState(ctx, contract.StatusAwaitingApproval,
-		contract.DigestKey.ValueSet(r.checked.Digest),
-		contract.LanguageKey.ValueSet(r.checked.Language),
-		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+	if err := r.announce(ctx, in, check, info.TaskQueueName); err != nil {
 		return guard.Result{}, err
 	}
-	r.requestedEvent(ctx, check.ApprovalTimeout)
 
 	// 3. Wait for a decision.
 	signals := workflow.GetSignalChannel(ctx, contract.SignalApproval)
@@ -94,7 +89,7 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	if err := r.setState(ctx, contract.StatusRunning); err != nil {
 		return guard.Result{}, err
 	}
-	res, err := r.run(ctx, in, check.Run, d)
+	res, err := r.run(ctx, check.Run, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return guard.Result{}, r.cancelled(ctx, err)
@@ -109,6 +104,37 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 		return guard.Result{}, err
 	}
 	return res, nil
+}
+
+// setHandlers registers the status query and the decide update with its validator.
+func (r *runCode) setHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return r.status, nil }); err != nil {
+		return fmt.Errorf("workflows: set query handler: %w", err)
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, contract.UpdateDecide, r.decide,
+		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
+		return fmt.Errorf("workflows: set update handler: %w", err)
+	}
+	return nil
+}
+
+// announce records what the check recorded (the request, the reviewer keys, where the code
+// would run), sets the search attributes and logs approval.requested.
+func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contract.CheckResult, workflowQueue string) error {
+	r.checked = check.Checked
+	r.reviewers = check.Reviewers
+	r.sandboxQueue = sandboxQueue(in, check.Run, workflowQueue)
+	r.status.SandboxTaskQueue = r.sandboxQueue
+	r.status.Request = r.checked.Summary()
+	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
+	if err := r.setState(ctx, contract.StatusAwaitingApproval,
+		contract.DigestKey.ValueSet(r.checked.Digest),
+		contract.LanguageKey.ValueSet(r.checked.Language),
+		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+		return err
+	}
+	r.requestedEvent(ctx, check.ApprovalTimeout)
+	return nil
 }
 
 // check applies the worker's policy in a local activity and returns what it recorded. A typed
@@ -135,19 +161,16 @@ func (r *runCode) check(ctx workflow.Context, in contract.Input) (contract.Check
 // MaxStartBackoff), by scheduling a fresh activity; any other failure ends the run. A lost
 // worker (heartbeat or start-to-close timeout) or any failure the workflow cannot classify is an
 // IntegrationError whose outcome is unknown: the approval was used and nothing runs again.
-func (r *runCode) run(ctx workflow.Context, in contract.Input, opts contract.RunOptions, d contract.Decision) (guard.Result, error) {
-	queue := in.SandboxTaskQueue
-	if queue == "" {
-		queue = opts.TaskQueue
-	}
+func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract.Decision) (guard.Result, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		TaskQueue:           queue,
-		StartToCloseTimeout: r.checked.Limits.Timeout + opts.Grace + opts.ReportMargin,
-		HeartbeatTimeout:    opts.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		WaitForCancellation: true,
+		TaskQueue:              r.sandboxQueue,
+		ScheduleToStartTimeout: opts.ScheduleToStartTimeout,
+		StartToCloseTimeout:    r.checked.Limits.Timeout + opts.Grace + opts.ReportMargin,
+		HeartbeatTimeout:       opts.HeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation:    true,
 	})
-	input := contract.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest}
+	input := contract.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest, Decision: d}
 	backoff := opts.StartBackoff
 	for attempt := 1; ; attempt++ {
 		r.status.RunAttempts = attempt
@@ -158,6 +181,9 @@ func (r *runCode) run(ctx workflow.Context, in contract.Input, opts contract.Run
 		}
 		if ctx.Err() != nil {
 			return guard.Result{}, err
+		}
+		if notStarted := r.notPickedUp(err, opts.ScheduleToStartTimeout); notStarted != nil {
+			return guard.Result{}, notStarted
 		}
 		gerr := contract.FromFailure(err)
 		switch {
@@ -196,49 +222,61 @@ func (r *runCode) run(ctx workflow.Context, in contract.Input, opts contract.Run
 // onSignal handles a decision sent as a signal: it is accepted, or rejected (counted, logged and
 // otherwise ignored), or ignored because a decision was already accepted.
 func (r *runCode) onSignal(ctx workflow.Context, d contract.Decision) {
-	why := r.refusal(d)
-	if why == "" {
-		r.accept(ctx, d, contract.ViaSignal)
+	v, err := r.refusal(ctx, d)
+	if err == nil {
+		r.accept(ctx, d, v, contract.ViaSignal)
 		return
 	}
+	why := err.Error()
 	if r.decision != nil || r.status.State != contract.StatusAwaitingApproval {
 		r.status.IgnoredDecisions++
 	} else {
 		r.status.RejectedDecisions++
 		r.status.LastRejection = why
 	}
-	r.event(ctx, EventApprovalRejected, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-		"approve", d.Approve, "via", contract.ViaSignal, "why", why)
+	r.event(ctx, EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+		"approve", d.Approve, "via", contract.ViaSignal}, refusalKV(err)...)...)
 }
 
 // validateDecide is the update's validator: it refuses a decision that cannot be accepted now
-// and says why. It never changes the workflow's state.
-func (r *runCode) validateDecide(_ workflow.Context, d contract.Decision) error {
-	if why := r.refusal(d); why != "" {
-		return temporal.NewNonRetryableApplicationError(why, contract.DecisionRejectedType, nil)
+// and says why. It never changes the workflow's state; it logs the refusal (a validator's log
+// line is its only trace, since a refused update is not recorded in history).
+func (r *runCode) validateDecide(ctx workflow.Context, d contract.Decision) error {
+	if _, err := r.refusal(ctx, d); err != nil {
+		r.event(ctx, EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(err)...)...)
+		return temporal.NewNonRetryableApplicationError(err.Error(), contract.DecisionRejectedType, nil)
 	}
 	return nil
 }
 
-// decide is the update's handler for a decision the validator let through.
+// decide is the update's handler for a decision the validator let through. It verifies again:
+// another decision may have been accepted since, and a reset run replays an accepted update
+// without its validator, against its own, new run id.
 func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
-	if why := r.refusal(d); why != "" {
-		// Another decision was accepted between validation and handling.
-		return contract.DecideResult{}, temporal.NewNonRetryableApplicationError(why, contract.DecisionRejectedType, nil)
+	v, err := r.refusal(ctx, d)
+	if err != nil {
+		r.event(ctx, EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(err)...)...)
+		return contract.DecideResult{}, temporal.NewNonRetryableApplicationError(err.Error(), contract.DecisionRejectedType, nil)
 	}
-	r.accept(ctx, d, contract.ViaUpdate)
+	r.accept(ctx, d, v, contract.ViaUpdate)
 	state := contract.StatusRunning
 	if !d.Approve {
 		state = contract.StatusDenied
 	}
-	return contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Digest: r.checked.Digest, State: state}, nil
+	return contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: r.checked.Digest, State: state}, nil
 }
 
-func (r *runCode) accept(ctx workflow.Context, d contract.Decision, via string) {
+// accept records d as the decision, with the reviewer whose key verified it.
+func (r *runCode) accept(ctx workflow.Context, d contract.Decision, v approval.Verified, via string) {
+	d.Reviewer = v.Principal
 	r.decision = &d
 	r.status.Decision = &contract.DecisionRecord{
-		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: d.Reviewer, Reason: d.Reason,
+		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Reason: d.Reason,
 		Digest: d.Digest, Via: via, Time: workflow.Now(ctx),
+		Fingerprint: v.Fingerprint, KeyType: v.KeyType, Method: v.Method,
+		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -19,6 +20,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
 
 // fakeBackend is a hand-written backend: it counts runs, fails the first FailFirst calls with
@@ -135,6 +137,9 @@ func newHarness(t *testing.T, backend *fakeBackend, cfg activities.Config) *harn
 	h.env = suite.NewTestWorkflowEnvironment()
 	cfg.Backend = backend
 	cfg.Sink = h.sink
+	if cfg.ReviewersFile == "" {
+		cfg.ReviewersFile = reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer())
+	}
 	if cfg.Policy.ApprovalTimeout == 0 {
 		cfg.Policy = testPolicy
 	}
@@ -288,8 +293,46 @@ func (h *harness) wantStatuses(want ...string) {
 	}
 }
 
+// The test environment's run: the statement a decision signs names it.
+const (
+	testWorkflowID = "default-test-workflow-id"
+	testRunID      = "default-test-run-id"
+	testTaskQueue  = "default-test-taskqueue"
+)
+
+// testReviewer is the reviewers file's one key; it may sign for alice, bob and carol.
+var testReviewer = sync.OnceValue(func() *reviewertest.Reviewer {
+	r, err := reviewertest.NewKey("alice,bob,carol")
+	if err != nil {
+		panic(err)
+	}
+	return r
+})
+
+// decision is alice's decision, signed for the test environment's run.
 func decision(id, digest string, approve bool) contract.Decision {
-	return contract.Decision{ApprovalID: id, Digest: digest, Approve: approve, Reviewer: "alice"}
+	return signed(contract.Decision{ApprovalID: id, Digest: digest, Approve: approve, Reviewer: "alice"}, digest)
+}
+
+// signed signs d for the test environment's run over digest (d.Digest, when set, wins). A
+// decision whose fields cannot make a statement (a bad id or digest) comes back unsigned.
+func signed(d contract.Decision, digest string) contract.Decision {
+	return signedFor(d, digest, testTaskQueue)
+}
+
+// signedFor is signed for a run whose sandbox activity runs on queue.
+func signedFor(d contract.Decision, digest, queue string) contract.Decision {
+	if d.Digest != "" {
+		digest = d.Digest
+	}
+	f := d.Fields(testWorkflowID, testRunID, digest, queue)
+	f.Expires = time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	sd, err := testReviewer().Sign(f)
+	if err != nil {
+		return d
+	}
+	sd.Digest, sd.Reviewer, sd.Reason = d.Digest, d.Reviewer, d.Reason
+	return sd
 }
 
 const (
@@ -370,7 +413,7 @@ func TestDenyNeverRuns(t *testing.T) {
 		t.Run(via, func(t *testing.T) {
 			h := newHarness(t, okBackend(), activities.Config{})
 			req := pyRequest()
-			d := contract.Decision{ApprovalID: id1, Reviewer: "bob", Reason: "no network scans"}
+			d := signed(contract.Decision{ApprovalID: id1, Reviewer: "bob", Reason: "no network scans"}, h.digest(req))
 			h.at(time.Minute, func() {
 				if via == contract.ViaSignal {
 					h.signal(d)
@@ -537,8 +580,9 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 		{"wrong digest", decision(id1, "sha256:"+strings.Repeat("1", 64), true), "wrong digest"},
 		{"approval without digest", decision(id1, "", true), "digest is missing"},
 		{"deny with wrong digest", decision(id1, "sha256:abc", false), "wrong digest"},
-		{"missing reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true}, "reviewer is missing"},
-		{"blank reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "  "}, "reviewer is missing"},
+		{"unsigned", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true}, "unsigned"},
+		{"blank reviewer", signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "  "}, dg), "principal_mismatch"},
+		{"reviewer the key may not sign for", signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "mallory"}, dg), "principal_mismatch"},
 		{"control character in reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "al\nice"}, "control characters"},
 		{"long reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: strings.Repeat("a", MaxReviewerBytes+1)}, "reviewer is"},
 		{"long reason", contract.Decision{ApprovalID: id1, Digest: dg, Reviewer: "a", Reason: strings.Repeat("r", MaxReasonBytes+1)}, "reason is"},
@@ -558,7 +602,7 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 		if st := h.status(); st.State != contract.StatusAwaitingApproval {
 			t.Errorf("state after refused updates = %s; want %s", st.State, contract.StatusAwaitingApproval)
 		}
-		good = h.update(contract.Decision{ApprovalID: id1, Reviewer: "carol", Reason: "not today"})
+		good = h.update(signed(contract.Decision{ApprovalID: id1, Reviewer: "carol", Reason: "not today"}, dg))
 	})
 	h.at(3*time.Minute, func() { late = h.update(decision(id2, dg, true)) })
 	h.run(req)
@@ -627,17 +671,17 @@ func TestRefusalOutsideTheWait(t *testing.T) {
 		{contract.StatusRunning, "not waiting"},
 		{contract.StatusExpired, "not waiting"},
 		{contract.StatusError, "not waiting"},
-		{contract.StatusAwaitingApproval, ""},
 	} {
 		r := &runCode{status: contract.Status{State: tc.state}, checked: guard.Checked{Digest: dg}}
-		got := r.refusal(good)
-		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
-			t.Errorf("refusal in state %s = %q; want %q", tc.state, got, tc.want)
+		// Outside the wait the refusal comes before anything reads the workflow context.
+		_, err := r.refusal(nil, good)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("refusal in state %s = %v; want %q", tc.state, err, tc.want)
 		}
 	}
 	r := &runCode{status: contract.Status{State: contract.StatusAwaitingApproval}, checked: guard.Checked{Digest: dg}, decision: &good}
-	if got := r.refusal(decision(id2, dg, true)); !strings.Contains(got, "already decided") {
-		t.Errorf("refusal after a decision = %q; want already decided", got)
+	if _, err := r.refusal(nil, decision(id2, dg, true)); err == nil || !strings.Contains(err.Error(), "already decided") {
+		t.Errorf("refusal after a decision = %v; want already decided", err)
 	}
 }
 
@@ -876,7 +920,12 @@ func TestRunActivityOptions(t *testing.T) {
 			req := pyRequest()
 			req.Limits.Timeout = 12 * time.Second
 			dg := h.digest(req)
-			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
+			h.at(time.Minute, func() {
+				if st := h.status(); st.SandboxTaskQueue != tc.wantQueue {
+					t.Errorf("status shows sandbox task queue %q; want %q", st.SandboxTaskQueue, tc.wantQueue)
+				}
+				h.signal(signedFor(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true}, dg, tc.wantQueue))
+			})
 			h.runInput(contract.Input{Request: req, SandboxTaskQueue: tc.inQueue})
 			if _, err := h.result(); err != nil {
 				t.Fatalf("workflow error: %v", err)
@@ -894,6 +943,7 @@ func TestRunActivityOptions(t *testing.T) {
 			if info.HeartbeatTimeout != 7*time.Second {
 				t.Errorf("HeartbeatTimeout = %s; want 7s", info.HeartbeatTimeout)
 			}
+
 		})
 	}
 }
@@ -940,7 +990,7 @@ func TestRunActivityRefusesASecondAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, ApprovalID: id1, Reviewer: "alice", Digest: c.Digest})
+	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, ApprovalID: id1, Reviewer: "alice", Digest: c.Digest, Decision: decision(id1, c.Digest, true)})
 	err = h.env.GetWorkflowError()
 	var ie *guard.IntegrationError
 	if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted {
@@ -991,4 +1041,28 @@ func TestEventsCarryContentOnlyWhenAsked(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNoSandboxWorkerEndsWithTheApprovalUnused(t *testing.T) {
+	h := newHarness(t, okBackend(), activities.Config{})
+	req := pyRequest()
+	dg := h.digest(req)
+	var calls int
+	h.env.OnActivity(contract.RunActivityName, mock.Anything, mock.Anything).Return(
+		func(context.Context, contract.RunInput) (guard.Result, error) {
+			calls++
+			return guard.Result{}, temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START, nil)
+		})
+	h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
+	h.run(req)
+	_, err := h.result()
+	var ie *guard.IntegrationError
+	if !errors.As(contract.FromFailure(err), &ie) || ie.CodeMayHaveStarted || !strings.Contains(ie.Error(), "approval was not used") {
+		t.Fatalf("error = %v; want IntegrationError saying the approval was not used, code not started", err)
+	}
+	if calls != 1 {
+		t.Errorf("sandbox activity scheduled %d times; want 1 (never retried)", calls)
+	}
+	h.wantRuns(0)
+	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
 }

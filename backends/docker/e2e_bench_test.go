@@ -167,12 +167,17 @@ func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
 // approveCLI is the one place the benchmark approves through the binaries: a real decision for
 // digest. When decisions must be signed, only this function (and approveClient) changes.
 func approveCLI(s starterCLI, id, digest string) {
-	s.mustRun("approve", id, "--digest", digest, "--reviewer", "bench")
+	s.mustRun("approve", id, "--digest", digest) // signed with SANDBOXFLOW_REVIEWER_KEY
 }
 
 // approveClient approves through the Go client; see approveCLI.
 func approveClient(ctx context.Context, sc *client.Client, id, digest string) error {
-	_, err := sc.Approve(ctx, id, digest, "bench", "")
+	signer, closer, err := client.LoadReviewerKey("") // SANDBOXFLOW_REVIEWER_KEY
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	_, err = sc.Approve(ctx, id, digest, signer, "")
 	return err
 }
 
@@ -325,7 +330,10 @@ func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) (string, f
 	addr := ln.Addr().String()
 	ln.Close()
 	var logs lockedBuffer
-	cmd := exec.Command(bin, "--dev", "--data-dir", b.TempDir(), "--ui-port", "-1", "--address", addr,
+	dataDir := b.TempDir()
+	// worker --dev makes its development reviewer key here; the benchmark signs with it.
+	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
+	cmd := exec.Command(bin, "--dev", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
 		"--task-queue", "bench-e2e", "--docker-image", testPythonImage(), "--docker-runtime", rt,
 		"--max-sandboxes", strconv.Itoa(maxSandboxes))
 	cmd.Env = append(os.Environ(), "SANDBOXFLOW_KEY_FILE=")

@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -31,6 +32,8 @@ type Env struct {
 	Client *client.Client
 	// Starter is the path of a freshly built starter binary.
 	Starter string
+	// Reviewer is the reviewer whose key the worker's reviewers file lists.
+	Reviewer *reviewertest.Reviewer
 }
 
 // Options adjust Setup.
@@ -61,10 +64,12 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reviewer := reviewertest.New(t, "test-reviewer")
 	acts, err := activities.New(activities.Config{
 		Policy:  guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour},
 		Backend: b,
 		Sink:    o.Sink, HeartbeatTimeout: 2 * time.Second,
+		ReviewersFile: reviewer.File,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +91,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatalf("agenttest: go build starter: %v\n%s", err, out)
 	}
-	return &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Client: sc,
+	return &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Client: sc, Reviewer: reviewer,
 		Starter: filepath.Join(dir, "starter")}
 }
 
@@ -101,9 +106,9 @@ func Decide(t *testing.T, e *Env, id string, approve bool) {
 		t.Fatalf("agenttest: status of %s: %v", id, err)
 	}
 	if approve {
-		_, err = e.Client.Approve(ctx, id, st.Request.Digest, "test-reviewer", "")
+		_, err = e.Client.Approve(ctx, id, st.Request.Digest, e.Reviewer.Signer, "")
 	} else {
-		_, err = e.Client.Deny(ctx, id, "test-reviewer", "not today")
+		_, err = e.Client.Deny(ctx, id, e.Reviewer.Signer, "not today")
 	}
 	if err != nil {
 		t.Fatalf("agenttest: decide on %s (approve=%t): %v", id, approve, err)

@@ -35,6 +35,13 @@ type Options struct {
 	Role string
 	// MaxSandboxes caps how many sandboxes this worker runs at once. Must be at least 1.
 	MaxSandboxes int
+	// Reviewers is the reviewers file (OpenSSH allowed_signers): only decisions signed by one of
+	// its keys run code. Required, except with Dev: then a development key is made once in
+	// DataDir/reviewer and used.
+	Reviewers string
+	// ScheduleToStartTimeout is how long an approved run waits for a sandbox worker; past it the
+	// run ends with the approval unused. Optional: defaults to 10 minutes.
+	ScheduleToStartTimeout time.Duration
 
 	// Dev starts an embedded Temporal server (SQLite in DataDir) and its Web UI on UIPort
 	// (negative: no UI), and runs the worker against it.

@@ -65,6 +65,10 @@ func (w *Worker) Serve(ctx context.Context) error {
 		}
 		defer stop()
 	}
+	reviewers, err := ReviewersFile(cfg, logger)
+	if err != nil {
+		return err
+	}
 	met, err := startMetrics(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -98,6 +102,9 @@ func (w *Worker) Serve(ctx context.Context) error {
 		Sink:             metricsSink(met, activities.SlogSink{Logger: logger}, cfg),
 		SandboxTaskQueue: cfg.SandboxTaskQueue,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
+		ReviewersFile:    reviewers,
+
+		ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
 	})
 	if err != nil {
 		return err

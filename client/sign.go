@@ -1,0 +1,159 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+)
+
+// DefaultStatementLifetime is how long a statement made by Statement may be used, unless the
+// run's approval deadline comes first.
+const DefaultStatementLifetime = time.Hour
+
+// EnvReviewerKey names the environment variable that holds the reviewer's key file when
+// --key is not given.
+const EnvReviewerKey = "SANDBOXFLOW_REVIEWER_KEY"
+
+// StatementOptions adjust the statement a reviewer signs.
+type StatementOptions struct {
+	// Deny makes a statement that denies the run. Optional: defaults to approving it.
+	Deny bool
+	// ApprovalID is the decision's id. Optional: defaults to a random UUID.
+	ApprovalID string
+	// Expires is when the signature stops counting. Optional: defaults to an hour from now or
+	// the run's approval deadline, whichever is first.
+	Expires time.Time
+}
+
+// Statement returns the statement a reviewer signs to decide on the run: its workflow id, run
+// id, digest and sandbox task queue as the run's status reports them, with the decision, a
+// fresh approval id and an expiry. Fields.Statement gives the exact bytes to sign (what
+// `starter statement` prints). It fails when workflowID is not a RunCode run (*NotRunCodeError)
+// or the run does not wait for a decision.
+func (c *Client) Statement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
+	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+		return approval.Fields{}, err
+	}
+	st, err := c.Status(ctx, workflowID)
+	if err != nil {
+		return approval.Fields{}, err
+	}
+	if st.State != contract.StatusAwaitingApproval {
+		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", workflowID, st.State)
+	}
+	f := approval.Fields{
+		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: !opts.Deny,
+		ApprovalID: opts.ApprovalID, SandboxTaskQueue: st.SandboxTaskQueue, Expires: opts.Expires,
+	}
+	if f.WorkflowID == "" {
+		f.WorkflowID = workflowID
+	}
+	if f.ApprovalID == "" {
+		f.ApprovalID = uuid.NewString()
+	}
+	if f.Expires.IsZero() {
+		f.Expires = time.Now().Add(DefaultStatementLifetime)
+		if !st.ApprovalDeadline.IsZero() && st.ApprovalDeadline.Before(f.Expires) {
+			f.Expires = st.ApprovalDeadline
+		}
+	}
+	f.Expires = f.Expires.UTC().Truncate(time.Second)
+	if err := f.Check(); err != nil {
+		return approval.Fields{}, fmt.Errorf("client: statement for %s: %w", workflowID, err)
+	}
+	return f, nil
+}
+
+// SignDecision signs the statement f with a reviewer's key and returns the decision that carries
+// the signature, the statement and its expiry, ready for Decide or any Temporal client.
+func SignDecision(signer ssh.Signer, f approval.Fields, reason string) (contract.Decision, error) {
+	stmt, err := f.Statement()
+	if err != nil {
+		return contract.Decision{}, fmt.Errorf("client: %w", err)
+	}
+	sig, err := approval.Sign(signer, stmt)
+	if err != nil {
+		return contract.Decision{}, fmt.Errorf("client: %w", err)
+	}
+	return contract.Decision{
+		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve, Reason: reason,
+		Expires: f.Expires, Signature: sig, Statement: string(stmt),
+	}, nil
+}
+
+// Approve signs an approval of digest for the run with the reviewer's key and sends it as the
+// update "decide". The digest is the one the reviewer read; it must be the run's. The workflow
+// refuses a decision whose signature does not verify, and says why.
+func (c *Client) Approve(ctx context.Context, workflowID, digest string, signer ssh.Signer, reason string) (contract.DecideResult, error) {
+	if digest == "" {
+		return contract.DecideResult{}, errors.New("client: approve: the digest you read is required")
+	}
+	f, err := c.Statement(ctx, workflowID, StatementOptions{})
+	if err != nil {
+		return contract.DecideResult{}, err
+	}
+	if f.Digest != digest {
+		return contract.DecideResult{}, fmt.Errorf("client: approve %s: you read digest %s but the run's is %s; read it again (starter show)", workflowID, digest, f.Digest)
+	}
+	return c.signAndDecide(ctx, workflowID, signer, f, reason)
+}
+
+// Deny signs a denial of the run with the reviewer's key and sends it as the update "decide".
+func (c *Client) Deny(ctx context.Context, workflowID string, signer ssh.Signer, reason string) (contract.DecideResult, error) {
+	f, err := c.Statement(ctx, workflowID, StatementOptions{Deny: true})
+	if err != nil {
+		return contract.DecideResult{}, err
+	}
+	return c.signAndDecide(ctx, workflowID, signer, f, reason)
+}
+
+func (c *Client) signAndDecide(ctx context.Context, workflowID string, signer ssh.Signer, f approval.Fields, reason string) (contract.DecideResult, error) {
+	d, err := SignDecision(signer, f, reason)
+	if err != nil {
+		return contract.DecideResult{}, err
+	}
+	return c.Decide(ctx, workflowID, d)
+}
+
+// LoadReviewerKey returns a signer for the reviewer's key at path (EnvReviewerKey when path is
+// empty): an unencrypted OpenSSH private key file, or a public key file (.pub) whose private
+// key is in the ssh-agent at SSH_AUTH_SOCK (use that for encrypted and security keys). Close
+// the closer when done.
+func LoadReviewerKey(path string) (ssh.Signer, io.Closer, error) {
+	if path == "" {
+		path = os.Getenv(EnvReviewerKey)
+	}
+	if path == "" {
+		return nil, nil, fmt.Errorf("client: no reviewer key: give --key FILE or set %s", EnvReviewerKey)
+	}
+	if strings.HasSuffix(path, ".pub") {
+		pub, err := approval.ReadPublicKeyFile(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("client: %w", err)
+		}
+		signer, closer, err := approval.AgentSigner(os.Getenv("SSH_AUTH_SOCK"), pub)
+		if err != nil {
+			return nil, nil, fmt.Errorf("client: %w", err)
+		}
+		return signer, closer, nil
+	}
+	signer, err := approval.LoadSigner(path, nil)
+	var missing *ssh.PassphraseMissingError
+	if errors.As(err, &missing) {
+		return nil, nil, fmt.Errorf("client: reviewer key %s is encrypted: ssh-add it and give %s.pub instead (the key is then used through ssh-agent)", path, path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: %w", err)
+	}
+	return signer, io.NopCloser(nil), nil
+}
