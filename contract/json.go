@@ -44,6 +44,8 @@ type runOptionsJSON struct {
 	ReportMargin     guard.Duration `json:"report_margin"`
 	StartBackoff     guard.Duration `json:"start_backoff"`
 	MaxStartBackoff  guard.Duration `json:"max_start_backoff"`
+
+	ScheduleToStartTimeout guard.Duration `json:"schedule_to_start_timeout,omitempty"`
 }
 
 // MarshalJSON writes every duration as a string such as "5s".
@@ -55,6 +57,8 @@ func (o RunOptions) MarshalJSON() ([]byte, error) {
 		ReportMargin:     guard.Duration(o.ReportMargin),
 		StartBackoff:     guard.Duration(o.StartBackoff),
 		MaxStartBackoff:  guard.Duration(o.MaxStartBackoff),
+
+		ScheduleToStartTimeout: guard.Duration(o.ScheduleToStartTimeout),
 	})
 }
 
@@ -70,5 +74,6 @@ func (o *RunOptions) UnmarshalJSON(b []byte) error {
 	o.ReportMargin = time.Duration(w.ReportMargin)
 	o.StartBackoff = time.Duration(w.StartBackoff)
 	o.MaxStartBackoff = time.Duration(w.MaxStartBackoff)
+	o.ScheduleToStartTimeout = time.Duration(w.ScheduleToStartTimeout)
 	return nil
 }
