@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs Debian's chromium when it is missing: the reviewers' inbox browser tests
-# (inbox/browser_test.go) drive it headless through the DevTools protocol. Run as root; `make
-# setup` calls it.
+# Installs what the tests need beside Docker and PostgreSQL, only when it is missing: Debian's
+# chromium (the reviewers' inbox browser tests drive it headless through the DevTools protocol),
+# openssh-client (ssh-keygen signs and verifies real SSH signatures in the approval tests), and
+# nodejs with npm (the TypeScript example). Run as root; `make setup` calls it.
 set -euo pipefail
-if command -v chromium >/dev/null 2>&1; then
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
+if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq chromium >/dev/null
-chromium --version
+apt-get install -y -qq "${need[@]}" >/dev/null
+echo "setup-browser: installed ${need[*]}" >&2
