@@ -24,7 +24,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/pgtemporal"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/pgtemporal"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
 
@@ -66,13 +66,13 @@ var (
 	tpgErr  error
 )
 
-// temporalPostgresBinary builds internal/pgtemporal/cmd/temporal-postgres once.
+// temporalPostgresBinary builds internal/devserver/pgtemporal/cmd/temporal-postgres once.
 func temporalPostgresBinary(t *testing.T) string {
 	t.Helper()
 	worker, _ := binaries(t) // shares binDir, removed by TestMain
 	tpgOnce.Do(func() {
 		tpgBin = filepath.Join(filepath.Dir(worker), "temporal-postgres")
-		out, err := exec.Command("go", "build", "-o", tpgBin, "github.com/sandboxflow/sandboxflow/internal/pgtemporal/cmd/temporal-postgres").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", tpgBin, "github.com/sandboxflow/sandboxflow/internal/devserver/pgtemporal/cmd/temporal-postgres").CombinedOutput()
 		if err != nil {
 			tpgErr = fmt.Errorf("go build temporal-postgres: %v\n%s", err, out)
 		}

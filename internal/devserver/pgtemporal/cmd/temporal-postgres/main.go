@@ -18,7 +18,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sandboxflow/sandboxflow/internal/pgtemporal"
+	"github.com/sandboxflow/sandboxflow/internal/devserver/pgtemporal"
 )
 
 func main() {

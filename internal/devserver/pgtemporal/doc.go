@@ -5,7 +5,7 @@
 // `setup-schema -v 0.0` and `update-schema --schema-name postgresql/v12/...`, done in Go.
 //
 // It is what the Temporal-on-PostgreSQL integration test and the temporal-postgres command
-// (internal/pgtemporal/cmd/temporal-postgres) use. Unlike internal/devserver, state lives in a
+// (internal/devserver/pgtemporal/cmd/temporal-postgres) use. Unlike internal/devserver, state lives in a
 // PostgreSQL cluster that any number of server processes can share, so runs survive the loss of
 // a server process, and the persistence plugin is the one Temporal supports in production
 // (postgres12_pgx, or postgres12 with lib/pq).
