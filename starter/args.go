@@ -28,11 +28,11 @@ type command struct {
 	workflowID string
 
 	// show, approve, deny, result
-	id               string
-	envValues        bool
-	digest, reviewer string
-	reason           string
-	waitTimeout      time.Duration
+	id          string
+	envValues   bool
+	digest      string
+	reason      string
+	waitTimeout time.Duration
 
 	// statement, approve, deny
 	key        string

@@ -497,27 +497,6 @@ func TestReap(t *testing.T) {
 	}
 }
 
-func TestStartReaperRunsAtOnceAndStops(t *testing.T) {
-	f := newFake()
-	f.list = []containerSummary{{ID: "old", Created: time.Now().Add(-time.Hour)}}
-	b := fakeBackend(t, f, Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := b.StartReaper(ctx, time.Hour, time.Minute)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(f.removedIDs()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if got := f.removedIDs(); len(got) != 1 {
-		t.Errorf("removed at start: got %v; want [old]", got)
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("reaper did not stop after its context ended")
-	}
-}
-
 func TestDoctorWithFake(t *testing.T) {
 	f := newFake()
 	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"},

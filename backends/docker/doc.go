@@ -170,7 +170,7 @@
 //
 // Containers left behind by a lost worker carry LabelManaged and LabelDeployment. Reap removes
 // those of its own deployment (and Config.Labels) created more than a threshold ago;
-// StartReaper runs it at worker start and on an interval. The threshold must exceed the longest
+// The worker runs it at start and on an interval. The threshold must exceed the longest
 // run, so a live worker's runs are never taken; deployments that share a daemon must have
 // different Config.Deployment names and never reap each other's containers.
 //

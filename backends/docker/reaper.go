@@ -45,33 +45,6 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	return removed, errors.Join(errs...)
 }
 
-// StartReaper reaps at once and then every interval, until ctx ends; the returned channel is
-// closed when it has stopped. Errors are logged, not returned: the next round retries. An
-// interval that is not positive means one minute.
-func (b *Backend) StartReaper(ctx context.Context, interval, olderThan time.Duration) <-chan struct{} {
-	if interval <= 0 {
-		interval = time.Minute
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			n, err := b.Reap(ctx, olderThan)
-			if err != nil && ctx.Err() == nil {
-				b.log.Warn("sandbox reaper failed", "error", err, "removed", n)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	return done
-}
-
 // ownLabels are the labels that mark this backend's containers.
 func (b *Backend) ownLabels() map[string]string {
 	labels := map[string]string{LabelManaged: "true", LabelDeployment: b.cfg.Deployment}

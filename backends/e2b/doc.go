@@ -23,7 +23,7 @@
 //     the file limits; input files whose bytes did not change are left out.
 //  5. DELETE /sandboxes/{id}, always: after a result, an error, a timeout or a cancel (with a
 //     context of its own). A kill that fails is logged with the sandbox id; the sandbox's time to
-//     live ends it anyway, and Reap (StartReaper) kills managed sandboxes older than a threshold,
+//     live ends it anyway, and Reap (run by the worker at start and on an interval) kills managed sandboxes older than a threshold,
 //     which covers a lost worker too.
 //
 // # Errors

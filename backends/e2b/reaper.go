@@ -58,30 +58,3 @@ func carries(got, want map[string]string) bool {
 	}
 	return true
 }
-
-// StartReaper reaps at once and then every interval, until ctx ends; the returned channel is
-// closed when it has stopped. Errors are logged, not returned: the next round retries. An
-// interval that is not positive means one minute.
-func (b *Backend) StartReaper(ctx context.Context, interval, olderThan time.Duration) <-chan struct{} {
-	if interval <= 0 {
-		interval = time.Minute
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			n, err := b.Reap(ctx, olderThan)
-			if err != nil && ctx.Err() == nil {
-				b.log.Warn("e2b sandbox reaper failed", "error", err, "killed", n)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	return done
-}

@@ -72,7 +72,7 @@ func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (g
 		logger.Info("sandbox image", "image", dc.Image, "id", id)
 	}
 	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
-	reaped := b.StartReaper(reapCtx, cfg.ReapInterval, reapAge(cfg))
+	reaped := reapEvery(reapCtx, b, cfg.ReapInterval, reapAge(cfg), logger)
 	return b, func() {
 		stopReaper()
 		<-reaped

@@ -81,7 +81,7 @@ func newHostedBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (g
 		return nil, nil, err
 	}
 	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
-	reaped := b.StartReaper(reapCtx, cfg.ReapInterval, reapAge(cfg))
+	reaped := reapEvery(reapCtx, b, cfg.ReapInterval, reapAge(cfg), logger)
 	logger.Info("e2b backend ready", "template", cfg.E2BTemplate, "domain", cfg.E2BDomain)
 	return b, func() {
 		stopReaper()
