@@ -160,6 +160,11 @@ func (o *Options) Validate() error {
 	if err := o.validateHosted(); err != nil {
 		return err
 	}
+	if strings.TrimSpace(o.EgressAllow) != "" && o.Backend != "docker" {
+		// Only the Docker backend runs the filtering proxy; elsewhere a request's egress would be
+		// shown to the reviewer and then not be what the code gets.
+		return &guard.ConfigError{Msg: fmt.Sprintf("--egress-allow needs --backend docker (the %s backend has no egress proxy)", o.Backend)}
+	}
 	switch o.DockerRuntime {
 	case "runc", "runsc", "":
 	default:
