@@ -51,6 +51,7 @@ REVIEWER_NAME=$(cut -d' ' -f1 "$DATA_DIR/reviewer/allowed_signers")
 export SANDBOXFLOW_REVIEWER_KEY="$REVIEWER_KEY"
 echo "Reviewer key (made by worker --dev): $REVIEWER_KEY, listed for \"$REVIEWER_NAME\" in $DATA_DIR/reviewer/allowed_signers"
 echo "Temporal: $TEMPORAL_ADDRESS   Web UI: http://127.0.0.1:$UI_PORT (runs waiting for a person: SandboxStatus=\"awaiting_approval\")"
+echo "Reviewers' inbox: http://localhost:${SANDBOXFLOW_INBOX_PORT:-8235} (register a passkey there, add its line to $DATA_DIR/reviewer/allowed_signers)"
 
 say "An agent asks to run $CODE_FILE"
 STARTED=$(bin/starter run --file "$CODE_FILE" --agent demo)
