@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 	"go.temporal.io/server/temporaltest"
 )
 
@@ -90,8 +91,9 @@ func TestConfigStrict(t *testing.T) {
 func TestWorkerChecksSearchAttributes(t *testing.T) {
 	workerBin, _ := binaries(t)
 	ts := temporaltest.NewServer(temporaltest.WithT(t))
+	alice := reviewertest.New(t, "alice")
 	cmd := exec.Command(workerBin, "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
-		"--backend", "local", "--allow-unsafe-local")
+		"--backend", "local", "--allow-unsafe-local", "--reviewers", alice.File)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("the worker started on a namespace without the search attributes:\n%s", out)

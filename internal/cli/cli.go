@@ -186,6 +186,15 @@ type onceValue struct {
 	set bool
 }
 
+// String returns the wrapped value's text; the flag package also calls it on a zero onceValue
+// (to tell a default from the zero value when it prints usage), which has none.
+func (o *onceValue) String() string {
+	if o == nil || o.Value == nil {
+		return ""
+	}
+	return o.Value.String()
+}
+
 func (o *onceValue) Set(v string) error {
 	if o.set {
 		return errors.New("given twice")
