@@ -20,6 +20,9 @@ import (
 func TestIntegrationTypeScriptExample(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
+				t.Fatalf("the TypeScript example needs %s on PATH (make setup installs nodejs and npm)", tool)
+			}
 			t.Skipf("the TypeScript example needs %s on PATH (.ci/run installs nodejs and npm)", tool)
 		}
 	}
