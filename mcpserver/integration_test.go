@@ -40,11 +40,21 @@ var runIDPattern = regexp.MustCompile(`run (sandbox-[0-9a-f-]+)`)
 // messages.
 func (p *progress) waitID(t *testing.T, skip int) string {
 	t.Helper()
+	// Notifications are periodic and asynchronous: one about an earlier call's run can arrive
+	// after that call returned, so a run already named before skip is not this call's run.
+	seen := map[string]bool{}
+	p.mu.Lock()
+	for _, m := range p.msgs[:min(skip, len(p.msgs))] {
+		if sm := runIDPattern.FindStringSubmatch(m); sm != nil {
+			seen[sm[1]] = true
+		}
+	}
+	p.mu.Unlock()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		p.mu.Lock()
 		for _, m := range p.msgs[min(skip, len(p.msgs)):] {
-			if sm := runIDPattern.FindStringSubmatch(m); sm != nil {
+			if sm := runIDPattern.FindStringSubmatch(m); sm != nil && !seen[sm[1]] {
 				p.mu.Unlock()
 				return sm[1]
 			}
