@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/human"
 )
 
 // pageData is what every page template gets.
@@ -29,9 +30,7 @@ type pageData struct {
 }
 
 // kv is a labelled value.
-type kv struct {
-	K, V string
-}
+type kv = human.Field
 
 // statementView is one decision the reviewer may sign.
 type statementView struct {
@@ -191,8 +190,8 @@ func (s *Server) runView(ri *runInfo) *runView {
 	st, req := ri.status, ri.status.Request
 	v := &runView{
 		ID: st.WorkflowID, RunID: st.RunID, State: st.State,
-		Language: req.Language, CodeSize: humanBytes(int64(req.CodeBytes)),
-		Network: networkText(req), Egress: req.Egress, Backend: req.Backend,
+		Language: req.Language, CodeSize: human.Bytes(int64(req.CodeBytes)),
+		Network: human.Network(req), Egress: req.Egress, Backend: req.Backend,
 		SandboxTaskQueue: st.SandboxTaskQueue, Digest: req.Digest,
 		Started:  ri.started.UTC().Format(time.RFC3339),
 		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,
@@ -206,21 +205,12 @@ func (s *Server) runView(ri *runInfo) *runView {
 	for _, n := range req.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))
 	}
-	l := req.Limits
-	v.Limits = []kv{
-		{"timeout", l.Timeout.String()},
-		{"stdout", humanBytes(l.MaxStdoutBytes)},
-		{"stderr", humanBytes(l.MaxStderrBytes)},
-		{"output files", fmt.Sprintf("%d, %s each, %s in all", l.MaxFiles, humanBytes(l.MaxFileBytes), humanBytes(l.MaxTotalFileBytes))},
-	}
-	m := req.Metadata
-	for _, p := range []kv{{"agent", m.Agent}, {"requested by", m.RequestedBy}, {"session", m.Session}, {"tool call", m.ToolCallID}} {
-		if p.V != "" {
-			v.Metadata = append(v.Metadata, kv{p.K, visible(p.V)})
-		}
+	v.Limits = human.Limits(req.Limits)
+	for _, f := range human.Metadata(req.Metadata) {
+		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})
 	}
 	if !st.ApprovalDeadline.IsZero() && v.Awaiting {
-		v.TimeLeft = humanDuration(st.ApprovalDeadline.Sub(s.cfg.Now()))
+		v.TimeLeft = human.Duration(st.ApprovalDeadline.Sub(s.cfg.Now()))
 	}
 	return v
 }
@@ -252,7 +242,7 @@ func newResultView(res guard.Result) *resultView {
 	v.Stdout, v.StdoutBinary, _ = preview(res.Stdout, outputPreviewBytes)
 	v.Stderr, v.StderrBinary, _ = preview(res.Stderr, outputPreviewBytes)
 	for i, f := range res.Files {
-		of := outputFile{N: i, Name: visible(f.Name), Size: humanBytes(f.Size)}
+		of := outputFile{N: i, Name: visible(f.Name), Size: human.Bytes(f.Size)}
 		of.Preview, of.Binary, of.Cut = preview(f.Content, previewBytes)
 		v.Files = append(v.Files, of)
 	}

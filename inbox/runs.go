@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/human"
 )
 
 const (
@@ -120,30 +121,20 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	rows := make([]pendingRow, 0, len(pending))
 	for _, p := range pending {
 		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest,
-			Age: humanDuration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
+			Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
 		var st runStatus
 		if v, err := s.cfg.Temporal.QueryWorkflow(ctx, p.WorkflowID, p.RunID, contract.QueryStatus); err == nil && v.Get(&st) == nil {
 			req := st.Request
 			row.Agent, row.RequestedBy = visible(req.Metadata.Agent), visible(req.Metadata.RequestedBy)
-			row.CodeSize = humanBytes(int64(req.CodeBytes))
-			row.Network = networkText(req)
+			row.CodeSize = human.Bytes(int64(req.CodeBytes))
+			row.Network = human.Network(req)
 			if !st.ApprovalDeadline.IsZero() {
-				row.TimeLeft = humanDuration(st.ApprovalDeadline.Sub(now))
+				row.TimeLeft = human.Duration(st.ApprovalDeadline.Sub(now))
 			}
 		}
 		rows = append(rows, row)
 	}
 	return rows, nil
-}
-
-func networkText(req guard.Summary) string {
-	switch {
-	case len(req.Egress) > 0:
-		return fmt.Sprintf("egress: %d host patterns", len(req.Egress))
-	case req.Network:
-		return "open network"
-	}
-	return "none"
 }
 
 // inputFile is an input file as the run page shows it.
@@ -184,7 +175,7 @@ func (s *Server) inputFiles(ctx context.Context, id, runID string) ([]inputFile,
 	out := make([]inputFile, 0, len(names))
 	for _, n := range names {
 		b := in.Request.Files[n]
-		f := inputFile{Name: visible(n), Size: humanBytes(int64(len(b)))}
+		f := inputFile{Name: visible(n), Size: human.Bytes(int64(len(b)))}
 		f.Preview, f.Binary, f.Cut = preview(b, previewBytes)
 		out = append(out, f)
 	}
@@ -216,39 +207,4 @@ func (s *Server) result(ctx context.Context, id string) (guard.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
 	return s.runs.Result(ctx, id)
-}
-
-// humanBytes writes n as bytes, KiB or MiB.
-func humanBytes(n int64) string {
-	switch {
-	case n < 1024:
-		return fmt.Sprintf("%d B", n)
-	case n < 1<<20:
-		return trimZero(fmt.Sprintf("%.1f", float64(n)/1024)) + " KiB"
-	}
-	return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MiB"
-}
-
-func trimZero(s string) string {
-	if len(s) > 2 && s[len(s)-2:] == ".0" {
-		return s[:len(s)-2]
-	}
-	return s
-}
-
-// humanDuration writes d the way a person reads it: "45s", "12m", "3h 5m", "2d 4h"; negative is
-// "over".
-func humanDuration(d time.Duration) string {
-	if d < 0 {
-		return "over"
-	}
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
 }

@@ -61,11 +61,6 @@ DIGEST=$(printf '%s' "$STARTED" | sed -n 's/.*"digest":"\([^"]*\)".*/\1/p')
 
 say "What the reviewer sees (bin/starter show $ID)"
 bin/starter show "$ID"
-echo
-echo "---- code ----"
-cat "$CODE_FILE"
-echo "--------------"
-echo "digest: $DIGEST"
 
 cat <<MSG
 

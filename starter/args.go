@@ -29,6 +29,7 @@ type command struct {
 
 	// show, approve, deny, result
 	id          string
+	json        bool
 	envValues   bool
 	digest      string
 	reason      string
@@ -59,6 +60,7 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 		return c, c.parseRun(fs, args)
 	case "pending":
 		c.addConnFlags(fs)
+		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of a table")
 		_, err := cli.Parse(fs, args, 0, 0)
 		return c, err
 	case "show", "result":
@@ -126,6 +128,7 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
 	if c.name == "show" {
 		fs.BoolVar(&c.envValues, "env-values", false, "also show env values (they are hidden by default)")
+		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
 	} else {
 		fs.DurationVar(&c.waitTimeout, "timeout", 0, "wait at most this long for the result (default: until the run ends)")
 	}

@@ -102,6 +102,10 @@ func TestIntegrationStarterEdges(t *testing.T) {
 		t.Errorf("run with an open run's id: exit %d, %s; want 1 and a ConfigError naming it", r.code, r.stdout)
 	}
 	r = starterIn(t, addr, ns, "show", "cli-run")
+	if r.code != 0 || strings.ContainsAny(r.stdout, "\u202e\u2066\u2069") || !strings.Contains(r.stdout, `1 | access = 'user' # \u202e } \u2066`) {
+		t.Errorf("show of code with bidi controls: exit %d, stdout %s; want the code numbered with them escaped", r.code, r.stdout)
+	}
+	r = starterIn(t, addr, ns, "show", "cli-run", "--json")
 	if r.code != 0 || strings.ContainsAny(r.stdout, "\u202e\u2066\u2069") || !strings.Contains(r.stdout, `\u202e`) ||
 		!strings.Contains(r.stdout, "suspicious_characters") || !strings.Contains(r.stderr, "WARNING") {
 		t.Errorf("show of code with bidi controls: exit %d, stdout %s, stderr %s; want them escaped, listed and warned of", r.code, r.stdout, r.stderr)

@@ -1,7 +1,8 @@
 // Command starter is how agent orchestrators and reviewers use sandboxflow from a terminal or a
 // script: run, pending, show, statement, approve, deny, result, tool-schema, inbox and mcp. Every
 // command but the servers prints JSON on stdout, a failure too ({"error": {"type": ...,
-// "message": ...}}); usage errors exit 2, other failures 1.
+// "message": ...}}), except that show and pending print for a person unless given --json; usage
+// errors exit 2, other failures 1.
 //
 // It reaches Temporal through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (or --address and
 // --namespace), and reads the payload keys from SANDBOXFLOW_KEY_FILE (or --key-file) when the
@@ -16,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
@@ -27,9 +29,10 @@ commands:
   run --code CODE | --file F [--language python] [--input NAME=PATH]... [--env NAME=VALUE]...
       [--timeout 30s] [--network] [--capture-content] [--workflow-id ID] [--wait]
                        start a run; prints {"workflow_id", "run_id", "digest"}; --wait then prints the result
-  pending              list the runs that wait for a decision
-  show ID [--env-values]
-                       everything a reviewer needs (env values only with --env-values)
+  pending [--json]     list the runs that wait for a decision (a table; --json for programs)
+  show ID [--env-values] [--json]
+                       everything a reviewer needs: code with line numbers, limits, env names,
+                       digest, deadline (env values only with --env-values; --json for programs)
   statement ID [--deny] [--approval-id U] [--expires-in D]
                        print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval)
   approve ID --digest D --key FILE [--reason R]
@@ -127,13 +130,19 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		if pending == nil {
 			pending = []client.Pending{}
 		}
-		return printOr(stdout, pending, err)
+		if err != nil || cmd.json {
+			return printOr(stdout, pending, err)
+		}
+		return printPending(stdout, pending, time.Now())
 	case "show":
 		review, err := sc.Review(ctx, cmd.id, cmd.envValues)
 		if err == nil && review.Warning != "" {
 			fmt.Fprintln(stderr, "starter:", review.Warning)
 		}
-		return printOr(stdout, review, err)
+		if err != nil || cmd.json {
+			return printOr(stdout, review, err)
+		}
+		return printReview(stdout, review, time.Now())
 	case "statement":
 		return statementCmd(ctx, sc, cmd, stdout)
 	case "approve", "deny":

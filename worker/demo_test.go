@@ -29,7 +29,7 @@ func TestDemoScript(t *testing.T) {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"What the reviewer sees", `"state":"awaiting_approval"`, "digest: sha256:",
+		"What the reviewer sees", "awaiting_approval", "sha256:", "1 | # A sample run for the demo",
 		"Approve this exact code?", `"reviewer":"alice"`, `"ok":true`, `3 items, total 17.75`,
 	} {
 		if !strings.Contains(string(out), want) {

@@ -222,7 +222,7 @@ func waitPending(t *testing.T, s starterCLI, id string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var pending []startedJSON
-		s.mustJSON(&pending, "pending")
+		s.mustJSON(&pending, "pending", "--json")
 		for _, p := range pending {
 			if p.WorkflowID == id {
 				return
@@ -278,9 +278,20 @@ func TestEndToEnd(t *testing.T) {
 			Language string `json:"language"`
 		} `json:"request"`
 	}
-	s.mustJSON(&show, "show", started.WorkflowID)
+	s.mustJSON(&show, "show", started.WorkflowID, "--json")
 	if show.State != "awaiting_approval" || show.Request.Code != code || show.Request.Digest != started.Digest || show.Request.Language != "python" {
-		t.Fatalf("starter show printed %+v", show)
+		t.Fatalf("starter show --json printed %+v", show)
+	}
+	// For a person: the code with line numbers, the limits in units, the digest, the deadline;
+	// pending as a table naming the run.
+	text, rc := s.run("show", started.WorkflowID)
+	for _, want := range []string{"2 | print('hello', sys.argv[0] != '')", "timeout", "30s", "1 MiB", "digest", started.Digest, "deadline", "left)"} {
+		if rc != 0 || !strings.Contains(text, want) {
+			t.Fatalf("starter show (exit %d) printed %q; want it to contain %q", rc, text, want)
+		}
+	}
+	if text, rc := s.run("pending"); rc != 0 || !strings.Contains(text, "WORKFLOW ID") || !strings.Contains(text, started.WorkflowID) {
+		t.Fatalf("starter pending (exit %d) printed %q; want a table naming %s", rc, text, started.WorkflowID)
 	}
 
 	if _, code := s.run("approve", started.WorkflowID, "--digest", "sha256:"+strings.Repeat("0", 64)); code == 0 {

@@ -1,0 +1,81 @@
+// Package human writes sizes, durations, limits and network settings the way a person reads
+// them. The reviewers' inbox and the starter's terminal output share it, so that both say the
+// same thing about a run.
+package human
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Bytes writes n as bytes, KiB or MiB: "512 B", "1.5 KiB", "10 MiB".
+func Bytes(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1<<20:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/1024)) + " KiB"
+	}
+	return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MiB"
+}
+
+func trimZero(s string) string {
+	return strings.TrimSuffix(s, ".0")
+}
+
+// Duration writes d the way a person reads it: "45s", "12m", "3h 5m", "2d 4h"; negative is
+// "over".
+func Duration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "over"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// Field is one named value of a run, as a person reads it.
+type Field struct {
+	K, V string
+}
+
+// Limits lists a run's limits in units.
+func Limits(l guard.Limits) []Field {
+	return []Field{
+		{"timeout", l.Timeout.String()},
+		{"stdout", Bytes(l.MaxStdoutBytes)},
+		{"stderr", Bytes(l.MaxStderrBytes)},
+		{"output files", fmt.Sprintf("%d, %s each, %s in all", l.MaxFiles, Bytes(l.MaxFileBytes), Bytes(l.MaxTotalFileBytes))},
+	}
+}
+
+// Network says in a few words what network a run gets.
+func Network(req guard.Summary) string {
+	switch {
+	case len(req.Egress) > 0:
+		return fmt.Sprintf("egress: %d host patterns", len(req.Egress))
+	case req.Network:
+		return "open network"
+	}
+	return "none"
+}
+
+// Metadata lists who asked for a run, leaving out what is empty. The values are as sent: a view
+// must still make invisible characters visible.
+func Metadata(m guard.Metadata) []Field {
+	var out []Field
+	for _, f := range []Field{{"agent", m.Agent}, {"requested by", m.RequestedBy}, {"session", m.Session}, {"tool call", m.ToolCallID}} {
+		if f.V != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/human"
+)
+
+// terminal makes s safe to print to a terminal: every invisible, direction-changing or control
+// character (an escape sequence could rewrite what the reviewer reads) and every byte that is not
+// UTF-8 is written as an escape; so is a carriage return, which would let a line overwrite itself.
+func terminal(s string) string {
+	return strings.ReplaceAll(guard.VisibleText(s), "\r", `\r`)
+}
+
+// printReview writes what a reviewer reads about a run, for a person: who asked, the limits in
+// units, network, env names, the digest, the deadline and the code with line numbers.
+func printReview(w io.Writer, r client.Review, now time.Time) error {
+	req := r.Request
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	row("run", "%s (run id %s)", terminal(r.WorkflowID), terminal(r.RunID))
+	row("state", "%s", r.State)
+	for _, f := range human.Metadata(req.Metadata) {
+		row(f.K, "%s", terminal(f.V))
+	}
+	if req.Digest == "" {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(w, "\nThe request is not checked yet, or its check failed: there is nothing to review.")
+		return err
+	}
+	row("language", "%s, %s", req.Language, human.Bytes(int64(req.CodeBytes)))
+	row("backend", "%s", terminal(req.Backend))
+	if r.SandboxTaskQueue != "" {
+		row("runs on", "task queue %s", terminal(r.SandboxTaskQueue))
+	}
+	for _, f := range human.Limits(req.Limits) {
+		row(f.K, "%s", f.V)
+	}
+	row("network", "%s", human.Network(req))
+	for _, e := range req.Egress {
+		row("", "may reach %s", terminal(e))
+	}
+	for _, s := range req.Secrets {
+		row("secret", "%s (added by the proxy; the code never sees it)", terminal(s))
+	}
+	for _, f := range req.Files {
+		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
+	}
+	printEnv(row, req.EnvNames, r.Env)
+	row("digest", "%s", req.Digest)
+	if !r.ApprovalDeadline.IsZero() {
+		row("deadline", "%s (%s left)", r.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(r.ApprovalDeadline.Sub(now)))
+	}
+	printDecisions(row, r.Status)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Warning != "" {
+		fmt.Fprintf(w, "\n%s\n", r.Warning)
+	}
+	return printCode(w, req.Code)
+}
+
+func printEnv(row func(k, format string, a ...any), names []string, values map[string]string) {
+	if values == nil {
+		if len(names) > 0 {
+			row("env", "%s (values hidden; --env-values shows them)", terminal(strings.Join(names, ", ")))
+		}
+		return
+	}
+	sorted := append([]string(nil), names...)
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		row("env", "%s=%s", terminal(n), terminal(values[n]))
+	}
+}
+
+func printDecisions(row func(k, format string, a ...any), st contract.Status) {
+	if d := st.Decision; d != nil {
+		verb := "denied"
+		if d.Approve {
+			verb = "approved"
+		}
+		how := d.Method
+		if d.Touched {
+			how += ", security key touched"
+		}
+		row("decision", "%s by %s at %s (%s, %s %s)", verb, terminal(d.Reviewer), d.Time.UTC().Format(time.RFC3339), how, d.KeyType, d.Fingerprint)
+		if d.Reason != "" {
+			row("reason", "%s", terminal(d.Reason))
+		}
+	}
+	if st.RejectedDecisions > 0 {
+		row("refused", "%d decision(s); the last because %s", st.RejectedDecisions, terminal(st.LastRejection))
+	}
+	if st.IgnoredDecisions > 0 {
+		row("ignored", "%d decision(s) sent after the accepted one", st.IgnoredDecisions)
+	}
+	if st.Error != "" {
+		row("error", "%s", terminal(st.Error))
+	}
+}
+
+// printCode writes the code with line numbers.
+func printCode(w io.Writer, code string) error {
+	lines := strings.Split(code, "\n")
+	if len(lines) > 1 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	width := len(fmt.Sprint(len(lines)))
+	var b strings.Builder
+	b.WriteString("\ncode:\n")
+	for i, l := range lines {
+		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, terminal(l))
+	}
+	if !strings.HasSuffix(code, "\n") {
+		b.WriteString("(no newline at the end)\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// printPending writes the runs that wait for a decision as a table, newest first.
+func printPending(w io.Writer, pending []client.Pending, now time.Time) error {
+	if len(pending) == 0 {
+		_, err := fmt.Fprintln(w, "No run waits for a decision.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKFLOW ID\tWAITING\tLANGUAGE\tBACKEND\tDIGEST")
+	for _, p := range pending {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), human.Duration(now.Sub(p.StartTime)),
+			terminal(p.Language), terminal(p.Backend), shortDigest(terminal(p.Digest)))
+	}
+	return tw.Flush()
+}
+
+// shortDigest keeps enough of a digest to tell runs apart; `starter show` prints all of it.
+func shortDigest(d string) string {
+	if len(d) <= len("sha256:")+12 {
+		return d
+	}
+	return d[:len("sha256:")+12] + "…"
+}

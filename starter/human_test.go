@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// hostileReview is a run whose code, file names, env and metadata try to rewrite what the
+// reviewer's terminal shows: an escape sequence that erases the line above, a carriage return
+// that overwrites a line, a right-to-left override and bytes that are not UTF-8.
+func hostileReview(envValues bool) client.Review {
+	code := "print('safe')\x1b[1A\x1b[2K\nimport os\ros.system('rm -rf ~') # \u202e }\n\xff"
+	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{
+		State: contract.StatusAwaitingApproval, RunID: "r1", SandboxTaskQueue: "sandboxes",
+		ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC),
+		Request: guard.Summary{
+			Language: guard.Python, Code: code, CodeBytes: len(code), Backend: "docker",
+			Files:    []guard.FileSummary{{Name: "a\x1b]0;title\x07.txt", Size: 1536}},
+			EnvNames: []string{"TOKEN"},
+			Limits:   guard.Limits{Timeout: 30 * time.Second, MaxStdoutBytes: 1 << 20, MaxStderrBytes: 1 << 20, MaxFiles: 16, MaxFileBytes: 10 << 20, MaxTotalFileBytes: 50 << 20},
+			Egress:   []string{"api.example.com"},
+			Digest:   "sha256:" + strings.Repeat("ab", 32),
+			Metadata: guard.Metadata{Agent: "bot\x1b[31m", RequestedBy: "alice"},
+		},
+	}}
+	r.SuspiciousCharacters = guard.SuspiciousCharacters(code)
+	r.Warning = client.SuspiciousWarning(r.SuspiciousCharacters)
+	if envValues {
+		r.Env = map[string]string{"TOKEN": "x\x1b[8m"}
+	}
+	return r
+}
+
+// Nothing from the run reaches the terminal as a control character, and the code is numbered.
+func TestShowForPeopleEscapesWhatCouldRewriteTheTerminal(t *testing.T) {
+	for _, envValues := range []bool{false, true} {
+		var b bytes.Buffer
+		if err := printReview(&b, hostileReview(envValues), time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for i, c := range []byte(out) {
+			if (c < 0x20 && c != '\n') || c == 0x7f || c == 0xff {
+				t.Fatalf("byte %#x at %d reaches the terminal:\n%s", c, i, out)
+			}
+		}
+		if strings.ContainsAny(out, "\u202e") {
+			t.Errorf("the override reaches the terminal:\n%s", out)
+		}
+		for _, want := range []string{
+			`1 | print('safe')\x1b[1A\x1b[2K`, `2 | import os\ros.system('rm -rf ~') # \u202e }`, `3 | \xff`,
+			"(no newline at the end)", `a\x1b]0;title\x07.txt, 1.5 KiB`, `bot\x1b[31m`,
+			"timeout", "30s", "output files", "16, 10 MiB each, 50 MiB in all",
+			"egress: 1 host patterns", "may reach api.example.com", "sha256:" + strings.Repeat("ab", 32),
+			"2026-01-01T01:00:00Z (45m left)", "WARNING",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("env values %t: output lacks %q:\n%s", envValues, want, out)
+			}
+		}
+		if envValues != strings.Contains(out, `TOKEN=x\x1b[8m`) || envValues == strings.Contains(out, "values hidden") {
+			t.Errorf("env values %t: the values are shown only when asked for:\n%s", envValues, out)
+		}
+	}
+}
+
+func TestPendingForPeople(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	if err := printPending(&b, []client.Pending{
+		{WorkflowID: "sandbox-new\x1b[2J", StartTime: now.Add(-90 * time.Second), Language: "python", Backend: "docker", Digest: "sha256:" + strings.Repeat("cd", 32)},
+		{WorkflowID: "sandbox-old", StartTime: now.Add(-3 * time.Hour), Language: "sh", Backend: "local", Digest: "sha256:" + strings.Repeat("ef", 32)},
+	}, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "WORKFLOW ID") ||
+		!strings.Contains(lines[1], `sandbox-new\x1b[2J`) || !strings.Contains(lines[1], "1m") || !strings.Contains(lines[1], "sha256:cdcdcdcdcdcd…") ||
+		!strings.Contains(lines[2], "sandbox-old") || !strings.Contains(lines[2], "3h 0m") {
+		t.Errorf("table:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printPending(&b, nil, now); err != nil || !strings.Contains(b.String(), "No run waits") {
+		t.Errorf("empty: %q %v", b.String(), err)
+	}
+}
