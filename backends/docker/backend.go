@@ -46,10 +46,13 @@ type Backend struct {
 	host   *engineVersion
 
 	removals sync.WaitGroup
+	// pool holds started containers waiting for their run; nil when Config.WarmSandboxes is 0.
+	pool *pool
 }
 
-// New validates cfg and returns a backend using the Docker daemon it names. It does no I/O: an
-// unreachable daemon shows in the first run (a retryable IntegrationError) and in Doctor.
+// New validates cfg and returns a backend using the Docker daemon it names. It does no I/O itself:
+// an unreachable daemon shows in the first run (a retryable IntegrationError) and in Doctor. With
+// WarmSandboxes it starts filling the warm pool in the background; call Close to empty it.
 func New(cfg Config) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -71,7 +74,19 @@ func newBackend(cfg Config, eng engine) (*Backend, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Backend{cfg: cfg, eng: eng, seccomp: opt, log: log.With("backend", Name), uids: newUIDPool(cfg.UIDs)}, nil
+	b := &Backend{cfg: cfg, eng: eng, seccomp: opt, log: log.With("backend", Name), uids: newUIDPool(cfg.UIDs)}
+	if cfg.WarmSandboxes > 0 {
+		b.pool = startPool(b)
+	}
+	return b, nil
+}
+
+// WarmStats reports what the warm pool did; zero when it is off.
+func (b *Backend) WarmStats() WarmStats {
+	if b.pool == nil {
+		return WarmStats{}
+	}
+	return b.pool.snapshot()
 }
 
 // Name returns "docker".
@@ -80,9 +95,12 @@ func (b *Backend) Name() string { return Name }
 // Config returns the backend's configuration with defaults applied.
 func (b *Backend) Config() Config { return b.cfg }
 
-// Close waits until every removal started by Run has finished (or ctx ends), then releases the
-// Docker client. Call it after the last Run.
+// Close removes the warm pool's waiting containers, waits until every removal has finished (or
+// ctx ends), then releases the Docker client. Call it after the last Run.
 func (b *Backend) Close(ctx context.Context) error {
+	if b.pool != nil {
+		b.pool.close()
+	}
 	err := b.WaitRemovals(ctx)
 	if cerr := b.eng.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("docker: close client: %w", cerr)
@@ -108,12 +126,14 @@ func (b *Backend) WaitRemovals(ctx context.Context) error {
 // sandbox is one created container, started at most once, for one run, then removed.
 type sandbox struct {
 	id      string
+	name    string
 	uid     int
 	image   imageInfo
 	release func()
 }
 
-// Run runs c in a fresh container and removes the container afterwards.
+// Run runs c in a fresh container, one the warm pool started for it or one created now, and
+// removes the container afterwards.
 //
 // Errors: a guard.ConfigError for a setting that cannot work (missing image or network, an image
 // that declares volumes or does not match its pinned digest, unknown runtime, an image without
@@ -131,24 +151,27 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 			return guard.Result{}, err
 		}
 	}
-	sb, err := b.prepare(ctx, c)
+	sb, warm, err := b.acquire(ctx, c)
 	if err != nil {
 		return guard.Result{}, err
 	}
 	request, err := encodeRequest(c, sb.uid, b.egressPlan(c))
 	if err != nil {
+		if warm != nil {
+			warm.att.Close()
+		}
 		sb.release()
-		_ = b.remove(ctx, sb.id, false)
+		_ = b.remove(ctx, sb.id, warm != nil)
 		return guard.Result{}, err
 	}
-	res, removeNow, err := b.execute(ctx, sb, c, request)
+	res, removeNow, err := b.execute(ctx, sb, c, request, warm)
 	if removeNow {
 		if rerr := b.remove(ctx, sb.id, true); rerr != nil {
 			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", rerr)
 		}
 		sb.release()
 	} else {
-		b.removeLater(sb)
+		b.removeLater(sb, false)
 	}
 	if err != nil {
 		return guard.Result{}, err
@@ -163,10 +186,11 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	return res, nil
 }
 
-// spec is the container c runs in: every hardening setting of the package documentation.
-func (b *Backend) spec(c guard.Checked, name string, sb *sandbox, cgroupnsPrivate bool) containerSpec {
+// spec is the container c runs in (nil for one the warm pool starts ahead): every hardening
+// setting of the package documentation.
+func (b *Backend) spec(c *guard.Checked, sb *sandbox, cgroupnsPrivate bool) containerSpec {
 	network, dns := "none", []string{"127.0.0.1"}
-	if c.Network {
+	if c != nil && c.Network {
 		network, dns = b.cfg.Network, nil
 	}
 	ids := strconv.Itoa(sb.uid)
@@ -186,7 +210,7 @@ func (b *Backend) spec(c guard.Checked, name string, sb *sandbox, cgroupnsPrivat
 		mounts["/dev/shm"] = tmpfs(b.cfg.ShmBytes)
 	}
 	return containerSpec{
-		Name:            name,
+		Name:            sb.name,
 		Image:           sb.image.ID,
 		Cmd:             supervisorCmd(),
 		Labels:          b.labels(c, sb),
@@ -211,8 +235,8 @@ func (b *Backend) spec(c guard.Checked, name string, sb *sandbox, cgroupnsPrivat
 	}
 }
 
-// labels are the labels of c's container.
-func (b *Backend) labels(c guard.Checked, sb *sandbox) map[string]string {
+// labels are the labels of c's container; a container the warm pool starts (c nil) names no run.
+func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
 	runtime := b.cfg.Runtime
 	if runtime == "" {
 		runtime = "runc"
@@ -220,13 +244,17 @@ func (b *Backend) labels(c guard.Checked, sb *sandbox) map[string]string {
 	labels := map[string]string{
 		LabelManaged:    "true",
 		LabelDeployment: b.cfg.Deployment,
-		LabelWorkflowID: c.Owner.WorkflowID,
-		LabelRunID:      c.Owner.RunID,
-		LabelActivityID: c.Owner.ActivityID,
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339Nano),
 		LabelRuntime:    runtime,
-		LabelDigest:     c.Digest,
 		LabelImageID:    sb.image.ID,
+	}
+	if c == nil {
+		labels[LabelWarm] = b.pool.id
+	} else {
+		labels[LabelWorkflowID] = c.Owner.WorkflowID
+		labels[LabelRunID] = c.Owner.RunID
+		labels[LabelActivityID] = c.Owner.ActivityID
+		labels[LabelDigest] = c.Digest
 	}
 	for k, v := range b.cfg.Labels {
 		labels[k] = v
@@ -234,14 +262,27 @@ func (b *Backend) labels(c guard.Checked, sb *sandbox) map[string]string {
 	return labels
 }
 
-// prepare resolves the image, picks a uid and creates the container for c. Nothing runs in it
-// until execute has written the whole request on its stdin, so every failure here may be
-// retried. It is the step a pool would do ahead of time.
-func (b *Backend) prepare(ctx context.Context, c guard.Checked) (*sandbox, error) {
+// acquire resolves the image and returns a container for c: a started one from the warm pool
+// (warm set), or one created now. Nothing runs in either until execute has written the whole
+// request on its stdin, so every failure here may be retried.
+func (b *Backend) acquire(ctx context.Context, c guard.Checked) (*sandbox, *warmSandbox, error) {
 	img, err := b.resolveImage(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	if b.pool != nil {
+		if c.Network {
+			b.pool.cold()
+		} else if w := b.pool.take(img.ID); w != nil {
+			return w.sb, w, nil
+		}
+	}
+	sb, err := b.create(ctx, img, &c)
+	return sb, nil, err
+}
+
+// create picks a uid and creates a container from img for c, or for the warm pool when c is nil.
+func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (*sandbox, error) {
 	cgroupnsPrivate, err := b.cgroupV2(ctx)
 	if err != nil {
 		return nil, &guard.IntegrationError{Op: "docker: daemon info", Err: err}
@@ -256,8 +297,11 @@ func (b *Backend) prepare(ctx context.Context, c guard.Checked) (*sandbox, error
 		release()
 		return nil, &guard.IntegrationError{Op: "docker: container name", Err: err}
 	}
-	name := "sandboxflow-" + hex.EncodeToString(suffix[:])
-	id, err := b.eng.Create(ctx, b.spec(c, name, sb, cgroupnsPrivate))
+	sb.name = "sandboxflow-" + hex.EncodeToString(suffix[:])
+	if c == nil {
+		sb.name = WarmNamePrefix + hex.EncodeToString(suffix[:])
+	}
+	id, err := b.eng.Create(ctx, b.spec(c, sb, cgroupnsPrivate))
 	if err != nil {
 		release()
 		return nil, b.createError(ctx, c, err)
@@ -266,7 +310,7 @@ func (b *Backend) prepare(ctx context.Context, c guard.Checked) (*sandbox, error
 	if ctx.Err() != nil {
 		_ = b.remove(ctx, id, false)
 		release()
-		return nil, &guard.IntegrationError{Op: "docker: create container " + name, Err: ctx.Err()}
+		return nil, &guard.IntegrationError{Op: "docker: create container " + sb.name, Err: ctx.Err()}
 	}
 	return sb, nil
 }
@@ -313,14 +357,14 @@ func (b *Backend) resolveImage(ctx context.Context) (imageInfo, error) {
 
 // createError types a failed create: a missing image or network, or a setting the daemon
 // refuses, is a ConfigError; anything else is an IntegrationError that may be retried.
-func (b *Backend) createError(ctx context.Context, c guard.Checked, err error) error {
+func (b *Backend) createError(ctx context.Context, c *guard.Checked, err error) error {
 	wrapped := fmt.Errorf("docker: create container: %w", err)
 	switch {
 	case isNotFound(err):
 		if present, ierr := b.eng.ImagePresent(ctx, b.cfg.Image); ierr == nil && !present {
 			return &guard.ConfigError{Msg: missingImageMsg(b.cfg.Image)}
 		}
-		if c.Network {
+		if c != nil && c.Network {
 			if present, nerr := b.eng.NetworkPresent(ctx, b.cfg.Network); nerr == nil && !present {
 				return &guard.ConfigError{Msg: fmt.Sprintf("docker backend: network %q does not exist; create it (docker network create ...) or set the backend's Network", b.cfg.Network)}
 			}
@@ -360,14 +404,14 @@ func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 	return nil
 }
 
-// removeLater removes an exited container off the critical path and then frees its uid; Close
-// and WaitRemovals wait for it.
-func (b *Backend) removeLater(sb *sandbox) {
+// removeLater removes a container off the critical path (killing it first when kill is set) and
+// then frees its uid; Close and WaitRemovals wait for it.
+func (b *Backend) removeLater(sb *sandbox, kill bool) {
 	b.removals.Add(1)
 	go func() {
 		defer b.removals.Done()
 		defer sb.release()
-		if err := b.remove(context.Background(), sb.id, false); err != nil {
+		if err := b.remove(context.Background(), sb.id, kill); err != nil {
 			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", err)
 		}
 	}()

@@ -350,8 +350,8 @@ func TestSpecHardening(t *testing.T) {
 	f := newFake()
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
 	c := testChecked("print(1)")
-	sb := &sandbox{uid: 100123, image: imageInfo{ID: "sha256:x"}}
-	s := b.spec(c, "n", sb, false)
+	sb := &sandbox{name: "n", uid: 100123, image: imageInfo{ID: "sha256:x"}}
+	s := b.spec(&c, sb, false)
 	checks := []struct {
 		name      string
 		got, want any
@@ -382,7 +382,7 @@ func TestSpecHardening(t *testing.T) {
 		}
 	}
 	c.Network = true
-	if got := b.spec(c, "n", sb, false).NetworkMode; got != "sbf-net" {
+	if got := b.spec(&c, sb, false).NetworkMode; got != "sbf-net" {
 		t.Errorf("network with network=true: got %q; want sbf-net", got)
 	}
 }

@@ -90,8 +90,8 @@ func benchPrint1(b *testing.B, rt string) {
 		return d
 	}
 	runCLI := func(i int) time.Duration {
-		sb := &sandbox{uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		spec := backend.spec(c, fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i), sb, false)
+		sb := &sandbox{name: fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
+		spec := backend.spec(&c, sb, false)
 		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
 		cmd.Stdin = bytes.NewReader(stdin)
 		var out, errOut bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -230,6 +231,10 @@ func (e *dockerEngine) Inspect(ctx context.Context, id string) (containerState, 
 	}, nil
 }
 
+func (e *dockerEngine) Rename(ctx context.Context, id, name string) error {
+	return classify(e.cli.ContainerRename(ctx, id, name))
+}
+
 func (e *dockerEngine) Kill(ctx context.Context, id string) error {
 	return classify(e.cli.ContainerKill(ctx, id, "KILL"))
 }
@@ -249,8 +254,13 @@ func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]co
 	}
 	out := make([]containerSummary, 0, len(list))
 	for _, c := range list {
+		name := ""
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
 		out = append(out, containerSummary{
 			ID:      c.ID,
+			Name:    name,
 			Created: time.Unix(c.Created, 0),
 			Labels:  c.Labels,
 			State:   string(c.State),

@@ -23,6 +23,8 @@ const (
 	DefaultNetwork        = "bridge"
 	DefaultIPC            = IPCPrivate
 	DefaultShmBytes       = 64 << 20
+	DefaultWarmMaxAge     = 5 * time.Minute
+	MaxWarmSandboxes      = 64
 	DefaultUIDFirst       = 100000
 	DefaultUIDLast        = 100999
 	DefaultDeployment     = "default"
@@ -55,6 +57,11 @@ const (
 	// LabelDeployment carries Config.Deployment: the reaper removes only its own deployment's
 	// containers.
 	LabelDeployment = LabelPrefix + "deployment"
+	// LabelWarm marks a container the warm pool created before any run asked for it, with the
+	// pool's id (logged when the pool starts). It names no run (labels cannot change after
+	// create): the worker logs which run took it. While it waits in the pool its name starts with
+	// WarmNamePrefix; the run that takes it renames it.
+	LabelWarm = LabelPrefix + "warm"
 	// LabelImageID is the image ID (sha256:...) the container was created from.
 	LabelImageID = LabelPrefix + "image-id"
 )
@@ -135,6 +142,14 @@ type Config struct {
 	// CleanupTimeout bounds each kill and removal, which run even after the run's context ends.
 	// Optional: defaults to 30 s.
 	CleanupTimeout time.Duration
+	// WarmSandboxes is how many containers the backend keeps created and started ahead of need,
+	// each with its supervisor waiting for its one request (see pool.go). Each serves exactly
+	// one run and is removed after it, as a cold one is; runs that ask for the open network
+	// (Network) always get a cold container. Optional: 0 (the default) turns the pool off.
+	WarmSandboxes int
+	// WarmMaxAge is how long a started container may wait in the pool; an older one is
+	// replaced. Optional: defaults to 5 minutes.
+	WarmMaxAge time.Duration
 	// Egress configures the filtering proxy of runs whose request carries egress (issue 13).
 	// Optional: the zero value runs the proxy with the guard's default caps, no private prefixes
 	// and no secrets.
@@ -187,6 +202,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CleanupTimeout == 0 {
 		c.CleanupTimeout = DefaultCleanupTimeout
+	}
+	if c.WarmMaxAge == 0 {
+		c.WarmMaxAge = DefaultWarmMaxAge
 	}
 	return c
 }
@@ -251,6 +269,12 @@ func (c Config) Validate() error {
 		if k == "" {
 			return bad("a label has an empty key")
 		}
+	}
+	if c.WarmSandboxes < 0 || c.WarmSandboxes > MaxWarmSandboxes {
+		return bad("warm sandboxes must be between 0 and %d, got %d", MaxWarmSandboxes, c.WarmSandboxes)
+	}
+	if c.WarmMaxAge < time.Second {
+		return bad("warm sandbox max age must be at least 1 s, got %s", c.WarmMaxAge)
 	}
 	if c.DeadlineSlack < 0 || c.CleanupTimeout < time.Second {
 		return bad("deadline slack must not be negative and cleanup timeout must be at least 1 s, got %s and %s", c.DeadlineSlack, c.CleanupTimeout)

@@ -146,8 +146,8 @@ func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
 		b.Fatal(err)
 	}
 	return func(i int) time.Duration {
-		sb := &sandbox{uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		spec := backend.spec(c, fmt.Sprintf("sandboxflow-bench-e2e-%s-%s-%d", suiteID, rt, i), sb, false)
+		sb := &sandbox{name: fmt.Sprintf("sandboxflow-bench-e2e-%s-%s-%d", suiteID, rt, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
+		spec := backend.spec(&c, sb, false)
 		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
 		cmd.Stdin = bytes.NewReader(stdin)
 		var out, errOut bytes.Buffer

@@ -33,6 +33,8 @@ type engine interface {
 	Wait(ctx context.Context, id string) (int64, error)
 	// Inspect returns the container's state.
 	Inspect(ctx context.Context, id string) (containerState, error)
+	// Rename gives a container a new name.
+	Rename(ctx context.Context, id, name string) error
 	// Kill sends SIGKILL to the container.
 	Kill(ctx context.Context, id string) error
 	// Remove force-removes the container (killing it first if it runs) with its anonymous
@@ -112,7 +114,9 @@ type containerState struct {
 
 // containerSummary is one container found by List.
 type containerSummary struct {
-	ID      string
+	ID string
+	// Name is the container's name, without Docker's leading slash.
+	Name    string
 	Created time.Time
 	Labels  map[string]string
 	State   string

@@ -41,6 +41,7 @@ type fakeEngine struct {
 	created  []containerSpec
 	started  []string
 	killed   []string
+	renamed  []string
 	removed  []string
 	stdin    []byte
 	closed   bool
@@ -105,6 +106,13 @@ func (f *fakeEngine) Wait(ctx context.Context, id string) (int64, error) {
 
 func (f *fakeEngine) Inspect(context.Context, string) (containerState, error) {
 	return f.state, f.inspectErr
+}
+
+func (f *fakeEngine) Rename(_ context.Context, id, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.renamed = append(f.renamed, id+"="+name)
+	return nil
 }
 
 func (f *fakeEngine) Kill(_ context.Context, id string) error {

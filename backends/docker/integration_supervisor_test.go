@@ -85,7 +85,10 @@ os._exit(7)
 `, 7, 0, ""},
 	}
 	eachRuntime(t, func(t *testing.T, rt string) {
-		b := newTestBackend(t, rt, nil)
+		// From the warm pool, as the worker runs by default: a container started ahead of the
+		// run is as far out of the code's reach as a cold one.
+		b := warmBackend(t, rt, 2, nil)
+		defer requireWarm(t, b)
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				res, err := b.Run(context.Background(), checked(t, guard.Python, tt.code, func(r *guard.Request) { r.Limits.Timeout = 15 * time.Second }))
@@ -183,7 +186,8 @@ print(db.execute("select sum(x) from t").fetchone()[0])
 
 func TestDockerOrdinaryPrograms(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, rt string) {
-		b := newTestBackend(t, rt, nil)
+		b := warmBackend(t, rt, 2, nil)
+		defer requireWarm(t, b)
 		for _, p := range ordinaryPrograms {
 			t.Run(p.name, func(t *testing.T) {
 				c := checked(t, p.lang, p.code, func(r *guard.Request) { r.Limits.Timeout = 60 * time.Second })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -15,20 +16,34 @@ import (
 // therefore never reap each other's containers, and a live worker's runs are younger than
 // olderThan. Containers that are already gone count as removed by someone else and are skipped
 // without error. olderThan must exceed the longest run (max timeout + grace + container start),
-// or the reaper kills live runs of other workers of the same deployment.
+// or the reaper kills live runs of other workers of the same deployment; with a warm pool it must
+// also exceed WarmMaxAge, since a run's container may have waited that long before the run.
+//
+// A container that still waits in a warm pool (with LabelWarm, named WarmNamePrefix...) is removed
+// once older than WarmMaxAge + 30 s whatever olderThan says: a live pool replaces its containers
+// before that, so such a one belongs to a worker that is gone. Reap also replaces this backend's
+// own waiting containers that are past WarmMaxAge.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if olderThan <= 0 {
 		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
+	}
+	if b.pool != nil {
+		b.pool.evictOld()
+		b.pool.signal()
 	}
 	list, err := b.eng.List(ctx, b.ownLabels())
 	if err != nil {
 		return 0, fmt.Errorf("docker: list sandbox containers: %w", err)
 	}
-	cutoff := time.Now().Add(-olderThan)
+	now := time.Now()
 	removed := 0
 	var errs []error
 	for _, c := range list {
-		if !c.Created.Before(cutoff) {
+		age := olderThan
+		if c.Labels[LabelWarm] != "" && strings.HasPrefix(c.Name, WarmNamePrefix) {
+			age = min(age, b.cfg.WarmMaxAge+warmReapSlack)
+		}
+		if !c.Created.Before(now.Add(-age)) {
 			continue
 		}
 		err := b.eng.Remove(ctx, c.ID)

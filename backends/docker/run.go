@@ -28,6 +28,8 @@ type run struct {
 	// sent is true once the whole request was written: from then on every failure says
 	// CodeMayHaveStarted, and nothing may retry the run.
 	sent bool
+	// warm is set when the container came from the warm pool.
+	warm bool
 }
 
 // ending is how await saw the run end.
@@ -39,11 +41,17 @@ const (
 	ctxDeadline                  // the run's context reached its deadline
 )
 
-// execute runs the request in the created container. removeNow says whether the container must
-// be removed before returning (it may still run); otherwise it has exited and its removal can
-// happen off the critical path.
-func (b *Backend) execute(ctx context.Context, sb *sandbox, c guard.Checked, request []byte) (guard.Result, bool, error) {
+// execute runs the request in the created container, or in warm, a started one from the pool.
+// removeNow says whether the container must be removed before returning (it may still run);
+// otherwise it has exited and its removal can happen off the critical path.
+func (b *Backend) execute(ctx context.Context, sb *sandbox, c guard.Checked, request []byte, warm *warmSandbox) (guard.Result, bool, error) {
 	r := &run{b: b, sb: sb, c: c, request: request, rep: newReport(c.Limits), diag: guard.NewCapBuffer(diagBytes)}
+	if warm != nil {
+		if err := r.takeWarm(warm); err != nil {
+			warm.att.Close()
+			return guard.Result{}, true, err
+		}
+	}
 	if len(c.Egress) > 0 {
 		t, err := b.newTunnel(c, r.write)
 		if err != nil {
@@ -74,16 +82,25 @@ func (r *run) write(p []byte) error {
 // execute is Backend.execute once the run's egress tunnel, if any, is ready.
 func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
 	b, c := r.b, r.c
-	if err := r.attach(ctx); err != nil {
-		return guard.Result{}, true, err
-	}
-	defer r.att.Close()
-	if err := r.start(ctx); err != nil {
-		return guard.Result{}, true, err
+	if r.att == nil { // a cold container: attach, then start
+		if err := r.attach(ctx); err != nil {
+			return guard.Result{}, true, err
+		}
+		defer r.att.Close()
+		if err := r.start(ctx); err != nil {
+			return guard.Result{}, true, err
+		}
+	} else {
+		defer r.att.Close()
 	}
 	deadline := time.NewTimer(c.Limits.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()
 	how, err := r.send(ctx, deadline.C)
+	if r.warm && r.sent {
+		// The container's labels name no run: this line is what ties it to one.
+		b.log.Info("run sent to a warm sandbox", "container", r.sb.id, "workflow_id", c.Owner.WorkflowID,
+			"run_id", c.Owner.RunID, "activity_id", c.Owner.ActivityID, "digest", c.Digest)
+	}
 	if err == nil && how == streamEnded {
 		how, err = r.await(ctx, deadline.C)
 	} else if err == nil {

@@ -33,25 +33,36 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 		deployment = cfg.Conn.WithDefaults().Namespace + "/" + cfg.TaskQueue
 	}
 	return docker.Config{
-		UIDs:        uids,
-		Deployment:  deployment,
-		Image:       cfg.DockerImage,
-		Runtime:     runtime,
-		CPUs:        cfg.DockerCPUs,
-		MemoryBytes: cfg.DockerMemoryBytes,
-		PidsLimit:   cfg.DockerPids,
-		Network:     cfg.DockerNetwork,
-		IPC:         cfg.DockerIPC,
-		Logger:      logger,
-		Egress:      eg,
+		UIDs:          uids,
+		Deployment:    deployment,
+		Image:         cfg.DockerImage,
+		Runtime:       runtime,
+		CPUs:          cfg.DockerCPUs,
+		MemoryBytes:   cfg.DockerMemoryBytes,
+		PidsLimit:     cfg.DockerPids,
+		Network:       cfg.DockerNetwork,
+		IPC:           cfg.DockerIPC,
+		WarmSandboxes: cfg.WarmSandboxes,
+		WarmMaxAge:    cfg.WarmMaxAge,
+		Logger:        logger,
+		Egress:        eg,
 	}, nil
 }
 
 // reapAge is how old a sandbox container must be before the reaper takes it for an orphan: older
-// than any run the policy allows, so a live run on another worker of the same daemon is left alone.
+// than any run the policy allows (after the longest wait in the warm pool), so a live run on
+// another worker of the same daemon is left alone.
 func reapAge(cfg *Options) time.Duration {
 	p := cfg.Policy()
-	return p.MaxTimeout + p.Grace + time.Minute
+	age := p.MaxTimeout + p.Grace + time.Minute
+	if cfg.Backend == "docker" && cfg.WarmSandboxes > 0 {
+		warm := cfg.WarmMaxAge
+		if warm == 0 {
+			warm = docker.DefaultWarmMaxAge
+		}
+		age += warm
+	}
+	return age
 }
 
 // newDockerBackend builds the Docker backend, removes orphaned sandboxes at once and starts the
