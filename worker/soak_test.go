@@ -27,8 +27,8 @@ const (
 	soakRuns  = 40
 	soakKills = 10
 	// soakReapAge is the worker's reaper threshold with the soak's flags: max timeout 10s +
-	// grace 2s + one minute (worker/docker.go reapAge).
-	soakReapAge = 72 * time.Second
+	// grace 2s + one minute + the warm pool's max age 10s (internal/service/docker.go reapAge).
+	soakReapAge = 82 * time.Second
 )
 
 // soakDockerd is a dockerd with its own socket, data root, exec root, pid file and config.
@@ -94,14 +94,50 @@ func (d *soakDockerd) stop(t *testing.T) {
 	}
 }
 
-// managed lists the sandbox containers on the soak daemon.
-func (d *soakDockerd) managed(t *testing.T) []string {
+// managed lists the sandbox containers on the soak daemon but those waiting in the warm pool
+// named exceptPool (empty: none is excepted).
+func (d *soakDockerd) managed(t *testing.T, exceptPool string) []string {
 	t.Helper()
-	out, err := d.docker("ps", "-aq", "--filter", "label=io.sandboxflow.managed=true").Output()
+	out, err := d.docker("ps", "-a", "--filter", "label=io.sandboxflow.managed=true",
+		"--format", `{{.ID}} {{.Names}} pool={{.Label "io.sandboxflow.warm"}}`).Output()
 	if err != nil {
 		t.Fatalf("docker ps on the soak daemon: %v", err)
 	}
-	return strings.Fields(string(out))
+	var ids []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && (exceptPool == "" || f[2] != "pool="+exceptPool) {
+			ids = append(ids, f[0])
+		}
+	}
+	return ids
+}
+
+// warmRuns counts, per workflow id, the runs a sandbox worker sent to a container of its warm pool
+// (whose labels name no run), from the workers' logs.
+func warmRuns(logs ...string) map[string]int {
+	n := map[string]int{}
+	for _, l := range logs {
+		for _, line := range strings.Split(l, "\n") {
+			if _, rest, ok := strings.Cut(line, "run sent to a warm sandbox"); ok {
+				if _, wf, ok := strings.Cut(rest, " workflow_id="); ok {
+					n[strings.Fields(wf)[0]]++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// poolID returns the id of the warm pool a worker's log names.
+func poolID(t *testing.T, log string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(log, "warm pool started")
+	if _, id, ok2 := strings.Cut(rest, " pool="); ok && ok2 {
+		return strings.Fields(id)[0]
+	}
+	t.Fatalf("the sandbox worker logged no warm pool:\n%s", log)
+	return ""
 }
 
 // soakEvents counts container events per workflow id label, from `docker events`.
@@ -157,7 +193,7 @@ func TestFaultSoak(t *testing.T) {
 	d := &soakDockerd{}
 	startSoakDockerd(t, d)
 	t.Cleanup(func() {
-		for _, id := range d.managed(t) {
+		for _, id := range d.managed(t, "") {
 			_ = d.docker("rm", "-f", id).Run()
 		}
 		d.stop(t)
@@ -178,10 +214,11 @@ func TestFaultSoak(t *testing.T) {
 	devArgs := append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, policy...)
 	sbArgs := append([]string{"--role", "sandboxes", "--backend", "docker", "--docker-image", image,
 		"--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
-		"--reap-interval", "5s", "--max-sandboxes", "2"}, policy...)
+		"--reap-interval", "5s", "--max-sandboxes", "2", "--warm-sandboxes", "2", "--warm-max-age", "10s"}, policy...)
 
 	dev := startDevWorker(t, workerBin, env, devArgs...)
 	sb := startWorker(t, workerBin, env, sbArgs...)
+	sbs := []*devWorker{sb}
 	s := starterCLI{t: t, bin: starterBin, env: append(env, devReviewerKeyEnv(data))}
 	events := &soakEvents{counts: map[string]map[string]int{}}
 	stopEvents := events.follow(d)
@@ -222,6 +259,7 @@ func TestFaultSoak(t *testing.T) {
 			<-sb.done
 			lastKill = time.Now()
 			sb = startWorker(t, workerBin, env, sbArgs...)
+			sbs = append(sbs, sb)
 			sbMu.Unlock()
 		}
 	}()
@@ -256,14 +294,26 @@ func TestFaultSoak(t *testing.T) {
 		}
 	}
 
-	// Every container left by a killed worker is removed by the reaper once it is old enough.
+	// Every container left by a killed worker is removed by the reaper once it is old enough
+	// (the live worker's own warm pool aside); the live worker empties its pool when it stops.
 	sbMu.Lock()
 	reapBy := lastKill.Add(soakReapAge + 20*time.Second)
+	live := poolID(t, sb.output())
 	sbMu.Unlock()
-	left := d.managed(t)
+	left := d.managed(t, live)
 	for len(left) > 0 && time.Now().Before(reapBy) && ctx.Err() == nil {
 		time.Sleep(2 * time.Second)
-		left = d.managed(t)
+		left = d.managed(t, live)
+	}
+	sbMu.Lock()
+	sb.stop(t)
+	var logs []string
+	for _, w := range sbs {
+		logs = append(logs, w.output())
+	}
+	sbMu.Unlock()
+	if after := d.managed(t, ""); len(after) > len(left) {
+		t.Errorf("after the live sandbox worker stopped, %d containers are left (%d before); want its warm pool emptied", len(after), len(left))
 	}
 	stopEvents()
 
@@ -275,16 +325,25 @@ func TestFaultSoak(t *testing.T) {
 		}
 		return n
 	}
-	twice := 0
+	// A container that names a run started for it; a warm one was started before any run took it,
+	// and the worker's log says which run it was sent.
+	runsIn := warmRuns(logs...)
+	warm := sum(runsIn)
 	for wf, n := range events.counts["start"] {
+		if wf != "" {
+			runsIn[wf] += n
+		}
+	}
+	twice := 0
+	for wf, n := range runsIn {
 		if n > 1 {
 			twice++
 			t.Errorf("workflow %s: %d containers started; want at most one", wf, n)
 		}
 	}
 	t.Logf("fault soak: %d runs, %d worker SIGKILLs, 1 dockerd restart, 1 --dev restart: %d results, %d outcome unknown; "+
-		"containers created %d, started %d, started twice %d; %d labelled containers left after the reaper",
-		soakRuns, soakKills, results, unknown, sum(events.counts["create"]), sum(events.counts["start"]), twice, len(left))
+		"containers created %d, started %d (%d runs sent to warm ones), run twice %d; %d labelled containers left after the reaper",
+		soakRuns, soakKills, results, unknown, sum(events.counts["create"]), sum(events.counts["start"]), warm, twice, len(left))
 	if results+unknown != soakRuns {
 		t.Errorf("%d of %d runs ended with a result or outcome unknown", results+unknown, soakRuns)
 	}
