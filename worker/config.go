@@ -51,7 +51,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.DockerIPC, "docker-ipc", "", "IPC mode: private (default: a private /dev/shm, so multiprocessing works) or none (no /dev/shm)")
 	fs.StringVar(&c.DockerUIDRange, "docker-uid-range", "", "uids the sandboxes run as, one per concurrent sandbox (default 100000-100999; never 0)")
 	fs.StringVar(&c.DockerDeployment, "docker-deployment", "", "this deployment's name on the Docker host; the reaper removes only its containers (default NAMESPACE/TASK_QUEUE)")
-	fs.IntVar(&c.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most --max-sandboxes)")
+	fs.IntVar(&c.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most --max-sandboxes, a larger value counts as that)")
 	fs.DurationVar(&c.WarmMaxAge, "warm-max-age", docker.DefaultWarmMaxAge, "how long a started container may wait for a run before it is replaced")
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandboxes (Docker containers, E2B sandboxes) are looked for")
 	hostedFlags(fs, c)

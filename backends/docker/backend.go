@@ -76,7 +76,8 @@ func newBackend(cfg Config, eng engine) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, eng: eng, seccomp: opt, log: log.With("backend", Name), uids: newUIDPool(cfg.UIDs)}
 	if cfg.WarmSandboxes > 0 {
-		b.pool = startPool(b)
+		b.pool = newPool(b)
+		b.pool.start()
 	}
 	return b, nil
 }

@@ -130,8 +130,9 @@
 //
 // # A run, in steps
 //
-// Run is prepare (resolve the image, pick a uid, create the container) → execute → remove.
-// execute is attach → start → send → await → collect on a small type (run) that owns the one
+// Run is acquire (resolve the image, then take a started container from the warm pool or pick a
+// uid and create one) → execute → remove. execute is attach → start (both skipped for a warm
+// container, which the pool attached and started) → send → await → collect on a small type (run) that owns the one
 // fact deciding retries: whether the code may have started. Every failure before the request
 // was handed over in full (daemon unreachable, create, attach, start, a write that stopped short)
 // is a guard.IntegrationError with CodeMayHaveStarted false, which may be retried. A request
@@ -166,13 +167,36 @@
 // container happens in the background (its uid is reused only after it); Close and
 // WaitRemovals wait for it, and a container that could not be removed is left to the reaper.
 //
+// # The warm pool
+//
+// With Config.WarmSandboxes (the worker's --warm-sandboxes, default 2) the backend keeps that
+// many containers created, attached and started ahead of need (pool.go), built exactly as a cold
+// one (the same spec, seccomp profile, limits, a uid of their own), each with its supervisor
+// blocked on reading its request: nothing of any run has entered it, and the supervisor runs
+// nothing before the whole request has arrived. A run takes the oldest, sends its request and
+// goes on as with a cold container; afterwards the container is removed like any other. No
+// container serves two runs. The pool refills in the background, replaces a waiting container
+// older than Config.WarmMaxAge (default 5 minutes) or from an image the tag no longer names,
+// drops one whose output ends while it waits (it died, the daemon restarted) so that no run gets
+// a container that cannot answer, backs off when it cannot start one (runs then start cold), and
+// is emptied by Close. Runs that ask for the open network always start cold.
+//
+// Docker labels cannot change after create, so a waiting container carries LabelWarm (the pool's
+// id, logged when it starts) and no run's labels; its name starts with WarmNamePrefix. The run
+// that takes it renames it off the critical path, and the worker logs "run sent to a warm
+// sandbox" with the container and the run once the request went out: that line ties the
+// container to its run.
+//
 // # Orphans
 //
 // Containers left behind by a lost worker carry LabelManaged and LabelDeployment. Reap removes
 // those of its own deployment (and Config.Labels) created more than a threshold ago;
 // The worker runs it at start and on an interval. The threshold must exceed the longest
-// run, so a live worker's runs are never taken; deployments that share a daemon must have
-// different Config.Deployment names and never reap each other's containers.
+// run (plus WarmMaxAge with a warm pool: a run's container may have waited that long), so a live
+// worker's runs are never taken; deployments that share a daemon must have different
+// Config.Deployment names and never reap each other's containers. A container still waiting in a
+// pool is an orphan once older than WarmMaxAge + 30 s (a live pool replaces it before), so a lost
+// worker's waiting containers go sooner; workers of one deployment should share WarmMaxAge.
 //
 // # What leaks, and known limits
 //

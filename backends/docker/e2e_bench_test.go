@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,16 +56,27 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Fatal("the docker CLI is needed for the docker run --rm baseline")
 	}
 	samples, burst := envInt(b, "SANDBOXFLOW_BENCH_SAMPLES", 20), envInt(b, "SANDBOXFLOW_BENCH_BURST", 20)
-	maxSandboxes := envInt(b, "SANDBOXFLOW_BENCH_MAX_SANDBOXES", 4)
+	set := benchSettings{
+		maxSandboxes: envInt(b, "SANDBOXFLOW_BENCH_MAX_SANDBOXES", 4),
+		warm:         envInt(b, "SANDBOXFLOW_BENCH_WARM", 4),
+		heapRuns:     envInt(b, "SANDBOXFLOW_BENCH_HEAP_RUNS", 1000),
+	}
 	workerBin, starterBin := buildBinaries(b)
 	var rows []e2eRow
 	for _, rt := range []string{"runc", RuntimeRunsc} {
 		if !slices.Contains(dockerInfo.Runtimes, rt) {
 			b.Fatalf("the docker daemon has no runtime %s", rt)
 		}
-		rows = append(rows, benchRuntime(b, rt, workerBin, starterBin, samples, burst, maxSandboxes))
+		rows = append(rows, benchRuntime(b, rt, workerBin, starterBin, samples, burst, set))
 	}
-	printE2ETable(os.Stdout, rows, samples, burst, maxSandboxes)
+	printE2ETable(os.Stdout, rows, samples, burst, set)
+}
+
+// benchSettings are the worker's settings in the benchmark and the length of the heap run.
+type benchSettings struct {
+	maxSandboxes, warm int
+	// heapRuns is how many runs (in bursts) the runc worker serves while its heap is watched.
+	heapRuns int
 }
 
 // e2eRow is one runtime's medians (and the throughput).
@@ -74,14 +86,18 @@ type e2eRow struct {
 	whole                          time.Duration
 	perSecond                      float64
 	phases                         []phase
+	// sustained is runs/s over the heap run; heapGrowth the growth of the worker's live heap
+	// over it (0 when not measured).
+	sustained  float64
+	heapGrowth float64
 }
 
-func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst, maxSandboxes int) e2eRow {
-	addr, stopWorker := startBenchWorker(b, workerBin, rt, maxSandboxes)
+func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst int, set benchSettings) e2eRow {
+	addr, metricsURL, stopWorker := startBenchWorker(b, workerBin, rt, set)
 	defer stopWorker()
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=bench-e2e"}
 	cli := starterCLI{b: b, bin: starterBin, env: env}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	tc, err := client.Dial(ctx, client.Connection{Address: addr})
 	if err != nil {
@@ -111,9 +127,50 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	row.dockerRun, row.approveCLI, row.approve, row.whole = median(dr), median(ac), median(ap), median(wh)
 	row.phases = phases(ctx, b, tc, cs)
 	row.perSecond = throughput(ctx, b, sc, burst)
+	if rt == "runc" && set.heapRuns > 0 {
+		row.sustained, row.heapGrowth = heapRun(ctx, b, sc, metricsURL, set.heapRuns, burst)
+	}
 	b.Logf("%s: docker run %s, approve→result (binaries) %s, (Go client) %s, run→approve→result %s, %.1f runs/s",
 		rt, row.dockerRun, row.approveCLI, row.approve, row.whole, row.perSecond)
 	return row
+}
+
+// heapRun serves n runs in bursts and returns the runs per second over all of them and how much
+// the worker's live heap grew, in MiB. The live heap is read from the worker's Prometheus
+// metrics as half the next GC goal (GOGC=100): the heap that survived the last collection.
+func heapRun(ctx context.Context, b *testing.B, sc *client.Client, metricsURL string, n, burst int) (float64, float64) {
+	before := liveHeap(b, metricsURL)
+	t0 := time.Now()
+	for done := 0; done < n; done += burst {
+		throughput(ctx, b, sc, min(burst, n-done))
+	}
+	perSecond := float64(n) / time.Since(t0).Seconds()
+	after := liveHeap(b, metricsURL)
+	b.Logf("heap run: %d runs, %.1f runs/s; live heap %.1f MiB → %.1f MiB", n, perSecond, before/(1<<20), after/(1<<20))
+	return perSecond, (after - before) / (1 << 20)
+}
+
+func liveHeap(b *testing.B, metricsURL string) float64 {
+	resp, err := http.Get(metricsURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_next_gc_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f / 2
+		}
+	}
+	b.Fatalf("no go_memstats_next_gc_bytes at %s", metricsURL)
+	return 0
 }
 
 // dockerRunBaseline returns a function that runs print(1) with `docker run --rm -i` of the
@@ -265,13 +322,13 @@ func throughput(ctx context.Context, b *testing.B, sc *client.Client, n int) flo
 	return float64(n) / d.Seconds()
 }
 
-func printE2ETable(w io.Writer, rows []e2eRow, samples, burst, maxSandboxes int) {
+func printE2ETable(w io.Writer, rows []e2eRow, samples, burst int, set benchSettings) {
 	ms := func(d time.Duration) string {
 		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 0, 64) + " ms"
 	}
 	ratio := func(d, base time.Duration) string { return fmt.Sprintf("%.2f×", float64(d)/float64(base)) }
-	fmt.Fprintf(w, "\nsandboxflow end to end: print(1), medians of %d; throughput: %d runs approved at once, --max-sandboxes %d; image %s\n\n",
-		samples, burst, maxSandboxes, testPythonImage())
+	fmt.Fprintf(w, "\nsandboxflow end to end: print(1), medians of %d; throughput: %d runs approved at once, --max-sandboxes %d, --warm-sandboxes %d; image %s\n\n",
+		samples, burst, set.maxSandboxes, set.warm, testPythonImage())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "runtime\tdocker run --rm\tapprove→result (binaries)\tapprove→result (Go client)\trun→approve→result (binaries)\tthroughput")
 	for _, r := range rows {
@@ -281,6 +338,11 @@ func printE2ETable(w io.Writer, rows []e2eRow, samples, burst, maxSandboxes int)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\n(×: relative to docker run --rm of the same container under the same runtime)")
+	for _, r := range rows {
+		if r.sustained > 0 {
+			fmt.Fprintf(w, "%s, %d runs in bursts of %d: %.1f runs/s sustained; worker live heap grew %.1f MiB\n", r.runtime, set.heapRuns, burst, r.sustained, r.heapGrowth)
+		}
+	}
 	for _, r := range rows {
 		fmt.Fprintf(w, "\nwhere approve→result goes (Go client, %s; medians of each phase, from the runs' histories):\n", r.runtime)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -322,20 +384,23 @@ func buildBinaries(b *testing.B) (worker, starter string) {
 // startBenchWorker starts `worker --dev` with the Docker backend under rt and returns the
 // frontend address and a function that stops the worker (also called when b ends), so that an
 // idle server does not weigh on the next runtime's figures.
-func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) (string, func()) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
+func startBenchWorker(b *testing.B, bin, rt string, set benchSettings) (addr, metricsURL string, stop func()) {
+	freeAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr, metricsAddr := freeAddr(), freeAddr()
 	var logs lockedBuffer
 	dataDir := b.TempDir()
 	// worker --dev makes its development reviewer key here; the benchmark signs with it.
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
 	cmd := exec.Command(bin, "--dev", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
 		"--task-queue", "bench-e2e", "--docker-image", testPythonImage(), "--docker-runtime", rt,
-		"--max-sandboxes", strconv.Itoa(maxSandboxes))
+		"--max-sandboxes", strconv.Itoa(set.maxSandboxes), "--warm-sandboxes", strconv.Itoa(set.warm), "--metrics-listen", metricsAddr)
 	cmd.Env = append(os.Environ(), "SANDBOXFLOW_KEY_FILE=")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -343,7 +408,7 @@ func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) (string, f
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	stop := func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
@@ -364,7 +429,7 @@ func startBenchWorker(b *testing.B, bin, rt string, maxSandboxes int) (string, f
 			b.Fatalf("worker --dev not running after 2 minutes:\n%s", logs.String())
 		}
 	}
-	return addr, stop
+	return addr, "http://" + metricsAddr + "/metrics", stop
 }
 
 type lockedBuffer struct {

@@ -138,16 +138,18 @@ func warmTick(maxAge time.Duration) time.Duration {
 	return min(max(maxAge/4, 100*time.Millisecond), 10*time.Second)
 }
 
-// startPool starts filling the pool in the background.
-func startPool(b *Backend) *pool {
+// newPool returns b's pool; start starts filling it in the background.
+func newPool(b *Backend) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	var id [6]byte
 	_, _ = rand.Read(id[:])
-	p := &pool{id: hex.EncodeToString(id[:]), b: b, size: b.cfg.WarmSandboxes, maxAge: b.cfg.WarmMaxAge, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
-	b.log.Info("warm pool started", "pool", p.id, "size", p.size, "max_age", p.maxAge)
+	return &pool{id: hex.EncodeToString(id[:]), b: b, size: b.cfg.WarmSandboxes, maxAge: b.cfg.WarmMaxAge, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+}
+
+func (p *pool) start() {
+	p.b.log.Info("warm pool started", "pool", p.id, "size", p.size, "max_age", p.maxAge)
 	p.wg.Add(1)
 	go p.loop()
-	return p
 }
 
 func (p *pool) signal() {

@@ -42,7 +42,7 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 		PidsLimit:     cfg.DockerPids,
 		Network:       cfg.DockerNetwork,
 		IPC:           cfg.DockerIPC,
-		WarmSandboxes: cfg.WarmSandboxes,
+		WarmSandboxes: min(cfg.WarmSandboxes, cfg.MaxSandboxes),
 		WarmMaxAge:    cfg.WarmMaxAge,
 		Logger:        logger,
 		Egress:        eg,

@@ -77,7 +77,8 @@ type Options struct {
 	DockerUIDRange   string
 	DockerDeployment string
 	// WarmSandboxes is how many Docker containers this worker keeps started ahead of need, each
-	// serving one run (docker backend only; 0 turns the pool off). At most MaxSandboxes.
+	// serving one run (docker backend only; 0 turns the pool off). A value above MaxSandboxes
+	// counts as MaxSandboxes.
 	WarmSandboxes int
 	// WarmMaxAge is how long a started container may wait; an older one is replaced. Workers of
 	// one deployment should share it: the reaper takes a waiting container older than it (plus
@@ -159,8 +160,8 @@ func (o *Options) Validate() error {
 	if o.MaxSandboxes < 1 {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--max-sandboxes must be at least 1, got %d", o.MaxSandboxes)}
 	}
-	if o.WarmSandboxes < 0 || o.WarmSandboxes > o.MaxSandboxes {
-		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-sandboxes %d: want 0 (no pool) to --max-sandboxes (%d)", o.WarmSandboxes, o.MaxSandboxes)}
+	if o.WarmSandboxes < 0 {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-sandboxes %d: want 0 (no pool) or more", o.WarmSandboxes)}
 	}
 	if o.WarmMaxAge < 0 || (o.WarmMaxAge > 0 && o.WarmMaxAge < time.Second) {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-max-age %s: want at least 1s", o.WarmMaxAge)}
