@@ -304,6 +304,10 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (
 	}
 	id, err := b.eng.Create(ctx, b.spec(c, sb, cgroupnsPrivate))
 	if err != nil {
+		if ctx.Err() != nil {
+			// The daemon may have created it after the call was given up: remove it by name.
+			_ = b.remove(ctx, sb.name, false)
+		}
 		release()
 		return nil, b.createError(ctx, c, err)
 	}

@@ -89,9 +89,13 @@ func benchPrint1(b *testing.B, rt string) {
 		}
 		return d
 	}
+	cgroupns, err := backend.cgroupV2(context.Background()) // as the backend creates its containers
+	if err != nil {
+		b.Fatal(err)
+	}
 	runCLI := func(i int) time.Duration {
 		sb := &sandbox{name: fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		spec := backend.spec(&c, sb, false)
+		spec := backend.spec(&c, sb, cgroupns)
 		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
 		cmd.Stdin = bytes.NewReader(stdin)
 		var out, errOut bytes.Buffer
@@ -154,6 +158,12 @@ func dockerRunArgs(s containerSpec, seccompFile string) []string {
 	}
 	for _, c := range s.CapDrop {
 		args = append(args, "--cap-drop", c)
+	}
+	for _, c := range s.CapAdd {
+		args = append(args, "--cap-add", c)
+	}
+	if s.CgroupnsPrivate {
+		args = append(args, "--cgroupns", "private")
 	}
 	for path, opts := range s.Tmpfs {
 		args = append(args, "--tmpfs", path+":"+opts)

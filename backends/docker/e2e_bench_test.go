@@ -69,6 +69,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 		}
 		rows = append(rows, benchRuntime(b, rt, workerBin, starterBin, samples, burst, set))
 	}
+	if set.heapRuns > 0 {
+		rows[0].sustained, rows[0].heapGrowth, rows[0].devHeapGrowth = heapRun(b, workerBin, set, set.heapRuns, burst)
+	}
 	printE2ETable(os.Stdout, rows, samples, burst, set)
 }
 
@@ -88,8 +91,7 @@ type e2eRow struct {
 	phases                         []phase
 	// sustained is runs/s over the heap run; heapGrowth the growth of the worker's live heap
 	// over it (0 when not measured).
-	sustained  float64
-	heapGrowth float64
+	sustained, heapGrowth, devHeapGrowth float64
 }
 
 func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst int, set benchSettings) e2eRow {
@@ -127,27 +129,52 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	row.dockerRun, row.approveCLI, row.approve, row.whole = median(dr), median(ac), median(ap), median(wh)
 	row.phases = phases(ctx, b, tc, cs)
 	row.perSecond = throughput(ctx, b, sc, burst)
-	if rt == "runc" && set.heapRuns > 0 {
-		row.sustained, row.heapGrowth = heapRun(ctx, b, sc, metricsURL, set.heapRuns, burst)
-	}
+	b.Logf("%s: live heap of worker --dev after the samples: %.1f MiB", rt, liveHeap(b, metricsURL)/(1<<20))
 	b.Logf("%s: docker run %s, approve→result (binaries) %s, (Go client) %s, run→approve→result %s, %.1f runs/s",
 		rt, row.dockerRun, row.approveCLI, row.approve, row.whole, row.perSecond)
 	return row
 }
 
-// heapRun serves n runs in bursts and returns the runs per second over all of them and how much
-// the worker's live heap grew, in MiB. The live heap is read from the worker's Prometheus
-// metrics as half the next GC goal (GOGC=100): the heap that survived the last collection.
-func heapRun(ctx context.Context, b *testing.B, sc *client.Client, metricsURL string, n, burst int) (float64, float64) {
-	before := liveHeap(b, metricsURL)
+// heapRun serves n runs under runc, in bursts, with the production split: worker --dev --role
+// workflows (the server and the workflows) and a worker --role sandboxes of its own, whose heap is
+// watched. It returns the runs per second over all of them and how much each process's live heap
+// grew, in MiB, from after a warm-up of one burst. The live heap is read from the processes'
+// Prometheus metrics as half the next GC goal (GOGC=100): the heap that survived the last
+// collection.
+func heapRun(b *testing.B, bin string, set benchSettings, n, burst int) (perSecond, sandboxWorker, dev float64) {
+	addr, devMetrics, sbMetrics := freeAddr(b), freeAddr(b), freeAddr(b)
+	dataDir := b.TempDir()
+	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
+	queues := []string{"--task-queue", "bench-heap", "--sandbox-task-queue", "bench-heap-sb"}
+	stopDev := startWorkerProcess(b, bin, append([]string{"--dev", "--role", "workflows", "--data-dir", dataDir, "--ui-port", "-1",
+		"--inbox-port", "-1", "--address", addr, "--metrics-listen", devMetrics}, queues...)...)
+	defer stopDev()
+	stopSB := startWorkerProcess(b, bin, append([]string{"--role", "sandboxes", "--address", addr,
+		"--reviewers", filepath.Join(dataDir, "reviewer", "allowed_signers"), "--docker-image", testPythonImage(),
+		"--max-sandboxes", strconv.Itoa(set.maxSandboxes), "--warm-sandboxes", strconv.Itoa(set.warm), "--metrics-listen", sbMetrics}, queues...)...)
+	defer stopSB()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	tc, err := client.Dial(ctx, client.Connection{Address: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tc.Close()
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: "bench-heap"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	throughput(ctx, b, sc, burst) // warm-up
+	sb0, dev0 := liveHeap(b, "http://"+sbMetrics+"/metrics"), liveHeap(b, "http://"+devMetrics+"/metrics")
 	t0 := time.Now()
 	for done := 0; done < n; done += burst {
 		throughput(ctx, b, sc, min(burst, n-done))
 	}
-	perSecond := float64(n) / time.Since(t0).Seconds()
-	after := liveHeap(b, metricsURL)
-	b.Logf("heap run: %d runs, %.1f runs/s; live heap %.1f MiB → %.1f MiB", n, perSecond, before/(1<<20), after/(1<<20))
-	return perSecond, (after - before) / (1 << 20)
+	perSecond = float64(n) / time.Since(t0).Seconds()
+	sb1, dev1 := liveHeap(b, "http://"+sbMetrics+"/metrics"), liveHeap(b, "http://"+devMetrics+"/metrics")
+	b.Logf("heap run: %d runs, %.1f runs/s; live heap of the sandbox worker %.1f → %.1f MiB, of worker --dev --role workflows %.1f → %.1f MiB",
+		n, perSecond, sb0/(1<<20), sb1/(1<<20), dev0/(1<<20), dev1/(1<<20))
+	return perSecond, (sb1 - sb0) / (1 << 20), (dev1 - dev0) / (1 << 20)
 }
 
 func liveHeap(b *testing.B, metricsURL string) float64 {
@@ -202,9 +229,13 @@ func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
 	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
 		b.Fatal(err)
 	}
+	cgroupns, err := backend.cgroupV2(context.Background()) // as the backend creates its containers
+	if err != nil {
+		b.Fatal(err)
+	}
 	return func(i int) time.Duration {
 		sb := &sandbox{name: fmt.Sprintf("sandboxflow-bench-e2e-%s-%s-%d", suiteID, rt, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		spec := backend.spec(&c, sb, false)
+		spec := backend.spec(&c, sb, cgroupns)
 		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
 		cmd.Stdin = bytes.NewReader(stdin)
 		var out, errOut bytes.Buffer
@@ -340,7 +371,9 @@ func printE2ETable(w io.Writer, rows []e2eRow, samples, burst int, set benchSett
 	fmt.Fprintln(w, "\n(×: relative to docker run --rm of the same container under the same runtime)")
 	for _, r := range rows {
 		if r.sustained > 0 {
-			fmt.Fprintf(w, "%s, %d runs in bursts of %d: %.1f runs/s sustained; worker live heap grew %.1f MiB\n", r.runtime, set.heapRuns, burst, r.sustained, r.heapGrowth)
+			fmt.Fprintf(w, "%s, %d runs in bursts of %d, sandbox worker apart from worker --dev --role workflows: %.1f runs/s sustained; "+
+				"live heap grew %.1f MiB in the sandbox worker, %.1f MiB in the server and workflow process\n",
+				r.runtime, set.heapRuns, burst, r.sustained, r.heapGrowth, r.devHeapGrowth)
 		}
 	}
 	for _, r := range rows {
@@ -384,23 +417,32 @@ func buildBinaries(b *testing.B) (worker, starter string) {
 // startBenchWorker starts `worker --dev` with the Docker backend under rt and returns the
 // frontend address and a function that stops the worker (also called when b ends), so that an
 // idle server does not weigh on the next runtime's figures.
-func startBenchWorker(b *testing.B, bin, rt string, set benchSettings) (addr, metricsURL string, stop func()) {
-	freeAddr := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
+func freeAddr(b *testing.B) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
 	}
-	addr, metricsAddr := freeAddr(), freeAddr()
-	var logs lockedBuffer
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// startBenchWorker starts worker --dev (server, workflows and sandboxes in one process) with the
+// Docker backend under rt.
+func startBenchWorker(b *testing.B, bin, rt string, set benchSettings) (addr, metricsURL string, stop func()) {
+	addr, metricsAddr := freeAddr(b), freeAddr(b)
 	dataDir := b.TempDir()
 	// worker --dev makes its development reviewer key here; the benchmark signs with it.
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
-	cmd := exec.Command(bin, "--dev", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
+	stop = startWorkerProcess(b, bin, "--dev", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
 		"--task-queue", "bench-e2e", "--docker-image", testPythonImage(), "--docker-runtime", rt,
 		"--max-sandboxes", strconv.Itoa(set.maxSandboxes), "--warm-sandboxes", strconv.Itoa(set.warm), "--metrics-listen", metricsAddr)
+	return addr, "http://" + metricsAddr + "/metrics", stop
+}
+
+// startWorkerProcess starts bin/worker with args and waits until it runs; stop ends it.
+func startWorkerProcess(b *testing.B, bin string, args ...string) (stop func()) {
+	var logs lockedBuffer
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "SANDBOXFLOW_KEY_FILE=")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -422,14 +464,14 @@ func startBenchWorker(b *testing.B, bin, rt string, set benchSettings) (addr, me
 	for !strings.Contains(logs.String(), "worker running") {
 		select {
 		case <-done:
-			b.Fatalf("worker --dev exited:\n%s", logs.String())
+			b.Fatalf("worker %v exited:\n%s", args, logs.String())
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("worker --dev not running after 2 minutes:\n%s", logs.String())
+			b.Fatalf("worker %v not running after 2 minutes:\n%s", args, logs.String())
 		}
 	}
-	return addr, "http://" + metricsAddr + "/metrics", stop
+	return stop
 }
 
 type lockedBuffer struct {

@@ -192,7 +192,11 @@ func (p *pool) refill() {
 // startOne starts one container and adds it to the pool.
 func (p *pool) startOne() {
 	defer p.wg.Done()
-	w, err := p.b.startWarm(p.ctx)
+	// Not cancelled by close: a create given up half-way may still happen on the daemon. close
+	// waits for this and removes what it made.
+	ctx, cancel := context.WithTimeout(context.Background(), p.b.cfg.CleanupTimeout)
+	w, err := p.b.startWarm(ctx)
+	cancel()
 	p.mu.Lock()
 	p.filling--
 	if err != nil {

@@ -210,21 +210,35 @@ type report struct {
 	filesTruncated bool
 	exit           *exitReport
 	end            *endReport
-	supErr         string
-	configErr      bool
+	// endSeen is closed when the end frame has been read: nothing follows it, so the run need
+	// not wait for the container's teardown to close the stream.
+	endSeen chan struct{}
+	// err is the error that stopped the parsing, if any.
+	err       error
+	supErr    string
+	configErr bool
 }
 
 func newReport(l guard.Limits) *report {
 	return &report{
-		limits: l,
-		max:    maxResultBytes(l),
-		stdout: guard.NewCapBuffer(l.MaxStdoutBytes),
-		stderr: guard.NewCapBuffer(l.MaxStderrBytes),
+		limits:  l,
+		max:     maxResultBytes(l),
+		stdout:  guard.NewCapBuffer(l.MaxStdoutBytes),
+		stderr:  guard.NewCapBuffer(l.MaxStderrBytes),
+		endSeen: make(chan struct{}),
 	}
 }
 
-// Write parses frames; an error stops the copy from the container.
+// Write parses frames; an error stops the copy from the container and is kept in r.err.
 func (r *report) Write(p []byte) (int, error) {
+	n, err := r.write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+func (r *report) write(p []byte) (int, error) {
 	r.received += int64(len(p))
 	if r.received-r.tunnelled > r.max {
 		return 0, fmt.Errorf("%w (%d bytes)", errResultTooLarge, r.max)
@@ -283,6 +297,7 @@ func (r *report) frame(t frameType, ch uint32, payload []byte) error {
 		}
 		r.end = &e
 		r.filesTruncated = r.filesTruncated || e.FilesTruncated
+		close(r.endSeen)
 	case frameError, frameConfigError:
 		r.supErr = string(clip(payload))
 		r.configErr = t == frameConfigError

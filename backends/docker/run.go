@@ -202,6 +202,16 @@ func (r *run) await(ctx context.Context, deadline <-chan time.Time) (ending, err
 			return streamEnded, r.fail("docker: read output of container", err)
 		}
 		return streamEnded, nil
+	case <-r.rep.endSeen:
+		// The supervisor's last frame: stop reading now rather than when the container's
+		// teardown closes the stream. What came with it must still parse.
+		if err := r.stopReading(); err != nil {
+			return streamEnded, err
+		}
+		if r.rep.err != nil {
+			return streamEnded, r.fail("docker: read output of container", r.rep.err)
+		}
+		return streamEnded, nil
 	case <-deadline:
 		return workerDeadline, r.stopReading()
 	case <-ctx.Done():
@@ -242,9 +252,10 @@ func (r *run) collect(ctx context.Context) (guard.Result, bool, error) {
 		return guard.Result{}, false, r.fail("docker: sandbox supervisor", errors.New(rep.supErr))
 	}
 	m := measured{out: rep.output(), exit: rep.exit, containerExit: -1}
-	if rep.end != nil && rep.exit != nil && rep.exit.LimitsKnown {
-		// Fast path: the supervisor saw the cgroup counters itself; the container is exiting and
-		// its removal happens off the critical path.
+	if rep.end != nil && rep.exit != nil && (rep.exit.LimitsKnown || r.cleanUnderRunsc()) {
+		// Fast path: the supervisor saw the cgroup counters itself, or nothing is left to
+		// learn from the container's state; the container is exiting and its removal happens
+		// off the critical path.
 		return r.b.outcome(m, r.c.Limits), false, nil
 	}
 	// The output has ended, so the supervisor (PID 1) has exited and the container with it.
@@ -268,6 +279,15 @@ func (r *run) collect(ctx context.Context) (guard.Result, bool, error) {
 	}
 	return guard.Result{}, false, r.fail("docker: read result of container",
 		fmt.Errorf("the supervisor ended without a report (exit code %d); container stderr: %q", code, clip(r.diag.Bytes())))
+}
+
+// cleanUnderRunsc reports a run under runsc whose code exited 0 by itself. gVisor's supervisor
+// cannot read the cgroup counters, but the host's memory limit kills gVisor's whole sandbox, and
+// one killed could not have reported an exit: there is no limit kill to find in the container's
+// state, and its exit need not be waited for.
+func (r *run) cleanUnderRunsc() bool {
+	e := r.rep.exit
+	return r.b.cfg.Runtime == RuntimeRunsc && e.ExitCode == 0 && e.Signal == 0 && !e.TimedOut
 }
 
 // measured is everything the worker measured about one run.
