@@ -39,7 +39,8 @@ type Options struct {
 	// *NoWorkerError (a worker that has just started is listed within a moment). Optional:
 	// defaults to 3 s.
 	WorkerWait time.Duration
-	// CheckPoll is how often Start asks a new run whether its check finished. Optional: defaults
+	// CheckPoll is how often, at most, Start asks a new run whether its check finished (it asks
+	// after 10 ms, then twice as long each time up to CheckPoll). Optional: defaults
 	// to 100 ms.
 	CheckPoll time.Duration
 }
@@ -173,6 +174,9 @@ func (c *Client) checkWorkers(ctx context.Context) error {
 // awaitCheck polls the new run's status until its check finished and returns its digest, or the
 // typed error that ended it.
 func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, error) {
+	// The check takes a workflow task or two: ask soon, then less and less often, up to
+	// checkPoll.
+	wait := min(10*time.Millisecond, c.checkPoll)
 	for {
 		st, err := c.Status(ctx, started.WorkflowID)
 		switch {
@@ -197,8 +201,9 @@ func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, erro
 		select {
 		case <-ctx.Done():
 			return started, fmt.Errorf("client: waiting for the check of %s: %w", started.WorkflowID, ctx.Err())
-		case <-time.After(c.checkPoll):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, c.checkPoll)
 	}
 }
 

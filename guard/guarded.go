@@ -17,6 +17,14 @@ type Backend interface {
 	Run(ctx context.Context, c Checked) (Result, error)
 }
 
+// Check is one line of a backend's doctor report (`worker doctor`): what was checked, whether it
+// passed, and what was found.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string
+}
+
 // Guarded wraps a backend it does not trust: before a run it re-checks the request against the
 // policy and its digest; during the run it enforces a backstop of timeout + grace; after the run it
 // re-applies every output and file limit and re-checks produced file names (fail closed).

@@ -18,9 +18,7 @@ import (
 // inboxMain serves the reviewers' inbox until ctx ends: `starter inbox --listen 127.0.0.1:8235`.
 // It returns the exit code: 2 for a usage error, 1 for a failure.
 func inboxMain(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := cli.NewFlagSet("starter inbox", stderr)
-	var c command
-	c.addConnFlags(fs)
+	fs, c := serverFlags("inbox", stderr)
 	var l inbox.Listen
 	fs.StringVar(&l.Addr, "listen", envOr("SANDBOXFLOW_INBOX_LISTEN", inbox.DefaultListen), "host:port to serve the inbox on (other than loopback needs --tls-cert and --tls-key)")
 	fs.StringVar(&l.CertFile, "tls-cert", os.Getenv("SANDBOXFLOW_INBOX_TLS_CERT"), "TLS certificate (PEM)")
@@ -28,18 +26,14 @@ func inboxMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&l.Origin, "origin", os.Getenv("SANDBOXFLOW_INBOX_ORIGIN"), "the URL reviewers open (default http://localhost:PORT on loopback; its host is the passkeys' relying party id)")
 	reviewers := fs.String("reviewers", os.Getenv("SANDBOXFLOW_REVIEWERS"), "the reviewers file (OpenSSH allowed_signers), read again when it changes (required)")
 	sandboxQueue := fs.String("sandbox-task-queue", os.Getenv("SANDBOXFLOW_SANDBOX_TASK_QUEUE"), "the sandbox task queue statements name when a run's status does not (default: --task-queue)")
-	if _, err := cli.Parse(fs, args, 0, 0, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue"); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "starter inbox:", err)
-		return cli.ExitUsage
+	if code, ok := parseServerFlags(fs, args, stderr, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue"); !ok {
+		return code
 	}
 	if *reviewers == "" {
 		fmt.Fprintln(stderr, "starter inbox: --reviewers FILE (or SANDBOXFLOW_REVIEWERS) is required: the same reviewers file the workers use")
 		return cli.ExitUsage
 	}
-	if err := serveInbox(ctx, &c, l, *reviewers, *sandboxQueue, stderr); err != nil {
+	if err := serveInbox(ctx, c, l, *reviewers, *sandboxQueue, stderr); err != nil {
 		fmt.Fprintln(stderr, "starter inbox:", err)
 		return 1
 	}
@@ -82,4 +76,26 @@ func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sand
 		return nil
 	}
 	return err
+}
+
+// serverFlags returns the flag set of a server command (inbox, mcp) with the connection flags.
+func serverFlags(name string, stderr io.Writer) (*flag.FlagSet, *command) {
+	fs := cli.NewFlagSet("starter "+name, stderr)
+	c := &command{name: name}
+	c.addConnFlags(fs)
+	return fs, c
+}
+
+// parseServerFlags parses a server command's flags; when it returns false the command ends with
+// code (0 after -h, 2 for a usage error, which it printed).
+func parseServerFlags(fs *flag.FlagSet, args []string, stderr io.Writer, mayBeEmpty ...string) (code int, ok bool) {
+	_, err := cli.Parse(fs, args, 0, 0, mayBeEmpty...)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		return 0, false
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+	return cli.ExitUsage, false
 }

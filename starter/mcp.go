@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,9 +23,7 @@ import (
 // default, or as streamable HTTP with --http ADDR. Every setting but the code and its language is
 // a flag here, never the model's. It returns the exit code: 2 for a usage error, 1 for a failure.
 func mcpMain(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := cli.NewFlagSet("starter mcp", stderr)
-	var c command
-	c.addConnFlags(fs)
+	fs, c := serverFlags("mcp", stderr)
 	var (
 		httpAddr  = fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
 		wait      = fs.Duration("mcp-wait", mcpserver.DefaultWait, "how long one run_code call waits before returning the run's id")
@@ -46,12 +43,8 @@ func mcpMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Var(&egress, "allow-host", "a host the code may reach through the egress proxy (repeatable)")
 	fs.Var(&secrets, "secret", "a worker secret the proxy adds for its host (repeatable)")
 	fs.Var(&envs, "env", "env var NAME=VALUE every run gets (repeatable)")
-	if _, err := cli.Parse(fs, args, 0, 0, "key-file", "inbox-url", "backend", "sandbox-task-queue", "http"); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "starter mcp:", err)
-		return cli.ExitUsage
+	if code, ok := parseServerFlags(fs, args, stderr, "key-file", "inbox-url", "backend", "sandbox-task-queue", "http"); !ok {
+		return code
 	}
 	languages, err := cli.List("languages", *langs)
 	if err != nil {

@@ -60,20 +60,13 @@ func LoadHeaderFile(path string) (http.Header, error) {
 	return h, nil
 }
 
-// Check is one line of `worker doctor`, in the shape of the Docker backend's checks.
-type Check struct {
-	Name   string
-	OK     bool
-	Detail string
-}
-
 // HTTPDoctor checks the HTTP recipe configured by opts: the settings, that the service answers
 // at all (any HTTP status to a GET counts), and a probe run of print(1) that must come back with
 // exit code 0 and "1" on stdout. Details name header names, never values.
-func HTTPDoctor(ctx context.Context, opts HTTPOptions) []Check {
-	var checks []Check
+func HTTPDoctor(ctx context.Context, opts HTTPOptions) []guard.Check {
+	var checks []guard.Check
 	add := func(name string, ok bool, format string, args ...any) {
-		checks = append(checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+		checks = append(checks, guard.Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 	}
 	b, err := NewHTTP(opts)
 	if err != nil {
@@ -109,7 +102,7 @@ func HTTPDoctor(ctx context.Context, opts HTTPOptions) []Check {
 }
 
 // probeHTTP runs print(1) through the recipe.
-func probeHTTP(ctx context.Context, b *Backend) Check {
+func probeHTTP(ctx context.Context, b *Backend) guard.Check {
 	const name = "http probe run"
 	c := guard.Checked{
 		Language: guard.Python,
@@ -126,12 +119,12 @@ func probeHTTP(ctx context.Context, b *Backend) Check {
 	res, err := b.Run(pctx, c)
 	switch {
 	case err != nil:
-		return Check{Name: name, Detail: err.Error()}
+		return guard.Check{Name: name, Detail: err.Error()}
 	case res.TimedOut || res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "1":
-		return Check{Name: name, Detail: fmt.Sprintf("probe exited %d (timed out %t), stdout %q, stderr %q",
+		return guard.Check{Name: name, Detail: fmt.Sprintf("probe exited %d (timed out %t), stdout %q, stderr %q",
 			res.ExitCode, res.TimedOut, clip(res.Stdout), clip(res.Stderr))}
 	}
-	return Check{Name: name, OK: true, Detail: fmt.Sprintf("print(1) answered in %s", time.Since(start).Round(time.Millisecond))}
+	return guard.Check{Name: name, OK: true, Detail: fmt.Sprintf("print(1) answered in %s", time.Since(start).Round(time.Millisecond))}
 }
 
 func clip(b []byte) string {

@@ -162,8 +162,11 @@
 // That is why runsc gets a higher default pids limit (512); under runsc a fork bomb usually
 // reaches the memory limit first.
 //
-// When the supervisor could read the pids and memory cgroup counters itself (runc), the worker
-// does not wait for the container's exit or inspect it. The forced removal of a finished
+// A run ends when the supervisor's end frame has been read (nothing may follow it), not when the
+// container's teardown closes the stream. When the supervisor could read the pids and memory
+// cgroup counters itself (runc), the worker does not wait for the container's exit or inspect it;
+// nor under runsc when the code exited 0 by itself (gVisor's supervisor cannot read the counters,
+// but the host's memory limit kills gVisor's whole sandbox, which then reports no exit at all). The forced removal of a finished
 // container happens in the background (its uid is reused only after it); Close and
 // WaitRemovals wait for it, and a container that could not be removed is left to the reaper.
 //

@@ -11,13 +11,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// Check is one line of `worker doctor`.
-type Check struct {
-	Name   string
-	OK     bool
-	Detail string
-}
-
 // minAPIVersion is the oldest Docker API that has every setting the backend uses (IPC mode none
 // came with 1.32). The daemon of Debian 12 speaks 1.41.
 const minAPIVersion = "1.32"
@@ -50,10 +43,10 @@ print("root=" + root)
 // setting that reports from inside the container its uid, capabilities, seccomp mode, network
 // interfaces and whether / is writable. A check that cannot run because an earlier one failed is
 // reported as failed with the reason.
-func Doctor(ctx context.Context, cfg Config) []Check {
-	var checks []Check
+func Doctor(ctx context.Context, cfg Config) []guard.Check {
+	var checks []guard.Check
 	add := func(name string, ok bool, format string, args ...any) bool {
-		checks = append(checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+		checks = append(checks, guard.Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 		return ok
 	}
 	if err := cfg.Validate(); err != nil {
@@ -83,10 +76,10 @@ func runtimeName(r string) string {
 	return r
 }
 
-func (b *Backend) doctor(ctx context.Context) []Check {
-	var checks []Check
+func (b *Backend) doctor(ctx context.Context) []guard.Check {
+	var checks []guard.Check
 	add := func(name string, ok bool, format string, args ...any) bool {
-		checks = append(checks, Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
+		checks = append(checks, guard.Check{Name: name, OK: ok, Detail: fmt.Sprintf(format, args...)})
 		return ok
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -134,7 +127,7 @@ func (b *Backend) doctor(ctx context.Context) []Check {
 // remapping (container root is not host root), AppArmor (a second confinement of the
 // sandbox's files) and the cgroup version (v2 gives every sandbox a private cgroup namespace).
 // They are facts to know, not failures: each passes.
-func hostChecks(v engineVersion) []Check {
+func hostChecks(v engineVersion) []guard.Check {
 	has := func(name string) bool {
 		for _, o := range v.SecurityOptions {
 			if o == "name="+name || strings.HasPrefix(o, "name="+name+",") {
@@ -153,7 +146,7 @@ func hostChecks(v engineVersion) []Check {
 	if cg == "" {
 		cg = "unknown"
 	}
-	return []Check{
+	return []guard.Check{
 		{Name: "docker user namespaces", OK: true, Detail: onOff(has("userns"),
 			"remapped: uid 0 in a container is an unprivileged uid on the host",
 			"not remapped: the sandbox's uids are the host's uids (the sandbox never runs as root; gVisor's supervisor is root only inside gVisor)")},
@@ -167,10 +160,10 @@ func hostChecks(v engineVersion) []Check {
 }
 
 // probe runs probeCode in a sandbox with every hardening setting and judges what it reports.
-func (b *Backend) probe(ctx context.Context) Check {
+func (b *Backend) probe(ctx context.Context) guard.Check {
 	const name = "docker probe run"
-	fail := func(format string, args ...any) Check {
-		return Check{Name: name, Detail: fmt.Sprintf(format, args...)}
+	fail := func(format string, args ...any) guard.Check {
+		return guard.Check{Name: name, Detail: fmt.Sprintf(format, args...)}
 	}
 	c := guard.Checked{
 		Language: guard.Python,
@@ -218,7 +211,7 @@ func (b *Backend) probe(ctx context.Context) Check {
 	if len(problems) > 0 {
 		return fail("%s: %s", strings.Join(problems, "; "), report)
 	}
-	return Check{Name: name, OK: true, Detail: report}
+	return guard.Check{Name: name, OK: true, Detail: report}
 }
 
 // versionAtLeast compares dotted API versions such as "1.41".

@@ -11,13 +11,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// Check is one line of `worker doctor`, in the shape of the Docker backend's checks.
-type Check struct {
-	Name   string
-	OK     bool
-	Detail string
-}
-
 // probeCode is run by the doctor: it prints a known line and writes a produced file.
 const probeCode = `print(1)
 open("probe.txt", "w").write("ok")
@@ -27,11 +20,11 @@ open("probe.txt", "w").write("ok")
 // E2B's API answers and accepts the key, and a probe run (print(1) and a produced file) in a real
 // sandbox, killed afterwards. A check that cannot run because an earlier one failed is reported
 // as failed with the reason. No line holds the key.
-func Doctor(ctx context.Context, cfg Config) []Check {
-	var checks []Check
+func Doctor(ctx context.Context, cfg Config) []guard.Check {
+	var checks []guard.Check
 	add := func(name string, ok bool, format string, args ...any) bool {
 		detail := redact(fmt.Sprintf(format, args...), cfg.APIKey)
-		checks = append(checks, Check{Name: name, OK: ok, Detail: detail})
+		checks = append(checks, guard.Check{Name: name, OK: ok, Detail: detail})
 		return ok
 	}
 	b, err := New(cfg)
@@ -54,7 +47,7 @@ func Doctor(ctx context.Context, cfg Config) []Check {
 }
 
 // probe runs probeCode in a sandbox and judges what comes back.
-func (b *Backend) probe(ctx context.Context) Check {
+func (b *Backend) probe(ctx context.Context) guard.Check {
 	const name = "e2b probe run"
 	ch := guard.Checked{
 		Language: guard.Python,
@@ -70,13 +63,13 @@ func (b *Backend) probe(ctx context.Context) Check {
 	start := time.Now()
 	res, err := b.Run(ctx, ch)
 	if err != nil {
-		return Check{Name: name, Detail: redact(err.Error(), b.cfg.APIKey)}
+		return guard.Check{Name: name, Detail: redact(err.Error(), b.cfg.APIKey)}
 	}
 	got := strings.TrimSpace(string(res.Stdout))
 	if res.ExitCode != 0 || res.TimedOut || got != "1" || len(res.Files) != 1 || string(res.Files[0].Content) != "ok" {
-		return Check{Name: name, Detail: fmt.Sprintf("probe exited %d (timed out %t), stdout %q, %d files, stderr %q",
+		return guard.Check{Name: name, Detail: fmt.Sprintf("probe exited %d (timed out %t), stdout %q, %d files, stderr %q",
 			res.ExitCode, res.TimedOut, clipString(got, 200), len(res.Files), clipString(string(res.Stderr), 300))}
 	}
-	return Check{Name: name, OK: true, Detail: fmt.Sprintf("template %s ran print(1) and returned a produced file in %s (network off)",
+	return guard.Check{Name: name, OK: true, Detail: fmt.Sprintf("template %s ran print(1) and returned a produced file in %s (network off)",
 		b.cfg.Template, time.Since(start).Round(time.Millisecond))}
 }
