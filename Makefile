@@ -60,7 +60,8 @@ bench: setup
 
 ## bench-e2e: what a user waits for, through the real binaries and worker --dev, against `docker run
 ## --rm` of the same container, under runc and runsc: medians of 20 and a burst of 20 approved at
-## once; prints a table (README "Status"). SANDBOXFLOW_BENCH_SAMPLES, _BURST, _WARM and _HEAP_RUNS change the counts.
+## once, then 1,000 runs with the heap watched; prints a table (README "Status"). SANDBOXFLOW_BENCH_SAMPLES,
+## _BURST, _WARM and _HEAP_RUNS change the counts.
 bench-e2e: setup
 	SANDBOXFLOW_BENCH_E2E=1 $(GO) test -tags integration -run '^$$' -bench EndToEnd -benchtime 1x -count 1 -timeout 40m ./backends/docker/
 

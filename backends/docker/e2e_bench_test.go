@@ -518,7 +518,7 @@ func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clie
 		"update accepted → activity scheduled",
 		"activity scheduled → started (task queue dispatch)",
 		"activity started → completed",
-		"  of which the Docker backend (create, start, run)",
+		"  of which the Docker backend (warm or cold container, run)",
 		"activity completed → workflow completed (workflow task)",
 		"workflow completed → result returned to the client",
 	}
