@@ -100,3 +100,23 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		s.next.Emit(ctx, e)
 	}
 }
+
+// WarmPool exposes a sandbox backend's warm pool, read from stats at each scrape: the started
+// containers waiting now (sandboxflow_warm_sandboxes), and counters of runs served from the pool,
+// runs that started cold, and waiting containers removed unused.
+func (m *Metrics) WarmPool(stats func() (idle int, taken, cold, discarded uint64)) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "warm_sandboxes",
+			Help: "Started sandboxes waiting in the warm pool for their one run."},
+			func() float64 { idle, _, _, _ := stats(); return float64(idle) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_sandboxes_taken_total",
+			Help: "Runs served by a sandbox from the warm pool."},
+			func() float64 { _, taken, _, _ := stats(); return float64(taken) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "cold_sandboxes_total",
+			Help: "Runs of a backend with a warm pool that had to create their sandbox (pool empty, image changed, open network)."},
+			func() float64 { _, _, cold, _ := stats(); return float64(cold) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_sandboxes_discarded_total",
+			Help: "Waiting sandboxes removed without serving a run (too old, image replaced, ended while waiting, shutdown)."},
+			func() float64 { _, _, _, d := stats(); return float64(d) }),
+	)
+}

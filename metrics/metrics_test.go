@@ -85,3 +85,13 @@ func TestRefusalReason(t *testing.T) {
 		}
 	}
 }
+
+func TestWarmPoolMetrics(t *testing.T) {
+	m := New()
+	idle, taken := 2, uint64(5)
+	m.WarmPool(func() (int, uint64, uint64, uint64) { return idle, taken, 1, 3 })
+	wantLines(t, scrape(t, m), "sandboxflow_warm_sandboxes 2", "sandboxflow_warm_sandboxes_taken_total 5",
+		"sandboxflow_cold_sandboxes_total 1", "sandboxflow_warm_sandboxes_discarded_total 3")
+	idle, taken = 1, 6 // read again at each scrape
+	wantLines(t, scrape(t, m), "sandboxflow_warm_sandboxes 1", "sandboxflow_warm_sandboxes_taken_total 6")
+}

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -94,6 +95,12 @@ func (w *Worker) Serve(ctx context.Context) error {
 		}
 		defer closeBackend()
 		backend = b
+		if db, ok := b.(*docker.Backend); ok && met != nil && cfg.WarmSandboxes > 0 {
+			met.WarmPool(func() (int, uint64, uint64, uint64) {
+				s := db.WarmStats()
+				return s.Idle, s.Taken, s.Cold, s.Discarded
+			})
+		}
 	}
 	acts, err := activities.New(activities.Config{
 		Policy:           cfg.Policy(),
