@@ -8,6 +8,7 @@ package docker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,18 @@ func TestDockerWarmPoolReplacesOldAndDead(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// The pool notices (their output ends) and removes them. A run that took one in the
+		// instant between the kill and its end could not be told apart from a container that
+		// died during its run, so the test waits for that.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			now, _ := poolContainers(t)
+			if !slices.ContainsFunc(now, func(id string) bool { return slices.Contains(waiting, id) }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("killed waiting containers %v still there after 30 s", waiting)
+			}
+		}
 		for range 3 {
 			res := mustRun(t, b, checked(t, guard.Python, "print('after the kill')", nil))
 			if res.ExitCode != 0 || string(res.Stdout) != "after the kill\n" {
@@ -198,6 +211,11 @@ func TestDockerWarmPoolOrphansReaped(t *testing.T) {
 		t.Errorf("reap of waiting containers past max age: %d, %v; want 2", n, err)
 	}
 	// The pool that lost them notices and starts new ones; a run still gets a result.
+	for deadline := time.Now().Add(30 * time.Second); gone.WarmStats().Discarded < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not notice its reaped containers: %+v", gone.WarmStats())
+		}
+	}
 	if res := mustRun(t, gone, checked(t, guard.Python, "print(2)", nil)); res.ExitCode != 0 {
 		t.Errorf("run after the reap: %+v", res)
 	}
