@@ -157,6 +157,9 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.digest, "digest", "", "the digest you read (approve: required)")
 		fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
 		mayBeEmpty = append(mayBeEmpty, "reason")
+		if c.name == "approve" {
+			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's result and print it too")
+		}
 	}
 	pos, err := cli.Parse(fs, args, 1, 1, mayBeEmpty...)
 	if err != nil {

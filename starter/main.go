@@ -35,10 +35,11 @@ commands:
                        digest, deadline (env values only with --env-values; --json for programs)
   statement ID [--deny] [--approval-id U] [--expires-in D]
                        print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval)
-  approve ID --digest D --key FILE [--reason R]
+  approve ID --digest D --key FILE [--reason R] [--wait]
   deny ID --key FILE --reason R
                        sign the decision with your reviewer key (--key or SANDBOXFLOW_REVIEWER_KEY;
-                       a .pub file signs through ssh-agent) and send it
+                       a .pub file signs through ssh-agent) and send it; approve --wait then
+                       prints the result too
   result ID [--timeout D]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run)
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]

@@ -44,5 +44,13 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", cmd.name, cmd.id, err)
 	}
-	return printOr(stdout, res, nil)
+	if err := printOr(stdout, res, nil); err != nil || !cmd.wait {
+		return err
+	}
+	// approve --wait: the result in the same process, without a second start and dial.
+	out, err := sc.WaitResult(ctx, cmd.id, 0)
+	if err != nil {
+		return startedError{workflowID: cmd.id, err: err}
+	}
+	return client.WriteJSON(stdout, client.NewOutput(out))
 }

@@ -325,10 +325,11 @@ func TestEndToEnd(t *testing.T) {
 	w.stop(t)
 	startDevWorker(t, workerBin, env, args...)
 	waitPending(t, s, waiting.WorkflowID)
-	s.mustJSON(&decided, "approve", waiting.WorkflowID, "--digest", waiting.Digest)
-	s.mustJSON(&res, "result", waiting.WorkflowID)
-	if !res.OK || res.Stdout != "after restart\n" {
-		t.Fatalf("result after restart: %+v", res)
+	// approve --wait prints the decision, then the result.
+	awOut, awCode := s.run("approve", waiting.WorkflowID, "--digest", waiting.Digest, "--wait")
+	dec := json.NewDecoder(strings.NewReader(awOut))
+	if awCode != 0 || dec.Decode(&decided) != nil || dec.Decode(&res) != nil || decided.State != "running" || !res.OK || res.Stdout != "after restart\n" {
+		t.Fatalf("approve --wait after restart: exit %d, %s", awCode, awOut)
 	}
 	if b, err := os.ReadFile(marker); err != nil || string(b) != "ran\n" {
 		t.Fatalf("the approved code ran %q times (err %v); want exactly once", b, err)
