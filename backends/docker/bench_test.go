@@ -46,38 +46,8 @@ func BenchmarkPrint1(b *testing.B) {
 }
 
 func benchPrint1(b *testing.B, rt string) {
-	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
-	if rt != "runc" {
-		cfg.Runtime = rt
-	}
-	backend, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := backend.Close(ctx); err != nil {
-			b.Error(err)
-		}
-	}()
-	c := guard.Checked{
-		Language: guard.Python, Code: "print(1)", Backend: Name,
-		Limits: guard.Limits{
-			Timeout: 30 * time.Second, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
-			MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
-		},
-		Owner: guard.Owner{WorkflowID: "bench"},
-	}
-	c.Digest = guard.Digest(&c)
-	stdin, err := encodeRequest(c, backend.cfg.UIDs.First, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	profile := filepath.Join(b.TempDir(), "seccomp.json")
-	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
-		b.Fatal(err)
-	}
+	backend := benchBackend(b, rt)
+	c := print1Checked("bench")
 
 	// One warm-up run of each kind, not counted.
 	runBackend := func() time.Duration {
@@ -89,27 +59,7 @@ func benchPrint1(b *testing.B, rt string) {
 		}
 		return d
 	}
-	cgroupns, err := backend.cgroupV2(context.Background()) // as the backend creates its containers
-	if err != nil {
-		b.Fatal(err)
-	}
-	runCLI := func(i int) time.Duration {
-		sb := &sandbox{name: fmt.Sprintf("sandboxflow-bench-%s-%d", suiteID, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		spec := backend.spec(&c, sb, cgroupns)
-		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
-		cmd.Stdin = bytes.NewReader(stdin)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		start := time.Now()
-		err := cmd.Run()
-		d := time.Since(start)
-		rep := newReport(c.Limits)
-		_, perr := rep.Write(out.Bytes())
-		if err != nil || perr != nil || string(rep.stdout.Bytes()) != "1\n" {
-			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())
-		}
-		return d
-	}
+	runCLI := dockerRunCLI(b, backend, c, "sandboxflow-bench-"+suiteID)
 	runBackend()
 	runCLI(-1)
 
@@ -176,4 +126,72 @@ func dockerRunArgs(s containerSpec, seccompFile string) []string {
 	}
 	args = append(args, "--entrypoint", s.Cmd[0], s.Image)
 	return append(args, s.Cmd[1:]...)
+}
+
+// benchBackend is a cold Docker backend under rt with the suite's labels, closed when b ends.
+func benchBackend(b *testing.B, rt string) *Backend {
+	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
+	if rt != "runc" {
+		cfg.Runtime = rt
+	}
+	backend, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := backend.Close(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	return backend
+}
+
+// print1Checked is print(1) with the default limits, as the benchmarks run it.
+func print1Checked(workflowID string) guard.Checked {
+	c := guard.Checked{
+		Language: guard.Python, Code: "print(1)", Backend: Name,
+		Limits: guard.Limits{
+			Timeout: guard.DefaultTimeout, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
+			MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
+		},
+		Owner: guard.Owner{WorkflowID: workflowID},
+	}
+	c.Digest = guard.Digest(&c)
+	return c
+}
+
+// dockerRunCLI returns a function that runs c with `docker run --rm -i` of the container backend
+// would create for it (same image, flags, seccomp profile, cgroup namespace and request), checks
+// that it printed 1, and returns how long it took. Container i is named namePrefix-i.
+func dockerRunCLI(b *testing.B, backend *Backend, c guard.Checked, namePrefix string) func(i int) time.Duration {
+	stdin, err := encodeRequest(c, backend.cfg.UIDs.First, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	profile := filepath.Join(b.TempDir(), "seccomp.json")
+	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cgroupns, err := backend.cgroupV2(context.Background()) // as the backend creates its containers
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(i int) time.Duration {
+		sb := &sandbox{name: fmt.Sprintf("%s-%d", namePrefix, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
+		cmd := exec.Command("docker", dockerRunArgs(backend.spec(&c, sb, cgroupns), profile)...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		start := time.Now()
+		err := cmd.Run()
+		d := time.Since(start)
+		rep := newReport(c.Limits)
+		_, perr := rep.Write(out.Bytes())
+		if err != nil || perr != nil || string(rep.stdout.Bytes()) != "1\n" {
+			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())
+		}
+		return d
+	}
 }

@@ -203,53 +203,7 @@ func liveHeap(b *testing.B, metricsURL string) float64 {
 // dockerRunBaseline returns a function that runs print(1) with `docker run --rm -i` of the
 // container the backend would create for rt, and returns how long it took.
 func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
-	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
-	if rt != "runc" {
-		cfg.Runtime = rt
-	}
-	backend, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = backend.Close(context.Background()) })
-	c := guard.Checked{
-		Language: guard.Python, Code: "print(1)", Backend: Name,
-		Limits: guard.Limits{
-			Timeout: guard.DefaultTimeout, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
-			MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
-		},
-		Owner: guard.Owner{WorkflowID: "bench-e2e"},
-	}
-	c.Digest = guard.Digest(&c)
-	stdin, err := encodeRequest(c, backend.cfg.UIDs.First, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	profile := filepath.Join(b.TempDir(), "seccomp.json")
-	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	cgroupns, err := backend.cgroupV2(context.Background()) // as the backend creates its containers
-	if err != nil {
-		b.Fatal(err)
-	}
-	return func(i int) time.Duration {
-		sb := &sandbox{name: fmt.Sprintf("sandboxflow-bench-e2e-%s-%s-%d", suiteID, rt, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		spec := backend.spec(&c, sb, cgroupns)
-		cmd := exec.Command("docker", dockerRunArgs(spec, profile)...)
-		cmd.Stdin = bytes.NewReader(stdin)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		start := time.Now()
-		err := cmd.Run()
-		d := time.Since(start)
-		rep := newReport(c.Limits)
-		_, perr := rep.Write(out.Bytes())
-		if err != nil || perr != nil || string(rep.stdout.Bytes()) != "1\n" {
-			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())
-		}
-		return d
-	}
+	return dockerRunCLI(b, benchBackend(b, rt), print1Checked("bench-e2e"), "sandboxflow-bench-e2e-"+suiteID+"-"+rt)
 }
 
 // approveCLI is the one place the benchmark approves through the binaries: a real decision for
