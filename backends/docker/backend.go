@@ -403,8 +403,7 @@ func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 		// Best effort: Remove below kills too; a kill error (not running, gone) changes nothing.
 		_ = b.eng.Kill(cctx, id)
 	}
-	if err := b.eng.Remove(cctx, id); err != nil && !isNotFound(err) && !strings.Contains(err.Error(), "is already in progress") {
-		// (A removal already in progress is another one's: the reaper's, or the pool's.)
+	if err := b.eng.Remove(cctx, id); err != nil && !isNotFound(err) {
 		return fmt.Errorf("docker: remove container %s: %w", id, err)
 	}
 	return nil

@@ -240,7 +240,12 @@ func (e *dockerEngine) Kill(ctx context.Context, id string) error {
 }
 
 func (e *dockerEngine) Remove(ctx context.Context, id string) error {
-	return classify(e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}))
+	err := e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in progress") {
+		// Another removal (the reaper's, or the warm pool's) has it: it is going.
+		return nil
+	}
+	return classify(err)
 }
 
 func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]containerSummary, error) {

@@ -101,15 +101,8 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	cli := starterCLI{b: b, bin: starterBin, env: env}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tc, err := client.Dial(ctx, client.Connection{Address: addr})
-	if err != nil {
-		b.Fatal(err)
-	}
+	tc, sc := dialBench(ctx, b, addr, "bench-e2e")
 	defer tc.Close()
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: "bench-e2e"})
-	if err != nil {
-		b.Fatal(err)
-	}
 	dockerRun := dockerRunBaseline(b, rt)
 
 	// One warm-up of each kind, not counted.
@@ -155,15 +148,8 @@ func heapRun(b *testing.B, bin string, set benchSettings, n, burst int) (perSeco
 	defer stopSB()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tc, err := client.Dial(ctx, client.Connection{Address: addr})
-	if err != nil {
-		b.Fatal(err)
-	}
+	tc, sc := dialBench(ctx, b, addr, "bench-heap")
 	defer tc.Close()
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: "bench-heap"})
-	if err != nil {
-		b.Fatal(err)
-	}
 	throughput(ctx, b, sc, burst) // warm-up
 	sb0, dev0 := liveHeap(b, "http://"+sbMetrics+"/metrics"), liveHeap(b, "http://"+devMetrics+"/metrics")
 	t0 := time.Now()
@@ -175,6 +161,21 @@ func heapRun(b *testing.B, bin string, set benchSettings, n, burst int) (perSeco
 	b.Logf("heap run: %d runs, %.1f runs/s; live heap of the sandbox worker %.1f → %.1f MiB, of worker --dev --role workflows %.1f → %.1f MiB",
 		n, perSecond, sb0/(1<<20), sb1/(1<<20), dev0/(1<<20), dev1/(1<<20))
 	return perSecond, (sb1 - sb0) / (1 << 20), (dev1 - dev0) / (1 << 20)
+}
+
+// dialBench connects to the Temporal server at addr and returns a sandboxflow client of queue;
+// close tc when done.
+func dialBench(ctx context.Context, b *testing.B, addr, queue string) (tclient.Client, *client.Client) {
+	tc, err := client.Dial(ctx, client.Connection{Address: addr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue})
+	if err != nil {
+		tc.Close()
+		b.Fatal(err)
+	}
+	return tc, sc
 }
 
 func liveHeap(b *testing.B, metricsURL string) float64 {

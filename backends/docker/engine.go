@@ -38,7 +38,7 @@ type engine interface {
 	// Kill sends SIGKILL to the container.
 	Kill(ctx context.Context, id string) error
 	// Remove force-removes the container (killing it first if it runs) with its anonymous
-	// volumes.
+	// volumes. A removal already in progress elsewhere counts as done.
 	Remove(ctx context.Context, id string) error
 	// List returns every container, running or not, that carries all the given labels.
 	List(ctx context.Context, labels map[string]string) ([]containerSummary, error)

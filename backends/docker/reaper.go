@@ -52,7 +52,7 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			removed++
 			b.log.Info("reaped orphaned sandbox container", "container", c.ID, "created", c.Created,
 				"workflow_id", c.Labels[LabelWorkflowID], "run_id", c.Labels[LabelRunID], "activity_id", c.Labels[LabelActivityID])
-		case isNotFound(err), strings.Contains(err.Error(), "is already in progress"):
+		case isNotFound(err):
 		default:
 			errs = append(errs, fmt.Errorf("docker: remove container %s: %w", c.ID, err))
 		}
