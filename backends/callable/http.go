@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"sync/atomic"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/httpsent"
 )
 
 // HTTPOptions configure HTTP, the recipe for a code-execution service of your own.
@@ -69,8 +69,7 @@ func postRun(ctx context.Context, client *http.Client, u *url.URL, opts HTTPOpti
 		return guard.Result{}, &guard.IntegrationError{Op: "callable http: encode request", Err: err}
 	}
 	var sent atomic.Bool
-	trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) }}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, u.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(httpsent.Trace(ctx, &sent), http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "callable http: build request", Err: err}
 	}

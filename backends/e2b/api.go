@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -230,15 +228,6 @@ func (a api) list(ctx context.Context, meta map[string]string) ([]listedSandbox,
 		}
 	}
 	return all, errors.New("e2b: list sandboxes: too many pages")
-}
-
-// sentTrace reports, through sent, whether net/http wrote a request in full (WroteRequest). The
-// last bytes may still sit in the transport's buffer then, so a connection lost on that final
-// flush counts as sent: the safe side, since a sent start is never retried.
-func sentTrace(ctx context.Context, sent *atomic.Bool) context.Context {
-	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
-	})
 }
 
 // redact removes secret from s.

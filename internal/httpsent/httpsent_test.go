@@ -1,0 +1,45 @@
+package httpsent
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestTraceTellsWrittenFromNeverSent(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The request was read in full: then the connection breaks before any answer.
+		hj, _ := w.(http.Hijacker)
+		c, _, _ := hj.Hijack()
+		c.Close()
+	}))
+	defer srv.Close()
+	post := func(url string) bool {
+		var sent atomic.Bool
+		req, err := http.NewRequestWithContext(Trace(context.Background(), &sent), http.MethodPost, url, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("POST %s: want a failure, got %s", url, resp.Status)
+		}
+		return sent.Load()
+	}
+	if !post(srv.URL) {
+		t.Error("a request written in full before the connection broke counts as not sent")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	l.Close()
+	if post(closed) {
+		t.Error("a request to a port nobody listens on counts as sent")
+	}
+}
