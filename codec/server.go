@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -156,30 +157,12 @@ func normalizeOrigin(o string) (string, error) {
 }
 
 func (o ServerOptions) withDefaults() ServerOptions {
-	if o.MaxRequestBytes <= 0 {
-		o.MaxRequestBytes = defaultMaxRequestBytes
-	}
-	if o.MaxPayloads <= 0 {
-		o.MaxPayloads = defaultMaxPayloads
-	}
-	if o.MaxResponseBytes <= 0 {
-		o.MaxResponseBytes = defaultMaxResponseBytes
-	}
-	if o.MaxConcurrent <= 0 {
-		o.MaxConcurrent = defaultMaxConcurrent
-	}
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = defaultSessionTTL
-	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = defaultMaxSessions
-	}
-	if o.LogInterval <= 0 {
-		o.LogInterval = defaultLogInterval
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	defaults.NotPositive(&o, ServerOptions{
+		MaxRequestBytes: defaultMaxRequestBytes, MaxPayloads: defaultMaxPayloads,
+		MaxResponseBytes: defaultMaxResponseBytes, MaxConcurrent: defaultMaxConcurrent,
+		SessionTTL: defaultSessionTTL, MaxSessions: defaultMaxSessions, LogInterval: defaultLogInterval,
+		Logger: slog.Default(),
+	})
 	return o
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // Defaults of Config.
@@ -126,11 +127,10 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("egress: secret %q has no value; take rules from Secrets.Select", r.Name)
 		}
 	}
-	setDefault(&cfg.MaxBytes, DefaultMaxBytes)
-	setDefault(&cfg.MaxConns, DefaultMaxConns)
-	setDefault(&cfg.DialTimeout, DefaultDialTimeout)
-	setDefault(&cfg.HandshakeTimeout, DefaultHandshakeTimeout)
-	setDefault(&cfg.IdleTimeout, DefaultIdleTimeout)
+	defaults.Zero(&cfg, Config{
+		MaxBytes: DefaultMaxBytes, MaxConns: DefaultMaxConns, DialTimeout: DefaultDialTimeout,
+		HandshakeTimeout: DefaultHandshakeTimeout, IdleTimeout: DefaultIdleTimeout,
+	})
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
@@ -142,13 +142,6 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{cfg: cfg, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}, nil
-}
-
-func setDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
 }
 
 // Intercepts reports whether the run has secrets, so the sandbox must trust the CA (see

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // Policy defaults. Zero fields of a Policy take these values in WithDefaults.
@@ -108,33 +110,18 @@ func (p Policy) WithDefaults() Policy {
 	if len(p.Languages) == 0 {
 		p.Languages = []string{Python}
 	}
-	setDefault(&p.MaxCodeBytes, DefaultMaxCodeBytes)
-	setDefault(&p.DefaultTimeout, DefaultTimeout)
-	setDefault(&p.MaxTimeout, DefaultMaxTimeout)
-	setDefault(&p.Grace, DefaultGrace)
-	setDefault(&p.MaxStdoutBytes, DefaultMaxStdoutBytes)
-	setDefault(&p.MaxStderrBytes, DefaultMaxStderrBytes)
-	setDefault(&p.MaxFiles, DefaultMaxFiles)
-	setDefault(&p.MaxFileBytes, DefaultMaxFileBytes)
-	setDefault(&p.MaxTotalFileBytes, DefaultMaxTotalFileBytes)
-	setDefault(&p.MaxInputFiles, DefaultMaxInputFiles)
-	setDefault(&p.MaxInputBytes, DefaultMaxInputBytes)
-	setDefault(&p.MaxEnvVars, DefaultMaxEnvVars)
-	setDefault(&p.MaxEnvBytes, DefaultMaxEnvBytes)
-	setDefault(&p.ApprovalTimeout, DefaultApprovalTimeout)
-	setDefault(&p.EgressMaxBytes, DefaultEgressMaxBytes)
-	setDefault(&p.EgressMaxConns, DefaultEgressMaxConns)
+	defaults.Zero(&p, Policy{
+		MaxCodeBytes: DefaultMaxCodeBytes, DefaultTimeout: DefaultTimeout, MaxTimeout: DefaultMaxTimeout,
+		Grace: DefaultGrace, MaxStdoutBytes: DefaultMaxStdoutBytes, MaxStderrBytes: DefaultMaxStderrBytes,
+		MaxFiles: DefaultMaxFiles, MaxFileBytes: DefaultMaxFileBytes, MaxTotalFileBytes: DefaultMaxTotalFileBytes,
+		MaxInputFiles: DefaultMaxInputFiles, MaxInputBytes: DefaultMaxInputBytes,
+		MaxEnvVars: DefaultMaxEnvVars, MaxEnvBytes: DefaultMaxEnvBytes, ApprovalTimeout: DefaultApprovalTimeout,
+		EgressMaxBytes: DefaultEgressMaxBytes, EgressMaxConns: DefaultEgressMaxConns,
+	})
 	if p.DeniedEnv == nil {
 		p.DeniedEnv = slices.Clone(DefaultDeniedEnv)
 	}
 	return p
-}
-
-func setDefault[T comparable](field *T, def T) {
-	var zero T
-	if *field == zero {
-		*field = def
-	}
 }
 
 // Validate reports a ConfigError for a policy that cannot be used: negative or inconsistent limits,

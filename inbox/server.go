@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 //go:embed assets templates
@@ -132,21 +133,10 @@ func setDefaults(cfg *Config) {
 	if cfg.SandboxTaskQueue == "" {
 		cfg.SandboxTaskQueue = cfg.TaskQueue
 	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = DefaultSessionTTL
-	}
-	if cfg.IdleTTL <= 0 {
-		cfg.IdleTTL = DefaultIdleTTL
-	}
-	if cfg.DecisionTTL <= 0 {
-		cfg.DecisionTTL = DefaultDecisionTTL
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	defaults.NotPositive(cfg, Config{
+		SessionTTL: DefaultSessionTTL, IdleTTL: DefaultIdleTTL, DecisionTTL: DefaultDecisionTTL,
+		Logger: slog.Default(), Now: time.Now,
+	})
 	if cfg.DataConverter == nil {
 		cfg.DataConverter = converter.GetDefaultDataConverter()
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // Defaults of Config. A zero field of a Config takes these values.
@@ -158,53 +159,20 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Image == "" {
-		c.Image = DefaultImage
+	pids := int64(DefaultPidsLimit)
+	if c.Runtime == RuntimeRunsc {
+		pids = DefaultRunscPidsLimit
 	}
-	if c.CPUs == 0 {
-		c.CPUs = DefaultCPUs
-	}
-	if c.MemoryBytes == 0 {
-		c.MemoryBytes = DefaultMemoryBytes
-	}
-	if c.PidsLimit == 0 {
-		c.PidsLimit = DefaultPidsLimit
-		if c.Runtime == RuntimeRunsc {
-			c.PidsLimit = DefaultRunscPidsLimit
-		}
-	}
-	if c.WorkTmpfsBytes == 0 {
-		c.WorkTmpfsBytes = DefaultTmpfsBytes
-	}
-	if c.TmpTmpfsBytes == 0 {
-		c.TmpTmpfsBytes = DefaultTmpfsBytes
-	}
-	if c.Network == "" {
-		c.Network = DefaultNetwork
-	}
-	if c.IPC == "" {
-		c.IPC = DefaultIPC
-	}
-	if c.ShmBytes == 0 {
-		c.ShmBytes = DefaultShmBytes
-	}
-	if c.UIDs == (UIDRange{}) {
-		c.UIDs = UIDRange{First: DefaultUIDFirst, Last: DefaultUIDLast}
-	}
-	if c.Deployment == "" {
-		c.Deployment = DefaultDeployment
-	}
+	defaults.Zero(&c, Config{
+		Image: DefaultImage, CPUs: DefaultCPUs, MemoryBytes: DefaultMemoryBytes, PidsLimit: pids,
+		WorkTmpfsBytes: DefaultTmpfsBytes, TmpTmpfsBytes: DefaultTmpfsBytes,
+		Network: DefaultNetwork, IPC: DefaultIPC, ShmBytes: DefaultShmBytes,
+		UIDs:       UIDRange{First: DefaultUIDFirst, Last: DefaultUIDLast},
+		Deployment: DefaultDeployment, DeadlineSlack: DefaultDeadlineSlack,
+		CleanupTimeout: DefaultCleanupTimeout, WarmMaxAge: DefaultWarmMaxAge,
+	})
 	if len(c.SeccompProfile) == 0 {
 		c.SeccompProfile = DefaultSeccompProfile()
-	}
-	if c.DeadlineSlack == 0 {
-		c.DeadlineSlack = DefaultDeadlineSlack
-	}
-	if c.CleanupTimeout == 0 {
-		c.CleanupTimeout = DefaultCleanupTimeout
-	}
-	if c.WarmMaxAge == 0 {
-		c.WarmMaxAge = DefaultWarmMaxAge
 	}
 	return c
 }

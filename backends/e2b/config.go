@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // Name is the backend's name, part of every digest it runs.
@@ -112,38 +113,16 @@ var e2bDomains = []string{"e2b.app", "e2b.dev", "e2b.pro", "e2b-staging.dev"}
 
 // WithDefaults returns cfg with every zero field set to its default.
 func (cfg Config) WithDefaults() Config {
-	set := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	if cfg.Template == "" {
-		cfg.Template = DefaultTemplate
-	}
-	if cfg.Domain == "" {
-		cfg.Domain = DefaultDomain
-	}
+	defaults.NotPositive(&cfg, Config{
+		Template: DefaultTemplate, Domain: DefaultDomain, HTTPClient: &http.Client{},
+		RequestTimeout: DefaultRequestTimeout, TTLSlack: DefaultTTLSlack, KillTimeout: DefaultKillTimeout,
+		MaxRetryAfter: DefaultMaxRetryAfter, User: DefaultUser, WorkDir: DefaultWorkDir, Logger: slog.Default(),
+	})
 	if cfg.APIURL == "" {
 		cfg.APIURL = "https://api." + cfg.Domain
 	}
 	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
 	cfg.SandboxURL = strings.TrimRight(cfg.SandboxURL, "/")
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
-	}
-	set(&cfg.RequestTimeout, DefaultRequestTimeout)
-	set(&cfg.TTLSlack, DefaultTTLSlack)
-	set(&cfg.KillTimeout, DefaultKillTimeout)
-	set(&cfg.MaxRetryAfter, DefaultMaxRetryAfter)
-	if cfg.User == "" {
-		cfg.User = DefaultUser
-	}
-	if cfg.WorkDir == "" {
-		cfg.WorkDir = DefaultWorkDir
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
 	return cfg
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/server/common/searchattribute/sadefs"
@@ -116,33 +117,11 @@ type settings struct {
 }
 
 func (c Config) resolve() (settings, error) {
-	if c.Address == "" {
-		c.Address = DefaultAddress
-	}
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
-	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.UIHost == "" {
-		c.UIHost = DefaultUIHost
-	}
-	if c.UIPort == 0 {
-		c.UIPort = DefaultUIPort
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.LogLevel == nil {
-		c.LogLevel = slog.LevelWarn
-	}
-	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
+	defaults.Zero(&c, Config{
+		Address: DefaultAddress, Namespace: DefaultNamespace, DataDir: DefaultDataDir,
+		Retention: DefaultRetention, UIHost: DefaultUIHost, UIPort: DefaultUIPort,
+		Logger: slog.Default(), LogLevel: slog.LevelWarn, ReadyTimeout: DefaultReadyTimeout,
+	})
 
 	s := settings{Config: c}
 	var errs []error

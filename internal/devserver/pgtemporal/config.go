@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
 )
@@ -67,30 +68,12 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	def(&c.Postgres, DefaultPostgres)
-	def(&c.User, DefaultUser)
-	def(&c.Plugin, PluginPGX)
-	def(&c.Database, DefaultDatabase)
-	def(&c.VisibilityDatabase, DefaultVisibilityDatabase)
-	def(&c.Address, DefaultAddress)
-	def(&c.Namespace, DefaultNamespace)
-	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConns
-	}
-	if c.Retention == 0 {
-		c.Retention = DefaultRetention
-	}
-	if c.HistoryShards == 0 {
-		c.HistoryShards = DefaultHistoryShards
-	}
-	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
+	defaults.Zero(&c, Config{
+		Postgres: DefaultPostgres, User: DefaultUser, Plugin: PluginPGX,
+		Database: DefaultDatabase, VisibilityDatabase: DefaultVisibilityDatabase,
+		Address: DefaultAddress, Namespace: DefaultNamespace, MaxConns: DefaultMaxConns,
+		Retention: DefaultRetention, HistoryShards: DefaultHistoryShards, ReadyTimeout: DefaultReadyTimeout,
+	})
 	return c
 }
 
