@@ -1,18 +1,15 @@
 package callable
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"sync/atomic"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/httpsent"
+	"github.com/sandboxflow/sandboxflow/internal/httpcall"
 )
 
 // HTTPOptions configure HTTP, the recipe for a code-execution service of your own.
@@ -64,53 +61,31 @@ const TimeoutNote = "\nsandboxflow: the service did not answer within the timeou
 // postRun posts one checked request and reads the result.
 func postRun(ctx context.Context, client *http.Client, u *url.URL, opts HTTPOptions, c guard.Checked) (guard.Result, error) {
 	op := "callable http: POST " + u.Redacted()
-	body, err := json.Marshal(c)
-	if err != nil {
-		return guard.Result{}, &guard.IntegrationError{Op: "callable http: encode request", Err: err}
-	}
-	var sent atomic.Bool
-	req, err := http.NewRequestWithContext(httpsent.Trace(ctx, &sent), http.MethodPost, u.String(), bytes.NewReader(body))
-	if err != nil {
-		return guard.Result{}, &guard.IntegrationError{Op: "callable http: build request", Err: err}
-	}
-	for k, vs := range opts.Header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
-		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	unknown := func(op string, err error) (guard.Result, error) {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return guard.Result{TimedOut: true, ExitCode: -1, Stderr: []byte(TimeoutNote)}, nil
-		}
-		return guard.Result{}, &guard.IntegrationError{Op: op, Err: err, CodeMayHaveStarted: true}
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if !sent.Load() {
-			return guard.Result{}, &guard.IntegrationError{Op: op + " (not sent)", Err: err}
-		}
-		return unknown(op, err)
-	}
-	defer resp.Body.Close()
 	max := opts.MaxResponseBytes
 	if max <= 0 {
 		l := c.Limits
 		max = (l.MaxStdoutBytes+l.MaxStderrBytes+l.MaxTotalFileBytes)*4/3 + 64<<10
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	ans, sent, err := httpcall.Do(ctx, client, httpcall.Request{
+		Method: http.MethodPost, URL: u.String(), Header: opts.Header, JSON: c, MaxAnswer: max,
+	})
+	unknown := func(err error) (guard.Result, error) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return guard.Result{TimedOut: true, ExitCode: -1, Stderr: []byte(TimeoutNote)}, nil
+		}
+		return guard.Result{}, &guard.IntegrationError{Op: op, Err: err, CodeMayHaveStarted: true}
+	}
 	switch {
+	case err != nil && !sent:
+		return guard.Result{}, &guard.IntegrationError{Op: op + " (not sent)", Err: err}
 	case err != nil:
-		return unknown("callable http: read response", err)
-	case int64(len(raw)) > max:
-		return unknown("callable http: read response", fmt.Errorf("response is over %d bytes", max))
-	case resp.StatusCode != http.StatusOK:
-		return unknown(op, fmt.Errorf("status %s", resp.Status))
+		return unknown(err)
+	case ans.StatusCode != http.StatusOK:
+		return unknown(fmt.Errorf("status %s", ans.Status))
 	}
 	var res guard.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return unknown("callable http: decode result", err)
+	if err := json.Unmarshal(ans.Body, &res); err != nil {
+		return unknown(fmt.Errorf("decode result: %w", err))
 	}
 	return res, nil
 }

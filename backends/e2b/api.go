@@ -1,12 +1,10 @@
 package e2b
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/httpcall"
 )
 
 // NetworkConfig is the egress part of E2B's SandboxNetworkConfig.
@@ -104,43 +103,26 @@ func (a api) call(ctx context.Context, method, path string, query url.Values, in
 	return h, nil
 }
 
+// maxAnswerBytes caps an API answer; the largest, a page of the sandbox list, is far smaller.
+const maxAnswerBytes = 8 << 20
+
 // do sends one API request and returns the status, headers and body (at most 8 MiB), bounded by
 // RequestTimeout.
 func (a api) do(ctx context.Context, method, path string, query url.Values, in any) (int, http.Header, []byte, error) {
 	op := "e2b: " + method + " " + path
 	ctx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
-	var body io.Reader
-	if in != nil {
-		raw, err := json.Marshal(in)
-		if err != nil {
-			return 0, nil, nil, &guard.IntegrationError{Op: op, Err: err}
-		}
-		body = bytes.NewReader(raw)
-	}
 	u := a.cfg.APIURL + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return 0, nil, nil, &guard.IntegrationError{Op: op, Err: err}
-	}
-	req.Header.Set("X-API-Key", a.cfg.APIKey)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.cfg.HTTPClient.Do(req)
+	ans, _, err := httpcall.Do(ctx, a.cfg.HTTPClient, httpcall.Request{
+		Method: method, URL: u, Header: http.Header{"X-Api-Key": {a.cfg.APIKey}}, JSON: in, MaxAnswer: maxAnswerBytes,
+	})
 	if err != nil {
 		return 0, nil, nil, &guard.IntegrationError{Op: op, Err: scrub(err, a.cfg.APIKey)}
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return 0, nil, nil, &guard.IntegrationError{Op: op, Err: fmt.Errorf("read answer: %w", err)}
-	}
-	return resp.StatusCode, resp.Header, raw, nil
+	return ans.StatusCode, ans.Header, ans.Body, nil
 }
 
 // classify turns an API status into an error: nil for 2xx; a ConfigError for a refused key (401,

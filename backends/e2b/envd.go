@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/httpsent"
+	"github.com/sandboxflow/sandboxflow/internal/httpcall"
 )
 
 // envd speaks to the daemon inside one sandbox: its HTTP file API and its Connect services.
@@ -225,7 +225,7 @@ func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration
 	res := procResult{stdout: capped{max: l.MaxStdoutBytes}, stderr: capped{max: l.MaxStderrBytes}}
 	msg, _ := json.Marshal(map[string]any{"process": pc, "stdin": false})
 	var sent atomic.Bool
-	req, err := http.NewRequestWithContext(httpsent.Trace(ctx, &sent), http.MethodPost,
+	req, err := http.NewRequestWithContext(httpcall.Trace(ctx, &sent), http.MethodPost,
 		e.base+"/process.Process/Start", bytes.NewReader(envelope(0, msg)))
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", errNotSent, err)

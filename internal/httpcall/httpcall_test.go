@@ -1,4 +1,4 @@
-package httpsent
+package httpcall
 
 import (
 	"context"
