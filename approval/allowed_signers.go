@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 )
 
 // Namespace is the SSHSIG namespace of every approval signature (ssh-keygen -Y sign -n).
@@ -142,14 +142,9 @@ func parseAuthorized(s string) (*publicKey, error) {
 
 // LoadReviewers reads and parses the allowed_signers file at path (ParseAllowedSigners).
 func LoadReviewers(path string) (*Reviewers, error) {
-	f, err := os.Open(path)
+	data, err := smallfile.Read(path, maxAllowedSignersBytes)
 	if err != nil {
 		return nil, fmt.Errorf("approval: reviewers file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxAllowedSignersBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("approval: reviewers file %s: %w", path, err)
 	}
 	r, err := ParseAllowedSigners(data)
 	if err != nil {
@@ -270,23 +265,8 @@ func looksLikeKey(tok, rest string) bool {
 // field; the quotes are removed when they enclose the whole field) and the rest, trimmed.
 func nextField(s string) (field, rest string, err error) {
 	s = strings.TrimLeft(s, " \t")
-	inQuote := false
-	i := 0
-	for ; i < len(s); i++ {
-		c := s[i]
-		if c == '\\' && inQuote && i+1 < len(s) {
-			i++
-			continue
-		}
-		if c == '"' {
-			inQuote = !inQuote
-			continue
-		}
-		if !inQuote && (c == ' ' || c == '\t') {
-			break
-		}
-	}
-	if inQuote {
+	i, open := unquotedIndex(s, " \t")
+	if open {
 		return "", "", errors.New("unterminated quote")
 	}
 	field, rest = s[:i], strings.TrimLeft(s[i:], " \t")
@@ -296,25 +276,28 @@ func nextField(s string) (field, rest string, err error) {
 	return field, rest, nil
 }
 
+// unquotedIndex returns the index of the first byte of s that is one of stops and stands outside
+// double quotes (len(s) when there is none), and whether a quote was left open. Inside quotes a
+// backslash escapes the next byte.
+func unquotedIndex(s, stops string) (i int, open bool) {
+	for ; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && open && i+1 < len(s):
+			i++
+		case c == '"':
+			open = !open
+		case !open && strings.IndexByte(stops, c) >= 0:
+			return i, false
+		}
+	}
+	return i, open
+}
+
 // parseOptions parses the comma-separated options field into k.
 func parseOptions(s string, k *Key) error {
 	seen := map[string]bool{}
 	for len(s) > 0 {
-		end := 0
-		inQuote := false
-		for ; end < len(s); end++ {
-			c := s[end]
-			if c == '\\' && inQuote && end+1 < len(s) {
-				end++
-				continue
-			}
-			if c == '"' {
-				inQuote = !inQuote
-			}
-			if c == ',' && !inQuote {
-				break
-			}
-		}
+		end, _ := unquotedIndex(s, ",")
 		opt := s[:end]
 		if end < len(s) {
 			s = s[end+1:]

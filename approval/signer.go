@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 )
 
 // maxKeyFileBytes bounds a key file read.
@@ -20,7 +21,7 @@ const maxKeyFileBytes = 64 << 10
 // with errors.As). Security-key (sk-) private keys need the hardware: sign those through
 // ssh-agent (AgentSigner) or ssh-keygen.
 func LoadSigner(path string, passphrase []byte) (ssh.Signer, error) {
-	data, err := readSmallFile(path)
+	data, err := smallfile.Read(path, maxKeyFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("approval: reviewer key: %w", err)
 	}
@@ -86,7 +87,7 @@ func AgentSigner(socket string, pub ssh.PublicKey) (ssh.Signer, io.Closer, error
 
 // ReadPublicKeyFile reads a public key file such as id_ed25519.pub.
 func ReadPublicKeyFile(path string) (ssh.PublicKey, error) {
-	data, err := readSmallFile(path)
+	data, err := smallfile.Read(path, maxKeyFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("approval: public key: %w", err)
 	}
@@ -95,20 +96,4 @@ func ReadPublicKeyFile(path string) (ssh.PublicKey, error) {
 		return nil, fmt.Errorf("approval: public key %s: %w", path, err)
 	}
 	return pub, nil
-}
-
-func readSmallFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(data) > maxKeyFileBytes {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxKeyFileBytes)
-	}
-	return data, nil
 }

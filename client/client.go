@@ -339,21 +339,9 @@ func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, e
 // EnvValues returns the env values the run was started with, read from its history. The status
 // query never carries them; a reviewer asks for them on purpose.
 func (c *Client) EnvValues(ctx context.Context, workflowID string) (map[string]string, error) {
-	iter := c.tc.GetWorkflowHistory(ctx, workflowID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !iter.HasNext() {
-		return nil, fmt.Errorf("client: history of %s is empty", workflowID)
-	}
-	ev, err := iter.Next()
+	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, "")
 	if err != nil {
-		return nil, fmt.Errorf("client: history of %s: %w", workflowID, err)
-	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil {
-		return nil, fmt.Errorf("client: the first event of %s is not its start", workflowID)
-	}
-	var in contract.Input
-	if err := c.dc.FromPayloads(attrs.GetInput(), &in); err != nil {
-		return nil, fmt.Errorf("client: decode the input of %s: %w", workflowID, err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	if in.Request.Env == nil {
 		return map[string]string{}, nil

@@ -9,10 +9,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
+
+	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 )
 
 // KeyFileEnv is the environment variable that names the key file the worker and the starter share.
@@ -74,17 +74,13 @@ func LoadKeyRing(path string) (*KeyRing, error) {
 	if path == "" {
 		return nil, &KeyFileError{Msg: "no key file named; set " + KeyFileEnv + " or --key-file"}
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("codec: open key file: %w", err)
-	}
-	defer f.Close()
-	text, err := io.ReadAll(io.LimitReader(f, maxKeyFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("codec: read key file %s: %w", path, err)
-	}
-	if len(text) > maxKeyFileBytes {
+	text, err := smallfile.Read(path, maxKeyFileBytes)
+	var tooLarge *smallfile.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
 		return nil, &KeyFileError{Path: path, Msg: fmt.Sprintf("larger than %d bytes; is this the key file?", maxKeyFileBytes)}
+	case err != nil:
+		return nil, fmt.Errorf("codec: read key file: %w", err)
 	}
 	ring, err := parseKeyRing(text)
 	if err != nil {

@@ -17,10 +17,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxflow/sandboxflow/internal/defaults"
 	commonpb "go.temporal.io/api/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // CodecTokenEnv is the environment variable the worker reads the codec server's token from.

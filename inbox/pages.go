@@ -128,24 +128,24 @@ func (s *Server) render(w http.ResponseWriter, name string, data pageData) {
 }
 
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request, sess *session) {
-	data := s.pageData(sess, "Pending runs")
-	rows, err := s.pendingRows(r.Context())
-	if err != nil {
-		data.Err = err.Error()
-	}
-	data.Rows = rows
-	s.render(w, "list", data)
+	s.renderPending(w, r, sess, "Pending runs", "list")
 }
 
 // handlePendingRows returns the table body alone, for the list's self-refresh.
 func (s *Server) handlePendingRows(w http.ResponseWriter, r *http.Request, sess *session) {
-	data := s.pageData(sess, "")
+	s.renderPending(w, r, sess, "", "rows")
+}
+
+// renderPending renders the template named page with the pending runs, or the error that kept
+// them from being listed.
+func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, sess *session, title, page string) {
+	data := s.pageData(sess, title)
 	rows, err := s.pendingRows(r.Context())
 	if err != nil {
 		data.Err = err.Error()
 	}
 	data.Rows = rows
-	s.render(w, "rows", data)
+	s.render(w, page, data)
 }
 
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session) {

@@ -98,17 +98,11 @@ func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request) {
 // grants nothing: the session stays anonymous until an operator adds the line and its owner
 // signs in.
 func (s *Server) handleRegisterFinish(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.get(r)
-	if sess == nil {
-		writeRefusal(w, http.StatusUnauthorized, "no session")
+	sess, ch := s.takeChallenge(w, r, challengeRegister, "registration")
+	if ch == nil {
 		return
 	}
 	name := sess.registerName
-	ch := s.sessions.takeChallenge(sess.id, challengeRegister, challengeTTL)
-	if ch == nil {
-		writeRefusal(w, http.StatusBadRequest, "no registration in progress (or it took too long); start again")
-		return
-	}
 	line, err := s.passkeyLine(r.Body, ch, name)
 	if err != nil {
 		s.log.Warn("inbox: passkey registration refused", "error", err)
@@ -173,14 +167,8 @@ func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request) {
 // handleLoginFinish verifies a sign-in assertion against the reviewers file and, when it is a
 // listed reviewer's passkey, replaces the session with a signed-in one.
 func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.get(r)
-	if sess == nil {
-		writeRefusal(w, http.StatusUnauthorized, "no session")
-		return
-	}
-	ch := s.sessions.takeChallenge(sess.id, challengeLogin, challengeTTL)
+	sess, ch := s.takeChallenge(w, r, challengeLogin, "sign-in")
 	if ch == nil {
-		writeRefusal(w, http.StatusBadRequest, "no sign-in in progress (or it took too long); start again")
 		return
 	}
 	var a approval.WebAuthnAssertion
@@ -210,4 +198,20 @@ func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) {
 		s.sessions.signOut(sess)
 	}
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// takeChallenge takes, once, the challenge of kind that the request's session was given by a
+// begin handler. When there is none (no session, no ceremony of that kind in progress, or it
+// took longer than challengeTTL) it writes the refusal and returns a nil challenge.
+func (s *Server) takeChallenge(w http.ResponseWriter, r *http.Request, kind, what string) (*session, []byte) {
+	sess := s.sessions.get(r)
+	if sess == nil {
+		writeRefusal(w, http.StatusUnauthorized, "no session")
+		return nil, nil
+	}
+	ch := s.sessions.takeChallenge(sess.id, kind, challengeTTL)
+	if ch == nil {
+		writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (or it took too long); start again")
+	}
+	return sess, ch
 }

@@ -151,21 +151,9 @@ type inputFile struct {
 func (s *Server) inputFiles(ctx context.Context, id, runID string) ([]inputFile, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	iter := s.cfg.Temporal.GetWorkflowHistory(ctx, id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !iter.HasNext() {
-		return nil, fmt.Errorf("inbox: history of %s is empty", id)
-	}
-	ev, err := iter.Next()
+	in, err := contract.ReadInput(ctx, s.cfg.Temporal, s.cfg.DataConverter, id, runID)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: history of %s: %w", id, err)
-	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil {
-		return nil, fmt.Errorf("inbox: the first event of %s is not its start", id)
-	}
-	var in contract.Input
-	if err := s.cfg.DataConverter.FromPayloads(attrs.GetInput(), &in); err != nil {
-		return nil, fmt.Errorf("inbox: decode the input of %s: %w", id, err)
+		return nil, fmt.Errorf("inbox: %w", err)
 	}
 	names := make([]string, 0, len(in.Request.Files))
 	for n := range in.Request.Files {
