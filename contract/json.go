@@ -2,7 +2,6 @@ package contract
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -26,13 +25,11 @@ func (c CheckResult) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the approval timeout as a string or as nanoseconds.
 func (c *CheckResult) UnmarshalJSON(b []byte) error {
-	var w checkResultJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("contract: check result: %w", err)
-	}
-	*c = CheckResult(w.plainCheckResult)
-	c.ApprovalTimeout = time.Duration(w.ApprovalTimeout)
-	return nil
+	return guard.UnmarshalVia(b, c, "contract: check result", func(w checkResultJSON) CheckResult {
+		v := CheckResult(w.plainCheckResult)
+		v.ApprovalTimeout = time.Duration(w.ApprovalTimeout)
+		return v
+	})
 }
 
 type plainRunOptions RunOptions
@@ -64,16 +61,14 @@ func (o RunOptions) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads every duration as a string or as nanoseconds.
 func (o *RunOptions) UnmarshalJSON(b []byte) error {
-	var w runOptionsJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("contract: run options: %w", err)
-	}
-	*o = RunOptions(w.plainRunOptions)
-	o.Grace = time.Duration(w.Grace)
-	o.HeartbeatTimeout = time.Duration(w.HeartbeatTimeout)
-	o.ReportMargin = time.Duration(w.ReportMargin)
-	o.StartBackoff = time.Duration(w.StartBackoff)
-	o.MaxStartBackoff = time.Duration(w.MaxStartBackoff)
-	o.ScheduleToStartTimeout = time.Duration(w.ScheduleToStartTimeout)
-	return nil
+	return guard.UnmarshalVia(b, o, "contract: run options", func(w runOptionsJSON) RunOptions {
+		v := RunOptions(w.plainRunOptions)
+		v.Grace = time.Duration(w.Grace)
+		v.HeartbeatTimeout = time.Duration(w.HeartbeatTimeout)
+		v.ReportMargin = time.Duration(w.ReportMargin)
+		v.StartBackoff = time.Duration(w.StartBackoff)
+		v.MaxStartBackoff = time.Duration(w.MaxStartBackoff)
+		v.ScheduleToStartTimeout = time.Duration(w.ScheduleToStartTimeout)
+		return v
+	})
 }

@@ -334,33 +334,41 @@ func (c *muxConn) Write(b []byte) (int, error) {
 
 // CloseWrite sends Close to the sandbox: the worker will send nothing more on this connection.
 func (c *muxConn) CloseWrite() error {
-	c.mu.Lock()
-	if c.wroteClose {
-		c.mu.Unlock()
+	if !c.once(&c.wroteClose) {
 		return nil
 	}
-	c.wroteClose = true
-	c.mu.Unlock()
 	return c.m.sendFrame(Frame{Kind: FrameClose, ID: c.id})
 }
 
 // Close sends Close to the sandbox (if not sent yet) and drops whatever still arrives.
 func (c *muxConn) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.once(&c.closed, func() {
+		c.buf = nil
+		c.signal()
+	}) {
 		return nil
 	}
-	c.closed = true
-	c.buf = nil
-	c.signal()
-	c.mu.Unlock()
 	c.m.forget(c.id, c)
 	err := c.CloseWrite()
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
 	return err
+}
+
+// once sets *flag under the lock and runs then (still under it), unless the flag was already
+// set: it reports whether this call set it.
+func (c *muxConn) once(flag *bool, then ...func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if *flag {
+		return false
+	}
+	*flag = true
+	for _, f := range then {
+		f()
+	}
+	return true
 }
 
 func (c *muxConn) LocalAddr() net.Addr  { return muxAddr("worker") }

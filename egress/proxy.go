@@ -164,7 +164,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 			}
 			return fmt.Errorf("egress: accept: %w", err)
 		}
-		if !p.trackClient(c) {
+		if !p.track(c, true) {
 			c.Close()
 			return nil
 		}
@@ -211,26 +211,19 @@ func (p *Proxy) isClosed() bool {
 	return p.closed
 }
 
-func (p *Proxy) track(c net.Conn) bool {
+// track adds c to the connections Close closes, unless the proxy is closed. With goroutine set it
+// also counts c's goroutine, under the same lock, so Close never waits while a new one is being
+// added.
+func (p *Proxy) track(c net.Conn, goroutine bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return false
 	}
 	p.conns[c] = struct{}{}
-	return true
-}
-
-// trackClient tracks a client connection and counts its goroutine, under the lock, so Close
-// never waits while a new one is being added.
-func (p *Proxy) trackClient(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return false
+	if goroutine {
+		p.wg.Add(1)
 	}
-	p.conns[c] = struct{}{}
-	p.wg.Add(1)
 	return true
 }
 
@@ -473,7 +466,7 @@ func (p *Proxy) dial(a *Attempt, dst netip.AddrPort) (*countingConn, error) {
 		return nil, fmt.Errorf("egress: dial %s: %w", dst, err)
 	}
 	cc := &countingConn{Conn: c, p: p, a: a}
-	if !p.track(cc) {
+	if !p.track(cc, false) {
 		c.Close()
 		return nil, fmt.Errorf("egress: the run has ended")
 	}

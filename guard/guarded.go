@@ -25,6 +25,17 @@ type Check struct {
 	Detail string
 }
 
+// Probe returns the checked request a backend's doctor runs: Python code, owned by the workflow
+// "doctor", with a 20 s timeout, 4 KiB of stdout and of stderr, up to files produced files of
+// fileBytes each, and its digest.
+func Probe(backend, code string, files int, fileBytes int64) Checked {
+	c := Checked{Language: Python, Code: code, Backend: backend, Owner: Owner{WorkflowID: "doctor"},
+		Limits: Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096,
+			MaxFiles: files, MaxFileBytes: fileBytes, MaxTotalFileBytes: int64(files) * fileBytes}}
+	c.Digest = Digest(&c)
+	return c
+}
+
 // Guarded wraps a backend it does not trust: before a run it re-checks the request against the
 // policy and its digest; during the run it enforces a backstop of timeout + grace; after the run it
 // re-applies every output and file limit and re-checks produced file names (fail closed).

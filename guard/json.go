@@ -70,12 +70,22 @@ func (l Limits) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the timeout as a string or, from older callers, as nanoseconds.
 func (l *Limits) UnmarshalJSON(b []byte) error {
-	var w limitsJSON
+	return UnmarshalVia(b, l, "guard: limits", func(w limitsJSON) Limits {
+		v := Limits(w.plainLimits)
+		v.Timeout = time.Duration(w.Timeout)
+		return v
+	})
+}
+
+// UnmarshalVia decodes b as the wire form W and stores in *dst what conv makes of it: the
+// UnmarshalJSON of a type whose JSON differs from its Go value (durations as strings). what
+// prefixes a decoding error.
+func UnmarshalVia[W, T any](b []byte, dst *T, what string, conv func(W) T) error {
+	var w W
 	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("guard: limits: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	*l = Limits(w.plainLimits)
-	l.Timeout = time.Duration(w.Timeout)
+	*dst = conv(w)
 	return nil
 }
 

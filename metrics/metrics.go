@@ -105,18 +105,35 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 // containers waiting now (sandboxflow_warm_sandboxes), and counters of runs served from the pool,
 // runs that started cold, and waiting containers removed unused.
 func (m *Metrics) WarmPool(stats func() (idle int, taken, cold, discarded uint64)) {
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: "warm_sandboxes",
-			Help: "Started sandboxes waiting in the warm pool for their one run."},
-			func() float64 { idle, _, _, _ := stats(); return float64(idle) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_sandboxes_taken_total",
-			Help: "Runs served by a sandbox from the warm pool."},
-			func() float64 { _, taken, _, _ := stats(); return float64(taken) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "cold_sandboxes_total",
-			Help: "Runs of a backend with a warm pool that had to create their sandbox (pool empty, image changed, open network)."},
-			func() float64 { _, _, cold, _ := stats(); return float64(cold) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: Namespace, Name: "warm_sandboxes_discarded_total",
-			Help: "Waiting sandboxes removed without serving a run (too old, image replaced, ended while waiting, shutdown)."},
-			func() float64 { _, _, _, d := stats(); return float64(d) }),
-	)
+	m.reg.MustRegister(warmPool{stats: stats})
+}
+
+// warmPool collects the warm pool's metrics from one call of stats a scrape, so the four values
+// are of the same moment.
+type warmPool struct {
+	stats func() (idle int, taken, cold, discarded uint64)
+}
+
+// warmPoolMetrics are the warm pool's metrics, in the order of stats' results.
+var warmPoolMetrics = [...]struct {
+	desc *prometheus.Desc
+	kind prometheus.ValueType
+}{
+	{prometheus.NewDesc(Namespace+"_warm_sandboxes", "Started sandboxes waiting in the warm pool for their one run.", nil, nil), prometheus.GaugeValue},
+	{prometheus.NewDesc(Namespace+"_warm_sandboxes_taken_total", "Runs served by a sandbox from the warm pool.", nil, nil), prometheus.CounterValue},
+	{prometheus.NewDesc(Namespace+"_cold_sandboxes_total", "Runs of a backend with a warm pool that had to create their sandbox (pool empty, image changed, open network).", nil, nil), prometheus.CounterValue},
+	{prometheus.NewDesc(Namespace+"_warm_sandboxes_discarded_total", "Waiting sandboxes removed without serving a run (too old, image replaced, ended while waiting, shutdown).", nil, nil), prometheus.CounterValue},
+}
+
+func (w warmPool) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range warmPoolMetrics {
+		ch <- m.desc
+	}
+}
+
+func (w warmPool) Collect(ch chan<- prometheus.Metric) {
+	idle, taken, cold, discarded := w.stats()
+	for i, v := range [...]float64{float64(idle), float64(taken), float64(cold), float64(discarded)} {
+		ch <- prometheus.MustNewConstMetric(warmPoolMetrics[i].desc, warmPoolMetrics[i].kind, v)
+	}
 }

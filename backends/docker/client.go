@@ -86,13 +86,7 @@ func (e *dockerEngine) Version(ctx context.Context) (engineVersion, error) {
 
 func (e *dockerEngine) ImagePresent(ctx context.Context, ref string) (bool, error) {
 	_, err := e.cli.ImageInspect(ctx, ref)
-	if err == nil {
-		return true, nil
-	}
-	if cerrdefs.IsNotFound(err) {
-		return false, nil
-	}
-	return false, classify(err)
+	return present(err)
 }
 
 func (e *dockerEngine) Image(ctx context.Context, ref string) (imageInfo, error) {
@@ -112,13 +106,7 @@ func (e *dockerEngine) Image(ctx context.Context, ref string) (imageInfo, error)
 
 func (e *dockerEngine) NetworkPresent(ctx context.Context, name string) (bool, error) {
 	_, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
-	if err == nil {
-		return true, nil
-	}
-	if cerrdefs.IsNotFound(err) {
-		return false, nil
-	}
-	return false, classify(err)
+	return present(err)
 }
 
 func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, error) {
@@ -275,3 +263,15 @@ func (e *dockerEngine) List(ctx context.Context, labels map[string]string) ([]co
 }
 
 func (e *dockerEngine) Close() error { return e.cli.Close() }
+
+// present turns the error of an inspect call into whether the object exists: a not-found error
+// means it does not; any other error is classified.
+func present(err error) (bool, error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	}
+	return false, classify(err)
+}

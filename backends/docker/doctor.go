@@ -165,17 +165,7 @@ func (b *Backend) probe(ctx context.Context) guard.Check {
 	fail := func(format string, args ...any) guard.Check {
 		return guard.Check{Name: name, Detail: fmt.Sprintf(format, args...)}
 	}
-	c := guard.Checked{
-		Language: guard.Python,
-		Code:     probeCode,
-		Backend:  Name,
-		Limits: guard.Limits{
-			Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096,
-			MaxFiles: 1, MaxFileBytes: 1, MaxTotalFileBytes: 1,
-		},
-		Owner: guard.Owner{WorkflowID: "doctor"},
-	}
-	c.Digest = guard.Digest(&c)
+	c := guard.Probe(Name, probeCode, 1, 1)
 	res, err := b.Run(ctx, c)
 	if err != nil {
 		return fail("%v", err)

@@ -49,17 +49,7 @@ func Doctor(ctx context.Context, cfg Config) []guard.Check {
 // probe runs probeCode in a sandbox and judges what comes back.
 func (b *Backend) probe(ctx context.Context) guard.Check {
 	const name = "e2b probe run"
-	ch := guard.Checked{
-		Language: guard.Python,
-		Code:     probeCode,
-		Backend:  Name,
-		Limits: guard.Limits{
-			Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096,
-			MaxFiles: 2, MaxFileBytes: 64, MaxTotalFileBytes: 128,
-		},
-		Owner: guard.Owner{WorkflowID: "doctor"},
-	}
-	ch.Digest = guard.Digest(&ch)
+	ch := guard.Probe(Name, probeCode, 2, 64)
 	start := time.Now()
 	res, err := b.Run(ctx, ch)
 	if err != nil {

@@ -389,16 +389,27 @@ func connectErr(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(connectError{Code: code, Message: msg})
 }
 
-func (f *Server) makeDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
-	var in struct {
-		Path string `json:"path"`
-	}
+// fsRequest is the request of the filesystem service's calls (MakeDir, ListDir).
+type fsRequest struct {
+	Path  string `json:"path"`
+	Depth int    `json:"depth"`
+}
+
+// fsRequest reads a filesystem call's request and maps its path into the sandbox's directory,
+// answering the error itself when either fails.
+func (s *fakeSandbox) fsRequest(w http.ResponseWriter, r *http.Request) (in fsRequest, path string, ok bool) {
 	if !unary(w, r, &in) {
-		return
+		return in, "", false
 	}
-	p, ok := s.host(in.Path)
-	if !ok {
+	if path, ok = s.host(in.Path); !ok {
 		connectErr(w, http.StatusBadRequest, "invalid_argument", "bad path")
+	}
+	return in, path, ok
+}
+
+func (f *Server) makeDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	in, p, ok := s.fsRequest(w, r)
+	if !ok {
 		return
 	}
 	if _, err := os.Stat(p); err == nil {
@@ -413,16 +424,8 @@ func (f *Server) makeDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox)
 }
 
 func (f *Server) listDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
-	var in struct {
-		Path  string `json:"path"`
-		Depth int    `json:"depth"`
-	}
-	if !unary(w, r, &in) {
-		return
-	}
-	p, ok := s.host(in.Path)
+	in, p, ok := s.fsRequest(w, r)
 	if !ok {
-		connectErr(w, http.StatusBadRequest, "invalid_argument", "bad path")
 		return
 	}
 	entries := []map[string]any{}
