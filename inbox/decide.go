@@ -27,19 +27,6 @@ type decideRequest struct {
 	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn"`
 }
 
-// decision is the update "decide"'s argument with the fields of signed decisions (issue 11):
-// the JSON names are contract.Decision's.
-type decision struct {
-	ApprovalID string                      `json:"approval_id"`
-	Digest     string                      `json:"digest"`
-	Approve    bool                        `json:"approve"`
-	Reviewer   string                      `json:"reviewer,omitempty"`
-	Reason     string                      `json:"reason"`
-	Expires    time.Time                   `json:"expires,omitzero"`
-	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn,omitempty"`
-	Statement  string                      `json:"statement,omitempty"`
-}
-
 const maxReasonBytes = 2000
 
 // handleDecide verifies the reviewer's passkey assertion over this run's statement, exactly as
@@ -88,14 +75,14 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 // verifyDecision checks the assertion against the run's statement built from what the inbox
 // knows (workflow id, run id, digest, task queue), the decision and the reviewers file, and that
 // the passkey is the one the session signed in with.
-func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (decision, error) {
+func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (contract.Decision, error) {
 	expires, err := time.Parse(time.RFC3339, in.Expires)
 	if err != nil {
-		return decision{}, fmt.Errorf("inbox: expires %q: want RFC 3339", in.Expires)
+		return contract.Decision{}, fmt.Errorf("inbox: expires %q: want RFC 3339", in.Expires)
 	}
 	reviewers, err := s.reviewers.get()
 	if err != nil {
-		return decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
+		return contract.Decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
 	}
 	want := approval.Fields{
 		WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
@@ -103,18 +90,18 @@ func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (d
 	}
 	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, s.cfg.Now())
 	if err != nil {
-		return decision{}, err
+		return contract.Decision{}, err
 	}
 	if v.Fingerprint != sess.fingerprint {
-		return decision{}, errors.New("inbox: sign with the passkey you signed in with")
+		return contract.Decision{}, errors.New("inbox: sign with the passkey you signed in with")
 	}
-	return decision{
+	return contract.Decision{
 		ApprovalID: in.ApprovalID, Digest: want.Digest, Approve: in.Approve, Reviewer: v.Principal,
 		Reason: in.Reason, Expires: expires, WebAuthn: in.WebAuthn, Statement: in.Statement,
 	}, nil
 }
 
-func (s *Server) sendDecision(ctx context.Context, ri *runInfo, d decision) (contract.DecideResult, error) {
+func (s *Server) sendDecision(ctx context.Context, ri *runInfo, d contract.Decision) (contract.DecideResult, error) {
 	var out contract.DecideResult
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()

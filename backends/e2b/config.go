@@ -44,13 +44,15 @@ const (
 
 // Metadata keys every sandbox carries. MetaManaged marks the sandboxes this package owns: the
 // reaper kills only sandboxes that carry it and the backend's own Labels.
+// MetaPrefix starts each of them; Config.Labels may not use it.
+const MetaPrefix = "sandboxflow."
+
 const (
-	MetaPrefix     = "sandboxflow."
-	MetaManaged    = MetaPrefix + "managed"
-	MetaWorkflowID = MetaPrefix + "workflow_id"
-	MetaRunID      = MetaPrefix + "run_id"
-	MetaActivityID = MetaPrefix + "activity_id"
-	MetaDigest     = MetaPrefix + "digest"
+	MetaManaged    = "sandboxflow.managed"
+	MetaWorkflowID = "sandboxflow.workflow_id"
+	MetaRunID      = "sandboxflow.run_id"
+	MetaActivityID = "sandboxflow.activity_id"
+	MetaDigest     = "sandboxflow.digest"
 )
 
 // Config configures the E2B backend. Only APIKey is required; New validates it once.
