@@ -66,9 +66,8 @@ type registerBegin struct {
 
 // handleRegisterBegin returns the options of navigator.credentials.create for a new passkey.
 func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.get(r)
+	sess := s.session(w, r)
 	if sess == nil {
-		writeRefusal(w, http.StatusUnauthorized, "no session")
 		return
 	}
 	var in registerBegin
@@ -76,11 +75,8 @@ func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, http.StatusBadRequest, "a name of letters, digits and . _ @ + - (at most 64)")
 		return
 	}
-	ch := []byte(randomToken())
+	ch := s.newChallenge(sess, challengeRegister, in.Name)
 	userID := []byte(randomToken())[:16]
-	s.sessions.update(sess.id, func(x *session) {
-		x.challenge, x.challengeKind, x.challengeAt, x.registerName = ch, challengeRegister, s.cfg.Now(), in.Name
-	})
 	writeJSON(w, http.StatusOK, map[string]any{
 		"challenge": b64url(ch),
 		"rp":        map[string]string{"id": s.rpID, "name": "sandboxflow inbox"},
@@ -147,15 +143,11 @@ func (s *Server) passkeyLine(body io.Reader, challenge []byte, name string) (str
 
 // handleLoginBegin returns the options of navigator.credentials.get for signing in.
 func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.get(r)
+	sess := s.session(w, r)
 	if sess == nil {
-		writeRefusal(w, http.StatusUnauthorized, "no session")
 		return
 	}
-	ch := []byte(randomToken())
-	s.sessions.update(sess.id, func(x *session) {
-		x.challenge, x.challengeKind, x.challengeAt = ch, challengeLogin, s.cfg.Now()
-	})
+	ch := s.newChallenge(sess, challengeLogin, "")
 	writeJSON(w, http.StatusOK, map[string]any{
 		"challenge":        b64url(ch),
 		"rpId":             s.rpID,
@@ -204,9 +196,8 @@ func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) {
 // begin handler. When there is none (no session, no ceremony of that kind in progress, or it
 // took longer than challengeTTL) it writes the refusal and returns a nil challenge.
 func (s *Server) takeChallenge(w http.ResponseWriter, r *http.Request, kind, what string) (*session, []byte) {
-	sess := s.sessions.get(r)
+	sess := s.session(w, r)
 	if sess == nil {
-		writeRefusal(w, http.StatusUnauthorized, "no session")
 		return nil, nil
 	}
 	ch := s.sessions.takeChallenge(sess.id, kind, challengeTTL)
@@ -214,4 +205,23 @@ func (s *Server) takeChallenge(w http.ResponseWriter, r *http.Request, kind, wha
 		writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (or it took too long); start again")
 	}
 	return sess, ch
+}
+
+// session returns the request's session, or writes the refusal and returns nil when it has none.
+func (s *Server) session(w http.ResponseWriter, r *http.Request) *session {
+	sess := s.sessions.get(r)
+	if sess == nil {
+		writeRefusal(w, http.StatusUnauthorized, "no session")
+	}
+	return sess
+}
+
+// newChallenge gives sess a fresh challenge for a ceremony of kind (and, for a registration, the
+// name being registered), replacing any earlier one; takeChallenge takes it once.
+func (s *Server) newChallenge(sess *session, kind, registerName string) []byte {
+	ch := []byte(randomToken())
+	s.sessions.update(sess.id, func(x *session) {
+		x.challenge, x.challengeKind, x.challengeAt, x.registerName = ch, kind, s.cfg.Now(), registerName
+	})
+	return ch
 }
