@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs and starts what the Docker tests need on a Debian machine, doing only what is missing:
-# Debian's docker.io, runsc and docker-compose (to validate docker-compose.yml), a dockerd (no bridge, no iptables, runsc registered with
-# --network=none), and the two locally built test images. It never pulls from a registry.
+# Debian's docker.io, runsc and docker-compose (to validate docker-compose.yml); a current gVisor
+# built from the Go module proxy (the release scripts/gvisor/go.mod pins) as runsc-current, next to
+# Debian's runsc (20221219); a dockerd (no bridge, no iptables, both gVisors registered with
+# --network=none); and the two locally built test images. It never pulls from a registry.
 set -euo pipefail
 
 PY_IMAGE=${SANDBOXFLOW_TEST_PYTHON_IMAGE:-sandboxflow-test-python:bookworm-full}
@@ -23,12 +25,25 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
 fi
 
+# runsc-current: gVisor's go branch at the version scripts/gvisor/go.mod pins, built static
+# (CGO_ENABLED=0: its sandbox re-executes itself after pivot_root, where no dynamic loader is).
+GVISOR_MOD=$(cd "$(dirname "$0")/gvisor" && pwd)
+GVISOR_VERSION=$(cd "$GVISOR_MOD" && go list -m -f '{{.Version}}' gvisor.dev/gvisor)
+RUNSC_CURRENT=/usr/local/bin/runsc-current
+if ! "$RUNSC_CURRENT" --version 2>/dev/null | grep -qF "version $GVISOR_VERSION"; then
+  log "building gVisor $GVISOR_VERSION from the Go module proxy as $RUNSC_CURRENT (a few minutes cold)"
+  (cd "$GVISOR_MOD" && CGO_ENABLED=0 go build -trimpath -o "$RUNSC_CURRENT.new" \
+    -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" gvisor.dev/gvisor/runsc)
+  mv "$RUNSC_CURRENT.new" "$RUNSC_CURRENT"
+fi
+
 mkdir -p /etc/docker
-want='{"runtimes":{"runsc":{"path":"/usr/bin/runsc","runtimeArgs":["--network=none","--oci-seccomp"]}}}'
+args='"runtimeArgs":["--network=none","--oci-seccomp"]'
+want='{"runtimes":{"runsc":{"path":"/usr/bin/runsc",'$args'},"runsc-current":{"path":"'$RUNSC_CURRENT'",'$args'}}}'
 if [ "$(cat /etc/docker/daemon.json 2>/dev/null)" != "$want" ]; then
   printf '%s\n' "$want" >/etc/docker/daemon.json
   if docker info >/dev/null 2>&1; then
-    log "runsc was not registered with the running dockerd; reloading its configuration"
+    log "the gVisor runtimes were not registered with the running dockerd; reloading its configuration"
     pkill -HUP -x dockerd || true
     sleep 1
   fi
@@ -45,7 +60,9 @@ if ! docker info >/dev/null 2>&1; then
   done
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see $STATE/dockerd.log"; tail -n 30 "$STATE/dockerd.log" >&2; exit 1; }
 fi
-docker info --format '{{json .Runtimes}}' | grep -q runsc || { log "dockerd does not list the runsc runtime"; exit 1; }
+for rt in runsc runsc-current; do
+  docker info --format '{{json .Runtimes}}' | grep -q "\"$rt\"" || { log "dockerd does not list the $rt runtime"; exit 1; }
+done
 
 if ! docker image inspect "$SH_IMAGE" >/dev/null 2>&1; then
   log "building $SH_IMAGE from busybox-static"

@@ -43,7 +43,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.Backend, "backend", "docker", "where code runs: docker, e2b, http or local (DEVELOPMENT ONLY)")
 	fs.BoolVar(&c.AllowUnsafeLocal, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
 	fs.StringVar(&c.DockerImage, "docker-image", "python:3.12-slim", "image with python3 and sh; never pulled (pull or build it first)")
-	fs.StringVar(&c.DockerRuntime, "docker-runtime", "runc", "container runtime: runc, or runsc for gVisor")
+	fs.StringVar(&c.DockerRuntime, "docker-runtime", "runc", "container runtime: runc, or runsc (or runsc-NAME, another gVisor installation) for gVisor")
 	fs.StringVar(&c.DockerNetwork, "docker-network", "", "Docker network for runs that ask for network (default bridge: open egress)")
 	fs.Int64Var(&c.DockerMemoryBytes, "docker-memory-bytes", 0, "memory limit of a sandbox, no swap (default 256 MiB)")
 	fs.Float64Var(&c.DockerCPUs, "docker-cpus", 0, "CPUs of a sandbox (default 1)")

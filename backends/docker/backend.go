@@ -204,7 +204,7 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, cgroupnsPrivate bool) cont
 	// supervisor is root inside gVisor's kernel with CAP_SETUID and CAP_SETGID only, and runs
 	// the code as the sandbox uid (which loses every capability on the switch).
 	user, capAdd := ids+":"+ids, []string(nil)
-	if b.cfg.Runtime == RuntimeRunsc {
+	if IsGVisor(b.cfg.Runtime) {
 		user, capAdd = "0:0", []string{"SETUID", "SETGID"}
 	}
 	if b.cfg.IPC == IPCPrivate {

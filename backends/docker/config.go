@@ -31,7 +31,8 @@ const (
 	DefaultDeployment     = "default"
 	DefaultDeadlineSlack  = 2 * time.Second
 	DefaultCleanupTimeout = 30 * time.Second
-	// RuntimeRunsc is the OCI runtime name of gVisor as Debian's runsc package registers it.
+	// RuntimeRunsc is the OCI runtime name of gVisor as Debian's runsc package registers it. Any
+	// runtime IsGVisor accepts is run the same way.
 	RuntimeRunsc = "runsc"
 	// IPCPrivate gives each sandbox its own IPC namespace and a private /dev/shm (a tmpfs of
 	// ShmBytes, noexec, nosuid, nodev, owned by the sandbox's uid); IPCNone gives the private
@@ -81,10 +82,11 @@ type Config struct {
 	// Image runs every sandbox. It must hold python3 and sh. It is never pulled: pull or build it
 	// before the worker starts. Optional: defaults to "python:3.12-slim".
 	Image string
-	// Runtime is the OCI runtime: "" for the daemon's default (runc), or "runsc" for gVisor, which
-	// the daemon must have registered (with runtimeArgs ["--network=none", "--oci-seccomp"], so
-	// that network-less containers start and the seccomp profile applies inside the sandbox).
-	// Optional: defaults to "" (runc).
+	// Runtime is the OCI runtime: "" for the daemon's default (runc), or gVisor: "runsc", or
+	// "runsc-" and a suffix for another gVisor installation (IsGVisor). The daemon must have
+	// registered it with runtimeArgs ["--network=none", "--oci-seccomp"], so that network-less
+	// containers start and the seccomp profile applies inside the sandbox. Optional: defaults to
+	// "" (runc).
 	Runtime string
 	// CPUs is how many CPUs a sandbox may use. Optional: defaults to 1.0.
 	CPUs float64
@@ -157,10 +159,17 @@ type Config struct {
 	Egress EgressConfig
 }
 
+// IsGVisor reports whether runtime names gVisor: "runsc", or "runsc-" and a suffix, as gVisor's
+// `runsc install --runtime NAME` names a second installation (runsc-debug, runsc-kvm, ...).
+func IsGVisor(runtime string) bool {
+	suffix, ok := strings.CutPrefix(runtime, RuntimeRunsc)
+	return ok && (suffix == "" || len(suffix) > 1 && suffix[0] == '-')
+}
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	pids := int64(DefaultPidsLimit)
-	if c.Runtime == RuntimeRunsc {
+	if IsGVisor(c.Runtime) {
 		pids = DefaultRunscPidsLimit
 	}
 	defaults.Zero(&c, Config{

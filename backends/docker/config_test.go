@@ -147,3 +147,30 @@ func TestSeccompProfile(t *testing.T) {
 		t.Errorf("clone: no rule allowing it only without namespace flags")
 	}
 }
+
+func TestIsGVisor(t *testing.T) {
+	for rt, want := range map[string]bool{
+		"runsc": true, "runsc-current": true, "runsc-debug": true,
+		"": false, "runc": false, "runsc-": false, "runscx": false, "crun": false, "my-runsc": false,
+	} {
+		if got := IsGVisor(rt); got != want {
+			t.Errorf("IsGVisor(%q) = %t; want %t", rt, got, want)
+		}
+	}
+	// A second gVisor gets gVisor's settings: the higher pids limit and a seccomp profile in
+	// which clone3 is allowed (gVisor answers a refused one with EPERM, which breaks glibc).
+	if got := (Config{Runtime: "runsc-current"}).WithDefaults().PidsLimit; got != DefaultRunscPidsLimit {
+		t.Errorf("pids limit under runsc-current = %d; want %d", got, DefaultRunscPidsLimit)
+	}
+	runc, err := seccompOpt(DefaultSeccompProfile(), "runc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gv, err := seccompOpt(DefaultSeccompProfile(), "runsc-current")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runc == gv {
+		t.Error("the seccomp option under runsc-current is runc's")
+	}
+}

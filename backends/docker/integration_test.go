@@ -151,11 +151,15 @@ func testShellImage() string {
 	return "sandboxflow-test-busybox:latest"
 }
 
-// eachRuntime runs f under runc and under runsc.
+// runtimeRunscCurrent is the current gVisor that scripts/setup-docker.sh builds from the Go module
+// proxy (the version scripts/gvisor/go.mod pins) and registers next to Debian's runsc (20221219).
+const runtimeRunscCurrent = "runsc-current"
+
+// eachRuntime runs f under runc, under Debian's runsc and under runsc-current.
 func eachRuntime(t *testing.T, f func(t *testing.T, rt string)) {
 	t.Helper()
 	needDocker(t)
-	for _, rt := range []string{"runc", RuntimeRunsc} {
+	for _, rt := range []string{"runc", RuntimeRunsc, runtimeRunscCurrent} {
 		t.Run(rt, func(t *testing.T) {
 			if !slices.Contains(dockerInfo.Runtimes, rt) {
 				unavailable(t, "the docker daemon has no runtime "+rt+"; run scripts/setup-docker.sh")
@@ -465,7 +469,7 @@ func TestDockerContainment(t *testing.T) {
 			t.Errorf("environs_read: got %q; want the code to have read at least its own environment", got["environs_read"])
 		}
 		for _, k := range []string{"pid1_environ", "pid1_mem", "pid1_fd1"} {
-			if k == "pid1_environ" && rt == RuntimeRunsc {
+			if k == "pid1_environ" && IsGVisor(rt) {
 				// gVisor lets any uid read /proc/1/environ; it holds Docker's PATH and HOSTNAME
 				// only (the worker's secret is checked below).
 				continue
@@ -601,7 +605,7 @@ func TestDockerForkBomb(t *testing.T) {
 	const bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 	eachRuntime(t, func(t *testing.T, rt string) {
 		limits := []int64{0}
-		if rt == RuntimeRunsc {
+		if IsGVisor(rt) {
 			// With runsc's default limit a fork bomb usually reaches the memory limit first; a
 			// lower limit shows the sandbox's own exit (code 2) reported as a pids kill.
 			limits = append(limits, 128)
@@ -616,7 +620,7 @@ func TestDockerForkBomb(t *testing.T) {
 					t.Errorf("returned after %s; want within %s", elapsed, limit)
 				}
 				want := []string{"pids_limit"}
-				if rt == RuntimeRunsc && pids == 0 {
+				if IsGVisor(rt) && pids == 0 {
 					want = []string{"pids_limit", "memory_limit"}
 				}
 				if !slices.Contains(want, res.Outcome.String()) || res.OK {
@@ -827,7 +831,7 @@ func TestDockerNetwork(t *testing.T) {
 		})
 		b := newTestBackend(t, rt, func(c *Config) { c.Network = name })
 		want := map[bool]string{false: "lo", true: "eth0,lo"}
-		if rt == RuntimeRunsc {
+		if IsGVisor(rt) {
 			want[true] = "lo" // runsc registered with --network=none has no network at all
 		}
 		for _, network := range []bool{false, true} {

@@ -287,7 +287,7 @@ func (r *run) collect(ctx context.Context) (guard.Result, bool, error) {
 // state, and its exit need not be waited for.
 func (r *run) cleanUnderRunsc() bool {
 	e := r.rep.exit
-	return r.b.cfg.Runtime == RuntimeRunsc && e.ExitCode == 0 && e.Signal == 0 && !e.TimedOut
+	return IsGVisor(r.b.cfg.Runtime) && e.ExitCode == 0 && e.Signal == 0 && !e.TimedOut
 }
 
 // measured is everything the worker measured about one run.
@@ -311,7 +311,7 @@ func (b *Backend) limitKill(m measured) guard.Outcome {
 		return guard.OutcomeMemoryLimit
 	case m.exit != nil && m.exit.PidsLimitHit:
 		return guard.OutcomePidsLimit
-	case m.exit == nil && b.cfg.Runtime == RuntimeRunsc && m.containerExit == 2:
+	case m.exit == nil && IsGVisor(b.cfg.Runtime) && m.containerExit == 2:
 		// gVisor's sandbox exits with 2 and no message when its own threads hit the pids limit.
 		return guard.OutcomePidsLimit
 	}

@@ -16,7 +16,7 @@ import (
 // clone3 then runs in gVisor's own kernel, where namespace flags need capabilities the sandbox
 // does not have.
 func seccompOpt(profile []byte, runtime string) (string, error) {
-	if runtime == RuntimeRunsc {
+	if IsGVisor(runtime) {
 		var err error
 		if profile, err = allowClone3(profile); err != nil {
 			return "", err

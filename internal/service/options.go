@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/egress"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -61,7 +62,7 @@ type Options struct {
 	// Backend is "docker", "e2b", "http" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
 	Backend          string
 	AllowUnsafeLocal bool
-	// DockerImage, DockerRuntime ("runc" or "runsc"), DockerNetwork, DockerMemoryBytes,
+	// DockerImage, DockerRuntime ("runc", or "runsc" or "runsc-NAME" for gVisor), DockerNetwork, DockerMemoryBytes,
 	// DockerCPUs, DockerPids and DockerIPC configure the Docker backend; zero values take its
 	// defaults (see backends/docker.Config).
 	DockerImage       string
@@ -179,10 +180,8 @@ func (o *Options) Validate() error {
 		// shown to the reviewer and then not be what the code gets.
 		return &guard.ConfigError{Msg: fmt.Sprintf("--egress-allow needs --backend docker (the %s backend has no egress proxy)", o.Backend)}
 	}
-	switch o.DockerRuntime {
-	case "runc", "runsc", "":
-	default:
-		return &guard.ConfigError{Msg: fmt.Sprintf("--docker-runtime %q: want runc or runsc", o.DockerRuntime)}
+	if o.DockerRuntime != "runc" && o.DockerRuntime != "" && !docker.IsGVisor(o.DockerRuntime) {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--docker-runtime %q: want runc, or runsc (or runsc-NAME) for gVisor", o.DockerRuntime)}
 	}
 	if err := o.loadSecrets(); err != nil {
 		return err
