@@ -65,11 +65,7 @@ type registerBegin struct {
 }
 
 // handleRegisterBegin returns the options of navigator.credentials.create for a new passkey.
-func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request) {
-	sess := s.session(w, r)
-	if sess == nil {
-		return
-	}
+func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request, sess *session) {
 	var in registerBegin
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || !principalRE.MatchString(in.Name) {
 		writeRefusal(w, http.StatusBadRequest, "a name of letters, digits and . _ @ + - (at most 64)")
@@ -93,11 +89,7 @@ func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request) {
 // handleRegisterFinish checks the new passkey and returns the reviewers-file line for it. It
 // grants nothing: the session stays anonymous until an operator adds the line and its owner
 // signs in.
-func (s *Server) handleRegisterFinish(w http.ResponseWriter, r *http.Request) {
-	sess, ch := s.takeChallenge(w, r, challengeRegister, "registration")
-	if ch == nil {
-		return
-	}
+func (s *Server) handleRegisterFinish(w http.ResponseWriter, r *http.Request, sess *session, ch []byte) {
 	name := sess.registerName
 	line, err := s.passkeyLine(r.Body, ch, name)
 	if err != nil {
@@ -142,11 +134,7 @@ func (s *Server) passkeyLine(body io.Reader, challenge []byte, name string) (str
 }
 
 // handleLoginBegin returns the options of navigator.credentials.get for signing in.
-func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request) {
-	sess := s.session(w, r)
-	if sess == nil {
-		return
-	}
+func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request, sess *session) {
 	ch := s.newChallenge(sess, challengeLogin, "")
 	writeJSON(w, http.StatusOK, map[string]any{
 		"challenge":        b64url(ch),
@@ -158,11 +146,7 @@ func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request) {
 
 // handleLoginFinish verifies a sign-in assertion against the reviewers file and, when it is a
 // listed reviewer's passkey, replaces the session with a signed-in one.
-func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request) {
-	sess, ch := s.takeChallenge(w, r, challengeLogin, "sign-in")
-	if ch == nil {
-		return
-	}
+func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request, sess *session, ch []byte) {
 	var a approval.WebAuthnAssertion
 	if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
 		writeRefusal(w, http.StatusBadRequest, "inbox: sign-in: "+err.Error())
@@ -192,28 +176,30 @@ func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// takeChallenge takes, once, the challenge of kind that the request's session was given by a
-// begin handler. When there is none (no session, no ceremony of that kind in progress, or it
-// took longer than challengeTTL) it writes the refusal and returns a nil challenge.
-func (s *Server) takeChallenge(w http.ResponseWriter, r *http.Request, kind, what string) (*session, []byte) {
-	sess := s.session(w, r)
-	if sess == nil {
-		return nil, nil
+// withSession serves h to a request that has a session (signed in or not), and refuses any other.
+func (s *Server) withSession(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sess := s.sessions.get(r)
+		if sess == nil {
+			writeRefusal(w, http.StatusUnauthorized, "no session")
+			return
+		}
+		h(w, r, sess)
 	}
-	ch := s.sessions.takeChallenge(sess.id, kind, challengeTTL)
-	if ch == nil {
-		writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (or it took too long); start again")
-	}
-	return sess, ch
 }
 
-// session returns the request's session, or writes the refusal and returns nil when it has none.
-func (s *Server) session(w http.ResponseWriter, r *http.Request) *session {
-	sess := s.sessions.get(r)
-	if sess == nil {
-		writeRefusal(w, http.StatusUnauthorized, "no session")
-	}
-	return sess
+// withChallenge serves h, the end of a passkey ceremony of kind, with the challenge its begin
+// handler gave the request's session, taken once. Without one (no session, no ceremony of that
+// kind in progress, or it took longer than challengeTTL) the request is refused.
+func (s *Server) withChallenge(kind, what string, h func(http.ResponseWriter, *http.Request, *session, []byte)) http.HandlerFunc {
+	return s.withSession(func(w http.ResponseWriter, r *http.Request, sess *session) {
+		ch := s.sessions.takeChallenge(sess.id, kind, challengeTTL)
+		if ch == nil {
+			writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (or it took too long); start again")
+			return
+		}
+		h(w, r, sess, ch)
+	})
 }
 
 // newChallenge gives sess a fresh challenge for a ceremony of kind (and, for a registration, the

@@ -155,10 +155,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.handleDownload))
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
 	m.HandleFunc("GET /signin", s.handleSignInPage)
-	m.HandleFunc("POST /passkey/register/begin", s.handleRegisterBegin)
-	m.HandleFunc("POST /passkey/register/finish", s.handleRegisterFinish)
-	m.HandleFunc("POST /passkey/login/begin", s.handleLoginBegin)
-	m.HandleFunc("POST /passkey/login/finish", s.handleLoginFinish)
+	m.HandleFunc("POST /passkey/register/begin", s.withSession(s.handleRegisterBegin))
+	m.HandleFunc("POST /passkey/register/finish", s.withChallenge(challengeRegister, "registration", s.handleRegisterFinish))
+	m.HandleFunc("POST /passkey/login/begin", s.withSession(s.handleLoginBegin))
+	m.HandleFunc("POST /passkey/login/finish", s.withChallenge(challengeLogin, "sign-in", s.handleLoginFinish))
 	m.HandleFunc("POST /signout", s.handleSignOut)
 	s.mux = m
 }
