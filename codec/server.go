@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sandboxflow/sandboxflow/internal/defaults"
+	"github.com/sandboxflow/sandboxflow/internal/httpserve"
 )
 
 // CodecTokenEnv is the environment variable the worker reads the codec server's token from.
@@ -42,7 +43,6 @@ const (
 	defaultSessionTTL       = 8 * time.Hour
 	defaultMaxSessions      = 64
 	defaultLogInterval      = 10 * time.Second
-	shutdownGrace           = 5 * time.Second
 )
 
 // ServerOptions configure a codec server.
@@ -392,7 +392,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx ends, then shuts down, giving open requests a few seconds. It
+// Serve serves on ln until ctx ends, then shuts down, giving open requests httpserve.Grace. It
 // closes ln. It returns nil after ctx ends, or the error that stopped the server.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if !isLoopback(ln.Addr()) {
@@ -406,26 +406,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			_ = srv.Close()
-		}
-	}()
-	err := srv.Serve(ln)
-	if errors.Is(err, http.ErrServerClosed) {
-		<-stopped
-		return nil
+	if err := httpserve.Serve(ctx, srv, ln); err != nil {
+		return fmt.Errorf("codec server: serve: %w", err)
 	}
-	cancel()
-	<-stopped
-	return fmt.Errorf("codec server: serve: %w", err)
+	return nil
 }
 
 func isLoopback(a net.Addr) bool {

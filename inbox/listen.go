@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/sandboxflow/sandboxflow/internal/httpserve"
 )
 
 // Listen says where and how the inbox is served.
@@ -53,7 +55,7 @@ func (l Listen) Check() (string, error) {
 	return "https://" + net.JoinHostPort(host, port), nil
 }
 
-// Serve serves h on l until ctx ends, then shuts down within five seconds.
+// Serve serves h on l until ctx ends, then shuts down (httpserve.Grace).
 func Serve(ctx context.Context, l Listen, h http.Handler, ready func(addr string)) error {
 	ln, err := net.Listen("tcp", l.Addr)
 	if err != nil {
@@ -68,28 +70,18 @@ func Serve(ctx context.Context, l Listen, h http.Handler, ready func(addr string
 		MaxHeaderBytes:    64 << 10,
 	}
 	if l.CertFile != "" {
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	errc := make(chan error, 1)
-	go func() {
-		if l.CertFile != "" {
-			errc <- srv.ServeTLS(ln, l.CertFile, l.KeyFile)
-			return
+		cert, err := tls.LoadX509KeyPair(l.CertFile, l.KeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("inbox: TLS: %w", err)
 		}
-		errc <- srv.Serve(ln)
-	}()
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	select {
-	case err := <-errc:
+	if err := httpserve.Serve(ctx, srv, ln); err != nil {
 		return fmt.Errorf("inbox: serve: %w", err)
-	case <-ctx.Done():
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		return fmt.Errorf("inbox: shutdown: %w", err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/internal/httpserve"
 	"github.com/sandboxflow/sandboxflow/mcpserver"
 )
 
@@ -94,13 +95,7 @@ func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, addr string, stder
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil)
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "starter mcp: streamable HTTP on http://%s/mcp\n", ln.Addr())
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(shutdown)
-	}()
-	if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := httpserve.Serve(ctx, hs, ln); err != nil {
 		return fmt.Errorf("mcp: serve: %w", err)
 	}
 	return nil

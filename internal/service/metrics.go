@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/internal/httpserve"
 	"github.com/sandboxflow/sandboxflow/metrics"
 )
 
@@ -31,17 +31,7 @@ func startMetrics(ctx context.Context, cfg *Options, logger *slog.Logger) (*metr
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics server stopped", "error", err)
-		}
-	}()
+	httpserve.Background(ctx, srv, ln, func(err error) { logger.Error("metrics server stopped", "error", err) })
 	logger.Info("metrics on http://" + ln.Addr().String() + "/metrics")
 	return m, nil
 }
