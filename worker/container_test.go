@@ -96,6 +96,8 @@ func TestWorkerInItsContainer(t *testing.T) {
 		t.Fatalf("docker run: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	deployment := "io.sandboxflow.deployment=" + ts.GetDefaultNamespace() + "/" + queue
+	t.Cleanup(func() { removeLabelled(t, deployment) })
 	deadline := time.Now().Add(time.Minute)
 	for {
 		logs, _ := exec.Command("docker", "logs", name).CombinedOutput()
@@ -133,6 +135,30 @@ func TestWorkerInItsContainer(t *testing.T) {
 		uid < 100000 || uid > 100999 || res.Backend != "docker" {
 		t.Fatalf("got %+v (stdout %q, stderr %q); want ok, \"3 UID 12\" with UID in the sandbox range 100000-100999, backend docker", res, res.Stdout, res.Stderr)
 	}
+
+	// Stopped as Docker stops a container (SIGTERM), the worker empties its warm pool: no
+	// container of its deployment is left behind.
+	if out, err := exec.Command("docker", "stop", "-t", "30", name).CombinedOutput(); err != nil {
+		t.Fatalf("docker stop: %v\n%s", err, out)
+	}
+	if left := removeLabelled(t, deployment); len(left) > 0 {
+		t.Errorf("containers of the stopped worker's deployment left behind: %v", left)
+	}
+}
+
+// removeLabelled removes every container that carries label (key=value) and returns their names.
+func removeLabelled(t *testing.T, label string) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+label, "--format", "{{.Names}}").Output()
+	if err != nil {
+		t.Errorf("docker ps: %v", err)
+		return nil
+	}
+	names := strings.Fields(string(out))
+	for _, n := range names {
+		_ = exec.Command("docker", "rm", "-f", n).Run()
+	}
+	return names
 }
 
 // TestWorkflowThroughDockerBackend runs RunCode end to end on an in-process Temporal server with an
