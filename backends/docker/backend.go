@@ -48,6 +48,30 @@ type Backend struct {
 	removals sync.WaitGroup
 	// pool holds started containers waiting for their run; nil when Config.WarmSandboxes is 0.
 	pool *pool
+
+	// unfit is the image the runtime could not start the supervisor in (no python3), by ID, and
+	// the error its runs get: they are refused before any container is made, until the image is
+	// replaced. A start that fails this way leaves containerd's task and shim behind under
+	// Docker 20.10 with gVisor, so it is not tried again on every run or pool refill.
+	unfitMu sync.Mutex
+	unfit   struct {
+		id  string
+		err error
+	}
+}
+
+// startError types a failed start of a container made from img: a runtime that cannot exec
+// the supervisor (the image has no python3) is a ConfigError, and the image is remembered as
+// unfit; anything else is nil, for the caller to report.
+func (b *Backend) startError(img imageInfo, err error) error {
+	if !errors.Is(err, errInvalid) {
+		return nil
+	}
+	ce := &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q cannot start the sandbox supervisor (python3 missing?); use an image with python3 and sh: %v", b.cfg.Image, err)}
+	b.unfitMu.Lock()
+	b.unfit.id, b.unfit.err = img.ID, ce
+	b.unfitMu.Unlock()
+	return ce
 }
 
 // New validates cfg and returns a backend using the Docker daemon it names. It does no I/O itself:
@@ -356,6 +380,11 @@ func (b *Backend) resolveImage(ctx context.Context) (imageInfo, error) {
 		return imageInfo{}, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q declares VOLUMEs %v, which would be written to the host's disk without a size limit; use an image without VOLUME", ref, img.Volumes)}
 	case pinned && img.ID != digest && !slices.Contains(img.RepoDigests, ref):
 		return imageInfo{}, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q is pinned, but the local image has ID %s and repo digests %v", ref, img.ID, img.RepoDigests)}
+	}
+	b.unfitMu.Lock()
+	defer b.unfitMu.Unlock()
+	if b.unfit.id == img.ID {
+		return imageInfo{}, b.unfit.err
 	}
 	return img, nil
 }

@@ -717,3 +717,49 @@ func TestRunRequestHandedOverAsTheDeadlineFires(t *testing.T) {
 		}
 	})
 }
+
+// An image the runtime cannot start the supervisor in is refused from then on without a
+// container (under Docker 20.10 with gVisor each failed start leaves a containerd shim behind),
+// until the image is replaced.
+func TestImageThatCannotStartTheSupervisorIsRememberedUntilReplaced(t *testing.T) {
+	for _, warm := range []int{0, 1} {
+		t.Run(fmt.Sprintf("warm=%d", warm), func(t *testing.T) {
+			f := newFake()
+			f.startErr = fmt.Errorf("%w: exec: \"python3\": executable file not found in $PATH", errInvalid)
+			f.stdout = okResult(t, nil) // what a started container would write
+			b := fakeBackend(t, f, Config{WarmSandboxes: warm})
+			c := testChecked("print(1)")
+			attempts := func() int {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				return f.startAttempts
+			}
+			var ce *guard.ConfigError
+			first := 0
+			for i := 0; i < 3; i++ {
+				if _, err := b.Run(context.Background(), c); !errors.As(err, &ce) || !strings.Contains(ce.Msg, "python3") {
+					t.Fatalf("run %d: got %v; want a ConfigError naming python3", i, err)
+				}
+				if i == 0 {
+					// The first run's start, and with a pool the pool's, which may race it.
+					if first = attempts(); first < 1 || first > 1+warm {
+						t.Fatalf("%d starts tried by the first run; want 1 to %d", first, 1+warm)
+					}
+				}
+			}
+			if warm > 0 {
+				time.Sleep(1500 * time.Millisecond) // past the pool's first back-off
+			}
+			if n := attempts(); n != first {
+				t.Errorf("%d starts tried with the unfit image; want none after the first failure (%d)", n, first)
+			}
+			// The operator replaces the image: runs create containers again.
+			f.mu.Lock()
+			f.startErr, f.imageID = nil, "sha256:"+strings.Repeat("cd", 32)
+			f.mu.Unlock()
+			if res, err := b.Run(context.Background(), c); err != nil || !res.OK {
+				t.Fatalf("run after the image was replaced: %+v, %v", res, err)
+			}
+		})
+	}
+}

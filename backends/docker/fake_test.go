@@ -18,6 +18,7 @@ type fakeEngine struct {
 	pingErr, versionErr, createErr, attachErr, startErr, waitErr, inspectErr, killErr, removeErr, listErr error
 
 	imagePresent   bool
+	imageID        string // "" for a fixed sha256:abab...
 	imageVolumes   []string
 	listHook       func(labels map[string]string)
 	networkPresent bool
@@ -38,15 +39,16 @@ type fakeEngine struct {
 	list     []containerSummary
 
 	// record
-	created  []containerSpec
-	started  []string
-	killed   []string
-	renamed  []string
-	removed  []string
-	stdin    []byte
-	closed   bool
-	nextID   int
-	demuxErr error
+	startAttempts int
+	created       []containerSpec
+	started       []string
+	killed        []string
+	renamed       []string
+	removed       []string
+	stdin         []byte
+	closed        bool
+	nextID        int
+	demuxErr      error
 }
 
 func newFake() *fakeEngine {
@@ -62,10 +64,16 @@ func (f *fakeEngine) Version(context.Context) (engineVersion, error) {
 func (f *fakeEngine) ImagePresent(context.Context, string) (bool, error) { return f.imagePresent, nil }
 
 func (f *fakeEngine) Image(_ context.Context, ref string) (imageInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if !f.imagePresent {
 		return imageInfo{}, fmt.Errorf("%w: no such image %s", errNotFound, ref)
 	}
-	return imageInfo{ID: "sha256:" + strings.Repeat("ab", 32), Volumes: f.imageVolumes}, nil
+	id := "sha256:" + strings.Repeat("ab", 32)
+	if f.imageID != "" {
+		id = f.imageID
+	}
+	return imageInfo{ID: id, Volumes: f.imageVolumes}, nil
 }
 
 func (f *fakeEngine) NetworkPresent(context.Context, string) (bool, error) {
@@ -93,6 +101,7 @@ func (f *fakeEngine) Attach(_ context.Context, id string) (attachment, error) {
 func (f *fakeEngine) Start(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.startAttempts++
 	if f.startErr != nil {
 		return f.startErr
 	}

@@ -372,6 +372,9 @@ func (b *Backend) startWarm(ctx context.Context) (*warmSandbox, error) {
 		att.Close()
 		_ = b.remove(ctx, sb.id, true)
 		sb.release()
+		if ce := b.startError(img, err); ce != nil {
+			return nil, ce
+		}
 		return nil, fmt.Errorf("docker: start container %s: %w", sb.id, err)
 	}
 	return w, nil

@@ -134,9 +134,8 @@ func (r *run) attach(ctx context.Context) error {
 
 func (r *run) start(ctx context.Context) error {
 	if err := r.b.eng.Start(ctx, r.sb.id); err != nil {
-		if errors.Is(err, errInvalid) {
-			// The runtime could not exec the supervisor: the image has no python3.
-			return &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q cannot start the sandbox supervisor (python3 missing?); use an image with python3 and sh: %v", r.b.cfg.Image, err)}
+		if ce := r.b.startError(r.sb.image, err); ce != nil {
+			return ce
 		}
 		return r.fail("docker: start container", err)
 	}
