@@ -59,7 +59,7 @@ bench: setup
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 30x -count 1 ./backends/docker/
 
 ## bench-e2e: what a user waits for, through the real binaries and worker --dev, against `docker run
-## --rm` of the same container, under runc and runsc: medians of 20 and a burst of 20 approved at
+## --rm` of the same container, under runc, runsc and runsc-current: medians of 20 and a burst of 20 approved at
 ## once, then 1,000 runs with the heap watched; prints a table (README "Status"). SANDBOXFLOW_BENCH_SAMPLES,
 ## _BURST, _WARM and _HEAP_RUNS change the counts.
 bench-e2e: setup

@@ -35,7 +35,7 @@ func BenchmarkPrint1(b *testing.B) {
 	if _, err := exec.LookPath("docker"); err != nil {
 		b.Skip("the docker CLI is not installed: nothing to compare with")
 	}
-	for _, rt := range []string{"runc", RuntimeRunsc} {
+	for _, rt := range []string{"runc", RuntimeRunsc, runtimeRunscCurrent} {
 		b.Run(rt, func(b *testing.B) {
 			if !slices.Contains(dockerInfo.Runtimes, rt) {
 				b.Skip("the docker daemon has no runtime " + rt)

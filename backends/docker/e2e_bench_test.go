@@ -63,7 +63,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	workerBin, starterBin := buildBinaries(b)
 	var rows []e2eRow
-	for _, rt := range []string{"runc", RuntimeRunsc} {
+	for _, rt := range []string{"runc", RuntimeRunsc, runtimeRunscCurrent} {
 		if !slices.Contains(dockerInfo.Runtimes, rt) {
 			b.Fatalf("the docker daemon has no runtime %s", rt)
 		}
