@@ -67,7 +67,7 @@ func (b *Backend) startError(img imageInfo, err error) error {
 	if !errors.Is(err, errInvalid) {
 		return nil
 	}
-	ce := &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q cannot start the sandbox supervisor (python3 missing?); use an image with python3 and sh: %v", b.cfg.Image, err)}
+	ce := &guard.ConfigError{Msg: fmt.Sprintf("docker backend: image %q (%s) cannot start the sandbox supervisor (python3 missing?); use an image with python3 and sh (this worker makes no more containers from that image ID until it is replaced or the worker restarts): %v", b.cfg.Image, img.ID, err)}
 	b.unfitMu.Lock()
 	b.unfit.id, b.unfit.err = img.ID, ce
 	b.unfitMu.Unlock()
