@@ -46,7 +46,7 @@ func BenchmarkPrint1(b *testing.B) {
 }
 
 func benchPrint1(b *testing.B, rt string) {
-	backend := benchBackend(b, rt)
+	backend := newTestBackend(b, rt, nil)
 	c := print1Checked("bench")
 
 	// One warm-up run of each kind, not counted.
@@ -126,26 +126,6 @@ func dockerRunArgs(s containerSpec, seccompFile string) []string {
 	}
 	args = append(args, "--entrypoint", s.Cmd[0], s.Image)
 	return append(args, s.Cmd[1:]...)
-}
-
-// benchBackend is a cold Docker backend under rt with the suite's labels, closed when b ends.
-func benchBackend(b *testing.B, rt string) *Backend {
-	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
-	if rt != "runc" {
-		cfg.Runtime = rt
-	}
-	backend, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := backend.Close(ctx); err != nil {
-			b.Error(err)
-		}
-	})
-	return backend
 }
 
 // print1Checked is print(1) with the default limits, as the benchmarks run it.

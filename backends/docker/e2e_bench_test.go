@@ -204,7 +204,7 @@ func liveHeap(b *testing.B, metricsURL string) float64 {
 // dockerRunBaseline returns a function that runs print(1) with `docker run --rm -i` of the
 // container the backend would create for rt, and returns how long it took.
 func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
-	return dockerRunCLI(b, benchBackend(b, rt), print1Checked("bench-e2e"), "sandboxflow-bench-e2e-"+suiteID+"-"+rt)
+	return dockerRunCLI(b, newTestBackend(b, rt, nil), print1Checked("bench-e2e"), "sandboxflow-bench-e2e-"+suiteID+"-"+rt)
 }
 
 // approveCLI is the one place the benchmark approves through the binaries: a real decision for

@@ -169,9 +169,9 @@ func eachRuntime(t *testing.T, f func(t *testing.T, rt string)) {
 	}
 }
 
-// newTestBackend returns a backend on the real daemon for runtime rt, closed (removals waited
-// for) when the test ends.
-func newTestBackend(t *testing.T, rt string, mod func(*Config)) *Backend {
+// newTestBackend returns a cold backend on the real daemon for runtime rt, closed (removals
+// waited for) when the test or benchmark ends.
+func newTestBackend(t testing.TB, rt string, mod func(*Config)) *Backend {
 	t.Helper()
 	cfg := Config{Image: testPythonImage(), Labels: map[string]string{suiteLabel: suiteID}}
 	if rt != "runc" {
