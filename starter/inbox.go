@@ -69,13 +69,9 @@ func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sand
 	if err != nil {
 		return err
 	}
-	err = inbox.Serve(ctx, l, srv, func(addr string) {
+	return inbox.Serve(ctx, l, srv, func(addr string) {
 		fmt.Fprintf(stderr, "reviewers' inbox on %s (listening on %s; relying party %s; reviewers %s)\n", origin, addr, srv.RPID(), reviewers)
 	})
-	if errors.Is(err, context.Canceled) {
-		return nil
-	}
-	return err
 }
 
 // serverFlags returns the flag set of a server command (inbox, mcp) with the connection flags.

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -51,7 +50,7 @@ func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn cl
 		err := inbox.Serve(ctx, l, srv, func(string) {
 			logger.Info("reviewers' inbox on "+origin+" (register a passkey there; add its line to "+reviewers+")", "reviewers", reviewers)
 		})
-		if err != nil && !errors.Is(err, context.Canceled) {
+		if err != nil {
 			logger.Error("reviewers' inbox stopped", "error", err)
 		}
 	}()

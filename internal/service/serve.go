@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -262,7 +261,7 @@ func startCodecServer(ctx context.Context, cfg *Options, ring *codec.KeyRing, po
 		return "", fmt.Errorf("codec server: listen on %s: %w", addr, err)
 	}
 	go func() {
-		if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		if err := srv.Serve(ctx, ln); err != nil {
 			logger.Error("codec server stopped", "error", err)
 		}
 	}()
