@@ -40,6 +40,8 @@ func TestConfigRefusesBadSettings(t *testing.T) {
 		{"--max-sandboxes", "0"},
 		{"--backend", "vm"},
 		{"--docker-runtime", "kata"},
+		{"--docker-runtime", "runsc-"},
+		{"--docker-runtime", "my-runsc"},
 		{"--languages", "ruby"},
 		{"--max-timeout", "1s", "--default-timeout", "2s"},
 		// Caps that could make one result larger than Temporal accepts are refused at start-up.
@@ -52,6 +54,12 @@ func TestConfigRefusesBadSettings(t *testing.T) {
 	}
 	if _, _, err := parseConfig("test", []string{"--no-such-flag"}); err == nil {
 		t.Errorf("an unknown flag was accepted")
+	}
+	// A second gVisor installation, named as gVisor's own `runsc install --runtime` names them.
+	for _, rt := range []string{"runc", "runsc", "runsc-current", "runsc-debug"} {
+		if _, _, err := parseConfig("test", []string{"--docker-runtime", rt}); err != nil {
+			t.Errorf("--docker-runtime %s: %v", rt, err)
+		}
 	}
 }
 

@@ -62,8 +62,8 @@ type Options struct {
 	// Backend is "docker", "e2b", "http" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
 	Backend          string
 	AllowUnsafeLocal bool
-	// DockerImage, DockerRuntime ("runc", or "runsc" or "runsc-NAME" for gVisor), DockerNetwork, DockerMemoryBytes,
-	// DockerCPUs, DockerPids and DockerIPC configure the Docker backend; zero values take its
+	// DockerImage, DockerRuntime ("runc", or "runsc" or "runsc-NAME" for gVisor), DockerNetwork,
+	// DockerMemoryBytes, DockerCPUs, DockerPids and DockerIPC configure the Docker backend; zero values take its
 	// defaults (see backends/docker.Config).
 	DockerImage       string
 	DockerRuntime     string
