@@ -66,6 +66,10 @@ type Config struct {
 	// attempt up to MaxStartBackoff. Optional: default to 2 s and 1 min.
 	StartBackoff    time.Duration
 	MaxStartBackoff time.Duration
+	// History reads a run's history, where the sandbox activity checks that no earlier sandbox
+	// activity of the run may have used the approval. Optional: defaults to the worker's own
+	// Temporal client (activity.GetClient).
+	History HistoryReader
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -78,6 +82,8 @@ type Activities struct {
 	guarded     *guard.Guarded
 	sink        Sink
 	run         contract.RunOptions
+	history     HistoryReader
+	ledger      ledger
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -90,6 +96,7 @@ func New(cfg Config) (*Activities, error) {
 		reviewers:   cfg.ReviewersFile,
 		backendName: cfg.BackendName,
 		sink:        cfg.Sink,
+		history:     cfg.History,
 		run: contract.RunOptions{
 			TaskQueue:              cfg.SandboxTaskQueue,
 			ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
@@ -188,7 +195,8 @@ const minHeartbeatInterval = 100 * time.Millisecond
 // Run never runs a second attempt of itself: Temporal retries of the sandbox activity could run
 // approved code twice, so an attempt after the first is refused as an IntegrationError whose code
 // may have started. The workflow retries a failure from before the code could start by scheduling
-// a fresh activity.
+// a fresh activity. Nor does it run an approval twice for anyone else (once.go): before anything
+// starts it checks the run's history and this worker's ledger of approvals it started code for.
 func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guard.Result, error) {
 	if a.guarded == nil {
 		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: "this worker has no sandbox backend"})
@@ -213,6 +221,17 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		return guard.Result{}, contract.ToFailure(err)
 	}
 	in.Reviewer = v.Principal
+	history := a.history
+	if history == nil {
+		history = activity.GetClient(ctx)
+	}
+	if err := firstUse(ctx, history, info); err != nil {
+		return guard.Result{}, contract.ToFailure(err)
+	}
+	key := ledgerKey(info, in.ApprovalID)
+	if !a.ledger.claim(key, v.Expires, time.Now()) {
+		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: this worker already started code for approval %s of this run; an approval runs code once", in.ApprovalID)})
+	}
 
 	started := startedEvent(c, in, info.Attempt)
 	started.Time = time.Now()
@@ -223,6 +242,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	res, err := a.guarded.Run(ctx, c)
 	elapsed := time.Since(start)
 	stop()
+	if guard.Retryable(err) {
+		a.ledger.release(key) // the code did not start: the workflow's fresh activity may use it
+	}
 
 	res.ApprovalID = in.ApprovalID
 	res.Reviewer = in.Reviewer

@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
 
@@ -26,6 +27,7 @@ const (
 	testWorkflowID = "default-test-workflow-id"
 	testRunID      = "default-test-run-id"
 	testTaskQueue  = "default-test-taskqueue"
+	testActivityID = "0"
 )
 
 // testReviewer is the key the tests' reviewers files list.
@@ -147,6 +149,9 @@ func runActivity(t *testing.T, a *Activities, in contract.RunInput) (guard.Resul
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
+	if a.history == nil {
+		a.history = historytest.ThisActivity{}
+	}
 	a.Register(env)
 	v, err := env.ExecuteActivity(contract.RunActivityName, in)
 	if err != nil {

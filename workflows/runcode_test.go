@@ -20,6 +20,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
 
@@ -137,6 +138,7 @@ func newHarness(t *testing.T, backend *fakeBackend, cfg activities.Config) *harn
 	h.env = suite.NewTestWorkflowEnvironment()
 	cfg.Backend = backend
 	cfg.Sink = h.sink
+	cfg.History = historytest.ThisActivity{}
 	if cfg.ReviewersFile == "" {
 		cfg.ReviewersFile = reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer())
 	}

@@ -1,0 +1,126 @@
+//go:build integration
+
+package workflows_test
+
+// Integration tests: a signed approval runs code once, even when a namespace writer answers the
+// run's workflow tasks itself or fails its running activity by id. Runs are counted by the mark
+// file the code appends to.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+)
+
+// A namespace writer polls the task queue of a RunCode run with its own worker, whose "RunCode"
+// waits for the reviewer's genuine signed approval and then schedules the sandbox activity twice
+// at once and once more after both ended. The code runs once.
+func TestIntegrationRogueWorkflowWorkerCannotRunAnApprovalTwice(t *testing.T) {
+	it := newITest(t)
+	it.worker(it.queue, it.localBackend(), nil)
+	req, mark := markRequest(t)
+	req.Env["SLEEP"] = "1"
+	checked, err := integrationConfig(nil, nil, "").Policy.Check(req, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rogue answers with the outcome of each of its three activities ("" for a result).
+	rogue := func(ctx workflow.Context, _ contract.Input) ([]string, error) {
+		var d contract.Decision
+		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, &d)
+		in := contract.RunInput{Checked: checked, ApprovalID: d.ApprovalID, Reviewer: "alice", Digest: checked.Digest, Decision: d}
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			TaskQueue: it.queue, StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		first := workflow.ExecuteActivity(ctx, contract.RunActivityName, in)
+		second := workflow.ExecuteActivity(ctx, contract.RunActivityName, in)
+		third := func() workflow.Future {
+			_ = first.Get(ctx, nil)
+			_ = second.Get(ctx, nil)
+			return workflow.ExecuteActivity(ctx, contract.RunActivityName, in)
+		}()
+		var out []string
+		for _, f := range []workflow.Future{first, second, third} {
+			err := f.Get(ctx, nil)
+			out = append(out, fmt.Sprint(err))
+			if err == nil {
+				out[len(out)-1] = ""
+			}
+		}
+		return out, nil
+	}
+	const rogueQueue = "sandboxflow-it-rogue"
+	it.ts.NewWorker(rogueQueue, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.WorkflowName})
+	})
+	const id = "it-rogue-worker"
+	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: rogueQueue}, contract.WorkflowName, contract.Input{Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reviewer signs exactly this run, this code and the sandbox task queue.
+	it.signal(id, it.alice.Decision(t, reviewertest.Fields(id, run.GetRunID(), checked.Digest, it.queue, true)))
+	var outcomes []string
+	if err := run.Get(it.ctx(90*time.Second), &outcomes); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for i, o := range outcomes {
+		switch {
+		case o == "":
+			ran++
+		case !strings.Contains(o, "ConfigError") || !strings.Contains(o, "an approval runs code once") || !strings.Contains(o, "nothing ran"):
+			t.Errorf("activity %d: %s; want a result or the refusal saying an approval runs code once", i+1, o)
+		}
+	}
+	if ran != 1 || outcomes[2] == "" {
+		t.Errorf("outcomes %q: want exactly one of the two concurrent activities to run and the later one refused", outcomes)
+	}
+	wantRuns(t, mark, 1)
+}
+
+// A namespace writer fails the running sandbox activity by id with a failure that says the code
+// never started; the workflow, believing it, schedules a fresh activity, which the sandbox worker
+// that still runs the code refuses. The code runs once.
+func TestIntegrationForgedNotStartedFailureDoesNotRunTheCodeAgain(t *testing.T) {
+	it := newITest(t)
+	it.worker(it.queue, it.localBackend(), nil)
+	req, mark := markRequest(t)
+	req.Env["SLEEP"] = "3"
+	const id = "it-forged-failure"
+	run := it.start(id, it.queue, req)
+	it.waitState(id, contract.StatusAwaitingApproval)
+	it.signal(id, it.signed(id, true))
+	waitLines(t, mark, 1)
+	activityID := ""
+	for _, ev := range it.history(id) {
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == contract.RunActivityName {
+			activityID = a.GetActivityId()
+		}
+	}
+	forged := contract.ToFailure(&guard.IntegrationError{Op: "connect", Err: errors.New("connection refused")})
+	if err := it.c.CompleteActivityByID(it.ctx(10*time.Second), it.ts.GetDefaultNamespace(), id, "", activityID, nil, forged); err != nil {
+		t.Fatalf("fail activity %q by id: %v", activityID, err)
+	}
+	_, err := it.result(run)
+	var ce *guard.ConfigError
+	if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "already started code for approval") {
+		t.Fatalf("result error %v; want the sandbox worker's refusal of the fresh activity", err)
+	}
+	if scheduled, _ := countRunActivities(it.history(id)); scheduled != 2 {
+		t.Errorf("%d sandbox activities scheduled; want 2 (the forged failure made the workflow try again)", scheduled)
+	}
+	time.Sleep(4 * time.Second) // past the first code's sleep
+	wantRuns(t, mark, 1)
+}
