@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"go.temporal.io/api/serviceerror"
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxflow/sandboxflow/codec"
@@ -19,18 +20,7 @@ import (
 // returns a Client for RunCode runs on taskQueue (empty: DefaultTaskQueue). Close closes the
 // connection. It is the one dial the starter's commands share.
 func Connect(ctx context.Context, conn Connection, keyFile, taskQueue string) (*Client, error) {
-	if keyFile != "" {
-		ring, err := codec.LoadKeyRing(keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("client: key file: %w", err)
-		}
-		conn.KeyRing = ring
-	}
-	opts, err := conn.Options()
-	if err != nil {
-		return nil, err
-	}
-	tc, err := Dial(ctx, conn)
+	tc, opts, err := DialKeys(ctx, conn, keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +31,25 @@ func Connect(ctx context.Context, conn Connection, keyFile, taskQueue string) (*
 	}
 	c.owned = true
 	return c, nil
+}
+
+// DialKeys dials Temporal as conn says, with the payload keys of keyFile when it is not empty,
+// and returns the Temporal client and the options it was dialed with (their DataConverter
+// decodes what the keys encrypted).
+func DialKeys(ctx context.Context, conn Connection, keyFile string) (tclient.Client, tclient.Options, error) {
+	if keyFile != "" {
+		ring, err := codec.LoadKeyRing(keyFile)
+		if err != nil {
+			return nil, tclient.Options{}, fmt.Errorf("client: key file: %w", err)
+		}
+		conn.KeyRing = ring
+	}
+	opts, err := conn.Options()
+	if err != nil {
+		return nil, opts, err
+	}
+	tc, err := Dial(ctx, conn)
+	return tc, opts, err
 }
 
 // Close closes the Temporal connection when Connect made it; a Client made with New leaves its

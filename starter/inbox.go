@@ -10,7 +10,6 @@ import (
 	"os"
 
 	"github.com/sandboxflow/sandboxflow/client"
-	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/inbox"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
@@ -46,17 +45,7 @@ func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sand
 	if err != nil {
 		return err
 	}
-	conn := c.conn
-	if c.keyFile != "" {
-		if conn.KeyRing, err = codec.LoadKeyRing(c.keyFile); err != nil {
-			return err
-		}
-	}
-	opts, err := conn.Options()
-	if err != nil {
-		return err
-	}
-	tc, err := client.Dial(ctx, conn)
+	tc, opts, err := client.DialKeys(ctx, c.conn, c.keyFile)
 	if err != nil {
 		return err
 	}
