@@ -28,7 +28,8 @@ type Review struct {
 }
 
 // Review returns what a reviewer reads about workflowID, with the env values when envValues is
-// set. It refuses a workflow that is not a RunCode run (*NotRunCodeError) before it queries.
+// set. It refuses a workflow that is not a RunCode run (*NotRunCodeError) before it queries, and
+// a status whose digest is not the digest of what it shows (contract.ShownChecked).
 func (c *Client) Review(ctx context.Context, workflowID string, envValues bool) (Review, error) {
 	if err := c.RequireRunCode(ctx, workflowID); err != nil {
 		return Review{}, err
@@ -36,6 +37,11 @@ func (c *Client) Review(ctx context.Context, workflowID string, envValues bool) 
 	st, err := c.Status(ctx, workflowID)
 	if err != nil {
 		return Review{}, err
+	}
+	if st.Request.Digest != "" {
+		if err := c.checkShown(ctx, workflowID, st); err != nil {
+			return Review{}, err
+		}
 	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
@@ -98,4 +104,17 @@ func visibleJSON(b []byte) []byte {
 		i += size
 	}
 	return out
+}
+
+// checkShown checks that st's digest is the digest of what it shows, with the file contents and
+// env values of the request the run was started with (contract.ShownChecked).
+func (c *Client) checkShown(ctx context.Context, workflowID string, st contract.Status) error {
+	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, st.RunID)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	if _, err := contract.ShownChecked(st.Request, in.Request); err != nil {
+		return fmt.Errorf("client: %s: %w", workflowID, err)
+	}
+	return nil
 }

