@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"reflect"
@@ -116,7 +117,49 @@ func TestIntegrationMCP(t *testing.T) {
 		waitListening(t, addr)
 		cs, p := connect(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"})
 		exercise(t, e, cs, p)
+		refusesWebPages(t, addr)
 	})
+}
+
+// refusesWebPages sends what a browser sends for a web page that posts to the endpoint: from
+// another origin, or through a name of the attacker's that resolves to 127.0.0.1 (DNS
+// rebinding). Both are refused before any MCP message is read; the same request without them is
+// served.
+func refusesWebPages(t *testing.T, addr string) {
+	t.Helper()
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"page","version":"1"}}}`
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		host   string
+		want   int
+	}{
+		{"another origin", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, "", http.StatusForbidden},
+		{"another origin, Origin only", map[string]string{"Origin": "https://evil.example"}, "", http.StatusForbidden},
+		{"DNS rebinding", nil, "evil.example:" + strings.Split(addr, ":")[1], http.StatusForbidden},
+		{"an MCP client", nil, "", http.StatusOK},
+	} {
+		req, err := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range tc.header {
+			req.Header.Set(k, v)
+		}
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s: HTTP %d; want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
 }
 
 func waitListening(t *testing.T, addr string) {

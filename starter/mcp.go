@@ -92,7 +92,10 @@ func serveMCPHTTP(ctx context.Context, srv *mcpserver.Server, addr string, stder
 		slog.New(slog.NewTextHandler(stderr, nil)).Warn("the MCP endpoint has no authentication: anyone who reaches " +
 			ln.Addr().String() + " can start runs (a reviewer still approves each); prefer 127.0.0.1")
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil)
+	// The SDK refuses a Host that is not loopback on a loopback listener (DNS rebinding); a web
+	// page of another origin is refused too (its browser says so in Sec-Fetch-Site or Origin),
+	// while MCP clients, which are not browsers, send neither.
+	h := http.NewCrossOriginProtection().Handler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv.MCP() }, nil))
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "starter mcp: streamable HTTP on http://%s/mcp\n", ln.Addr())
 	if err := httpserve.Serve(ctx, hs, ln); err != nil {
