@@ -88,12 +88,28 @@ func testConfig(t *testing.T, dataDir string) devserver.Config {
 	}
 }
 
-func start(t *testing.T, cfg devserver.Config) *devserver.Server {
+// start starts cfg's server. A UI port that freePort picked can be taken before the server binds
+// it (it cannot be held: the server binds it itself, and the server's own ephemeral ports or
+// another test's may get it first); then start picks another, at most twice, and sets it in cfg.
+func start(t *testing.T, cfg *devserver.Config) *devserver.Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	began := time.Now()
-	srv, err := devserver.Start(ctx, cfg)
+	srv, err := devserver.Start(ctx, *cfg)
+	for retry := 0; retry < 2 && cfg.UIPort > 0; retry++ {
+		var pe *devserver.PortInUseError
+		if !errors.As(err, &pe) || pe.Service != "UI" {
+			break
+		}
+		t.Logf("UI port %d was taken before the server bound it; picking another", cfg.UIPort)
+		host := cfg.UIHost
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		cfg.UIPort = freePortOn(t, host)
+		srv, err = devserver.Start(ctx, *cfg)
+	}
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -182,7 +198,7 @@ func TestLifecycle(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := testConfig(t, dataDir)
 	cfg.Codec = devserver.Codec{Endpoint: "http://127.0.0.1:8888/codec", PassAccessToken: true, IncludeCredentials: true}
-	srv := start(t, cfg)
+	srv := start(t, &cfg)
 
 	if got, want := srv.Namespace(), "default"; got != want {
 		t.Errorf("Namespace() = %q; want %q", got, want)
@@ -308,7 +324,7 @@ func TestLifecycle(t *testing.T) {
 
 	// Restart on the same data dir, on other ports.
 	cfg2 := testConfig(t, dataDir)
-	srv2 := start(t, cfg2)
+	srv2 := start(t, &cfg2)
 	c2 := dial(t, srv2)
 	defer c2.Close()
 	desc, err := c2.DescribeWorkflowExecution(context.Background(), workflowID, "")
@@ -335,14 +351,14 @@ func TestSearchAttributesOnRestart(t *testing.T) {
 	cfg := testConfig(t, dataDir)
 	cfg.UIPort = -1
 	cfg.SearchAttributes = []temporal.SearchAttributeKey{statusKey}
-	srv := start(t, cfg)
+	srv := start(t, &cfg)
 	if got := srv.UIURL(); got != "" {
 		t.Errorf("UIURL() with UIPort -1 = %q; want \"\"", got)
 	}
 	stop(t, srv)
 
 	cfg.SearchAttributes = []temporal.SearchAttributeKey{statusKey, digestKey}
-	srv = start(t, cfg)
+	srv = start(t, &cfg)
 	c := dial(t, srv)
 	got := listSearchAttributes(t, c, "default")
 	for _, k := range cfg.SearchAttributes {
@@ -483,7 +499,7 @@ func TestIPv6Loopback(t *testing.T) {
 	cfg.Address = "[::1]:0"
 	cfg.UIHost = "::1"
 	cfg.UIPort = freePortOn(t, "::1")
-	srv := start(t, cfg)
+	srv := start(t, &cfg)
 	if host, _, err := net.SplitHostPort(srv.FrontendAddress()); err != nil || host != "::1" {
 		t.Errorf("FrontendAddress() = %q; want [::1]:<port>", srv.FrontendAddress())
 	}
@@ -517,7 +533,7 @@ func TestReadyTimeoutStopsServer(t *testing.T) {
 		t.Fatalf("Start with a 1ns ReadyTimeout: got %v; want context.DeadlineExceeded", err)
 	}
 	cfg.ReadyTimeout = 0
-	srv = start(t, cfg)
+	srv = start(t, &cfg)
 	if got, want := srv.FrontendAddress(), cfg.Address; got != want {
 		t.Errorf("FrontendAddress() = %q; want %q", got, want)
 	}
