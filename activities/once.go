@@ -139,8 +139,8 @@ func ledgerKey(info activity.Info, approvalID string) string {
 	return info.WorkflowExecution.ID + "\x00" + info.WorkflowExecution.RunID + "\x00" + approvalID
 }
 
-// claim records key as used until expires + ledgerKeep and reports true, or reports false if it
-// was already used.
+// claim records key as used until ledgerKeep past expires (or past now, if later) and reports
+// true, or reports false if it was already used.
 func (l *ledger) claim(key string, expires, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -157,6 +157,9 @@ func (l *ledger) claim(key string, expires, now time.Time) bool {
 	}
 	if _, ok := l.used[key]; ok {
 		return false
+	}
+	if expires.Before(now) {
+		expires = now // an expired statement verified at its scheduled time: keep it from now
 	}
 	l.used[key] = expires.Add(ledgerKeep)
 	return true

@@ -127,4 +127,8 @@ func TestLedgerForgetsLongExpiredApprovals(t *testing.T) {
 	if !l.claim("a", later, later) {
 		t.Error("a long-expired approval is still held")
 	}
+	// A statement that expired after its activity was scheduled is kept from the claim on.
+	if !l.claim("c", time.Time{}, later) || l.claim("c", time.Time{}, later.Add(2*time.Minute)) {
+		t.Error("an approval with an expiry in the past was dropped at the next prune")
+	}
 }
