@@ -30,8 +30,8 @@ type Options struct {
 	Temporal tclient.Client
 	// TaskQueue is where RunCode workflows are started. Optional: defaults to DefaultTaskQueue.
 	TaskQueue string
-	// DataConverter decodes payloads read from history (EnvValues). Optional: the converter of
-	// Connection.Options, or Temporal's default.
+	// DataConverter decodes payloads read from history (a run's start input, for Review and
+	// Statement). Optional: the converter of Connection.Options, or Temporal's default.
 	DataConverter converter.DataConverter
 	// Namespace names the namespace in messages. Optional.
 	Namespace string
@@ -334,17 +334,4 @@ func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, e
 		return res, fmt.Errorf("client: result of %s: %w", workflowID, err)
 	}
 	return res, nil
-}
-
-// EnvValues returns the env values the run was started with, read from its history. The status
-// query never carries them; a reviewer asks for them on purpose.
-func (c *Client) EnvValues(ctx context.Context, workflowID string) (map[string]string, error) {
-	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, "")
-	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
-	}
-	if in.Request.Env == nil {
-		return map[string]string{}, nil
-	}
-	return in.Request.Env, nil
 }

@@ -38,16 +38,19 @@ func (c *Client) Review(ctx context.Context, workflowID string, envValues bool) 
 	if err != nil {
 		return Review{}, err
 	}
-	if st.Request.Digest != "" {
-		if err := c.checkShown(ctx, workflowID, st); err != nil {
+	var in contract.Input
+	if st.Request.Digest != "" || envValues {
+		if in, err = c.startInput(ctx, workflowID, st, st.Request.Digest != ""); err != nil {
 			return Review{}, err
 		}
 	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
 	if envValues {
-		if r.Env, err = c.EnvValues(ctx, workflowID); err != nil {
-			return Review{}, err
+		// The values hashed into the digest just checked: the start input of the status's run.
+		r.Env = in.Request.Env
+		if r.Env == nil {
+			r.Env = map[string]string{}
 		}
 	}
 	return r, nil
@@ -106,15 +109,18 @@ func visibleJSON(b []byte) []byte {
 	return out
 }
 
-// checkShown checks that st's digest is the digest of what it shows, with the file contents and
-// env values of the request the run was started with (contract.ShownChecked).
-func (c *Client) checkShown(ctx context.Context, workflowID string, st contract.Status) error {
+// startInput reads the input the status's run was started with and, with check, checks that the
+// status's digest is the digest of what it shows with that input's file contents and env values
+// (contract.ShownChecked).
+func (c *Client) startInput(ctx context.Context, workflowID string, st contract.Status, check bool) (contract.Input, error) {
 	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, st.RunID)
 	if err != nil {
-		return fmt.Errorf("client: %w", err)
+		return in, fmt.Errorf("client: %w", err)
 	}
-	if _, err := contract.ShownChecked(st.Request, in.Request); err != nil {
-		return fmt.Errorf("client: %s: %w", workflowID, err)
+	if check {
+		if _, err := contract.ShownChecked(st.Request, in.Request); err != nil {
+			return in, fmt.Errorf("client: %s: %w", workflowID, err)
+		}
 	}
-	return nil
+	return in, nil
 }

@@ -53,7 +53,7 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", workflowID, st.State)
 	}
 	if !opts.Deny {
-		if err := c.checkShown(ctx, workflowID, st); err != nil {
+		if _, err := c.startInput(ctx, workflowID, st, true); err != nil {
 			return approval.Fields{}, err
 		}
 	}
