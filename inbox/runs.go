@@ -27,18 +27,9 @@ const (
 	temporalTimeout = 10 * time.Second
 )
 
-// runStatus is the status query's answer. WorkflowID, RunID and SandboxTaskQueue are read when
-// the workflow reports them (signed decisions, issue 11); otherwise the inbox fills them.
-type runStatus struct {
-	contract.Status
-	WorkflowID       string `json:"workflow_id,omitempty"`
-	RunID            string `json:"run_id,omitempty"`
-	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
-}
-
 // runInfo is what the inbox knows of one run.
 type runInfo struct {
-	status  runStatus
+	status  contract.Status
 	running bool
 	started time.Time
 	closed  time.Time
@@ -122,7 +113,7 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	for _, p := range pending {
 		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest,
 			Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
-		var st runStatus
+		var st contract.Status
 		if v, err := s.cfg.Temporal.QueryWorkflow(ctx, p.WorkflowID, p.RunID, contract.QueryStatus); err == nil && v.Get(&st) == nil {
 			req := st.Request
 			row.Agent, row.RequestedBy = visible(req.Metadata.Agent), visible(req.Metadata.RequestedBy)
@@ -179,7 +170,7 @@ func inputFiles(req guard.Request) []inputFile {
 // checkShown refuses an approval of a run whose status's digest is not the digest of what the
 // page shows (contract.ShownChecked): the status is answered by whatever worker polls the run's
 // task queue.
-func checkShown(st runStatus, req guard.Request, readErr error) error {
+func checkShown(st contract.Status, req guard.Request, readErr error) error {
 	if readErr != nil {
 		return fmt.Errorf("the inbox cannot check what the status shows against the run's start: %w", readErr)
 	}
