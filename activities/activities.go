@@ -66,10 +66,10 @@ type Config struct {
 	// attempt up to MaxStartBackoff. Optional: default to 2 s and 1 min.
 	StartBackoff    time.Duration
 	MaxStartBackoff time.Duration
-	// History reads a run's history, where the sandbox activity checks that no earlier sandbox
-	// activity of the run may have used the approval. Optional: defaults to the worker's own
+	// History is where the sandbox activity claims the run's approval and checks that nothing
+	// earlier in the run may have used it (once.go). Optional: defaults to the worker's own
 	// Temporal client (activity.GetClient).
-	History HistoryReader
+	History RunLog
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -82,8 +82,7 @@ type Activities struct {
 	guarded     *guard.Guarded
 	sink        Sink
 	run         contract.RunOptions
-	history     HistoryReader
-	ledger      ledger
+	history     RunLog
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -196,7 +195,8 @@ const minHeartbeatInterval = 100 * time.Millisecond
 // approved code twice, so an attempt after the first is refused as an IntegrationError whose code
 // may have started. The workflow retries a failure from before the code could start by scheduling
 // a fresh activity. Nor does it run an approval twice for anyone else (once.go): before anything
-// starts it checks the run's history and this worker's ledger of approvals it started code for.
+// starts it claims the approval in the run's history, where every earlier claim must have been
+// released and every earlier sandbox activity must have failed before its code could start.
 func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guard.Result, error) {
 	if a.guarded == nil {
 		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: "this worker has no sandbox backend"})
@@ -225,12 +225,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	if history == nil {
 		history = activity.GetClient(ctx)
 	}
-	if err := firstUse(ctx, history, info); err != nil {
+	claim, err := claimApproval(ctx, history, info, in.ApprovalID)
+	if err != nil {
 		return guard.Result{}, contract.ToFailure(err)
-	}
-	key := ledgerKey(info, in.ApprovalID)
-	if !a.ledger.claim(key, v.Expires, time.Now()) {
-		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: this worker already started code for approval %s of this run; an approval runs code once", in.ApprovalID)})
 	}
 
 	started := startedEvent(c, in, info.Attempt)
@@ -243,7 +240,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	elapsed := time.Since(start)
 	stop()
 	if guard.Retryable(err) {
-		a.ledger.release(key) // the code did not start: the workflow's fresh activity may use it
+		err = claim.release(ctx, history, err) // the code did not start: the workflow's fresh activity may use it
 	}
 
 	res.ApprovalID = in.ApprovalID

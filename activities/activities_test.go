@@ -150,7 +150,7 @@ func runActivity(t *testing.T, a *Activities, in contract.RunInput) (guard.Resul
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	if a.history == nil {
-		a.history = historytest.ThisActivity{}
+		a.history = &historytest.Log{ScheduleCaller: true}
 	}
 	a.Register(env)
 	v, err := env.ExecuteActivity(contract.RunActivityName, in)

@@ -20,10 +20,11 @@
 //     (attempt > 1), because an earlier attempt may have started the code: retries of failures
 //     from before the code could start are the workflow's, with a fresh activity each time.
 //     Before anything starts it verifies the signed decision against the worker's own reviewers
-//     file and checks that the approval is unused (once.go): in the run's history every sandbox
-//     activity scheduled before it failed before its code could start, and this worker has not
-//     started code for the approval (its in-memory ledger), so that a namespace writer answering
-//     the run's workflow tasks, or failing a running activity by id, cannot run it twice.
+//     file, claims the approval in the run's history and checks there that it is unused
+//     (once.go): every sandbox activity scheduled before it failed before its code could start,
+//     and every claim before its own was released by the host that made it, so that a namespace
+//     writer answering the run's workflow tasks, or failing a running activity by id, cannot run
+//     it twice on any host.
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

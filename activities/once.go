@@ -2,15 +2,23 @@ package activities
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"sync"
+	"os"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
+	"github.com/google/uuid"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -19,20 +27,117 @@ import (
 // after a failure that says the code never started; but any namespace writer can poll the
 // workflow task queue and answer a RunCode run's workflow tasks itself, scheduling SandboxRun as
 // often as it likes with the run's genuine signed input, and can fail a running activity by its
-// id. So the sandbox host checks, before anything starts:
-//   - in the run's history (written by the server, in order), that every SandboxRun scheduled
-//     before this one ended in a failure from before the code could start: none is still
-//     waiting or running, none completed, timed out, was cancelled or failed otherwise;
-//   - in its own ledger, that it has not started code for this approval already (a failure sent
-//     by id while the code still ran here looks like a failure from before the start).
+// id, making it look like a failure from before the start. So the sandbox host, before anything
+// starts, claims the approval in the run's history (a contract.SandboxClaim signal committing to
+// a secret only it holds) and then reads the history (written by the server, in order):
+//   - every SandboxRun scheduled before this one ended in a failure from before the code could
+//     start: none is still waiting or running, none completed, timed out, was cancelled or
+//     failed otherwise;
+//   - every claim before its own was released, which only the host that made it can do (by
+//     revealing the secret), and does only when its code did not start.
+//
+// The history is the one record every sandbox host shares, so this holds across hosts and
+// restarts: a failure forged by id while the code runs leaves that host's claim unreleased.
 
-// HistoryReader reads a run's history; a Temporal client is one.
+// RunLog is a run's history, which the sandbox host reads and adds its claims to; a Temporal
+// client is one.
+type RunLog interface {
+	HistoryReader
+	WorkflowService() workflowservice.WorkflowServiceClient
+}
+
+// HistoryReader reads a run's history.
 type HistoryReader interface {
 	GetWorkflowHistory(ctx context.Context, workflowID, runID string, isLongPoll bool, filterType enumspb.HistoryEventFilterType) tclient.HistoryEventIterator
 }
 
-// historyReadTimeout bounds the history read before a run.
+// historyReadTimeout bounds each history read and claim signal before a run.
 const historyReadTimeout = 30 * time.Second
+
+// claim is this host's claim on the approval of the run an activity belongs to.
+type claim struct {
+	info   activity.Info
+	secret []byte
+	msg    contract.SandboxClaim
+}
+
+// newClaim makes a claim with a fresh secret.
+func newClaim(info activity.Info, approvalID string) *claim {
+	secret := make([]byte, 32)
+	rand.Read(secret) // never fails (crypto/rand)
+	return &claim{info: info, secret: secret, msg: contract.SandboxClaim{
+		RunID: info.WorkflowExecution.RunID, ApprovalID: approvalID, ActivityID: info.ActivityID, Commitment: commitment(secret)}}
+}
+
+// commitment is what a claim publishes of its secret.
+func commitment(secret []byte) string {
+	sum := sha256.Sum256(secret)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// hostIdentity is the identity on this host's claim signals.
+var hostIdentity = func() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s sandbox host", os.Getpid(), host)
+}()
+
+// send adds the claim, or with release its release, to the run's history. The payload is plain
+// JSON: a worker's payload codec does not apply to it.
+func (c *claim) send(ctx context.Context, log RunLog, release bool) error {
+	msg := c.msg
+	if release {
+		msg.Secret = hex.EncodeToString(c.secret)
+	}
+	input, err := converter.GetDefaultDataConverter().ToPayloads(msg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
+	defer cancel()
+	_, err = log.WorkflowService().SignalWorkflowExecution(ctx, &workflowservice.SignalWorkflowExecutionRequest{
+		Namespace:         c.info.Namespace,
+		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: c.info.WorkflowExecution.ID, RunId: c.info.WorkflowExecution.RunID},
+		SignalName:        contract.SignalSandboxClaim,
+		Input:             input,
+		Identity:          hostIdentity,
+		RequestId:         uuid.NewString(),
+	})
+	return err
+}
+
+// release releases the claim after a failure from before the start (runErr), so that the
+// workflow's fresh activity may use the approval. It returns runErr, saying so if the release
+// failed: the fresh activity will then be refused.
+func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
+	err := c.send(context.WithoutCancel(ctx), log, true)
+	if err == nil {
+		return runErr
+	}
+	return &guard.IntegrationError{Op: "sandbox activity", Err: fmt.Errorf("%w (and its claim on the approval could not be released, so a fresh activity will refuse it: %v)", runErr, err)}
+}
+
+// claimApproval claims the approval for the activity info names and returns the claim, or an
+// error when its code must not start: a ConfigError when the approval may have been used, a
+// retryable IntegrationError when the claim could not be made or checked (a claim made is then
+// released).
+func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string) (*claim, error) {
+	c := newClaim(info, approvalID)
+	err := c.send(ctx, log, false)
+	if err != nil {
+		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}
+	} else {
+		err = firstUse(ctx, log, info, c.msg.Commitment)
+	}
+	if err == nil {
+		return c, nil
+	}
+	// The claim may stand (a signal can be recorded though its answer was lost): release it.
+	if guard.Retryable(err) {
+		return nil, c.release(ctx, log, err)
+	}
+	_ = c.send(context.WithoutCancel(ctx), log, true) // a refusal stays one whatever the release did
+	return nil, err
+}
 
 // sandboxActivity is one SandboxRun scheduled in a run's history, and how it ended so far.
 type sandboxActivity struct {
@@ -45,26 +150,49 @@ const (
 	endNotStarted = "failed before the code could start"
 )
 
-// firstUse returns nil when no sandbox activity scheduled in this run before the one info names
-// may have used the approval; otherwise a ConfigError naming the one that may have. It fails
-// with a retryable IntegrationError (nothing started) when the history cannot be read.
-func firstUse(ctx context.Context, h HistoryReader, info activity.Info) error {
+// heldClaim is a claim in a run's history.
+type heldClaim struct {
+	activityID string
+	commitment string
+	released   bool
+}
+
+// runRecord is what a run's history says of its sandbox activities and claims, in order.
+type runRecord struct {
+	runs   []sandboxActivity
+	claims []heldClaim
+}
+
+// firstUse returns nil when nothing before the sandbox activity info names, holding the claim
+// mine, may have used the approval of its run; otherwise a ConfigError naming what may have. It
+// fails with a retryable IntegrationError (nothing started) when the history cannot be read or
+// does not show the claim.
+func firstUse(ctx context.Context, h HistoryReader, info activity.Info, mine string) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
-	runs, err := sandboxActivities(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT))
+	rec, err := readRun(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID)
 	if err != nil {
 		return &guard.IntegrationError{Op: "sandbox activity: read the run's history", Err: err}
 	}
+	if err := rec.firstActivity(info.ActivityID); err != nil {
+		return err
+	}
+	return rec.firstClaim(mine)
+}
+
+// firstActivity checks that every SandboxRun scheduled before the open one named id failed
+// before its code could start.
+func (rec *runRecord) firstActivity(id string) error {
 	mine := -1
-	for i, r := range runs {
-		if r.id == info.ActivityID && r.end == endOpen {
+	for i, r := range rec.runs {
+		if r.id == id && r.end == endOpen {
 			mine = i
 		}
 	}
 	if mine < 0 {
-		return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: the run's history schedules no sandbox activity %q", info.ActivityID)}
+		return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: the run's history schedules no sandbox activity %q", id)}
 	}
-	for _, r := range runs[:mine] {
+	for _, r := range rec.runs[:mine] {
 		if r.end != endNotStarted {
 			return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: the approval was already used in this run by sandbox activity %q (%s); an approval runs code once", r.id, r.end)}
 		}
@@ -72,9 +200,22 @@ func firstUse(ctx context.Context, h HistoryReader, info activity.Info) error {
 	return nil
 }
 
-// sandboxActivities lists the SandboxRun activities of a history in the order they were scheduled.
-func sandboxActivities(iter tclient.HistoryEventIterator) ([]sandboxActivity, error) {
-	var runs []sandboxActivity
+// firstClaim checks that every claim before mine was released.
+func (rec *runRecord) firstClaim(mine string) error {
+	for _, c := range rec.claims {
+		switch {
+		case c.commitment == mine && !c.released:
+			return nil
+		case !c.released:
+			return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: sandbox activity %q claimed the approval of this run first and never released it (its code may have run); an approval runs code once", c.activityID)}
+		}
+	}
+	return &guard.IntegrationError{Op: "sandbox activity: find its claim in the run's history", Err: errors.New("the claim is not there")}
+}
+
+// readRun reads the SandboxRun activities and the claims of the history of run runID.
+func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error) {
+	rec := &runRecord{}
 	bySchedule := map[int64]int{}
 	for iter.HasNext() {
 		ev, err := iter.Next()
@@ -83,18 +224,48 @@ func sandboxActivities(iter tclient.HistoryEventIterator) ([]sandboxActivity, er
 		}
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			if a.GetActivityType().GetName() == contract.RunActivityName {
-				bySchedule[ev.GetEventId()] = len(runs)
-				runs = append(runs, sandboxActivity{id: a.GetActivityId(), end: endOpen})
+				bySchedule[ev.GetEventId()] = len(rec.runs)
+				rec.runs = append(rec.runs, sandboxActivity{id: a.GetActivityId(), end: endOpen})
+			}
+			continue
+		}
+		if s := ev.GetWorkflowExecutionSignaledEventAttributes(); s != nil {
+			if s.GetSignalName() == contract.SignalSandboxClaim {
+				rec.add(s.GetInput(), runID)
 			}
 			continue
 		}
 		if scheduled, end := activityEnd(ev); end != "" {
 			if i, ok := bySchedule[scheduled]; ok {
-				runs[i].end = end
+				rec.runs[i].end = end
 			}
 		}
 	}
-	return runs, nil
+	return rec, nil
+}
+
+// add records a claim signal's input: a claim for run runID, or the release of an earlier claim.
+// Anything else (no host of ours sent it for this run) is passed over: only a host's own claims
+// let its code start.
+func (rec *runRecord) add(input *commonpb.Payloads, runID string) {
+	var msg contract.SandboxClaim
+	if err := converter.GetDefaultDataConverter().FromPayloads(input, &msg); err != nil || msg.Commitment == "" || msg.RunID != runID {
+		return
+	}
+	if msg.Secret == "" {
+		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, commitment: msg.Commitment})
+		return
+	}
+	secret, err := hex.DecodeString(msg.Secret)
+	if err != nil {
+		return
+	}
+	c := commitment(secret)
+	for i := range rec.claims {
+		if rec.claims[i].commitment == c {
+			rec.claims[i].released = true
+		}
+	}
 }
 
 // activityEnd returns the scheduled event id and the end of an event that ends an activity, or
@@ -118,56 +289,4 @@ func activityEnd(ev *historypb.HistoryEvent) (scheduled int64, end string) {
 		return ev.GetActivityTaskCanceledEventAttributes().GetScheduledEventId(), "cancelled"
 	}
 	return 0, ""
-}
-
-// ledgerKeep is how long past its expiry the ledger keeps an approval. An activity scheduled
-// before the expiry still verifies when it starts later (the statement is checked at the time
-// the activity was scheduled), so the ledger outlives the expiry by more than any sandbox
-// activity's schedule-to-start timeout.
-const ledgerKeep = 24 * time.Hour
-
-// ledger remembers the approvals this worker started code for, until ledgerKeep past their
-// expiry. It lives in memory: see the README's known limits.
-type ledger struct {
-	mu     sync.Mutex
-	used   map[string]time.Time // run and approval → until when it is kept
-	pruned time.Time
-}
-
-// ledgerKey names an approval of one run.
-func ledgerKey(info activity.Info, approvalID string) string {
-	return info.WorkflowExecution.ID + "\x00" + info.WorkflowExecution.RunID + "\x00" + approvalID
-}
-
-// claim records key as used until ledgerKeep past expires (or past now, if later) and reports
-// true, or reports false if it was already used.
-func (l *ledger) claim(key string, expires, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.used == nil {
-		l.used = map[string]time.Time{}
-	}
-	if now.Sub(l.pruned) > time.Minute {
-		for k, until := range l.used {
-			if now.After(until) {
-				delete(l.used, k)
-			}
-		}
-		l.pruned = now
-	}
-	if _, ok := l.used[key]; ok {
-		return false
-	}
-	if expires.Before(now) {
-		expires = now // an expired statement verified at its scheduled time: keep it from now
-	}
-	l.used[key] = expires.Add(ledgerKeep)
-	return true
-}
-
-// release forgets key: the code did not start, so a fresh activity may use the approval.
-func (l *ledger) release(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.used, key)
 }

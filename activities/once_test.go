@@ -2,11 +2,13 @@ package activities
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -46,7 +48,8 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 		{"only closed in the history", historytest.Events{historytest.Scheduled(5, "mine"), historytest.Ended(7, 5, completed)}, `schedules no sandbox activity "mine"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := firstUse(context.Background(), tc.history, activity.Info{ActivityID: "mine"})
+			history := append(tc.history, historytest.Claimed(30, contract.SandboxClaim{ActivityID: "mine", Commitment: "sha256:mine"}))
+			err := firstUse(context.Background(), history, activity.Info{ActivityID: "mine"}, "sha256:mine")
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("firstUse: %v; want it to run", err)
@@ -60,7 +63,7 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 
 // A history that cannot be read leaves the approval unused: the workflow tries a fresh activity.
 func TestFirstUseUnreadableHistoryIsRetryable(t *testing.T) {
-	err := firstUse(context.Background(), historytest.Unreadable{}, activity.Info{ActivityID: "mine"})
+	err := firstUse(context.Background(), historytest.Unreadable{}, activity.Info{ActivityID: "mine"}, "sha256:mine")
 	if !guard.Retryable(err) {
 		t.Fatalf("firstUse: %v; want a retryable IntegrationError (the code did not start)", err)
 	}
@@ -72,8 +75,8 @@ func TestRunRefusesAnApprovalUsedEarlierInTheRun(t *testing.T) {
 	b := &echoBackend{Result: guard.Result{ExitCode: 0}}
 	sink := &MemorySink{}
 	a, err := New(Config{Backend: b, Sink: sink, ReviewersFile: reviewersFile(t),
-		History: historytest.Events{historytest.Scheduled(5, "a"), historytest.Ended(7, 5, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED),
-			historytest.Scheduled(11, testActivityID)}})
+		History: &historytest.Log{Events: historytest.Events{historytest.Scheduled(5, "a"), historytest.Ended(7, 5, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED),
+			historytest.Scheduled(11, testActivityID)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +90,68 @@ func TestRunRefusesAnApprovalUsedEarlierInTheRun(t *testing.T) {
 	}
 }
 
-// A failure sent by id while the code still runs looks like one from before the start; the
-// worker's ledger still refuses the fresh activity that follows it. A failure that really was
-// from before the start leaves the approval to the next activity.
-func TestRunLedgerRefusesASecondStartOnThisWorker(t *testing.T) {
+// What anyone who can signal a run can make of the claims in its history: the sandbox activity
+// runs only when every claim before its own was released with the secret it committed to.
+func TestFirstUseNeedsEveryEarlierClaimReleased(t *testing.T) {
+	secret := []byte("the secret of a's host")
+	other := []byte("another secret")
+	claimA := historytest.Claimed(6, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secret)})
+	release := func(id int64, secret []byte) *historypb.HistoryEvent {
+		return historytest.Claimed(id, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secret), Secret: hex.EncodeToString(secret)})
+	}
+	scheduled := historytest.Events{historytest.Scheduled(5, "a"), historytest.Failed(7, 5, guard.TypeIntegrationError, true), historytest.Scheduled(20, "mine")}
+	mine := historytest.Claimed(30, contract.SandboxClaim{ActivityID: "mine", Commitment: "sha256:mine"})
+	encrypted := historytest.Claimed(8, contract.SandboxClaim{ActivityID: "x", Commitment: "sha256:x"})
+	encrypted.GetWorkflowExecutionSignaledEventAttributes().Input.Payloads[0].Metadata["encoding"] = []byte("binary/encrypted")
+	for _, tc := range []struct {
+		name   string
+		claims historytest.Events
+		want   string // "" to run
+	}{
+		{"its own only", historytest.Events{mine}, ""},
+		{"after a released claim", historytest.Events{claimA, release(9, secret), mine}, ""},
+		{"after a claim released after its own", historytest.Events{claimA, mine, release(31, secret)}, ""},
+		{"before a later claim", historytest.Events{mine, claimA}, ""},
+		{"after a claim a reset copied from another run", historytest.Events{
+			historytest.Claimed(6, contract.SandboxClaim{RunID: "the run before the reset", ActivityID: "a", Commitment: commitment(secret)}), mine}, ""},
+		{"after signals that are no claim", historytest.Events{
+			historytest.Signaled(6, "approval", mine.GetWorkflowExecutionSignaledEventAttributes().Input),
+			historytest.Signaled(7, contract.SignalSandboxClaim, nil), encrypted, mine}, ""},
+		{"after a claim never released", historytest.Events{claimA, mine}, `sandbox activity "a" claimed the approval`},
+		{"after a claim released with another secret", historytest.Events{claimA, release(9, other), mine}, `sandbox activity "a" claimed`},
+		{"after a release that names the claim but not its secret", historytest.Events{claimA,
+			historytest.Claimed(9, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secret), Secret: hex.EncodeToString(other)}), mine}, `sandbox activity "a" claimed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := firstUse(context.Background(), append(append(historytest.Events{}, scheduled...), tc.claims...), activity.Info{ActivityID: "mine"}, "sha256:mine")
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("firstUse: %v; want it to run", err)
+			case tc.want == "":
+			case err == nil || guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing ran"):
+				t.Fatalf("firstUse: %v; want a ConfigError saying nothing ran, naming %s", err, tc.want)
+			}
+		})
+	}
+	// A history without the host's own claim (a read from before its signal landed) is a failure
+	// from before the start.
+	if err := firstUse(context.Background(), scheduled, activity.Info{ActivityID: "mine"}, "sha256:mine"); !guard.Retryable(err) {
+		t.Errorf("firstUse without its claim: %v; want a retryable IntegrationError", err)
+	}
+}
+
+// A failure sent by id while the code still runs looks like one from before the start; the claim
+// its host never released still refuses the fresh activity that follows it, on this host or any
+// other. A failure that really was from before the start releases the claim for the next one.
+func TestRunClaimRefusesASecondStartOnAnyHost(t *testing.T) {
 	b := &echoBackend{Err: &guard.IntegrationError{Op: "connect", Err: context.DeadlineExceeded}}
-	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	log := &historytest.Log{ScheduleCaller: true}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), History: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &echoBackend{}
+	host2, err := New(Config{Backend: other, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), History: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,30 +164,65 @@ func TestRunLedgerRefusesASecondStartOnThisWorker(t *testing.T) {
 	if _, err := runActivity(t, a, in); err != nil {
 		t.Fatalf("run after a failure from before the start: %v; want it to run", err)
 	}
-	_, err = runActivity(t, a, in)
-	if guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError || !strings.Contains(err.Error(), "already started code for approval") {
-		t.Fatalf("third run: %v; want a ConfigError from the ledger", err)
+	for name, host := range map[string]*Activities{"this host": a, "another host": host2} {
+		_, err = runActivity(t, host, in)
+		if guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError || !strings.Contains(err.Error(), "never released it") {
+			t.Fatalf("a third run on %s: %v; want a ConfigError naming the unreleased claim", name, err)
+		}
 	}
-	if len(b.ran) != 2 {
-		t.Errorf("the backend was called %d times; want 2 (the failure, then the one run)", len(b.ran))
+	if len(b.ran) != 2 || len(other.ran) != 0 {
+		t.Errorf("the backends were called %d and %d times; want 2 (the failure, then the one run) and 0", len(b.ran), len(other.ran))
+	}
+	// Claim, release, claim, then the two refused hosts' claims and their releases: all plain JSON,
+	// which any host reads whatever payload codec its workers use.
+	signals := log.Signals(testWorkflowID, testRunID)
+	if len(signals) != 7 {
+		t.Fatalf("%d signals in the run; want 7", len(signals))
+	}
+	for _, ev := range signals {
+		p := ev.GetWorkflowExecutionSignaledEventAttributes().GetInput().GetPayloads()[0]
+		if string(p.GetMetadata()["encoding"]) != "json/plain" {
+			t.Errorf("a claim's payload is %q; want json/plain", p.GetMetadata()["encoding"])
+		}
 	}
 }
 
-func TestLedgerForgetsLongExpiredApprovals(t *testing.T) {
-	var l ledger
-	now := time.Now()
-	if !l.claim("a", now, now) || l.claim("a", now, now) {
-		t.Fatal("claim: want the first claim to succeed and the second to fail")
+// A claim that cannot be signalled leaves the approval for the workflow's fresh activity; nothing
+// runs.
+func TestRunClaimNotMadeIsRetryable(t *testing.T) {
+	b := &echoBackend{}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t),
+		History: &historytest.Log{ScheduleCaller: true, SignalErr: errors.New("unavailable")}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	later := now.Add(ledgerKeep + 2*time.Minute)
-	if !l.claim("b", later, later) || len(l.used) != 1 {
-		t.Fatalf("after the keep: %d entries; want only b (a pruned)", len(l.used))
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	_, err = runActivity(t, a, approved(t, c, fields(c.Digest)))
+	if !guard.Retryable(contract.FromFailure(err)) || len(b.ran) != 0 {
+		t.Errorf("run: %v, backend called %d times; want a retryable failure and no call", err, len(b.ran))
 	}
-	if !l.claim("a", later, later) {
-		t.Error("a long-expired approval is still held")
+}
+
+// A claim that cannot be released after a failure from before the start says so, and the fresh
+// activity that follows is refused: without the release nobody can tell that the code never ran.
+func TestRunClaimNotReleasedRefusesTheNext(t *testing.T) {
+	b := &echoBackend{Err: &guard.IntegrationError{Op: "connect", Err: context.DeadlineExceeded}}
+	log := &historytest.Log{ScheduleCaller: true, SignalErr: errors.New("unavailable"), SignalErrAfter: 1}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), History: log})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// A statement that expired after its activity was scheduled is kept from the claim on.
-	if !l.claim("c", time.Time{}, later) || l.claim("c", time.Time{}, later.Add(2*time.Minute)) {
-		t.Error("an approval with an expiry in the past was dropped at the next prune")
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	in := approved(t, c, fields(c.Digest))
+	if _, err := runActivity(t, a, in); !guard.Retryable(contract.FromFailure(err)) || !strings.Contains(err.Error(), "could not be released") {
+		t.Fatalf("first run: %v; want a retryable failure saying the claim could not be released", err)
+	}
+	log.SignalErr = nil
+	b.Err = nil
+	if _, err = runActivity(t, a, in); guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError {
+		t.Fatalf("fresh run: %v; want a ConfigError", err)
+	}
+	if len(b.ran) != 1 {
+		t.Errorf("the backend was called %d times; want 1", len(b.ran))
 	}
 }

@@ -28,6 +28,7 @@ var schemas = []struct {
 	{"decision.schema.json", "Reviewer decision (signal \"approval\", update \"decide\")", reflect.TypeFor[contract.Decision]()},
 	{"status.schema.json", "RunCode status (query \"status\")", reflect.TypeFor[contract.Status]()},
 	{"result.schema.json", "RunCode result", reflect.TypeFor[guard.Result]()},
+	{"sandbox-claim.schema.json", "Sandbox host's claim on a run's approval (signal \"sandbox-claim\", plain JSON in history)", reflect.TypeFor[contract.SandboxClaim]()},
 }
 
 // extra are properties that a type's MarshalJSON adds beyond its Go fields, and overrides those

@@ -20,6 +20,10 @@ const (
 	UpdateDecide = "decide"
 	// QueryStatus is the query that returns a Status.
 	QueryStatus = "status"
+	// SignalSandboxClaim is the signal a sandbox host sends to a run, as a SandboxClaim, before it
+	// lets code start, and again to release the claim when the code did not start. The workflow
+	// reads and drops it; the history keeps it, where sandbox hosts read it (see SandboxClaim).
+	SignalSandboxClaim = "sandbox-claim"
 	// CheckActivityName is the local activity that applies the worker's policy to a request.
 	CheckActivityName = "SandboxCheck"
 	// RunActivityName is the sandbox activity that runs an approved request.

@@ -16,6 +16,9 @@
 //     validator refuses a bad one at once with an application error of type
 //     contract.DecisionRejectedType whose message says why.
 //
+// Sandbox hosts signal contract.SignalSandboxClaim ("sandbox-claim") to a run before its code
+// starts; the workflow drops those signals, which are for the hosts to read in the history.
+//
 // A contract.Decision's JSON form is fixed, so that any Temporal client can send it:
 //
 //	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reason": "",

@@ -175,17 +175,23 @@ func (it *itest) worker(queue string, b guard.Backend, mod func(*activities.Conf
 	if mod != nil {
 		mod(&cfg)
 	}
+	return it.workerWithOptions(queue, cfg, worker.Options{}, extra...)
+}
+
+// workerWithOptions starts an in-process worker on queue with the activities of cfg and opts.
+func (it *itest) workerWithOptions(queue string, cfg activities.Config, opts worker.Options, extra ...func(worker.Registry)) worker.Worker {
+	it.t.Helper()
 	acts, err := activities.New(cfg)
 	if err != nil {
 		it.t.Fatalf("activities: %v", err)
 	}
-	return it.ts.NewWorker(queue, func(r worker.Registry) {
+	return it.ts.NewWorkerWithOptions(queue, func(r worker.Registry) {
 		workflows.Register(r)
 		acts.Register(r)
 		for _, reg := range extra {
 			reg(r)
 		}
-	})
+	}, opts)
 }
 
 func (it *itest) ctx(d time.Duration) context.Context {

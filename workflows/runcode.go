@@ -115,6 +115,12 @@ func (r *runCode) setHandlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
 		return fmt.Errorf("workflows: set update handler: %w", err)
 	}
+	// Sandbox hosts' claims are for them to read in the history; the workflow drops them.
+	claims := workflow.GetSignalChannel(ctx, contract.SignalSandboxClaim)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for claims.Receive(ctx, nil) {
+		}
+	})
 	return nil
 }
 

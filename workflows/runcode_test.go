@@ -138,7 +138,7 @@ func newHarness(t *testing.T, backend *fakeBackend, cfg activities.Config) *harn
 	h.env = suite.NewTestWorkflowEnvironment()
 	cfg.Backend = backend
 	cfg.Sink = h.sink
-	cfg.History = historytest.ThisActivity{}
+	cfg.History = &historytest.Log{ScheduleCaller: true}
 	if cfg.ReviewersFile == "" {
 		cfg.ReviewersFile = reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer())
 	}

@@ -1,18 +1,22 @@
 // Package historytest gives unit tests the history of a run without a Temporal server: a list of
-// events that reads like a server's, for the sandbox activity's check that an approval is used
-// once (activities.Config.History).
+// events that reads like a server's, and signals added to it, for the sandbox activity's claim
+// and check that an approval is used once (activities.Config.History).
 package historytest
 
 import (
 	"context"
 	"errors"
+	"sync"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/grpc"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 )
@@ -25,13 +29,65 @@ func (e Events) GetWorkflowHistory(context.Context, string, string, bool, enumsp
 	return &iterator{events: e}
 }
 
-// ThisActivity is a history that schedules only the sandbox activity that reads it (named by the
-// activity context): the history of a run with one sandbox activity, for tests of anything else.
-type ThisActivity struct{}
+// Log is a server's histories: each run's history is Events, then (with ScheduleCaller) the
+// sandbox activity that reads it, then the signals sent to that run through WorkflowService.
+type Log struct {
+	Events Events
+	// ScheduleCaller schedules the sandbox activity that reads a history (named by the activity
+	// context) in it, as event 5: the history of a run with one sandbox activity.
+	ScheduleCaller bool
+	// SignalErr, when set, fails every signal after the first SignalErrAfter (nothing is
+	// recorded).
+	SignalErr      error
+	SignalErrAfter int
 
-// GetWorkflowHistory returns the history that schedules the calling activity as event 5.
-func (ThisActivity) GetWorkflowHistory(ctx context.Context, workflowID, runID string, longPoll bool, filter enumspb.HistoryEventFilterType) tclient.HistoryEventIterator {
-	return Events{Scheduled(5, activity.GetInfo(ctx).ActivityID)}.GetWorkflowHistory(ctx, workflowID, runID, longPoll, filter)
+	mu      sync.Mutex
+	sent    int
+	signals map[[2]string]Events
+}
+
+// GetWorkflowHistory returns the run's history.
+func (l *Log) GetWorkflowHistory(ctx context.Context, workflowID, runID string, longPoll bool, filter enumspb.HistoryEventFilterType) tclient.HistoryEventIterator {
+	events := append(Events{}, l.Events...)
+	if l.ScheduleCaller {
+		events = append(events, Scheduled(5, activity.GetInfo(ctx).ActivityID))
+	}
+	l.mu.Lock()
+	events = append(events, l.signals[[2]string{workflowID, runID}]...)
+	l.mu.Unlock()
+	return events.GetWorkflowHistory(ctx, workflowID, runID, longPoll, filter)
+}
+
+// Signals returns the signals sent to a run.
+func (l *Log) Signals(workflowID, runID string) Events {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append(Events{}, l.signals[[2]string{workflowID, runID}]...)
+}
+
+// WorkflowService returns a service whose SignalWorkflowExecution adds to the log; its other
+// methods are not there (they panic).
+func (l *Log) WorkflowService() workflowservice.WorkflowServiceClient { return service{log: l} }
+
+type service struct {
+	workflowservice.WorkflowServiceClient
+	log *Log
+}
+
+func (s service) SignalWorkflowExecution(_ context.Context, req *workflowservice.SignalWorkflowExecutionRequest, _ ...grpc.CallOption) (*workflowservice.SignalWorkflowExecutionResponse, error) {
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.SignalErr != nil && l.sent >= l.SignalErrAfter {
+		return nil, l.SignalErr
+	}
+	l.sent++
+	if l.signals == nil {
+		l.signals = map[[2]string]Events{}
+	}
+	key := [2]string{req.GetWorkflowExecution().GetWorkflowId(), req.GetWorkflowExecution().GetRunId()}
+	l.signals[key] = append(l.signals[key], Signaled(int64(100+len(l.signals[key])), req.GetSignalName(), req.GetInput()))
+	return &workflowservice.SignalWorkflowExecutionResponse{}, nil
 }
 
 // Unreadable is a history whose read fails, as when the server cannot be reached.
@@ -100,4 +156,21 @@ func Other(id int64, activityID string) *historypb.HistoryEvent {
 	ev := Scheduled(id, activityID)
 	ev.GetActivityTaskScheduledEventAttributes().ActivityType.Name = "SomethingElse"
 	return ev
+}
+
+// Signaled is event id, the signal name with input.
+func Signaled(id int64, name string, input *commonpb.Payloads) *historypb.HistoryEvent {
+	return &historypb.HistoryEvent{EventId: id, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionSignaledEventAttributes{WorkflowExecutionSignaledEventAttributes: &historypb.WorkflowExecutionSignaledEventAttributes{
+			SignalName: name, Input: input,
+		}}}
+}
+
+// Claimed is event id, a sandbox host's claim signal (or release, with Secret) as JSON.
+func Claimed(id int64, claim contract.SandboxClaim) *historypb.HistoryEvent {
+	input, err := converter.GetDefaultDataConverter().ToPayloads(claim)
+	if err != nil {
+		panic(err)
+	}
+	return Signaled(id, contract.SignalSandboxClaim, input)
 }
