@@ -49,15 +49,21 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			history := append(tc.history, historytest.Claimed(30, contract.SandboxClaim{ActivityID: "mine", Commitment: "sha256:mine"}))
-			err := firstUse(context.Background(), history, activity.Info{ActivityID: "mine"}, "sha256:mine")
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("firstUse: %v; want it to run", err)
-			case tc.want == "":
-			case err == nil || guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing ran"):
-				t.Fatalf("firstUse: %v; want a ConfigError saying nothing ran, naming %s", err, tc.want)
-			}
+			wantFirstUse(t, firstUse(context.Background(), history, activity.Info{ActivityID: "mine"}, "sha256:mine"), tc.want)
 		})
+	}
+}
+
+// wantFirstUse checks firstUse's answer: nil when want is "", else a ConfigError saying nothing
+// ran and naming want.
+func wantFirstUse(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("firstUse: %v; want it to run", err)
+	case want == "":
+	case err == nil || guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "nothing ran"):
+		t.Fatalf("firstUse: %v; want a ConfigError saying nothing ran, naming %s", err, want)
 	}
 }
 
@@ -123,14 +129,7 @@ func TestFirstUseNeedsEveryEarlierClaimReleased(t *testing.T) {
 			historytest.Claimed(9, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secret), Secret: hex.EncodeToString(other)}), mine}, `sandbox activity "a" claimed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := firstUse(context.Background(), append(append(historytest.Events{}, scheduled...), tc.claims...), activity.Info{ActivityID: "mine"}, "sha256:mine")
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("firstUse: %v; want it to run", err)
-			case tc.want == "":
-			case err == nil || guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing ran"):
-				t.Fatalf("firstUse: %v; want a ConfigError saying nothing ran, naming %s", err, tc.want)
-			}
+			wantFirstUse(t, firstUse(context.Background(), append(append(historytest.Events{}, scheduled...), tc.claims...), activity.Info{ActivityID: "mine"}, "sha256:mine"), tc.want)
 		})
 	}
 	// A history without the host's own claim (a read from before its signal landed) is a failure
