@@ -735,23 +735,18 @@ func TestImageThatCannotStartTheSupervisorIsRememberedUntilReplaced(t *testing.T
 				return f.startAttempts
 			}
 			var ce *guard.ConfigError
-			first := 0
 			for i := 0; i < 3; i++ {
 				if _, err := b.Run(context.Background(), c); !errors.As(err, &ce) || !strings.Contains(ce.Msg, "python3") {
 					t.Fatalf("run %d: got %v; want a ConfigError naming python3", i, err)
-				}
-				if i == 0 {
-					// The first run's start, and with a pool the pool's, which may race it.
-					if first = attempts(); first < 1 || first > 1+warm {
-						t.Fatalf("%d starts tried by the first run; want 1 to %d", first, 1+warm)
-					}
 				}
 			}
 			if warm > 0 {
 				time.Sleep(1500 * time.Millisecond) // past the pool's first back-off
 			}
-			if n := attempts(); n != first {
-				t.Errorf("%d starts tried with the unfit image; want none after the first failure (%d)", n, first)
+			// The first run's start, and with a pool the pool's, which may race it (a start the
+			// pool began before the first failure may land after that run returned); nothing after.
+			if n := attempts(); n < 1 || n > 1+warm {
+				t.Errorf("%d starts tried with the unfit image; want 1 to %d: none after the first failure", n, 1+warm)
 			}
 			// The operator replaces the image: runs create containers again.
 			f.mu.Lock()
