@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -163,21 +162,46 @@ type runRecord struct {
 	claims []heldClaim
 }
 
+// claimVisibleWait bounds how long firstUse waits for the host's own claim to show in the
+// history: a signal that arrives while a workflow task is in flight is held by the server until
+// that task completes (or times out, after 10 s by default).
+const claimVisibleWait = 15 * time.Second
+
 // firstUse returns nil when nothing before the sandbox activity info names, holding the claim
 // mine, may have used the approval of its run; otherwise a ConfigError naming what may have. It
 // fails with a retryable IntegrationError (nothing started) when the history cannot be read or
-// does not show the claim.
+// does not show the claim within claimVisibleWait.
 func firstUse(ctx context.Context, h HistoryReader, info activity.Info, mine string) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
-	rec, err := readRun(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID)
-	if err != nil {
-		return &guard.IntegrationError{Op: "sandbox activity: read the run's history", Err: err}
+	deadline := time.Now().Add(claimVisibleWait)
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		rec, err := readRun(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID)
+		if err != nil {
+			return &guard.IntegrationError{Op: "sandbox activity: read the run's history", Err: err}
+		}
+		if err := rec.firstActivity(info.ActivityID); err != nil {
+			return err
+		}
+		if rec.holds(mine) || time.Now().Add(wait).After(deadline) {
+			return rec.firstClaim(mine)
+		}
+		select {
+		case <-ctx.Done():
+			return &guard.IntegrationError{Op: "sandbox activity: wait for its claim in the run's history", Err: ctx.Err()}
+		case <-time.After(wait):
+		}
 	}
-	if err := rec.firstActivity(info.ActivityID); err != nil {
-		return err
+}
+
+// holds reports whether the history shows the claim.
+func (rec *runRecord) holds(commitment string) bool {
+	for _, c := range rec.claims {
+		if c.commitment == commitment {
+			return true
+		}
 	}
-	return rec.firstClaim(mine)
+	return false
 }
 
 // firstActivity checks that every SandboxRun scheduled before the open one named id failed
@@ -210,7 +234,7 @@ func (rec *runRecord) firstClaim(mine string) error {
 			return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: sandbox activity %q claimed the approval of this run first and never released it (its code may have run); an approval runs code once", c.activityID)}
 		}
 	}
-	return &guard.IntegrationError{Op: "sandbox activity: find its claim in the run's history", Err: errors.New("the claim is not there")}
+	return &guard.IntegrationError{Op: "sandbox activity: find its claim in the run's history", Err: fmt.Errorf("the claim is not there after %s", claimVisibleWait)}
 }
 
 // readRun reads the SandboxRun activities and the claims of the history of run runID.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -132,9 +133,11 @@ func TestFirstUseNeedsEveryEarlierClaimReleased(t *testing.T) {
 			wantFirstUse(t, firstUse(context.Background(), append(append(historytest.Events{}, scheduled...), tc.claims...), activity.Info{ActivityID: "mine"}, "sha256:mine"), tc.want)
 		})
 	}
-	// A history without the host's own claim (a read from before its signal landed) is a failure
-	// from before the start.
-	if err := firstUse(context.Background(), scheduled, activity.Info{ActivityID: "mine"}, "sha256:mine"); !guard.Retryable(err) {
+	// A history that never shows the host's own claim (its workflow tasks held in flight) is a
+	// failure from before the start.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := firstUse(ctx, scheduled, activity.Info{ActivityID: "mine"}, "sha256:mine"); !guard.Retryable(err) {
 		t.Errorf("firstUse without its claim: %v; want a retryable IntegrationError", err)
 	}
 }
@@ -183,6 +186,24 @@ func TestRunClaimRefusesASecondStartOnAnyHost(t *testing.T) {
 		if string(p.GetMetadata()["encoding"]) != "json/plain" {
 			t.Errorf("a claim's payload is %q; want json/plain", p.GetMetadata()["encoding"])
 		}
+	}
+}
+
+// The server holds a signal that arrives while a workflow task is in flight until the task
+// completes: the host reads the history again until its claim shows, then runs the code.
+func TestRunWaitsForItsClaimToShow(t *testing.T) {
+	b := &echoBackend{}
+	log := &historytest.Log{ScheduleCaller: true, HiddenReads: 3}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), History: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	if _, err := runActivity(t, a, approved(t, c, fields(c.Digest))); err != nil || len(b.ran) != 1 {
+		t.Fatalf("run: %v, backend called %d times; want one run once the claim showed", err, len(b.ran))
+	}
+	if log.Reads() != 4 {
+		t.Errorf("%d history reads; want 4 (three without the claim, then the one with it)", log.Reads())
 	}
 }
 

@@ -41,7 +41,12 @@ type Log struct {
 	SignalErr      error
 	SignalErrAfter int
 
+	// HiddenReads is how many reads do not show the signals yet, as when the server holds
+	// them while a workflow task is in flight.
+	HiddenReads int
+
 	mu      sync.Mutex
+	reads   int
 	sent    int
 	signals map[[2]string]Events
 }
@@ -53,9 +58,19 @@ func (l *Log) GetWorkflowHistory(ctx context.Context, workflowID, runID string, 
 		events = append(events, Scheduled(5, activity.GetInfo(ctx).ActivityID))
 	}
 	l.mu.Lock()
-	events = append(events, l.signals[[2]string{workflowID, runID}]...)
+	if l.reads >= l.HiddenReads {
+		events = append(events, l.signals[[2]string{workflowID, runID}]...)
+	}
+	l.reads++
 	l.mu.Unlock()
 	return events.GetWorkflowHistory(ctx, workflowID, runID, longPoll, filter)
+}
+
+// Reads returns how many times a history was read.
+func (l *Log) Reads() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reads
 }
 
 // Signals returns the signals sent to a run.
