@@ -125,17 +125,7 @@ func TestIntegrationRogueWorkflowWorkerCannotRunAnApprovalTwice(t *testing.T) {
 		}
 		return out, nil
 	}
-	const rogueQueue = "sandboxflow-it-rogue"
-	it.ts.NewWorker(rogueQueue, func(r worker.Registry) {
-		r.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.WorkflowName})
-	})
-	const id = "it-rogue-worker"
-	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: rogueQueue}, contract.WorkflowName, contract.Input{Request: req})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The reviewer signs exactly this run, this code and the sandbox task queue.
-	it.signal(id, it.alice.Decision(t, reviewertest.Fields(id, run.GetRunID(), checked.Digest, it.queue, true)))
+	run := it.approvedImpostor("sandboxflow-it-rogue", "it-rogue-worker", rogue, req, checked.Digest)
 	var outcomes []string
 	if err := run.Get(it.ctx(90*time.Second), &outcomes); err != nil {
 		t.Fatal(err)
@@ -210,4 +200,20 @@ func TestIntegrationForgedNotStartedFailureDoesNotRunTheCodeAgain(t *testing.T) 
 	}
 	time.Sleep(4 * time.Second) // past the first code's sleep
 	wantRuns(t, mark, 1)
+}
+
+// approvedImpostor runs fn as "RunCode" on queue, as a namespace writer's worker would, starts the
+// run id of it with req, and has the reviewer sign exactly this run, this digest and the sandbox
+// task queue it.queue.
+func (it *itest) approvedImpostor(queue, id string, fn any, req guard.Request, digest string) client.WorkflowRun {
+	it.t.Helper()
+	it.ts.NewWorker(queue, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: contract.WorkflowName})
+	})
+	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: queue}, contract.WorkflowName, contract.Input{Request: req})
+	if err != nil {
+		it.t.Fatal(err)
+	}
+	it.signal(id, it.alice.Decision(it.t, reviewertest.Fields(id, run.GetRunID(), digest, it.queue, true)))
+	return run
 }
