@@ -1,42 +1,68 @@
 //go:build integration
 
-// Package typescript_test runs the TypeScript example against a real server and worker when node
-// and npm are installed.
+// Package typescript_test runs the TypeScript examples against a real server and worker: the
+// Temporal client example, and the MCP client example with the official MCP SDK over stdio and
+// streamable HTTP.
 package typescript_test
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"reflect"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/internal/agenttest"
 )
 
-func TestIntegrationTypeScriptExample(t *testing.T) {
+var built struct {
+	once sync.Once
+	err  error
+}
+
+// build installs the examples' packages and compiles them, once per test binary.
+func build(t *testing.T) {
+	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-				t.Fatalf("the TypeScript example needs %s on PATH (make setup installs nodejs and npm)", tool)
+				t.Fatalf("the TypeScript examples need %s on PATH (make setup installs nodejs and npm)", tool)
 			}
-			t.Skipf("the TypeScript example needs %s on PATH (.ci/run installs nodejs and npm)", tool)
+			t.Skipf("the TypeScript examples need %s on PATH (.ci/run installs nodejs and npm)", tool)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	for _, args := range [][]string{{"npm", "ci", "--no-audit", "--no-fund"}, {"node_modules/.bin/tsc"}} {
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	built.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		for _, args := range [][]string{{"npm", "ci", "--no-audit", "--no-fund"}, {"node_modules/.bin/tsc"}} {
+			if out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput(); err != nil {
+				built.err = fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, out)
+				return
+			}
 		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	e := agenttest.Setup(t)
-	cmd := exec.CommandContext(ctx, "node", "dist/run.js")
-	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SANDBOXFLOW_TASK_QUEUE="+e.TaskQueue)
+}
+
+// output is the stdout of a running example, line by line.
+type output struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+// run starts cmd and reads its stdout; the test's end kills it.
+func run(t *testing.T, cmd *exec.Cmd) *output {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -45,25 +71,47 @@ func TestIntegrationTypeScriptExample(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 64)
+	o := &output{cmd: cmd, lines: make(chan string, 64)}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	go func() {
-		defer close(lines)
+		defer close(o.lines)
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			lines <- sc.Text()
+			o.lines <- sc.Text()
 		}
 	}()
-	next := func(prefix string) string {
-		t.Helper()
-		for line := range lines {
-			if strings.HasPrefix(line, prefix) {
-				return line
-			}
+	return o
+}
+
+// next returns the next line that starts with prefix, skipping the others.
+func (o *output) next(t *testing.T, prefix string) string {
+	t.Helper()
+	for line := range o.lines {
+		if strings.HasPrefix(line, prefix) {
+			return line
 		}
-		_ = cmd.Wait()
-		t.Fatalf("the example ended without a line starting %q", prefix)
-		return ""
 	}
+	_ = o.cmd.Wait()
+	t.Fatalf("the example ended without a line starting %q", prefix)
+	return ""
+}
+
+// value decodes the JSON after prefix on the next line that starts with it.
+func (o *output) value(t *testing.T, prefix string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(o.next(t, prefix), prefix)), v); err != nil {
+		t.Fatalf("%s: %v", prefix, err)
+	}
+}
+
+func TestIntegrationTypeScriptExample(t *testing.T) {
+	build(t)
+	e := agenttest.Setup(t)
+	cmd := exec.Command("node", "dist/run.js")
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SANDBOXFLOW_TASK_QUEUE="+e.TaskQueue)
+	out := run(t, cmd)
+	next := func(prefix string) string { t.Helper(); return out.next(t, prefix) }
 
 	var started struct {
 		WorkflowID string `json:"workflow_id"`
@@ -99,7 +147,7 @@ func TestIntegrationTypeScriptExample(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimPrefix(next("RESULT "), "RESULT ")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := out.cmd.Wait(); err != nil {
 		t.Errorf("the example exited with %v", err)
 	}
 	if !res.OK || res.Stdout != "hello from typescript\n" || res.DurationMS == nil {
@@ -110,5 +158,132 @@ func TestIntegrationTypeScriptExample(t *testing.T) {
 	}
 	if len(res.Files) != 1 || res.Files[0].Content != "NDI=" || res.Files[0].Encoding != "base64" {
 		t.Errorf("files %+v; want answer.txt as base64 \"NDI=\" with its encoding", res.Files)
+	}
+}
+
+var runID = regexp.MustCompile(`run (sandbox-[0-9a-f-]+)`)
+
+// TestIntegrationTypeScriptMCPClient runs mcp.ts, an agent's host built on the official MCP SDK
+// for TypeScript (not the Go SDK the server uses), against `starter mcp` over stdio and over
+// streamable HTTP: it lists the tools, calls run_code, is told by progress where the run waits,
+// and receives the approved run's output and files; a language that is not offered is refused.
+func TestIntegrationTypeScriptMCPClient(t *testing.T) {
+	build(t)
+	e := agenttest.Setup(t)
+	args := []string{"mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
+		"--mcp-wait", "2m", "--progress-interval", "200ms", "--inbox-url", "http://127.0.0.1:9/inbox"}
+	schema, err := exec.Command(e.Starter, "tool-schema", "--format", "anthropic").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		InputSchema any `json:"input_schema"`
+	}
+	if err := json.Unmarshal(schema, &want); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("stdio", func(t *testing.T) {
+		exerciseMCP(t, e, want.InputSchema, exec.Command("node", append([]string{"dist/mcp.js", "stdio", e.Starter}, args...)...))
+	})
+	t.Run("http", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		server := exec.Command(e.Starter, append(args, "--http", addr)...)
+		server.Stderr = os.Stderr
+		if err := server.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
+		for i := 0; ; i++ {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				break
+			} else if i == 200 {
+				t.Fatalf("starter mcp --http: nothing listens on %s: %v", addr, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		exerciseMCP(t, e, want.InputSchema, exec.Command("node", "dist/mcp.js", "http", "http://"+addr+"/mcp"))
+	})
+}
+
+// toolResult is an MCP CallToolResult as JSON, in part.
+type toolResult struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		Resource struct {
+			URI, MIMEType, Text string
+		} `json:"resource"`
+	} `json:"content"`
+}
+
+func (r toolResult) text() string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) {
+	out := run(t, cmd)
+	var server struct{ Name string }
+	out.value(t, "SERVER ", &server)
+	if server.Name == "" {
+		t.Error("the server did not name itself in initialize")
+	}
+	var tools []struct {
+		Name  string
+		Input any
+	}
+	out.value(t, "TOOLS ", &tools)
+	var names []string
+	for _, tool := range tools {
+		names = append(names, tool.Name)
+		if tool.Name == "run_code" && !reflect.DeepEqual(tool.Input, wantSchema) {
+			t.Errorf("run_code's input schema as the TypeScript SDK read it: %v; want tool-schema's %v", tool.Input, wantSchema)
+		}
+	}
+	if strings.Join(names, ",") != "run_code,run_status" && strings.Join(names, ",") != "run_status,run_code" {
+		t.Errorf("tools %v; want run_code and run_status", names)
+	}
+
+	var id, progress string
+	for id == "" {
+		out.value(t, "PROGRESS ", &progress)
+		if m := runID.FindStringSubmatch(progress); m != nil {
+			id = m[1]
+		}
+	}
+	if !strings.Contains(progress, "http://127.0.0.1:9/inbox") {
+		t.Errorf("progress %q does not say where a reviewer decides", progress)
+	}
+	agenttest.Decide(t, e, id, true)
+	var res toolResult
+	out.value(t, "RESULT ", &res)
+	if res.IsError || !strings.Contains(res.text(), "hello from an MCP client") {
+		t.Errorf("run_code: isError %t, text %q; want the approved run's output", res.IsError, res.text())
+	}
+	var report bool
+	for _, c := range res.Content {
+		report = report || c.Type == "resource" && strings.HasSuffix(c.Resource.URI, "/report.txt") && c.Resource.Text == "a report\n"
+	}
+	if !report {
+		t.Errorf("content %+v; want report.txt as a text resource", res.Content)
+	}
+
+	var refused toolResult
+	out.value(t, "REFUSED ", &refused)
+	if !refused.IsError || !strings.Contains(refused.text(), "ToolUsageError") {
+		t.Errorf("a language that is not offered: isError %t, text %q; want a ToolUsageError", refused.IsError, refused.text())
+	}
+	if err := out.cmd.Wait(); err != nil {
+		t.Errorf("mcp.js exited with %v", err)
 	}
 }
