@@ -8,8 +8,13 @@ TEST_TIMEOUT ?= 75m
 
 WORKFLOWCHECK := $(GOBIN)/workflowcheck
 WORKFLOWCHECK_VERSION := v0.6.0
+# The official temporal CLI, for the test that follows the README's OpenSSH + temporal CLI recipe.
+# v1.5.1 is the newest release `go install` can build from the module proxy (later ones replace a
+# module of their own that the proxy does not serve).
+TEMPORAL_CLI := $(GOBIN)/temporal
+TEMPORAL_CLI_VERSION := v1.5.1
 
-.PHONY: test setup check vet staticcheck fmt workflowcheck unit build bench bench-e2e demo clean
+.PHONY: test setup check vet staticcheck fmt workflowcheck temporal-cli unit build bench bench-e2e demo clean
 
 ## test: install and start what the tests need (Docker, gVisor, test images), then every check.
 test: setup check
@@ -21,8 +26,8 @@ setup:
 	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL and chromium are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
-check: fmt vet staticcheck workflowcheck
-	SANDBOXFLOW_REQUIRE_DOCKER=1 SANDBOXFLOW_REQUIRE_POSTGRES=1 $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+check: fmt vet staticcheck workflowcheck temporal-cli
+	SANDBOXFLOW_REQUIRE_DOCKER=1 SANDBOXFLOW_REQUIRE_POSTGRES=1 SANDBOXFLOW_TEMPORAL_CLI=$(TEMPORAL_CLI) $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## fmt: fail when a file is not gofmt-formatted.
 fmt:
@@ -37,6 +42,11 @@ workflowcheck:
 	@if [ ! -x "$(WORKFLOWCHECK)" ]; then \
 		GOFLAGS= $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION); fi
 	$(WORKFLOWCHECK) ./workflows/...
+
+## temporal-cli: the official temporal CLI (a few minutes the first time).
+temporal-cli:
+	@if [ ! -x "$(TEMPORAL_CLI)" ]; then \
+		GOFLAGS= $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); fi
 
 staticcheck:
 	@if [ ! -x "$(STATICCHECK)" ]; then \
