@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
@@ -42,6 +44,9 @@ type Options struct {
 	Sink activities.Sink
 	// Interceptors are the worker's. Optional.
 	Interceptors []interceptor.WorkerInterceptor
+	// KeyFile is a payload key file (codec.LoadKeyRing): the worker and Env.Client encrypt every
+	// payload with it, as a worker and starter given --key-file do. Optional: plain payloads.
+	KeyFile string
 }
 
 // Setup starts a server, a worker whose policy allows python, and builds the starter.
@@ -60,6 +65,13 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	}
 	ts := devtest.Start(t)
 	tc := ts.GetDefaultClient()
+	if o.KeyFile != "" {
+		ring, err := codec.LoadKeyRing(o.KeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc = ts.NewClientWithOptions(codec.ClientOptions(tclient.Options{}, ring))
+	}
 	b, err := local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))})
 	if err != nil {
 		t.Fatal(err)
