@@ -35,27 +35,10 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/inbox"
+	"github.com/sandboxflow/sandboxflow/internal/browsertest"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
-
-// envScreenshots names a folder where the test writes inbox-list.png and inbox-run.png
-// (1280x800), as committed under docs/.
-const envScreenshots = "SANDBOXFLOW_SCREENSHOTS"
-
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" || os.Getenv("SANDBOXFLOW_REQUIRE_BROWSER") != "" {
-		t.Fatal("chromium is not installed (apt-get install -y chromium; make setup does it)")
-	}
-	t.Skip("chromium is not installed: apt-get install -y chromium (make setup does it)")
-	return ""
-}
 
 func python(t *testing.T) string {
 	t.Helper()
@@ -74,12 +57,12 @@ type env struct {
 	origin    string
 	reviewers string
 	counter   string
-	browser   context.Context
+	*browsertest.Browser
 }
 
 func startEnv(t *testing.T, ctx context.Context) *env {
 	t.Helper()
-	chromium := findChromium(t)
+	browsertest.Chromium(t) // skip (or fail under make test) before anything starts
 	ts := devtest.Start(t)
 	c := ts.GetDefaultClient()
 	const queue = "sandboxflow-inbox-it"
@@ -127,75 +110,17 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	go func() { _ = hs.Serve(ln) }()
 	t.Cleanup(func() { _ = hs.Close() })
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-default-apps", true),
-		chromedp.Flag("disable-features", "Translate,OptimizationHints,MediaRouter"),
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800))
-	t.Cleanup(cancelAlloc)
-	bctx, cancelBrowser := chromedp.NewContext(alloc)
-	t.Cleanup(cancelBrowser)
-	e.browser = bctx
-	e.do(chromedp.Navigate("about:blank"), chromedp.EmulateViewport(1280, 800))
-	if _, err := chromedp.Call(bctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
+	e.Browser = browsertest.Start(t, ctx)
+	if _, err := chromedp.Call(e.Ctx, webauthn.Enable, webauthn.EnableParams{}); err != nil {
 		t.Fatalf("WebAuthn.enable: %v", err)
 	}
-	if _, err := chromedp.Call(bctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
+	if _, err := chromedp.Call(e.Ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
 		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
 		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
 	}}); err != nil {
 		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
 	}
 	return e
-}
-
-func (e *env) do(steps ...chromedp.Action[chromedp.Void]) {
-	e.t.Helper()
-	if err := chromedp.Do(e.browser, steps...); err != nil {
-		e.t.Fatalf("browser: %v", err)
-	}
-}
-
-// waitFor polls a JavaScript expression until it is true, across page loads.
-func (e *env) waitFor(what, expr string, timeout time.Duration) {
-	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := chromedp.Run(e.browser, chromedp.Evaluate[bool](expr))
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			html, _ := chromedp.Run(e.browser, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-			e.t.Fatalf("waiting for %s: %v; the page reads:\n%s", what, err, html)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func (e *env) text(expr string) string {
-	e.t.Helper()
-	s, err := chromedp.Run(e.browser, chromedp.Evaluate[string](expr))
-	if err != nil {
-		e.t.Fatalf("browser: %s: %v", expr, err)
-	}
-	return s
-}
-
-func (e *env) screenshot(name string) {
-	e.t.Helper()
-	dir := os.Getenv(envScreenshots)
-	if dir == "" {
-		return
-	}
-	png, err := chromedp.Run(e.browser, chromedp.CaptureScreenshot())
-	if err != nil {
-		e.t.Fatalf("screenshot: %v", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
-		e.t.Fatal(err)
-	}
 }
 
 // runs counts the lines the approved code appended to the counter file: a side effect outside
@@ -228,11 +153,11 @@ func TestBrowserInbox(t *testing.T) {
 	e := startEnv(t, ctx)
 
 	// A stranger registers a passkey: the page gives only the line for the reviewers file.
-	e.do(chromedp.Navigate(e.origin + "/"))
-	e.waitFor("the sign-in page", `location.pathname === "/signin" && !!document.getElementById("register-name")`, 20*time.Second)
-	e.do(chromedp.SendKeys(chromedp.ID("register-name"), "alice"), chromedp.Click(chromedp.ID("register")))
-	e.waitFor("the reviewers-file line", `document.getElementById("register-line").textContent.length > 0`, 20*time.Second)
-	line := e.text(`document.getElementById("register-line").textContent`)
+	e.Do(chromedp.Navigate(e.origin + "/"))
+	e.WaitFor("the sign-in page", `location.pathname === "/signin" && !!document.getElementById("register-name")`, 20*time.Second)
+	e.Do(chromedp.SendKeys(chromedp.ID("register-name"), "alice"), chromedp.Click(chromedp.ID("register")))
+	e.WaitFor("the reviewers-file line", `document.getElementById("register-line").textContent.length > 0`, 20*time.Second)
+	line := e.Text(`document.getElementById("register-line").textContent`)
 	if !strings.HasPrefix(line, "alice sk-ecdsa-sha2-nistp256@openssh.com ") || !strings.Contains(line, "rp=localhost") {
 		t.Fatalf("reviewers-file line %q", line)
 	}
@@ -241,8 +166,8 @@ func TestBrowserInbox(t *testing.T) {
 	if err := os.WriteFile(e.reviewers, []byte(bob), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.do(chromedp.Click(chromedp.ID("signin")))
-	e.waitFor("the refused sign-in", `document.getElementById("signin-msg").textContent.includes("unknown_key")`, 20*time.Second)
+	e.Do(chromedp.Click(chromedp.ID("signin")))
+	e.WaitFor("the refused sign-in", `document.getElementById("signin-msg").textContent.includes("unknown_key")`, 20*time.Second)
 
 	if err := os.WriteFile(e.reviewers, []byte(bob+line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -253,21 +178,21 @@ func TestBrowserInbox(t *testing.T) {
 	e.start(ctx, "inbox-tamper", fmt.Sprintf("user = 'guest' # \u202e \u2066admin\u2069\nopen(%q, 'a').write('tampered run ran\\n')\n", e.counter), nil)
 
 	// Still anonymous: a run's page sends the browser to sign in and shows no code.
-	e.do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
-	e.waitFor("the sign-in page", `location.pathname === "/signin"`, 20*time.Second)
-	if body := e.text(`document.documentElement.outerHTML`); strings.Contains(body, "hello from the sandbox") {
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
+	e.WaitFor("the sign-in page", `location.pathname === "/signin"`, 20*time.Second)
+	if body := e.Text(`document.documentElement.outerHTML`); strings.Contains(body, "hello from the sandbox") {
 		t.Fatal("an anonymous session saw the code")
 	}
 	checkNoSession(t, e)
 
 	// Sign in with the listed passkey and find the runs in the list.
-	e.do(chromedp.Click(chromedp.ID("signin")))
-	e.waitFor("the pending list", `location.pathname === "/" && !!document.querySelector('a[href="/run/inbox-approve"]') &&
+	e.Do(chromedp.Click(chromedp.ID("signin")))
+	e.WaitFor("the pending list", `location.pathname === "/" && !!document.querySelector('a[href="/run/inbox-approve"]') &&
 		!!document.querySelector('a[href="/run/inbox-tamper"]') && !!document.querySelector('a[href="/run/inbox-deny"]')`, 60*time.Second)
-	if got := e.text(`document.getElementById("pending-rows").innerText`); !strings.Contains(got, "report-agent") || !strings.Contains(got, "orchestrator@ci") {
+	if got := e.Text(`document.getElementById("pending-rows").innerText`); !strings.Contains(got, "report-agent") || !strings.Contains(got, "orchestrator@ci") {
 		t.Errorf("the list lacks agent or requested_by: %q", got)
 	}
-	e.screenshot("inbox-list.png")
+	e.Screenshot("inbox-list.png")
 
 	approveRun(t, e)
 	denyRun(t, e)
@@ -277,27 +202,27 @@ func TestBrowserInbox(t *testing.T) {
 }
 
 func approveRun(t *testing.T, e *env) {
-	e.do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
-	e.waitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
-	if kw := e.text(`Array.from(document.querySelectorAll("#code .t-kw")).map(n => n.textContent).join(" ")`); !strings.Contains(kw, "import") || !strings.Contains(kw, "with") {
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
+	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	if kw := e.Text(`Array.from(document.querySelectorAll("#code .t-kw")).map(n => n.textContent).join(" ")`); !strings.Contains(kw, "import") || !strings.Contains(kw, "with") {
 		t.Errorf("keywords highlighted: %q; want import and with", kw)
 	}
-	if n := e.text(`String(document.querySelectorAll("#code td.ln").length)`); n != "5" {
+	if n := e.Text(`String(document.querySelectorAll("#code td.ln").length)`); n != "5" {
 		t.Errorf("numbered lines: %s; want 5", n)
 	}
-	page := e.text(`document.body.innerText`)
+	page := e.Text(`document.body.innerText`)
 	for _, want := range []string{"MODE", "(values hidden)", "data.csv", "a,b", "blob.bin", "binary (not shown)", "30s", "sha256:"} {
-		if !strings.Contains(page, want) && !strings.Contains(e.text(`document.body.textContent`), want) {
+		if !strings.Contains(page, want) && !strings.Contains(e.Text(`document.body.textContent`), want) {
 			t.Errorf("the run page lacks %q", want)
 		}
 	}
-	if strings.Contains(e.text(`document.documentElement.outerHTML`), "secret-value") {
+	if strings.Contains(e.Text(`document.documentElement.outerHTML`), "secret-value") {
 		t.Error("the run page shows an env value")
 	}
-	e.screenshot("inbox-run.png")
-	e.do(chromedp.Click(chromedp.ID("approve")))
-	e.waitFor("the result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent.includes("hello from the sandbox 42")`, 60*time.Second)
-	if got := e.text(`document.getElementById("history").innerText`); !strings.Contains(got, "approve by alice") {
+	e.Screenshot("inbox-run.png")
+	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.WaitFor("the result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent.includes("hello from the sandbox 42")`, 60*time.Second)
+	if got := e.Text(`document.getElementById("history").innerText`); !strings.Contains(got, "approve by alice") {
 		t.Errorf("decision history %q; want the approval by alice", got)
 	}
 	time.Sleep(2 * time.Second) // a second run would have appended by now
@@ -307,13 +232,13 @@ func approveRun(t *testing.T, e *env) {
 }
 
 func denyRun(t *testing.T, e *env) {
-	e.do(chromedp.Navigate(e.origin + "/run/inbox-deny"))
-	e.waitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-deny"))
+	e.WaitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
 	// By keyboard: type the reason, focus the button, press Enter.
-	e.do(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "writes outside its folder"),
+	e.Do(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "writes outside its folder"),
 		chromedp.Focus(chromedp.ID("deny")), chromedp.KeyEvent("\r"))
-	e.waitFor("the denial", `document.getElementById("run-state") && document.getElementById("run-state").dataset.state === "denied"`, 30*time.Second)
-	if got := e.text(`document.body.innerText`); !strings.Contains(got, "writes outside its folder") {
+	e.WaitFor("the denial", `document.getElementById("run-state") && document.getElementById("run-state").dataset.state === "denied"`, 30*time.Second)
+	if got := e.Text(`document.body.innerText`); !strings.Contains(got, "writes outside its folder") {
 		t.Errorf("the denied run's page does not show the reason: %q", got)
 	}
 	if n := e.runs(); n != 1 {
@@ -324,22 +249,22 @@ func denyRun(t *testing.T, e *env) {
 // tamperedRun changes the digest in the statement the page shows, so the passkey signs a
 // statement over another digest: the decision is refused and nothing runs.
 func tamperedRun(t *testing.T, e *env, ctx context.Context) {
-	e.do(chromedp.Navigate(e.origin + "/run/inbox-tamper"))
-	e.waitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
-	if got := e.text(`Array.from(document.querySelectorAll("#code .t-inv")).map(n => n.textContent).join(" ")`); got != `\u202e \u2066 \u2069` {
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-tamper"))
+	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	if got := e.Text(`Array.from(document.querySelectorAll("#code .t-inv")).map(n => n.textContent).join(" ")`); got != `\u202e \u2066 \u2069` {
 		t.Errorf("invisible characters shown as %q", got)
 	}
-	if got := e.text(`document.getElementById("invisible-warning") ? document.getElementById("invisible-warning").innerText : ""`); !strings.Contains(got, "3 invisible") {
+	if got := e.Text(`document.getElementById("invisible-warning") ? document.getElementById("invisible-warning").innerText : ""`); !strings.Contains(got, "3 invisible") {
 		t.Errorf("warning %q", got)
 	}
 	other := "sha256:" + strings.Repeat("0", 64)
-	e.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(function () {
+	e.Do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(function () {
 		var pre = document.getElementById("statement-approve");
 		pre.textContent = pre.textContent.replace(/digest: sha256:[0-9a-f]+/, "digest: %s");
 	})()`, other)))
-	e.do(chromedp.Click(chromedp.ID("approve")))
-	e.waitFor("the refusal", `document.getElementById("decide-msg").textContent.includes("refused")`, 30*time.Second)
-	msg := e.text(`document.getElementById("decide-msg").textContent`)
+	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.WaitFor("the refusal", `document.getElementById("decide-msg").textContent.includes("refused")`, 30*time.Second)
+	msg := e.Text(`document.getElementById("decide-msg").textContent`)
 	if !strings.Contains(msg, "statement_mismatch") || !strings.Contains(msg, "digest") {
 		t.Errorf("refusal %q; want a statement mismatch on the digest", msg)
 	}
@@ -388,24 +313,24 @@ func lyingRun(t *testing.T, e *env, ctx context.Context) {
 	if _, err := e.c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "inbox-lie", TaskQueue: queue}, contract.WorkflowName, contract.Input{Request: started}); err != nil {
 		t.Fatal(err)
 	}
-	e.do(chromedp.Navigate(e.origin + "/run/inbox-lie"))
-	e.waitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
-	if got := e.text(`document.getElementById("approve-refused") ? document.getElementById("approve-refused").innerText : ""`); !strings.Contains(got, "differ in their code") || !strings.Contains(got, "do not approve") {
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-lie"))
+	e.WaitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
+	if got := e.Text(`document.getElementById("approve-refused") ? document.getElementById("approve-refused").innerText : ""`); !strings.Contains(got, "differ in their code") || !strings.Contains(got, "do not approve") {
 		t.Errorf("approval refusal %q; want it to say the status shows other code than the run was started with", got)
 	}
-	if e.text(`String(!!document.getElementById("approve") || !!document.getElementById("statement-approve"))`) != "false" {
+	if e.Text(`String(!!document.getElementById("approve") || !!document.getElementById("statement-approve"))`) != "false" {
 		t.Error("the page of a lying run offers an approval")
 	}
 	// The endpoint refuses an approval whatever the page offers, before any signature is read.
-	e.do(chromedp.Evaluate[chromedp.Void](`(function () {
+	e.Do(chromedp.Evaluate[chromedp.Void](`(function () {
 		var token = document.querySelector('meta[name="csrf-token"]').content;
 		window.lieAnswer = "";
 		fetch(location.pathname + "/decide", {method: "POST", credentials: "same-origin",
 			headers: {"Content-Type": "application/json", "X-CSRF-Token": token}, body: JSON.stringify({approve: true})})
 			.then(function (r) { return r.text().then(function (b) { window.lieAnswer = r.status + " " + b; }); });
 	})()`))
-	e.waitFor("the decide answer", `window.lieAnswer !== ""`, 20*time.Second)
-	if got := e.text(`window.lieAnswer`); !strings.HasPrefix(got, "409 ") || !strings.Contains(got, "approval refused") {
+	e.WaitFor("the decide answer", `window.lieAnswer !== ""`, 20*time.Second)
+	if got := e.Text(`window.lieAnswer`); !strings.HasPrefix(got, "409 ") || !strings.Contains(got, "approval refused") {
 		t.Errorf("decide answer %q; want 409 approval refused", got)
 	}
 	if n := e.runs(); n != 1 {
@@ -446,7 +371,7 @@ func checkNoSession(t *testing.T, e *env) {
 // crossSitePost replays the reviewer's own session cookie from another origin: refused, and the
 // run still waits.
 func crossSitePost(t *testing.T, e *env, ctx context.Context) {
-	res, err := chromedp.Call(e.browser, network.GetCookies, network.GetCookiesParams{URLs: []string{e.origin}})
+	res, err := chromedp.Call(e.Ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{e.origin}})
 	if err != nil || len(res.Cookies) == 0 {
 		t.Fatalf("cookies: %v", err)
 	}
