@@ -48,7 +48,7 @@ func TestBrowserWebUIDecodesThroughTheCodecServer(t *testing.T) {
 
 	signIn := func(tok, answer string) {
 		t.Helper()
-		b.Do(chromedp.Navigate(codec+"/login"))
+		b.Do(chromedp.Navigate(codec + "/login"))
 		b.WaitFor("the codec server's sign-in form", `!!document.querySelector('input[name="token"]')`, 20*time.Second)
 		b.Do(chromedp.SendKeys(chromedp.CSS(`input[name="token"]`), tok), chromedp.Submit(chromedp.CSS(`input[name="token"]`)))
 		b.WaitFor("the sign-in's answer", `document.readyState === "complete" && document.body.innerText.includes("`+answer+`")`, 20*time.Second)
