@@ -5,9 +5,7 @@ package mcpserver_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -102,19 +100,7 @@ func TestIntegrationMCP(t *testing.T) {
 		exercise(t, e, cs, p)
 	})
 	t.Run("http", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		cmd := exec.Command(e.Starter, starterArgs(e, "--http", addr)...)
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		waitListening(t, addr)
+		addr := e.ServeMCPHTTP(t, starterArgs(e)...)
 		cs, p := connect(t, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp"})
 		exercise(t, e, cs, p)
 		refusesWebPages(t, addr)
@@ -162,18 +148,6 @@ func refusesWebPages(t *testing.T, addr string) {
 	}
 }
 
-func waitListening(t *testing.T, addr string) {
-	t.Helper()
-	for i := 0; i < 200; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", addr)
-}
-
 // call calls a tool with a progress token in the background and returns a channel of its result.
 func call(cs *mcp.ClientSession, name string, args any) <-chan *mcp.CallToolResult {
 	ch := make(chan *mcp.CallToolResult, 1)
@@ -208,21 +182,12 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := exec.Command(e.Starter, "tool-schema", "--format", "anthropic").Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want struct {
-			InputSchema any `json:"input_schema"`
-		}
-		if err := json.Unmarshal(out, &want); err != nil {
-			t.Fatal(err)
-		}
+		schema := e.ToolInputSchema(t)
 		var names []string
 		for _, tool := range tools.Tools {
 			names = append(names, tool.Name)
-			if tool.Name == client.ToolName && !reflect.DeepEqual(tool.InputSchema, want.InputSchema) {
-				t.Errorf("run_code input schema %v; want tool-schema's %v", tool.InputSchema, want.InputSchema)
+			if tool.Name == client.ToolName && !reflect.DeepEqual(tool.InputSchema, schema) {
+				t.Errorf("run_code input schema %v; want tool-schema's %v", tool.InputSchema, schema)
 			}
 		}
 		if !reflect.DeepEqual(names, []string{"run_code", "run_status"}) && !reflect.DeepEqual(names, []string{"run_status", "run_code"}) {

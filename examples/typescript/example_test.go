@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"reflect"
@@ -172,42 +171,13 @@ func TestIntegrationTypeScriptMCPClient(t *testing.T) {
 	e := agenttest.Setup(t)
 	args := []string{"mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
 		"--mcp-wait", "2m", "--progress-interval", "200ms", "--inbox-url", "http://127.0.0.1:9/inbox"}
-	schema, err := exec.Command(e.Starter, "tool-schema", "--format", "anthropic").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var want struct {
-		InputSchema any `json:"input_schema"`
-	}
-	if err := json.Unmarshal(schema, &want); err != nil {
-		t.Fatal(err)
-	}
+	schema := e.ToolInputSchema(t)
 	t.Run("stdio", func(t *testing.T) {
-		exerciseMCP(t, e, want.InputSchema, exec.Command("node", append([]string{"dist/mcp.js", "stdio", e.Starter}, args...)...))
+		exerciseMCP(t, e, schema, exec.Command("node", append([]string{"dist/mcp.js", "stdio", e.Starter}, args...)...))
 	})
 	t.Run("http", func(t *testing.T) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		server := exec.Command(e.Starter, append(args, "--http", addr)...)
-		server.Stderr = os.Stderr
-		if err := server.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = server.Process.Kill(); _ = server.Wait() })
-		for i := 0; ; i++ {
-			if c, err := net.Dial("tcp", addr); err == nil {
-				c.Close()
-				break
-			} else if i == 200 {
-				t.Fatalf("starter mcp --http: nothing listens on %s: %v", addr, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		exerciseMCP(t, e, want.InputSchema, exec.Command("node", "dist/mcp.js", "http", "http://"+addr+"/mcp"))
+		addr := e.ServeMCPHTTP(t, args...)
+		exerciseMCP(t, e, schema, exec.Command("node", "dist/mcp.js", "http", "http://"+addr+"/mcp"))
 	})
 }
 

@@ -7,6 +7,9 @@ package agenttest
 
 import (
 	"context"
+	"encoding/json"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -125,4 +128,49 @@ func Decide(t *testing.T, e *Env, id string, approve bool) {
 	if err != nil {
 		t.Fatalf("agenttest: decide on %s (approve=%t): %v", id, approve, err)
 	}
+}
+
+// ServeMCPHTTP starts the built starter as `starter ARGS... --http ADDR` on a free loopback port,
+// waits until it listens, and returns ADDR; the test's end stops it.
+func (e *Env) ServeMCPHTTP(t *testing.T, args ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd := exec.Command(e.Starter, append(args, "--http", addr)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		if i == 200 {
+			t.Fatalf("agenttest: starter %s --http: nothing listens on %s: %v", args[0], addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ToolInputSchema returns run_code's input schema as `starter tool-schema` prints it, decoded.
+func (e *Env) ToolInputSchema(t *testing.T) any {
+	t.Helper()
+	out, err := exec.Command(e.Starter, "tool-schema", "--format", "anthropic").Output()
+	if err != nil {
+		t.Fatalf("agenttest: starter tool-schema: %v", err)
+	}
+	var tool struct {
+		InputSchema any `json:"input_schema"`
+	}
+	if err := json.Unmarshal(out, &tool); err != nil {
+		t.Fatalf("agenttest: starter tool-schema: %v", err)
+	}
+	return tool.InputSchema
 }
