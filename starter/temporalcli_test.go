@@ -157,6 +157,21 @@ func (c *cliTest) status(id string) cliStatus {
 	}
 }
 
+// listed waits until `temporal workflow list --query` finds the run id under query.
+func (c *cliTest) listed(id, query string) {
+	c.t.Helper()
+	q := query + ` AND WorkflowId = "` + id + `"`
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		out, err := c.temporal("workflow", "list", "--query", q, "--output", "json")
+		if err == nil && strings.Contains(out, id) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("temporal workflow list --query %q never listed the run: %v\n%s", q, err, out)
+		}
+	}
+}
+
 // cliRunResult is `temporal workflow result --output json`, in part.
 type cliRunResult struct {
 	Result struct {
@@ -192,6 +207,7 @@ func TestIntegrationTemporalCLIAndOpenSSH(t *testing.T) {
 	if st := c.status(id); st.State != "awaiting_approval" || !strings.HasPrefix(st.Request.Digest, "sha256:") {
 		t.Fatalf("status %+v; want awaiting_approval with a digest", st)
 	}
+	c.listed(id, `SandboxStatus = "awaiting_approval"`)
 	statement := c.starter("statement", id)
 	// The same code in another run: the same digest, another run id.
 	otherStatement := c.starter("statement", c.start("print(6*7)"))
@@ -232,6 +248,7 @@ func TestIntegrationTemporalCLIAndOpenSSH(t *testing.T) {
 	if res := c.approveAndWait(id); !res.Result.OK || res.Result.Stdout != "42\n" || res.Result.Reviewer != e.Reviewer.Principal {
 		t.Errorf("result %+v; want ok, stdout 42 and the reviewer %s", res, e.Reviewer.Principal)
 	}
+	c.listed(id, `SandboxStatus = "succeeded" AND SandboxReviewer = "`+e.Reviewer.Principal+`"`)
 }
 
 // TestIntegrationTemporalCLIThroughTheCodecServer runs the README's encrypted set-up with the
