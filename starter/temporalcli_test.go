@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http/httptest"
@@ -63,9 +64,12 @@ func newCLITest(t *testing.T, e *agenttest.Env, env ...string) *cliTest {
 		dir: t.TempDir()}
 }
 
-// temporal runs the CLI with the harness's flags and returns its combined output.
+// temporal runs the CLI with the harness's flags and returns its combined output. Each command
+// gets two minutes: `workflow result` waits for the run, which may never end when the test fails.
 func (c *cliTest) temporal(args ...string) (string, error) {
-	out, err := exec.Command(c.cli, append(args, c.flags...)...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.cli, append(args, c.flags...)...).CombinedOutput()
 	return string(out), err
 }
 

@@ -59,6 +59,13 @@ type output struct {
 	lines chan string
 }
 
+// node returns the command `node ARGS...`, killed after five minutes at the latest.
+func node(t *testing.T, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return exec.CommandContext(ctx, "node", args...)
+}
+
 // run starts cmd and reads its stdout; the test's end kills it.
 func run(t *testing.T, cmd *exec.Cmd) *output {
 	t.Helper()
@@ -107,7 +114,7 @@ func (o *output) value(t *testing.T, prefix string, v any) {
 func TestIntegrationTypeScriptExample(t *testing.T) {
 	build(t)
 	e := agenttest.Setup(t)
-	cmd := exec.Command("node", "dist/run.js")
+	cmd := node(t, "dist/run.js")
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace, "SANDBOXFLOW_TASK_QUEUE="+e.TaskQueue)
 	out := run(t, cmd)
 	next := func(prefix string) string { t.Helper(); return out.next(t, prefix) }
@@ -173,11 +180,11 @@ func TestIntegrationTypeScriptMCPClient(t *testing.T) {
 		"--mcp-wait", "2m", "--progress-interval", "200ms", "--inbox-url", "http://127.0.0.1:9/inbox"}
 	schema := e.ToolInputSchema(t)
 	t.Run("stdio", func(t *testing.T) {
-		exerciseMCP(t, e, schema, exec.Command("node", append([]string{"dist/mcp.js", "stdio", e.Starter}, args...)...))
+		exerciseMCP(t, e, schema, node(t, append([]string{"dist/mcp.js", "stdio", e.Starter}, args...)...))
 	})
 	t.Run("http", func(t *testing.T) {
 		addr := e.ServeMCPHTTP(t, args...)
-		exerciseMCP(t, e, schema, exec.Command("node", "dist/mcp.js", "http", "http://"+addr+"/mcp"))
+		exerciseMCP(t, e, schema, node(t, "dist/mcp.js", "http", "http://"+addr+"/mcp"))
 	})
 }
 
