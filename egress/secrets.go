@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 )
 
 // SecretRule is one line of the worker's secrets file: the secret's name, the host pattern it is
@@ -131,6 +132,9 @@ func isTokenChar(c rune) bool {
 	return c < 0x7f && c > 0x20 && !strings.ContainsRune(`"(),/:;<=>?@[\]{}`, c)
 }
 
+// maxSecretsFileBytes caps the secrets file: a wrong path (a log, a device) is refused, not read.
+const maxSecretsFileBytes = 1 << 20
+
 // LoadSecrets reads the secrets file at path. A file that others (not owner or group) may read
 // or write is refused: chmod 600 or 640 it.
 func LoadSecrets(path string) (*Secrets, error) {
@@ -141,7 +145,7 @@ func LoadSecrets(path string) (*Secrets, error) {
 	if fi.Mode().Perm()&0o007 != 0 {
 		return nil, fmt.Errorf("egress secrets: %s has mode %v; others may not read it: chmod 600 or 640", path, fi.Mode().Perm())
 	}
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path, maxSecretsFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("egress secrets: %w", err)
 	}

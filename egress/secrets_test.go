@@ -81,6 +81,12 @@ func TestLoadSecretsRefusesWorldReadable(t *testing.T) {
 	if s, err := LoadSecrets(path); err != nil || len(s.Names()) != 1 {
 		t.Errorf("LoadSecrets of a 0600 file: got %v; want one secret", err)
 	}
+	// A wrong path (a log file, a device) is refused after 1 MiB, not read whole.
+	huge := filepath.Join(t.TempDir(), "huge")
+	os.WriteFile(huge, []byte("gh api.test Authorization: Bearer x\n"+strings.Repeat("# padding\n", 110000)), 0o600)
+	if _, err := LoadSecrets(huge); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("LoadSecrets of a file over 1 MiB: got %v; want it refused", err)
+	}
 }
 
 func TestLoadOrCreateCA(t *testing.T) {

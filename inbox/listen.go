@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/internal/httpserve"
@@ -53,6 +54,24 @@ func (l Listen) Check() (string, error) {
 		return "", fmt.Errorf("inbox: --listen %s: give --origin https://NAME:%s, the name in the certificate (a passkey needs a host name)", l.Addr, port)
 	}
 	return "https://" + net.JoinHostPort(host, port), nil
+}
+
+// parseOrigin checks the URL reviewers open (Config.Origin) and returns it as scheme://host[:port],
+// with the passkeys' relying party id (its host, a name) and whether it is https. Plain http is
+// only for localhost, the one name browsers treat as a secure context.
+func parseOrigin(s string) (origin, rpID string, secure bool, err error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
+		return "", "", false, fmt.Errorf("inbox: origin %q: want scheme://host[:port]", s)
+	}
+	origin, rpID = u.Scheme+"://"+u.Host, u.Hostname()
+	if net.ParseIP(rpID) != nil {
+		return "", "", false, fmt.Errorf("inbox: origin %s: a passkey's relying party cannot be an IP address; use a host name (http://localhost:%s for loopback)", origin, u.Port())
+	}
+	if u.Scheme == "http" && rpID != "localhost" {
+		return "", "", false, fmt.Errorf("inbox: origin %s: http is only for localhost; serve TLS", origin)
+	}
+	return origin, rpID, u.Scheme == "https", nil
 }
 
 // Serve serves h on l until ctx ends, then shuts down (httpserve.Grace).

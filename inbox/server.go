@@ -8,9 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -88,18 +86,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReviewersPath == "" {
 		return nil, errors.New("inbox: Config.ReviewersPath is required (the reviewers file, --reviewers or SANDBOXFLOW_REVIEWERS)")
 	}
-	u, err := url.Parse(cfg.Origin)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") {
-		return nil, fmt.Errorf("inbox: origin %q: want scheme://host[:port]", cfg.Origin)
+	origin, rpID, secure, err := parseOrigin(cfg.Origin)
+	if err != nil {
+		return nil, err
 	}
-	cfg.Origin = u.Scheme + "://" + u.Host
-	rpID := u.Hostname()
-	if net.ParseIP(rpID) != nil {
-		return nil, fmt.Errorf("inbox: origin %s: a passkey's relying party cannot be an IP address; use a host name (http://localhost:%s for loopback)", cfg.Origin, u.Port())
-	}
-	if u.Scheme == "http" && rpID != "localhost" {
-		return nil, fmt.Errorf("inbox: origin %s: http is only for localhost; serve TLS", cfg.Origin)
-	}
+	cfg.Origin = origin
 	setDefaults(&cfg)
 	runs, err := client.New(client.Options{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, DataConverter: cfg.DataConverter})
 	if err != nil {
@@ -112,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:       cfg,
 		rpID:      rpID,
-		secure:    u.Scheme == "https",
+		secure:    secure,
 		runs:      runs,
 		sessions:  newSessionStore(cfg.SessionTTL, cfg.IdleTTL, defaultMaxSessions, cfg.Now),
 		reviewers: &reviewersFile{path: cfg.ReviewersPath},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -104,8 +103,10 @@ func checkDecision(d contract.Decision, digest string) string {
 		return fmt.Sprintf("approval_id %.64q is not a UUID", d.ApprovalID)
 	case len(d.Reviewer) > MaxReviewerBytes:
 		return fmt.Sprintf("reviewer is %d bytes, over the limit of %d", len(d.Reviewer), MaxReviewerBytes)
-	case !utf8.ValidString(d.Reviewer) || strings.ContainsFunc(d.Reviewer, unicode.IsControl):
-		return "reviewer must be valid UTF-8 without control characters"
+	case !utf8.ValidString(d.Reviewer) || strings.ContainsAny(d.Reviewer, "\t\n\r") || strings.ContainsFunc(d.Reviewer, guard.IsSuspicious):
+		// The reviewer is one line in history, the SandboxReviewer search attribute and the inbox: a
+		// bidi override or an invisible character there would make one name read as another.
+		return "reviewer must be valid UTF-8 without control characters or characters a reader cannot see (guard.IsSuspicious)"
 	case len(d.Reason) > MaxReasonBytes:
 		return fmt.Sprintf("reason is %d bytes, over the limit of %d", len(d.Reason), MaxReasonBytes)
 	case !utf8.ValidString(d.Reason):

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/httpcall"
@@ -42,32 +41,33 @@ const HTTPName = "http"
 // run the code, except that a run whose context passed its deadline while waiting is reported as
 // a timeout (a result). Header values never appear in errors.
 func HTTP(opts HTTPOptions) (Func, error) {
-	u, err := url.Parse(opts.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, &guard.ConfigError{Msg: fmt.Sprintf("callable http: URL %q must be an absolute http(s) URL", redactURL(opts.URL))}
+	u, err := httpcall.ParseURL(opts.URL)
+	if err != nil {
+		return nil, &guard.ConfigError{Msg: "callable http: " + err.Error()}
 	}
 	client := opts.Client
 	if client == nil {
 		client = &http.Client{}
 	}
+	endpoint, op := u.String(), "callable http: POST "+u.Redacted()
 	return func(ctx context.Context, c guard.Checked) (guard.Result, error) {
-		return postRun(ctx, client, u, opts, c)
+		return postRun(ctx, client, endpoint, op, opts, c)
 	}, nil
 }
 
 // TimeoutNote is appended to stderr when the service had not answered by the run's deadline.
 const TimeoutNote = "\nsandboxflow: the service did not answer within the timeout; the request was abandoned\n"
 
-// postRun posts one checked request and reads the result.
-func postRun(ctx context.Context, client *http.Client, u *url.URL, opts HTTPOptions, c guard.Checked) (guard.Result, error) {
-	op := "callable http: POST " + u.Redacted()
+// postRun posts one checked request to endpoint and reads the result; op names the call in
+// errors, without the URL's password.
+func postRun(ctx context.Context, client *http.Client, endpoint, op string, opts HTTPOptions, c guard.Checked) (guard.Result, error) {
 	max := opts.MaxResponseBytes
 	if max <= 0 {
 		l := c.Limits
 		max = (l.MaxStdoutBytes+l.MaxStderrBytes+l.MaxTotalFileBytes)*4/3 + 64<<10
 	}
 	ans, sent, err := httpcall.Do(ctx, client, httpcall.Request{
-		Method: http.MethodPost, URL: u.String(), Header: opts.Header, JSON: c, MaxAnswer: max,
+		Method: http.MethodPost, URL: endpoint, Header: opts.Header, JSON: c, MaxAnswer: max,
 	})
 	unknown := func(err error) (guard.Result, error) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -88,12 +88,4 @@ func postRun(ctx context.Context, client *http.Client, u *url.URL, opts HTTPOpti
 		return unknown(fmt.Errorf("decode result: %w", err))
 	}
 	return res, nil
-}
-
-// redactURL hides a password in a URL that may not parse.
-func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable URL)"
 }

@@ -6,12 +6,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/httpcall"
+	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 )
 
 // NewHTTP returns the HTTP recipe as a backend named "http" (HTTPName): what
@@ -27,11 +28,14 @@ func NewHTTP(opts HTTPOptions) (*Backend, error) {
 // headerNameRE is an HTTP header name (RFC 9110 token).
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
+// maxHeaderFileBytes caps the header file: a wrong path (a log, a device) is refused, not read.
+const maxHeaderFileBytes = 1 << 20
+
 // LoadHeaderFile reads HTTP headers from a file of "Name: value" lines, for example
 // "Authorization: Bearer ..." for the HTTP recipe. Blank lines and lines starting with '#' are
 // skipped. Errors name the file and the line number, never a value: the file holds secrets.
 func LoadHeaderFile(path string) (http.Header, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := smallfile.Read(path, maxHeaderFileBytes)
 	if err != nil {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("callable http: read header file %s: %v", path, err)}
 	}
@@ -77,7 +81,7 @@ func HTTPDoctor(ctx context.Context, opts HTTPOptions) []guard.Check {
 	for k := range opts.Header {
 		names = append(names, k)
 	}
-	add("http config", true, "POST %s, headers: %s", redactURL(opts.URL), strings.Join(names, ", "))
+	add("http config", true, "POST %s, headers: %s", httpcall.Redact(opts.URL), strings.Join(names, ", "))
 	client := opts.Client
 	if client == nil {
 		client = &http.Client{}

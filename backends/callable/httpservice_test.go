@@ -129,6 +129,12 @@ func TestLoadHeaderFile(t *testing.T) {
 	if _, err := LoadHeaderFile(filepath.Join(dir, "missing")); guard.TypeOf(err) != guard.TypeConfigError {
 		t.Errorf("missing file: got %v; want ConfigError", err)
 	}
+	// A wrong path (a log file, a device) is refused after 1 MiB, not read whole.
+	huge := filepath.Join(dir, "huge")
+	_ = os.WriteFile(huge, []byte(strings.Repeat("X-A: s3cret-value\n", 70000)), 0o600)
+	if _, err := LoadHeaderFile(huge); guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), "larger than") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a file over 1 MiB: got %v; want a ConfigError naming the cap, not the content", err)
+	}
 }
 
 func TestHTTPDoctor(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -218,16 +217,15 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, cgroupnsPrivate bool) cont
 	if c != nil && c.Network {
 		network, dns = b.cfg.Network, nil
 	}
-	ids := strconv.Itoa(sb.uid)
 	tmpfs := func(size int64) string {
-		return "rw,noexec,nosuid,nodev,size=" + strconv.FormatInt(size, 10) + ",uid=" + ids + ",gid=" + ids + ",mode=0700"
+		return fmt.Sprintf("rw,noexec,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0700", size, sb.uid, sb.uid)
 	}
 	mounts := map[string]string{"/work": tmpfs(b.cfg.WorkTmpfsBytes), "/tmp": tmpfs(b.cfg.TmpTmpfsBytes)}
 	// Under runc the supervisor runs as the sandbox uid, out of the code's reach as a
 	// non-dumpable PID 1. gVisor enforces neither of those for its init, so under runsc the
 	// supervisor is root inside gVisor's kernel with CAP_SETUID and CAP_SETGID only, and runs
 	// the code as the sandbox uid (which loses every capability on the switch).
-	user, capAdd := ids+":"+ids, []string(nil)
+	user, capAdd := fmt.Sprintf("%d:%d", sb.uid, sb.uid), []string(nil)
 	if IsGVisor(b.cfg.Runtime) {
 		user, capAdd = "0:0", []string{"SETUID", "SETGID"}
 	}

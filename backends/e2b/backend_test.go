@@ -416,9 +416,14 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("self-hosted: got API %s envd %s", c.APIURL, c.envdBase("abc", ""))
 	}
 	for _, bad := range []Config{{}, {APIKey: "a b"}, {APIKey: "k", Template: "../x"}, {APIKey: "k", APIURL: "ftp://x"},
-		{APIKey: "k", WorkDir: "rel"}, {APIKey: "k", Labels: map[string]string{MetaManaged: "x"}}} {
-		if err := bad.Validate(); guard.TypeOf(err) != guard.TypeConfigError {
+		{APIKey: "k", WorkDir: "rel"}, {APIKey: "k", Labels: map[string]string{MetaManaged: "x"}},
+		{APIKey: "k", SandboxURL: "https://user:hunter2@sandbox.example.com"}, {APIKey: "k", APIURL: "https://user:hunter2@%zz"}} {
+		err := bad.Validate()
+		if guard.TypeOf(err) != guard.TypeConfigError {
 			t.Errorf("Validate(%+v): got %v; want ConfigError", bad, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("Validate(%+v): error %q shows the URL's password", bad, err)
 		}
 	}
 }
@@ -441,6 +446,14 @@ func TestLoadAPIKey(t *testing.T) {
 	}
 	if _, err := LoadAPIKey(filepath.Join(t.TempDir(), "missing")); guard.TypeOf(err) != guard.TypeConfigError {
 		t.Fatalf("missing file: got %v; want ConfigError", err)
+	}
+	// A wrong path (a log file, a device) is refused after 64 KiB, not read whole.
+	huge := filepath.Join(t.TempDir(), "huge")
+	if err := os.WriteFile(huge, []byte(testKey+"\n"+strings.Repeat("x", 70<<10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := LoadAPIKey(huge); guard.TypeOf(err) != guard.TypeConfigError || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("a file over 64 KiB: got %q, %v; want a ConfigError that does not quote the key", k, err)
 	}
 }
 

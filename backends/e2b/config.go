@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/defaults"
+	"github.com/sandboxflow/sandboxflow/internal/httpcall"
+	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 )
 
 // Name is the backend's name, part of every digest it runs.
@@ -150,9 +151,12 @@ func (cfg Config) Validate() error {
 		if u == "" {
 			continue
 		}
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.User != nil {
-			return bad("URL %q must be an absolute http(s) URL without credentials", u)
+		p, err := httpcall.ParseURL(u)
+		if err != nil {
+			return bad("%v", err)
+		}
+		if p.User != nil {
+			return bad("URL %q must not hold credentials (the API key is the credential)", p.Redacted())
 		}
 	}
 	for k, v := range c.Labels {
@@ -163,12 +167,15 @@ func (cfg Config) Validate() error {
 	return nil
 }
 
+// maxAPIKeyFileBytes caps the API key file: a wrong path (a log, a device) is refused, not read.
+const maxAPIKeyFileBytes = 64 << 10
+
 // LoadAPIKey returns the API key from file when it is not empty (the first line, trimmed), or
 // else from the E2B_API_KEY environment variable. A missing key is a guard.ConfigError. Errors
 // name the file, never its content.
 func LoadAPIKey(file string) (string, error) {
 	if file != "" {
-		raw, err := os.ReadFile(file)
+		raw, err := smallfile.Read(file, maxAPIKeyFileBytes)
 		if err != nil {
 			return "", &guard.ConfigError{Msg: fmt.Sprintf("e2b backend: read API key file %s: %v", file, err)}
 		}

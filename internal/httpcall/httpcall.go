@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync/atomic"
 )
 
@@ -23,6 +24,25 @@ func Trace(ctx context.Context, sent *atomic.Bool) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
 	})
+}
+
+// ParseURL parses s as an absolute http or https URL, the only kind of address a service is
+// called at. The error quotes s with any password in it hidden.
+func ParseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("URL %q must be an absolute http(s) URL", Redact(s))
+	}
+	return u, nil
+}
+
+// Redact returns s with any password in it hidden, for logs and errors; a URL that does not parse
+// is not shown at all.
+func Redact(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }
 
 // Request is one call.

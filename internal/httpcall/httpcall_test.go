@@ -43,3 +43,24 @@ func TestTraceTellsWrittenFromNeverSent(t *testing.T) {
 		t.Error("a request to a port nobody listens on counts as sent")
 	}
 }
+
+func TestParseURLTakesOnlyAbsoluteHTTPAndNeverQuotesAPassword(t *testing.T) {
+	for _, ok := range []string{"http://127.0.0.1:8080/run", "https://api.example.com"} {
+		if _, err := ParseURL(ok); err != nil {
+			t.Errorf("ParseURL(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "ftp://x/run", "/run", "api.example.com:443", "https://", "http://user:hunter2@%zz", "https://user:hunter2@"} {
+		_, err := ParseURL(bad)
+		if err == nil {
+			t.Errorf("ParseURL(%q) = nil error; want a refusal", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParseURL(%q) error %q shows the password", bad, err)
+		}
+	}
+	if got := Redact("https://user:hunter2@api.example.com/x"); strings.Contains(got, "hunter2") || !strings.Contains(got, "api.example.com") {
+		t.Errorf("Redact = %q; want the host without the password", got)
+	}
+}
