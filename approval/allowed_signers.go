@@ -34,9 +34,9 @@ type Key struct {
 	// Namespaces is the namespaces= pattern list, if the line had one; the key then signs
 	// approvals only if it matches Namespace.
 	Namespaces string `json:"namespaces,omitempty"`
-	// ValidAfter and ValidBefore are the valid-after= and valid-before= options, if any.
-	ValidAfter  time.Time `json:"valid_after,omitzero"`
-	ValidBefore time.Time `json:"valid_before,omitzero"`
+
+	ValidAfter  time.Time `json:"valid_after,omitzero"`  // valid-after=, if set: the key is refused before this time
+	ValidBefore time.Time `json:"valid_before,omitzero"` // valid-before=, if set: the key is refused after this time
 	// Comment is the text after the key, if any.
 	Comment string `json:"comment,omitempty"`
 

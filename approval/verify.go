@@ -68,8 +68,8 @@ func refuse(r Reason, format string, args ...any) error {
 
 // Proof kinds (Verified.Method).
 const (
-	MethodSSH      = "ssh"
-	MethodWebAuthn = "webauthn"
+	MethodSSH      = "ssh"      // an SSHSIG over the statement (ssh-keygen -Y sign, namespace Namespace)
+	MethodWebAuthn = "webauthn" // a passkey assertion whose challenge is the statement's hash
 )
 
 // Proof is what a decision carries to show that a reviewer made it: an SSH signature or a

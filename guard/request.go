@@ -35,9 +35,8 @@ type Request struct {
 	// requests for their hosts. Optional.
 	Secrets []string `json:"secrets,omitempty"`
 	// CaptureContent lets events carry code, output, env values and file contents.
-	CaptureContent bool `json:"capture_content,omitempty"`
-	// Metadata is recorded but changes nothing.
-	Metadata Metadata `json:"metadata"`
+	CaptureContent bool     `json:"capture_content,omitempty"`
+	Metadata       Metadata `json:"metadata"` // who asked: recorded in history and events, changes nothing that runs
 }
 
 // Metadata says who asked for a run. It is recorded in history and events and is not part of the
@@ -86,19 +85,19 @@ type Owner struct {
 }
 
 // Checked is a request that passed every check of a policy, with its effective limits and its
-// digest. Files and Env are sorted by name. Backends receive a Checked request.
+// digest. Backends receive a Checked request; Recheck checks one again before it runs.
 type Checked struct {
-	Language       string      `json:"language"`
-	Code           string      `json:"code"`
-	Files          []InputFile `json:"files,omitempty"`
-	Env            []EnvVar    `json:"env,omitempty"`
-	Limits         Limits      `json:"limits"`
-	Network        bool        `json:"network"`
-	Egress         []string    `json:"egress,omitempty"`
-	Secrets        []string    `json:"secrets,omitempty"`
-	Backend        string      `json:"backend"`
-	CaptureContent bool        `json:"capture_content,omitempty"`
-	Metadata       Metadata    `json:"metadata"`
+	Language       string      `json:"language"`                  // always set (python when the request named none)
+	Code           string      `json:"code"`                      // valid UTF-8, within the policy's MaxCodeBytes
+	Files          []InputFile `json:"files,omitempty"`           // sorted by name
+	Env            []EnvVar    `json:"env,omitempty"`             // sorted by name, each name one the policy allows
+	Limits         Limits      `json:"limits"`                    // every field set: the request's, or the policy's default
+	Network        bool        `json:"network"`                   // an open network, which the policy allowed
+	Egress         []string    `json:"egress,omitempty"`          // canonical patterns, sorted, within the policy's EgressAllow
+	Secrets        []string    `json:"secrets,omitempty"`         // worker secret names (never values), sorted
+	Backend        string      `json:"backend"`                   // the backend that runs it
+	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
+	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
 	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
 	Digest string `json:"digest"`
 	// Owner is filled in by the activity that runs the request.
@@ -118,15 +117,15 @@ func (c *Checked) EnvMap() map[string]string {
 type Summary struct {
 	Language  string        `json:"language"`
 	Code      string        `json:"code"`
-	CodeBytes int           `json:"code_bytes"`
-	Files     []FileSummary `json:"files,omitempty"`
-	EnvNames  []string      `json:"env_names,omitempty"`
+	CodeBytes int           `json:"code_bytes"`          // the code's length in bytes
+	Files     []FileSummary `json:"files,omitempty"`     // names and sizes only
+	EnvNames  []string      `json:"env_names,omitempty"` // names only: values may be secrets
 	Limits    Limits        `json:"limits"`
 	Network   bool          `json:"network"`
-	Egress    []string      `json:"egress,omitempty"`
-	Secrets   []string      `json:"secrets,omitempty"`
+	Egress    []string      `json:"egress,omitempty"`  // the hosts the code may reach
+	Secrets   []string      `json:"secrets,omitempty"` // secret names the proxy adds for their hosts
 	Backend   string        `json:"backend"`
-	Digest    string        `json:"digest"`
+	Digest    string        `json:"digest"` // what an approval must name
 	Metadata  Metadata      `json:"metadata"`
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code, which
 	// can make code read differently from how it runs; every view of the code shows them.
@@ -174,31 +173,31 @@ type File struct {
 // Result is the outcome of a run. A timeout is a result (TimedOut true, ExitCode -1), not an error.
 // Outcome says how it ended; OK and TimedOut are derived from it by the guard wrapper.
 type Result struct {
-	Outcome         Outcome `json:"outcome"`
-	OK              bool    `json:"ok"`
-	ExitCode        int     `json:"exit_code"`
-	TimedOut        bool    `json:"timed_out"`
-	Stdout          []byte  `json:"stdout"`
-	Stderr          []byte  `json:"stderr"`
-	StdoutTruncated bool    `json:"stdout_truncated"`
-	StderrTruncated bool    `json:"stderr_truncated"`
+	Outcome         Outcome `json:"outcome"`          // how the run ended, settled by the guard wrapper
+	OK              bool    `json:"ok"`               // Outcome is succeeded
+	ExitCode        int     `json:"exit_code"`        // the code's exit status; -1 when it was stopped at its timeout
+	TimedOut        bool    `json:"timed_out"`        // Outcome is timed_out
+	Stdout          []byte  `json:"stdout"`           // at most Limits.MaxStdoutBytes
+	Stderr          []byte  `json:"stderr"`           // at most Limits.MaxStderrBytes
+	StdoutTruncated bool    `json:"stdout_truncated"` // the code wrote more; the rest was read and dropped
+	StderrTruncated bool    `json:"stderr_truncated"` // likewise for stderr
 	// StdoutBinary and StderrBinary say that the stream was not valid UTF-8: in JSON, where the
 	// streams are text, the invalid bytes were replaced by U+FFFD.
 	StdoutBinary   bool          `json:"stdout_binary,omitempty"`
 	StderrBinary   bool          `json:"stderr_binary,omitempty"`
-	Files          []File        `json:"files,omitempty"`
-	FilesTruncated bool          `json:"files_truncated"`
-	Duration       time.Duration `json:"duration"`
+	Files          []File        `json:"files,omitempty"` // produced files, within the limits on files
+	FilesTruncated bool          `json:"files_truncated"` // a produced file was left out by those limits
+	Duration       time.Duration `json:"duration"`        // how long the run took, measured by the guard wrapper
 	// Signal is the signal that ended the code's process, if one did (ExitCode is then
 	// 128+Signal), as the backend measured it.
 	Signal int `json:"signal,omitempty"`
 	// ImageID is the ID ("sha256:...") of the image the code ran in, for backends that run
 	// images.
 	ImageID    string `json:"image_id,omitempty"`
-	ApprovalID string `json:"approval_id,omitempty"`
-	Reviewer   string `json:"reviewer,omitempty"`
-	Digest     string `json:"digest,omitempty"`
-	Backend    string `json:"backend,omitempty"`
+	ApprovalID string `json:"approval_id,omitempty"` // the approval this run used, once
+	Reviewer   string `json:"reviewer,omitempty"`    // who gave that approval
+	Digest     string `json:"digest,omitempty"`      // the digest of the request that ran
+	Backend    string `json:"backend,omitempty"`     // the backend that ran it
 	// Egress is the audit of every connection attempt through the egress proxy, when the request
 	// asked for egress.
 	Egress *EgressReport `json:"egress,omitempty"`

@@ -32,7 +32,8 @@ const protocolVersion = 2
 // multiplexed streams such as the egress tunnel (see doc.go).
 type frameType byte
 
-// Frame types. Keep them in step with supervisor.py.
+// Frame types of a run, on channel 0. Keep them, and the tunnel's below, in step with
+// supervisor.py.
 const (
 	// frameRequest (worker → supervisor, channel 0): the JSON request document. The supervisor
 	// runs nothing before it has read this whole frame.
@@ -53,11 +54,13 @@ const (
 	// frameConfigError (supervisor → worker): the image cannot host the supervisor (for example
 	// a python3 without ctypes); a guard.ConfigError.
 	frameConfigError frameType = 9
+)
 
-	// Reserved for the egress tunnel: a connection the supervisor accepted inside the container
-	// (channel = connection id, payload = the listening port), its bytes in either direction,
-	// and its end (either side). They flow only in runs whose request carries egress (egress.go);
-	// in any other run a frame on a channel other than 0 fails the run.
+// Frame types of the egress tunnel: a connection the supervisor accepted inside the container
+// (channel = connection id, payload = the listening port), its bytes in either direction, and its
+// end (either side). They flow only in runs whose request carries egress (egress.go); in any
+// other run a frame on a channel other than 0 fails the run.
+const (
 	frameTunnelOpen  frameType = 16
 	frameTunnelData  frameType = 17
 	frameTunnelClose frameType = 18
@@ -77,27 +80,27 @@ func encodeFrame(t frameType, channel uint32, payload []byte) []byte {
 // supRequest is the request document. Every string the supervisor decodes is base64 ([]byte) or
 // a plain word, so that it can be parsed without Python's json module.
 type supRequest struct {
-	V         int       `json:"v"`
-	Language  string    `json:"language"`
-	Code      []byte    `json:"code"`
-	Files     []supPair `json:"files"`
-	Env       []supPair `json:"env"`
-	TimeoutMS int64     `json:"timeout_ms"`
-	// UID is the sandbox uid the code runs as (the supervisor switches to it under runsc).
-	UID               int   `json:"uid"`
+	V         int       `json:"v"`          // protocolVersion; the supervisor refuses another
+	Language  string    `json:"language"`   // guard.Python or guard.Shell
+	Code      []byte    `json:"code"`       // the program text
+	Files     []supPair `json:"files"`      // input files (Name, Content), written to /work
+	Env       []supPair `json:"env"`        // the code's environment (Name, Value)
+	TimeoutMS int64     `json:"timeout_ms"` // the supervisor's own deadline for the code
+	UID       int       `json:"uid"`        // the uid the code runs as (the supervisor switches to it under runsc)
+
+	// The caps of guard.Limits that the supervisor applies while reading the code's output.
 	MaxStdoutBytes    int64 `json:"max_stdout_bytes"`
 	MaxStderrBytes    int64 `json:"max_stderr_bytes"`
 	MaxFiles          int   `json:"max_files"`
 	MaxFileBytes      int64 `json:"max_file_bytes"`
 	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
-	// EgressPort, when not zero, is where the supervisor listens on 127.0.0.1 and relays each
-	// connection as tunnel frames. EgressCA, when set, is the egress CA's PEM, which it writes to
-	// EgressCAFile and, after the first of EgressImageBundles that exists, to EgressCABundle.
-	EgressPort         int      `json:"egress_port,omitempty"`
-	EgressCA           []byte   `json:"egress_ca,omitempty"`
-	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`
-	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`
-	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"`
+
+	// The sandbox's side of egress (egress.go); all empty in a run without egress.
+	EgressPort         int      `json:"egress_port,omitempty"`          // where the supervisor listens on 127.0.0.1, relaying each connection as tunnel frames
+	EgressCA           []byte   `json:"egress_ca,omitempty"`            // the egress CA's certificate (PEM), written for the code's TLS clients
+	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`       // the path the CA alone is written to (SSL_CERT_FILE and its kin name it)
+	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`     // the path the image's roots followed by the CA are written to
+	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"` // the image's root bundles to look for, in order; the first that exists is used
 }
 
 type supPair struct {

@@ -67,7 +67,8 @@ type Config struct {
 	ReadyTimeout time.Duration
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with every zero field set to its default (the Default* constants).
+func (c Config) WithDefaults() Config {
 	defaults.Zero(&c, Config{
 		Postgres: DefaultPostgres, User: DefaultUser, Plugin: PluginPGX,
 		Database: DefaultDatabase, VisibilityDatabase: DefaultVisibilityDatabase,

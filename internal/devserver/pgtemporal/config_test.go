@@ -6,7 +6,7 @@ import (
 )
 
 func TestConfigDefaultsAndValidation(t *testing.T) {
-	def := Config{}.withDefaults()
+	def := Config{}.WithDefaults()
 	if err := def.validate(); err != nil {
 		t.Fatalf("zero config: %v", err)
 	}
@@ -25,7 +25,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 		{"port zero", Config{Address: "127.0.0.1:0"}, "port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.withDefaults().validate()
+			err := tc.cfg.WithDefaults().validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v; want an error about %q", err, tc.want)
 			}
@@ -34,7 +34,7 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 }
 
 func TestSQLConfigUsesBothStores(t *testing.T) {
-	cfg := Config{Postgres: "127.0.0.1:5433", User: "u", Password: "p"}.withDefaults()
+	cfg := Config{Postgres: "127.0.0.1:5433", User: "u", Password: "p"}.WithDefaults()
 	h, v := cfg.sqlConfig(cfg.Database), cfg.sqlConfig(cfg.VisibilityDatabase)
 	if h.DatabaseName != "temporal" || v.DatabaseName != "temporal_visibility" || h.ConnectAddr != "127.0.0.1:5433" ||
 		h.PluginName != PluginPGX || h.ConnectProtocol != "tcp" || h.User != "u" || h.Password != "p" || h.MaxConns != DefaultMaxConns {

@@ -24,7 +24,7 @@ const adminDatabase = "postgres"
 // applies only the new versions. These are `temporal-sql-tool create`, `setup-schema -v 0.0` and
 // `update-schema --schema-name ...` of the same module.
 func SetupSchema(cfg Config) error {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func probe(cfg Config, database string, logger log.Logger) error {
 // DropDatabases drops both databases; tests use it to clean up. A database that does not exist
 // is not an error.
 func DropDatabases(cfg Config) error {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	logger := log.NewNoopLogger()
 	var errs []error
 	for _, db := range []string{cfg.Database, cfg.VisibilityDatabase} {

@@ -58,7 +58,7 @@ func TestSetupSchemaIsIdempotent(t *testing.T) {
 		}
 	}
 	for db, want := range map[string]string{cfg.Database: v12.Version, cfg.VisibilityDatabase: v12.VisibilityVersion} {
-		conn, err := sqltool.NewConnection(cfg.withDefaults().sqlConfig(db), log.NewNoopLogger())
+		conn, err := sqltool.NewConnection(cfg.WithDefaults().sqlConfig(db), log.NewNoopLogger())
 		if err != nil {
 			t.Fatal(err)
 		}

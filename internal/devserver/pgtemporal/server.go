@@ -43,7 +43,7 @@ type Server struct {
 // attributes when missing, and returns once the namespace answers. Server logs at WARN and
 // above go to stderr.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -22,23 +22,30 @@ import (
 )
 
 func main() {
-	var cfg pgtemporal.Config
-	var schemaOnly bool
-	flag.StringVar(&cfg.Postgres, "postgres", pgtemporal.DefaultPostgres, "PostgreSQL host:port")
-	flag.StringVar(&cfg.User, "user", pgtemporal.DefaultUser, "PostgreSQL user (may create databases)")
-	flag.StringVar(&cfg.Plugin, "plugin", pgtemporal.PluginPGX, "Temporal SQL plugin: postgres12_pgx or postgres12")
-	flag.StringVar(&cfg.Database, "database", pgtemporal.DefaultDatabase, "history database")
-	flag.StringVar(&cfg.VisibilityDatabase, "visibility-database", pgtemporal.DefaultVisibilityDatabase, "visibility database")
-	flag.StringVar(&cfg.Address, "address", pgtemporal.DefaultAddress, "frontend gRPC host:port (loopback)")
-	flag.StringVar(&cfg.Namespace, "namespace", pgtemporal.DefaultNamespace, "namespace to register")
-	flag.BoolVar(&schemaOnly, "schema-only", false, "set up the schema and exit")
+	// Each string setting of pgtemporal.Config is a flag, defaulting to the package's default.
+	cfg := pgtemporal.Config{}.WithDefaults()
+	for _, f := range []struct {
+		value       *string
+		name, usage string
+	}{
+		{&cfg.Postgres, "postgres", "PostgreSQL host:port"},
+		{&cfg.User, "user", "PostgreSQL user (may create databases)"},
+		{&cfg.Plugin, "plugin", "Temporal SQL plugin: postgres12_pgx or postgres12"},
+		{&cfg.Database, "database", "history database"},
+		{&cfg.VisibilityDatabase, "visibility-database", "visibility database"},
+		{&cfg.Address, "address", "frontend gRPC host:port (loopback)"},
+		{&cfg.Namespace, "namespace", "namespace to register"},
+	} {
+		flag.StringVar(f.value, f.name, *f.value, f.usage)
+	}
+	schemaOnly := flag.Bool("schema-only", false, "set up the schema and exit")
 	flag.Parse()
 	cfg.Password = os.Getenv("TEMPORAL_POSTGRES_PASSWORD")
 
 	if err := pgtemporal.SetupSchema(cfg); err != nil {
 		log.Fatalf("temporal-postgres: %v", err)
 	}
-	if schemaOnly {
+	if *schemaOnly {
 		fmt.Println("temporal-postgres: schema up to date")
 		return
 	}
