@@ -5,7 +5,6 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -116,55 +115,6 @@ type Input struct {
 	// SandboxTaskQueue is the task queue of the sandbox activity. Optional: defaults to the
 	// checking worker's configured sandbox task queue, or else the workflow's own task queue.
 	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
-}
-
-// Decision is a reviewer's decision, sent as the signal "approval" or the update "decide". Its
-// JSON form is fixed so that any Temporal client can send it:
-//
-//	{"approval_id": "<uuid>", "digest": "sha256:<hex>", "approve": true, "reason": "",
-//	 "expires": "2026-01-02T15:04:05Z", "signature": "-----BEGIN SSH SIGNATURE-----\n..."}
-//
-// Only a decision signed by a key of the workers' reviewers file, over this run's statement
-// (approval.Fields: workflow id, run id, digest, approve or deny, approval id, sandbox task queue,
-// expiry), is accepted; the sandbox host verifies it again before anything runs.
-type Decision struct {
-	// ApprovalID identifies the decision: a UUID made by the reviewer's client. Required.
-	ApprovalID string `json:"approval_id"`
-	// Digest is the digest the reviewer read. Required to approve, and must equal the request's;
-	// a denial may leave it empty.
-	Digest string `json:"digest"`
-	// Approve is true to run the code, false to deny it.
-	Approve bool `json:"approve"`
-	// Reviewer names who decided. Optional: the principal of the verifying key is recorded; a
-	// name the key may not sign for is refused.
-	Reviewer string `json:"reviewer,omitempty"`
-	// Reason is free text, shown with a denial. Optional; not signed.
-	Reason string `json:"reason"`
-	// Expires is the statement's expiry (RFC 3339, UTC, whole seconds). Required unless
-	// Statement is given, whose expiry is then used.
-	Expires time.Time `json:"expires,omitzero"`
-	// Signature is the armored SSHSIG (namespace sandboxflow-approval) over the statement.
-	Signature string `json:"signature,omitempty"`
-	// WebAuthn is a passkey assertion over the statement (not verified yet: refused).
-	WebAuthn *approval.WebAuthnAssertion `json:"webauthn,omitempty"`
-	// Statement is the signed statement text. Optional: when given it must be this run's, and a
-	// difference is reported with the field that differs.
-	Statement string `json:"statement,omitempty"`
-}
-
-// Proof returns what approval.Verify checks of the decision.
-func (d Decision) Proof() approval.Proof {
-	return approval.Proof{Reviewer: d.Reviewer, Signature: d.Signature, WebAuthn: d.WebAuthn, Statement: d.Statement}
-}
-
-// Fields returns the statement the decision must have signed, for the run named by workflowID
-// and runID, the request's digest and the sandbox task queue, all from the verifier's own
-// knowledge; approve, approval id and expiry come from the decision.
-func (d Decision) Fields(workflowID, runID, digest, sandboxTaskQueue string) approval.Fields {
-	return approval.Fields{
-		WorkflowID: workflowID, RunID: runID, Digest: digest, Approve: d.Approve,
-		ApprovalID: d.ApprovalID, SandboxTaskQueue: sandboxTaskQueue, Expires: d.Expires,
-	}
 }
 
 // DecideResult is what the update "decide" returns for an accepted decision.

@@ -3,11 +3,8 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -15,12 +12,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-)
-
-// Bounds on a decision's free-text fields, to keep history and logs small.
-const (
-	MaxReviewerBytes = 256
-	MaxReasonBytes   = 4096
 )
 
 // refusal returns who made d, or why d cannot be accepted now. It reads the workflow's state and
@@ -39,7 +30,7 @@ func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.V
 	default:
 		return approval.Verified{}, errors.New("not waiting for a decision: the run is " + r.status.State)
 	}
-	if why := checkDecision(d, r.checked.Digest); why != "" {
+	if why := d.Problem(r.checked.Digest); why != "" {
 		return approval.Verified{}, errors.New(why)
 	}
 	info := workflow.GetInfo(ctx)
@@ -91,39 +82,4 @@ func (r *runCode) notPickedUp(err error, timeout time.Duration) error {
 		Err: fmt.Errorf("no sandbox worker took the run from task queue %s within %s; the code did not start and the approval was not used (send a new decision to a new run): %w",
 			r.sandboxQueue, timeout, err),
 	}
-}
-
-// checkDecision checks a decision's fields against the request's digest and returns why it is
-// refused, or "".
-func checkDecision(d contract.Decision, digest string) string {
-	switch {
-	case d.ApprovalID == "":
-		return "approval_id is missing"
-	case !isUUID(d.ApprovalID):
-		return fmt.Sprintf("approval_id %.64q is not a UUID", d.ApprovalID)
-	case len(d.Reviewer) > MaxReviewerBytes:
-		return fmt.Sprintf("reviewer is %d bytes, over the limit of %d", len(d.Reviewer), MaxReviewerBytes)
-	case !utf8.ValidString(d.Reviewer) || strings.ContainsAny(d.Reviewer, "\t\n\r") || strings.ContainsFunc(d.Reviewer, guard.IsSuspicious):
-		// The reviewer is one line in history, the SandboxReviewer search attribute and the inbox: a
-		// bidi override or an invisible character there would make one name read as another.
-		return "reviewer must be valid UTF-8 without control characters or characters a reader cannot see (guard.IsSuspicious)"
-	case len(d.Reason) > MaxReasonBytes:
-		return fmt.Sprintf("reason is %d bytes, over the limit of %d", len(d.Reason), MaxReasonBytes)
-	case !utf8.ValidString(d.Reason):
-		return "reason is not valid UTF-8"
-	case d.Approve && d.Digest == "":
-		return "digest is missing: an approval must carry the digest of the request it approves (" + digest + ")"
-	case d.Digest != "" && d.Digest != digest:
-		return fmt.Sprintf("wrong digest: the decision is for %.80q but this request's digest is %s", d.Digest, digest)
-	}
-	return ""
-}
-
-// isUUID reports whether s is a UUID in its 36-character form, and not the nil UUID.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	id, err := uuid.Parse(s)
-	return err == nil && id != uuid.Nil
 }

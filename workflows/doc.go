@@ -46,9 +46,9 @@
 //     approval.requested is logged.
 //  3. Wait. The first valid decision ends the wait. A decision is valid when the run is waiting
 //     and none was accepted yet, approval_id is a UUID (36 characters, not the nil UUID),
-//     reviewer, if set, is at most MaxReviewerBytes without control characters, reason is at
-//     most MaxReasonBytes, digest equals the request's digest (an approval must carry it; a
-//     denial may leave it empty), and the signature verifies (approval.Verify) by a key of the
+//     reviewer, if set, is at most contract.MaxReviewerBytes without control characters, reason
+//     is at most contract.MaxReasonBytes, digest equals the request's digest (an approval must
+//     carry it; a denial may leave it empty) (all of which contract.Decision.Problem checks), and the signature verifies (approval.Verify) by a key of the
 //     reviewers the check recorded, over this run's statement: its workflow id and its current
 //     run id (so a reset run or another run never accepts it), the recorded digest and the
 //     sandbox task queue, before the expiry by workflow time. The reviewer recorded is the
