@@ -3,8 +3,9 @@ package inbox
 import (
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Token classes, used as CSS classes (prefix "t-").
@@ -96,44 +97,33 @@ func highlight(code, language string) ([]codeLine, int) {
 	return lines, invisible
 }
 
-// isInvisible reports characters a reader would not see, or that reorder what they see: bidi
-// controls (U+202A–202E, U+2066–2069, U+061C, U+200E/F), zero-width and format characters
-// (U+200B–200D, U+2060–2064, U+FEFF, U+00AD, all of category Cf), controls other than tab and
-// newline, line and paragraph separators, spaces other than U+0020, and blank fillers.
+// isInvisible reports characters a reader would not see, or that reorder what they see: every
+// character guard.IsSuspicious names (bidi controls, zero-width and other format characters,
+// controls, separators, spaces other than U+0020, fillers, variation selectors, tags, private
+// use, U+FFFD), so that the page warns of what the statement and `starter show` list, and
+// carriage return, which a browser would show as a line break.
 func isInvisible(r rune) bool {
-	switch {
-	case r == '\t' || r == '\n':
-		return false
-	case r == utf8.RuneError:
-		return true
-	case unicode.IsControl(r), unicode.Is(unicode.Cf, r), unicode.Is(unicode.Zl, r), unicode.Is(unicode.Zp, r):
-		return true
-	case unicode.Is(unicode.Zs, r) && r != ' ':
-		return true
-	case r == 0x115F || r == 0x1160 || r == 0x3164 || r == 0xFFA0 || r == 0x034F || r == 0x180E:
-		return true
-	}
-	return false
+	return r == '\r' || guard.IsSuspicious(r)
 }
 
-// splitInvisible splits s into tokens of class, with each invisible character as a token of
-// its own whose text is its escape (\u202e).
+// splitInvisible splits s into tokens of class, with each invisible character (and each byte
+// that is not UTF-8) as a token of its own whose text is its escape (\u202e).
 func splitInvisible(s, class string) []token {
 	var out []token
 	start := 0
 	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size != 1 {
-				continue // a real U+FFFD is visible
-			}
-		} else if !isInvisible(r) {
+		if !isInvisible(r) {
 			continue
 		}
 		if i > start {
 			out = append(out, token{Class: class, Text: s[start:i]})
 		}
-		out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: fmt.Sprintf("invisible character U+%04X", r)})
 		_, size := utf8.DecodeRuneInString(s[i:])
+		if size == 1 && r == utf8.RuneError {
+			out = append(out, token{Class: tokInvisible, Text: fmt.Sprintf(`\x%02x`, s[i]), Title: "a byte that is not UTF-8"})
+		} else {
+			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: fmt.Sprintf("invisible character U+%04X %s", r, guard.RuneName(r))})
+		}
 		start = i + size
 	}
 	if start < len(s) {

@@ -3,6 +3,8 @@ package inbox
 import (
 	"strings"
 	"testing"
+
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 func classes(lines []codeLine) map[string][]string {
@@ -63,6 +65,32 @@ func TestInvisibleShown(t *testing.T) {
 		}
 	}
 	if v := visible("a\u202eb\x1b"); v != `a\u202eb\u001b` {
+		t.Errorf("visible = %q", v)
+	}
+}
+
+// TestInvisibleShownAsGuardListsThem: the inbox escapes and counts every character the
+// statement and `starter show` list (guard.SuspiciousCharacters), among them those that hide a
+// payload in plain sight: variation selectors after an emoji ("emoji smuggling"), tag
+// characters, private use, a lone U+FFFD.
+func TestInvisibleShownAsGuardListsThem(t *testing.T) {
+	code := "greeting = '\U0001F600\U000E0100\U000E0142\uFE0F'\nflag = '\U000E0061\U000E0064'\nx = '\uE000\uFFFD'\n"
+	lines, inv := highlight(code, "python")
+	if want := len(guard.SuspiciousCharacters(code)); inv != want || want != 7 {
+		t.Errorf("invisible = %d; guard lists %d (want 7)", inv, want)
+	}
+	got := strings.Join(classes(lines)[tokInvisible], " ")
+	if got != `\U000e0100 \U000e0142 \ufe0f \U000e0061 \U000e0064 \ue000 \ufffd` {
+		t.Errorf("escapes %q", got)
+	}
+	for _, l := range lines {
+		for _, tk := range l.Tokens {
+			if tk.Class != tokInvisible && strings.ContainsFunc(tk.Text, guard.IsSuspicious) {
+				t.Errorf("token %q still holds a character guard lists", tk.Text)
+			}
+		}
+	}
+	if v := visible("a\rb\xffc"); v != `a\u000db\xffc` {
 		t.Errorf("visible = %q", v)
 	}
 }
