@@ -421,8 +421,13 @@ func clip(b []byte) []byte {
 	return b
 }
 
-// remove kills and force-removes a container, treating "not found" as success. It runs even
-// when ctx has ended, bounded by the cleanup timeout.
+// removeConflictRetries bounds how often remove tries again after a conflict (the container
+// still exiting), waiting 100 ms, then twice as long each time.
+const removeConflictRetries = 5
+
+// remove kills and force-removes a container, treating "not found" as success and retrying a
+// conflict (under gVisor, a kill can meet the container still exiting). It runs even when ctx
+// has ended, bounded by the cleanup timeout.
 func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.CleanupTimeout)
 	defer cancel()
@@ -430,10 +435,22 @@ func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 		// Best effort: Remove below kills too; a kill error (not running, gone) changes nothing.
 		_ = b.eng.Kill(cctx, id)
 	}
-	if err := b.eng.Remove(cctx, id); err != nil && !isNotFound(err) {
-		return fmt.Errorf("docker: remove container %s: %w", id, err)
+	wait := 100 * time.Millisecond
+	for try := 0; ; try++ {
+		err := b.eng.Remove(cctx, id)
+		switch {
+		case err == nil || isNotFound(err):
+			return nil
+		case !errors.Is(err, errConflict) || try == removeConflictRetries:
+			return fmt.Errorf("docker: remove container %s: %w", id, err)
+		}
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("docker: remove container %s: %w", id, err)
+		case <-time.After(wait):
+		}
+		wait *= 2
 	}
-	return nil
 }
 
 // removeLater removes a container off the critical path (killing it first when kill is set) and

@@ -497,6 +497,31 @@ func TestReap(t *testing.T) {
 	}
 }
 
+// TestRemoveRetriesAConflict: a force-remove that meets the container still exiting (Docker's
+// 409 "Could not kill running container ..., is not running", seen under gVisor) is tried again
+// instead of leaving the container to the reaper; a conflict that does not clear is reported
+// after a bounded number of tries.
+func TestRemoveRetriesAConflict(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{})
+	f.removeConflicts = 2
+	if err := b.remove(context.Background(), "exiting", true); err != nil || f.removeCalls != 3 {
+		t.Fatalf("remove after two conflicts: got %v after %d calls; want nil after 3", err, f.removeCalls)
+	}
+	if got := strings.Join(f.removedIDs(), ","); got != "exiting" {
+		t.Errorf("removed: got %q; want exiting", got)
+	}
+	f.removeConflicts, f.removeCalls = 1000, 0
+	err := b.remove(context.Background(), "stuck", true)
+	if !errors.Is(err, errConflict) || f.removeCalls != removeConflictRetries+1 {
+		t.Errorf("remove of a container that stays in conflict: got %v after %d calls; want the conflict after %d", err, f.removeCalls, removeConflictRetries+1)
+	}
+	f.removeConflicts, f.removeCalls, f.removeErr = 0, 0, errors.New("daemon busy")
+	if err := b.remove(context.Background(), "busy", true); err == nil || f.removeCalls != 1 {
+		t.Errorf("remove failing otherwise: got %v after %d calls; want the error after 1 (no retry)", err, f.removeCalls)
+	}
+}
+
 func TestDoctorWithFake(t *testing.T) {
 	f := newFake()
 	f.version = engineVersion{ServerVersion: "20.10.24", APIVersion: "1.41", ClientAPI: "1.41", Runtimes: []string{"runc"},

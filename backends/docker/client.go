@@ -50,6 +50,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", errNotFound, err)
 	case cerrdefs.IsInvalidArgument(err):
 		return fmt.Errorf("%w: %w", errInvalid, err)
+	case cerrdefs.IsConflict(err):
+		return fmt.Errorf("%w: %w", errConflict, err)
 	}
 	return err
 }

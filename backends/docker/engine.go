@@ -145,6 +145,11 @@ func isNotFound(err error) bool { return errors.Is(err, errNotFound) }
 // errUnreachable is what engine methods return (wrapped) when the daemon cannot be reached.
 var errUnreachable = errors.New("docker daemon unreachable")
 
+// errConflict is what engine methods return (wrapped) when the daemon refused a request because
+// of the object's state at that moment, such as a force-remove that met the container still
+// exiting ("Could not kill running container ..., is not running"): worth a short retry.
+var errConflict = errors.New("conflict")
+
 // errInvalid is what engine methods return (wrapped) when the daemon refused a request as
 // invalid (an unknown runtime, a bad profile): a setting to fix, not a fault to retry.
 var errInvalid = errors.New("invalid request")

@@ -31,6 +31,10 @@ type fakeEngine struct {
 	// whole request written (the bytes were handed over as the deadline fired).
 	writeBlocks bool
 
+	// removeConflicts makes that many Remove calls fail with errConflict first (a container still
+	// exiting); removeCalls counts them all.
+	removeConflicts, removeCalls int
+
 	stdout, stderr []byte
 	// hang makes the container's output never end (until the attachment is closed).
 	hang     bool
@@ -134,6 +138,11 @@ func (f *fakeEngine) Kill(_ context.Context, id string) error {
 func (f *fakeEngine) Remove(_ context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.removeCalls++
+	if f.removeConflicts > 0 {
+		f.removeConflicts--
+		return fmt.Errorf("%w: could not kill running container %s, cannot remove - container %s is not running", errConflict, id, id)
+	}
 	if f.removeErr != nil {
 		return f.removeErr
 	}

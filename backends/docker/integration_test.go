@@ -888,7 +888,9 @@ func TestDockerImageErrors(t *testing.T) {
 
 func TestDockerReap(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, rt string) {
-		b := newTestBackend(t, rt, nil)
+		// A deployment of its own: the suite's other backends share the default one, and a
+		// container one of them could not remove is, rightly, an orphan this reap would take too.
+		b := newTestBackend(t, rt, func(c *Config) { c.Deployment = "reap-test-" + rt + "-" + suiteID })
 		c := checked(t, guard.Python, "print(1)", nil)
 		for i := 0; i < 2; i++ {
 			if _, _, err := b.acquire(context.Background(), c); err != nil {
