@@ -98,8 +98,8 @@ type supRequest struct {
 	// The sandbox's side of egress (egress.go); all empty in a run without egress.
 	EgressPort         int      `json:"egress_port,omitempty"`          // where the supervisor listens on 127.0.0.1, relaying each connection as tunnel frames
 	EgressCA           []byte   `json:"egress_ca,omitempty"`            // the egress CA's certificate (PEM), written for the code's TLS clients
-	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`       // the path the CA alone is written to (SSL_CERT_FILE and its kin name it)
-	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`     // the path the image's roots followed by the CA are written to
+	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`       // the path the CA alone is written to (NODE_EXTRA_CA_CERTS names it)
+	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`     // the path the image's roots then the CA are written to (SSL_CERT_FILE and its kin)
 	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"` // the image's root bundles to look for, in order; the first that exists is used
 }
 
