@@ -49,7 +49,7 @@ func HTTP(opts HTTPOptions) (Func, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	endpoint, op := u.String(), "callable http: POST "+u.Redacted()
+	endpoint, op := u.String(), "callable http: POST "+httpcall.RedactURL(u)
 	return func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return postRun(ctx, client, endpoint, op, opts, c)
 	}, nil

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +83,8 @@ func TestHTTPRecipeErrors(t *testing.T) {
 	p := guard.Policy{}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fn, err := HTTP(HTTPOptions{URL: tt.url, Client: &http.Client{Timeout: 10 * time.Second}})
+			// A token in the URL's query is a secret like a password: no error may quote it.
+			fn, err := HTTP(HTTPOptions{URL: tt.url + "/run?token=s3cret-query", Client: &http.Client{Timeout: 10 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,6 +96,9 @@ func TestHTTPRecipeErrors(t *testing.T) {
 			_, err = guard.New(b, p).Run(context.Background(), c)
 			if guard.TypeOf(err) != guard.TypeIntegrationError || guard.Retryable(err) != tt.retryable {
 				t.Fatalf("got %v (retryable %t); want IntegrationError retryable=%t", err, guard.Retryable(err), tt.retryable)
+			}
+			if strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "token=") {
+				t.Errorf("error %q: want the query's names without their values", err)
 			}
 		})
 	}

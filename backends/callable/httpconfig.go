@@ -91,7 +91,9 @@ func HTTPDoctor(ctx context.Context, opts HTTPOptions) []guard.Check {
 	req, err := http.NewRequestWithContext(gctx, http.MethodGet, opts.URL, nil)
 	if err == nil {
 		var resp *http.Response
-		if resp, err = client.Do(req); err == nil {
+		if resp, err = client.Do(req); err != nil {
+			err = httpcall.RedactError(err)
+		} else {
 			resp.Body.Close()
 			add("http service reachable", true, "GET answered %s", resp.Status)
 		}

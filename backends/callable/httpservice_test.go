@@ -148,9 +148,14 @@ func TestHTTPDoctor(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed := "http://" + ln.Addr().String()
 	ln.Close()
-	checks := HTTPDoctor(context.Background(), HTTPOptions{URL: closed, Header: hdr})
+	checks := HTTPDoctor(context.Background(), HTTPOptions{URL: closed + "/run?token=s3cret-query", Header: hdr})
 	if len(checks) != 3 || !checks[0].OK || checks[1].OK || checks[2].OK {
 		t.Fatalf("got %+v; want config PASS, reachable FAIL, probe FAIL", checks)
+	}
+	for _, c := range checks {
+		if strings.Contains(c.Detail, "s3cret") {
+			t.Errorf("%s: %q quotes the URL's query value", c.Name, c.Detail)
+		}
 	}
 	if checks := HTTPDoctor(context.Background(), HTTPOptions{URL: "ftp://x"}); len(checks) != 1 || checks[0].OK {
 		t.Fatalf("got %+v; want one failed config check", checks)

@@ -156,7 +156,7 @@ func (cfg Config) Validate() error {
 			return bad("%v", err)
 		}
 		if p.User != nil {
-			return bad("URL %q must not hold credentials (the API key is the credential)", p.Redacted())
+			return bad("URL %q must not hold credentials (the API key is the credential)", httpcall.RedactURL(p))
 		}
 	}
 	for k, v := range c.Labels {

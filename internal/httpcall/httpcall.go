@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,13 +37,38 @@ func ParseURL(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// Redact returns s with any password in it hidden, for logs and errors; a URL that does not parse
-// is not shown at all.
+// Redact returns s with its password and every query value hidden, for logs, errors and history:
+// a token in a URL's query is as secret as one in its user info. A URL that does not parse is not
+// shown at all.
 func Redact(s string) string {
 	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
+		return RedactURL(u)
 	}
 	return "(unparsable URL)"
+}
+
+// RedactURL is Redact for a parsed URL; u is not changed.
+func RedactURL(u *url.URL) string {
+	if u.RawQuery != "" || u.ForceQuery {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"xxxxx"}
+		}
+		c := *u
+		c.RawQuery = q.Encode()
+		u = &c
+	}
+	return u.Redacted()
+}
+
+// RedactError hides the query values of the URL that net/http names in err (it hides only a
+// password itself), since such errors end up in logs and history. It returns err.
+func RedactError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = Redact(ue.URL)
+	}
+	return err
 }
 
 // Request is one call.
@@ -92,7 +118,7 @@ func Do(ctx context.Context, client *http.Client, r Request) (a Answer, sent boo
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return a, wrote.Load(), err
+		return a, wrote.Load(), RedactError(err)
 	}
 	defer resp.Body.Close()
 	a = Answer{StatusCode: resp.StatusCode, Status: resp.Status, Header: resp.Header}

@@ -60,7 +60,22 @@ func TestParseURLTakesOnlyAbsoluteHTTPAndNeverQuotesAPassword(t *testing.T) {
 			t.Errorf("ParseURL(%q) error %q shows the password", bad, err)
 		}
 	}
-	if got := Redact("https://user:hunter2@api.example.com/x"); strings.Contains(got, "hunter2") || !strings.Contains(got, "api.example.com") {
-		t.Errorf("Redact = %q; want the host without the password", got)
+	if got := Redact("https://user:hunter2@api.example.com/x?token=hunter3&page=2"); strings.Contains(got, "hunter") || !strings.Contains(got, "api.example.com/x?") || !strings.Contains(got, "token=") {
+		t.Errorf("Redact = %q; want the host, path and query names without the password or query values", got)
+	}
+}
+
+// TestDoErrorsHideTheQuery: net/http's own errors name the URL (hiding only a password); Do's
+// errors end up in history, so a token in the query must not.
+func TestDoErrorsHideTheQuery(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, sent, err := Do(context.Background(), http.DefaultClient, Request{Method: http.MethodPost, URL: "http://u:hunter2@" + addr + "/run?token=hunter3", JSON: 1, MaxAnswer: 1})
+	if err == nil || sent || strings.Contains(err.Error(), "hunter") || !strings.Contains(err.Error(), addr) {
+		t.Errorf("Do to a closed port: sent=%t err=%v; want an unsent error naming the address and no secret", sent, err)
 	}
 }
