@@ -173,7 +173,7 @@ func TestBrowserInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(ctx, "inbox-approve", fmt.Sprintf("import os\n# count the run outside the sandbox\nwith open(%q, 'a') as f:\n    f.write('ran\\n')\nprint('hello from the sandbox', 6 * 7)\n", e.counter),
-		map[string][]byte{"data.csv": []byte("a,b\n1,2\n"), "blob.bin": {0, 1, 2, 0xff}})
+		map[string][]byte{"data.csv": []byte("a,b\n1,2\n"), "blob.bin": {0, 1, 2, 0xff}, "helper.py": []byte(helperModule)})
 	e.start(ctx, "inbox-deny", fmt.Sprintf("open(%q, 'a').write('denied run ran\\n')\n", e.counter), nil)
 	e.start(ctx, "inbox-tamper", fmt.Sprintf("user = 'guest' # \u202e \u2066admin\u2069\nopen(%q, 'a').write('tampered run ran\\n')\n", e.counter), nil)
 
@@ -201,6 +201,10 @@ func TestBrowserInbox(t *testing.T) {
 	lyingRun(t, e, ctx)
 }
 
+// helperModule is an input file the code could import: its last line lies past the first 4 KiB,
+// where a page that shows only the start of a file would hide it from the reviewer.
+var helperModule = "# a helper module\n" + strings.Repeat("PADDING = 'innocent'\n", 250) + "LAST_LINE_PAST_4_KIB = True\n"
+
 func approveRun(t *testing.T, e *env) {
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
@@ -218,6 +222,18 @@ func approveRun(t *testing.T, e *env) {
 	}
 	if strings.Contains(e.Text(`document.documentElement.outerHTML`), "secret-value") {
 		t.Error("the run page shows an env value")
+	}
+	// An input file is what the reviewer approves too: shown whole, and downloadable whole
+	// (input-2: blob.bin, data.csv, helper.py in name order) while the run waits.
+	if !strings.Contains(e.Text(`document.body.textContent`), "LAST_LINE_PAST_4_KIB") {
+		t.Error("the run page does not show helper.py past its first 4 KiB")
+	}
+	got := e.Text(`(() => { const a = document.querySelector('a[href="/run/inbox-approve/download/input-2"]');
+		if (!a) return "no download link";
+		const x = new XMLHttpRequest(); x.open("GET", a.getAttribute("href"), false); x.send();
+		return x.status + " " + x.getResponseHeader("Content-Disposition") + "\n" + x.responseText; })()`)
+	if want := "200 attachment; filename=helper.py.txt\n" + helperModule; got != want {
+		t.Errorf("the download of helper.py: got %.200q; want the whole file as an attachment", got)
 	}
 	e.Screenshot("inbox-run.png")
 	e.Do(chromedp.Click(chromedp.ID("approve")))
@@ -354,7 +370,7 @@ func otherReviewer(t *testing.T) string {
 // checkNoSession: without a session nothing is shown, and a POST is refused.
 func checkNoSession(t *testing.T, e *env) {
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for _, path := range []string{"/", "/run/inbox-approve", "/pending", "/run/inbox-approve/download/stdout"} {
+	for _, path := range []string{"/", "/run/inbox-approve", "/pending", "/run/inbox-approve/download/stdout", "/run/inbox-approve/download/input-1"} {
 		resp, err := hc.Get(e.origin + path)
 		if err != nil {
 			t.Fatal(err)

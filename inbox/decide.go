@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,12 +132,21 @@ func (s *Server) sendDecision(ctx context.Context, ri *runInfo, d contract.Decis
 	return out, nil
 }
 
-// handleDownload sends a finished run's stdout, stderr or an output file as a plain-text
-// attachment, never as a page.
+// handleDownload sends, as a plain-text attachment and never as a page, an input file of any
+// run (input-N, in name order: what the reviewer approves) or a finished run's stdout, stderr
+// or an output file (file-N).
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *session) {
 	id, what := r.PathValue("id"), r.PathValue("what")
 	ri, err := s.loadRun(r.Context(), id)
-	if err != nil || ri.running {
+	if err != nil {
+		http.Error(w, "no RunCode run "+id, http.StatusNotFound)
+		return
+	}
+	if n, ok := strings.CutPrefix(what, "input-"); ok {
+		s.downloadInput(w, r, id, ri.status.RunID, n)
+		return
+	}
+	if ri.running {
 		http.Error(w, "no finished RunCode run "+id, http.StatusNotFound)
 		return
 	}
@@ -164,6 +175,28 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *sessi
 		http.Error(w, "no such download", http.StatusNotFound)
 		return
 	}
+	sendAttachment(w, name, body)
+}
+
+// downloadInput sends input file number n (in name order, as the run page lists them) of the
+// request run runID of workflow id was started with.
+func (s *Server) downloadInput(w http.ResponseWriter, r *http.Request, id, runID, n string) {
+	req, err := s.readInput(r.Context(), id, runID)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	names := slices.Sorted(maps.Keys(req.Files))
+	i, err := strconv.Atoi(n)
+	if err != nil || i < 0 || i >= len(names) {
+		http.Error(w, "no such input file", http.StatusNotFound)
+		return
+	}
+	sendAttachment(w, downloadName(names[i]), req.Files[names[i]])
+}
+
+// sendAttachment writes body as a plain-text attachment named name, never sniffed as a page.
+func sendAttachment(w http.ResponseWriter, name string, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 	"unicode/utf8"
@@ -19,8 +21,12 @@ import (
 const (
 	// maxListed bounds the pending list.
 	maxListed = 200
-	// previewBytes is how much of an input file or output file is shown as text.
+	// previewBytes is how much of an output file is shown as text.
 	previewBytes = 4096
+	// inputPreviewBytes is how much of one input file is shown as text. Input files can be code
+	// the program runs (a module it imports), so a reviewer sees all of one up to this, and can
+	// download every input file whole.
+	inputPreviewBytes = 256 << 10
 	// outputPreviewBytes is how much of stdout and stderr is shown as text.
 	outputPreviewBytes = 64 << 10
 	// temporalTimeout bounds each call to Temporal a page makes.
@@ -128,8 +134,10 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	return rows, nil
 }
 
-// inputFile is an input file as the run page shows it.
+// inputFile is an input file as the run page shows it; N is its place in name order, which
+// its download names.
 type inputFile struct {
+	N       int
 	Name    string
 	Size    string
 	Preview string
@@ -152,16 +160,11 @@ func (s *Server) readInput(ctx context.Context, id, runID string) (guard.Request
 // inputFiles lists the request's input files as the run page shows them: text as escaped
 // text, binary as its size only.
 func inputFiles(req guard.Request) []inputFile {
-	names := make([]string, 0, len(req.Files))
-	for n := range req.Files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	out := make([]inputFile, 0, len(names))
-	for _, n := range names {
+	out := make([]inputFile, 0, len(req.Files))
+	for i, n := range slices.Sorted(maps.Keys(req.Files)) {
 		b := req.Files[n]
-		f := inputFile{Name: visible(n), Size: human.Bytes(int64(len(b)))}
-		f.Preview, f.Binary, f.Cut = preview(b, previewBytes)
+		f := inputFile{N: i, Name: visible(n), Size: human.Bytes(int64(len(b)))}
+		f.Preview, f.Binary, f.Cut = preview(b, inputPreviewBytes)
 		out = append(out, f)
 	}
 	return out
