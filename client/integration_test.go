@@ -114,7 +114,10 @@ func TestIntegrationStartEdges(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := map[string]func(context.Context) error{
-		"show": func(ctx context.Context) error { _, err := c.Review(ctx, "not-runcode", true); return err },
+		"show": func(ctx context.Context) error {
+			_, err := c.Review(ctx, "not-runcode", client.ReviewOptions{EnvValues: true, InputFiles: true})
+			return err
+		},
 		"approve": func(ctx context.Context) error {
 			_, err := c.Approve(ctx, "not-runcode", "d", bob.Signer, "")
 			return err

@@ -25,12 +25,23 @@ type Review struct {
 	Warning string `json:"warning,omitempty"`
 	// Env holds the env values, only when asked for.
 	Env map[string]string `json:"env_values,omitempty"`
+	// InputFiles holds the input files' contents, name → bytes, only when asked for.
+	InputFiles map[string][]byte `json:"input_files,omitempty"`
 }
 
-// Review returns what a reviewer reads about workflowID, with the env values when envValues is
-// set. It refuses a workflow that is not a RunCode run (*NotRunCodeError) before it queries, and
-// a status whose digest is not the digest of what it shows (contract.ShownChecked).
-func (c *Client) Review(ctx context.Context, workflowID string, envValues bool) (Review, error) {
+// ReviewOptions say what Review adds to what it always returns.
+type ReviewOptions struct {
+	// EnvValues adds the env values, hidden by default: they may be secrets.
+	EnvValues bool
+	// InputFiles adds the input files' contents: they can be modules the code imports, as much
+	// a part of what runs as the code.
+	InputFiles bool
+}
+
+// Review returns what a reviewer reads about workflowID, with what opts adds. It refuses a
+// workflow that is not a RunCode run (*NotRunCodeError) before it queries, and a status whose
+// digest is not the digest of what it shows (contract.ShownChecked).
+func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptions) (Review, error) {
 	if err := c.RequireRunCode(ctx, workflowID); err != nil {
 		return Review{}, err
 	}
@@ -39,18 +50,25 @@ func (c *Client) Review(ctx context.Context, workflowID string, envValues bool) 
 		return Review{}, err
 	}
 	var in contract.Input
-	if st.Request.Digest != "" || envValues {
+	if st.Request.Digest != "" || opts.EnvValues || opts.InputFiles {
 		if in, err = c.startInput(ctx, workflowID, st, st.Request.Digest != ""); err != nil {
 			return Review{}, err
 		}
 	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
-	if envValues {
-		// The values hashed into the digest just checked: the start input of the status's run.
+	// What opts adds comes from what was hashed into the digest just checked: the start input
+	// of the status's run.
+	if opts.EnvValues {
 		r.Env = in.Request.Env
 		if r.Env == nil {
 			r.Env = map[string]string{}
+		}
+	}
+	if opts.InputFiles {
+		r.InputFiles = in.Request.Files
+		if r.InputFiles == nil {
+			r.InputFiles = map[string][]byte{}
 		}
 	}
 	return r, nil

@@ -31,6 +31,7 @@ type command struct {
 	id          string
 	json        bool
 	envValues   bool
+	inputFiles  bool
 	digest      string
 	reason      string
 	waitTimeout time.Duration
@@ -128,6 +129,7 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
 	if c.name == "show" {
 		fs.BoolVar(&c.envValues, "env-values", false, "also show env values (they are hidden by default)")
+		fs.BoolVar(&c.inputFiles, "input-files", false, "also show the input files' contents (they can be modules the code imports)")
 		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
 	} else {
 		fs.DurationVar(&c.waitTimeout, "timeout", 0, "wait at most this long for the result (default: until the run ends)")

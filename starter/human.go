@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -57,6 +61,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	for _, f := range req.Files {
 		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
 	}
+	if len(req.Files) > 0 && r.InputFiles == nil {
+		row("", "(contents: --input-files shows them)")
+	}
 	printEnv(row, req.EnvNames, r.Env)
 	row("digest", "%s", req.Digest)
 	if !r.ApprovalDeadline.IsZero() {
@@ -69,7 +76,29 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	if r.Warning != "" {
 		fmt.Fprintf(w, "\n%s\n", r.Warning)
 	}
-	return printCode(w, req.Code)
+	if err := printNumbered(w, "code", req.Code); err != nil {
+		return err
+	}
+	return printInputFiles(w, r.InputFiles)
+}
+
+// printInputFiles writes each input file, in name order: text numbered like the code, escaped
+// the same way; anything else (not UTF-8, or holding NUL) as its size only.
+func printInputFiles(w io.Writer, files map[string][]byte) error {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		b := files[name]
+		title := "input file " + terminal(name)
+		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+			if _, err := fmt.Fprintf(w, "\n%s: binary, %s (--json gives it as base64)\n", title, human.Bytes(int64(len(b)))); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := printNumbered(w, title, string(b)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func printEnv(row func(k, format string, a ...any), names []string, values map[string]string) {
@@ -112,15 +141,15 @@ func printDecisions(row func(k, format string, a ...any), st contract.Status) {
 	}
 }
 
-// printCode writes the code with line numbers.
-func printCode(w io.Writer, code string) error {
+// printNumbered writes text under title with line numbers, each line escaped for a terminal.
+func printNumbered(w io.Writer, title, code string) error {
 	lines := strings.Split(code, "\n")
 	if len(lines) > 1 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
 	width := len(fmt.Sprint(len(lines)))
 	var b strings.Builder
-	b.WriteString("\ncode:\n")
+	b.WriteString("\n" + title + ":\n")
 	for i, l := range lines {
 		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, terminal(l))
 	}

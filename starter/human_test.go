@@ -33,6 +33,7 @@ func hostileReview(envValues bool) client.Review {
 	r.Warning = client.SuspiciousWarning(r.SuspiciousCharacters)
 	if envValues {
 		r.Env = map[string]string{"TOKEN": "x\x1b[8m"}
+		r.InputFiles = map[string][]byte{"a\x1b]0;title\x07.txt": []byte("ok\x1b[2J\rpayload\u202e\n"), "blob.bin": {0, 1, 2}}
 	}
 	return r
 }
@@ -66,6 +67,13 @@ func TestShowForPeopleEscapesWhatCouldRewriteTheTerminal(t *testing.T) {
 		}
 		if envValues != strings.Contains(out, `TOKEN=x\x1b[8m`) || envValues == strings.Contains(out, "values hidden") {
 			t.Errorf("env values %t: the values are shown only when asked for:\n%s", envValues, out)
+		}
+		// Input files, when asked for, are numbered and escaped like the code; binary ones give
+		// their size.
+		shown := strings.Contains(out, "input file a\\x1b]0;title\\x07.txt:\n1 | ok\\x1b[2J\\rpayload\\u202e\n") &&
+			strings.Contains(out, "input file blob.bin: binary, 3 B")
+		if envValues != shown || envValues == strings.Contains(out, "--input-files shows them") {
+			t.Errorf("input files asked for %t: contents shown %t:\n%s", envValues, shown, out)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +95,11 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	bob := cliWorker(t, ts.GetDefaultClient())
 	// 1 and 6: the id is printed once started; the code's invisible characters are shown.
 	trojan := "access = 'user' # \u202e } \u2066 if admin: \u2069 \u2066\nprint(access)\n"
-	r = starterIn(t, addr, ns, "run", "--code", trojan, "--workflow-id", "cli-run")
+	helper := filepath.Join(t.TempDir(), "helper.py")
+	if err := os.WriteFile(helper, []byte("ROLE = 'guest'\x1b[1A\x1b[2K\rROLE = 'admin'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = starterIn(t, addr, ns, "run", "--code", trojan, "--workflow-id", "cli-run", "--input", "helper.py="+helper)
 	if r.code != 0 || !strings.Contains(r.stderr, "started workflow cli-run") {
 		t.Fatalf("run: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
 	}
@@ -104,6 +110,14 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	r = starterIn(t, addr, ns, "show", "cli-run")
 	if r.code != 0 || strings.ContainsAny(r.stdout, "\u202e\u2066\u2069") || !strings.Contains(r.stdout, `1 | access = 'user' # \u202e } \u2066`) {
 		t.Errorf("show of code with bidi controls: exit %d, stdout %s; want the code numbered with them escaped", r.code, r.stdout)
+	}
+	if !strings.Contains(r.stdout, "--input-files shows them") || strings.Contains(r.stdout, "ROLE") {
+		t.Errorf("show without --input-files: stdout %s; want the input file's name and size only, with the hint", r.stdout)
+	}
+	// An input file can be a module the code imports: --input-files shows it, escaped like the code.
+	r = starterIn(t, addr, ns, "show", "cli-run", "--input-files")
+	if r.code != 0 || !strings.Contains(r.stdout, "input file helper.py:\n1 | ROLE = 'guest'\\x1b[1A\\x1b[2K\\rROLE = 'admin'\n") || strings.ContainsAny(r.stdout, "\x1b\r") {
+		t.Errorf("show --input-files: exit %d, stdout %s; want helper.py numbered with its escapes visible", r.code, r.stdout)
 	}
 	r = starterIn(t, addr, ns, "show", "cli-run", "--json")
 	if r.code != 0 || strings.ContainsAny(r.stdout, "\u202e\u2066\u2069") || !strings.Contains(r.stdout, `\u202e`) ||

@@ -136,7 +136,7 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		}
 		return printPending(stdout, pending, time.Now())
 	case "show":
-		review, err := sc.Review(ctx, cmd.id, cmd.envValues)
+		review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: cmd.envValues, InputFiles: cmd.inputFiles})
 		if err == nil && review.Warning != "" {
 			fmt.Fprintln(stderr, "starter:", review.Warning)
 		}
