@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
-	"github.com/sandboxflow/sandboxflow/internal/service"
+	"github.com/sandboxflow/sandboxflow/worker/service"
 )
 
 // envPrefix prefixes each flag's environment fallback: --docker-image reads SANDBOXFLOW_DOCKER_IMAGE.

@@ -22,7 +22,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
-	"github.com/sandboxflow/sandboxflow/internal/service"
+	"github.com/sandboxflow/sandboxflow/worker/service"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
-	"github.com/sandboxflow/sandboxflow/internal/service"
+	"github.com/sandboxflow/sandboxflow/worker/service"
 )
 
 // TestEgressThroughWorkflow: the worker's egress flags reach the Docker backend, an approved run

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/sandboxflow/sandboxflow/backends/e2b"
-	"github.com/sandboxflow/sandboxflow/internal/service"
+	"github.com/sandboxflow/sandboxflow/worker/service"
 )
 
 // hostedFlags adds the flags of the hosted backends. There is no flag for the E2B API key on

@@ -20,7 +20,7 @@ import (
 	"syscall"
 
 	"github.com/sandboxflow/sandboxflow/internal/cli"
-	"github.com/sandboxflow/sandboxflow/internal/service"
+	"github.com/sandboxflow/sandboxflow/worker/service"
 )
 
 func main() {

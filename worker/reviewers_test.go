@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/service"
+	"github.com/sandboxflow/sandboxflow/worker/service"
 )
 
 func TestWorkerRefusesToStartWithoutReviewers(t *testing.T) {

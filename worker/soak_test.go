@@ -27,7 +27,7 @@ const (
 	soakRuns  = 40
 	soakKills = 10
 	// soakReapAge is the worker's reaper threshold with the soak's flags: max timeout 10s +
-	// grace 2s + one minute + the warm pool's max age 10s (internal/service/docker.go reapAge).
+	// grace 2s + one minute + the warm pool's max age 10s (worker/service reapAge).
 	soakReapAge = 82 * time.Second
 )
 
