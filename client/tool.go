@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -25,8 +26,8 @@ type ToolOptions struct {
 	Languages []string
 	// Timeout is the run's time limit, told to the model. Optional: defaults to guard's default.
 	Timeout time.Duration
-	// Backend is the backend that runs the code; for "local" the description says that nothing
-	// is isolated, for "e2b" and "http" where the code runs. Optional.
+	// Backend is the backend that runs the code; the description adds what kinds.ModelNote says
+	// of it (for local that nothing is isolated, for e2b and http where the code runs). Optional.
 	Backend string
 	// LocalWarning is the text used for the local backend. Optional: a built-in warning.
 	LocalWarning string
@@ -54,17 +55,10 @@ func ToolSchema(format string, opts ToolOptions) ([]byte, error) {
 		"The run is stopped after %s (a timeout is reported, not an error, so you can try again with faster code). "+
 		"Output is cut to a limit; there is no network unless the operator allows it.",
 		strings.Join(langs, " or "), timeout)
-	switch opts.Backend {
-	case "local":
-		warning := opts.LocalWarning
-		if warning == "" {
-			warning = "DEVELOPMENT ONLY: this sandbox is a plain local process; nothing is isolated."
-		}
-		desc += " WARNING: " + warning
-	case "e2b":
-		desc += " Each run gets a fresh E2B cloud sandbox (a microVM) that is deleted afterwards: nothing persists between runs."
-	case "http":
-		desc += " The code runs on the operator's own code-execution service; nothing persists between runs unless that service keeps it."
+	if opts.Backend == kinds.Local && opts.LocalWarning != "" {
+		desc += " WARNING: " + opts.LocalWarning
+	} else if note := kinds.ModelNote(opts.Backend); note != "" {
+		desc += " " + note
 	}
 	props := map[string]any{
 		"code": map[string]any{"type": "string", "description": "The complete program to run."},

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/activities"
-	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
@@ -40,21 +39,8 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.IntVar(&c.CodecPort, "codec-port", 0, "serve the codec server on 127.0.0.1:PORT (with --dev and a key file, default 8234)")
 	fs.IntVar(&c.InboxPort, "inbox-port", 8235, "--dev: serve the reviewers' inbox on 127.0.0.1:PORT, opened as http://localhost:PORT (negative: none)")
 
-	fs.StringVar(&c.Backend, "backend", "docker", "where code runs: docker, e2b, http or local (DEVELOPMENT ONLY)")
-	fs.BoolVar(&c.AllowUnsafeLocal, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
-	fs.StringVar(&c.DockerImage, "docker-image", "python:3.12-slim", "image with python3 and sh; never pulled (pull or build it first)")
-	fs.StringVar(&c.DockerRuntime, "docker-runtime", "runc", "container runtime: runc, or runsc (or runsc-NAME, another gVisor installation) for gVisor")
-	fs.StringVar(&c.DockerNetwork, "docker-network", "", "Docker network for runs that ask for network (default bridge: open egress)")
-	fs.Int64Var(&c.DockerMemoryBytes, "docker-memory-bytes", 0, "memory limit of a sandbox, no swap (default 256 MiB)")
-	fs.Float64Var(&c.DockerCPUs, "docker-cpus", 0, "CPUs of a sandbox (default 1)")
-	fs.Int64Var(&c.DockerPids, "docker-pids", 0, "process limit of a sandbox (default 64 under runc, higher under runsc)")
-	fs.StringVar(&c.DockerIPC, "docker-ipc", "", "IPC mode: private (default: a private /dev/shm, so multiprocessing works) or none (no /dev/shm)")
-	fs.StringVar(&c.DockerUIDRange, "docker-uid-range", "", "uids the sandboxes run as, one per concurrent sandbox (default 100000-100999; never 0)")
-	fs.StringVar(&c.DockerDeployment, "docker-deployment", "", "this deployment's name on the Docker host; the reaper removes only its containers (default NAMESPACE/TASK_QUEUE)")
-	fs.IntVar(&c.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most --max-sandboxes, a larger value counts as that)")
-	fs.DurationVar(&c.WarmMaxAge, "warm-max-age", docker.DefaultWarmMaxAge, "how long a started container may wait for a run before it is replaced")
+	emptyOK := service.BackendFlags(fs, c)
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandboxes (Docker containers, E2B sandboxes) are looked for")
-	hostedFlags(fs, c)
 
 	fs.StringVar(&c.Languages, "languages", guard.Python, "languages offered: python, sh, or python,sh")
 	fs.DurationVar(&c.DefaultTimeout, "default-timeout", guard.DefaultTimeout, "timeout of a request that sets none")
@@ -75,7 +61,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 
 	// Stray words ("worker docter") and flags given an empty value ("--task-queue ''") are usage
 	// errors; the flags listed may be set empty on purpose.
-	if _, err := cli.Parse(fs, args, 0, 0, "sandbox-task-queue", "docker-network", "docker-ipc", "key-file", "codec-token"); err != nil {
+	if _, err := cli.Parse(fs, args, 0, 0, append(emptyOK, "sandbox-task-queue", "key-file", "codec-token")...); err != nil {
 		return nil, fs, err
 	}
 	if err := applyEnv(fs); err != nil {

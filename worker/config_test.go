@@ -24,9 +24,9 @@ func TestConfigFlagsAndEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.DockerImage != "from-env:1" || cfg.MaxSandboxes != 3 || cfg.Conn.Address != "10.0.0.1:7233" || cfg.Conn.Namespace != "ns-from-env" {
+	if cfg.Docker.Image != "from-env:1" || cfg.MaxSandboxes != 3 || cfg.Conn.Address != "10.0.0.1:7233" || cfg.Conn.Namespace != "ns-from-env" {
 		t.Fatalf("got image %q sandboxes %d address %q namespace %q; want from-env:1, 3 (flag wins), 10.0.0.1:7233, ns-from-env",
-			cfg.DockerImage, cfg.MaxSandboxes, cfg.Conn.Address, cfg.Conn.Namespace)
+			cfg.Docker.Image, cfg.MaxSandboxes, cfg.Conn.Address, cfg.Conn.Namespace)
 	}
 	if p := cfg.Policy(); !p.Offers(guard.Shell) || !p.Offers(guard.Python) {
 		t.Fatalf("policy languages %v; want python and sh", p.Languages)

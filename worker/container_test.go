@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
@@ -168,7 +169,7 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 	ts := devtest.Start(t)
 	for _, runtime := range []string{"runc", "runsc"} {
 		t.Run(runtime, func(t *testing.T) {
-			cfg := &service.Options{DockerImage: testPythonImage(), DockerRuntime: runtime, Languages: "python,sh", ReapInterval: time.Minute}
+			cfg := &service.Options{Backend: kinds.Docker, Docker: service.DockerOptions{Image: testPythonImage(), Runtime: runtime}, Languages: "python,sh", ReapInterval: time.Minute}
 			if err := applyDefaults(cfg); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
@@ -30,7 +31,7 @@ func TestEgressThroughWorkflow(t *testing.T) {
 	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
 	target := "127.0.0.1:" + port
 	ts := devtest.Start(t)
-	cfg := &service.Options{DockerImage: testPythonImage(), DockerRuntime: "runc", Languages: "python", ReapInterval: time.Minute,
+	cfg := &service.Options{Backend: kinds.Docker, Docker: service.DockerOptions{Image: testPythonImage(), Runtime: "runc"}, Languages: "python", ReapInterval: time.Minute,
 		EgressAllow: target, EgressPrivateOK: "127.0.0.0/8"}
 	if err := applyDefaults(cfg); err != nil {
 		t.Fatal(err)

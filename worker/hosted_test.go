@@ -25,8 +25,8 @@ func TestHostedFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.E2BTemplate != "py312" || cfg.E2BDomain != "e2b.example" || cfg.Backend != "e2b" {
-		t.Errorf("template %q domain %q name %q; want py312, e2b.example (from E2B_DOMAIN), e2b", cfg.E2BTemplate, cfg.E2BDomain, cfg.Backend)
+	if cfg.E2B.Template != "py312" || cfg.E2B.Domain != "e2b.example" || cfg.Backend != "e2b" {
+		t.Errorf("template %q domain %q name %q; want py312, e2b.example (from E2B_DOMAIN), e2b", cfg.E2B.Template, cfg.E2B.Domain, cfg.Backend)
 	}
 	cfg, _, err = parseConfig("test", []string{"--backend", "http", "--http-url", "http://127.0.0.1:1/run"})
 	if err != nil || cfg.Backend != "http" {
@@ -77,7 +77,7 @@ func TestHostedBackendKeyHandling(t *testing.T) {
 		t.Errorf("the worker's config holds the key: %s", s)
 	}
 
-	if _, _, err := service.NewBackend(context.Background(), &service.Options{Backend: "http", HTTPURL: "http://127.0.0.1:1/", HTTPHeaderFile: filepath.Join(t.TempDir(), "missing")}, logger); !errors.As(err, &ce) {
+	if _, _, err := service.NewBackend(context.Background(), &service.Options{Backend: "http", HTTP: service.HTTPOptions{URL: "http://127.0.0.1:1/", HeaderFile: filepath.Join(t.TempDir(), "missing")}}, logger); !errors.As(err, &ce) {
 		t.Errorf("http with a missing header file: %v; want a ConfigError", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/httpcall"
 )
@@ -26,7 +27,7 @@ type HTTPOptions struct {
 }
 
 // HTTPName is the name of the backend NewHTTP returns, part of every digest it runs.
-const HTTPName = "http"
+const HTTPName = kinds.HTTP
 
 // HTTP returns a Func that posts each checked request to a service as JSON (guard.Checked: code,
 // language, files as base64, env, limits, network) and reads its answer as JSON (guard.Result). The

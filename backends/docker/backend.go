@@ -12,12 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Name is the backend's name, part of every digest. The runtime (runc or runsc) is not part of
 // it: it is the operator's setting, recorded on each container as the label LabelRuntime.
-const Name = "docker"
+const Name = kinds.Docker
 
 // Notes appended to stderr when the sandbox, not the code, decided how a run ended.
 const (

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/defaults"
 	"github.com/sandboxflow/sandboxflow/internal/httpcall"
@@ -17,7 +18,7 @@ import (
 )
 
 // Name is the backend's name, part of every digest it runs.
-const Name = "e2b"
+const Name = kinds.E2B
 
 // Defaults of Config. A zero field of a Config takes these values.
 const (

@@ -15,11 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Name is the backend's name, part of every digest it runs.
-const Name = "local"
+const Name = kinds.Local
 
 // Warning is logged on every run and belongs in any description of the backend that a model or a
 // reviewer reads.

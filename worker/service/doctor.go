@@ -9,7 +9,6 @@ import (
 
 	"go.temporal.io/api/workflowservice/v1"
 
-	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 )
@@ -63,15 +62,7 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 	}
 
 	if cfg.Role != RoleWorkflows {
-		switch cfg.Backend {
-		case "local":
-			_, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal})
-			add("backend local", err, "ready (DEVELOPMENT ONLY: nothing is isolated)")
-		case backendE2B, backendHTTP:
-			checks = append(checks, hostedChecks(ctx, cfg)...)
-		default:
-			checks = append(checks, dockerChecks(ctx, cfg)...)
-		}
+		checks = append(checks, cfg.kind().doctor(ctx, cfg)...)
 	}
 
 	for _, c := range checks {

@@ -2,42 +2,95 @@ package service
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/backends/callable"
 	"github.com/sandboxflow/sandboxflow/backends/e2b"
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// Names of the hosted backends, as --backend takes them.
-const (
-	backendE2B  = e2b.Name
-	backendHTTP = callable.HTTPName
-)
+// HTTPOptions configure the http backend.
+type HTTPOptions struct {
+	// URL is the service that receives one POST per run. Required with --backend http.
+	URL string
+	// HeaderFile is a file of "Name: value" headers sent with every request (secrets, never
+	// logged). Optional.
+	HeaderFile string
+}
 
-// validateHosted checks the hosted backends' flags that need no file or network.
-func (c *Options) validateHosted() error {
-	if c.Backend == backendHTTP && c.HTTPURL == "" {
-		return &guard.ConfigError{Msg: "--backend http needs --http-url"}
+// E2BOptions configure the e2b backend. The API key is never kept here: it is read from
+// APIKeyFile, or the E2B_API_KEY environment variable, when the backend is built.
+type E2BOptions struct {
+	APIKeyFile string
+	Template   string
+	Domain     string
+	APIURL     string
+	SandboxURL string
+}
+
+// httpKind is the http backend's entry in backendKinds.
+func httpKind() backendKind {
+	return backendKind{
+		name: kinds.HTTP,
+		flags: func(fs *flag.FlagSet, o *Options) {
+			fs.StringVar(&o.HTTP.URL, "http-url", "", "--backend http: URL that receives one POST per run")
+			fs.StringVar(&o.HTTP.HeaderFile, "http-header-file", "", "--backend http: file of 'Name: value' lines sent with every request (secrets; never logged)")
+		},
+		validate: func(o *Options) error {
+			if o.HTTP.URL == "" {
+				return &guard.ConfigError{Msg: "--backend http needs --http-url"}
+			}
+			return nil
+		},
+		build:  newHTTPBackend,
+		doctor: httpChecks,
 	}
-	return nil
+}
+
+// e2bKind is the e2b backend's entry in backendKinds. There is no flag for the API key on
+// purpose: a key on a command line shows in ps and shell history.
+func e2bKind() backendKind {
+	return backendKind{
+		name: kinds.E2B,
+		flags: func(fs *flag.FlagSet, o *Options) {
+			e := &o.E2B
+			fs.StringVar(&e.APIKeyFile, "e2b-api-key-file", "", "--backend e2b: file holding the API key (default: the "+e2b.EnvAPIKey+" environment variable)")
+			fs.StringVar(&e.Template, "e2b-template", e2b.DefaultTemplate, "--backend e2b: template with python3 and sh")
+			fs.StringVar(&e.Domain, "e2b-domain", envOr(e2b.EnvDomain, e2b.DefaultDomain), "--backend e2b: E2B domain ["+e2b.EnvDomain+"]")
+			fs.StringVar(&e.APIURL, "e2b-api-url", os.Getenv(e2b.EnvAPIURL), "--backend e2b, advanced and tests: API base URL ["+e2b.EnvAPIURL+"] (default https://api.DOMAIN)")
+			fs.StringVar(&e.SandboxURL, "e2b-sandbox-url", os.Getenv(e2b.EnvSandboxURL), "--backend e2b, advanced and tests: envd base URL ["+e2b.EnvSandboxURL+"]")
+		},
+		build:  newE2BBackend,
+		doctor: e2bChecks,
+	}
+}
+
+// envOr returns the environment variable name, or def when it is unset or empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // e2bConfig reads the API key (from --e2b-api-key-file or E2B_API_KEY) and returns the E2B
 // backend's configuration. The key lives only in the returned value.
 func e2bConfig(cfg *Options, logger *slog.Logger) (e2b.Config, error) {
-	key, err := e2b.LoadAPIKey(cfg.E2BAPIKeyFile)
+	key, err := e2b.LoadAPIKey(cfg.E2B.APIKeyFile)
 	if err != nil {
 		return e2b.Config{}, err
 	}
 	return e2b.Config{
 		APIKey:     key,
-		Template:   cfg.E2BTemplate,
-		Domain:     cfg.E2BDomain,
-		APIURL:     cfg.E2BAPIURL,
-		SandboxURL: cfg.E2BSandboxURL,
+		Template:   cfg.E2B.Template,
+		Domain:     cfg.E2B.Domain,
+		APIURL:     cfg.E2B.APIURL,
+		SandboxURL: cfg.E2B.SandboxURL,
 		Logger:     logger,
 	}, nil
 }
@@ -45,33 +98,35 @@ func e2bConfig(cfg *Options, logger *slog.Logger) (e2b.Config, error) {
 // httpOptions reads the header file, if any, and returns the HTTP recipe's options.
 func httpOptions(cfg *Options) (callable.HTTPOptions, error) {
 	var header http.Header
-	if cfg.HTTPHeaderFile != "" {
-		h, err := callable.LoadHeaderFile(cfg.HTTPHeaderFile)
+	if cfg.HTTP.HeaderFile != "" {
+		h, err := callable.LoadHeaderFile(cfg.HTTP.HeaderFile)
 		if err != nil {
 			return callable.HTTPOptions{}, err
 		}
 		header = h
 	}
-	return callable.HTTPOptions{URL: cfg.HTTPURL, Header: header}, nil
+	return callable.HTTPOptions{URL: cfg.HTTP.URL, Header: header}, nil
 }
 
-// newHostedBackend builds the e2b or http backend. For e2b it starts the reaper, which kills
-// sandboxes this deployment made that outlived any run (a lost worker, a failed kill); the
-// returned close stops it.
-func newHostedBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (guard.Backend, func(), error) {
-	if cfg.Backend == backendHTTP {
-		opts, err := httpOptions(cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		b, err := callable.NewHTTP(opts)
-		if err != nil {
-			return nil, nil, err
-		}
-		logger.Info("http backend: every run is posted to the service, which must honour network and timeout itself",
-			"url", cfg.HTTPURL, "header_names", headerNames(opts.Header))
-		return b, func() {}, nil
+// newHTTPBackend builds the http backend.
+func newHTTPBackend(_ context.Context, cfg *Options, logger *slog.Logger) (guard.Backend, func(), error) {
+	opts, err := httpOptions(cfg)
+	if err != nil {
+		return nil, nil, err
 	}
+	b, err := callable.NewHTTP(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	logger.Info("http backend: every run is posted to the service, which must honour network and timeout itself",
+		"url", cfg.HTTP.URL, "header_names", headerNames(opts.Header))
+	return b, func() {}, nil
+}
+
+// newE2BBackend builds the e2b backend and starts the reaper, which kills sandboxes this
+// deployment made that outlived any run (a lost worker, a failed kill); the returned close stops
+// it.
+func newE2BBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (guard.Backend, func(), error) {
 	ec, err := e2bConfig(cfg, logger)
 	if err != nil {
 		return nil, nil, err
@@ -82,7 +137,7 @@ func newHostedBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (g
 	}
 	reapCtx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
 	reaped := reapEvery(reapCtx, b, cfg.ReapInterval, reapAge(cfg), logger)
-	logger.Info("e2b backend ready", "template", cfg.E2BTemplate, "domain", cfg.E2BDomain)
+	logger.Info("e2b backend ready", "template", cfg.E2B.Template, "domain", cfg.E2B.Domain)
 	return b, func() {
 		stopReaper()
 		<-reaped
@@ -98,26 +153,31 @@ func headerNames(h http.Header) []string {
 	return names
 }
 
-// hostedChecks are the doctor's lines for the e2b or http backend: settings, reachability and a
-// probe run. The lines never hold the key or a header value.
-func hostedChecks(ctx context.Context, cfg *Options) []check {
+// httpChecks are the doctor's lines for the http backend; they never hold a header value.
+func httpChecks(ctx context.Context, cfg *Options) []check {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var out []check
-	if cfg.Backend == backendHTTP {
-		opts, err := httpOptions(cfg)
-		if err != nil {
-			return []check{{name: "http config", detail: err.Error()}}
-		}
-		for _, c := range callable.HTTPDoctor(ctx, opts) {
-			out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
-		}
-		return out
+	opts, err := httpOptions(cfg)
+	if err != nil {
+		return []check{{name: "http config", detail: err.Error()}}
 	}
+	var out []check
+	for _, c := range callable.HTTPDoctor(ctx, opts) {
+		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
+	}
+	return out
+}
+
+// e2bChecks are the doctor's lines for the e2b backend: settings, reachability and a probe run.
+// The lines never hold the key.
+func e2bChecks(ctx context.Context, cfg *Options) []check {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	ec, err := e2bConfig(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return []check{{name: "e2b config", detail: err.Error()}}
 	}
+	var out []check
 	for _, c := range e2b.Doctor(ctx, ec) {
 		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
 	}

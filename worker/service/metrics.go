@@ -58,11 +58,7 @@ func metricsSink(m *metrics.Metrics, next activities.Sink, cfg *Options) activit
 	if m == nil {
 		return next
 	}
-	runtime := cfg.DockerRuntime
-	if cfg.Backend != "" && cfg.Backend != "docker" {
-		runtime = cfg.Backend
-	}
-	return m.Sink(next, runtime)
+	return m.Sink(next, metricsLabel(cfg))
 }
 
 // metricsInterceptors feeds the workflow metrics.

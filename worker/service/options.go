@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/egress"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -59,46 +58,16 @@ type Options struct {
 	// InboxPort is where Dev serves the reviewers' inbox on 127.0.0.1 (negative: not at all).
 	InboxPort int
 
-	// Backend is "docker", "e2b", "http" or "local" (DEVELOPMENT ONLY, needs AllowUnsafeLocal).
-	Backend          string
-	AllowUnsafeLocal bool
-	// DockerImage, DockerRuntime ("runc", or "runsc" or "runsc-NAME" for gVisor), DockerNetwork,
-	// DockerMemoryBytes, DockerCPUs, DockerPids and DockerIPC configure the Docker backend; zero values take its
-	// defaults (see backends/docker.Config).
-	DockerImage       string
-	DockerRuntime     string
-	DockerNetwork     string
-	DockerMemoryBytes int64
-	DockerCPUs        float64
-	DockerPids        int64
-	DockerIPC         string
-	// DockerUIDRange is the range of uids sandboxes run as ("100000-100999"); DockerDeployment
-	// names this deployment on the Docker host for the reaper. Optional: the backend's default
-	// range, and "NAMESPACE/TASK_QUEUE".
-	DockerUIDRange   string
-	DockerDeployment string
-	// WarmSandboxes is how many Docker containers this worker keeps started ahead of need, each
-	// serving one run (docker backend only; 0 turns the pool off). A value above MaxSandboxes
-	// counts as MaxSandboxes.
-	WarmSandboxes int
-	// WarmMaxAge is how long a started container may wait; an older one is replaced. Workers of
-	// one deployment should share it: the reaper takes a waiting container older than it (plus
-	// 30 s) for an orphan. Optional: defaults to 5 minutes.
-	WarmMaxAge time.Duration
-	// ReapInterval is how often orphaned sandboxes are looked for. Must be positive.
+	// Backend names the kind of backend (kinds.Docker, ...; see backendKinds). Each kind's own
+	// settings are in its field below; the others are ignored.
+	Backend string
+	Docker  DockerOptions
+	E2B     E2BOptions
+	HTTP    HTTPOptions
+	Local   LocalOptions
+	// ReapInterval is how often orphaned sandboxes are looked for (Docker containers, E2B
+	// sandboxes). Must be positive.
 	ReapInterval time.Duration
-	// HTTPURL and HTTPHeaderFile configure the http backend: the service's URL and a file of
-	// "Name: value" headers (secrets, never logged).
-	HTTPURL        string
-	HTTPHeaderFile string
-	// E2BAPIKeyFile, E2BTemplate, E2BDomain, E2BAPIURL and E2BSandboxURL configure the e2b
-	// backend. The API key is never kept here: it is read from E2BAPIKeyFile, or the
-	// E2B_API_KEY environment variable, when the backend is built.
-	E2BAPIKeyFile string
-	E2BTemplate   string
-	E2BDomain     string
-	E2BAPIURL     string
-	E2BSandboxURL string
 
 	// Languages offered, comma-separated ("python", "python,sh").
 	Languages string
@@ -161,27 +130,8 @@ func (o *Options) Validate() error {
 	if o.MaxSandboxes < 1 {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--max-sandboxes must be at least 1, got %d", o.MaxSandboxes)}
 	}
-	if o.WarmSandboxes < 0 {
-		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-sandboxes %d: want 0 (no pool) or more", o.WarmSandboxes)}
-	}
-	if o.WarmMaxAge < 0 || (o.WarmMaxAge > 0 && o.WarmMaxAge < time.Second) {
-		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-max-age %s: want at least 1s", o.WarmMaxAge)}
-	}
-	switch o.Backend {
-	case "docker", "local", backendE2B, backendHTTP:
-	default:
-		return &guard.ConfigError{Msg: fmt.Sprintf("--backend %q: want docker, e2b, http or local", o.Backend)}
-	}
-	if err := o.validateHosted(); err != nil {
+	if err := o.validateBackend(); err != nil {
 		return err
-	}
-	if strings.TrimSpace(o.EgressAllow) != "" && o.Backend != "docker" {
-		// Only the Docker backend runs the filtering proxy; elsewhere a request's egress would be
-		// shown to the reviewer and then not be what the code gets.
-		return &guard.ConfigError{Msg: fmt.Sprintf("--egress-allow needs --backend docker (the %s backend has no egress proxy)", o.Backend)}
-	}
-	if o.DockerRuntime != "runc" && o.DockerRuntime != "" && !docker.IsGVisor(o.DockerRuntime) {
-		return &guard.ConfigError{Msg: fmt.Sprintf("--docker-runtime %q: want runc, or runsc (or runsc-NAME) for gVisor", o.DockerRuntime)}
 	}
 	if err := o.loadSecrets(); err != nil {
 		return err

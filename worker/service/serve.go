@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
-	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -94,17 +93,12 @@ func (w *Worker) Serve(ctx context.Context) error {
 		}
 		defer closeBackend()
 		backend = b
-		if db, ok := b.(*docker.Backend); ok && met != nil && cfg.WarmSandboxes > 0 {
-			met.WarmPool(func() (int, uint64, uint64, uint64) {
-				s := db.WarmStats()
-				return s.Idle, s.Taken, s.Cold, s.Discarded
-			})
-		}
+		observeBackend(cfg, b, met)
 	}
 	acts, err := activities.New(activities.Config{
 		Policy:           cfg.Policy(),
 		Backend:          backend,
-		BackendName:      backendName(cfg),
+		BackendName:      cfg.Backend,
 		Sink:             metricsSink(met, activities.SlogSink{Logger: logger}, cfg),
 		SandboxTaskQueue: cfg.SandboxTaskQueue,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
@@ -230,15 +224,8 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		}
 	}
 	w.logger.Info("worker running", "task_queue", cfg.TaskQueue, "sandbox_task_queue", sandboxQueue,
-		"role", cfg.Role, "backend", backendName(cfg), "max_sandboxes", cfg.MaxSandboxes, "policy", cfg.Policy().String())
+		"role", cfg.Role, "backend", cfg.Backend, "max_sandboxes", cfg.MaxSandboxes, "policy", cfg.Policy().String())
 	return stop, nil
-}
-
-func backendName(cfg *Options) string {
-	if cfg.Backend == "local" || cfg.Backend == backendE2B || cfg.Backend == backendHTTP {
-		return cfg.Backend
-	}
-	return dockerBackendName(cfg)
 }
 
 func startCodecServer(ctx context.Context, cfg *Options, ring *codec.KeyRing, port int, logger *slog.Logger) (string, error) {
