@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/historytest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 )
 
 // What a namespace writer that answers a run's workflow tasks itself can make of its history: the

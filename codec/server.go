@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sandboxflow/sandboxflow/internal/defaults"
 	"github.com/sandboxflow/sandboxflow/internal/httpserve"
 )
 
@@ -158,13 +157,25 @@ func normalizeOrigin(o string) (string, error) {
 }
 
 func (o ServerOptions) withDefaults() ServerOptions {
-	defaults.NotPositive(&o, ServerOptions{
-		MaxRequestBytes: defaultMaxRequestBytes, MaxPayloads: defaultMaxPayloads,
-		MaxResponseBytes: defaultMaxResponseBytes, MaxConcurrent: defaultMaxConcurrent,
-		SessionTTL: defaultSessionTTL, MaxSessions: defaultMaxSessions, LogInterval: defaultLogInterval,
-		Logger: slog.Default(),
-	})
+	o.MaxRequestBytes = positiveOr(o.MaxRequestBytes, defaultMaxRequestBytes)
+	o.MaxPayloads = positiveOr(o.MaxPayloads, defaultMaxPayloads)
+	o.MaxResponseBytes = positiveOr(o.MaxResponseBytes, defaultMaxResponseBytes)
+	o.MaxConcurrent = positiveOr(o.MaxConcurrent, defaultMaxConcurrent)
+	o.SessionTTL = positiveOr(o.SessionTTL, defaultSessionTTL)
+	o.MaxSessions = positiveOr(o.MaxSessions, defaultMaxSessions)
+	o.LogInterval = positiveOr(o.LogInterval, defaultLogInterval)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
 	return o
+}
+
+// positiveOr returns v, or def when v is zero or negative (both mean unset).
+func positiveOr[T int | int64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // ServeHTTP answers:

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -20,7 +21,6 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // Defaults of Config.
@@ -126,10 +126,11 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("egress: secret %q has no value; take rules from Secrets.Select", r.Name)
 		}
 	}
-	defaults.Zero(&cfg, Config{
-		MaxBytes: DefaultMaxBytes, MaxConns: DefaultMaxConns, DialTimeout: DefaultDialTimeout,
-		HandshakeTimeout: DefaultHandshakeTimeout, IdleTimeout: DefaultIdleTimeout,
-	})
+	cfg.MaxBytes = cmp.Or(cfg.MaxBytes, DefaultMaxBytes)
+	cfg.MaxConns = cmp.Or(cfg.MaxConns, DefaultMaxConns)
+	cfg.DialTimeout = cmp.Or(cfg.DialTimeout, DefaultDialTimeout)
+	cfg.HandshakeTimeout = cmp.Or(cfg.HandshakeTimeout, DefaultHandshakeTimeout)
+	cfg.IdleTimeout = cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout)
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}

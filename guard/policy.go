@@ -1,11 +1,10 @@
 package guard
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/sandboxflow/sandboxflow/internal/defaults"
 )
 
 // Policy defaults. Zero fields of a Policy take these values in WithDefaults.
@@ -110,14 +109,22 @@ func (p Policy) WithDefaults() Policy {
 	if len(p.Languages) == 0 {
 		p.Languages = []string{Python}
 	}
-	defaults.Zero(&p, Policy{
-		MaxCodeBytes: DefaultMaxCodeBytes, DefaultTimeout: DefaultTimeout, MaxTimeout: DefaultMaxTimeout,
-		Grace: DefaultGrace, MaxStdoutBytes: DefaultMaxStdoutBytes, MaxStderrBytes: DefaultMaxStderrBytes,
-		MaxFiles: DefaultMaxFiles, MaxFileBytes: DefaultMaxFileBytes, MaxTotalFileBytes: DefaultMaxTotalFileBytes,
-		MaxInputFiles: DefaultMaxInputFiles, MaxInputBytes: DefaultMaxInputBytes,
-		MaxEnvVars: DefaultMaxEnvVars, MaxEnvBytes: DefaultMaxEnvBytes, ApprovalTimeout: DefaultApprovalTimeout,
-		EgressMaxBytes: DefaultEgressMaxBytes, EgressMaxConns: DefaultEgressMaxConns,
-	})
+	p.MaxCodeBytes = cmp.Or(p.MaxCodeBytes, DefaultMaxCodeBytes)
+	p.DefaultTimeout = cmp.Or(p.DefaultTimeout, DefaultTimeout)
+	p.MaxTimeout = cmp.Or(p.MaxTimeout, DefaultMaxTimeout)
+	p.Grace = cmp.Or(p.Grace, DefaultGrace)
+	p.MaxStdoutBytes = cmp.Or(p.MaxStdoutBytes, DefaultMaxStdoutBytes)
+	p.MaxStderrBytes = cmp.Or(p.MaxStderrBytes, DefaultMaxStderrBytes)
+	p.MaxFiles = cmp.Or(p.MaxFiles, DefaultMaxFiles)
+	p.MaxFileBytes = cmp.Or(p.MaxFileBytes, DefaultMaxFileBytes)
+	p.MaxTotalFileBytes = cmp.Or(p.MaxTotalFileBytes, DefaultMaxTotalFileBytes)
+	p.MaxInputFiles = cmp.Or(p.MaxInputFiles, DefaultMaxInputFiles)
+	p.MaxInputBytes = cmp.Or(p.MaxInputBytes, DefaultMaxInputBytes)
+	p.MaxEnvVars = cmp.Or(p.MaxEnvVars, DefaultMaxEnvVars)
+	p.MaxEnvBytes = cmp.Or(p.MaxEnvBytes, DefaultMaxEnvBytes)
+	p.ApprovalTimeout = cmp.Or(p.ApprovalTimeout, DefaultApprovalTimeout)
+	p.EgressMaxBytes = cmp.Or(p.EgressMaxBytes, DefaultEgressMaxBytes)
+	p.EgressMaxConns = cmp.Or(p.EgressMaxConns, DefaultEgressMaxConns)
 	if p.DeniedEnv == nil {
 		p.DeniedEnv = slices.Clone(DefaultDeniedEnv)
 	}

@@ -35,8 +35,8 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/inbox"
-	"github.com/sandboxflow/sandboxflow/internal/browsertest"
-	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/browsertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/human"
+	"github.com/sandboxflow/sandboxflow/guard/human"
 )
 
 // pageData is what every page template gets.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/human"
+	"github.com/sandboxflow/sandboxflow/guard/human"
 )
 
 const (

@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxflow/sandboxflow/client"
-	"github.com/sandboxflow/sandboxflow/internal/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 )
 
 func starterArgs(e *agenttest.Env, extra ...string) []string {

@@ -15,7 +15,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/human"
+	"github.com/sandboxflow/sandboxflow/guard/human"
 )
 
 // terminal makes s safe to print to a terminal: every invisible, direction-changing or control

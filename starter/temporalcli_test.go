@@ -18,8 +18,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandboxflow/sandboxflow/codec"
-	"github.com/sandboxflow/sandboxflow/internal/agenttest"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 // decisionJQ is the README's jq program ("Signing with OpenSSH and the temporal CLI only"): the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"go.temporal.io/server/temporaltest"
 )
 

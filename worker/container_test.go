@@ -21,8 +21,8 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/worker/service"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )

@@ -24,8 +24,8 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/backends/e2b"
 	"github.com/sandboxflow/sandboxflow/client"
-	"github.com/sandboxflow/sandboxflow/internal/e2bfake"
-	"github.com/sandboxflow/sandboxflow/internal/httpfake"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/e2bfake"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/httpfake"
 )
 
 // approveRun approves a run through `starter approve`, as a reviewer would. It is the only place

@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/backends/e2b"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/e2bfake"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/e2bfake"
 	"github.com/sandboxflow/sandboxflow/worker/service"
 )
 

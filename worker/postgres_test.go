@@ -25,7 +25,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/pgtemporal"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 // The PostgreSQL the test uses: scripts/setup-postgres.sh's cluster unless

@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/sandboxflow/sandboxflow/internal/browsertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/browsertest"
 )
 
 // TestBrowserWebUIDecodesThroughTheCodecServer follows the README in a real browser: with a key

@@ -2,7 +2,7 @@
 
 package workflows_test
 
-// Integration tests: a real Temporal server in-process (internal/devserver/devtest), real workers, and
+// Integration tests: a real Temporal server in-process (internal/testkit/devtest), real workers, and
 // the local backend running real Python.
 
 import (
@@ -36,8 +36,8 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/devserver/devtest"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 

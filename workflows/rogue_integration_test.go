@@ -23,7 +23,7 @@ import (
 	sfclient "github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 // A namespace writer's "RunCode" answers the status query with the started code under the digest

@@ -30,7 +30,7 @@ import (
 	sfclient "github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 // markRequest is a request whose code appends a line to a fresh mark file; runs counts them.

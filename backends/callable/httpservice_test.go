@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/httpfake"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/httpfake"
 )
 
 func TestNewHTTPAgainstTheFakeService(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/httpfake"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/httpfake"
 )
 
 // The Modal recipe in examples/modal speaks the HTTP recipe's JSON. These tests pin its

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/e2bfake"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/e2bfake"
 )
 
 const testKey = "e2b_0123456789abcdef0123456789abcdef01234567"

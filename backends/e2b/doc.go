@@ -57,7 +57,7 @@
 // # What was tested, and against what
 //
 // Nothing in this repository's tests reaches E2B: every test runs against a fake E2B server
-// (internal/e2bfake, its types written from the spec, not shared with this package) that follows
+// (internal/testkit/e2bfake, its types written from the spec, not shared with this package) that follows
 // the published API and envd protocol (paths, headers, status codes, JSON shapes, unknown fields
 // refused, Connect envelope framing) and runs the code with the local python3 and sh. The
 // fake's failure modes cover a bad key (401), a rate limit (429 with Retry-After), sandbox

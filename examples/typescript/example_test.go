@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandboxflow/sandboxflow/internal/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 )
 
 var built struct {
