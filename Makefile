@@ -20,14 +20,16 @@ TEMPORAL_CLI_VERSION := v1.5.1
 test: setup check
 
 ## setup: Debian's docker.io and runsc, dockerd, the locally built test images, a loopback-only
-## PostgreSQL for Temporal, and chromium for the inbox's browser tests (only what is missing).
+## PostgreSQL for Temporal, chromium for the inbox's browser tests, python3, openssh-client, nodejs,
+## npm, jq and the IPv6 loopback (only what is missing).
 setup:
 	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh; \
 	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL and chromium are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
+## SANDBOXFLOW_REQUIRE_ALL=1: a test that lacks what it needs (internal/testkit/need) fails, never skips.
 check: fmt vet staticcheck workflowcheck temporal-cli
-	SANDBOXFLOW_REQUIRE_DOCKER=1 SANDBOXFLOW_REQUIRE_POSTGRES=1 SANDBOXFLOW_TEMPORAL_CLI=$(TEMPORAL_CLI) $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	SANDBOXFLOW_REQUIRE_ALL=1 SANDBOXFLOW_REQUIRE_DOCKER=1 SANDBOXFLOW_REQUIRE_POSTGRES=1 SANDBOXFLOW_TEMPORAL_CLI=$(TEMPORAL_CLI) $(GO) test -tags integration -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## fmt: fail when a file is not gofmt-formatted.
 fmt:

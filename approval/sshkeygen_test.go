@@ -9,18 +9,18 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
-// sshKeygen returns the path of Debian's ssh-keygen (openssh-client). It skips the test when the
-// tool is missing, unless SANDBOXFLOW_REQUIRE_DOCKER is set (CI): then the test fails.
+// sshKeygen returns the path of Debian's ssh-keygen (openssh-client); need.SSHKeygen decides
+// whether its absence skips the test or fails it.
 func sshKeygen(t *testing.T) string {
 	t.Helper()
+	need.Need(t, need.SSHKeygen)
 	p, err := exec.LookPath("ssh-keygen")
 	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-			t.Fatalf("ssh-keygen not found and SANDBOXFLOW_REQUIRE_DOCKER is set: apt-get install -y openssh-client")
-		}
-		t.Skip("ssh-keygen not found (apt-get install -y openssh-client)")
+		t.Fatal(err)
 	}
 	return p
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // pythonScript fetches each URL in argv with urllib, which takes the proxy from the environment,
@@ -28,9 +30,10 @@ for u in sys.argv[1:]:
 // TestPythonUrllibUsesProxyFromEnv proves urllib honours HTTP_PROXY/HTTPS_PROXY and trusts the
 // egress CA through SSL_CERT_FILE, as SandboxEnv sets them.
 func TestPythonUrllibUsesProxyFromEnv(t *testing.T) {
+	need.Need(t, need.Python3)
 	python, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("python3 is not on this machine")
+		t.Fatal(err)
 	}
 	up := newUpstream(t)
 	res := newResolver(map[string]string{"plain.test": "127.0.0.1", "api.test": "127.0.0.1", "other.test": "127.0.0.1"})

@@ -2,10 +2,18 @@
 # Installs what the tests need beside Docker and PostgreSQL, only when it is missing: Debian's
 # chromium (the reviewers' inbox browser tests drive it headless through the DevTools protocol),
 # openssh-client (ssh-keygen signs and verifies real SSH signatures in the approval tests), and
-# nodejs with npm (the TypeScript examples), and jq (the README's OpenSSH + temporal CLI recipe, run
-# by a test). Run as root; `make setup` calls it.
+# nodejs with npm (the TypeScript examples), jq (the README's OpenSSH + temporal CLI recipe, run
+# by a test) and python3 (the tests that run python on the host: the egress proxy's urllib test, the
+# local backend's, supervisor.py's parser); and it turns the IPv6 loopback on where it is off (the
+# embedded Temporal server's ::1 test). Run as root; `make setup` calls it. Each is one of
+# internal/testkit/need's requirements, which fail their tests under make test when missing.
 set -euo pipefail
+if [ -w /proc/sys/net/ipv6/conf/lo/disable_ipv6 ] && [ "$(cat /proc/sys/net/ipv6/conf/lo/disable_ipv6)" = 1 ]; then
+  echo 0 >/proc/sys/net/ipv6/conf/lo/disable_ipv6
+  echo "setup-browser: turned the IPv6 loopback on" >&2
+fi
 need=()
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v node >/dev/null 2>&1 || need+=(nodejs)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
@@ -43,17 +44,8 @@ type cliTest struct {
 // newCLITest returns a harness for e; it skips (or fails under make test) without the CLI.
 func newCLITest(t *testing.T, e *agenttest.Env, env ...string) *cliTest {
 	t.Helper()
-	cli := os.Getenv("SANDBOXFLOW_TEMPORAL_CLI")
-	if cli == "" {
-		p, err := exec.LookPath("temporal")
-		if err != nil {
-			if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-				t.Fatal("the official temporal CLI is required: make test installs it (SANDBOXFLOW_TEMPORAL_CLI)")
-			}
-			t.Skip("the official temporal CLI is not on PATH (make test installs it)")
-		}
-		cli = p
-	}
+	need.Need(t, need.TemporalCLI, need.SSHKeygen)
+	cli := need.TemporalCLIPath()
 	for _, tool := range []string{"ssh-keygen", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is needed (make setup installs openssh-client and jq): %v", tool, err)

@@ -4,14 +4,10 @@ package main
 
 import (
 	"errors"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
-	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
-	"go.temporal.io/server/temporaltest"
 )
 
 func TestConfigFlagsAndEnvironment(t *testing.T) {
@@ -91,24 +87,5 @@ func TestConfigStrict(t *testing.T) {
 	t.Setenv("SANDBOXFLOW_LOG_LEVEL", "loud")
 	if _, _, err := parseConfig("test", nil); guard.TypeOf(err) != guard.TypeConfigError {
 		t.Errorf("SANDBOXFLOW_LOG_LEVEL=loud: %v; want a ConfigError", err)
-	}
-}
-
-// TestWorkerChecksSearchAttributes: without --dev the worker refuses a namespace that lacks the
-// search attributes and prints the command that creates them.
-func TestWorkerChecksSearchAttributes(t *testing.T) {
-	workerBin, _ := binaries(t)
-	ts := temporaltest.NewServer(temporaltest.WithT(t))
-	alice := reviewertest.New(t, "alice")
-	cmd := exec.Command(workerBin, "--address", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
-		"--backend", "local", "--allow-unsafe-local", "--reviewers", alice.File)
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the worker started on a namespace without the search attributes:\n%s", out)
-	}
-	for _, want := range []string{"lacks the search attributes", "temporal operator search-attribute create", "--name SandboxStatus --type Keyword"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
 	}
 }

@@ -5,6 +5,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // minSamples is how many runs of each kind a benchmark takes at least, so that the medians mean
@@ -27,10 +29,7 @@ const minSamples = 11
 // the target is a ratio of at most 1.0. Runs of the two kinds alternate, so drift hits both.
 func BenchmarkPrint1(b *testing.B) {
 	if reason := probeDocker(); reason != "" {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") == "1" {
-			b.Fatalf("SANDBOXFLOW_REQUIRE_DOCKER=1 but %s", reason)
-		}
-		b.Skip(reason)
+		need.Missing(b, need.Docker, errors.New(reason))
 	}
 	if _, err := exec.LookPath("docker"); err != nil {
 		b.Skip("the docker CLI is not installed: nothing to compare with")

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 const (
@@ -124,10 +125,7 @@ func probeDocker() string {
 
 func unavailable(t *testing.T, reason string) {
 	t.Helper()
-	if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") == "1" {
-		t.Fatalf("SANDBOXFLOW_REQUIRE_DOCKER=1 but %s", reason)
-	}
-	t.Skip(reason)
+	need.Missing(t, need.Docker, errors.New(reason))
 }
 
 func needDocker(t *testing.T) {
@@ -394,9 +392,7 @@ out("pid1_fd1", probe("/proc/1/fd/1"))
 `
 
 func TestDockerContainment(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the syscall probes are x86-64 programs")
-	}
+	need.Need(t, need.AMD64)
 	eachRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		files := map[string][]byte{

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 var built struct {
@@ -30,14 +31,7 @@ var built struct {
 // build installs the examples' packages and compiles them, once per test binary.
 func build(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-				t.Fatalf("the TypeScript examples need %s on PATH (make setup installs nodejs and npm)", tool)
-			}
-			t.Skipf("the TypeScript examples need %s on PATH (.ci/run installs nodejs and npm)", tool)
-		}
-	}
+	need.Need(t, need.Node)
 	built.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()

@@ -28,6 +28,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/internal/devserver"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // The workflow's search attributes, as the worker main will pass them.
@@ -490,11 +491,7 @@ func TestCancelledContext(t *testing.T) {
 
 // TestIPv6Loopback runs the server and the UI on ::1.
 func TestIPv6Loopback(t *testing.T) {
-	l, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback on this machine: %v", err)
-	}
-	_ = l.Close()
+	need.Need(t, need.IPv6Loopback)
 	cfg := testConfig(t, t.TempDir())
 	cfg.Address = "[::1]:0"
 	cfg.UIHost = "::1"

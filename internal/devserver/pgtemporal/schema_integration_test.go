@@ -3,7 +3,6 @@
 package pgtemporal
 
 import (
-	"net"
 	"os"
 	"strconv"
 	"testing"
@@ -12,6 +11,8 @@ import (
 	"go.temporal.io/server/common/log"
 	v12 "go.temporal.io/server/schema/postgresql/v12"
 	sqltool "go.temporal.io/server/tools/sql"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // testPostgres is scripts/setup-postgres.sh's cluster unless SANDBOXFLOW_TEST_POSTGRES
@@ -25,15 +26,8 @@ func testPostgres(t *testing.T) Config {
 		}
 		return def
 	}
-	addr := env("SANDBOXFLOW_TEST_POSTGRES", "127.0.0.1:5433")
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_POSTGRES") == "1" {
-			t.Fatalf("no PostgreSQL at %s: %v", addr, err)
-		}
-		t.Skipf("no PostgreSQL at %s (run scripts/setup-postgres.sh as root): %v", addr, err)
-	}
-	conn.Close()
+	need.Need(t, need.Postgres)
+	addr := need.PostgresAddr()
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	cfg := Config{
 		Postgres: addr, User: env("SANDBOXFLOW_TEST_POSTGRES_USER", "temporal"),

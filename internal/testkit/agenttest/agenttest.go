@@ -1,8 +1,8 @@
 //go:build integration
 
-// Package agenttest sets up what the integration tests of the agents' door share: a Temporal
-// server in-process, a worker with the local backend, a built starter, and the one helper through
-// which every such test approves or denies a run.
+// Package agenttest sets up what the integration tests with an in-process worker share: a Temporal
+// server in-process, a worker (the local backend unless a test gives its own), a built starter,
+// and the one helper through which every such test approves or denies a run.
 package agenttest
 
 import (
@@ -19,6 +19,7 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/local"
@@ -50,6 +51,17 @@ type Options struct {
 	// KeyFile is a payload key file (codec.LoadKeyRing): the worker and Env.Client encrypt every
 	// payload with it, as a worker and starter given --key-file do. Optional: plain payloads.
 	KeyFile string
+	// Server is the Temporal server to use. Optional: a fresh one (devtest.Start).
+	Server *temporaltest.TestServer
+	// Backend runs the code. Optional: the local backend with the host's python3.
+	Backend guard.Backend
+	// Policy is the worker's policy. Optional: python, with an approval timeout of an hour.
+	Policy *guard.Policy
+	// Reviewer is the one reviewer the worker's reviewers file lists. Optional: a fresh
+	// "test-reviewer".
+	Reviewer *reviewertest.Reviewer
+	// NoStarter skips building the starter (Env.Starter is then empty).
+	NoStarter bool
 }
 
 // Setup starts a server, a worker whose policy allows python, and builds the starter.
@@ -62,11 +74,10 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if o.Sink == nil {
 		o.Sink = &activities.MemorySink{}
 	}
-	py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Fatalf("agenttest: the integration tests need python3: %v", err)
+	ts := o.Server
+	if ts == nil {
+		ts = devtest.Start(t)
 	}
-	ts := devtest.Start(t)
 	tc := ts.GetDefaultClient()
 	if o.KeyFile != "" {
 		ring, err := codec.LoadKeyRing(o.KeyFile)
@@ -75,13 +86,26 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		}
 		tc = ts.NewClientWithOptions(codec.ClientOptions(tclient.Options{}, ring))
 	}
-	b, err := local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))})
-	if err != nil {
-		t.Fatal(err)
+	b := o.Backend
+	if b == nil {
+		py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+		if err != nil {
+			t.Fatalf("agenttest: the integration tests need python3: %v", err)
+		}
+		if b, err = local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	reviewer := reviewertest.New(t, "test-reviewer")
+	policy := guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour}
+	if o.Policy != nil {
+		policy = *o.Policy
+	}
+	reviewer := o.Reviewer
+	if reviewer == nil {
+		reviewer = reviewertest.New(t, "test-reviewer")
+	}
 	acts, err := activities.New(activities.Config{
-		Policy:  guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour},
+		Policy:  policy,
 		Backend: b,
 		Sink:    o.Sink, HeartbeatTimeout: 2 * time.Second,
 		ReviewersFile: reviewer.File,
@@ -101,13 +125,16 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
-	if err != nil {
-		t.Fatalf("agenttest: go build starter: %v\n%s", err, out)
+	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Client: sc, Reviewer: reviewer}
+	if !o.NoStarter {
+		dir := t.TempDir()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
+		if err != nil {
+			t.Fatalf("agenttest: go build starter: %v\n%s", err, out)
+		}
+		e.Starter = filepath.Join(dir, "starter")
 	}
-	return &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Client: sc, Reviewer: reviewer,
-		Starter: filepath.Join(dir, "starter")}
+	return e
 }
 
 // Decide is the ONE place where these tests approve or deny a run, as a reviewer would. When

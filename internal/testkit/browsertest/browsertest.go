@@ -8,31 +8,24 @@ package browsertest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // EnvScreenshots names a folder; when set, Screenshot writes its pictures there.
 const EnvScreenshots = "SANDBOXFLOW_SCREENSHOTS"
 
-// Chromium returns the browser's path. Without one it fails under make test
-// (SANDBOXFLOW_REQUIRE_DOCKER or SANDBOXFLOW_REQUIRE_BROWSER) and skips otherwise.
+// Chromium returns the browser's path; need.Chromium decides whether its absence skips the test
+// or fails it (under make test, or SANDBOXFLOW_REQUIRE_BROWSER=1).
 func Chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" || os.Getenv("SANDBOXFLOW_REQUIRE_BROWSER") != "" {
-		t.Fatal("chromium is not installed (apt-get install -y chromium; make setup does it)")
-	}
-	t.Skip("chromium is not installed: apt-get install -y chromium (make setup does it)")
-	return ""
+	need.Need(t, need.Chromium)
+	return need.ChromiumPath()
 }
 
 // Browser is one headless chromium with a fresh profile, ended with the test.

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package e2e
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -33,25 +32,11 @@ func TestEgressThroughWorkflow(t *testing.T) {
 	ts := devtest.Start(t)
 	cfg := &service.Options{Backend: kinds.Docker, Docker: service.DockerOptions{Image: testPythonImage(), Runtime: "runc"}, Languages: "python", ReapInterval: time.Minute,
 		EgressAllow: target, EgressPrivateOK: "127.0.0.0/8"}
-	if err := applyDefaults(cfg); err != nil {
-		t.Fatal(err)
-	}
-	backend, closeBackend, err := service.NewBackend(context.Background(), cfg, slogDiscard())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeBackend()
-	queue := "egress-" + uuid.NewString()[:8]
 	alice := reviewertest.New(t, "alice")
-	stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend, alice.File)
-	defer stop()
+	sc := startInProcessWorker(t, ts, cfg, alice).Client
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sc, err := client.New(client.Options{Temporal: ts.GetDefaultClient(), TaskQueue: queue})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The upstream is an IP on the sandbox's NO_PROXY list (the sandbox's own loopback), so the
 	// code clears it to send the request through the proxy.
 	code := "import os, urllib.request\nos.environ.pop('no_proxy', None); os.environ.pop('NO_PROXY', None)\n" +

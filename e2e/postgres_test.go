@@ -1,12 +1,11 @@
 //go:build integration
 
-package main
+package e2e
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver/pgtemporal"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
@@ -40,16 +40,8 @@ func postgresForTest(t *testing.T) pgtemporal.Config {
 		}
 		return def
 	}
-	addr := env("SANDBOXFLOW_TEST_POSTGRES", "127.0.0.1:5433")
-	conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		msg := fmt.Sprintf("no PostgreSQL at %s (run scripts/setup-postgres.sh as root, or set SANDBOXFLOW_TEST_POSTGRES): %v", addr, err)
-		if os.Getenv("SANDBOXFLOW_REQUIRE_POSTGRES") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	conn.Close()
+	need.Need(t, need.Postgres)
+	addr := need.PostgresAddr()
 	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
 	return pgtemporal.Config{
 		Postgres:           addr,

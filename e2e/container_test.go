@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package e2e
 
 import (
 	"context"
@@ -14,46 +14,33 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	tclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/worker/service"
-	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// applyDefaults fills a hand-made config with the flag defaults, as parseConfig would.
-func applyDefaults(cfg *service.Options) error {
-	def, _, err := parseConfig("test", nil)
-	if err != nil {
-		return err
-	}
-	cfg.DefaultTimeout, cfg.MaxTimeout, cfg.Grace, cfg.ApprovalTimeout = def.DefaultTimeout, def.MaxTimeout, def.Grace, def.ApprovalTimeout
-	cfg.MaxStdoutBytes, cfg.MaxStderrBytes, cfg.MaxSandboxes = def.MaxStdoutBytes, def.MaxStderrBytes, def.MaxSandboxes
-	return nil
-}
-
-// startInProcessWorker registers RunCode and its activities over backend on queue.
-func startInProcessWorker(t *testing.T, tc tclient.Client, queue string, cfg *service.Options, backend guard.Backend, reviewers string) (stop func()) {
+// startInProcessWorker builds cfg's backend as the worker would and serves RunCode over it, with
+// cfg's policy and alice as the one reviewer, on the shared server ts (agenttest).
+func startInProcessWorker(t *testing.T, ts *temporaltest.TestServer, cfg *service.Options, alice *reviewertest.Reviewer) *agenttest.Env {
 	t.Helper()
-	acts, err := activities.New(activities.Config{Policy: cfg.Policy(), Backend: backend, Sink: activities.SlogSink{Logger: slogDiscard()}, ReviewersFile: reviewers})
+	backend, closeBackend, err := service.NewBackend(context.Background(), cfg, slogDiscard())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := worker.New(tc, queue, worker.Options{MaxConcurrentActivityExecutionSize: 2})
-	workflows.Register(w)
-	acts.Register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return w.Stop
+	t.Cleanup(closeBackend)
+	policy := cfg.Policy()
+	return agenttest.Setup(t, agenttest.Options{Server: ts, Backend: backend, Policy: &policy, Reviewer: alice, NoStarter: true,
+		Sink: activities.SlogSink{Logger: slogDiscard()}})
 }
 
 func testPythonImage() string {
@@ -65,13 +52,7 @@ func testPythonImage() string {
 
 func requireDocker(t *testing.T) {
 	t.Helper()
-	requireTool(t, "docker")
-	if out, err := exec.Command("docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("Docker is required (SANDBOXFLOW_REQUIRE_DOCKER=1) but the daemon does not answer: %v\n%s", err, out)
-		}
-		t.Skipf("no Docker daemon (scripts/setup-docker.sh starts one): %v", err)
-	}
+	need.Need(t, need.Docker)
 }
 
 // TestWorkerInItsContainer builds the worker image without a registry, runs the worker inside it
@@ -170,25 +151,11 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 	for _, runtime := range []string{"runc", "runsc"} {
 		t.Run(runtime, func(t *testing.T) {
 			cfg := &service.Options{Backend: kinds.Docker, Docker: service.DockerOptions{Image: testPythonImage(), Runtime: runtime}, Languages: "python,sh", ReapInterval: time.Minute}
-			if err := applyDefaults(cfg); err != nil {
-				t.Fatal(err)
-			}
-			backend, closeBackend, err := service.NewBackend(context.Background(), cfg, slogDiscard())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeBackend()
-			queue := "docker-" + runtime + "-" + uuid.NewString()[:8]
 			alice := reviewertest.New(t, "alice")
-			stop := startInProcessWorker(t, ts.GetDefaultClient(), queue, cfg, backend, alice.File)
-			defer stop()
+			sc := startInProcessWorker(t, ts, cfg, alice).Client
 
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			sc, err := client.New(client.Options{Temporal: ts.GetDefaultClient(), TaskQueue: queue})
-			if err != nil {
-				t.Fatal(err)
-			}
 			req := guard.Request{
 				Code:     "import os\nprint(open('in.txt').read().upper(), os.environ['WHO'])\nopen('out.txt','w').write('done')\n",
 				Files:    map[string][]byte{"in.txt": []byte("hello")},

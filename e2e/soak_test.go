@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package e2e
 
 // The fault soak: approved runs on the Docker backend while the sandbox worker is SIGKILLed and
 // restarted at random moments, with a dockerd restart and a restart of the --dev process while
@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 const (
@@ -182,10 +184,8 @@ func (e *soakEvents) follow(d *soakDockerd) (stop func()) {
 
 func TestFaultSoak(t *testing.T) {
 	requireDocker(t)
-	requireTool(t, "dockerd")
-	if os.Geteuid() != 0 {
-		t.Skip("the soak starts a dockerd of its own, which needs root")
-	}
+	// The soak starts a dockerd of its own, which needs root.
+	need.Need(t, need.Dockerd, need.Root)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	workerBin, starterBin := binaries(t)

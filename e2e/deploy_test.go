@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package e2e
 
 import (
 	"bufio"
@@ -15,16 +15,16 @@ import (
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
-func requireTool(t *testing.T, name string) string {
+// requireTool returns the path of the tool r provides (need.Need has checked it is there).
+func requireTool(t *testing.T, r need.Requirement, name string) string {
 	t.Helper()
+	need.Need(t, r)
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") == "1" {
-			t.Fatalf("%s is required (SANDBOXFLOW_REQUIRE_DOCKER=1): %v; run scripts/setup-docker.sh", name, err)
-		}
-		t.Skipf("%s not installed (scripts/setup-docker.sh installs it): %v", name, err)
+		t.Fatal(err)
 	}
 	return p
 }
@@ -32,7 +32,7 @@ func requireTool(t *testing.T, name string) string {
 // TestComposeFileIsValid validates docker-compose.yml with docker-compose itself and checks that it
 // registers every search attribute RunCode sets and warns about the Docker socket.
 func TestComposeFileIsValid(t *testing.T) {
-	compose := requireTool(t, "docker-compose")
+	compose := requireTool(t, need.DockerCompose, "docker-compose")
 	file := filepath.Join("..", "docker-compose.yml")
 	cmd := exec.Command(compose, "-f", file, "config", "-q")
 	if out, err := cmd.CombinedOutput(); err != nil {
