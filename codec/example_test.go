@@ -1,9 +1,9 @@
 package codec_test
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"go.temporal.io/sdk/client"
 
@@ -27,17 +27,32 @@ old:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=
 	// key ring [new old] (current new)
 }
 
+// A client (or worker) whose payloads are encrypted with the key ring: what it sends holds no
+// plaintext, and it reads back what it wrote. Load the ring with codec.LoadKeyRing from the file
+// SANDBOXFLOW_KEY_FILE names; WarnIfPlaintext logs a warning when there is none.
 func ExampleClientOptions() {
-	logger := slog.Default()
-	var ring *codec.KeyRing
-	if path := os.Getenv(codec.KeyFileEnv); path != "" {
-		var err error
-		if ring, err = codec.LoadKeyRing(path); err != nil {
-			logger.Error("load keys", slog.Any("error", err))
-			return
-		}
+	ring, err := codec.ParseKeyRing([]byte("k1:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\n"))
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	codec.WarnIfPlaintext(logger, ring)
+	codec.WarnIfPlaintext(slog.Default(), ring)
 	opts := codec.ClientOptions(client.Options{HostPort: "127.0.0.1:7233"}, ring)
-	_ = opts // client.Dial(opts), then worker.New(c, ...) or c.ExecuteWorkflow(...)
+	// client.Dial(opts), then worker.New(c, ...) or c.ExecuteWorkflow(...).
+
+	p, err := opts.DataConverter.ToPayload("print('secret')")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(p.Metadata["encoding"]), bytes.Contains(p.Data, []byte("secret")))
+	var back string
+	if err := opts.DataConverter.FromPayload(p, &back); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(back)
+	// Output:
+	// binary/encrypted false
+	// print('secret')
 }

@@ -1,14 +1,19 @@
 package workflows_test
 
 import (
-	"context"
+	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
-	"github.com/google/uuid"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -18,129 +23,168 @@ import (
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
-// A worker that runs both the workflow and the sandboxes on one task queue.
-func ExampleRegister() {
-	c, err := client.Dial(client.Options{})
+// reviewersFile writes an allowed_signers file listing one key for alice (fixed here so that the
+// examples print the same every time; a real one is the reviewer's own) and returns its path and
+// the key.
+func reviewersFile() (string, ssh.Signer) {
+	signer, err := ssh.NewSignerFromKey(ed25519.NewKeyFromSeed([]byte(strings.Repeat("k", ed25519.SeedSize))))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	dir, err := os.MkdirTemp("", "sandboxflow-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	path := filepath.Join(dir, "allowed_signers")
+	line := "alice " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + "\n"
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	return path, signer
+}
+
+// quietSuite is the SDK's test suite with its log (which it would print on stdout) discarded.
+func quietSuite() *testsuite.WorkflowTestSuite {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(tlog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
+	return &suite
+}
+
+// A worker that runs both the workflow and the sandboxes on one task queue. In production the
+// registry is a worker (worker.New(c, "sandboxflow", worker.Options{MaxConcurrentActivityExecutionSize: 4}),
+// then w.Run(worker.InterruptCh())); here it is the SDK's test environment, so the example runs:
+// nobody decides, and at the approval timeout the run ends with nothing run.
+func ExampleRegister() {
+	reviewers, _ := reviewersFile()
+	defer os.RemoveAll(filepath.Dir(reviewers))
 	backend, err := local.New(local.Config{AllowUnsafeLocal: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	acts, err := activities.New(activities.Config{Policy: guard.Policy{}, Backend: backend, ReviewersFile: "/etc/sandboxflow/allowed_signers"})
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: backend, ReviewersFile: reviewers})
 	if err != nil {
 		log.Fatal(err)
 	}
-	w := worker.New(c, "sandboxflow", worker.Options{MaxConcurrentActivityExecutionSize: 4})
+	w := quietSuite().NewTestWorkflowEnvironment()
 	workflows.Register(w)
 	acts.Register(w)
-	log.Fatal(w.Run(worker.InterruptCh()))
+
+	w.ExecuteWorkflow(contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(6 * 7)"}})
+	var denied *guard.ApprovalDenied
+	if errors.As(contract.FromFailure(w.GetWorkflowError()), &denied) {
+		fmt.Println("not run:", denied.Reason)
+	}
+	// Output: not run: expired
 }
 
-// Workflow workers and sandbox hosts on separate task queues.
+// Workflow workers and sandbox hosts on separate task queues. Workflow workers get the policy and
+// the name of the sandbox hosts' backend; sandbox hosts get the same policy, the backend itself
+// and their own reviewers file (they verify every approval again before anything runs), and
+// register on their own worker (worker.New(c, "sandboxflow-sandbox",
+// worker.Options{DisableWorkflowWorker: true})). Here the workflow side runs in the SDK's test
+// environment: the run shown to a reviewer names the sandbox task queue its approval is for.
 func ExampleRegister_twoQueues() {
-	c, err := client.Dial(client.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	policy := guard.Policy{}
+	reviewers, _ := reviewersFile()
+	defer os.RemoveAll(filepath.Dir(reviewers))
+	policy := guard.Policy{ApprovalTimeout: time.Hour}
 
-	// On workflow workers: the policy and the name of the sandbox hosts' backend.
+	// On workflow workers.
 	checks, err := activities.New(activities.Config{Policy: policy, BackendName: local.Name, SandboxTaskQueue: "sandboxflow-sandbox",
-		ReviewersFile: "/etc/sandboxflow/allowed_signers"})
+		ReviewersFile: reviewers})
 	if err != nil {
 		log.Fatal(err)
 	}
-	ww := worker.New(c, "sandboxflow", worker.Options{})
-	workflows.Register(ww)
-	checks.Register(ww)
-
-	// On sandbox hosts: the same policy, the backend itself, and their own reviewers file: they
-	// verify every approval again before anything runs.
+	// On sandbox hosts.
 	backend, err := local.New(local.Config{AllowUnsafeLocal: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	runs, err := activities.New(activities.Config{Policy: policy, Backend: backend, ReviewersFile: "/etc/sandboxflow/allowed_signers"})
-	if err != nil {
+	if _, err := activities.New(activities.Config{Policy: policy, Backend: backend, ReviewersFile: reviewers}); err != nil {
 		log.Fatal(err)
 	}
-	sw := worker.New(c, "sandboxflow-sandbox", worker.Options{DisableWorkflowWorker: true, MaxConcurrentActivityExecutionSize: 4})
-	runs.Register(sw)
 
-	if err := sw.Start(); err != nil {
-		log.Fatal(err)
-	}
-	log.Fatal(ww.Run(worker.InterruptCh()))
+	ww := quietSuite().NewTestWorkflowEnvironment()
+	workflows.Register(ww)
+	checks.Register(ww)
+	ww.RegisterDelayedCallback(func() {
+		v, err := ww.QueryWorkflow(contract.QueryStatus)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var st contract.Status
+		if err := v.Get(&st); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(st.State, st.Request.Backend, st.SandboxTaskQueue)
+	}, time.Minute)
+	ww.ExecuteWorkflow(contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(6 * 7)"}})
+	// Output: awaiting_approval local sandboxflow-sandbox
 }
 
-// An orchestrator starts a run; a reviewer reads it and approves it with the update (or the
-// signal), and the orchestrator waits for the result.
+// An orchestrator starts a run; a reviewer reads it, signs a decision on exactly this run, digest
+// and sandbox task queue with a key listed in the workers' reviewers file, and sends it with the
+// update (or, with any Temporal client, the "approval" signal and the same JSON object). Against
+// a server that is c.ExecuteWorkflow, c.QueryWorkflow and c.UpdateWorkflow; here the SDK's test
+// environment stands in for it, and the reviewer denies the run, so nothing runs.
 func ExampleDecision() {
-	ctx := context.Background()
-	c, err := client.Dial(client.Options{})
+	reviewers, key := reviewersFile()
+	defer os.RemoveAll(filepath.Dir(reviewers))
+	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, BackendName: local.Name, ReviewersFile: reviewers})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
+	env := quietSuite().NewTestWorkflowEnvironment()
+	workflows.Register(env)
+	acts.Register(env)
 
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "run-" + uuid.NewString(), TaskQueue: "sandboxflow"},
-		contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(6 * 7)"}})
-	if err != nil {
-		log.Fatal(err)
-	}
+	env.RegisterDelayedCallback(func() {
+		// The reviewer reads the request and its digest.
+		v, err := env.QueryWorkflow(contract.QueryStatus)
+		if err != nil {
+			log.Fatal(err)
+		}
+		var st contract.Status
+		if err := v.Get(&st); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(st.State, st.Request.Code)
 
-	// The reviewer reads the request and its digest.
-	v, err := c.QueryWorkflow(ctx, run.GetID(), "", contract.QueryStatus)
-	if err != nil {
-		log.Fatal(err)
-	}
-	var st contract.Status
-	if err := v.Get(&st); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println(st.State, st.Request.Code)
-
-	// ... and signs an approval of exactly this run, digest and sandbox task queue with a key
-	// listed in the workers' reviewers file.
-	f := approval.Fields{
-		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: true,
-		ApprovalID: uuid.NewString(), SandboxTaskQueue: st.SandboxTaskQueue, Expires: time.Now().Add(time.Hour),
-	}
-	stmt, err := f.Statement()
-	if err != nil {
-		log.Fatal(err)
-	}
-	key, err := approval.LoadSigner("/home/alice/.ssh/id_ed25519", nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	sig, err := approval.Sign(key, stmt)
-	if err != nil {
-		log.Fatal(err)
-	}
-	d := contract.Decision{ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: true, Expires: f.Expires, Signature: sig}
-	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-		WorkflowID: run.GetID(), UpdateName: contract.UpdateDecide, Args: []any{d},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	var decided contract.DecideResult
-	if err := h.Get(ctx, &decided); err != nil {
-		log.Fatal(err) // a refused decision says why, e.g. "approval: refused (unknown_key): ..."
-	}
-	// Or, with any Temporal client: signal "approval" with the same JSON object.
-	// err = c.SignalWorkflow(ctx, run.GetID(), "", contract.SignalApproval, d)
+		// ... and signs a decision on exactly this run.
+		d := contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Digest: st.Request.Digest, Approve: false,
+			Expires: env.Now().Add(time.Hour).UTC().Truncate(time.Second), Reason: "not today"}
+		stmt, err := d.Fields(st.WorkflowID, st.RunID, st.Request.Digest, st.SandboxTaskQueue).Statement()
+		if err != nil {
+			log.Fatal(err)
+		}
+		if d.Signature, err = approval.Sign(key, stmt); err != nil {
+			log.Fatal(err)
+		}
+		env.UpdateWorkflow(contract.UpdateDecide, "decide-1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { fmt.Println("refused:", err) },
+			OnComplete: func(v any, err error) {
+				if r, ok := v.(contract.DecideResult); ok {
+					fmt.Println("decided: approve", r.Approve, "by", r.Reviewer)
+				}
+			},
+		}, d)
+	}, time.Minute)
+	env.ExecuteWorkflow(contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(6 * 7)"}})
 
 	var res guard.Result
-	if err := run.Get(ctx, &res); err != nil {
-		// The typed error: ToolUsageError, ConfigError, IntegrationError or ApprovalDenied.
-		log.Fatal(contract.FromFailure(err))
+	err = env.GetWorkflowError()
+	if err == nil {
+		err = env.GetWorkflowResult(&res)
+	}
+	var denied *guard.ApprovalDenied
+	// The typed errors: ToolUsageError, ConfigError, IntegrationError or ApprovalDenied.
+	if errors.As(contract.FromFailure(err), &denied) {
+		fmt.Println("not run:", denied.Reason)
+		return
 	}
 	fmt.Printf("exit %d: %s", res.ExitCode, res.Stdout)
+	// Output:
+	// awaiting_approval print(6 * 7)
+	// decided: approve false by alice
+	// not run: denied
 }

@@ -458,17 +458,36 @@ func TestLoadAPIKey(t *testing.T) {
 }
 
 // ExampleNew builds the backend the way the worker does for --backend e2b.
+// A backend over the key in a file (LoadAPIKey("") reads E2B_API_KEY instead); a key that cannot
+// be read is a ConfigError. New contacts nothing: the first run creates the first sandbox.
 func ExampleNew() {
-	key, err := LoadAPIKey("") // E2B_API_KEY
+	dir, err := os.MkdirTemp("", "e2b-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "e2b-key")
+	if err := os.WriteFile(file, []byte("e2b_0123456789abcdef0123456789abcdef01234567\n"), 0o600); err != nil {
+		fmt.Println(err)
+		return
+	}
+	key, err := LoadAPIKey(file)
 	if err != nil {
 		fmt.Println(guard.TypeOf(err))
 		return
 	}
 	b, err := New(Config{APIKey: key, Template: "base"})
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Println(b.Name())
+	_, err = LoadAPIKey(filepath.Join(dir, "missing"))
+	fmt.Println(guard.TypeOf(err))
+	// Output:
+	// e2b
+	// ConfigError
 }
 
 func TestCancelKillsTheSandbox(t *testing.T) {
