@@ -15,14 +15,14 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.temporal.io/server/temporaltest"
 
-	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/callable"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
-	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
 type cliResult struct {
@@ -55,7 +55,9 @@ func (r cliResult) errorType(t *testing.T) string {
 	return e.Error.Type
 }
 
-func cliWorker(t *testing.T, tc tclient.Client) *reviewertest.Reviewer {
+// cliWorker serves the starter's default task queue on ts (agenttest) with a backend that
+// succeeds at once, bob as the reviewer, and a second workflow type, "Other", that never ends.
+func cliWorker(t *testing.T, ts *temporaltest.TestServer) *reviewertest.Reviewer {
 	t.Helper()
 	bob := reviewertest.New(t, "bob")
 	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
@@ -64,20 +66,12 @@ func cliWorker(t *testing.T, tc tclient.Client) *reviewertest.Reviewer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b, ReviewersFile: bob.File})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(tc, "cli", worker.Options{})
-	workflows.Register(w)
-	acts.Register(w)
-	w.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
-		return workflow.Await(ctx, func() bool { return false })
-	}, workflow.RegisterOptions{Name: "Other"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	agenttest.Setup(t, agenttest.Options{Server: ts, Backend: b, Policy: &guard.Policy{ApprovalTimeout: time.Hour}, Reviewer: bob,
+		TaskQueue: "cli", NoStarter: true, Register: func(r worker.Registry) {
+			r.RegisterWorkflowWithOptions(func(ctx workflow.Context) error {
+				return workflow.Await(ctx, func() bool { return false })
+			}, workflow.RegisterOptions{Name: "Other"})
+		}})
 	return bob
 }
 
@@ -92,7 +86,7 @@ func TestIntegrationStarterEdges(t *testing.T) {
 		t.Fatalf("run with no worker: exit %d after %s, %s; want 1 and NoWorker at once", r.code, r.took, r.stdout)
 	}
 
-	bob := cliWorker(t, ts.GetDefaultClient())
+	bob := cliWorker(t, ts)
 	// 1 and 6: the id is printed once started; the code's invisible characters are shown.
 	trojan := "access = 'user' # \u202e } \u2066 if admin: \u2069 \u2066\nprint(access)\n"
 	helper := filepath.Join(t.TempDir(), "helper.py")

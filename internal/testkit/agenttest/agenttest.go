@@ -62,6 +62,10 @@ type Options struct {
 	Reviewer *reviewertest.Reviewer
 	// NoStarter skips building the starter (Env.Starter is then empty).
 	NoStarter bool
+	// TaskQueue is the worker's task queue. Optional: one named after the test.
+	TaskQueue string
+	// Register registers more on the worker (another workflow, say). Optional.
+	Register func(worker.Registry)
 }
 
 // Setup starts a server, a worker whose policy allows python, and builds the starter.
@@ -113,10 +117,16 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	queue := "agents-" + strings.ReplaceAll(t.Name(), "/", "-")
+	queue := o.TaskQueue
+	if queue == "" {
+		queue = "agents-" + strings.ReplaceAll(t.Name(), "/", "-")
+	}
 	w := worker.New(tc, queue, worker.Options{Interceptors: o.Interceptors})
 	workflows.Register(w)
 	acts.Register(w)
+	if o.Register != nil {
+		o.Register(w)
+	}
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
