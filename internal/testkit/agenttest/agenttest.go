@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -92,9 +93,10 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	}
 	b := o.Backend
 	if b == nil {
+		need.Need(t, need.Python3)
 		py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
 		if err != nil {
-			t.Fatalf("agenttest: the integration tests need python3: %v", err)
+			t.Fatalf("agenttest: python3: %v", err)
 		}
 		if b, err = local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))}); err != nil {
 			t.Fatal(err)
