@@ -167,13 +167,9 @@ func newDockerBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (g
 }
 
 func dockerChecks(ctx context.Context, cfg *Options) []check {
-	var out []check
 	dc, err := dockerConfig(cfg, false, slog.Default())
 	if err != nil {
 		return []check{{name: "docker config", ok: false, detail: err.Error()}}
 	}
-	for _, c := range docker.Doctor(ctx, dc) {
-		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
-	}
-	return out
+	return checksOf(docker.Doctor(ctx, dc))
 }

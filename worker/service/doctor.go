@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // check is one line of the doctor's report.
@@ -18,6 +19,15 @@ type check struct {
 	name   string
 	ok     bool
 	detail string
+}
+
+// checksOf turns a backend's doctor lines into the report's.
+func checksOf(cs []guard.Check) []check {
+	out := make([]check, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
+	}
+	return out
 }
 
 // doctor runs every check, prints one PASS or FAIL line each, and reports whether any failed.

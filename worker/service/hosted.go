@@ -155,31 +155,24 @@ func headerNames(h http.Header) []string {
 
 // httpChecks are the doctor's lines for the http backend; they never hold a header value.
 func httpChecks(ctx context.Context, cfg *Options) []check {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	opts, err := httpOptions(cfg)
-	if err != nil {
-		return []check{{name: "http config", detail: err.Error()}}
-	}
-	var out []check
-	for _, c := range callable.HTTPDoctor(ctx, opts) {
-		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
-	}
-	return out
+	return probeChecks(ctx, "http config", err, func(ctx context.Context) []guard.Check { return callable.HTTPDoctor(ctx, opts) })
 }
 
 // e2bChecks are the doctor's lines for the e2b backend: settings, reachability and a probe run.
 // The lines never hold the key.
 func e2bChecks(ctx context.Context, cfg *Options) []check {
+	ec, err := e2bConfig(cfg, slog.New(slog.DiscardHandler))
+	return probeChecks(ctx, "e2b config", err, func(ctx context.Context) []guard.Check { return e2b.Doctor(ctx, ec) })
+}
+
+// probeChecks is one failed line named config when the settings could not be read (configErr),
+// else the lines of doctor, given two minutes for its probe run.
+func probeChecks(ctx context.Context, config string, configErr error, doctor func(context.Context) []guard.Check) []check {
+	if configErr != nil {
+		return []check{{name: config, detail: configErr.Error()}}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	ec, err := e2bConfig(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return []check{{name: "e2b config", detail: err.Error()}}
-	}
-	var out []check
-	for _, c := range e2b.Doctor(ctx, ec) {
-		out = append(out, check{name: c.Name, ok: c.OK, detail: c.Detail})
-	}
-	return out
+	return checksOf(doctor(ctx))
 }
