@@ -43,6 +43,11 @@ type Options struct {
 	// after 10 ms, then twice as long each time up to CheckPoll). Optional: defaults
 	// to 100 ms.
 	CheckPoll time.Duration
+	// CheckWait bounds how long Start keeps asking while the status query fails with a transient
+	// error (unavailable, deadline exceeded, resource exhausted: a busy server); past it Start
+	// returns a *CheckUnansweredError, with the run started. Start never waits for the result of
+	// a run that is still open. Optional: defaults to 1 minute.
+	CheckWait time.Duration
 }
 
 // Client starts and steers RunCode runs. Create it with New.
@@ -53,6 +58,7 @@ type Client struct {
 	dc         converter.DataConverter
 	taskQueue  string
 	checkPoll  time.Duration
+	checkWait  time.Duration
 	workerWait time.Duration
 }
 
@@ -73,6 +79,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if c.checkPoll <= 0 {
 		c.checkPoll = 100 * time.Millisecond
+	}
+	if c.checkWait = opts.CheckWait; c.checkWait <= 0 {
+		c.checkWait = time.Minute
 	}
 	return c, nil
 }
@@ -172,11 +181,14 @@ func (c *Client) checkWorkers(ctx context.Context) error {
 }
 
 // awaitCheck polls the new run's status until its check finished and returns its digest, or the
-// typed error that ended it.
+// typed error that ended it. A status query that fails is never answered by waiting for the
+// run's result: only a run that has closed (its check failed) is asked for it; while the run is
+// open, transient failures are retried for up to CheckWait and any other failure is returned.
 func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, error) {
 	// The check takes a workflow task or two: ask soon, then less and less often, up to
 	// checkPoll.
 	wait := min(10*time.Millisecond, c.checkPoll)
+	var failingSince time.Time
 	for {
 		st, err := c.Status(ctx, started.WorkflowID)
 		switch {
@@ -193,10 +205,18 @@ func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, erro
 			return started, nil
 		case err != nil && !isQueryNotReady(err):
 			// A run that failed its check may already be closed; its result says why.
-			if _, rerr := c.Result(ctx, started.WorkflowID); rerr != nil {
-				return started, rerr
+			if closed, derr := c.isClosed(ctx, started); derr == nil && closed {
+				if _, rerr := c.Result(ctx, started.WorkflowID); rerr != nil {
+					return started, rerr
+				}
+				return started, err
 			}
-			return started, err
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if !isTransient(err) || time.Since(failingSince) >= c.checkWait {
+				return started, &CheckUnansweredError{WorkflowID: started.WorkflowID, RunID: started.RunID, Err: err}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -205,6 +225,25 @@ func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, erro
 		}
 		wait = min(2*wait, c.checkPoll)
 	}
+}
+
+// isClosed reports whether the started run has closed.
+func (c *Client) isClosed(ctx context.Context, started Started) (bool, error) {
+	resp, err := c.tc.DescribeWorkflowExecution(ctx, started.WorkflowID, started.RunID)
+	if err != nil {
+		return false, fmt.Errorf("client: describe %s: %w", started.WorkflowID, err)
+	}
+	return resp.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+}
+
+// isTransient reports query failures that a busy or restarting server gives and that asking
+// again may cure.
+func isTransient(err error) bool {
+	var unavailable *serviceerror.Unavailable
+	var deadline *serviceerror.DeadlineExceeded
+	var exhausted *serviceerror.ResourceExhausted
+	return errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // RequireRunCode returns a *NotRunCodeError when workflowID names a workflow that is not a RunCode

@@ -14,6 +14,8 @@ const (
 	TypeNoWorker    = "NoWorker"
 	TypeWaitTimeout = "WaitTimeout"
 	TypeUsageError  = "UsageError"
+	// TypeCheckUnanswered names a *CheckUnansweredError.
+	TypeCheckUnanswered = "CheckUnanswered"
 )
 
 // NotRunCodeError reports a workflow id that names a workflow of another type: show, approve,
@@ -70,6 +72,24 @@ func (e *WaitTimeoutError) Unwrap() error { return e.Err }
 
 // ErrorType returns TypeWaitTimeout.
 func (e *WaitTimeoutError) ErrorType() string { return TypeWaitTimeout }
+
+// CheckUnansweredError reports that Start started a run but could not learn whether its check
+// passed: the status query kept failing (a busy or unreachable server) for longer than
+// Options.CheckWait, or failed in a way asking again does not cure. The run exists and may be
+// waiting for a reviewer; `starter show` or Status asks again later.
+type CheckUnansweredError struct {
+	WorkflowID, RunID string
+	Err               error
+}
+
+func (e *CheckUnansweredError) Error() string {
+	return fmt.Sprintf("client: run %s was started, but its status query did not answer: %v (the run may be waiting for a reviewer; ask again with `starter show %s`)", e.WorkflowID, e.Err, e.WorkflowID)
+}
+
+func (e *CheckUnansweredError) Unwrap() error { return e.Err }
+
+// ErrorType returns TypeCheckUnanswered.
+func (e *CheckUnansweredError) ErrorType() string { return TypeCheckUnanswered }
 
 // typedError is an error that names its type for ErrorOutput.
 type typedError interface {
