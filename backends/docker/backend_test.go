@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -351,7 +352,7 @@ func TestSpecHardening(t *testing.T) {
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
 	c := testChecked("print(1)")
 	sb := &sandbox{name: "n", uid: 100123, image: imageInfo{ID: "sha256:x"}}
-	s := b.spec(&c, sb, false)
+	s := b.spec(&c, sb, engineVersion{})
 	checks := []struct {
 		name      string
 		got, want any
@@ -381,8 +382,22 @@ func TestSpecHardening(t *testing.T) {
 			t.Errorf("%s: got %v; want %v", ch.name, ch.got, ch.want)
 		}
 	}
+	masked := b.spec(&c, sb, engineVersion{NCPU: 2}).MaskedPaths
+	for _, p := range append(slices.Clone(dockerMaskedPaths), "/proc/sys/kernel/random/boot_id",
+		"/sys/devices/system/cpu/cpu1/thermal_throttle") {
+		if !slices.Contains(masked, p) {
+			t.Errorf("masked paths: got %q; want %s among them", masked, p)
+		}
+	}
+	if got := b.spec(&c, sb, engineVersion{}).CapAdd; got != nil {
+		t.Errorf("cap add under runc: got %q; want none", got)
+	}
+	gv := fakeBackend(t, f, Config{Runtime: RuntimeRunsc})
+	if got := strings.Join(gv.spec(&c, sb, engineVersion{}).CapAdd, ","); got != "SETUID,SETGID,SETPCAP" {
+		t.Errorf("cap add under runsc: got %q; want SETUID,SETGID,SETPCAP (the supervisor's, dropped for the code)", got)
+	}
 	c.Network = true
-	if got := b.spec(&c, sb, false).NetworkMode; got != "sbf-net" {
+	if got := b.spec(&c, sb, engineVersion{}).NetworkMode; got != "sbf-net" {
 		t.Errorf("network with network=true: got %q; want sbf-net", got)
 	}
 }

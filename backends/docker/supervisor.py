@@ -52,6 +52,13 @@ TUNNEL_CHUNK = 32 * 1024
 MAX_WORKER_FRAME = 1 << 20
 MAX_TUNNEL_CONNS = 256
 
+# prctl options and capabilities (linux/prctl.h, linux/capability.h).
+PR_CAPBSET_READ = 23
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAP_SETPCAP = 8
+
 
 class AsUser:
     """Under runsc the supervisor is root inside gVisor (with CAP_SETUID and CAP_SETGID only) and
@@ -70,6 +77,37 @@ class AsUser:
         if AsUser.uid > 0 and os.getuid() == 0:
             os.seteuid(0)
             os.setegid(0)
+
+
+def drop_capabilities(libc):
+    """Under runsc (the supervisor is root inside gVisor) empties the code's bounding, ambient and
+    inheritable sets before it switches to the sandbox uid, which clears the permitted and
+    effective sets: nothing the code runs can regain a capability. Fails closed."""
+    if os.getuid() != 0:
+        return
+    import ctypes
+
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL where there are none
+    caps = [c for c in range(64) if libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1]
+    for c in sorted(caps, key=lambda c: c == CAP_SETPCAP):  # CAP_SETPCAP, needed to drop, last
+        if libc.prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, %d)" % c)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    head, data = Header(0x20080522, 0), (Data * 2)()
+    if libc.capget(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[0].inheritable = data[1].inheritable = 0
+    if libc.capset(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    left = [c for c in range(64) if libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1]
+    if left:
+        raise OSError("the bounding set still holds capabilities %s" % left)
 
 
 def drop_to_sandbox_user():
@@ -392,6 +430,7 @@ def spawn(libc, argv, env, pipes):
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        drop_capabilities(libc)
         drop_to_sandbox_user()
         os.chdir(WORK)
         # The child is the code's: make it dumpable again so it may set its own oom_score_adj.
