@@ -448,7 +448,7 @@ func TestDockerContainment(t *testing.T) {
 			// ptrace attaches to PID 1 and freezes it.
 			"sys_io_uring_setup": "1", "sys_unshare_user": "1", "sys_unshare_mount": "1",
 			"sys_mount": "1", "sys_ptrace_pid1": "1", "sys_keyctl": "1", "sys_bpf": "1",
-			"env_greeting": "hello", "env_path": "/usr/local/bin:/usr/bin:/bin", "env_home": "/work",
+			"env_greeting": "hello", "env_path": "/usr/local/bin:/usr/bin:/bin", "env_home": "/tmp",
 			"docker_socket": "False", "code_ppid_is_1": "True",
 			"ambient": "0,0,0",
 		}

@@ -25,12 +25,27 @@ import time
 
 WORK = b"/work"
 SH_SCRIPT_DIR = "/tmp/.sandboxflow"
+# When an input file lies in a __pycache__ folder (the one place Python reads bytecode for a
+# source beside it), bytecode is read only under this prefix, outside /work, so it never stands
+# in for a module the reviewer read. Nothing creates it. Without such a file the image's own
+# bytecode keeps the standard library's imports fast (the prefix would recompile them all).
+PYCACHE_PREFIX = "/tmp/.sandboxflow/pycache"
+# HOME is not /work, where input files land: no user site, rc or profile file among them counts.
 FIXED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/work",
+    "HOME": "/tmp",
     "TMPDIR": "/tmp",
+    # For interpreters the code starts itself (the code's own runs -E): no user site, no
+    # bytecode written (and, with forged bytecode among the inputs, none read) in /work.
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
 }
-PY_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+PY_ENV = {"PYTHONUNBUFFERED": "1"}
+# How the code's Python starts: -E ignores every PYTHON* variable, -s the user site, -B writes no
+# bytecode, -u leaves output unbuffered (and PYCACHE_PREFIX, see above). Not -I: the code is read
+# from stdin, so sys.path[0] is the working folder and input modules import; site has run by
+# then, so a sitecustomize or .pth in /work is never looked at.
+PY_FLAGS = ["-E", "-s", "-B", "-u"]
 MAX_DEPTH = 8
 READ_CHUNK = 1 << 20
 DRAIN_AFTER_EXIT = 2.0
@@ -396,12 +411,21 @@ def collect(inputs, max_files, max_file, max_total):
     return state["truncated"]
 
 
+def forged_bytecode_possible(req):
+    """Whether an input file lies in a __pycache__ folder."""
+    return any(b"__pycache__" in b64d(f["name"]).split(b"/") for f in req.get("files") or [])
+
+
 def child_argv(req, env):
     language = req["language"]
     code = b64d(req["code"])
+    flags = PY_FLAGS
+    if forged_bytecode_possible(req):
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE_PREFIX
+        flags = flags + ["-X", "pycache_prefix=" + PYCACHE_PREFIX]
     if language == "python":
         env.update(PY_ENV)
-        return [sys.executable or "/usr/bin/python3", "-u", "-"], code
+        return [sys.executable or "/usr/bin/python3"] + flags + ["-"], code
     if language == "sh":
         os.makedirs(SH_SCRIPT_DIR, mode=0o700, exist_ok=True)
         script = os.path.join(SH_SCRIPT_DIR, "main.sh")
