@@ -89,6 +89,21 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 // startDevWorker starts `worker --dev ARGS` and waits until it polls.
+// codeWritableDir is a folder outside the sandbox that the code of a root worker's local backend
+// (uid local.DefaultUID) may write to, for the files tests count runs by (t.TempDir's is 0700).
+func codeWritableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandboxflow-worker-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func startDevWorker(t *testing.T, bin string, env []string, args ...string) *devWorker {
 	t.Helper()
 	// Tests run in parallel: no --dev worker takes the inbox's default port unless asked to.
@@ -317,7 +332,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// A run that waits across a restart of the worker (and of its embedded server) is approved
 	// afterwards and runs once.
-	marker := filepath.Join(t.TempDir(), "ran.txt")
+	marker := filepath.Join(codeWritableDir(t), "ran.txt")
 	once := fmt.Sprintf("open(%q, 'a').write('ran\\n')\nprint('after restart')\n", marker)
 	var waiting startedJSON
 	s.mustJSON(&waiting, "run", "--code", once)

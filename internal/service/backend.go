@@ -12,11 +12,11 @@ import (
 // the worker stops.
 func NewBackend(ctx context.Context, cfg *Options, logger *slog.Logger) (b guard.Backend, closeBackend func(), err error) {
 	if cfg.Backend == "local" {
-		lb, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal, Logger: logger})
+		lb, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal, Logger: logger, UID: local.DefaultUID})
 		if err != nil {
 			return nil, nil, err
 		}
-		logger.Warn("WARNING: " + local.Warning)
+		logger.Warn("WARNING: " + lb.RunWarning())
 		return lb, func() {}, nil
 	}
 	if cfg.Backend == backendE2B || cfg.Backend == backendHTTP {

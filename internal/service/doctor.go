@@ -65,7 +65,7 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 	if cfg.Role != RoleWorkflows {
 		switch cfg.Backend {
 		case "local":
-			_, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal})
+			_, err := local.New(local.Config{AllowUnsafeLocal: cfg.AllowUnsafeLocal, UID: local.DefaultUID})
 			add("backend local", err, "ready (DEVELOPMENT ONLY: nothing is isolated)")
 		case backendE2B, backendHTTP:
 			checks = append(checks, hostedChecks(ctx, cfg)...)
