@@ -167,6 +167,9 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
+	if err := refuseNativeModules(c.Files); err != nil {
+		return guard.Result{}, err
+	}
 	if _, err := encodeRequest(c, 0, nil); err != nil {
 		return guard.Result{}, err
 	}
@@ -495,4 +498,20 @@ func (b *Backend) CheckImage(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return img.ID, nil
+}
+
+// refuseNativeModules refuses an input file named like a native extension module (*.so): Python
+// imports mod.so in place of the mod.py beside it, and runs its initialisers on import. /work is
+// mounted noexec, so under runc and a current gVisor such a file can never load; Debian's gVisor
+// (20221219) lets it be mapped executable all the same, which would run native code the
+// reviewer was shown as "binary" when the code imports a module it was shown as source. No run
+// can use such a file, so refusing it costs nothing.
+func refuseNativeModules(files []guard.InputFile) error {
+	for _, f := range files {
+		if strings.HasSuffix(f.Name, ".so") {
+			return &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: input file %q is named like a native extension module (*.so): "+
+				"Python would import it in place of a module of that name, and /work is noexec, so no run can load it", f.Name)}
+		}
+	}
+	return nil
 }

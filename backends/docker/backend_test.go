@@ -347,6 +347,27 @@ func TestRunSendsRequestOnStdinOnly(t *testing.T) {
 	}
 }
 
+// An input file Python would import as a native extension module is refused before any
+// container exists (Debian's gVisor maps it executable despite noexec); other names pass.
+func TestNativeModulesRefused(t *testing.T) {
+	for _, name := range []string{"mod.so", "mod.cpython-311-x86_64-linux-gnu.so", "pkg/mod.abi3.so", "x-y.so"} {
+		f := newFake()
+		b := fakeBackend(t, f, Config{})
+		c := testChecked("import mod")
+		c.Files = []guard.InputFile{{Name: "mod.py", Content: []byte("VALUE = 1\n")}, {Name: name, Content: []byte("\x7fELF")}}
+		_, err := b.Run(context.Background(), c)
+		var te *guard.ToolUsageError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), name) || len(f.created) != 0 {
+			t.Errorf("input %s: got %v and %d containers; want a ToolUsageError naming it and none", name, err, len(f.created))
+		}
+	}
+	for _, name := range []string{"libfoo.so.1", "notes.so.txt", "mod.py"} {
+		if err := refuseNativeModules([]guard.InputFile{{Name: name}}); err != nil {
+			t.Errorf("input %s: got %v; want it accepted", name, err)
+		}
+	}
+}
+
 func TestSpecHardening(t *testing.T) {
 	f := newFake()
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
