@@ -368,6 +368,27 @@ func TestNativeModulesRefused(t *testing.T) {
 	}
 }
 
+// The supervisor starts the code's Python with the flags every backend uses.
+func TestSupervisorPythonFlags(t *testing.T) {
+	var line string
+	for _, l := range strings.Split(supervisorSource, "\n") {
+		if strings.HasPrefix(l, "PY_FLAGS = ") {
+			line = strings.TrimPrefix(l, "PY_FLAGS = ")
+		}
+	}
+	var got []string
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("supervisor.py's PY_FLAGS %q: %v", line, err)
+	}
+	if want := guard.PythonFlags(nil, ""); !slices.Equal(got, want) {
+		t.Errorf("supervisor.py's PY_FLAGS: got %q; want guard.PythonFlags %q", got, want)
+	}
+	prefixed := guard.PythonFlags([]guard.InputFile{{Name: "__pycache__/m.pyc"}}, "/p")
+	if !slices.Equal(prefixed[len(got):], []string{"-X", "pycache_prefix=/p"}) || !strings.Contains(supervisorSource, `["-X", "pycache_prefix=" + PYCACHE_PREFIX]`) {
+		t.Errorf("the pycache prefix flags differ: guard %q", prefixed)
+	}
+}
+
 func TestSpecHardening(t *testing.T) {
 	f := newFake()
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})

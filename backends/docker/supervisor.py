@@ -67,16 +67,9 @@ TUNNEL_CHUNK = 32 * 1024
 MAX_WORKER_FRAME = 1 << 20
 MAX_TUNNEL_CONNS = 256
 
-# prctl options and capabilities (linux/prctl.h, linux/capability.h).
-PR_CAPBSET_READ = 23
-PR_CAPBSET_DROP = 24
-PR_CAP_AMBIENT = 47
-PR_CAP_AMBIENT_CLEAR_ALL = 4
-CAP_SETPCAP = 8
-
 
 class AsUser:
-    """Under runsc the supervisor is root inside gVisor (with CAP_SETUID and CAP_SETGID only) and
+    """Under runsc the supervisor is root inside gVisor (with CAP_SETUID, CAP_SETGID, CAP_SETPCAP) and
     the code runs as the sandbox uid: this switches the effective ids to the sandbox's for work
     on the sandbox's folders and for killing its processes. Under runc (not root) it does
     nothing."""
@@ -102,6 +95,8 @@ def drop_capabilities(libc):
         return
     import ctypes
 
+    # linux/prctl.h and linux/capability.h
+    PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAP_SETPCAP = 23, 24, 47, 4, 8
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL where there are none
     caps = [c for c in range(64) if libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1]
     for c in sorted(caps, key=lambda c: c == CAP_SETPCAP):  # CAP_SETPCAP, needed to drop, last
