@@ -36,6 +36,7 @@
 // code file as a non-interactive, non-login shell, which reads no ENV, rc or profile file.
 //
 // What it cannot do: a process that leaves the group (setsid) escapes the kill; memory, CPU,
-// process count and the network are not limited. Never give it untrusted code: use the Docker
+// process count and the network are not limited; concurrent runs share one uid, so each can reach
+// the others' folders and processes. Never give it untrusted code: use the Docker
 // backend.
 package local
