@@ -160,6 +160,7 @@ print("child=%s|%s" % (r.stdout.strip(), r.stderr.strip()))
 import mod_u
 print("values=%s" % mod_u.VALUE)
 print("debug=%s flags=%d%d%d%d" % (__debug__, sys.flags.optimize, sys.flags.inspect, sys.flags.verbose, sys.flags.dev_mode))
+print("digits=%d" % len(str(10**1000)))
 `,
 			Files: merge(modules, map[string][]byte{
 				"startup.py":          py("pythonstartup"),
@@ -173,8 +174,11 @@ print("debug=%s flags=%d%d%d%d" % (__debug__, sys.flags.optimize, sys.flags.insp
 				"PYTHONINSPECT": "1", "PYTHONOPTIMIZE": "2", "PYTHONVERBOSE": "1", "PYTHONDEVMODE": "1",
 				"PYTHONSAFEPATH": "1", "PYTHONWARNINGS": "error",
 				"PYTHONCASEOK": "1", "PYTHONHOME": "/nonexistent",
+				// These change what the shown code does: its output's encoding, and whether a
+				// large integer may be printed.
+				"PYTHONIOENCODING": "utf-16", "PYTHONINTMAXSTRDIGITS": "640",
 			},
-			Stdout: "values=shown\ndebug=True flags=0000\n",
+			Stdout: "values=shown\ndebug=True flags=0000\ndigits=1001\n",
 		},
 		{
 			Name:     "sh: profile and rc files, ENV and BASH_ENV, and a python3 it starts",
