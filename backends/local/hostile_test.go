@@ -74,12 +74,13 @@ func TestStartupHooksDoNotRun(t *testing.T) {
 // hostileKeyCode tries everything a local run could do to the development reviewer key and the
 // reviewers file, one key=value a line.
 const hostileKeyCode = `import os, sys
-key, signers = sys.stdin.readline().strip(), sys.stdin.readline().strip()
+key, signers, control = sys.stdin.readline().strip(), sys.stdin.readline().strip(), sys.stdin.readline().strip()
 def attempt(name, f):
     try:
         print(name + "=" + str(f()))
     except OSError as e:
         print(name + "=no:" + str(e.errno))
+attempt("read_control", lambda: len(open(control, "rb").read()))
 attempt("read_key", lambda: len(open(key, "rb").read()))
 attempt("list_dir", lambda: len(os.listdir(os.path.dirname(key))))
 attempt("append_signers", lambda: open(signers, "a").write("mallory ssh-ed25519 AAAA\n"))
@@ -100,17 +101,23 @@ func TestCannotReadReviewerKey(t *testing.T) {
 		}
 		return
 	}
-	keys, err := approval.EnsureDevKeys(t.TempDir(), "dev")
+	// A data dir others may enter, so what protects the key is the reviewer folder (0700) and
+	// the key (0600) as worker --dev makes them; a file others may read is the control.
+	data := enterableTempDir(t)
+	keys, err := approval.EnsureDevKeys(data, "dev")
 	if err != nil {
+		t.Fatal(err)
+	}
+	control := filepath.Join(data, "visible.txt")
+	if err := os.WriteFile(control, []byte("public"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(keys.AllowedSigners)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The code gets the paths on its stdin (its own Python reads the code from a file).
-	c := check(t, guard.Request{Code: strings.Replace(hostileKeyCode, "sys.stdin.readline().strip(), sys.stdin.readline().strip()",
-		pyString(keys.PrivateKey)+", "+pyString(keys.AllowedSigners), 1)})
+	c := check(t, guard.Request{Code: strings.Replace(hostileKeyCode, "sys.stdin.readline().strip(), sys.stdin.readline().strip(), sys.stdin.readline().strip()",
+		pyString(keys.PrivateKey)+", "+pyString(keys.AllowedSigners)+", "+pyString(control), 1)})
 	res, err := b.Run(context.Background(), c)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("Run: %v exit %d stderr %q", err, res.ExitCode, res.Stderr)
@@ -125,6 +132,9 @@ func TestCannotReadReviewerKey(t *testing.T) {
 		if !strings.HasPrefix(got[k], "no:") {
 			t.Errorf("%s: got %q; want a failure (stdout %q)", k, got[k], res.Stdout)
 		}
+	}
+	if got["read_control"] != "6" {
+		t.Errorf("read_control: got %q; want 6 (the code reaches the data dir, so the key's own modes keep it out)", got["read_control"])
 	}
 	if got["uid"] != "65534" || got["groups"] != "0" {
 		t.Errorf("uid %q groups %q; want 65534 and no supplementary groups", got["uid"], got["groups"])
