@@ -167,7 +167,7 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
-	if err := refuseNativeModules(c.Files); err != nil {
+	if err := refuseNativeLoaders(c); err != nil {
 		return guard.Result{}, err
 	}
 	if _, err := encodeRequest(c, 0, nil); err != nil {
@@ -500,17 +500,30 @@ func (b *Backend) CheckImage(ctx context.Context) (string, error) {
 	return img.ID, nil
 }
 
-// refuseNativeModules refuses an input file named like a native extension module (*.so): Python
-// imports mod.so in place of the mod.py beside it, and runs its initialisers on import. /work is
-// mounted noexec, so under runc and a current gVisor such a file can never load; Debian's gVisor
-// (20221219) lets it be mapped executable all the same, which would run native code the
-// reviewer was shown as "binary" when the code imports a module it was shown as source. No run
-// can use such a file, so refusing it costs nothing.
-func refuseNativeModules(files []guard.InputFile) error {
-	for _, f := range files {
+// nativeLoaderEnv are env names that make a library load native code from a file they name:
+// OpenSSL's configuration (providers and engines by path, loaded on `import hashlib` or `ssl`),
+// its module and engine folders, and glibc's iconv modules.
+var nativeLoaderEnv = []string{"OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "GCONV_PATH"}
+
+// refuseNativeLoaders refuses what would load native code from an input file: a file named like
+// a native extension module (*.so: Python imports mod.so in place of the mod.py beside it and
+// runs its initialisers), and env names of nativeLoaderEnv (OPENSSL_CONF naming an input file
+// whose provider module is another one, whatever its name). /work is mounted noexec, so under
+// runc and a current gVisor none of them can load; Debian's gVisor (20221219) maps them
+// executable all the same, which would run native code the reviewer was shown as "binary" when
+// the code imports a module it was shown as source, or hashlib. No run can use them, so refusing
+// them costs nothing.
+func refuseNativeLoaders(c guard.Checked) error {
+	for _, f := range c.Files {
 		if strings.HasSuffix(f.Name, ".so") {
 			return &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: input file %q is named like a native extension module (*.so): "+
 				"Python would import it in place of a module of that name, and /work is noexec, so no run can load it", f.Name)}
+		}
+	}
+	for _, e := range c.Env {
+		if slices.Contains(nativeLoaderEnv, e.Name) {
+			return &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: env %s makes a library load native code from the file it names; "+
+				"/work is noexec, so no run can use it", e.Name)}
 		}
 	}
 	return nil

@@ -347,8 +347,9 @@ func TestRunSendsRequestOnStdinOnly(t *testing.T) {
 	}
 }
 
-// An input file Python would import as a native extension module is refused before any
-// container exists (Debian's gVisor maps it executable despite noexec); other names pass.
+// An input file Python would import as a native extension module, or an env name that makes a
+// library load native code from a file, is refused before any container exists (Debian's gVisor
+// maps such files executable despite noexec); other names pass.
 func TestNativeModulesRefused(t *testing.T) {
 	for _, name := range []string{"mod.so", "mod.cpython-311-x86_64-linux-gnu.so", "pkg/mod.abi3.so", "x-y.so"} {
 		f := newFake()
@@ -362,9 +363,25 @@ func TestNativeModulesRefused(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"libfoo.so.1", "notes.so.txt", "mod.py"} {
-		if err := refuseNativeModules([]guard.InputFile{{Name: name}}); err != nil {
+		if err := refuseNativeLoaders(guard.Checked{Files: []guard.InputFile{{Name: name}}}); err != nil {
 			t.Errorf("input %s: got %v; want it accepted", name, err)
 		}
+	}
+	// OPENSSL_CONF naming an input openssl.cnf whose provider is an input evil.bin ran that
+	// file's constructor on `import hashlib` under Debian's runsc.
+	for _, name := range nativeLoaderEnv {
+		f := newFake()
+		b := fakeBackend(t, f, Config{})
+		c := testChecked("import hashlib")
+		c.Env = []guard.EnvVar{{Name: name, Value: "/work/openssl.cnf"}}
+		_, err := b.Run(context.Background(), c)
+		var te *guard.ToolUsageError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), name) || len(f.created) != 0 {
+			t.Errorf("env %s: got %v and %d containers; want a ToolUsageError naming it and none", name, err, len(f.created))
+		}
+	}
+	if err := refuseNativeLoaders(guard.Checked{Env: []guard.EnvVar{{Name: "SSL_CERT_FILE", Value: "/work/ca.pem"}}}); err != nil {
+		t.Errorf("SSL_CERT_FILE: got %v; want it accepted (a file of data)", err)
 	}
 }
 

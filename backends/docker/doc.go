@@ -143,7 +143,10 @@
 // A legacy .pyc beside its .py never wins over the source. A native extension module would
 // (mod.so is imported in place of mod.py): /work is noexec, so none can load under runc or a
 // current gVisor, but Debian's gVisor maps it executable all the same, so Run refuses an input
-// file named *.so (a guard.ToolUsageError, before any container exists). sh runs the script file
+// file named *.so, and the env names that make a library load native code from a file they name
+// (OPENSSL_CONF, whose provider module an input file of any name can be, loaded on
+// `import hashlib`; OPENSSL_MODULES, OPENSSL_ENGINES, GCONV_PATH): a guard.ToolUsageError,
+// before any container exists. sh runs the script file
 // as a non-interactive, non-login shell, which reads no ENV, rc or profile file.
 //
 // Produced files are regular files under /work, found without following links (symlinks,
