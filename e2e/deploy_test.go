@@ -81,7 +81,7 @@ func TestSandboxWorkersRespectTheirCap(t *testing.T) {
 	}
 	s := starterCLI{t: t, bin: starterBin, env: env}
 
-	log := filepath.Join(t.TempDir(), "intervals.txt")
+	log := filepath.Join(codeWritableDir(t), "intervals.txt")
 	// Each run records which worker process ran it (its parent) and when it started and ended.
 	code := fmt.Sprintf(`import os, time
 start = time.time()

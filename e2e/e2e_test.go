@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandboxflow/sandboxflow/backends/local"
 )
 
 // binaries builds bin/worker and bin/starter once for the package's tests.
@@ -89,6 +91,21 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 // startDevWorker starts `worker --dev ARGS` and waits until it polls.
+// codeWritableDir is a folder outside the sandbox that the code of a root worker's local backend
+// (uid local.DefaultUID) may write to, for the files tests count runs by (t.TempDir's is 0700).
+func codeWritableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandboxflow-worker-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func startDevWorker(t *testing.T, bin string, env []string, args ...string) *devWorker {
 	t.Helper()
 	// Tests run in parallel: no --dev worker takes the inbox's default port unless asked to.
@@ -315,9 +332,35 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("a second approval after the run exited 0")
 	}
 
+	// Approved code that goes for the development reviewer key, to sign approvals of its own: a
+	// root worker runs it as uid 65534, which can neither read the key nor add to the reviewers
+	// file; a worker that is not root says on every run that it could.
+	key, signers := filepath.Join(data, "reviewer", "id_ed25519"), filepath.Join(data, "reviewer", "allowed_signers")
+	thief := fmt.Sprintf(`import os
+for name, f in (("key", lambda: open(%q, "rb").read()), ("signers", lambda: open(%q, "a").write("mallory ssh-ed25519 AAAA\n"))):
+    try:
+        f()
+        print(name, "taken")
+    except OSError as e:
+        print(name, "errno", e.errno)
+print("uid", os.getuid())
+`, key, signers)
+	var thiefRun startedJSON
+	s.mustJSON(&thiefRun, "run", "--code", thief)
+	waitPending(t, s, thiefRun.WorkflowID)
+	s.mustJSON(&decided, "approve", thiefRun.WorkflowID, "--digest", thiefRun.Digest)
+	s.mustJSON(&res, "result", thiefRun.WorkflowID)
+	if os.Geteuid() == 0 {
+		if res.Stdout != "key errno 13\nsigners errno 13\nuid 65534\n" {
+			t.Fatalf("the code went for the reviewer key and printed %q; want both refused (EACCES) as uid 65534", res.Stdout)
+		}
+	} else if !strings.Contains(w.output(), local.SameUserWarning) {
+		t.Fatalf("worker not root: its log lacks the warning that the code can read the reviewer key:\n%s", w.output())
+	}
+
 	// A run that waits across a restart of the worker (and of its embedded server) is approved
 	// afterwards and runs once.
-	marker := filepath.Join(t.TempDir(), "ran.txt")
+	marker := filepath.Join(codeWritableDir(t), "ran.txt")
 	once := fmt.Sprintf("open(%q, 'a').write('ran\\n')\nprint('after restart')\n", marker)
 	var waiting startedJSON
 	s.mustJSON(&waiting, "run", "--code", once)

@@ -186,7 +186,7 @@ func TestTemporalOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	marks := t.TempDir()
+	marks := codeWritableDir(t)
 	started := startRuns(ctx, t, sc, marks, runs)
 	approveAll(ctx, t, sc, reviewer.Signer, started)
 

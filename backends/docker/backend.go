@@ -168,6 +168,9 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
+	if err := refuseNativeLoaders(c); err != nil {
+		return guard.Result{}, err
+	}
 	if _, err := encodeRequest(c, 0, nil); err != nil {
 		return guard.Result{}, err
 	}
@@ -213,7 +216,7 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 
 // spec is the container c runs in (nil for one the warm pool starts ahead): every hardening
 // setting of the package documentation.
-func (b *Backend) spec(c *guard.Checked, sb *sandbox, cgroupnsPrivate bool) containerSpec {
+func (b *Backend) spec(c *guard.Checked, sb *sandbox, host engineVersion) containerSpec {
 	network, dns := "none", []string{"127.0.0.1"}
 	if c != nil && c.Network {
 		network, dns = b.cfg.Network, nil
@@ -224,11 +227,12 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, cgroupnsPrivate bool) cont
 	mounts := map[string]string{"/work": tmpfs(b.cfg.WorkTmpfsBytes), "/tmp": tmpfs(b.cfg.TmpTmpfsBytes)}
 	// Under runc the supervisor runs as the sandbox uid, out of the code's reach as a
 	// non-dumpable PID 1. gVisor enforces neither of those for its init, so under runsc the
-	// supervisor is root inside gVisor's kernel with CAP_SETUID and CAP_SETGID only, and runs
-	// the code as the sandbox uid (which loses every capability on the switch).
+	// supervisor is root inside gVisor's kernel with CAP_SETUID, CAP_SETGID and CAP_SETPCAP
+	// only; it drops all three from the bounding and ambient sets of the code's process and runs
+	// it as the sandbox uid (which loses the rest on the switch).
 	user, capAdd := fmt.Sprintf("%d:%d", sb.uid, sb.uid), []string(nil)
 	if IsGVisor(b.cfg.Runtime) {
-		user, capAdd = "0:0", []string{"SETUID", "SETGID"}
+		user, capAdd = "0:0", []string{"SETUID", "SETGID", "SETPCAP"}
 	}
 	if b.cfg.IPC == IPCPrivate {
 		mounts["/dev/shm"] = tmpfs(b.cfg.ShmBytes)
@@ -255,7 +259,8 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, cgroupnsPrivate bool) cont
 		Tmpfs:           mounts,
 		Ulimits:         []ulimit{{Name: "core", Soft: 0, Hard: 0}, {Name: "nofile", Soft: 1024, Hard: 1024}},
 		OomScoreAdj:     oomScoreAdj,
-		CgroupnsPrivate: cgroupnsPrivate,
+		CgroupnsPrivate: host.CgroupVersion == "2",
+		MaskedPaths:     maskedPaths(host.NCPU),
 	}
 }
 
@@ -307,7 +312,7 @@ func (b *Backend) acquire(ctx context.Context, c guard.Checked) (*sandbox, *warm
 
 // create picks a uid and creates a container from img for c, or for the warm pool when c is nil.
 func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (*sandbox, error) {
-	cgroupnsPrivate, err := b.cgroupV2(ctx)
+	host, err := b.hostFacts(ctx)
 	if err != nil {
 		return nil, &guard.IntegrationError{Op: "docker: daemon info", Err: err}
 	}
@@ -325,7 +330,7 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (
 	if c == nil {
 		sb.name = WarmNamePrefix + hex.EncodeToString(suffix[:])
 	}
-	id, err := b.eng.Create(ctx, b.spec(c, sb, cgroupnsPrivate))
+	id, err := b.eng.Create(ctx, b.spec(c, sb, host))
 	if err != nil {
 		if ctx.Err() != nil {
 			// The daemon may have created it after the call was given up: remove it by name.
@@ -343,19 +348,37 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (
 	return sb, nil
 }
 
-// cgroupV2 reports whether the daemon's host has cgroup v2 (then every sandbox gets a private
-// cgroup namespace). It asks the daemon once per backend.
-func (b *Backend) cgroupV2(ctx context.Context) (bool, error) {
+// hostFacts is what the daemon says of its host (cgroup version, CPUs), asked once per backend.
+func (b *Backend) hostFacts(ctx context.Context) (engineVersion, error) {
 	b.hostMu.Lock()
 	defer b.hostMu.Unlock()
 	if b.host == nil {
 		v, err := b.eng.Version(ctx)
 		if err != nil {
-			return false, err
+			return engineVersion{}, err
 		}
 		b.host = &v
 	}
-	return b.host.CgroupVersion == "2", nil
+	return *b.host, nil
+}
+
+// dockerMaskedPaths are the paths Docker masks by default (moby's oci.DefaultSpec, Docker 28);
+// a container's MaskedPaths replaces that list, so it starts from them.
+var dockerMaskedPaths = []string{
+	"/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+	"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware",
+	"/sys/devices/virtual/powercap",
+}
+
+// maskedPaths are the paths masked in every sandbox: Docker's defaults, each CPU's
+// thermal_throttle folder (as Docker 28 masks them; runc skips paths that do not exist) and the
+// host's boot id, an identifier of the host (and of its boot) that would link runs on one host.
+func maskedPaths(ncpu int) []string {
+	out := slices.Clone(dockerMaskedPaths)
+	for i := range max(ncpu, 1) {
+		out = append(out, fmt.Sprintf("/sys/devices/system/cpu/cpu%d/thermal_throttle", i))
+	}
+	return append(out, "/proc/sys/kernel/random/boot_id")
 }
 
 // resolveImage inspects the configured image: it must be present (never pulled), declare no
@@ -476,4 +499,33 @@ func (b *Backend) CheckImage(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return img.ID, nil
+}
+
+// nativeLoaderEnv are env names that make a library load native code from a file they name:
+// OpenSSL's configuration (providers and engines by path, loaded on `import hashlib` or `ssl`),
+// its module and engine folders, and glibc's iconv modules.
+var nativeLoaderEnv = []string{"OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "GCONV_PATH"}
+
+// refuseNativeLoaders refuses what would load native code from an input file: a file named like
+// a native extension module (*.so: Python imports mod.so in place of the mod.py beside it and
+// runs its initialisers), and env names of nativeLoaderEnv (OPENSSL_CONF naming an input file
+// whose provider module is another one, whatever its name). /work is mounted noexec, so under
+// runc and a current gVisor none of them can load; Debian's gVisor (20221219) maps them
+// executable all the same, which would run native code the reviewer was shown as "binary" when
+// the code imports a module it was shown as source, or hashlib. No run can use them, so refusing
+// them costs nothing.
+func refuseNativeLoaders(c guard.Checked) error {
+	for _, f := range c.Files {
+		if strings.HasSuffix(f.Name, ".so") {
+			return &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: input file %q is named like a native extension module (*.so): "+
+				"Python would import it in place of a module of that name, and /work is noexec, so no run can load it", f.Name)}
+		}
+	}
+	for _, e := range c.Env {
+		if slices.Contains(nativeLoaderEnv, e.Name) {
+			return &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: env %s makes a library load native code from the file it names; "+
+				"/work is noexec, so no run can use it", e.Name)}
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -346,12 +347,71 @@ func TestRunSendsRequestOnStdinOnly(t *testing.T) {
 	}
 }
 
+// An input file Python would import as a native extension module, or an env name that makes a
+// library load native code from a file, is refused before any container exists (Debian's gVisor
+// maps such files executable despite noexec); other names pass.
+func TestNativeModulesRefused(t *testing.T) {
+	for _, name := range []string{"mod.so", "mod.cpython-311-x86_64-linux-gnu.so", "pkg/mod.abi3.so", "x-y.so"} {
+		f := newFake()
+		b := fakeBackend(t, f, Config{})
+		c := testChecked("import mod")
+		c.Files = []guard.InputFile{{Name: "mod.py", Content: []byte("VALUE = 1\n")}, {Name: name, Content: []byte("\x7fELF")}}
+		_, err := b.Run(context.Background(), c)
+		var te *guard.ToolUsageError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), name) || len(f.created) != 0 {
+			t.Errorf("input %s: got %v and %d containers; want a ToolUsageError naming it and none", name, err, len(f.created))
+		}
+	}
+	for _, name := range []string{"libfoo.so.1", "notes.so.txt", "mod.py"} {
+		if err := refuseNativeLoaders(guard.Checked{Files: []guard.InputFile{{Name: name}}}); err != nil {
+			t.Errorf("input %s: got %v; want it accepted", name, err)
+		}
+	}
+	// OPENSSL_CONF naming an input openssl.cnf whose provider is an input evil.bin ran that
+	// file's constructor on `import hashlib` under Debian's runsc.
+	for _, name := range nativeLoaderEnv {
+		f := newFake()
+		b := fakeBackend(t, f, Config{})
+		c := testChecked("import hashlib")
+		c.Env = []guard.EnvVar{{Name: name, Value: "/work/openssl.cnf"}}
+		_, err := b.Run(context.Background(), c)
+		var te *guard.ToolUsageError
+		if !errors.As(err, &te) || !strings.Contains(err.Error(), name) || len(f.created) != 0 {
+			t.Errorf("env %s: got %v and %d containers; want a ToolUsageError naming it and none", name, err, len(f.created))
+		}
+	}
+	if err := refuseNativeLoaders(guard.Checked{Env: []guard.EnvVar{{Name: "SSL_CERT_FILE", Value: "/work/ca.pem"}}}); err != nil {
+		t.Errorf("SSL_CERT_FILE: got %v; want it accepted (a file of data)", err)
+	}
+}
+
+// The supervisor starts the code's Python with the flags every backend uses.
+func TestSupervisorPythonFlags(t *testing.T) {
+	var line string
+	for _, l := range strings.Split(supervisorSource, "\n") {
+		if strings.HasPrefix(l, "PY_FLAGS = ") {
+			line = strings.TrimPrefix(l, "PY_FLAGS = ")
+		}
+	}
+	var got []string
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("supervisor.py's PY_FLAGS %q: %v", line, err)
+	}
+	if want := guard.PythonFlags(nil, ""); !slices.Equal(got, want) {
+		t.Errorf("supervisor.py's PY_FLAGS: got %q; want guard.PythonFlags %q", got, want)
+	}
+	prefixed := guard.PythonFlags([]guard.InputFile{{Name: "__pycache__/m.pyc"}}, "/p")
+	if !slices.Equal(prefixed[len(got):], []string{"-X", "pycache_prefix=/p"}) || !strings.Contains(supervisorSource, `["-X", "pycache_prefix=" + PYCACHE_PREFIX]`) {
+		t.Errorf("the pycache prefix flags differ: guard %q", prefixed)
+	}
+}
+
 func TestSpecHardening(t *testing.T) {
 	f := newFake()
 	b := fakeBackend(t, f, Config{Network: "sbf-net", MemoryBytes: 128 << 20, PidsLimit: 50, CPUs: 0.5})
 	c := testChecked("print(1)")
 	sb := &sandbox{name: "n", uid: 100123, image: imageInfo{ID: "sha256:x"}}
-	s := b.spec(&c, sb, false)
+	s := b.spec(&c, sb, engineVersion{})
 	checks := []struct {
 		name      string
 		got, want any
@@ -381,8 +441,22 @@ func TestSpecHardening(t *testing.T) {
 			t.Errorf("%s: got %v; want %v", ch.name, ch.got, ch.want)
 		}
 	}
+	masked := b.spec(&c, sb, engineVersion{NCPU: 2}).MaskedPaths
+	for _, p := range append(slices.Clone(dockerMaskedPaths), "/proc/sys/kernel/random/boot_id",
+		"/sys/devices/system/cpu/cpu1/thermal_throttle") {
+		if !slices.Contains(masked, p) {
+			t.Errorf("masked paths: got %q; want %s among them", masked, p)
+		}
+	}
+	if got := b.spec(&c, sb, engineVersion{}).CapAdd; got != nil {
+		t.Errorf("cap add under runc: got %q; want none", got)
+	}
+	gv := fakeBackend(t, f, Config{Runtime: RuntimeRunsc})
+	if got := strings.Join(gv.spec(&c, sb, engineVersion{}).CapAdd, ","); got != "SETUID,SETGID,SETPCAP" {
+		t.Errorf("cap add under runsc: got %q; want SETUID,SETGID,SETPCAP (the supervisor's, dropped for the code)", got)
+	}
 	c.Network = true
-	if got := b.spec(&c, sb, false).NetworkMode; got != "sbf-net" {
+	if got := b.spec(&c, sb, engineVersion{}).NetworkMode; got != "sbf-net" {
 		t.Errorf("network with network=true: got %q; want sbf-net", got)
 	}
 }

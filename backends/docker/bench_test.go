@@ -153,13 +153,13 @@ func dockerRunCLI(b *testing.B, backend *Backend, c guard.Checked, namePrefix st
 	if err := os.WriteFile(profile, backend.cfg.SeccompProfile, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cgroupns, err := backend.cgroupV2(context.Background()) // as the backend creates its containers
+	host, err := backend.hostFacts(context.Background()) // as the backend creates its containers
 	if err != nil {
 		b.Fatal(err)
 	}
 	return func(i int) time.Duration {
 		sb := &sandbox{name: fmt.Sprintf("%s-%d", namePrefix, i), uid: backend.cfg.UIDs.First, image: imageInfo{ID: backend.cfg.Image}}
-		cmd := exec.Command("docker", dockerRunArgs(backend.spec(&c, sb, cgroupns), profile)...)
+		cmd := exec.Command("docker", dockerRunArgs(backend.spec(&c, sb, host), profile)...)
 		cmd.Stdin = bytes.NewReader(stdin)
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut

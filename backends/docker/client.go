@@ -77,6 +77,7 @@ func (e *dockerEngine) Version(ctx context.Context) (engineVersion, error) {
 		ClientAPI:       e.cli.ClientVersion(),
 		InitBinary:      info.InitBinary,
 		CgroupVersion:   info.CgroupVersion,
+		NCPU:            info.NCPU,
 		SecurityOptions: info.SecurityOptions,
 	}
 	for name := range info.Runtimes {
@@ -143,6 +144,7 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		LogConfig:      container.LogConfig{Type: "none"},
 		DNS:            s.DNS,
 		OomScoreAdj:    s.OomScoreAdj,
+		MaskedPaths:    s.MaskedPaths,
 		Resources: container.Resources{
 			PidsLimit:  &pids,
 			Memory:     s.MemoryBytes,

@@ -19,8 +19,12 @@
 //   - a uid of its own: each concurrent sandbox of a backend runs as a distinct uid (and the
 //     same gid) from Config.UIDs (default 100000-100999, never 0), so sandboxes never share
 //     per-user kernel limits such as RLIMIT_NPROC, inotify instances or message queues;
-//   - CapDrop ALL (under runsc the supervisor keeps CAP_SETUID and CAP_SETGID, see below),
-//     no-new-privileges;
+//   - CapDrop ALL (under runsc the supervisor keeps CAP_SETUID, CAP_SETGID and CAP_SETPCAP, and
+//     the code none of them, see below), no-new-privileges;
+//   - Docker's default masked paths (/proc/kcore, /proc/keys, /proc/timer_list, /sys/firmware
+//     and the rest of moby's list, each CPU's thermal_throttle) and the host's boot id
+//     (/proc/sys/kernel/random/boot_id, an identifier of the host that would link runs on it),
+//     which reads as empty under runc; gVisor shows a boot id of its own;
 //   - sandboxflow's own seccomp profile (seccomp.json, DefaultSeccompProfile): an allow list of
 //     ordinary system calls, everything else failing with ENOSYS, and EPERM for calls the
 //     sandbox never needs: io_uring_* (which Docker 20.10's default profile lets through),
@@ -68,9 +72,12 @@
 //
 // gVisor (Debian's 20221219) enforces neither the init's signal protection nor the dumpable
 // flag for /proc, so under runsc the supervisor is root inside gVisor's kernel (never the host's)
-// with CAP_SETUID and CAP_SETGID only, and runs the code, writes its files, collects them and
-// kills its processes as the sandbox uid; the switch clears every capability of the code (the
-// bounding set keeps the two, which no-new-privileges makes useless). The code can then not
+// with CAP_SETUID, CAP_SETGID and CAP_SETPCAP only, and runs the code, writes its files, collects
+// them and kills its processes as the sandbox uid. Before the code's process switches to that
+// uid it empties its bounding set (CAP_SETPCAP, which the drop needs, last), its ambient set and
+// its inheritable set, and checks the bounding set is empty (or fails the run); the switch then
+// clears the permitted and effective sets, so the code's CapBnd, CapPrm, CapEff and CapInh are
+// all 0 (gVisor has no ambient set). The code can then not
 // signal the supervisor or open its /proc entries, except /proc/1/environ, which gVisor lets
 // anyone read and which holds Docker's PATH and HOSTNAME only.
 //
@@ -118,9 +125,29 @@
 // cannot read as a guard.IntegrationError with CodeMayHaveStarted set.
 //
 // The child's environment is the request's env plus LANG=C.UTF-8 (the request may override it),
-// and PATH, HOME=/work, TMPDIR=/tmp and, for Python, PYTHONUNBUFFERED=1 and
-// PYTHONDONTWRITEBYTECODE=1 (the sandbox's, overriding the request). Nothing of the worker's
+// and PATH, HOME=/tmp, TMPDIR=/tmp, PYTHONNOUSERSITE=1, PYTHONDONTWRITEBYTECODE=1 and, for
+// Python, PYTHONUNBUFFERED=1 (the sandbox's, overriding the request). Nothing of the worker's
 // environment reaches the container.
+//
+// Nothing in /work or the environment runs before the code. Python runs as
+// `python3 -E -s -B -u -` with the code on its stdin: -E ignores every PYTHON* variable (the
+// guard refuses them too), -s and HOME=/tmp (not /work, where input files land) keep any user
+// site, .pth or usercustomize among the input files unread, and site has run before /work
+// joins sys.path (as its first entry, so input modules import), so a sitecustomize there is
+// never looked at. When an input file lies in a __pycache__ folder, the one place Python reads
+// bytecode for a source beside it, the code's Python also gets -X pycache_prefix (and the
+// code's own interpreters PYTHONPYCACHEPREFIX) under /tmp, so forged bytecode (unchecked or
+// checked hash) never stands in for a module the reviewer read; without such a file the prefix
+// is left off, since it would make every standard-library import compile from source (measured
+// here: 0.34 s to 1.36 s for json, email, http.client, subprocess, asyncio, decimal and argparse).
+// A legacy .pyc beside its .py never wins over the source. A native extension module would
+// (mod.so is imported in place of mod.py): /work is noexec, so none can load under runc or a
+// current gVisor, but Debian's gVisor maps it executable all the same, so Run refuses an input
+// file named *.so, and the env names that make a library load native code from a file they name
+// (OPENSSL_CONF, whose provider module an input file of any name can be, loaded on
+// `import hashlib`; OPENSSL_MODULES, OPENSSL_ENGINES, GCONV_PATH): a guard.ToolUsageError,
+// before any container exists. sh runs the script file
+// as a non-interactive, non-login shell, which reads no ENV, rc or profile file.
 //
 // Produced files are regular files under /work, found without following links (symlinks,
 // FIFOs, devices and sockets are dropped and set files_truncated), at most 8 folders deep; an
@@ -204,7 +231,8 @@
 // # What leaks, and known limits
 //
 // Under runc the code sees the host's kernel version (uname), CPU model and count
-// (/proc/cpuinfo) and total memory (/proc/meminfo, sysinfo), and shares the host kernel: for
+// (/proc/cpuinfo) and total memory (/proc/meminfo, sysinfo), but not its boot id (masked), and
+// shares the host kernel: for
 // hostile code use runsc (gVisor), which has its own kernel and hides most of these, or a VM.
 // noexec on /work, /tmp and /dev/shm stops executing files written there, but not code that
 // loads a program from memory (memfd) or an interpreter; it is one layer, not a boundary.

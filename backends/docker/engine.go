@@ -88,6 +88,8 @@ type containerSpec struct {
 	DNS             []string
 	OomScoreAdj     int
 	CgroupnsPrivate bool
+	// MaskedPaths replace Docker's default masked paths.
+	MaskedPaths []string
 }
 
 // imageInfo is what the backend reads from an inspected image.
@@ -132,6 +134,8 @@ type engineVersion struct {
 	InitBinary    string
 	// CgroupVersion is "1" or "2" ("" when the daemon does not say).
 	CgroupVersion string
+	// NCPU is the number of CPUs of the daemon's host.
+	NCPU int
 	// SecurityOptions are the daemon's, such as "name=seccomp,profile=default", "name=apparmor",
 	// "name=userns".
 	SecurityOptions []string

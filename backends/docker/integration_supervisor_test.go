@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/startuptest"
 )
 
 func TestDockerSupervisorOutOfReach(t *testing.T) {
@@ -282,4 +283,41 @@ func runscVersion(t *testing.T, rt string) string {
 	}
 	first, _, _ := strings.Cut(string(v), "\n")
 	return first
+}
+
+// TestDockerStartupHooksDoNotRun plants every start-up hook the tests know of (startuptest) in a
+// request's input files and, past the guard, its env: nothing of them runs, before the code or in
+// place of a module it imports, under any runtime. What ran is counted by the marker files the
+// hooks write into /work (they would come back as produced files) and by their output.
+func TestDockerStartupHooksDoNotRun(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		probe := mustRun(t, b, checked(t, guard.Python, startuptest.PycProbe("/work"), nil))
+		if !probe.OK {
+			t.Fatalf("pyc probe: exit %d stderr %s", probe.ExitCode, probe.Stderr)
+		}
+		in, err := startuptest.ParseProbe(probe.Stdout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range startuptest.Cases(in, "/work") {
+			t.Run(tc.Name, func(t *testing.T) {
+				c := checked(t, tc.Language, tc.Code, func(r *guard.Request) { r.Files = tc.Files })
+				for name, value := range tc.Env {
+					c.Env = append(c.Env, guard.EnvVar{Name: name, Value: value})
+				}
+				res := mustRun(t, b, c)
+				var names []string
+				for _, f := range res.Files {
+					names = append(names, f.Name)
+				}
+				if ran := startuptest.Markers(names); len(ran) > 0 {
+					t.Errorf("hooks ran: %q", ran)
+				}
+				if string(res.Stdout) != tc.Stdout || bytes.Contains(res.Stderr, []byte("HOOK")) || res.ExitCode != 0 {
+					t.Errorf("got exit %d stdout %q stderr %q; want exit 0 and stdout %q", res.ExitCode, res.Stdout, res.Stderr, tc.Stdout)
+				}
+			})
+		}
+	})
 }

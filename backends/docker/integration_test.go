@@ -389,6 +389,20 @@ out("resolv_writable", writable("/etc/resolv.conf"))
 out("oom_score_adj", open("/proc/self/oom_score_adj").read().strip())
 out("pid1_mem", probe("/proc/1/mem"))
 out("pid1_fd1", probe("/proc/1/fd/1"))
+def text(path):
+    try:
+        return open(path, "rb").read().decode("latin-1").strip()
+    except OSError as e:
+        return err(e)
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+# prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, cap): 1 when cap (SETGID 6, SETUID 7, SETPCAP 8) is ambient.
+def ambient(c):
+    v = libc.prctl(47, 1, c, 0, 0)
+    return str(v) if v >= 0 else "no:" + errno.errorcode.get(ctypes.get_errno(), "?")
+out("ambient", ",".join(ambient(c) for c in (6, 7, 8)))
+out("boot_id", text("/proc/sys/kernel/random/boot_id"))
+out("timer_list", text("/proc/timer_list")[:40].replace("\n", " "))
 `
 
 func TestDockerContainment(t *testing.T) {
@@ -430,17 +444,28 @@ func TestDockerContainment(t *testing.T) {
 			// ptrace attaches to PID 1 and freezes it.
 			"sys_io_uring_setup": "1", "sys_unshare_user": "1", "sys_unshare_mount": "1",
 			"sys_mount": "1", "sys_ptrace_pid1": "1", "sys_keyctl": "1", "sys_bpf": "1",
-			"env_greeting": "hello", "env_path": "/usr/local/bin:/usr/bin:/bin", "env_home": "/work",
+			"env_greeting": "hello", "env_path": "/usr/local/bin:/usr/bin:/bin", "env_home": "/tmp",
 			"docker_socket": "False", "code_ppid_is_1": "True",
+			"ambient": "0,0,0",
 		}
 		if rt == "runc" {
 			want["CapAmb"] = "0000000000000000"
 			want["NoNewPrivs"] = "1"
 		} else {
-			// The supervisor (root inside gVisor with CAP_SETUID and CAP_SETGID) switched to the
-			// sandbox uid, which cleared every capability but the bounding set's two;
-			// no-new-privileges keeps them from coming back.
-			want["CapBnd"] = "00000000000000c0"
+			// The supervisor (root inside gVisor with CAP_SETUID, CAP_SETGID and CAP_SETPCAP)
+			// emptied the bounding set before it switched to the sandbox uid, which cleared the
+			// rest. gVisor has no ambient set: no CapAmb line, and PR_CAP_AMBIENT fails with EINVAL.
+			want["ambient"] = "no:EINVAL,no:EINVAL,no:EINVAL"
+		}
+		// The host's boot id identifies the host (and links runs on it): masked under runc, gVisor's
+		// own under runsc. Docker's default masks stay: /proc/timer_list reads as empty.
+		if hostBoot, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil {
+			t.Errorf("read the host's boot id: %v", err)
+		} else if id := strings.TrimSpace(string(hostBoot)); strings.Contains(got["boot_id"], id) {
+			t.Errorf("boot_id: the code read the host's boot id %q", got["boot_id"])
+		}
+		if rt == "runc" && got["timer_list"] != "" {
+			t.Errorf("/proc/timer_list: got %q; want it masked (empty), as Docker's defaults mask it", got["timer_list"])
 		}
 		for k, v := range want {
 			if got[k] != v {

@@ -25,12 +25,27 @@ import time
 
 WORK = b"/work"
 SH_SCRIPT_DIR = "/tmp/.sandboxflow"
+# When an input file lies in a __pycache__ folder (the one place Python reads bytecode for a
+# source beside it), bytecode is read only under this prefix, outside /work, so it never stands
+# in for a module the reviewer read. Nothing creates it. Without such a file the image's own
+# bytecode keeps the standard library's imports fast (the prefix would recompile them all).
+PYCACHE_PREFIX = "/tmp/.sandboxflow/pycache"
+# HOME is not /work, where input files land: no user site, rc or profile file among them counts.
 FIXED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/work",
+    "HOME": "/tmp",
     "TMPDIR": "/tmp",
+    # For interpreters the code starts itself (the code's own runs -E): no user site, no
+    # bytecode written (and, with forged bytecode among the inputs, none read) in /work.
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
 }
-PY_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+PY_ENV = {"PYTHONUNBUFFERED": "1"}
+# How the code's Python starts: -E ignores every PYTHON* variable, -s the user site, -B writes no
+# bytecode, -u leaves output unbuffered (and PYCACHE_PREFIX, see above). Not -I: the code is read
+# from stdin, so sys.path[0] is the working folder and input modules import; site has run by
+# then, so a sitecustomize or .pth in /work is never looked at.
+PY_FLAGS = ["-E", "-s", "-B", "-u"]
 MAX_DEPTH = 8
 READ_CHUNK = 1 << 20
 DRAIN_AFTER_EXIT = 2.0
@@ -54,7 +69,7 @@ MAX_TUNNEL_CONNS = 256
 
 
 class AsUser:
-    """Under runsc the supervisor is root inside gVisor (with CAP_SETUID and CAP_SETGID only) and
+    """Under runsc the supervisor is root inside gVisor (with CAP_SETUID, CAP_SETGID, CAP_SETPCAP) and
     the code runs as the sandbox uid: this switches the effective ids to the sandbox's for work
     on the sandbox's folders and for killing its processes. Under runc (not root) it does
     nothing."""
@@ -70,6 +85,39 @@ class AsUser:
         if AsUser.uid > 0 and os.getuid() == 0:
             os.seteuid(0)
             os.setegid(0)
+
+
+def drop_capabilities(libc):
+    """Under runsc (the supervisor is root inside gVisor) empties the code's bounding, ambient and
+    inheritable sets before it switches to the sandbox uid, which clears the permitted and
+    effective sets: nothing the code runs can regain a capability. Fails closed."""
+    if os.getuid() != 0:
+        return
+    import ctypes
+
+    # linux/prctl.h and linux/capability.h
+    PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAP_SETPCAP = 23, 24, 47, 4, 8
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # EINVAL where there are none
+    caps = [c for c in range(64) if libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1]
+    for c in sorted(caps, key=lambda c: c == CAP_SETPCAP):  # CAP_SETPCAP, needed to drop, last
+        if libc.prctl(PR_CAPBSET_DROP, c, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, %d)" % c)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    head, data = Header(0x20080522, 0), (Data * 2)()
+    if libc.capget(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    data[0].inheritable = data[1].inheritable = 0
+    if libc.capset(ctypes.byref(head), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    left = [c for c in range(64) if libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1]
+    if left:
+        raise OSError("the bounding set still holds capabilities %s" % left)
 
 
 def drop_to_sandbox_user():
@@ -358,12 +406,21 @@ def collect(inputs, max_files, max_file, max_total):
     return state["truncated"]
 
 
+def forged_bytecode_possible(req):
+    """Whether an input file lies in a __pycache__ folder."""
+    return any(b"__pycache__" in b64d(f["name"]).split(b"/") for f in req.get("files") or [])
+
+
 def child_argv(req, env):
     language = req["language"]
     code = b64d(req["code"])
+    flags = PY_FLAGS
+    if forged_bytecode_possible(req):
+        env["PYTHONPYCACHEPREFIX"] = PYCACHE_PREFIX
+        flags = flags + ["-X", "pycache_prefix=" + PYCACHE_PREFIX]
     if language == "python":
         env.update(PY_ENV)
-        return [sys.executable or "/usr/bin/python3", "-u", "-"], code
+        return [sys.executable or "/usr/bin/python3"] + flags + ["-"], code
     if language == "sh":
         os.makedirs(SH_SCRIPT_DIR, mode=0o700, exist_ok=True)
         script = os.path.join(SH_SCRIPT_DIR, "main.sh")
@@ -392,6 +449,7 @@ def spawn(libc, argv, env, pipes):
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        drop_capabilities(libc)
         drop_to_sandbox_user()
         os.chdir(WORK)
         # The child is the code's: make it dumpable again so it may set its own oom_score_adj.

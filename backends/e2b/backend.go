@@ -20,6 +20,9 @@ import (
 // returned as a produced file.
 const (
 	codeDir = "/tmp/.sandboxflow"
+	// homeDir is the code's HOME (empty); pycacheDir its pycache prefix (never made).
+	homeDir    = codeDir + "/home"
+	pycacheDir = codeDir + "/pycache"
 	// maxListDepth matches the Docker backend's walk of /work.
 	maxListDepth = 8
 	// processSlack is how long past the timeout the backend waits for envd's end event before it
@@ -137,16 +140,21 @@ func EgressNetwork(patterns []string) (*NetworkConfig, error) {
 	return nc, nil
 }
 
-// command is how envd runs c: the interpreter, the code file as its argument, the env.
+// command is how envd runs c: the interpreter, the code file as its argument, the env. Python
+// starts as in every backend (guard.PythonFlags), and HOME is a folder of its own beside the
+// code, never the working folder where input files land, so nothing among them runs first.
 func (b *Backend) command(c guard.Checked) (processConfig, error) {
 	envs := c.EnvMap()
+	envs["HOME"] = homeDir
+	envs["PYTHONNOUSERSITE"] = "1"
+	envs["PYTHONDONTWRITEBYTECODE"] = "1"
+	if guard.BytecodeAmongInputs(c.Files) {
+		envs["PYTHONPYCACHEPREFIX"] = pycacheDir
+	}
 	var pc processConfig
 	switch c.Language {
 	case guard.Python, "":
-		pc = processConfig{Cmd: "python3", Args: []string{"-u", codeDir + "/main.py"}}
-		if _, ok := envs["PYTHONUNBUFFERED"]; !ok {
-			envs["PYTHONUNBUFFERED"] = "1"
-		}
+		pc = processConfig{Cmd: "python3", Args: append(guard.PythonFlags(c.Files, pycacheDir), codeDir+"/main.py")}
 	case guard.Shell:
 		pc = processConfig{Cmd: "/bin/sh", Args: []string{codeDir + "/main.sh"}}
 	default:
@@ -161,8 +169,10 @@ func (b *Backend) runIn(ctx context.Context, e envd, c guard.Checked, pc process
 	notStarted := func(op string, err error) (guard.Result, error) {
 		return guard.Result{}, &guard.IntegrationError{Op: "e2b: " + op, Err: err}
 	}
-	if err := e.makeDir(ctx, b.cfg.WorkDir); err != nil {
-		return notStarted("make working folder", err)
+	for _, dir := range []string{b.cfg.WorkDir, homeDir} {
+		if err := e.makeDir(ctx, dir); err != nil {
+			return notStarted("make folder "+dir, err)
+		}
 	}
 	if err := e.upload(ctx, pc.Args[len(pc.Args)-1], []byte(c.Code)); err != nil {
 		return notStarted("write code", err)

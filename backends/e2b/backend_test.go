@@ -417,6 +417,7 @@ func TestConfig(t *testing.T) {
 	}
 	for _, bad := range []Config{{}, {APIKey: "a b"}, {APIKey: "k", Template: "../x"}, {APIKey: "k", APIURL: "ftp://x"},
 		{APIKey: "k", WorkDir: "rel"}, {APIKey: "k", Labels: map[string]string{MetaManaged: "x"}},
+		{APIKey: "k", WorkDir: "/tmp"}, {APIKey: "k", WorkDir: "/"}, {APIKey: "k", WorkDir: "/tmp/.sandboxflow/home"},
 		{APIKey: "k", SandboxURL: "https://user:hunter2@sandbox.example.com"}, {APIKey: "k", APIURL: "https://user:hunter2@%zz"}} {
 		err := bad.Validate()
 		if guard.TypeOf(err) != guard.TypeConfigError {
@@ -424,6 +425,14 @@ func TestConfig(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Validate(%+v): error %q shows the URL's password", bad, err)
+		}
+	}
+}
+
+func TestConfigWorkDirBesideTheCode(t *testing.T) {
+	for _, ok := range []string{"/home/user", "/tmp/work", "/tmp/.sandboxflowx"} {
+		if err := (Config{APIKey: "k", WorkDir: ok}).Validate(); err != nil {
+			t.Errorf("work dir %s: %v; want it accepted", ok, err)
 		}
 	}
 }

@@ -147,6 +147,9 @@ func (cfg Config) Validate() error {
 		return bad("domain %q is not a host name", c.Domain)
 	case !strings.HasPrefix(c.WorkDir, "/") || strings.Contains(c.WorkDir, ".."):
 		return bad("work dir %q must be an absolute path without ..", c.WorkDir)
+	case within(codeDir, c.WorkDir) || within(c.WorkDir, codeDir):
+		// Input files would land beside the code (or in its HOME) and could replace it.
+		return bad("work dir %q must neither hold nor lie in %s, where the code and its HOME go", c.WorkDir, codeDir)
 	}
 	for _, u := range []string{c.APIURL, c.SandboxURL} {
 		if u == "" {
@@ -208,4 +211,10 @@ func (cfg Config) envdBase(sandboxID, sandboxDomain string) string {
 		}
 	}
 	return fmt.Sprintf("https://%d-%s.%s", EnvdPort, sandboxID, domain)
+}
+
+// within reports whether path is dir or lies under it.
+func within(path, dir string) bool {
+	path, dir = strings.TrimRight(path, "/"), strings.TrimRight(dir, "/")
+	return path == dir || strings.HasPrefix(path, dir+"/") || dir == ""
 }

@@ -12,10 +12,14 @@
 //     for network, and metadata that names the owner (sandboxflow.managed, workflow, run and
 //     activity ids, digest) so the reaper can find orphans. The sandbox id is logged and passed to
 //     Config.Created.
-//  2. envd: MakeDir the working folder (default /home/user/work), upload the code to
+//  2. envd: MakeDir the working folder (default /home/user/work) and the code's HOME, upload the code to
 //     /tmp/.sandboxflow and the input files into the working folder (POST /files, multipart).
 //  3. envd: process.Process/Start, a Connect server-streaming call with the JSON codec, runs
-//     python3 -u (or /bin/sh) on the code file with the request's env, as the sandbox user, with
+//     python3 with guard.PythonFlags (-E -s -B -u, and a pycache prefix outside the working
+//     folder when an input file lies in a __pycache__ folder), or /bin/sh, on the code file with
+//     the request's env, HOME=/tmp/.sandboxflow/home (never the working folder, which may not
+//     hold or lie in /tmp/.sandboxflow), PYTHONNOUSERSITE=1 and PYTHONDONTWRITEBYTECODE=1, so
+//     nothing among the input files or in the env runs before the code, as the sandbox user, with
 //     Connect-Timeout-Ms set to the timeout (envd kills the process when it passes). Start, data
 //     (stdout, stderr) and end (exit code) events are read; output is kept up to the caps and the
 //     rest drained.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,13 +25,24 @@ const Name = kinds.Local
 
 // Warning is logged on every run and belongs in any description of the backend that a model or a
 // reviewer reads.
-const Warning = "the local backend is DEVELOPMENT ONLY: code runs as a plain process of the worker, with the worker's user, files and network; nothing is isolated"
+const Warning = "the local backend is DEVELOPMENT ONLY: code runs as a plain process on the worker's host, with its network and every file its user can read; nothing is isolated"
+
+// SameUserWarning is added to Warning when the code runs as the worker's own user (the worker
+// is not root, or Config.UID is zero; see Backend.RunWarning).
+const SameUserWarning = "the code runs as the worker's own user: it can read and change every file the worker can, " +
+	"the reviewer key of worker --dev (DATA_DIR/reviewer/id_ed25519) and the reviewers file included, and so approve runs of its own; " +
+	"run the worker as root (it then runs the code as uid 65534) or use the Docker backend"
+
+// DefaultUID is the uid (and gid) the worker's local backend runs the code as when the worker
+// runs as root: nobody.
+const DefaultUID = 65534
 
 // Config configures the local backend.
 type Config struct {
 	// AllowUnsafeLocal must be true: without it New returns a ConfigError.
 	AllowUnsafeLocal bool
-	// Python is the Python interpreter. Optional: defaults to "python3" found on PATH.
+	// Python is the Python interpreter; when the worker runs as root, UID must be able to run
+	// it. Optional: defaults to DefaultPython().
 	Python string
 	// Shell is the POSIX shell for language "sh". Optional: defaults to "/bin/sh".
 	Shell string
@@ -41,6 +53,13 @@ type Config struct {
 	// KillWait bounds how long output is drained after the process group was killed. Optional:
 	// defaults to 2 s.
 	KillWait time.Duration
+	// UID, when set and the worker runs as root, is the uid and gid the code runs as, with no
+	// supplementary groups: it cannot read the worker's own files (0600 of root, such as the
+	// development reviewer key), and the run's folders are given to it (TempDir must be
+	// enterable by it, Python runnable by it). The worker sets DefaultUID. Optional: zero runs
+	// the code as the worker's user, as does a worker that is not root; RunWarning then says
+	// what that means.
+	UID int
 }
 
 // Backend runs code as a local child process. Create it with New.
@@ -48,6 +67,8 @@ type Backend struct {
 	python, shell, tempDir string
 	logger                 *slog.Logger
 	killWait               time.Duration
+	// uid is the code's uid and gid, or -1 to run it as the worker's user (not root).
+	uid int
 }
 
 // New validates cfg and returns the backend, or a guard.ConfigError when AllowUnsafeLocal is not
@@ -63,9 +84,6 @@ func New(cfg Config) (*Backend, error) {
 		logger:   cfg.Logger,
 		killWait: cfg.KillWait,
 	}
-	if b.python == "" {
-		b.python = "python3"
-	}
 	if b.shell == "" {
 		b.shell = "/bin/sh"
 	}
@@ -78,38 +96,117 @@ func New(cfg Config) (*Backend, error) {
 	if b.killWait <= 0 {
 		b.killWait = 2 * time.Second
 	}
+	b.uid = -1
+	if cfg.UID < 0 {
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("local backend: uid %d: want a positive uid, or zero to run as the worker's user", cfg.UID)}
+	}
+	if cfg.UID > 0 && os.Geteuid() == 0 {
+		b.uid = cfg.UID
+	}
 	var err error
-	if b.python, err = exec.LookPath(b.python); err != nil {
+	if b.python == "" {
+		b.python, err = DefaultPython()
+	} else {
+		b.python, err = exec.LookPath(b.python)
+	}
+	if err != nil {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("local backend: python interpreter: %v", err)}
 	}
 	if b.shell, err = exec.LookPath(b.shell); err != nil {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("local backend: shell: %v", err)}
 	}
+	if b.uid >= 0 {
+		for _, argv := range [][]string{{b.python, "-E", "-s", "-c", "pass"}, {b.shell, "-c", ":"}} {
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Dir, cmd.Env = b.tempDir, []string{"PATH=" + codePath}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.credential()}
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return nil, &guard.ConfigError{Msg: fmt.Sprintf("local backend: the code runs as uid %d (the worker is root), which cannot run %s in %s: %v %q; "+
+					"give an interpreter it can run (such as /usr/bin/python3) and a temporary folder it can enter", b.uid, argv[0], b.tempDir, err, clip(out))}
+			}
+		}
+	}
 	return b, nil
+}
+
+// codePath is the code's PATH.
+const codePath = "/usr/local/bin:/usr/bin:/bin"
+
+// DefaultPython is the interpreter New uses when Config.Python is empty: python3 on the code's
+// PATH (/usr/local/bin:/usr/bin:/bin) when the worker runs as root, where the code's uid can run
+// it; else the interpreter behind python3 on the worker's PATH (its sys.executable: a pyenv shim
+// does not run in the code's minimal environment).
+func DefaultPython() (string, error) {
+	if os.Geteuid() == 0 {
+		for _, dir := range filepath.SplitList(codePath) {
+			p := filepath.Join(dir, "python3")
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o001 != 0 {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("no python3 that others may run in %s", codePath)
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output()
+	if real := strings.TrimSpace(string(out)); err == nil && real != "" {
+		return real, nil
+	}
+	return py, nil
+}
+
+func (b *Backend) credential() *syscall.Credential {
+	return &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.uid), Groups: []uint32{}}
+}
+
+func clip(b []byte) []byte {
+	if len(b) > 200 {
+		return b[:200]
+	}
+	return b
 }
 
 // Name returns "local".
 func (b *Backend) Name() string { return Name }
 
+// RunWarning is the WARNING logged on every run: Warning, plus SameUserWarning when the code
+// runs as the worker's own user.
+func (b *Backend) RunWarning() string {
+	if b.uid < 0 {
+		return Warning + "; " + SameUserWarning
+	}
+	return Warning
+}
+
 // Run runs the checked request in a fresh temporary folder and removes it afterwards.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
-	b.logger.Warn(Warning, "digest", c.Digest, "workflow_id", c.Owner.WorkflowID)
+	b.logger.Warn(b.RunWarning(), "digest", c.Digest, "workflow_id", c.Owner.WorkflowID)
 
 	base, err := os.MkdirTemp(b.tempDir, "sandboxflow-local-")
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: make temporary folder", Err: err}
 	}
 	defer os.RemoveAll(base)
-	work, codePath, err := prepare(base, c)
+	d, err := prepare(base, c)
 	if err != nil {
 		return guard.Result{}, err
 	}
-	cmd, err := b.command(c, codePath)
+	if b.uid >= 0 {
+		if err := chownTree(base, b.uid); err != nil {
+			return guard.Result{}, &guard.IntegrationError{Op: "local: give the run's folder to uid " + fmt.Sprint(b.uid), Err: err}
+		}
+	}
+	cmd, err := b.command(c, d)
 	if err != nil {
 		return guard.Result{}, err
 	}
-	cmd.Dir = work
-	cmd.Env = environment(work, c.Env)
+	if cmd.Stdin != nil {
+		defer cmd.Stdin.(*os.File).Close()
+	}
+	cmd.Dir = d.work
+	cmd.Env = environment(d, c)
 
 	stdout := guard.NewCapBuffer(c.Limits.MaxStdoutBytes)
 	stderr := guard.NewCapBuffer(c.Limits.MaxStderrBytes)
@@ -149,42 +246,70 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if timedOut {
 		res.ExitCode = -1
 	}
-	res.Files, res.FilesTruncated = collectFiles(work, c.Files, c.Limits)
+	res.Files, res.FilesTruncated = collectFiles(d.work, c.Files, c.Limits)
 	return res, nil
 }
 
-// prepare makes the working folder with the input files, and the code file beside it.
-func prepare(base string, c guard.Checked) (work, codePath string, err error) {
-	work = filepath.Join(base, "work")
-	if err := os.Mkdir(work, 0o700); err != nil {
-		return "", "", &guard.IntegrationError{Op: "local: make working folder", Err: err}
+// dirs are a run's folders under its base folder: work (the input files, where the code starts),
+// home and tmp (its HOME and TMPDIR, empty), pycache (a pycache prefix nothing creates) and the
+// code file.
+type dirs struct {
+	work, home, tmp, pycache, code string
+}
+
+// prepare makes the run's folders, the input files and the code file.
+func prepare(base string, c guard.Checked) (dirs, error) {
+	d := dirs{
+		work: filepath.Join(base, "work"), home: filepath.Join(base, "home"), tmp: filepath.Join(base, "tmp"),
+		pycache: filepath.Join(base, "pycache"), code: filepath.Join(base, "main"),
 	}
-	if err := writeInputs(work, c.Files); err != nil {
-		return "", "", &guard.IntegrationError{Op: "local: write input files", Err: err}
+	for _, dir := range []string{d.work, d.home, d.tmp} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return dirs{}, &guard.IntegrationError{Op: "local: make working folders", Err: err}
+		}
 	}
-	codePath = filepath.Join(base, "main")
-	if err := os.WriteFile(codePath, []byte(c.Code), 0o600); err != nil {
-		return "", "", &guard.IntegrationError{Op: "local: write code", Err: err}
+	if err := writeInputs(d.work, c.Files); err != nil {
+		return dirs{}, &guard.IntegrationError{Op: "local: write input files", Err: err}
 	}
-	return work, codePath, nil
+	if err := os.WriteFile(d.code, []byte(c.Code), 0o600); err != nil {
+		return dirs{}, &guard.IntegrationError{Op: "local: write code", Err: err}
+	}
+	return d, nil
+}
+
+// chownTree gives base and everything under it to uid (and the same gid), links not followed.
+func chownTree(base string, uid int) error {
+	return filepath.WalkDir(base, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
 }
 
 // command is the interpreter for the request's language, in a process group of its own that dies
-// with the worker.
-func (b *Backend) command(c guard.Checked, codePath string) (*exec.Cmd, error) {
+// with the worker, as b.uid when that is set. Python reads the code from its stdin, as in the
+// Docker backend, with guard.PythonFlags: the working folder is sys.path[0] (input modules
+// import) and nothing there or in the environment runs first.
+func (b *Backend) command(c guard.Checked, d dirs) (*exec.Cmd, error) {
 	var cmd *exec.Cmd
 	switch c.Language {
 	case guard.Python:
-		// -I: ignore PYTHON* variables and the user's site folder; -u: unbuffered, so output
-		// printed before a timeout is not lost in a buffer.
-		cmd = exec.Command(b.python, "-I", "-u", codePath)
+		code, err := os.Open(d.code)
+		if err != nil {
+			return nil, &guard.IntegrationError{Op: "local: open code", Err: err}
+		}
+		cmd = exec.Command(b.python, append(guard.PythonFlags(c.Files, d.pycache), "-")...)
+		cmd.Stdin = code
 	case guard.Shell:
-		cmd = exec.Command(b.shell, codePath)
+		cmd = exec.Command(b.shell, d.code)
 	default:
 		return nil, &guard.ToolUsageError{Msg: fmt.Sprintf("local backend: language %q is not offered", c.Language)}
 	}
-	cmd.Stdin = nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if b.uid >= 0 {
+		cmd.SysProcAttr.Credential = b.credential()
+	}
 	return cmd, nil
 }
 
@@ -237,16 +362,24 @@ func attach(cmd *exec.Cmd, stdout, stderr io.Writer) (drained <-chan struct{}, c
 	return done, closeWriters, closeReaders, nil
 }
 
-func environment(work string, env []guard.EnvVar) []string {
-	out := []string{
-		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + work,
-		"TMPDIR=" + work,
-		"LANG=C.UTF-8",
-		"PYTHONDONTWRITEBYTECODE=1",
-	}
-	for _, e := range env {
+// environment is the code's: LANG (the request may override it), the request's env, then the
+// backend's own, which win (os/exec keeps the last of a repeated name). HOME is not the working
+// folder, where input files land; the PYTHON* names are for interpreters the code starts (its
+// own Python ignores them, -E).
+func environment(d dirs, c guard.Checked) []string {
+	out := []string{"LANG=C.UTF-8"}
+	for _, e := range c.Env {
 		out = append(out, e.Name+"="+e.Value)
+	}
+	out = append(out,
+		"PATH="+codePath,
+		"HOME="+d.home,
+		"TMPDIR="+d.tmp,
+		"PYTHONNOUSERSITE=1",
+		"PYTHONDONTWRITEBYTECODE=1",
+	)
+	if guard.BytecodeAmongInputs(c.Files) {
+		out = append(out, "PYTHONPYCACHEPREFIX="+d.pycache)
 	}
 	return out
 }
@@ -293,8 +426,16 @@ func writeInputs(work string, files []guard.InputFile) error {
 }
 
 // collectFiles returns the regular files the code left in work (symbolic links are not followed,
-// input files left unchanged are not returned), reading at most the limits.
+// input files left unchanged are not returned), reading at most the limits. It reads through an
+// os.Root: the worker may be root and the folder the code's, and a process of the code that
+// outlived the run could swap a folder for a link while it is walked; nothing outside work is
+// ever opened.
 func collectFiles(work string, inputs []guard.InputFile, l guard.Limits) ([]guard.File, bool) {
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return nil, true
+	}
+	defer root.Close()
 	unchanged := make(map[string][]byte, len(inputs))
 	for _, f := range inputs {
 		unchanged[f.Name] = f.Content
@@ -304,16 +445,14 @@ func collectFiles(work string, inputs []guard.InputFile, l guard.Limits) ([]guar
 		truncated bool
 		total     int64
 	)
-	_ = filepath.WalkDir(work, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(work, p)
+	_ = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			truncated = true
 			return nil
 		}
-		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			return nil
+		}
 		if !d.Type().IsRegular() || guard.CheckFileName(rel) != nil {
 			truncated = true
 			return nil
@@ -322,7 +461,7 @@ func collectFiles(work string, inputs []guard.InputFile, l guard.Limits) ([]guar
 			truncated = true
 			return filepath.SkipAll
 		}
-		content, over, err := readBounded(p, l.MaxFileBytes)
+		content, over, err := readBounded(root, rel, l.MaxFileBytes)
 		if err != nil || over || total+int64(len(content)) > l.MaxTotalFileBytes {
 			truncated = true
 			return nil
@@ -337,16 +476,16 @@ func collectFiles(work string, inputs []guard.InputFile, l guard.Limits) ([]guar
 	return files, truncated
 }
 
-// readBounded reads at most max bytes of a regular file without following a final symbolic link,
-// and reports whether the file holds more.
-func readBounded(p string, max int64) ([]byte, bool, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// readBounded reads at most max bytes of a regular file under root without following a final
+// symbolic link, and reports whether the file holds more.
+func readBounded(root *os.Root, name string, max int64) ([]byte, bool, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, false, err
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("not a regular file: %s", p)
+		return nil, false, fmt.Errorf("not a regular file: %s", name)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {

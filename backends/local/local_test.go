@@ -25,8 +25,8 @@ func requirePython(t *testing.T) {
 func newBackend(t *testing.T) (*Backend, string) {
 	t.Helper()
 	requirePython(t)
-	tmp := t.TempDir()
-	b, err := New(Config{AllowUnsafeLocal: true, TempDir: tmp})
+	tmp := enterableTempDir(t)
+	b, err := New(Config{AllowUnsafeLocal: true, TempDir: tmp, UID: DefaultUID})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -235,4 +235,19 @@ func assertEmpty(t *testing.T, dir string) {
 	if len(entries) != 0 {
 		t.Fatalf("temporary folder %s still holds %d entries, first %s", dir, len(entries), entries[0].Name())
 	}
+}
+
+// enterableTempDir is a temporary folder that the code's uid may enter (t.TempDir's is 0700 of
+// the worker's user), removed when the test ends.
+func enterableTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sandboxflow-local-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -22,6 +22,10 @@ import threading
 import time
 
 MAX_DEPTH = 8
+# How the code's Python starts, as in every sandboxflow backend (guard.PythonFlags): -E ignores
+# every PYTHON* variable, -s the user site, -B writes no bytecode, -u leaves output unbuffered;
+# the code is read from stdin, so the working folder is sys.path[0] and input modules import.
+PY_FLAGS = ["-E", "-s", "-B", "-u"]
 UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -85,15 +89,29 @@ def run(req, workdir):
         with open(path, "wb") as out:
             out.write(data)
         inputs[f["name"]] = data
-    code_file = tempfile.NamedTemporaryFile("w", suffix=".code", delete=False, dir="/tmp")
-    code_file.write(req["code"])
-    code_file.close()
-    argv = {"python": ["python3", "-u", code_file.name], "sh": ["/bin/sh", code_file.name]}[req.get("language") or "python"]
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+    private = tempfile.mkdtemp(prefix="sandboxflow-")  # the code file, HOME, the pycache prefix
+    code_path = os.path.join(private, "main")
+    with open(code_path, "w") as f:
+        f.write(req["code"])
+    home, pycache = os.path.join(private, "home"), os.path.join(private, "pycache")
+    os.mkdir(home)
+    flags = PY_FLAGS
+    # HOME is not the working folder, where input files land; the PYTHON* names are for
+    # interpreters the code starts (its own Python ignores them). With an input file in a
+    # __pycache__ folder, bytecode is read only under a prefix outside the working folder, so
+    # forged bytecode never stands in for a module the reviewer read.
+    env = {"LANG": "C.UTF-8"}
     env.update({e["name"]: e["value"] for e in req.get("env") or []})
+    env.update({"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    if any("__pycache__" in f["name"].split("/") for f in req.get("files") or []):
+        flags = flags + ["-X", "pycache_prefix=" + pycache]
+        env["PYTHONPYCACHEPREFIX"] = pycache
+    python = req.get("language") or "python"
+    argv = {"python": ["python3"] + flags + ["-"], "sh": ["/bin/sh", code_path]}[python]
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    with open(code_path, "rb") as code:
+        proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=code if python == "python" else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     out, err = {"truncated": False}, {"truncated": False}
     readers = [threading.Thread(target=drain, args=(proc.stdout, limits["max_stdout_bytes"], out)),
                threading.Thread(target=drain, args=(proc.stderr, limits["max_stderr_bytes"], err))]

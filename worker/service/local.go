@@ -25,15 +25,15 @@ func localKind() backendKind {
 			fs.BoolVar(&o.Local.AllowUnsafe, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
 		},
 		build: func(_ context.Context, o *Options, logger *slog.Logger) (guard.Backend, func(), error) {
-			lb, err := local.New(local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, Logger: logger})
+			lb, err := local.New(local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, Logger: logger, UID: local.DefaultUID})
 			if err != nil {
 				return nil, nil, err
 			}
-			logger.Warn("WARNING: " + local.Warning)
+			logger.Warn("WARNING: " + lb.RunWarning())
 			return lb, func() {}, nil
 		},
 		doctor: func(_ context.Context, o *Options) []check {
-			_, err := local.New(local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe})
+			_, err := local.New(local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, UID: local.DefaultUID})
 			if err != nil {
 				return []check{{name: "backend local", detail: err.Error()}}
 			}

@@ -1,0 +1,176 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/startuptest"
+)
+
+// markerDir is a folder outside the run's where hooks write their markers, writable by the
+// code's uid.
+func markerDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(enterableTempDir(t), "markers")
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestStartupHooksDoNotRun plants every start-up hook the tests know of (startuptest) in the
+// input files and, past the guard, the env: none runs, before the code or in place of a module
+// it imports; what ran is counted by the marker files the hooks write outside the run's folder.
+func TestStartupHooksDoNotRun(t *testing.T) {
+	b, tmp := newBackend(t)
+	marks := markerDir(t)
+	probe, err := b.Run(context.Background(), check(t, guard.Request{Code: startuptest.PycProbe(marks)}))
+	if err != nil || probe.ExitCode != 0 {
+		t.Fatalf("pyc probe: %v exit %d stderr %q", err, probe.ExitCode, probe.Stderr)
+	}
+	in, err := startuptest.ParseProbe(probe.Stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range startuptest.Cases(in, marks) {
+		t.Run(tc.Name, func(t *testing.T) {
+			c := check(t, guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files})
+			for name, value := range tc.Env {
+				c.Env = append(c.Env, guard.EnvVar{Name: name, Value: value})
+			}
+			res, err := b.Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			entries, err := os.ReadDir(marks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			if ran := startuptest.Markers(names); len(ran) > 0 {
+				t.Errorf("hooks ran: %q", ran)
+			}
+			if string(res.Stdout) != tc.Stdout || strings.Contains(string(res.Stderr), "HOOK") || res.ExitCode != 0 {
+				t.Errorf("got exit %d stdout %q stderr %q; want exit 0 and stdout %q", res.ExitCode, res.Stdout, res.Stderr, tc.Stdout)
+			}
+		})
+	}
+	assertEmpty(t, tmp)
+}
+
+// hostileKeyCode tries everything a local run could do to the development reviewer key and the
+// reviewers file, one key=value a line.
+const hostileKeyCode = `import os, sys
+key, signers, control = sys.stdin.readline().strip(), sys.stdin.readline().strip(), sys.stdin.readline().strip()
+def attempt(name, f):
+    try:
+        print(name + "=" + str(f()))
+    except OSError as e:
+        print(name + "=no:" + str(e.errno))
+attempt("read_control", lambda: len(open(control, "rb").read()))
+attempt("read_key", lambda: len(open(key, "rb").read()))
+attempt("list_dir", lambda: len(os.listdir(os.path.dirname(key))))
+attempt("append_signers", lambda: open(signers, "a").write("mallory ssh-ed25519 AAAA\n"))
+attempt("chmod_key", lambda: os.chmod(key, 0o644))
+attempt("uid", lambda: os.getuid())
+attempt("groups", lambda: len(os.getgroups()))
+`
+
+// TestCannotReadReviewerKey: code run by a root worker's local backend cannot read, list,
+// loosen or add to the development reviewer key of worker --dev (approval.EnsureDevKeys, as the
+// worker makes it), so it cannot sign an approval of its own. A worker that is not root cannot
+// keep it out of the code's reach, and its warning says so.
+func TestCannotReadReviewerKey(t *testing.T) {
+	b, _ := newBackend(t)
+	if os.Geteuid() != 0 {
+		if w := b.RunWarning(); !strings.Contains(w, SameUserWarning) || !strings.Contains(w, "reviewer key") {
+			t.Fatalf("worker not root: warning %q; want it to say the code can read the reviewer key", w)
+		}
+		return
+	}
+	// A data dir others may enter, so what protects the key is the reviewer folder (0700) and
+	// the key (0600) as worker --dev makes them; a file others may read is the control.
+	data := enterableTempDir(t)
+	keys, err := approval.EnsureDevKeys(data, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := filepath.Join(data, "visible.txt")
+	if err := os.WriteFile(control, []byte("public"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(keys.AllowedSigners)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := check(t, guard.Request{Code: strings.Replace(hostileKeyCode, "sys.stdin.readline().strip(), sys.stdin.readline().strip(), sys.stdin.readline().strip()",
+		pyString(keys.PrivateKey)+", "+pyString(keys.AllowedSigners)+", "+pyString(control), 1)})
+	res, err := b.Run(context.Background(), c)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("Run: %v exit %d stderr %q", err, res.ExitCode, res.Stderr)
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(string(res.Stdout), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			got[k] = v
+		}
+	}
+	for _, k := range []string{"read_key", "list_dir", "append_signers", "chmod_key"} {
+		if !strings.HasPrefix(got[k], "no:") {
+			t.Errorf("%s: got %q; want a failure (stdout %q)", k, got[k], res.Stdout)
+		}
+	}
+	if got["read_control"] != "6" {
+		t.Errorf("read_control: got %q; want 6 (the code reaches the data dir, so the key's own modes keep it out)", got["read_control"])
+	}
+	if got["uid"] != "65534" || got["groups"] != "0" {
+		t.Errorf("uid %q groups %q; want 65534 and no supplementary groups", got["uid"], got["groups"])
+	}
+	if after, err := os.ReadFile(keys.AllowedSigners); err != nil || string(after) != string(before) {
+		t.Errorf("allowed_signers changed: %q (%v)", after, err)
+	}
+	if st, err := os.Stat(keys.PrivateKey); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("private key mode: %v %v; want 0600", st.Mode(), err)
+	}
+	if w := b.RunWarning(); strings.Contains(w, SameUserWarning) {
+		t.Errorf("root worker: warning %q; want no same-user warning", w)
+	}
+}
+
+func pyString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// TestSameUserWarning: a backend that runs the code as the worker's own user says, on every run,
+// that the code can read the reviewer key; a negative uid is refused.
+func TestSameUserWarning(t *testing.T) {
+	requirePython(t)
+	b, err := New(Config{AllowUnsafeLocal: true, TempDir: enterableTempDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := b.RunWarning(); !strings.Contains(w, SameUserWarning) || !strings.Contains(w, "reviewer key") || !strings.HasPrefix(w, Warning) {
+		t.Errorf("UID zero: warning %q; want Warning and that the code can read the reviewer key", w)
+	}
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: "import os; print(os.getuid() == os.geteuid() == " + strconv.Itoa(os.Geteuid()) + ")"}))
+	if err != nil || string(res.Stdout) != "True\n" {
+		t.Errorf("UID zero: got %q %v; want the code to run as the worker's user", res.Stdout, err)
+	}
+	var ce *guard.ConfigError
+	if _, err := New(Config{AllowUnsafeLocal: true, UID: -1}); !errors.As(err, &ce) {
+		t.Errorf("UID -1: got %v; want a ConfigError", err)
+	}
+}
