@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -159,6 +160,8 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["stderr_bytes"] = len(res.Stderr)
 	d["stdout_truncated"] = res.StdoutTruncated
 	d["stderr_truncated"] = res.StderrTruncated
+	d["stdout_binary"] = res.StdoutBinary || !utf8.Valid(res.Stdout)
+	d["stderr_binary"] = res.StderrBinary || !utf8.Valid(res.Stderr)
 	d["files"] = len(res.Files)
 	d["file_bytes"] = fileBytes
 	d["files_truncated"] = res.FilesTruncated

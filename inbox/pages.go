@@ -74,14 +74,14 @@ type runView struct {
 	ResultErr      string
 }
 
-// resultView is a finished run's result: text only, never HTML.
+// resultView is a finished run's result: the result itself (so the page can show everything the
+// host measured), with its output and files as previews, text only, never HTML.
 type resultView struct {
-	Outcome, ExitCode, Duration      string
-	Stdout, Stderr                   string
-	StdoutTruncated, StderrTruncated bool
-	StdoutBinary, StderrBinary       bool
-	Files                            []outputFile
-	FilesTruncated                   bool
+	guard.Result
+	ExitCode, Duration         string
+	Stdout, Stderr             string
+	StdoutBinary, StderrBinary bool
+	Files                      []outputFile
 }
 
 type outputFile struct {
@@ -242,12 +242,10 @@ func (s *Server) statements(ri *runInfo, v *runView) error {
 }
 
 func newResultView(res guard.Result) *resultView {
-	v := &resultView{
-		Outcome: res.Outcome.String(), ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String(),
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, FilesTruncated: res.FilesTruncated,
-	}
+	v := &resultView{Result: res, ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String()}
 	v.Stdout, v.StdoutBinary, _ = preview(res.Stdout, outputPreviewBytes)
 	v.Stderr, v.StderrBinary, _ = preview(res.Stderr, outputPreviewBytes)
+	v.StdoutBinary, v.StderrBinary = v.StdoutBinary || res.StdoutBinary, v.StderrBinary || res.StderrBinary
 	for i, f := range res.Files {
 		of := outputFile{N: i, Name: visible(f.Name), Size: human.Bytes(f.Size)}
 		of.Preview, of.Binary, of.Cut = preview(f.Content, previewBytes)

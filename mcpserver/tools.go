@@ -179,8 +179,7 @@ func errorResult(err error) *mcp.CallToolResult {
 // resultContent is a run's result: a summary line, stdout and stderr as text, produced files as
 // embedded resources, and the whole result (without file contents) as structured content.
 func resultContent(id string, r guard.Result) *mcp.CallToolResult {
-	out := client.NewOutput(r)
-	summary := fmt.Sprintf("run %s: %s, exit code %d, %d ms", id, out.Outcome, r.ExitCode, out.DurationMS)
+	summary := fmt.Sprintf("run %s: %s, exit code %d, %d ms", id, r.Outcome, r.ExitCode, r.Duration.Milliseconds())
 	if r.TimedOut {
 		summary += " (timed out: try faster code)"
 	}
@@ -195,10 +194,7 @@ func resultContent(id string, r guard.Result) *mcp.CallToolResult {
 	for _, f := range r.Files {
 		content = append(content, &mcp.EmbeddedResource{Resource: fileResource(id, f)})
 	}
-	for i := range out.Files {
-		out.Files[i].Content = nil
-	}
-	return &mcp.CallToolResult{Content: content, StructuredContent: out}
+	return &mcp.CallToolResult{Content: content, StructuredContent: client.WithoutContents(r)}
 }
 
 func streamText(name string, b []byte, truncated bool) string {
