@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -253,30 +254,40 @@ func TestRunRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name     string
-		a        *Activities
-		in       contract.RunInput
-		wantType string
-		want     string
+		name       string
+		a          *Activities
+		in         contract.RunInput
+		wantReason guard.RefusedReason
+		want       string
 	}{
-		{"approval for another digest", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.TypeConfigError, "the approval is for"},
-		{"no approval id", a, contract.RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "no approval id"},
-		{"no reviewer", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.TypeConfigError, "no approval id or reviewer"},
-		{"code changed after the check", a, approved(t, tampered, fields(c.Digest)), guard.TypeConfigError, "refused, nothing ran"},
+		{"approval for another digest", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.RefusedMismatch, "the approval is for"},
+		{"no approval id", a, contract.RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.RefusedNoApproval, "no approval id"},
+		{"no reviewer", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.RefusedNoApproval, "no approval id or reviewer"},
+		{"code changed after the check", a, approved(t, tampered, fields(c.Digest)), guard.RefusedNotVerified, "nothing ran"},
 		{"unsigned", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest,
-			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.TypeConfigError, "unsigned"},
-		{"signed for another run", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" })), guard.TypeConfigError, "run_id"},
-		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.TypeConfigError, "workflow_id"},
-		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.TypeConfigError, "sandbox_task_queue"},
-		{"a denial", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Approve = false })), guard.TypeConfigError, "no approving decision"},
-		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.TypeConfigError, "expired"},
-		{"key not in this worker's file", removed, approved(t, c, fields(c.Digest)), guard.TypeConfigError, "unknown_key"},
+			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.RefusedNotVerified, "unsigned"},
+		{"decision for another approval id", a, contract.RunInput{Checked: c, ApprovalID: "another", Reviewer: "alice", Digest: c.Digest,
+			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.RefusedMismatch, "approval id"},
+		{"signed for another run", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" })), guard.RefusedNotVerified, "run_id"},
+		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.RefusedNotVerified, "workflow_id"},
+		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.RefusedNotVerified, "sandbox_task_queue"},
+		{"a denial", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Approve = false })), guard.RefusedNoApproval, "no approving decision"},
+		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.RefusedNotVerified, "expired"},
+		{"key not in this worker's file", removed, approved(t, c, fields(c.Digest)), guard.RefusedNotVerified, "unknown_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runActivity(t, tc.a, tc.in)
 			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) || appErr.Type() != tc.wantType || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Run: %v; want %s containing %q", err, tc.wantType, tc.want)
+			if !errors.As(err, &appErr) || appErr.Type() != guard.TypeApprovalRefused || !appErr.NonRetryable() || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v; want a non-retryable %s containing %q", err, guard.TypeApprovalRefused, tc.want)
+			}
+			var ar *guard.ApprovalRefused
+			if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != tc.wantReason {
+				t.Errorf("Run: %#v; want an ApprovalRefused with reason %s", ar, tc.wantReason)
+			}
+			evs := tc.a.sink.(*MemorySink).Events()
+			if last := evs[len(evs)-1]; last.Type != EventSandboxRefused || last.Data["reason"] != tc.wantReason {
+				t.Errorf("last event %s %v; want %s with reason %s", last.Type, last.Data, EventSandboxRefused, tc.wantReason)
 			}
 		})
 	}
@@ -338,4 +349,27 @@ func TestSlogSinkWritesStructuredRecords(t *testing.T) {
 func withField(f approval.Fields, change func(*approval.Fields)) approval.Fields {
 	change(&f)
 	return f
+}
+
+// TestVerifyKeepsTheRefusalTyped: the sandbox host's refusal of a decision that does not verify
+// is an ApprovalRefused that wraps the approval package's typed refusal, so errors.As finds its
+// reason (here, a statement signed for another run).
+func TestVerifyKeepsTheRefusalTyped(t *testing.T) {
+	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	in := approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" }))
+	info := activity.Info{TaskQueue: testTaskQueue, ScheduledTime: time.Now()}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
+	_, err = a.verify(info, c, in)
+	var ar *guard.ApprovalRefused
+	var re *approval.RefusalError
+	if !errors.As(err, &ar) || ar.Reason != guard.RefusedNotVerified || !errors.As(err, &re) || re.Reason != approval.ReasonStatementMismatch || re.Field != "run_id" {
+		t.Fatalf("verify: %v; want an ApprovalRefused (not_verified) wrapping a statement_mismatch on run_id", err)
+	}
+	if guard.Retryable(err) {
+		t.Errorf("a refusal is retryable")
+	}
 }

@@ -17,6 +17,7 @@ import (
 const (
 	EventSandboxStarted  = "sandbox.started"
 	EventSandboxFinished = "sandbox.finished"
+	EventSandboxRefused  = "sandbox.refused"
 )
 
 // Event is one thing that happened to a run. Data holds sizes, counts, exit codes, durations, the
@@ -186,6 +187,23 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		d["file_contents"] = files
 	}
 	return Event{Type: EventSandboxFinished, Data: d}
+}
+
+// refusedEvent describes the sandbox host's refusal of a run's approval: nothing ran. Data's
+// "reason" is the typed guard.RefusedReason.
+func refusedEvent(c guard.Checked, in contract.RunInput, ar *guard.ApprovalRefused) Event {
+	d := map[string]any{
+		"workflow_id": c.Owner.WorkflowID,
+		"run_id":      c.Owner.RunID,
+		"activity_id": c.Owner.ActivityID,
+		"approval_id": in.ApprovalID,
+		"digest":      c.Digest,
+		"backend":     c.Backend,
+		"reason":      ar.Reason,
+		"error":       ar.Error(),
+	}
+	addMetadata(d, c.Metadata)
+	return Event{Type: EventSandboxRefused, Data: d}
 }
 
 // addEgress adds the egress audit: counts, and each attempt's host, port, address, decision and

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,10 @@ func TestOutputs(t *testing.T) {
 	e := NewErrorOutput(&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"})
 	if e.Error.Type != guard.TypeApprovalDenied || e.Error.Reviewer != "bob" || e.Error.Reason != "denied" {
 		t.Errorf("got %+v", e)
+	}
+	ro := NewErrorOutput(fmt.Errorf("result: %w", &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used"}))
+	if ro.Error.Type != guard.TypeApprovalRefused || ro.Error.Reason != "already_used" || ro.Error.Reviewer != "" {
+		t.Errorf("got %+v; want type ApprovalRefused, reason already_used", ro)
 	}
 	if got := NewErrorOutput(errors.New("boom")).Error.Type; got != "Error" {
 		t.Errorf("untyped error type %q; want Error", got)

@@ -33,7 +33,8 @@ type ErrorOutput struct {
 }
 
 // ErrorBody names the error's type (a guard.TypeXxx name, one of this package's TypeXxx names, or
-// "Error" for anything else).
+// "Error" for anything else). Reason is an ApprovalDenied's reason ("denied", "expired") or an
+// ApprovalRefused's (a guard.RefusedReason); Reviewer is the reviewer who denied.
 type ErrorBody struct {
 	Type     string `json:"type"`
 	Message  string `json:"message"`
@@ -47,9 +48,15 @@ func NewErrorOutput(err error) ErrorOutput {
 	if body.Type == "" {
 		body.Type = "Error"
 	}
-	var ad *guard.ApprovalDenied
-	if errors.As(err, &ad) {
+	var (
+		ad *guard.ApprovalDenied
+		ar *guard.ApprovalRefused
+	)
+	switch {
+	case errors.As(err, &ad):
 		body.Reason, body.Reviewer = ad.Reason, ad.Reviewer
+	case errors.As(err, &ar):
+		body.Reason = string(ar.Reason)
 	}
 	return ErrorOutput{Error: body}
 }

@@ -165,9 +165,15 @@ func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 func errorResult(err error) *mcp.CallToolResult {
 	out := client.NewErrorOutput(err)
 	text := out.Error.Type + ": " + out.Error.Message
-	var ad *guard.ApprovalDenied
-	if errors.As(err, &ad) && ad.Reason == guard.DeniedExpired {
+	var (
+		ad *guard.ApprovalDenied
+		ar *guard.ApprovalRefused
+	)
+	switch {
+	case errors.As(err, &ad) && ad.Reason == guard.DeniedExpired:
 		text += " (nobody decided in time; the code did not run)"
+	case errors.As(err, &ar):
+		text += " (the sandbox host refused the approval; the code did not run, and asking again needs a new approval)"
 	}
 	return &mcp.CallToolResult{
 		IsError:           true,

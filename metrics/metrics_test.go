@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Scrape returns the metrics as Prometheus serves them.
@@ -54,6 +55,18 @@ func TestSinkFeedsSandboxMetrics(t *testing.T) {
 	if got := len(mem.Events()); got != 3 {
 		t.Errorf("next sink got %d events; want 3", got)
 	}
+}
+
+func TestSinkCountsRefusedApprovals(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	for _, r := range []guard.RefusedReason{guard.RefusedAlreadyUsed, guard.RefusedAlreadyUsed, guard.RefusedNotVerified} {
+		s.Emit(ctx, activities.Event{Type: activities.EventSandboxRefused, Data: map[string]any{"reason": r}})
+	}
+	body := scrape(t, m)
+	wantLines(t, body, `sandboxflow_approval_refusals_total{reason="already_used"} 2`, `sandboxflow_approval_refusals_total{reason="not_verified"} 1`,
+		`sandboxflow_sandboxes_in_use 0`)
 }
 
 func TestTemporalHandler(t *testing.T) {

@@ -29,8 +29,8 @@
 // expiry. The status carries the workflow id, run id and sandbox task queue to sign.
 //
 // The run's error, when there is one, is a Temporal application error whose Type is one of
-// guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
-// guard.TypeApprovalDenied, with contract.ErrorDetails as its details;
+// guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError,
+// guard.TypeApprovalDenied or guard.TypeApprovalRefused, with contract.ErrorDetails as its details;
 // contract.FromFailure turns it back into the typed guard error. A cancelled run ends with
 // Temporal's cancellation.
 //
@@ -75,10 +75,10 @@
 //     Temporal never retries it. The workflow retries only a failure for which guard.Retryable
 //     is true (an IntegrationError from before the code could start), with exponential backoff
 //     (workflow timers, recorded in history) and a bounded number of attempts. Any other
-//     failure ends the run: a typed ToolUsageError or ConfigError as it is, and a lost worker
-//     (heartbeat or start-to-close timeout), a failure after the code may have started, or any
-//     failure the workflow cannot classify as IntegrationError "outcome unknown; the approval
-//     was used". The code therefore runs at most once per approval.
+//     failure ends the run: a typed ToolUsageError, ConfigError or ApprovalRefused as it is,
+//     and a lost worker (heartbeat or start-to-close timeout), a failure after the code may
+//     have started, or any failure the workflow cannot classify as IntegrationError "outcome
+//     unknown; the approval was used". The code therefore runs at most once per approval.
 //     The sandbox activity verifies the signed decision itself before anything starts, against
 //     its own reviewers file, its own activity info (workflow id, run id, task queue) and the
 //     digest it recomputes: whatever scheduled it, nothing runs without a reviewer's signature.

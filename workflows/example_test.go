@@ -139,7 +139,8 @@ func ExampleDecision() {
 
 	var res guard.Result
 	if err := run.Get(ctx, &res); err != nil {
-		// The typed error: ToolUsageError, ConfigError, IntegrationError or ApprovalDenied.
+		// The typed error: ToolUsageError, ConfigError, IntegrationError, ApprovalDenied or
+		// ApprovalRefused.
 		log.Fatal(contract.FromFailure(err))
 	}
 	fmt.Printf("exit %d: %s", res.ExitCode, res.Stdout)

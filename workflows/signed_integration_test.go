@@ -335,15 +335,17 @@ func TestIntegrationForeignWorkflowCannotRunCode(t *testing.T) {
 		}
 		var res guard.Result
 		err = run.Get(it.ctx(60*time.Second), &res)
-		var ce *guard.ConfigError
-		if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "refused, nothing ran") || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("%s: %v; want the activity's ConfigError refusal naming %q", tc.name, err, tc.why)
+		var ar *guard.ApprovalRefused
+		if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != guard.RefusedNotVerified || !strings.Contains(err.Error(), "nothing ran") || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v; want the activity's ApprovalRefused (not_verified) naming %q", tc.name, err, tc.why)
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
 	wantRuns(t, mark, 0)
-	if evs := it.sink.Events(); len(evs) != 0 {
-		t.Errorf("sandbox events %v; want none (nothing started)", evs)
+	for _, e := range it.sink.Events() {
+		if e.Type != activities.EventSandboxRefused {
+			t.Errorf("sandbox event %v; want only refusals (nothing started)", e)
+		}
 	}
 }
 
