@@ -212,7 +212,7 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 			}
 
 			evs := sink.Events()
-			if len(evs) != 2 || evs[0].Type != EventSandboxStarted || evs[1].Type != EventSandboxFinished {
+			if len(evs) != 2 || evs[0].Type != contract.EventSandboxStarted || evs[1].Type != contract.EventSandboxFinished {
 				t.Fatalf("events %v; want started, finished", evs)
 			}
 			for _, e := range evs {
@@ -286,8 +286,8 @@ func TestRunRefusals(t *testing.T) {
 				t.Errorf("Run: %#v; want an ApprovalRefused with reason %s", ar, tc.wantReason)
 			}
 			evs := tc.a.sink.(*MemorySink).Events()
-			if last := evs[len(evs)-1]; last.Type != EventSandboxRefused || last.Data["reason"] != tc.wantReason {
-				t.Errorf("last event %s %v; want %s with reason %s", last.Type, last.Data, EventSandboxRefused, tc.wantReason)
+			if last := evs[len(evs)-1]; last.Type != contract.EventSandboxRefused || last.Data["reason"] != tc.wantReason {
+				t.Errorf("last event %s %v; want %s with reason %s", last.Type, last.Data, contract.EventSandboxRefused, tc.wantReason)
 			}
 		})
 	}
@@ -336,13 +336,13 @@ func TestRunReportsBackendFailuresTyped(t *testing.T) {
 func TestSlogSinkWritesStructuredRecords(t *testing.T) {
 	var buf bytes.Buffer
 	sink := SlogSink{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
-	sink.Emit(context.Background(), Event{Type: EventSandboxFinished, Data: map[string]any{"exit_code": 3, "digest": "sha256:ab"}})
+	sink.Emit(context.Background(), Event{Type: contract.EventSandboxFinished, Data: map[string]any{"exit_code": 3, "digest": "sha256:ab"}})
 	var rec map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
 		t.Fatalf("record %q is not JSON: %v", buf.String(), err)
 	}
-	if rec["msg"] != EventSandboxFinished || rec["event"] != EventSandboxFinished || rec["exit_code"] != float64(3) || rec["digest"] != "sha256:ab" || rec["level"] != "INFO" {
-		t.Errorf("record = %v; want msg and event %s, exit_code 3, digest, level INFO", rec, EventSandboxFinished)
+	if rec["msg"] != string(contract.EventSandboxFinished) || rec["event"] != string(contract.EventSandboxFinished) || rec["exit_code"] != float64(3) || rec["digest"] != "sha256:ab" || rec["level"] != "INFO" {
+		t.Errorf("record = %v; want msg and event %s, exit_code 3, digest, level INFO", rec, contract.EventSandboxFinished)
 	}
 }
 

@@ -94,7 +94,7 @@ func TestRunRefusesAnApprovalUsedEarlierInTheRun(t *testing.T) {
 		t.Fatalf("run: %v; want an ApprovalRefused (already_used) saying the approval was already used", err)
 	}
 	evs := sink.Events()
-	if len(b.ran) != 0 || len(evs) != 1 || evs[0].Type != EventSandboxRefused || evs[0].Data["reason"] != guard.RefusedAlreadyUsed {
+	if len(b.ran) != 0 || len(evs) != 1 || evs[0].Type != contract.EventSandboxRefused || evs[0].Data["reason"] != guard.RefusedAlreadyUsed {
 		t.Errorf("backend ran %d times, events %v; want no run and only sandbox.refused (already_used)", len(b.ran), evs)
 	}
 }

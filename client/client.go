@@ -18,9 +18,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// DefaultTaskQueue is the task queue RunCode workflows are started on unless configured otherwise.
-const DefaultTaskQueue = "sandboxflow"
-
 // WorkflowIDPrefix starts the id of every run this package starts.
 const WorkflowIDPrefix = "sandbox-"
 
@@ -28,7 +25,7 @@ const WorkflowIDPrefix = "sandbox-"
 type Options struct {
 	// Temporal is a connected Temporal client. Required.
 	Temporal tclient.Client
-	// TaskQueue is where RunCode workflows are started. Optional: defaults to DefaultTaskQueue.
+	// TaskQueue is where RunCode workflows are started. Optional: defaults to contract.DefaultTaskQueue.
 	TaskQueue string
 	// DataConverter decodes payloads read from history (a run's start input, for Review and
 	// Statement). Optional: the converter of Connection.Options, or Temporal's default.
@@ -66,7 +63,7 @@ func New(opts Options) (*Client, error) {
 		c.dc = converter.GetDefaultDataConverter()
 	}
 	if c.taskQueue == "" {
-		c.taskQueue = DefaultTaskQueue
+		c.taskQueue = contract.DefaultTaskQueue
 	}
 	if c.workerWait = opts.WorkerWait; c.workerWait <= 0 {
 		c.workerWait = 3 * time.Second

@@ -29,8 +29,6 @@ type decideRequest struct {
 	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn"`
 }
 
-const maxReasonBytes = 2000
-
 // handleDecide verifies the reviewer's passkey assertion over this run's statement, exactly as
 // the workflow will, and sends the decision as the update "decide". A refusal is shown to the
 // reviewer and nothing is sent.
@@ -45,8 +43,8 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		writeRefusal(w, http.StatusBadRequest, "a denial needs a reason")
 		return
 	}
-	if len(in.Reason) > maxReasonBytes {
-		writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", maxReasonBytes))
+	if len(in.Reason) > contract.MaxReasonBytes {
+		writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", contract.MaxReasonBytes))
 		return
 	}
 	ri, err := s.loadRun(r.Context(), id)

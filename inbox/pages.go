@@ -94,7 +94,7 @@ type outputFile struct {
 }
 
 func parsePages() (map[string]*template.Template, error) {
-	funcs := template.FuncMap{"visible": visible, "pathseg": url.PathEscape}
+	funcs := template.FuncMap{"visible": visible, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")

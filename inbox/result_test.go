@@ -2,10 +2,12 @@ package inbox
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -36,5 +38,22 @@ func TestRunPageShowsWhatTheHostMeasured(t *testing.T) {
 	}
 	if strings.Contains(page, "<b>evil</b>") {
 		t.Errorf("an egress host reached the page as HTML")
+	}
+}
+
+// TestDenyReasonLimitIsTheContracts: the page bounds a reason by the contract's limit, the one
+// the workflow enforces, not by a figure of its own.
+func TestDenyReasonLimitIsTheContracts(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	data := pageData{Title: "run", Run: &runView{ID: "sandbox-1", State: contract.StatusAwaitingApproval, Awaiting: true}}
+	if err := pages["run"].ExecuteTemplate(&b, "layout", data); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`id="deny-reason" rows="2" maxlength="%d"`, contract.MaxReasonBytes); !strings.Contains(b.String(), want) {
+		t.Errorf("run page lacks %s", want)
 	}
 }

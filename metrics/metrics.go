@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -88,9 +89,9 @@ type sink struct {
 // Emit updates the metrics from a sandbox.started, sandbox.finished or sandbox.refused event.
 func (s *sink) Emit(ctx context.Context, e activities.Event) {
 	switch e.Type {
-	case activities.EventSandboxStarted:
+	case contract.EventSandboxStarted:
 		s.m.inUse.Inc()
-	case activities.EventSandboxFinished:
+	case contract.EventSandboxFinished:
 		s.m.inUse.Dec()
 		backend, _ := e.Data["backend"].(string)
 		if ms, ok := e.Data["duration_ms"].(int64); ok {
@@ -99,7 +100,7 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
 			s.m.limitKills.WithLabelValues(kind).Inc()
 		}
-	case activities.EventSandboxRefused:
+	case contract.EventSandboxRefused:
 		if reason, ok := e.Data["reason"].(guard.RefusedReason); ok {
 			s.m.approvalRefusals.WithLabelValues(string(reason)).Inc()
 		}

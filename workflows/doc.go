@@ -14,7 +14,8 @@
 //   - the signal contract.SignalApproval ("approval") or the update contract.UpdateDecide ("decide"), each
 //     carrying a contract.Decision. The update returns a contract.DecideResult for an accepted decision; its
 //     validator refuses a bad one at once with an application error of type
-//     contract.DecisionRejectedType whose message says why.
+//     contract.DecisionRejectedType whose message says why and whose details carry the typed
+//     reason (contract.RejectionOf reads it back).
 //
 // Sandbox hosts signal contract.SignalSandboxClaim ("sandbox-claim") to a run before its code
 // starts; the workflow drops those signals, which are for the hosts to read in the history.
@@ -88,12 +89,14 @@
 //
 // # Events
 //
-// The workflow logs approval.requested, approval.granted, approval.denied, approval.expired and
-// approval.rejected with its replay-safe logger (workflow.GetLogger): the message and the
-// attribute "event" are the event type, and the attributes carry sizes, counts, ids and the
-// digest. Code and env values appear only when the request set capture_content. Give the worker
+// The workflow logs approval.requested, approval.granted, approval.denied, approval.expired,
+// approval.rejected and sandbox.retry (contract.EventType) with its replay-safe logger
+// (workflow.GetLogger): the message and the attribute "event" are the event type, and the
+// attributes carry sizes, counts, ids and the digest; approval.rejected carries its typed reason
+// as "rejection" (a contract.RejectReason). Code and env values appear only when the request set capture_content. Give the worker
 // a log/slog logger (go.temporal.io/sdk/log.NewStructuredLogger) to have them as slog records.
-// The sandbox activity emits sandbox.started and sandbox.finished to its activities.Sink.
+// The sandbox activity emits sandbox.started and sandbox.finished, or sandbox.refused, to its
+// activities.Sink.
 //
 // # Registration
 //

@@ -343,7 +343,7 @@ func TestIntegrationForeignWorkflowCannotRunCode(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	wantRuns(t, mark, 0)
 	for _, e := range it.sink.Events() {
-		if e.Type != activities.EventSandboxRefused {
+		if e.Type != contract.EventSandboxRefused {
 			t.Errorf("sandbox event %v; want only refusals (nothing started)", e)
 		}
 	}
