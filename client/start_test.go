@@ -181,6 +181,7 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 		"approve": func() error { _, err := c.Approve(ctx, "x", "d", bob, ""); return err },
 		"deny":    func() error { _, err := c.Deny(ctx, "x", bob, "no"); return err },
 		"result":  func() error { _, err := c.WaitResult(ctx, "x", time.Second); return err },
+		"read":    func() error { _, err := c.ReadRun(ctx, "x"); return err },
 	}
 	for name, call := range calls {
 		err := call()
