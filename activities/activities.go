@@ -211,7 +211,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	in.Reviewer = reviewer
+	in.Decision.Reviewer = reviewer // as this host verified it
 	history := a.historyOf(ctx)
 
 	started := startedEvent(c, in, info.Attempt)
@@ -227,8 +227,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		err = claim.release(ctx, history, err) // the code did not start: the workflow's fresh activity may use it
 	}
 
-	res.ApprovalID = in.ApprovalID
-	res.Reviewer = in.Reviewer
+	// The one place a result's approval fields are set (the guard sets its digest and backend).
+	res.ApprovalID = in.Decision.ApprovalID
+	res.Reviewer = in.Decision.Reviewer
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
@@ -254,16 +255,16 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
 			CodeMayHaveStarted: true,
 		}
-	case in.ApprovalID == "" || in.Reviewer == "":
-		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: no approval id or reviewer"}
-	case in.Digest != c.Digest:
-		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Digest, c.Digest)}
+	case !in.Decision.Approve || in.Decision.ApprovalID == "":
+		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
+	case in.Decision.Digest != c.Digest:
+		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
 	}
 	v, err := a.verify(info, c, in)
 	if err != nil {
 		return nil, "", err
 	}
-	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.ApprovalID)
+	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID)
 	if err != nil {
 		return nil, "", err
 	}

@@ -56,7 +56,7 @@ func fields(digest string) approval.Fields {
 // approved is the run input of c with alice's approval signed over f.
 func approved(t *testing.T, c guard.Checked, f approval.Fields) contract.RunInput {
 	t.Helper()
-	return contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest, Decision: testReviewer().Decision(t, f)}
+	return contract.RunInput{Checked: c, Decision: testReviewer().Decision(t, f)}
 }
 
 // echoBackend is a hand-written backend that returns Result or Err and records what it ran.
@@ -260,14 +260,12 @@ func TestRunRefusals(t *testing.T) {
 		wantReason guard.RefusedReason
 		want       string
 	}{
-		{"approval for another digest", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.RefusedMismatch, "the approval is for"},
-		{"no approval id", a, contract.RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.RefusedNoApproval, "no approval id"},
-		{"no reviewer", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.RefusedNoApproval, "no approval id or reviewer"},
+		{"approval for another digest", a, approved(t, c, fields("sha256:"+strings.Repeat("0", 64))), guard.RefusedMismatch, "the approval is for"},
+		{"no approval id", a, contract.RunInput{Checked: c, Decision: contract.Decision{Digest: c.Digest, Approve: true}}, guard.RefusedNoApproval, "no approving decision"},
+		{"no decision", a, contract.RunInput{Checked: c}, guard.RefusedNoApproval, "no approving decision"},
 		{"code changed after the check", a, approved(t, tampered, fields(c.Digest)), guard.RefusedNotVerified, "nothing ran"},
-		{"unsigned", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest,
-			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.RefusedNotVerified, "unsigned"},
-		{"decision for another approval id", a, contract.RunInput{Checked: c, ApprovalID: "another", Reviewer: "alice", Digest: c.Digest,
-			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.RefusedMismatch, "approval id"},
+		{"unsigned", a, contract.RunInput{Checked: c, Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true, Reviewer: "alice"}}, guard.RefusedNotVerified, "unsigned"},
+		{"decision's approval id changed after signing", a, withDecision(approved(t, c, fields(c.Digest)), func(d *contract.Decision) { d.ApprovalID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427" }), guard.RefusedNotVerified, "approval_id"},
 		{"signed for another run", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" })), guard.RefusedNotVerified, "run_id"},
 		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.RefusedNotVerified, "workflow_id"},
 		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.RefusedNotVerified, "sandbox_task_queue"},
@@ -372,4 +370,9 @@ func TestVerifyKeepsTheRefusalTyped(t *testing.T) {
 	if guard.Retryable(err) {
 		t.Errorf("a refusal is retryable")
 	}
+}
+
+func withDecision(in contract.RunInput, change func(*contract.Decision)) contract.RunInput {
+	change(&in.Decision)
+	return in
 }

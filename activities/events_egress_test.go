@@ -37,7 +37,7 @@ func TestFinishedEventCountsEgress(t *testing.T) {
 func TestFinishedEventDerivesEveryResultField(t *testing.T) {
 	res := guard.Result{Outcome: guard.OutcomeFailed, ExitCode: 137, Signal: 9, ImageID: "sha256:feed", Stdout: []byte{0xff},
 		Files: []guard.File{{Name: "a", Size: 1}}, Egress: &guard.EgressReport{}}
-	in := contract.RunInput{ApprovalID: "ap", Reviewer: "alice"}
+	in := contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}
 	d := finishedEvent(guard.Checked{Digest: "sha256:x", Backend: "docker"}, in, res, nil, time.Second).Data
 	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts"}
 	rt := reflect.TypeFor[guard.Result]()

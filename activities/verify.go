@@ -35,9 +35,6 @@ func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.Run
 	if !in.Decision.Approve {
 		return approval.Verified{}, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision"}
 	}
-	if in.Decision.ApprovalID != in.ApprovalID {
-		return approval.Verified{}, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "sandbox activity: the input's approval id is not its decision's"}
-	}
 	digest := guard.Digest(&c)
 	want := in.Decision.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
 	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), info.ScheduledTime)

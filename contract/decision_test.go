@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -73,5 +74,19 @@ func TestRejectionCrossesTemporal(t *testing.T) {
 	cause := errors.New("approval: refused (bad_signature): x")
 	if got := (&Rejection{Reason: RejectOther, Err: cause}).Error(); got != cause.Error() {
 		t.Errorf("a signature rejection reads %q; want its cause's text %q", got, cause)
+	}
+}
+
+// TestRunInputReadsTheOlderShape: an input recorded when the approval id, reviewer and digest
+// travelled beside the decision still reads, and what the sandbox host uses is the decision's.
+func TestRunInputReadsTheOlderShape(t *testing.T) {
+	old := `{"checked":{"language":"python","code":"print(1)","digest":"sha256:ab"},"approval_id":"beside","reviewer":"mallory","digest":"sha256:cd",` +
+		`"decision":{"approval_id":"6f1c2a4e-0b7d-4c39-9a51-2f8e3d6b7c10","digest":"sha256:ab","approve":true,"reviewer":"alice","reason":""}}`
+	var in RunInput
+	if err := json.Unmarshal([]byte(old), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Checked.Code != "print(1)" || in.Decision.ApprovalID != "6f1c2a4e-0b7d-4c39-9a51-2f8e3d6b7c10" || in.Decision.Reviewer != "alice" || in.Decision.Digest != "sha256:ab" {
+		t.Errorf("read %+v; want the checked request and the decision's own fields", in)
 	}
 }

@@ -83,7 +83,8 @@
 //     The sandbox activity verifies the signed decision itself before anything starts, against
 //     its own reviewers file, its own activity info (workflow id, run id, task queue) and the
 //     digest it recomputes: whatever scheduled it, nothing runs without a reviewer's signature.
-//  5. Result. The guard.Result carries the approval id, reviewer, digest and backend.
+//  5. Result. The guard.Result carries the approval id, reviewer, digest and backend, set by the
+//     sandbox host that verified the approval (the workflow returns the result as it came).
 //     SandboxStatus ends at succeeded, failed (non-zero exit or a resource-limit kill),
 //     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error.
 //

@@ -104,7 +104,7 @@ func TestIntegrationRogueWorkflowWorkerCannotRunAnApprovalTwice(t *testing.T) {
 	rogue := func(ctx workflow.Context, _ contract.Input) ([]string, error) {
 		var d contract.Decision
 		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, &d)
-		in := contract.RunInput{Checked: checked, ApprovalID: d.ApprovalID, Reviewer: "alice", Digest: checked.Digest, Decision: d}
+		in := contract.RunInput{Checked: checked, Decision: d}
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: it.queue, StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		})

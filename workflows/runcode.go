@@ -97,9 +97,8 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 		return guard.Result{}, r.fail(ctx, err)
 	}
 
-	// 5. Result.
-	res.ApprovalID = d.ApprovalID
-	res.Reviewer = d.Reviewer
+	// 5. Result: the sandbox host set its approval fields (approval id, reviewer, digest), as it
+	// verified them.
 	if err := r.setState(ctx, contract.FinalState(res.Outcome)); err != nil {
 		return guard.Result{}, err
 	}
@@ -176,7 +175,7 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		WaitForCancellation:    true,
 	})
-	input := contract.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest, Decision: d}
+	input := contract.RunInput{Checked: r.checked, Decision: d}
 	backoff := opts.StartBackoff
 	for attempt := 1; ; attempt++ {
 		r.status.RunAttempts = attempt

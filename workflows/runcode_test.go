@@ -992,7 +992,7 @@ func TestRunActivityRefusesASecondAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, ApprovalID: id1, Reviewer: "alice", Digest: c.Digest, Decision: decision(id1, c.Digest, true)})
+	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, Decision: decision(id1, c.Digest, true)})
 	err = h.env.GetWorkflowError()
 	var ie *guard.IntegrationError
 	if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted {

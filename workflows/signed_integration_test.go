@@ -328,7 +328,7 @@ func TestIntegrationForeignWorkflowCannotRunCode(t *testing.T) {
 		{"unsigned", contract.Decision{ApprovalID: lifted.ApprovalID, Digest: checked.Digest, Approve: true, Reviewer: "alice"}, "unsigned"},
 		{"lifted from another run", lifted, "workflow_id"},
 	} {
-		in := contract.RunInput{Checked: checked, ApprovalID: tc.d.ApprovalID, Reviewer: "alice", Digest: checked.Digest, Decision: tc.d}
+		in := contract.RunInput{Checked: checked, Decision: tc.d}
 		run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: "it-foreign-" + uuid.NewString()[:8], TaskQueue: it.queue}, foreignWorkflow, in)
 		if err != nil {
 			t.Fatal(err)
