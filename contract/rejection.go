@@ -10,25 +10,17 @@ import (
 // sandboxflow_decision_refusals_total and travel as the "reason" of a DecisionRejected error.
 type RejectReason string
 
-// Reasons for a rejected decision.
+// Reasons for a rejected decision, each with what it means. RejectOther is chiefly a signature
+// that does not verify: the Rejection's Err is then the *approval.RefusalError.
 const (
-	// RejectAlreadyDecided: another decision was accepted first.
-	RejectAlreadyDecided RejectReason = "already_decided"
-	// RejectNotWaiting: the run is still being checked, or no longer waits.
-	RejectNotWaiting RejectReason = "not_waiting"
-	// RejectApprovalID: the approval id is missing or not a UUID.
-	RejectApprovalID RejectReason = "approval_id"
-	// RejectReviewer: the reviewer's name is oversized, not UTF-8 or holds control characters.
-	RejectReviewer RejectReason = "reviewer"
-	// RejectReasonText: the reason is oversized or not UTF-8.
-	RejectReasonText RejectReason = "reason"
-	// RejectMissingDigest: an approval without the digest it approves.
-	RejectMissingDigest RejectReason = "missing_digest"
-	// RejectWrongDigest: the decision is for another request's digest.
-	RejectWrongDigest RejectReason = "wrong_digest"
-	// RejectOther: anything else, chiefly a signature that does not verify (the Rejection's Err
-	// is then the *approval.RefusalError).
-	RejectOther RejectReason = "other"
+	RejectAlreadyDecided RejectReason = "already_decided" // another decision was accepted first
+	RejectNotWaiting     RejectReason = "not_waiting"     // the run is being checked, or waits no more
+	RejectApprovalID     RejectReason = "approval_id"     // missing, or not a UUID
+	RejectReviewer       RejectReason = "reviewer"        // oversized, not UTF-8, control characters
+	RejectReasonText     RejectReason = "reason"          // oversized, or not UTF-8
+	RejectMissingDigest  RejectReason = "missing_digest"  // an approval without its digest
+	RejectWrongDigest    RejectReason = "wrong_digest"    // another request's digest
+	RejectOther          RejectReason = "other"           // anything else
 )
 
 // Rejection is the workflow's refusal of a decision: a typed reason and what was wrong. Its Error
