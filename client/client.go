@@ -221,19 +221,17 @@ func (c *Client) ReadRun(ctx context.Context, workflowID string) (RunInfo, error
 		return RunInfo{}, err
 	}
 	runID := info.GetExecution().GetRunId()
-	v, err := c.tc.QueryWorkflow(ctx, workflowID, runID, contract.QueryStatus)
+	st, err := c.RunStatus(ctx, workflowID, runID)
 	if err != nil {
-		return RunInfo{}, fmt.Errorf("client: query %s: %w", workflowID, err)
+		return RunInfo{}, err
 	}
 	ri := RunInfo{
+		Status:  st,
 		Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
 		Started: info.GetStartTime().AsTime(),
 	}
 	if info.GetCloseTime() != nil {
 		ri.Closed = info.GetCloseTime().AsTime()
-	}
-	if err := v.Get(&ri.Status); err != nil {
-		return RunInfo{}, fmt.Errorf("client: decode the status of %s: %w", workflowID, err)
 	}
 	if ri.Status.WorkflowID == "" {
 		ri.Status.WorkflowID = workflowID
@@ -274,8 +272,13 @@ func isQueryNotReady(err error) bool {
 // Status returns what the run's status query reports: its state and the request as a reviewer
 // reads it (env values are never in it).
 func (c *Client) Status(ctx context.Context, workflowID string) (contract.Status, error) {
+	return c.RunStatus(ctx, workflowID, "")
+}
+
+// RunStatus is Status of run runID of workflowID (empty: its current run).
+func (c *Client) RunStatus(ctx context.Context, workflowID, runID string) (contract.Status, error) {
 	var st contract.Status
-	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", contract.QueryStatus)
+	v, err := c.tc.QueryWorkflow(ctx, workflowID, runID, contract.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("client: query %s: %w", workflowID, err)
 	}

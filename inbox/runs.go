@@ -86,8 +86,7 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	for _, p := range pending {
 		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest,
 			Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
-		var st contract.Status
-		if v, err := s.cfg.Temporal.QueryWorkflow(ctx, p.WorkflowID, p.RunID, contract.QueryStatus); err == nil && v.Get(&st) == nil {
+		if st, err := s.runs.RunStatus(ctx, p.WorkflowID, p.RunID); err == nil {
 			req := st.Request
 			row.Agent, row.RequestedBy = visible(req.Metadata.Agent), visible(req.Metadata.RequestedBy)
 			row.CodeSize = human.Bytes(int64(req.CodeBytes))
