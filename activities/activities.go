@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -36,8 +37,8 @@ type Config struct {
 	// Optional: defaults to Backend.Name(); required when Backend is nil. When both are set they
 	// must agree.
 	BackendName string
-	// Sink receives the sandbox.started and sandbox.finished events. Optional: defaults to
-	// SlogSink{} (slog.Default()).
+	// Sink receives the sandbox.started, sandbox.finished and sandbox.refused events. Optional:
+	// defaults to SlogSink{} (slog.Default()).
 	Sink Sink
 	// ReviewersFile is the reviewers' keys, an OpenSSH allowed_signers file. Required. Check
 	// records its keys in the run's history (the workflow verifies decisions against that
@@ -189,7 +190,8 @@ const minHeartbeatInterval = 100 * time.Millisecond
 
 // SandboxRun runs an approved request on the worker's guarded backend and returns the result, with the
 // approval's id and reviewer. It heartbeats while the code runs and emits sandbox.started and
-// sandbox.finished. Errors are application errors typed as in ApplicationError.
+// sandbox.finished, or sandbox.refused when it refuses the approval (an ApprovalRefused). Errors
+// are application errors typed as in ApplicationError.
 //
 // Run never runs a second attempt of itself: Temporal retries of the sandbox activity could run
 // approved code twice, so an attempt after the first is refused as an IntegrationError whose code
@@ -204,31 +206,13 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
-	switch {
-	case info.Attempt > 1:
-		return guard.Result{}, contract.ToFailure(&guard.IntegrationError{
-			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
-			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
-			CodeMayHaveStarted: true,
-		})
-	case in.ApprovalID == "" || in.Reviewer == "":
-		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: "sandbox activity: no approval id or reviewer"})
-	case in.Digest != c.Digest:
-		return guard.Result{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Digest, c.Digest)})
-	}
-	v, err := a.verify(info, c, in)
+	claim, reviewer, err := a.admit(ctx, info, c, in)
 	if err != nil {
+		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	in.Reviewer = v.Principal
-	history := a.history
-	if history == nil {
-		history = activity.GetClient(ctx)
-	}
-	claim, err := claimApproval(ctx, history, info, in.ApprovalID)
-	if err != nil {
-		return guard.Result{}, contract.ToFailure(err)
-	}
+	in.Decision.Reviewer = reviewer // as this host verified it
+	history := a.historyOf(ctx)
 
 	started := startedEvent(c, in, info.Attempt)
 	started.Time = time.Now()
@@ -243,8 +227,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		err = claim.release(ctx, history, err) // the code did not start: the workflow's fresh activity may use it
 	}
 
-	res.ApprovalID = in.ApprovalID
-	res.Reviewer = in.Reviewer
+	// The one place a result's approval fields are set (the guard sets its digest and backend).
+	res.ApprovalID = in.Decision.ApprovalID
+	res.Reviewer = in.Decision.Reviewer
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
@@ -257,6 +242,53 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		return guard.Result{}, contract.ToFailure(err)
 	}
 	return res, nil
+}
+
+// admit decides whether the activity info names may run in's code: only a first attempt, with an
+// approval that verifies on this host and that no other sandbox activity may have used, now
+// claimed. It returns the claim and the verified reviewer; a refusal is an ApprovalRefused.
+func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, string, error) {
+	switch {
+	case info.Attempt > 1:
+		return nil, "", &guard.IntegrationError{
+			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
+			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
+			CodeMayHaveStarted: true,
+		}
+	case !in.Decision.Approve || in.Decision.ApprovalID == "":
+		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
+	case in.Decision.Digest != c.Digest:
+		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
+	}
+	v, err := a.verify(info, c, in)
+	if err != nil {
+		return nil, "", err
+	}
+	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID)
+	if err != nil {
+		return nil, "", err
+	}
+	return claim, v.Principal, nil
+}
+
+// historyOf is the run log the sandbox host claims approvals in: the activity's own client
+// unless the configuration gave one.
+func (a *Activities) historyOf(ctx context.Context) RunLog {
+	if a.history != nil {
+		return a.history
+	}
+	return activity.GetClient(ctx)
+}
+
+// refused emits sandbox.refused when err is the host's refusal of the approval: nothing ran.
+func (a *Activities) refused(ctx context.Context, c guard.Checked, in contract.RunInput, err error) {
+	var ar *guard.ApprovalRefused
+	if !errors.As(err, &ar) {
+		return
+	}
+	e := refusedEvent(c, in, ar)
+	e.Time = time.Now()
+	a.sink.Emit(context.WithoutCancel(ctx), e)
 }
 
 // heartbeat records a heartbeat at once and then every third of timeout (every 5 s without one)

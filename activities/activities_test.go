@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -55,7 +56,7 @@ func fields(digest string) approval.Fields {
 // approved is the run input of c with alice's approval signed over f.
 func approved(t *testing.T, c guard.Checked, f approval.Fields) contract.RunInput {
 	t.Helper()
-	return contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest, Decision: testReviewer().Decision(t, f)}
+	return contract.RunInput{Checked: c, Decision: testReviewer().Decision(t, f)}
 }
 
 // echoBackend is a hand-written backend that returns Result or Err and records what it ran.
@@ -211,7 +212,7 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 			}
 
 			evs := sink.Events()
-			if len(evs) != 2 || evs[0].Type != EventSandboxStarted || evs[1].Type != EventSandboxFinished {
+			if len(evs) != 2 || evs[0].Type != contract.EventSandboxStarted || evs[1].Type != contract.EventSandboxFinished {
 				t.Fatalf("events %v; want started, finished", evs)
 			}
 			for _, e := range evs {
@@ -253,30 +254,38 @@ func TestRunRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name     string
-		a        *Activities
-		in       contract.RunInput
-		wantType string
-		want     string
+		name       string
+		a          *Activities
+		in         contract.RunInput
+		wantReason guard.RefusedReason
+		want       string
 	}{
-		{"approval for another digest", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: "sha256:00"}, guard.TypeConfigError, "the approval is for"},
-		{"no approval id", a, contract.RunInput{Checked: c, Reviewer: "alice", Digest: c.Digest}, guard.TypeConfigError, "no approval id"},
-		{"no reviewer", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Digest: c.Digest}, guard.TypeConfigError, "no approval id or reviewer"},
-		{"code changed after the check", a, approved(t, tampered, fields(c.Digest)), guard.TypeConfigError, "refused, nothing ran"},
-		{"unsigned", a, contract.RunInput{Checked: c, ApprovalID: approvalID, Reviewer: "alice", Digest: c.Digest,
-			Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true}}, guard.TypeConfigError, "unsigned"},
-		{"signed for another run", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" })), guard.TypeConfigError, "run_id"},
-		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.TypeConfigError, "workflow_id"},
-		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.TypeConfigError, "sandbox_task_queue"},
-		{"a denial", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Approve = false })), guard.TypeConfigError, "no approving decision"},
-		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.TypeConfigError, "expired"},
-		{"key not in this worker's file", removed, approved(t, c, fields(c.Digest)), guard.TypeConfigError, "unknown_key"},
+		{"approval for another digest", a, approved(t, c, fields("sha256:"+strings.Repeat("0", 64))), guard.RefusedMismatch, "the approval is for"},
+		{"no approval id", a, contract.RunInput{Checked: c, Decision: contract.Decision{Digest: c.Digest, Approve: true}}, guard.RefusedNoApproval, "no approving decision"},
+		{"no decision", a, contract.RunInput{Checked: c}, guard.RefusedNoApproval, "no approving decision"},
+		{"code changed after the check", a, approved(t, tampered, fields(c.Digest)), guard.RefusedNotVerified, "nothing ran"},
+		{"unsigned", a, contract.RunInput{Checked: c, Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true, Reviewer: "alice"}}, guard.RefusedNotVerified, "unsigned"},
+		{"decision's approval id changed after signing", a, withDecision(approved(t, c, fields(c.Digest)), func(d *contract.Decision) { d.ApprovalID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427" }), guard.RefusedNotVerified, "approval_id"},
+		{"signed for another run", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" })), guard.RefusedNotVerified, "run_id"},
+		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.RefusedNotVerified, "workflow_id"},
+		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.RefusedNotVerified, "sandbox_task_queue"},
+		{"a denial", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Approve = false })), guard.RefusedNoApproval, "no approving decision"},
+		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.RefusedNotVerified, "expired"},
+		{"key not in this worker's file", removed, approved(t, c, fields(c.Digest)), guard.RefusedNotVerified, "unknown_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runActivity(t, tc.a, tc.in)
 			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) || appErr.Type() != tc.wantType || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Run: %v; want %s containing %q", err, tc.wantType, tc.want)
+			if !errors.As(err, &appErr) || appErr.Type() != guard.TypeApprovalRefused || !appErr.NonRetryable() || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v; want a non-retryable %s containing %q", err, guard.TypeApprovalRefused, tc.want)
+			}
+			var ar *guard.ApprovalRefused
+			if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != tc.wantReason {
+				t.Errorf("Run: %#v; want an ApprovalRefused with reason %s", ar, tc.wantReason)
+			}
+			evs := tc.a.sink.(*MemorySink).Events()
+			if last := evs[len(evs)-1]; last.Type != contract.EventSandboxRefused || last.Data["reason"] != tc.wantReason {
+				t.Errorf("last event %s %v; want %s with reason %s", last.Type, last.Data, contract.EventSandboxRefused, tc.wantReason)
 			}
 		})
 	}
@@ -325,17 +334,45 @@ func TestRunReportsBackendFailuresTyped(t *testing.T) {
 func TestSlogSinkWritesStructuredRecords(t *testing.T) {
 	var buf bytes.Buffer
 	sink := SlogSink{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
-	sink.Emit(context.Background(), Event{Type: EventSandboxFinished, Data: map[string]any{"exit_code": 3, "digest": "sha256:ab"}})
+	sink.Emit(context.Background(), Event{Type: contract.EventSandboxFinished, Data: map[string]any{"exit_code": 3, "digest": "sha256:ab"}})
 	var rec map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
 		t.Fatalf("record %q is not JSON: %v", buf.String(), err)
 	}
-	if rec["msg"] != EventSandboxFinished || rec["event"] != EventSandboxFinished || rec["exit_code"] != float64(3) || rec["digest"] != "sha256:ab" || rec["level"] != "INFO" {
-		t.Errorf("record = %v; want msg and event %s, exit_code 3, digest, level INFO", rec, EventSandboxFinished)
+	if rec["msg"] != string(contract.EventSandboxFinished) || rec["event"] != string(contract.EventSandboxFinished) || rec["exit_code"] != float64(3) || rec["digest"] != "sha256:ab" || rec["level"] != "INFO" {
+		t.Errorf("record = %v; want msg and event %s, exit_code 3, digest, level INFO", rec, contract.EventSandboxFinished)
 	}
 }
 
 func withField(f approval.Fields, change func(*approval.Fields)) approval.Fields {
 	change(&f)
 	return f
+}
+
+// TestVerifyKeepsTheRefusalTyped: the sandbox host's refusal of a decision that does not verify
+// is an ApprovalRefused that wraps the approval package's typed refusal, so errors.As finds its
+// reason (here, a statement signed for another run).
+func TestVerifyKeepsTheRefusalTyped(t *testing.T) {
+	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	in := approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" }))
+	info := activity.Info{TaskQueue: testTaskQueue, ScheduledTime: time.Now()}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
+	_, err = a.verify(info, c, in)
+	var ar *guard.ApprovalRefused
+	var re *approval.RefusalError
+	if !errors.As(err, &ar) || ar.Reason != guard.RefusedNotVerified || !errors.As(err, &re) || re.Reason != approval.ReasonStatementMismatch || re.Field != "run_id" {
+		t.Fatalf("verify: %v; want an ApprovalRefused (not_verified) wrapping a statement_mismatch on run_id", err)
+	}
+	if guard.Retryable(err) {
+		t.Errorf("a refusal is retryable")
+	}
+}
+
+func withDecision(in contract.RunInput, change func(*contract.Decision)) contract.RunInput {
+	change(&in.Decision)
+	return in
 }

@@ -24,7 +24,8 @@
 //     (once.go): every sandbox activity scheduled before it failed before its code could start,
 //     and every claim before its own was released by the host that made it, so that a namespace
 //     writer answering the run's workflow tasks, or failing a running activity by id, cannot run
-//     it twice on any host.
+//     it twice on any host. Each refusal is a guard.ApprovalRefused with its reason, emitted as
+//     sandbox.refused; nothing ran.
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

@@ -7,22 +7,17 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-)
-
-// Event types the sandbox activity emits.
-const (
-	EventSandboxStarted  = "sandbox.started"
-	EventSandboxFinished = "sandbox.finished"
 )
 
 // Event is one thing that happened to a run. Data holds sizes, counts, exit codes, durations, the
 // digest, ids and the backend; code, output, env values and file contents are in it only when the
 // request set capture_content.
 type Event struct {
-	Type string
+	Type contract.EventType // contract.EventSandboxStarted, EventSandboxFinished or EventSandboxRefused
 	Time time.Time
 	Data map[string]any
 }
@@ -47,7 +42,7 @@ func (s SlogSink) Emit(ctx context.Context, e Event) {
 		logger = slog.Default()
 	}
 	attrs := make([]slog.Attr, 0, len(e.Data)+1)
-	attrs = append(attrs, slog.String("event", e.Type))
+	attrs = append(attrs, slog.String("event", string(e.Type)))
 	keys := make([]string, 0, len(e.Data))
 	for k := range e.Data {
 		keys = append(keys, k)
@@ -56,7 +51,7 @@ func (s SlogSink) Emit(ctx context.Context, e Event) {
 	for _, k := range keys {
 		attrs = append(attrs, slog.Any(k, e.Data[k]))
 	}
-	logger.LogAttrs(ctx, slog.LevelInfo, e.Type, attrs...)
+	logger.LogAttrs(ctx, slog.LevelInfo, string(e.Type), attrs...)
 }
 
 // MemorySink keeps every event in memory, for tests. The zero value is ready to use.
@@ -90,8 +85,8 @@ func startedEvent(c guard.Checked, in contract.RunInput, attempt int32) Event {
 		"run_id":          c.Owner.RunID,
 		"activity_id":     c.Owner.ActivityID,
 		"attempt":         attempt,
-		"approval_id":     in.ApprovalID,
-		"reviewer":        in.Reviewer,
+		"approval_id":     in.Decision.ApprovalID,
+		"reviewer":        in.Decision.Reviewer,
 		"digest":          c.Digest,
 		"backend":         c.Backend,
 		"language":        c.Language,
@@ -115,7 +110,7 @@ func startedEvent(c guard.Checked, in contract.RunInput, attempt int32) Event {
 		}
 		d["input_file_contents"] = files
 	}
-	return Event{Type: EventSandboxStarted, Data: d}
+	return Event{Type: contract.EventSandboxStarted, Data: d}
 }
 
 // finishedEvent describes how a run ended. Content only with capture_content.
@@ -124,8 +119,8 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		"workflow_id": c.Owner.WorkflowID,
 		"run_id":      c.Owner.RunID,
 		"activity_id": c.Owner.ActivityID,
-		"approval_id": in.ApprovalID,
-		"reviewer":    in.Reviewer,
+		"approval_id": in.Decision.ApprovalID,
+		"reviewer":    in.Decision.Reviewer,
 		"digest":      c.Digest,
 		"backend":     c.Backend,
 		"duration_ms": elapsed.Milliseconds(),
@@ -146,7 +141,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 			d["retryable"] = guard.Retryable(err)
 			d["code_may_have_started"] = ie.CodeMayHaveStarted
 		}
-		return Event{Type: EventSandboxFinished, Data: d}
+		return Event{Type: contract.EventSandboxFinished, Data: d}
 	}
 	var fileBytes int64
 	for _, f := range res.Files {
@@ -159,6 +154,8 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["stderr_bytes"] = len(res.Stderr)
 	d["stdout_truncated"] = res.StdoutTruncated
 	d["stderr_truncated"] = res.StderrTruncated
+	d["stdout_binary"] = res.StdoutBinary || !utf8.Valid(res.Stdout)
+	d["stderr_binary"] = res.StderrBinary || !utf8.Valid(res.Stderr)
 	d["files"] = len(res.Files)
 	d["file_bytes"] = fileBytes
 	d["files_truncated"] = res.FilesTruncated
@@ -182,7 +179,24 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		}
 		d["file_contents"] = files
 	}
-	return Event{Type: EventSandboxFinished, Data: d}
+	return Event{Type: contract.EventSandboxFinished, Data: d}
+}
+
+// refusedEvent describes the sandbox host's refusal of a run's approval: nothing ran. Data's
+// "reason" is the typed guard.RefusedReason.
+func refusedEvent(c guard.Checked, in contract.RunInput, ar *guard.ApprovalRefused) Event {
+	d := map[string]any{
+		"workflow_id": c.Owner.WorkflowID,
+		"run_id":      c.Owner.RunID,
+		"activity_id": c.Owner.ActivityID,
+		"approval_id": in.Decision.ApprovalID,
+		"digest":      c.Digest,
+		"backend":     c.Backend,
+		"reason":      ar.Reason,
+		"error":       ar.Error(),
+	}
+	addMetadata(d, c.Metadata)
+	return Event{Type: contract.EventSandboxRefused, Data: d}
 }
 
 // addEgress adds the egress audit: counts, and each attempt's host, port, address, decision and

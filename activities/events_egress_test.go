@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,5 +28,30 @@ func TestFinishedEventCountsEgress(t *testing.T) {
 	}
 	if _, ok := finishedEvent(guard.Checked{}, contract.RunInput{}, guard.Result{}, nil, time.Second).Data["egress_attempts"]; ok {
 		t.Errorf("a run without egress has egress_attempts in its event")
+	}
+}
+
+// TestFinishedEventDerivesEveryResultField: the sandbox.finished event says something of every
+// field of the result (walked by reflection): the field itself, or for output, files, the
+// duration and the egress audit their sizes and counts.
+func TestFinishedEventDerivesEveryResultField(t *testing.T) {
+	res := guard.Result{Outcome: guard.OutcomeFailed, ExitCode: 137, Signal: 9, ImageID: "sha256:feed", Stdout: []byte{0xff},
+		Files: []guard.File{{Name: "a", Size: 1}}, Egress: &guard.EgressReport{}}
+	in := contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}
+	d := finishedEvent(guard.Checked{Digest: "sha256:x", Backend: "docker"}, in, res, nil, time.Second).Data
+	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts"}
+	rt := reflect.TypeFor[guard.Result]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		key := name
+		if k, ok := derived[name]; ok {
+			key = k
+		}
+		if _, ok := d[key]; !ok {
+			t.Errorf("event lacks %q (for the result's %q): %v", key, name, d)
+		}
+	}
+	if d["stdout_binary"] != true || d["stderr_binary"] != false || d["signal"] != 9 || d["image_id"] != "sha256:feed" {
+		t.Errorf("event %v; want stdout_binary, not stderr_binary, signal 9 and the image", d)
 	}
 }

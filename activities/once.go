@@ -116,7 +116,7 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 }
 
 // claimApproval claims the approval for the activity info names and returns the claim, or an
-// error when its code must not start: a ConfigError when the approval may have been used, a
+// error when its code must not start: an ApprovalRefused when the approval may have been used, a
 // retryable IntegrationError when the claim could not be made or checked (a claim made is then
 // released).
 func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string) (*claim, error) {
@@ -168,7 +168,7 @@ type runRecord struct {
 const claimVisibleWait = 15 * time.Second
 
 // firstUse returns nil when nothing before the sandbox activity info names, holding the claim
-// mine, may have used the approval of its run; otherwise a ConfigError naming what may have. It
+// mine, may have used the approval of its run; otherwise an ApprovalRefused naming what may have. It
 // fails with a retryable IntegrationError (nothing started) when the history cannot be read or
 // does not show the claim within claimVisibleWait.
 func firstUse(ctx context.Context, h HistoryReader, info activity.Info, mine string) error {
@@ -214,11 +214,11 @@ func (rec *runRecord) firstActivity(id string) error {
 		}
 	}
 	if mine < 0 {
-		return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: the run's history schedules no sandbox activity %q", id)}
+		return &guard.ApprovalRefused{Reason: guard.RefusedNotScheduled, Msg: fmt.Sprintf("sandbox activity: the run's history schedules no sandbox activity %q", id)}
 	}
 	for _, r := range rec.runs[:mine] {
 		if r.end != endNotStarted {
-			return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: the approval was already used in this run by sandbox activity %q (%s); an approval runs code once", r.id, r.end)}
+			return &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: fmt.Sprintf("sandbox activity: the approval was already used in this run by sandbox activity %q (%s); an approval runs code once", r.id, r.end)}
 		}
 	}
 	return nil
@@ -231,7 +231,7 @@ func (rec *runRecord) firstClaim(mine string) error {
 		case c.commitment == mine && !c.released:
 			return nil
 		case !c.released:
-			return &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: sandbox activity %q claimed the approval of this run first and never released it (its code may have run); an approval runs code once", c.activityID)}
+			return &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: fmt.Sprintf("sandbox activity: sandbox activity %q claimed the approval of this run first and never released it (its code may have run); an approval runs code once", c.activityID)}
 		}
 	}
 	return &guard.IntegrationError{Op: "sandbox activity: find its claim in the run's history", Err: fmt.Errorf("the claim is not there after %s", claimVisibleWait)}

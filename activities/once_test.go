@@ -55,16 +55,16 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 	}
 }
 
-// wantFirstUse checks firstUse's answer: nil when want is "", else a ConfigError saying nothing
-// ran and naming want.
+// wantFirstUse checks firstUse's answer: nil when want is "", else an ApprovalRefused (the
+// approval already used, or not scheduled) naming want.
 func wantFirstUse(t *testing.T, err error, want string) {
 	t.Helper()
 	switch {
 	case want == "" && err != nil:
 		t.Fatalf("firstUse: %v; want it to run", err)
 	case want == "":
-	case err == nil || guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "nothing ran"):
-		t.Fatalf("firstUse: %v; want a ConfigError saying nothing ran, naming %s", err, want)
+	case err == nil || guard.TypeOf(err) != guard.TypeApprovalRefused || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "nothing ran"):
+		t.Fatalf("firstUse: %v; want an ApprovalRefused saying nothing ran, naming %s", err, want)
 	}
 }
 
@@ -89,11 +89,13 @@ func TestRunRefusesAnApprovalUsedEarlierInTheRun(t *testing.T) {
 	}
 	c := checked(t, a, guard.Request{Code: "print(1)"})
 	_, err = runActivity(t, a, approved(t, c, fields(c.Digest)))
-	if guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError || !strings.Contains(err.Error(), "already used") {
-		t.Fatalf("run: %v; want a ConfigError saying the approval was already used", err)
+	var ar *guard.ApprovalRefused
+	if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != guard.RefusedAlreadyUsed || !strings.Contains(err.Error(), "already used") {
+		t.Fatalf("run: %v; want an ApprovalRefused (already_used) saying the approval was already used", err)
 	}
-	if len(b.ran) != 0 || len(sink.Events()) != 0 {
-		t.Errorf("backend ran %d times, %d events; want nothing", len(b.ran), len(sink.Events()))
+	evs := sink.Events()
+	if len(b.ran) != 0 || len(evs) != 1 || evs[0].Type != contract.EventSandboxRefused || evs[0].Data["reason"] != guard.RefusedAlreadyUsed {
+		t.Errorf("backend ran %d times, events %v; want no run and only sandbox.refused (already_used)", len(b.ran), evs)
 	}
 }
 
@@ -168,8 +170,9 @@ func TestRunClaimRefusesASecondStartOnAnyHost(t *testing.T) {
 	}
 	for name, host := range map[string]*Activities{"this host": a, "another host": host2} {
 		_, err = runActivity(t, host, in)
-		if guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError || !strings.Contains(err.Error(), "never released it") {
-			t.Fatalf("a third run on %s: %v; want a ConfigError naming the unreleased claim", name, err)
+		var ar *guard.ApprovalRefused
+		if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != guard.RefusedAlreadyUsed || !strings.Contains(err.Error(), "never released it") {
+			t.Fatalf("a third run on %s: %v; want an ApprovalRefused (already_used) naming the unreleased claim", name, err)
 		}
 	}
 	if len(b.ran) != 2 || len(other.ran) != 0 {
@@ -239,8 +242,8 @@ func TestRunClaimNotReleasedRefusesTheNext(t *testing.T) {
 	}
 	log.SignalErr = nil
 	b.Err = nil
-	if _, err = runActivity(t, a, in); guard.TypeOf(contract.FromFailure(err)) != guard.TypeConfigError {
-		t.Fatalf("fresh run: %v; want a ConfigError", err)
+	if _, err = runActivity(t, a, in); guard.TypeOf(contract.FromFailure(err)) != guard.TypeApprovalRefused {
+		t.Fatalf("fresh run: %v; want an ApprovalRefused", err)
 	}
 	if len(b.ran) != 1 {
 		t.Errorf("the backend was called %d times; want 1", len(b.ran))

@@ -25,21 +25,21 @@ func (a *Activities) loadReviewers() (*approval.Reviewers, error) {
 // workflow id and run id from the activity info (which a caller cannot choose), the digest
 // recomputed from the request, and this worker's task queue; at the time the activity was
 // scheduled. Whatever scheduled the activity, a workflow of another type, a reset run or a
-// forged input, nothing runs unless a reviewer signed it. A refusal is a ConfigError, which is
-// never retried.
+// forged input, nothing runs unless a reviewer signed it. A refusal is a guard.ApprovalRefused,
+// which is never retried; when the signature check refused, it wraps the *approval.RefusalError.
 func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.RunInput) (approval.Verified, error) {
 	reviewers, err := a.loadReviewers()
 	if err != nil {
 		return approval.Verified{}, err
 	}
-	if !in.Decision.Approve || in.Decision.ApprovalID != in.ApprovalID {
-		return approval.Verified{}, &guard.ConfigError{Msg: "sandbox activity: refused: the input carries no approving decision"}
+	if !in.Decision.Approve {
+		return approval.Verified{}, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision"}
 	}
 	digest := guard.Digest(&c)
 	want := in.Decision.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
 	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), info.ScheduledTime)
 	if err != nil {
-		return approval.Verified{}, &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: %v", err)}
+		return approval.Verified{}, &guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "sandbox activity: the signed decision does not verify for this run", Err: err}
 	}
 	return v, nil
 }

@@ -10,6 +10,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -18,9 +19,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// DefaultTaskQueue is the task queue RunCode workflows are started on unless configured otherwise.
-const DefaultTaskQueue = "sandboxflow"
-
 // WorkflowIDPrefix starts the id of every run this package starts.
 const WorkflowIDPrefix = "sandbox-"
 
@@ -28,7 +26,7 @@ const WorkflowIDPrefix = "sandbox-"
 type Options struct {
 	// Temporal is a connected Temporal client. Required.
 	Temporal tclient.Client
-	// TaskQueue is where RunCode workflows are started. Optional: defaults to DefaultTaskQueue.
+	// TaskQueue is where RunCode workflows are started. Optional: defaults to contract.DefaultTaskQueue.
 	TaskQueue string
 	// DataConverter decodes payloads read from history (a run's start input, for Review and
 	// Statement). Optional: the converter of Connection.Options, or Temporal's default.
@@ -72,7 +70,7 @@ func New(opts Options) (*Client, error) {
 		c.dc = converter.GetDefaultDataConverter()
 	}
 	if c.taskQueue == "" {
-		c.taskQueue = DefaultTaskQueue
+		c.taskQueue = contract.DefaultTaskQueue
 	}
 	if c.workerWait = opts.WorkerWait; c.workerWait <= 0 {
 		c.workerWait = 3 * time.Second
@@ -246,17 +244,61 @@ func isTransient(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
+// RunInfo is a RunCode run as a reviewer's face reads it: its status (naming its workflow and run
+// id), whether it still runs, and when it started and closed (zero while it runs).
+type RunInfo struct {
+	Status          contract.Status
+	Running         bool
+	Started, Closed time.Time
+}
+
+// ReadRun describes workflowID, which must be a RunCode run (*NotRunCodeError otherwise), and
+// queries the status of its current run by that run's id.
+func (c *Client) ReadRun(ctx context.Context, workflowID string) (RunInfo, error) {
+	info, err := c.describeRunCode(ctx, workflowID)
+	if err != nil {
+		return RunInfo{}, err
+	}
+	runID := info.GetExecution().GetRunId()
+	st, err := c.RunStatus(ctx, workflowID, runID)
+	if err != nil {
+		return RunInfo{}, err
+	}
+	ri := RunInfo{
+		Status:  st,
+		Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
+		Started: info.GetStartTime().AsTime(),
+	}
+	if info.GetCloseTime() != nil {
+		ri.Closed = info.GetCloseTime().AsTime()
+	}
+	if ri.Status.WorkflowID == "" {
+		ri.Status.WorkflowID = workflowID
+	}
+	if ri.Status.RunID == "" {
+		ri.Status.RunID = runID
+	}
+	return ri, nil
+}
+
 // RequireRunCode returns a *NotRunCodeError when workflowID names a workflow that is not a RunCode
 // run, and the describe error when it names none.
 func (c *Client) RequireRunCode(ctx context.Context, workflowID string) error {
+	_, err := c.describeRunCode(ctx, workflowID)
+	return err
+}
+
+// describeRunCode describes workflowID's current run, refusing a workflow of another type.
+func (c *Client) describeRunCode(ctx context.Context, workflowID string) (*workflowpb.WorkflowExecutionInfo, error) {
 	resp, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 	if err != nil {
-		return fmt.Errorf("client: describe %s: %w", workflowID, err)
+		return nil, fmt.Errorf("client: describe %s: %w", workflowID, err)
 	}
-	if typ := resp.GetWorkflowExecutionInfo().GetType().GetName(); typ != contract.WorkflowName {
-		return &NotRunCodeError{WorkflowID: workflowID, Type: typ}
+	info := resp.GetWorkflowExecutionInfo()
+	if typ := info.GetType().GetName(); typ != contract.WorkflowName {
+		return nil, &NotRunCodeError{WorkflowID: workflowID, Type: typ}
 	}
-	return nil
+	return info, nil
 }
 
 // isQueryNotReady reports errors that mean "ask again": the first workflow task has not run yet.
@@ -269,8 +311,13 @@ func isQueryNotReady(err error) bool {
 // Status returns what the run's status query reports: its state and the request as a reviewer
 // reads it (env values are never in it).
 func (c *Client) Status(ctx context.Context, workflowID string) (contract.Status, error) {
+	return c.RunStatus(ctx, workflowID, "")
+}
+
+// RunStatus is Status of run runID of workflowID (empty: its current run).
+func (c *Client) RunStatus(ctx context.Context, workflowID, runID string) (contract.Status, error) {
 	var st contract.Status
-	v, err := c.tc.QueryWorkflow(ctx, workflowID, "", contract.QueryStatus)
+	v, err := c.tc.QueryWorkflow(ctx, workflowID, runID, contract.QueryStatus)
 	if err != nil {
 		return st, fmt.Errorf("client: query %s: %w", workflowID, err)
 	}
@@ -338,12 +385,19 @@ func keyword(p *commonpb.Payload) string {
 // Decide sends a decision as the update "decide" and waits until the workflow accepted or refused
 // it.
 func (c *Client) Decide(ctx context.Context, workflowID string, d contract.Decision) (contract.DecideResult, error) {
+	return c.DecideRun(ctx, workflowID, "", d)
+}
+
+// DecideRun is Decide for run runID of workflowID only (empty: its current run), so that a
+// decision read off one run's page never reaches another.
+func (c *Client) DecideRun(ctx context.Context, workflowID, runID string, d contract.Decision) (contract.DecideResult, error) {
 	var out contract.DecideResult
 	if err := checkDecision(c.dc, d); err != nil {
 		return out, err
 	}
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
+		RunID:        runID,
 		UpdateName:   contract.UpdateDecide,
 		UpdateID:     d.ApprovalID,
 		Args:         []any{d},

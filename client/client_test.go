@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -83,17 +84,20 @@ func TestToolArgumentsTakeOnlyCodeAndLanguage(t *testing.T) {
 }
 
 func TestOutputs(t *testing.T) {
-	o := NewOutput(guard.Result{OK: true, Stdout: []byte("hi\n"), Duration: 1500 * time.Millisecond,
-		Files: []guard.File{{Name: "a", Size: 1, Content: []byte("x")}}})
-	b, _ := json.Marshal(o)
-	for _, want := range []string{`"stdout":"hi\n"`, `"duration_ms":1500`, `"files":[{"name":"a","size":1,"content":"eA=="}]`} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("output %s lacks %s", b, want)
-		}
+	r := guard.Result{OK: true, Stdout: []byte("hi\n"), Files: []guard.File{{Name: "a", Size: 1, Content: []byte("x")}}}
+	if got := WithoutContents(r); len(got.Files) != 1 || got.Files[0].Content != nil || got.Files[0].Name != "a" || got.Files[0].Size != 1 {
+		t.Errorf("WithoutContents: files %+v; want a's name and size only", got.Files)
+	}
+	if r.Files[0].Content == nil {
+		t.Errorf("WithoutContents changed its argument's files")
 	}
 	e := NewErrorOutput(&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"})
 	if e.Error.Type != guard.TypeApprovalDenied || e.Error.Reviewer != "bob" || e.Error.Reason != "denied" {
 		t.Errorf("got %+v", e)
+	}
+	ro := NewErrorOutput(fmt.Errorf("result: %w", &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used"}))
+	if ro.Error.Type != guard.TypeApprovalRefused || ro.Error.Reason != "already_used" || ro.Error.Reviewer != "" {
+		t.Errorf("got %+v; want type ApprovalRefused, reason already_used", ro)
 	}
 	if got := NewErrorOutput(errors.New("boom")).Error.Type; got != "Error" {
 		t.Errorf("untyped error type %q; want Error", got)

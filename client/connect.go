@@ -17,7 +17,7 @@ import (
 )
 
 // Connect dials Temporal as conn says, with the payload keys of keyFile when it is not empty, and
-// returns a Client for RunCode runs on taskQueue (empty: DefaultTaskQueue). Close closes the
+// returns a Client for RunCode runs on taskQueue (empty: contract.DefaultTaskQueue). Close closes the
 // connection. It is the one dial the starter's commands share.
 func Connect(ctx context.Context, conn Connection, keyFile, taskQueue string) (*Client, error) {
 	tc, opts, err := DialKeys(ctx, conn, keyFile)

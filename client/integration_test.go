@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -133,5 +137,80 @@ func TestIntegrationStartEdges(t *testing.T) {
 		if !errors.As(err, &nr) || nr.Type != "Other" {
 			t.Errorf("%s of another workflow type = %v; want a *NotRunCodeError naming Other", name, err)
 		}
+	}
+}
+
+// A reviewer's face reads a run, and the run is reset before the decision is sent: DecideRun sends
+// the decision to the run that was read, which has ended, so it never reaches the new run (which
+// still waits, with no decision and no rejection); a statement read off the new run is accepted.
+func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
+	ts := devtest.Start(t)
+	tc := ts.GetDefaultClient()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(client.Options{Temporal: tc, TaskQueue: "pinned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := startWorker(t, tc, "pinned")
+	started, err := c.Start(ctx, guard.Request{Code: "print(1)"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := c.ReadRun(ctx, started.WorkflowID)
+	if err != nil || !read.Running || read.Status.RunID != started.RunID || read.Status.State != contract.StatusAwaitingApproval {
+		t.Fatalf("ReadRun = %+v, %v; want the waiting run %s", read, err, started.RunID)
+	}
+	f, err := client.StatementFor(read.Status, client.StatementOptions{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := client.SignDecision(bob.Signer, f, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firstTask int64
+	for it := tc.GetWorkflowHistory(ctx, started.WorkflowID, started.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); it.HasNext() && firstTask == 0; {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			firstTask = ev.GetEventId()
+		}
+	}
+	reset, err := tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: ts.GetDefaultNamespace(), WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: started.WorkflowID, RunId: started.RunID},
+		Reason: "a reviewer's page is stale", WorkflowTaskFinishEventId: firstTask, RequestId: uuid.NewString(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now client.RunInfo
+	for now, err = c.ReadRun(ctx, started.WorkflowID); err != nil || now.Status.State != contract.StatusAwaitingApproval || now.Status.RunID != reset.GetRunId(); now, err = c.ReadRun(ctx, started.WorkflowID) {
+		if ctx.Err() != nil {
+			t.Fatalf("the reset run %s never waited: %+v, %v", reset.GetRunId(), now, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err = c.DecideRun(ctx, started.WorkflowID, read.Status.RunID, d)
+	if err == nil {
+		t.Fatalf("a decision for the run read was accepted after that run ended")
+	}
+	if rej, ok := contract.RejectionOf(err); ok {
+		t.Fatalf("the decision reached the new run, which rejected it (%v); want it sent to the ended run only", rej)
+	}
+	if now, err = c.ReadRun(ctx, started.WorkflowID); err != nil || now.Status.Decision != nil || now.Status.RejectedDecisions != 0 || now.Status.State != contract.StatusAwaitingApproval {
+		t.Fatalf("the new run after the stale decision: %+v, %v; want it waiting, untouched", now.Status, err)
+	}
+	f, err = client.StatementFor(now.Status, client.StatementOptions{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = client.SignDecision(bob.Signer, f, ""); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := c.DecideRun(ctx, started.WorkflowID, now.Status.RunID, d); err != nil || res.State != contract.StatusRunning {
+		t.Fatalf("DecideRun on the new run = %+v, %v; want it running", res, err)
 	}
 }

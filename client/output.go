@@ -6,47 +6,23 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// Output is a result as the starter prints it and a model reads it: output as text and the
-// duration in milliseconds.
-type Output struct {
-	Outcome         string       `json:"outcome"`
-	OK              bool         `json:"ok"`
-	ExitCode        int          `json:"exit_code"`
-	TimedOut        bool         `json:"timed_out"`
-	Stdout          string       `json:"stdout"`
-	Stderr          string       `json:"stderr"`
-	StdoutTruncated bool         `json:"stdout_truncated"`
-	StderrTruncated bool         `json:"stderr_truncated"`
-	Files           []OutputFile `json:"files"`
-	FilesTruncated  bool         `json:"files_truncated"`
-	DurationMS      int64        `json:"duration_ms"`
-	ApprovalID      string       `json:"approval_id"`
-	Reviewer        string       `json:"reviewer"`
-	Digest          string       `json:"digest"`
-	Backend         string       `json:"backend"`
-}
+// A run's result is printed and returned as guard.Result in every door (the starter's JSON, the
+// MCP tool's structured content, the inbox, this package's Result): its MarshalJSON writes output as
+// text and the duration both as a string and in milliseconds, and nothing the host measured (the
+// egress audit, the signal, the image ID, the binary-output flags) is left out on the way.
 
-// OutputFile is a produced file; Content is base64 in JSON.
-type OutputFile struct {
-	Name    string `json:"name"`
-	Size    int64  `json:"size"`
-	Content []byte `json:"content"`
-}
-
-// NewOutput converts a result. Output bytes that are not valid UTF-8 are replaced when encoded.
-func NewOutput(r guard.Result) Output {
-	o := Output{
-		Outcome: r.Outcome.String(), OK: r.OK, ExitCode: r.ExitCode, TimedOut: r.TimedOut,
-		Stdout: string(r.Stdout), Stderr: string(r.Stderr),
-		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
-		Files: []OutputFile{}, FilesTruncated: r.FilesTruncated,
-		DurationMS: r.Duration.Milliseconds(),
-		ApprovalID: r.ApprovalID, Reviewer: r.Reviewer, Digest: r.Digest, Backend: r.Backend,
+// WithoutContents returns r with the produced files' contents left out (names and sizes kept), for
+// a door that sends the contents separately. r's files are not changed.
+func WithoutContents(r guard.Result) guard.Result {
+	if r.Files == nil {
+		return r
 	}
-	for _, f := range r.Files {
-		o.Files = append(o.Files, OutputFile{Name: f.Name, Size: f.Size, Content: f.Content})
+	files := make([]guard.File, len(r.Files))
+	for i, f := range r.Files {
+		files[i] = guard.File{Name: f.Name, Size: f.Size}
 	}
-	return o
+	r.Files = files
+	return r
 }
 
 // ErrorOutput is a run's error as the starter prints it: {"error": {"type": ..., "message": ...}}.
@@ -57,7 +33,8 @@ type ErrorOutput struct {
 }
 
 // ErrorBody names the error's type (a guard.TypeXxx name, one of this package's TypeXxx names, or
-// "Error" for anything else).
+// "Error" for anything else). Reason is an ApprovalDenied's reason ("denied", "expired") or an
+// ApprovalRefused's (a guard.RefusedReason); Reviewer is the reviewer who denied.
 type ErrorBody struct {
 	Type     string `json:"type"`
 	Message  string `json:"message"`
@@ -71,9 +48,15 @@ func NewErrorOutput(err error) ErrorOutput {
 	if body.Type == "" {
 		body.Type = "Error"
 	}
-	var ad *guard.ApprovalDenied
-	if errors.As(err, &ad) {
+	var (
+		ad *guard.ApprovalDenied
+		ar *guard.ApprovalRefused
+	)
+	switch {
+	case errors.As(err, &ad):
 		body.Reason, body.Reviewer = ad.Reason, ad.Reviewer
+	case errors.As(err, &ar):
+		body.Reason = string(ar.Reason)
 	}
 	return ErrorOutput{Error: body}
 }

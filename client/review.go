@@ -129,16 +129,36 @@ func visibleJSON(b []byte) []byte {
 
 // startInput reads the input the status's run was started with and, with check, checks that the
 // status's digest is the digest of what it shows with that input's file contents and env values
-// (contract.ShownChecked).
+// (CheckShown).
 func (c *Client) startInput(ctx context.Context, workflowID string, st contract.Status, check bool) (contract.Input, error) {
-	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, st.RunID)
+	in, err := c.StartInput(ctx, workflowID, st.RunID)
 	if err != nil {
-		return in, fmt.Errorf("client: %w", err)
+		return in, err
 	}
 	if check {
-		if _, err := contract.ShownChecked(st.Request, in.Request); err != nil {
+		if err := CheckShown(st, in); err != nil {
 			return in, fmt.Errorf("client: %s: %w", workflowID, err)
 		}
 	}
 	return in, nil
+}
+
+// StartInput reads the input run runID of workflowID was started with, from its start event:
+// what the status shows of the request (file names and sizes, env names) with the file contents
+// and env values that were hashed into its digest.
+func (c *Client) StartInput(ctx context.Context, workflowID, runID string) (contract.Input, error) {
+	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, runID)
+	if err != nil {
+		return in, fmt.Errorf("client: %w", err)
+	}
+	return in, nil
+}
+
+// CheckShown refuses a status whose digest is not the digest of what it shows with the file
+// contents and env values of in, its run's start input (contract.ShownChecked): the status is
+// answered by whatever worker polls the run's task queue, and only the start was written by the
+// caller who started the run.
+func CheckShown(st contract.Status, in contract.Input) error {
+	_, err := contract.ShownChecked(st.Request, in.Request)
+	return err
 }

@@ -49,6 +49,9 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 	if err != nil {
 		return approval.Fields{}, err
 	}
+	if st.WorkflowID == "" {
+		st.WorkflowID = workflowID
+	}
 	if st.State != contract.StatusAwaitingApproval {
 		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", workflowID, st.State)
 	}
@@ -57,27 +60,47 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 			return approval.Fields{}, err
 		}
 	}
+	return StatementFor(st, opts, time.Now())
+}
+
+// StatementFor returns the statement a reviewer signs to decide on the run st is the status of
+// (as Statement does, without reading anything): st's workflow id, run id, digest and sandbox
+// task queue, the decision, opts' approval id (a fresh one by default) and expiry (by default
+// DefaultStatementLifetime after now, or st's approval deadline when that comes first). It
+// fails when st does not wait for a decision. For an approval, the caller must have checked st
+// against the run's start (CheckShown).
+func StatementFor(st contract.Status, opts StatementOptions, now time.Time) (approval.Fields, error) {
+	if st.State != contract.StatusAwaitingApproval {
+		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", st.WorkflowID, st.State)
+	}
 	f := approval.Fields{
 		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: !opts.Deny,
 		ApprovalID: opts.ApprovalID, SandboxTaskQueue: st.SandboxTaskQueue, Expires: opts.Expires,
-	}
-	if f.WorkflowID == "" {
-		f.WorkflowID = workflowID
 	}
 	if f.ApprovalID == "" {
 		f.ApprovalID = uuid.NewString()
 	}
 	if f.Expires.IsZero() {
-		f.Expires = time.Now().Add(DefaultStatementLifetime)
+		f.Expires = now.Add(DefaultStatementLifetime)
 		if !st.ApprovalDeadline.IsZero() && st.ApprovalDeadline.Before(f.Expires) {
 			f.Expires = st.ApprovalDeadline
 		}
 	}
 	f.Expires = f.Expires.UTC().Truncate(time.Second)
 	if err := f.Check(); err != nil {
-		return approval.Fields{}, fmt.Errorf("client: statement for %s: %w", workflowID, err)
+		return approval.Fields{}, fmt.Errorf("client: statement for %s: %w", st.WorkflowID, err)
 	}
 	return f, nil
+}
+
+// AssertedDecision returns the decision that carries a passkey's assertion over the statement f
+// (statement is the text the passkey signed), ready for Decide. reviewer is the principal the
+// caller verified the assertion for.
+func AssertedDecision(f approval.Fields, a *approval.WebAuthnAssertion, statement, reviewer, reason string) contract.Decision {
+	return contract.Decision{
+		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve, Reviewer: reviewer, Reason: reason,
+		Expires: f.Expires, WebAuthn: a, Statement: statement,
+	}
 }
 
 // SignDecision signs the statement f with a reviewer's key and returns the decision that carries

@@ -145,8 +145,8 @@ func TestStartFailsFastWithoutWorker(t *testing.T) {
 	f := &fakeTemporal{}
 	_, err := newFake(t, f).Start(context.Background(), guard.Request{Code: "print(1)"}, StartOptions{})
 	var nw *NoWorkerError
-	if !errors.As(err, &nw) || nw.TaskQueue != DefaultTaskQueue || ErrorType(err) != TypeNoWorker {
-		t.Fatalf("Start = %v; want a *NoWorkerError for %s", err, DefaultTaskQueue)
+	if !errors.As(err, &nw) || nw.TaskQueue != contract.DefaultTaskQueue || ErrorType(err) != TypeNoWorker {
+		t.Fatalf("Start = %v; want a *NoWorkerError for %s", err, contract.DefaultTaskQueue)
 	}
 	if len(f.started) != 0 {
 		t.Fatal("Start started a run no worker would check")
@@ -181,6 +181,7 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 		"approve": func() error { _, err := c.Approve(ctx, "x", "d", bob, ""); return err },
 		"deny":    func() error { _, err := c.Deny(ctx, "x", bob, "no"); return err },
 		"result":  func() error { _, err := c.WaitResult(ctx, "x", time.Second); return err },
+		"read":    func() error { _, err := c.ReadRun(ctx, "x"); return err },
 	}
 	for name, call := range calls {
 		err := call()

@@ -47,14 +47,12 @@ type RunOptions struct {
 
 // RunInput is the input of the sandbox activity (RunActivityName): a checked request and the
 // signed approval that lets it run. The activity verifies Decision itself, against its own
-// reviewers file and its own activity info, before anything starts.
+// reviewers file and its own activity info, before anything starts; the approval id and digest
+// it runs under are the decision's. (Inputs recorded before this shape also carried
+// "approval_id", "reviewer" and "digest" beside the decision; they are ignored.)
 type RunInput struct {
 	Checked guard.Checked `json:"checked"`
-	// ApprovalID, Reviewer and Digest are the approving decision's (Reviewer as the workflow
-	// verified it).
-	ApprovalID string `json:"approval_id"`
-	Reviewer   string `json:"reviewer"`
-	Digest     string `json:"digest"`
-	// Decision is the signed decision as the reviewer sent it.
+	// Decision is the signed decision as the reviewer sent it, with Reviewer as the workflow
+	// verified it.
 	Decision Decision `json:"decision"`
 }

@@ -67,30 +67,33 @@ func (d Decision) Fields(workflowID, runID, digest, sandboxTaskQueue string) app
 	}
 }
 
-// Problem says what makes d malformed for a request whose digest is digest (a missing or
-// malformed approval id, an oversized or unprintable reviewer or reason, a missing or wrong
-// digest), or returns "" when its fields are well formed. The workflow refuses a decision with a
-// problem before it verifies the signature; a client may ask first.
-func (d Decision) Problem(digest string) string {
+// Problem returns a *Rejection saying what makes d malformed for a request whose digest is digest
+// (a missing or malformed approval id, an oversized or unprintable reviewer or reason, a missing
+// or wrong digest), or nil when its fields are well formed. The workflow refuses a decision with
+// a problem before it verifies the signature; a client may ask first.
+func (d Decision) Problem(digest string) *Rejection {
+	reject := func(r RejectReason, format string, args ...any) *Rejection {
+		return &Rejection{Reason: r, Msg: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case d.ApprovalID == "":
-		return "approval_id is missing"
+		return reject(RejectApprovalID, "approval_id is missing")
 	case !isUUID(d.ApprovalID):
-		return fmt.Sprintf("approval_id %.64q is not a UUID", d.ApprovalID)
+		return reject(RejectApprovalID, "approval_id %.64q is not a UUID", d.ApprovalID)
 	case len(d.Reviewer) > MaxReviewerBytes:
-		return fmt.Sprintf("reviewer is %d bytes, over the limit of %d", len(d.Reviewer), MaxReviewerBytes)
+		return reject(RejectReviewer, "reviewer is %d bytes, over the limit of %d", len(d.Reviewer), MaxReviewerBytes)
 	case !utf8.ValidString(d.Reviewer) || strings.ContainsFunc(d.Reviewer, unicode.IsControl):
-		return "reviewer must be valid UTF-8 without control characters"
+		return reject(RejectReviewer, "reviewer must be valid UTF-8 without control characters")
 	case len(d.Reason) > MaxReasonBytes:
-		return fmt.Sprintf("reason is %d bytes, over the limit of %d", len(d.Reason), MaxReasonBytes)
+		return reject(RejectReasonText, "reason is %d bytes, over the limit of %d", len(d.Reason), MaxReasonBytes)
 	case !utf8.ValidString(d.Reason):
-		return "reason is not valid UTF-8"
+		return reject(RejectReasonText, "reason is not valid UTF-8")
 	case d.Approve && d.Digest == "":
-		return "digest is missing: an approval must carry the digest of the request it approves (" + digest + ")"
+		return reject(RejectMissingDigest, "digest is missing: an approval must carry the digest of the request it approves (%s)", digest)
 	case d.Digest != "" && d.Digest != digest:
-		return fmt.Sprintf("wrong digest: the decision is for %.80q but this request's digest is %s", d.Digest, digest)
+		return reject(RejectWrongDigest, "wrong digest: the decision is for %.80q but this request's digest is %s", d.Digest, digest)
 	}
-	return ""
+	return nil
 }
 
 // isUUID reports whether s is a UUID in its 36-character form, and not the nil UUID.

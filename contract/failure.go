@@ -18,31 +18,35 @@ import (
 // Which fields are set depends on the error's type (the application error's Type, one of the
 // guard.TypeXxx constants).
 type ErrorDetails struct {
-	// Message is the Msg of a ToolUsageError or ConfigError, or the Message of an ApprovalDenied.
+	// Message is the Msg of a ToolUsageError, ConfigError or ApprovalRefused, or the Message of
+	// an ApprovalDenied.
 	Message string `json:"message,omitempty"`
-	// Op and Error are an IntegrationError's operation and the text of its cause.
+	// Op and Error are an IntegrationError's operation and the text of its cause; Error is also
+	// the text of an ApprovalRefused's cause.
 	Op    string `json:"op,omitempty"`
 	Error string `json:"error,omitempty"`
 	// CodeMayHaveStarted is an IntegrationError's flag. A reader that finds it missing must
 	// assume true.
 	CodeMayHaveStarted *bool `json:"code_may_have_started,omitempty"`
-	// Reason and Reviewer are an ApprovalDenied's.
+	// Reason and Reviewer are an ApprovalDenied's; Reason is also an ApprovalRefused's
+	// (a guard.RefusedReason).
 	Reason   string `json:"reason,omitempty"`
 	Reviewer string `json:"reviewer,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
 // the guard.TypeXxx name and whose details are ErrorDetails. ToolUsageError, ConfigError,
-// ApprovalDenied and an IntegrationError whose code may have started are non-retryable; an
-// IntegrationError from before the code could start is marked retryable, and carries as its
-// next retry delay the wait its cause asks for (a rate limit's Retry-After; see RetryDelay). An
-// error that carries no guard type is returned unchanged; nil stays nil.
+// ApprovalDenied, ApprovalRefused and an IntegrationError whose code may have started are
+// non-retryable; an IntegrationError from before the code could start is marked retryable, and
+// carries as its next retry delay the wait its cause asks for (a rate limit's Retry-After; see
+// RetryDelay). An error that carries no guard type is returned unchanged; nil stays nil.
 func ToFailure(err error) error {
 	var (
 		tu *guard.ToolUsageError
 		ce *guard.ConfigError
 		ie *guard.IntegrationError
 		ad *guard.ApprovalDenied
+		ar *guard.ApprovalRefused
 	)
 	switch guard.TypeOf(err) {
 	case guard.TypeToolUsageError:
@@ -55,6 +59,13 @@ func ToFailure(err error) error {
 		errors.As(err, &ad)
 		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeApprovalDenied, nil,
 			ErrorDetails{Message: ad.Message, Reason: ad.Reason, Reviewer: ad.Reviewer})
+	case guard.TypeApprovalRefused:
+		errors.As(err, &ar)
+		d := ErrorDetails{Message: ar.Msg, Reason: string(ar.Reason)}
+		if ar.Err != nil {
+			d.Error = ar.Err.Error()
+		}
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeApprovalRefused, nil, d)
 	case guard.TypeIntegrationError:
 		errors.As(err, &ie)
 		started := ie.CodeMayHaveStarted
@@ -95,10 +106,11 @@ func RetryDelay(err error) time.Duration {
 
 // FromFailure returns the typed guard error that err carries as a Temporal application error (made
 // by ToFailure, perhaps wrapped in an activity or workflow execution error), so that
-// errors.As finds *guard.ToolUsageError, *guard.ConfigError, *guard.IntegrationError or
-// *guard.ApprovalDenied. Clients use it on the error of a RunCode run. An IntegrationError whose
-// details do not say otherwise is taken to have possibly started the code. Any other error is
-// returned unchanged; nil stays nil.
+// errors.As finds *guard.ToolUsageError, *guard.ConfigError, *guard.IntegrationError,
+// *guard.ApprovalDenied or *guard.ApprovalRefused (whose cause is then the text of the
+// original). Clients use it on the error of a RunCode run. An IntegrationError whose details do
+// not say otherwise is taken to have possibly started the code. Any other error is returned
+// unchanged; nil stays nil.
 func FromFailure(err error) error {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
@@ -120,6 +132,12 @@ func FromFailure(err error) error {
 			return &guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Message: appErr.Message()}
 		}
 		return &guard.ApprovalDenied{Reason: d.Reason, Reviewer: d.Reviewer, Message: d.Message}
+	case guard.TypeApprovalRefused:
+		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
+		if d.Error != "" {
+			ar.Err = errors.New(d.Error)
+		}
+		return ar
 	case guard.TypeIntegrationError:
 		ie := &guard.IntegrationError{Op: d.Op, CodeMayHaveStarted: d.CodeMayHaveStarted == nil || *d.CodeMayHaveStarted}
 		switch {

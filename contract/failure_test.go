@@ -24,6 +24,8 @@ func TestErrorsRoundTrip(t *testing.T) {
 		{"before start", &guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")}, false},
 		{"after start", &guard.IntegrationError{Op: "docker: read result", Err: errors.New("garbled"), CodeMayHaveStarted: true}, true},
 		{"wrapped", fmt.Errorf("outer: %w", &guard.ConfigError{Msg: "missing image"}), true},
+		{"refused", &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used by sandbox activity \"5\""}, true},
+		{"refused with a cause", fmt.Errorf("outer: %w", &guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := ToFailure(tc.err)
@@ -45,10 +47,18 @@ func TestErrorsRoundTrip(t *testing.T) {
 			&guard.ToolUsageError{Msg: "code is empty"},
 			&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"},
 			&guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")},
+			&guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")},
 		} {
 			if got := FromFailure(ToFailure(err)).Error(); got != err.Error() {
 				t.Errorf("round trip of %q gave %q", err, got)
 			}
+		}
+	})
+	t.Run("a refusal keeps its reason", func(t *testing.T) {
+		var ar *guard.ApprovalRefused
+		err := FromFailure(fmt.Errorf("activity error: %w", ToFailure(&guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "m", Err: errors.New("c")})))
+		if !errors.As(err, &ar) || ar.Reason != guard.RefusedMismatch || ar.Msg != "m" || ar.Err == nil || ar.Err.Error() != "c" {
+			t.Errorf("FromFailure = %#v; want reason mismatch, message m, cause c", err)
 		}
 	})
 	t.Run("untyped errors pass through", func(t *testing.T) {

@@ -268,6 +268,9 @@ func TestRetryable(t *testing.T) {
 		{&ToolUsageError{Msg: "x"}, false},
 		{&ConfigError{Msg: "x"}, false},
 		{&ApprovalDenied{Reason: DeniedExpired}, false},
+		{&ApprovalRefused{Reason: RefusedAlreadyUsed}, false},
+		// A refusal stays one whatever its cause.
+		{&ApprovalRefused{Reason: RefusedNotVerified, Err: &IntegrationError{Op: "dial"}}, false},
 		{&IntegrationError{Op: "dial"}, true},
 		{&IntegrationError{Op: "wait", CodeMayHaveStarted: true}, false},
 		{errors.New("unknown"), false},

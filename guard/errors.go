@@ -12,6 +12,7 @@ const (
 	TypeConfigError      = "ConfigError"
 	TypeIntegrationError = "IntegrationError"
 	TypeApprovalDenied   = "ApprovalDenied"
+	TypeApprovalRefused  = "ApprovalRefused"
 )
 
 // ToolUsageError reports bad code, language, file names or env in a request. The caller (usually a
@@ -78,6 +79,49 @@ func (e *ApprovalDenied) Error() string {
 	}
 }
 
+// RefusedReason says why a sandbox host refused to run an approved request. Its values are the
+// "reason" of an ApprovalRefused across Temporal.
+type RefusedReason string
+
+// Reasons carried by ApprovalRefused.
+const (
+	// RefusedNoApproval: the sandbox activity's input carries no approving decision, approval id
+	// or reviewer.
+	RefusedNoApproval RefusedReason = "no_approval"
+	// RefusedMismatch: the input's approval id or digest differs from its decision's, or the
+	// decision's digest from the request's.
+	RefusedMismatch RefusedReason = "mismatch"
+	// RefusedNotVerified: the signed decision does not verify against this host's reviewers for
+	// this run (the cause is the approval package's refusal).
+	RefusedNotVerified RefusedReason = "not_verified"
+	// RefusedNotScheduled: the run's history schedules no sandbox activity of this id.
+	RefusedNotScheduled RefusedReason = "not_scheduled"
+	// RefusedAlreadyUsed: the run's history shows the approval used, or claimed and never
+	// released, by another sandbox activity: an approval runs code once.
+	RefusedAlreadyUsed RefusedReason = "already_used"
+)
+
+// ApprovalRefused reports that a sandbox host refused to run a request although the workflow
+// holds an approval: the approval does not verify on the host, or was already used. Nothing ran;
+// the fault is not the operator's configuration. It is never retried. Err is the cause, when one
+// is known (an *approval.RefusalError for RefusedNotVerified); across Temporal only its text
+// travels.
+type ApprovalRefused struct {
+	Reason RefusedReason
+	Msg    string
+	Err    error
+}
+
+func (e *ApprovalRefused) Error() string {
+	msg := fmt.Sprintf("approval refused (%s), nothing ran: %s", e.Reason, e.Msg)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *ApprovalRefused) Unwrap() error { return e.Err }
+
 func toolUsagef(format string, args ...any) error {
 	return &ToolUsageError{Msg: fmt.Sprintf(format, args...)}
 }
@@ -93,6 +137,7 @@ func TypeOf(err error) string {
 		ce *ConfigError
 		ie *IntegrationError
 		ad *ApprovalDenied
+		ar *ApprovalRefused
 	)
 	switch {
 	case errors.As(err, &tu):
@@ -101,6 +146,8 @@ func TypeOf(err error) string {
 		return TypeConfigError
 	case errors.As(err, &ad):
 		return TypeApprovalDenied
+	case errors.As(err, &ar):
+		return TypeApprovalRefused
 	case errors.As(err, &ie):
 		return TypeIntegrationError
 	}
@@ -108,7 +155,8 @@ func TypeOf(err error) string {
 }
 
 // Retryable reports whether err may be retried without risking a second run of approved code.
-// It is the one place that decides: ToolUsageError, ConfigError and ApprovalDenied never are; an
+// It is the one place that decides: ToolUsageError, ConfigError, ApprovalDenied and ApprovalRefused
+// never are; an
 // IntegrationError is only while the code cannot have started; any other error is treated as an
 // outcome-unknown failure and is not retried.
 func Retryable(err error) bool {

@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	tclient "go.temporal.io/sdk/client"
-
 	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 )
 
@@ -28,8 +27,6 @@ type decideRequest struct {
 	Reason     string                      `json:"reason"`
 	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn"`
 }
-
-const maxReasonBytes = 2000
 
 // handleDecide verifies the reviewer's passkey assertion over this run's statement, exactly as
 // the workflow will, and sends the decision as the update "decide". A refusal is shown to the
@@ -45,8 +42,8 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		writeRefusal(w, http.StatusBadRequest, "a denial needs a reason")
 		return
 	}
-	if len(in.Reason) > maxReasonBytes {
-		writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", maxReasonBytes))
+	if len(in.Reason) > contract.MaxReasonBytes {
+		writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", contract.MaxReasonBytes))
 		return
 	}
 	ri, err := s.loadRun(r.Context(), id)
@@ -54,13 +51,13 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		writeRefusal(w, http.StatusNotFound, err.Error())
 		return
 	}
-	if !ri.running || ri.status.State != contract.StatusAwaitingApproval {
-		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.status.State+")")
+	if !ri.Running || ri.Status.State != contract.StatusAwaitingApproval {
+		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+")")
 		return
 	}
 	if in.Approve {
-		req, readErr := s.readInput(r.Context(), id, ri.status.RunID)
-		if err := checkShown(ri.status, req, readErr); err != nil {
+		in, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
+		if err := checkShown(ri.Status, in, readErr); err != nil {
 			s.log.Warn("inbox: approval refused", "workflow_id", id, "principal", sess.principal, "error", err)
 			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
 			return
@@ -85,7 +82,7 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 // verifyDecision checks the assertion against the run's statement built from what the inbox
 // knows (workflow id, run id, digest, task queue), the decision and the reviewers file, and that
 // the passkey is the one the session signed in with.
-func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (contract.Decision, error) {
+func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *session) (contract.Decision, error) {
 	expires, err := time.Parse(time.RFC3339, in.Expires)
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("inbox: expires %q: want RFC 3339", in.Expires)
@@ -94,42 +91,30 @@ func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (c
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
 	}
-	want := approval.Fields{
-		WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
-		Approve: in.Approve, ApprovalID: in.ApprovalID, SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
+	now := s.cfg.Now()
+	want, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires}, now)
+	if err != nil {
+		return contract.Decision{}, fmt.Errorf("inbox: %w", err)
 	}
-	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, s.cfg.Now())
+	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, now)
 	if err != nil {
 		return contract.Decision{}, err
 	}
 	if v.Fingerprint != sess.fingerprint {
 		return contract.Decision{}, errors.New("inbox: sign with the passkey you signed in with")
 	}
-	return contract.Decision{
-		ApprovalID: in.ApprovalID, Digest: want.Digest, Approve: in.Approve, Reviewer: v.Principal,
-		Reason: in.Reason, Expires: expires, WebAuthn: in.WebAuthn, Statement: in.Statement,
-	}, nil
+	return client.AssertedDecision(want, in.WebAuthn, in.Statement, v.Principal, in.Reason), nil
 }
 
-func (s *Server) sendDecision(ctx context.Context, ri *runInfo, d contract.Decision) (contract.DecideResult, error) {
-	var out contract.DecideResult
+// sendDecision sends d to the run the page was read from, through the client.
+func (s *Server) sendDecision(ctx context.Context, ri *client.RunInfo, d contract.Decision) (contract.DecideResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	h, err := s.cfg.Temporal.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
-		WorkflowID:   ri.status.WorkflowID,
-		RunID:        ri.status.RunID,
-		UpdateName:   contract.UpdateDecide,
-		UpdateID:     d.ApprovalID,
-		Args:         []any{d},
-		WaitForStage: tclient.WorkflowUpdateStageCompleted,
-	})
+	res, err := s.runs.DecideRun(ctx, ri.Status.WorkflowID, ri.Status.RunID, d)
 	if err != nil {
-		return out, fmt.Errorf("inbox: decide on %s: %w", ri.status.WorkflowID, err)
+		return res, fmt.Errorf("inbox: %w", err)
 	}
-	if err := h.Get(ctx, &out); err != nil {
-		return out, fmt.Errorf("inbox: decide on %s: %w", ri.status.WorkflowID, err)
-	}
-	return out, nil
+	return res, nil
 }
 
 // handleDownload sends, as a plain-text attachment and never as a page, an input file of any
@@ -143,10 +128,10 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *sessi
 		return
 	}
 	if n, ok := strings.CutPrefix(what, "input-"); ok {
-		s.downloadInput(w, r, id, ri.status.RunID, n)
+		s.downloadInput(w, r, id, ri.Status.RunID, n)
 		return
 	}
-	if ri.running {
+	if ri.Running {
 		http.Error(w, "no finished RunCode run "+id, http.StatusNotFound)
 		return
 	}
@@ -181,11 +166,12 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *sessi
 // downloadInput sends input file number n (in name order, as the run page lists them) of the
 // request run runID of workflow id was started with.
 func (s *Server) downloadInput(w http.ResponseWriter, r *http.Request, id, runID, n string) {
-	req, err := s.readInput(r.Context(), id, runID)
+	in, err := s.readInput(r.Context(), id, runID)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
+	req := in.Request
 	names := slices.Sorted(maps.Keys(req.Files))
 	i, err := strconv.Atoi(n)
 	if err != nil || i < 0 || i >= len(names) {

@@ -20,9 +20,11 @@
 //
 // # Decisions
 //
-// Approving or denying signs the decision's statement (approval.Fields.Statement, which binds the
-// workflow id, run id, digest, approve or deny, approval id, sandbox task queue and expiry) with
-// the passkey: navigator.credentials.get with challenge = SHA-256 of the statement shown on the
+// The inbox reads runs, checks what a status shows against the run's start, builds statements
+// and sends decisions through the client package (client.Client.ReadRun, StartInput, CheckShown,
+// StatementFor, DecideRun), the one reviewer door the starter uses too. Approving or denying
+// signs the decision's statement (approval.Fields.Statement, which binds the workflow id, run id,
+// digest, approve or deny, approval id, sandbox task queue and expiry) with the passkey: navigator.credentials.get with challenge = SHA-256 of the statement shown on the
 // page. The inbox verifies the assertion (approval.Verify) before it sends the decision as the
 // update "decide" with the assertion in its "webauthn" field, and the workflow and the sandbox
 // activity verify it again, as they verify an SSH signature.

@@ -8,9 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
@@ -74,14 +72,14 @@ type runView struct {
 	ResultErr      string
 }
 
-// resultView is a finished run's result: text only, never HTML.
+// resultView is a finished run's result: the result itself (so the page can show everything the
+// host measured), with its output and files as previews, text only, never HTML.
 type resultView struct {
-	Outcome, ExitCode, Duration      string
-	Stdout, Stderr                   string
-	StdoutTruncated, StderrTruncated bool
-	StdoutBinary, StderrBinary       bool
-	Files                            []outputFile
-	FilesTruncated                   bool
+	guard.Result
+	ExitCode, Duration         string
+	Stdout, Stderr             string
+	StdoutBinary, StderrBinary bool
+	Files                      []outputFile
 }
 
 type outputFile struct {
@@ -94,7 +92,7 @@ type outputFile struct {
 }
 
 func parsePages() (map[string]*template.Template, error) {
-	funcs := template.FuncMap{"visible": visible, "pathseg": url.PathEscape}
+	funcs := template.FuncMap{"visible": visible, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")
@@ -166,13 +164,13 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 	}
 	v := s.runView(ri)
 	v.CredentialID = sess.credentialID
-	req, readErr := s.readInput(r.Context(), id, ri.status.RunID)
+	in, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
 	if readErr != nil {
 		v.FilesErr = readErr.Error()
 	} else {
-		v.Files = inputFiles(req)
+		v.Files = inputFiles(in.Request)
 	}
-	if !ri.running {
+	if !ri.Running {
 		res, err := s.result(r.Context(), id)
 		if err != nil {
 			v.ResultErr = err.Error()
@@ -184,7 +182,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 		if err := s.statements(ri, v); err != nil {
 			data.Err = err.Error()
 		}
-		if err := checkShown(ri.status, req, readErr); err != nil {
+		if err := checkShown(ri.Status, in, readErr); err != nil {
 			v.Approve, v.ApproveRefused = statementView{}, err.Error()
 		}
 	}
@@ -193,17 +191,17 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 }
 
 // runView turns a status into the run page's fields.
-func (s *Server) runView(ri *runInfo) *runView {
-	st, req := ri.status, ri.status.Request
+func (s *Server) runView(ri *client.RunInfo) *runView {
+	st, req := ri.Status, ri.Status.Request
 	v := &runView{
 		ID: st.WorkflowID, RunID: st.RunID, State: st.State,
 		Language: req.Language, CodeSize: human.Bytes(int64(req.CodeBytes)),
 		Network: human.Network(req), Egress: req.Egress, Backend: req.Backend,
 		SandboxTaskQueue: st.SandboxTaskQueue, Digest: req.Digest,
-		Started:  ri.started.UTC().Format(time.RFC3339),
+		Started:  ri.Started.UTC().Format(time.RFC3339),
 		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,
 		LastRejection: st.LastRejection, RunAttempts: st.RunAttempts, Error: st.Error,
-		Awaiting: ri.running && st.State == contract.StatusAwaitingApproval,
+		Awaiting: ri.Running && st.State == contract.StatusAwaitingApproval,
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	for _, n := range req.EnvNames {
@@ -222,32 +220,31 @@ func (s *Server) runView(ri *runInfo) *runView {
 	return v
 }
 
-// statements writes the approve and deny statements the reviewer may sign, each with a fresh
-// approval id and an expiry of DecisionTTL.
-func (s *Server) statements(ri *runInfo, v *runView) error {
-	expires := s.cfg.Now().Add(s.cfg.DecisionTTL).UTC().Truncate(time.Second)
+// statements writes the approve and deny statements the reviewer may sign (client.StatementFor),
+// each with a fresh approval id and an expiry of DecisionTTL.
+func (s *Server) statements(ri *client.RunInfo, v *runView) error {
+	now := s.cfg.Now()
+	expires := now.Add(s.cfg.DecisionTTL)
 	for _, sv := range []*statementView{&v.Approve, &v.Deny} {
 		sv.Approve = sv == &v.Approve
-		f := approval.Fields{
-			WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
-			Approve: sv.Approve, ApprovalID: uuid.NewString(), SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
+		f, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !sv.Approve, Expires: expires}, now)
+		if err != nil {
+			return fmt.Errorf("inbox: %w", err)
 		}
 		b, err := f.Statement()
 		if err != nil {
 			return fmt.Errorf("inbox: statement: %w", err)
 		}
-		sv.ApprovalID, sv.Expires, sv.Text = f.ApprovalID, expires.Format(time.RFC3339), string(b)
+		sv.ApprovalID, sv.Expires, sv.Text = f.ApprovalID, f.Expires.Format(time.RFC3339), string(b)
 	}
 	return nil
 }
 
 func newResultView(res guard.Result) *resultView {
-	v := &resultView{
-		Outcome: res.Outcome.String(), ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String(),
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, FilesTruncated: res.FilesTruncated,
-	}
+	v := &resultView{Result: res, ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String()}
 	v.Stdout, v.StdoutBinary, _ = preview(res.Stdout, outputPreviewBytes)
 	v.Stderr, v.StderrBinary, _ = preview(res.Stderr, outputPreviewBytes)
+	v.StdoutBinary, v.StderrBinary = v.StdoutBinary || res.StdoutBinary, v.StderrBinary || res.StderrBinary
 	for i, f := range res.Files {
 		of := outputFile{N: i, Name: visible(f.Name), Size: human.Bytes(f.Size)}
 		of.Preview, of.Binary, of.Cut = preview(f.Content, previewBytes)

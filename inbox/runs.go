@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
@@ -33,58 +33,25 @@ const (
 	temporalTimeout = 10 * time.Second
 )
 
-// runInfo is what the inbox knows of one run.
-type runInfo struct {
-	status  contract.Status
-	running bool
-	started time.Time
-	closed  time.Time
-}
-
-var errNotRunCode = errors.New("inbox: not a RunCode run")
-
-// loadRun describes the workflow (it must be a RunCode run) and queries its status.
-func (s *Server) loadRun(ctx context.Context, id string) (*runInfo, error) {
+// loadRun reads the run (it must be a RunCode run) through the client, with the inbox's sandbox
+// task queue for a status that names none.
+func (s *Server) loadRun(ctx context.Context, id string) (*client.RunInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	desc, err := s.cfg.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	ri, err := s.runs.ReadRun(ctx, id)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: describe %s: %w", id, err)
+		return nil, fmt.Errorf("inbox: %w", err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
-	if info.GetType().GetName() != contract.WorkflowName {
-		return nil, errNotRunCode
+	if ri.Status.SandboxTaskQueue == "" {
+		ri.Status.SandboxTaskQueue = s.cfg.SandboxTaskQueue
 	}
-	runID := info.GetExecution().GetRunId()
-	v, err := s.cfg.Temporal.QueryWorkflow(ctx, id, runID, contract.QueryStatus)
-	if err != nil {
-		return nil, fmt.Errorf("inbox: query %s: %w", id, err)
-	}
-	ri := &runInfo{
-		running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
-		started: info.GetStartTime().AsTime(),
-	}
-	if info.GetCloseTime() != nil {
-		ri.closed = info.GetCloseTime().AsTime()
-	}
-	if err := v.Get(&ri.status); err != nil {
-		return nil, fmt.Errorf("inbox: decode the status of %s: %w", id, err)
-	}
-	if ri.status.WorkflowID == "" {
-		ri.status.WorkflowID = id
-	}
-	if ri.status.RunID == "" {
-		ri.status.RunID = runID
-	}
-	if ri.status.SandboxTaskQueue == "" {
-		ri.status.SandboxTaskQueue = s.cfg.SandboxTaskQueue
-	}
-	return ri, nil
+	return &ri, nil
 }
 
 func isNotFound(err error) bool {
 	var nf *serviceerror.NotFound
-	return errors.Is(err, errNotRunCode) || errors.As(err, &nf)
+	var nr *client.NotRunCodeError
+	return errors.As(err, &nr) || errors.As(err, &nf)
 }
 
 // pendingRow is one line of the pending list.
@@ -119,8 +86,7 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	for _, p := range pending {
 		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest,
 			Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
-		var st contract.Status
-		if v, err := s.cfg.Temporal.QueryWorkflow(ctx, p.WorkflowID, p.RunID, contract.QueryStatus); err == nil && v.Get(&st) == nil {
+		if st, err := s.runs.RunStatus(ctx, p.WorkflowID, p.RunID); err == nil {
 			req := st.Request
 			row.Agent, row.RequestedBy = visible(req.Metadata.Agent), visible(req.Metadata.RequestedBy)
 			row.CodeSize = human.Bytes(int64(req.CodeBytes))
@@ -145,16 +111,16 @@ type inputFile struct {
 	Cut     bool
 }
 
-// readInput reads the request the run was started with from its start event (the status
-// carries only file names and sizes, env names).
-func (s *Server) readInput(ctx context.Context, id, runID string) (guard.Request, error) {
+// readInput reads the input the run was started with from its start event, through the client
+// (the status carries only file names and sizes, env names).
+func (s *Server) readInput(ctx context.Context, id, runID string) (contract.Input, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	in, err := contract.ReadInput(ctx, s.cfg.Temporal, s.cfg.DataConverter, id, runID)
+	in, err := s.runs.StartInput(ctx, id, runID)
 	if err != nil {
-		return guard.Request{}, fmt.Errorf("inbox: %w", err)
+		return contract.Input{}, fmt.Errorf("inbox: %w", err)
 	}
-	return in.Request, nil
+	return in, nil
 }
 
 // inputFiles lists the request's input files as the run page shows them: text as escaped
@@ -171,14 +137,13 @@ func inputFiles(req guard.Request) []inputFile {
 }
 
 // checkShown refuses an approval of a run whose status's digest is not the digest of what the
-// page shows (contract.ShownChecked): the status is answered by whatever worker polls the run's
+// page shows (client.CheckShown): the status is answered by whatever worker polls the run's
 // task queue.
-func checkShown(st contract.Status, req guard.Request, readErr error) error {
+func checkShown(st contract.Status, in contract.Input, readErr error) error {
 	if readErr != nil {
 		return fmt.Errorf("the inbox cannot check what the status shows against the run's start: %w", readErr)
 	}
-	_, err := contract.ShownChecked(st.Request, req)
-	return err
+	return client.CheckShown(st, in)
 }
 
 // preview returns up to max bytes of b as text with invisible characters escaped, or binary

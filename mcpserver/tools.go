@@ -165,9 +165,15 @@ func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 func errorResult(err error) *mcp.CallToolResult {
 	out := client.NewErrorOutput(err)
 	text := out.Error.Type + ": " + out.Error.Message
-	var ad *guard.ApprovalDenied
-	if errors.As(err, &ad) && ad.Reason == guard.DeniedExpired {
+	var (
+		ad *guard.ApprovalDenied
+		ar *guard.ApprovalRefused
+	)
+	switch {
+	case errors.As(err, &ad) && ad.Reason == guard.DeniedExpired:
 		text += " (nobody decided in time; the code did not run)"
+	case errors.As(err, &ar):
+		text += " (the sandbox host refused the approval; the code did not run, and asking again needs a new approval)"
 	}
 	return &mcp.CallToolResult{
 		IsError:           true,
@@ -179,8 +185,7 @@ func errorResult(err error) *mcp.CallToolResult {
 // resultContent is a run's result: a summary line, stdout and stderr as text, produced files as
 // embedded resources, and the whole result (without file contents) as structured content.
 func resultContent(id string, r guard.Result) *mcp.CallToolResult {
-	out := client.NewOutput(r)
-	summary := fmt.Sprintf("run %s: %s, exit code %d, %d ms", id, out.Outcome, r.ExitCode, out.DurationMS)
+	summary := fmt.Sprintf("run %s: %s, exit code %d, %d ms", id, r.Outcome, r.ExitCode, r.Duration.Milliseconds())
 	if r.TimedOut {
 		summary += " (timed out: try faster code)"
 	}
@@ -195,10 +200,7 @@ func resultContent(id string, r guard.Result) *mcp.CallToolResult {
 	for _, f := range r.Files {
 		content = append(content, &mcp.EmbeddedResource{Resource: fileResource(id, f)})
 	}
-	for i := range out.Files {
-		out.Files[i].Content = nil
-	}
-	return &mcp.CallToolResult{Content: content, StructuredContent: out}
+	return &mcp.CallToolResult{Content: content, StructuredContent: client.WithoutContents(r)}
 }
 
 func streamText(name string, b []byte, truncated bool) string {

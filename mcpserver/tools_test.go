@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -35,12 +36,22 @@ func TestErrorResultNamesTheType(t *testing.T) {
 		&guard.ConfigError{Msg: "timeout too long"},
 		&guard.IntegrationError{Op: "docker: ping"},
 		&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"},
+		&guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used"},
 	} {
 		res := errorResult(err)
 		text := res.Content[0].(*mcp.TextContent).Text
 		if !res.IsError || !strings.HasPrefix(text, guard.TypeOf(err)+": ") {
 			t.Errorf("errorResult(%v) = %t %q; want isError and the type first", err, res.IsError, text)
 		}
+	}
+}
+
+func TestErrorResultSaysARefusalRanNothing(t *testing.T) {
+	res := errorResult(&guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify"})
+	text := res.Content[0].(*mcp.TextContent).Text
+	out, ok := res.StructuredContent.(client.ErrorOutput)
+	if !res.IsError || !strings.Contains(text, "did not run") || !ok || out.Error.Type != guard.TypeApprovalRefused || out.Error.Reason != "not_verified" {
+		t.Errorf("errorResult = %q, %+v; want an ApprovalRefused with its reason that says the code did not run", text, res.StructuredContent)
 	}
 }
 

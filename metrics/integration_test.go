@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/metrics"
@@ -59,6 +61,21 @@ func TestIntegrationMetricsAfterRuns(t *testing.T) {
 	if _, err := e.Client.Decide(ctx, denied.WorkflowID, wrong); err == nil {
 		t.Fatal("a wrong digest was accepted")
 	}
+	// The same decision signalled is rejected by the workflow and counted by its typed reason.
+	tc, err := tclient.Dial(tclient.Options{HostPort: e.Address, Namespace: e.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if err := tc.SignalWorkflow(ctx, denied.WorkflowID, "", contract.SignalApproval, wrong); err != nil {
+		t.Fatal(err)
+	}
+	for st, _ := e.Client.Status(ctx, denied.WorkflowID); st.RejectedDecisions == 0; st, _ = e.Client.Status(ctx, denied.WorkflowID) {
+		if ctx.Err() != nil {
+			t.Fatal("the signalled decision was never rejected")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	agenttest.Decide(t, e, denied.WorkflowID, false)
 	var ad *guard.ApprovalDenied
 	if _, err := e.Client.Result(ctx, denied.WorkflowID); !errors.As(err, &ad) {
@@ -75,6 +92,7 @@ func TestIntegrationMetricsAfterRuns(t *testing.T) {
 		`sandboxflow_sandbox_run_seconds_count{backend="local",runtime="local"} 2`,
 		`sandboxflow_sandboxes_in_use 0`,
 		`sandboxflow_decision_refusals_total{reason="wrong_digest",via="update"} 1`,
+		`sandboxflow_decision_refusals_total{reason="wrong_digest",via="signal"} 1`,
 	} {
 		if !strings.Contains(body, want+"\n") {
 			t.Errorf("scrape lacks %q", want)

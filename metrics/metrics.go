@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Namespace prefixes every sandboxflow metric.
@@ -31,6 +33,7 @@ type Metrics struct {
 	inUse            prometheus.Gauge
 	egressRefused    prometheus.Counter
 	decisionRefusals *prometheus.CounterVec
+	approvalRefusals *prometheus.CounterVec
 	temporal         *sdkCollector
 }
 
@@ -54,9 +57,11 @@ func New() *Metrics {
 			Help: "Connection attempts from sandboxes that the egress policy refused."}),
 		decisionRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "decision_refusals_total",
 			Help: "Reviewer decisions refused, by reason and by how they came (signal, update)."}, []string{"reason", "via"}),
+		approvalRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "approval_refusals_total",
+			Help: "Approved runs whose approval a sandbox host refused (nothing ran), by reason (no_approval, mismatch, not_verified, not_scheduled, already_used)."}, []string{"reason"}),
 		temporal: newSDKCollector(),
 	}
-	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals,
+	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals, m.approvalRefusals,
 		m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -81,12 +86,12 @@ type sink struct {
 	runtime string
 }
 
-// Emit updates the metrics from a sandbox.started or sandbox.finished event.
+// Emit updates the metrics from a sandbox.started, sandbox.finished or sandbox.refused event.
 func (s *sink) Emit(ctx context.Context, e activities.Event) {
 	switch e.Type {
-	case activities.EventSandboxStarted:
+	case contract.EventSandboxStarted:
 		s.m.inUse.Inc()
-	case activities.EventSandboxFinished:
+	case contract.EventSandboxFinished:
 		s.m.inUse.Dec()
 		backend, _ := e.Data["backend"].(string)
 		if ms, ok := e.Data["duration_ms"].(int64); ok {
@@ -94,6 +99,10 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		}
 		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
 			s.m.limitKills.WithLabelValues(kind).Inc()
+		}
+	case contract.EventSandboxRefused:
+		if reason, ok := e.Data["reason"].(guard.RefusedReason); ok {
+			s.m.approvalRefusals.WithLabelValues(string(reason)).Inc()
 		}
 	}
 	if s.next != nil {

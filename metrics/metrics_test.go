@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // Scrape returns the metrics as Prometheus serves them.
@@ -42,9 +44,9 @@ func TestSinkFeedsSandboxMetrics(t *testing.T) {
 	mem := &activities.MemorySink{}
 	s := m.Sink(mem, "runsc")
 	ctx := context.Background()
-	s.Emit(ctx, activities.Event{Type: activities.EventSandboxStarted, Data: map[string]any{"backend": "docker"}})
-	s.Emit(ctx, activities.Event{Type: activities.EventSandboxStarted, Data: map[string]any{"backend": "docker"}})
-	s.Emit(ctx, activities.Event{Type: activities.EventSandboxFinished, Data: map[string]any{"backend": "docker", "duration_ms": int64(1200), "limit_killed": "memory_limit"}})
+	s.Emit(ctx, activities.Event{Type: contract.EventSandboxStarted, Data: map[string]any{"backend": "docker"}})
+	s.Emit(ctx, activities.Event{Type: contract.EventSandboxStarted, Data: map[string]any{"backend": "docker"}})
+	s.Emit(ctx, activities.Event{Type: contract.EventSandboxFinished, Data: map[string]any{"backend": "docker", "duration_ms": int64(1200), "limit_killed": "memory_limit"}})
 	wantLines(t, scrape(t, m),
 		`sandboxflow_sandboxes_in_use 1`,
 		`sandboxflow_limit_kills_total{kind="memory_limit"} 1`,
@@ -54,6 +56,18 @@ func TestSinkFeedsSandboxMetrics(t *testing.T) {
 	if got := len(mem.Events()); got != 3 {
 		t.Errorf("next sink got %d events; want 3", got)
 	}
+}
+
+func TestSinkCountsRefusedApprovals(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	for _, r := range []guard.RefusedReason{guard.RefusedAlreadyUsed, guard.RefusedAlreadyUsed, guard.RefusedNotVerified} {
+		s.Emit(ctx, activities.Event{Type: contract.EventSandboxRefused, Data: map[string]any{"reason": r}})
+	}
+	body := scrape(t, m)
+	wantLines(t, body, `sandboxflow_approval_refusals_total{reason="already_used"} 2`, `sandboxflow_approval_refusals_total{reason="not_verified"} 1`,
+		`sandboxflow_sandboxes_in_use 0`)
 }
 
 func TestTemporalHandler(t *testing.T) {
@@ -71,18 +85,16 @@ func TestTemporalHandler(t *testing.T) {
 	)
 }
 
-func TestRefusalReason(t *testing.T) {
-	for why, want := range map[string]string{
-		"wrong digest: the decision is for ...":   "wrong_digest",
-		"already decided: decision x by y":        "already_decided",
-		"not waiting for a decision: the run is":  "not_waiting",
-		"digest is missing: an approval must ...": "missing_digest",
-		"reviewer is missing":                     "reviewer",
-		"something new":                           "other",
-	} {
-		if got := RefusalReason(why); got != want {
-			t.Errorf("RefusalReason(%q) = %s; want %s", why, got, want)
-		}
+// TestRejectionOfReadsTheTypedReason: a refused signalled decision is counted by the typed reason
+// the workflow logs with it, never by sorting its text.
+func TestRejectionOfReadsTheTypedReason(t *testing.T) {
+	kv := []any{"event", "approval.rejected", "why", "wrong digest: the decision is for ...", "rejection", contract.RejectWrongDigest, "via", contract.ViaSignal}
+	if r, ok := rejectionOf(kv); !ok || r != contract.RejectWrongDigest || viaOf(kv) != contract.ViaSignal {
+		t.Errorf("rejectionOf = %q, %t, via %q; want wrong_digest by signal", r, ok, viaOf(kv))
+	}
+	text := []any{"why", "wrong digest: the decision is for ...", "rejection", "wrong_digest"}
+	if r, ok := rejectionOf(text); ok {
+		t.Errorf("an untyped rejection was read as %q", r)
 	}
 }
 

@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"errors"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
@@ -13,11 +11,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
-
-// eventApprovalRejected is the workflow's event for a refused signalled decision (see
-// workflows.EventApprovalRejected; not imported, so that workflows never depends on metrics or
-// the reverse).
-const eventApprovalRejected = "approval.rejected"
 
 // WorkerInterceptor returns the interceptor that feeds the workflow metrics: the final state of
 // every RunCode run, the wait for a reviewer, refused egress and refused decisions. It counts
@@ -75,9 +68,8 @@ func (i *inbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteW
 // ValidateUpdate counts decisions the update validator refuses (validators never run on replay).
 func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInput) error {
 	err := i.Next.ValidateUpdate(ctx, in)
-	var app *temporal.ApplicationError
-	if err != nil && in.Name == contract.UpdateDecide && errors.As(err, &app) && app.Type() == contract.DecisionRejectedType {
-		i.m.decisionRefusals.WithLabelValues(RefusalReason(app.Message()), contract.ViaUpdate).Inc()
+	if rej, ok := contract.RejectionOf(err); ok && in.Name == contract.UpdateDecide {
+		i.m.decisionRefusals.WithLabelValues(string(rej.Reason), contract.ViaUpdate).Inc()
 	}
 	return err
 }
@@ -110,7 +102,10 @@ func (o *outboundInterceptor) UpsertTypedSearchAttributes(ctx workflow.Context, 
 	return err
 }
 
-// GetLogger watches the workflow's events for refused signalled decisions.
+// GetLogger watches the workflow's events for refused signalled decisions: an
+// approval.rejected record's typed "rejection" (a contract.RejectReason). A signalled decision
+// has no answer to read it from, and the workflow's replay-safe logger is how the workflow tells
+// of it without recording anything in history.
 func (o *outboundInterceptor) GetLogger(ctx workflow.Context) log.Logger {
 	return &eventLogger{Logger: o.Next.GetLogger(ctx), ctx: ctx, m: o.in.m}
 }
@@ -122,34 +117,31 @@ type eventLogger struct {
 }
 
 func (l *eventLogger) Info(msg string, keyvals ...any) {
-	if msg == eventApprovalRejected && !workflow.IsReplaying(l.ctx) {
-		why := ""
-		for k := 0; k+1 < len(keyvals); k += 2 {
-			if keyvals[k] == "why" {
-				why, _ = keyvals[k+1].(string)
-			}
+	if msg == string(contract.EventApprovalRejected) && !workflow.IsReplaying(l.ctx) {
+		if reason, ok := rejectionOf(keyvals); ok && viaOf(keyvals) == contract.ViaSignal {
+			l.m.decisionRefusals.WithLabelValues(string(reason), contract.ViaSignal).Inc()
 		}
-		l.m.decisionRefusals.WithLabelValues(RefusalReason(why), contract.ViaSignal).Inc()
 	}
 	l.Logger.Info(msg, keyvals...)
 }
 
-// RefusalReason maps the workflow's refusal text to a bounded label: already_decided,
-// not_waiting, approval_id, reviewer, reason, missing_digest, wrong_digest or other. The text is
-// only classified for a metric label, never used to decide anything.
-func RefusalReason(why string) string {
-	for _, r := range []struct{ prefix, label string }{
-		{"already decided", "already_decided"},
-		{"not waiting", "not_waiting"},
-		{"approval_id", "approval_id"},
-		{"reviewer", "reviewer"},
-		{"reason", "reason"},
-		{"digest is missing", "missing_digest"},
-		{"wrong digest", "wrong_digest"},
-	} {
-		if strings.HasPrefix(why, r.prefix) {
-			return r.label
+// rejectionOf returns the typed reason of an approval.rejected record.
+func rejectionOf(keyvals []any) (contract.RejectReason, bool) {
+	for k := 0; k+1 < len(keyvals); k += 2 {
+		if r, ok := keyvals[k+1].(contract.RejectReason); ok && keyvals[k] == "rejection" {
+			return r, true
 		}
 	}
-	return "other"
+	return "", false
+}
+
+// viaOf returns how an approval.rejected record's decision came.
+func viaOf(keyvals []any) string {
+	for k := 0; k+1 < len(keyvals); k += 2 {
+		if keyvals[k] == "via" {
+			v, _ := keyvals[k+1].(string)
+			return v
+		}
+	}
+	return ""
 }

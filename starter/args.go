@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
@@ -80,7 +81,7 @@ func (c *command) addConnFlags(fs *flag.FlagSet) {
 	c.conn = client.ConnectionFromEnv()
 	fs.StringVar(&c.conn.Address, "address", c.conn.Address, "Temporal frontend host:port (TEMPORAL_ADDRESS; default 127.0.0.1:7233)")
 	fs.StringVar(&c.conn.Namespace, "namespace", c.conn.Namespace, "Temporal namespace (TEMPORAL_NAMESPACE; default \"default\")")
-	fs.StringVar(&c.taskQueue, "task-queue", envOr("SANDBOXFLOW_TASK_QUEUE", client.DefaultTaskQueue), "task queue of RunCode workflows")
+	fs.StringVar(&c.taskQueue, "task-queue", envOr("SANDBOXFLOW_TASK_QUEUE", contract.DefaultTaskQueue), "task queue of RunCode workflows")
 	fs.StringVar(&c.keyFile, "key-file", os.Getenv("SANDBOXFLOW_KEY_FILE"), "payload encryption keys shared with the workers")
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
@@ -150,7 +151,10 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		return decideCmd(ctx, sc, cmd, stdout)
 	case "result":
 		res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)
-		return printOr(stdout, client.NewOutput(res), err)
+		if err != nil {
+			return err
+		}
+		return printResult(stdout, res)
 	}
 	return fmt.Errorf("starter: command %q has no implementation", cmd.name)
 }
@@ -161,6 +165,12 @@ func printOr(stdout io.Writer, v any, err error) error {
 		return err
 	}
 	return client.WriteJSON(stdout, v)
+}
+
+// printResult prints a run's result as JSON: the result itself, so that every field the host
+// measured (the egress audit, the signal, the image ID) reaches the person or program reading it.
+func printResult(stdout io.Writer, res guard.Result) error {
+	return client.WriteJSON(stdout, res)
 }
 
 // startedError is an error about a run that was started: the error output names the run.
@@ -192,5 +202,5 @@ func runCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr
 	if err != nil {
 		return startedError{workflowID: started.WorkflowID, err: err}
 	}
-	return client.WriteJSON(stdout, client.NewOutput(res))
+	return printResult(stdout, res)
 }

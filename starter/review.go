@@ -52,5 +52,5 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 	if err != nil {
 		return startedError{workflowID: cmd.id, err: err}
 	}
-	return client.WriteJSON(stdout, client.NewOutput(out))
+	return printResult(stdout, out)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 	"github.com/sandboxflow/sandboxflow/worker/service"
@@ -24,7 +25,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&c.Conn.Address, "address", c.Conn.Address, "Temporal frontend host:port [TEMPORAL_ADDRESS] (default 127.0.0.1:7233; --dev listens there)")
 	fs.StringVar(&c.Conn.Namespace, "namespace", c.Conn.Namespace, "Temporal namespace [TEMPORAL_NAMESPACE] (default \"default\")")
-	fs.StringVar(&c.TaskQueue, "task-queue", client.DefaultTaskQueue, "task queue of RunCode workflows")
+	fs.StringVar(&c.TaskQueue, "task-queue", contract.DefaultTaskQueue, "task queue of RunCode workflows")
 	fs.StringVar(&c.SandboxTaskQueue, "sandbox-task-queue", "", "task queue of the sandbox activity (default: the workflow task queue)")
 	fs.StringVar(&c.Role, "role", service.RoleAll, "what this process runs: all, workflows or sandboxes")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", 2, "how many sandboxes this worker runs at once")

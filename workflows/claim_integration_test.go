@@ -31,7 +31,7 @@ func TestIntegrationClaimHeldBehindAWorkflowTaskStillRuns(t *testing.T) {
 	standIn := func(ctx workflow.Context, _ contract.Input) (string, error) {
 		var d contract.Decision
 		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, &d)
-		in := contract.RunInput{Checked: checked, ApprovalID: d.ApprovalID, Reviewer: "alice", Digest: checked.Digest, Decision: d}
+		in := contract.RunInput{Checked: checked, Decision: d}
 		run := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: it.queue, StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		}), contract.RunActivityName, in)

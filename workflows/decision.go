@@ -19,19 +19,20 @@ import (
 // reviewer keys the check recorded, for this run (its workflow id and its run id, read afresh so
 // that a reset run has its own), the recorded digest and the sandbox task queue, at the
 // workflow's time.
-func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.Verified, error) {
+func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.Verified, *contract.Rejection) {
 	if r.decision != nil {
-		return approval.Verified{}, fmt.Errorf("already decided: decision %s by %s was accepted", r.decision.ApprovalID, r.decision.Reviewer)
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectAlreadyDecided,
+			Msg: fmt.Sprintf("already decided: decision %s by %s was accepted", r.decision.ApprovalID, r.decision.Reviewer)}
 	}
 	switch r.status.State {
 	case contract.StatusAwaitingApproval:
 	case contract.StatusChecking:
-		return approval.Verified{}, errors.New("not waiting for a decision: the request is still being checked")
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting, Msg: "not waiting for a decision: the request is still being checked"}
 	default:
-		return approval.Verified{}, errors.New("not waiting for a decision: the run is " + r.status.State)
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting, Msg: "not waiting for a decision: the run is " + r.status.State}
 	}
-	if why := d.Problem(r.checked.Digest); why != "" {
-		return approval.Verified{}, errors.New(why)
+	if rej := d.Problem(r.checked.Digest); rej != nil {
+		return approval.Verified{}, rej
 	}
 	info := workflow.GetInfo(ctx)
 	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, r.checked.Digest, r.sandboxQueue)
@@ -39,16 +40,18 @@ func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.V
 	// flags it only for the reflection inside crypto/ecdsa's ASN.1 parsing.
 	v, err := approval.Verify(r.reviewers, want, d.Proof(), workflow.Now(ctx)) //workflowcheck:ignore
 	if err != nil {
-		return approval.Verified{}, err
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectOther, Err: err}
 	}
 	return v, nil
 }
 
-// refusalKV is the log fields of a refusal: why, and for a signature the reason and field.
-func refusalKV(err error) []any {
-	kv := []any{"why", err.Error()}
+// refusalKV is the log fields of a refusal: why, its typed reason ("rejection", a
+// contract.RejectReason, which metrics reads), and for a signature the approval package's reason
+// and field.
+func refusalKV(rej *contract.Rejection) []any {
+	kv := []any{"why", rej.Error(), "rejection", rej.Reason}
 	var ref *approval.RefusalError
-	if errors.As(err, &ref) {
+	if errors.As(rej, &ref) {
 		kv = append(kv, "reason", string(ref.Reason))
 		if ref.Field != "" {
 			kv = append(kv, "field", ref.Field)

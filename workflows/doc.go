@@ -14,7 +14,8 @@
 //   - the signal contract.SignalApproval ("approval") or the update contract.UpdateDecide ("decide"), each
 //     carrying a contract.Decision. The update returns a contract.DecideResult for an accepted decision; its
 //     validator refuses a bad one at once with an application error of type
-//     contract.DecisionRejectedType whose message says why.
+//     contract.DecisionRejectedType whose message says why and whose details carry the typed
+//     reason (contract.RejectionOf reads it back).
 //
 // Sandbox hosts signal contract.SignalSandboxClaim ("sandbox-claim") to a run before its code
 // starts; the workflow drops those signals, which are for the hosts to read in the history.
@@ -29,8 +30,8 @@
 // expiry. The status carries the workflow id, run id and sandbox task queue to sign.
 //
 // The run's error, when there is one, is a Temporal application error whose Type is one of
-// guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError or
-// guard.TypeApprovalDenied, with contract.ErrorDetails as its details;
+// guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError,
+// guard.TypeApprovalDenied or guard.TypeApprovalRefused, with contract.ErrorDetails as its details;
 // contract.FromFailure turns it back into the typed guard error. A cancelled run ends with
 // Temporal's cancellation.
 //
@@ -75,25 +76,28 @@
 //     Temporal never retries it. The workflow retries only a failure for which guard.Retryable
 //     is true (an IntegrationError from before the code could start), with exponential backoff
 //     (workflow timers, recorded in history) and a bounded number of attempts. Any other
-//     failure ends the run: a typed ToolUsageError or ConfigError as it is, and a lost worker
-//     (heartbeat or start-to-close timeout), a failure after the code may have started, or any
-//     failure the workflow cannot classify as IntegrationError "outcome unknown; the approval
-//     was used". The code therefore runs at most once per approval.
+//     failure ends the run: a typed ToolUsageError, ConfigError or ApprovalRefused as it is,
+//     and a lost worker (heartbeat or start-to-close timeout), a failure after the code may
+//     have started, or any failure the workflow cannot classify as IntegrationError "outcome
+//     unknown; the approval was used". The code therefore runs at most once per approval.
 //     The sandbox activity verifies the signed decision itself before anything starts, against
 //     its own reviewers file, its own activity info (workflow id, run id, task queue) and the
 //     digest it recomputes: whatever scheduled it, nothing runs without a reviewer's signature.
-//  5. Result. The guard.Result carries the approval id, reviewer, digest and backend.
+//  5. Result. The guard.Result carries the approval id, reviewer, digest and backend, set by the
+//     sandbox host that verified the approval (the workflow returns the result as it came).
 //     SandboxStatus ends at succeeded, failed (non-zero exit or a resource-limit kill),
 //     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error.
 //
 // # Events
 //
-// The workflow logs approval.requested, approval.granted, approval.denied, approval.expired and
-// approval.rejected with its replay-safe logger (workflow.GetLogger): the message and the
-// attribute "event" are the event type, and the attributes carry sizes, counts, ids and the
-// digest. Code and env values appear only when the request set capture_content. Give the worker
+// The workflow logs approval.requested, approval.granted, approval.denied, approval.expired,
+// approval.rejected and sandbox.retry (contract.EventType) with its replay-safe logger
+// (workflow.GetLogger): the message and the attribute "event" are the event type, and the
+// attributes carry sizes, counts, ids and the digest; approval.rejected carries its typed reason
+// as "rejection" (a contract.RejectReason). Code and env values appear only when the request set capture_content. Give the worker
 // a log/slog logger (go.temporal.io/sdk/log.NewStructuredLogger) to have them as slog records.
-// The sandbox activity emits sandbox.started and sandbox.finished to its activities.Sink.
+// The sandbox activity emits sandbox.started and sandbox.finished, or sandbox.refused, to its
+// activities.Sink.
 //
 // # Registration
 //

@@ -177,7 +177,8 @@ func ExampleDecision() {
 		err = env.GetWorkflowResult(&res)
 	}
 	var denied *guard.ApprovalDenied
-	// The typed errors: ToolUsageError, ConfigError, IntegrationError or ApprovalDenied.
+	// The typed errors: ToolUsageError, ConfigError, IntegrationError, ApprovalDenied or
+	// ApprovalRefused.
 	if errors.As(contract.FromFailure(err), &denied) {
 		fmt.Println("not run:", denied.Reason)
 		return

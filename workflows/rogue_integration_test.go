@@ -104,7 +104,7 @@ func TestIntegrationRogueWorkflowWorkerCannotRunAnApprovalTwice(t *testing.T) {
 	rogue := func(ctx workflow.Context, _ contract.Input) ([]string, error) {
 		var d contract.Decision
 		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, &d)
-		in := contract.RunInput{Checked: checked, ApprovalID: d.ApprovalID, Reviewer: "alice", Digest: checked.Digest, Decision: d}
+		in := contract.RunInput{Checked: checked, Decision: d}
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			TaskQueue: it.queue, StartToCloseTimeout: time.Minute, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
 		})
@@ -135,7 +135,7 @@ func TestIntegrationRogueWorkflowWorkerCannotRunAnApprovalTwice(t *testing.T) {
 		switch {
 		case o == "":
 			ran++
-		case !strings.Contains(o, "ConfigError") || !strings.Contains(o, "an approval runs code once") || !strings.Contains(o, "nothing ran"):
+		case !strings.Contains(o, guard.TypeApprovalRefused) || !strings.Contains(o, "an approval runs code once") || !strings.Contains(o, "nothing ran"):
 			t.Errorf("activity %d: %s; want a result or the refusal saying an approval runs code once", i+1, o)
 		}
 	}
@@ -174,8 +174,8 @@ func TestIntegrationForgedNotStartedFailureDoesNotRunTheCodeAgain(t *testing.T) 
 		t.Fatalf("fail activity %q by id: %v", activityID, err)
 	}
 	_, err := it.result(run)
-	var ce *guard.ConfigError
-	if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "never released it") {
+	var ar *guard.ApprovalRefused
+	if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != guard.RefusedAlreadyUsed || !strings.Contains(err.Error(), "never released it") {
 		t.Fatalf("result error %v; want the refusal of the fresh activity, naming the unreleased claim", err)
 	}
 	history := it.history(id)

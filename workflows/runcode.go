@@ -67,7 +67,7 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	case err != nil:
 		return guard.Result{}, r.cancelled(ctx, err)
 	case !decided:
-		r.event(ctx, EventApprovalExpired, "approval_timeout", check.ApprovalTimeout.String())
+		r.event(ctx, contract.EventApprovalExpired, "approval_timeout", check.ApprovalTimeout.String())
 		return guard.Result{}, r.end(ctx, contract.StatusExpired, &guard.ApprovalDenied{
 			Reason:  guard.DeniedExpired,
 			Message: "no decision within the approval timeout of " + check.ApprovalTimeout.String(),
@@ -78,12 +78,12 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 		return guard.Result{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
 	}
 	if !d.Approve {
-		r.event(ctx, EventApprovalDenied, "approval_id", d.ApprovalID, "reviewer", d.Reviewer, "reason_bytes", len(d.Reason))
+		r.event(ctx, contract.EventApprovalDenied, "approval_id", d.ApprovalID, "reviewer", d.Reviewer, "reason_bytes", len(d.Reason))
 		return guard.Result{}, r.end(ctx, contract.StatusDenied, &guard.ApprovalDenied{
 			Reason: guard.DeniedByReviewer, Reviewer: d.Reviewer, Message: d.Reason,
 		})
 	}
-	r.event(ctx, EventApprovalGranted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
+	r.event(ctx, contract.EventApprovalGranted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
 
 	// 4. Run, at most once for this approval.
 	if err := r.setState(ctx, contract.StatusRunning); err != nil {
@@ -97,9 +97,8 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 		return guard.Result{}, r.fail(ctx, err)
 	}
 
-	// 5. Result.
-	res.ApprovalID = d.ApprovalID
-	res.Reviewer = d.Reviewer
+	// 5. Result: the sandbox host set its approval fields (approval id, reviewer, digest), as it
+	// verified them.
 	if err := r.setState(ctx, contract.FinalState(res.Outcome)); err != nil {
 		return guard.Result{}, err
 	}
@@ -176,7 +175,7 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		WaitForCancellation:    true,
 	})
-	input := contract.RunInput{Checked: r.checked, ApprovalID: d.ApprovalID, Reviewer: d.Reviewer, Digest: d.Digest, Decision: d}
+	input := contract.RunInput{Checked: r.checked, Decision: d}
 	backoff := opts.StartBackoff
 	for attempt := 1; ; attempt++ {
 		r.status.RunAttempts = attempt
@@ -216,7 +215,7 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 			}
 		}
 		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff)) // a Retry-After, from history
-		workflow.GetLogger(ctx).Warn("sandbox.retry", "event", "sandbox.retry", "attempt", attempt,
+		workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
 			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return guard.Result{}, err
@@ -228,30 +227,30 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 // onSignal handles a decision sent as a signal: it is accepted, or rejected (counted, logged and
 // otherwise ignored), or ignored because a decision was already accepted.
 func (r *runCode) onSignal(ctx workflow.Context, d contract.Decision) {
-	v, err := r.refusal(ctx, d)
-	if err == nil {
+	v, rej := r.refusal(ctx, d)
+	if rej == nil {
 		r.accept(ctx, d, v, contract.ViaSignal)
 		return
 	}
-	why := err.Error()
+	why := rej.Error()
 	if r.decision != nil || r.status.State != contract.StatusAwaitingApproval {
 		r.status.IgnoredDecisions++
 	} else {
 		r.status.RejectedDecisions++
 		r.status.LastRejection = why
 	}
-	r.event(ctx, EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-		"approve", d.Approve, "via", contract.ViaSignal}, refusalKV(err)...)...)
+	r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+		"approve", d.Approve, "via", contract.ViaSignal}, refusalKV(rej)...)...)
 }
 
 // validateDecide is the update's validator: it refuses a decision that cannot be accepted now
 // and says why. It never changes the workflow's state; it logs the refusal (a validator's log
 // line is its only trace, since a refused update is not recorded in history).
 func (r *runCode) validateDecide(ctx workflow.Context, d contract.Decision) error {
-	if _, err := r.refusal(ctx, d); err != nil {
-		r.event(ctx, EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(err)...)...)
-		return temporal.NewNonRetryableApplicationError(err.Error(), contract.DecisionRejectedType, nil)
+	if _, rej := r.refusal(ctx, d); rej != nil {
+		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(rej)...)...)
+		return rej.Failure()
 	}
 	return nil
 }
@@ -260,11 +259,11 @@ func (r *runCode) validateDecide(ctx workflow.Context, d contract.Decision) erro
 // another decision may have been accepted since, and a reset run replays an accepted update
 // without its validator, against its own, new run id.
 func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
-	v, err := r.refusal(ctx, d)
-	if err != nil {
-		r.event(ctx, EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(err)...)...)
-		return contract.DecideResult{}, temporal.NewNonRetryableApplicationError(err.Error(), contract.DecisionRejectedType, nil)
+	v, rej := r.refusal(ctx, d)
+	if rej != nil {
+		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(rej)...)...)
+		return contract.DecideResult{}, rej.Failure()
 	}
 	r.accept(ctx, d, v, contract.ViaUpdate)
 	state := contract.StatusRunning
@@ -325,9 +324,9 @@ func (r *runCode) cancelled(ctx workflow.Context, err error) error {
 
 // event writes a workflow event with the replay-safe logger. It never carries code, env values or
 // file contents unless the request set capture_content (see requestedEvent).
-func (r *runCode) event(ctx workflow.Context, typ string, kv ...any) {
-	args := append([]any{"event", typ, "digest", r.checked.Digest}, kv...)
-	workflow.GetLogger(ctx).Info(typ, args...)
+func (r *runCode) event(ctx workflow.Context, typ contract.EventType, kv ...any) {
+	args := append([]any{"event", string(typ), "digest", r.checked.Digest}, kv...)
+	workflow.GetLogger(ctx).Info(string(typ), args...)
 }
 
 func (r *runCode) requestedEvent(ctx workflow.Context, approvalTimeout time.Duration) {
@@ -345,5 +344,5 @@ func (r *runCode) requestedEvent(ctx workflow.Context, approvalTimeout time.Dura
 	if c.CaptureContent {
 		kv = append(kv, "code", c.Code, "env", c.Env)
 	}
-	r.event(ctx, EventApprovalRequested, kv...)
+	r.event(ctx, contract.EventApprovalRequested, kv...)
 }

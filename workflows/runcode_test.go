@@ -95,13 +95,13 @@ func (l *captureLogger) Warn(msg string, kv ...any)  { l.add("WARN", msg, kv) }
 func (l *captureLogger) Error(msg string, kv ...any) { l.add("ERROR", msg, kv) }
 
 // events returns the workflow events (records with an "event" key) of the given type.
-func (l *captureLogger) events(typ string) []logRecord {
+func (l *captureLogger) events(typ contract.EventType) []logRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []logRecord
 	for _, r := range l.records {
 		for i := 0; i+1 < len(r.keyvals); i += 2 {
-			if r.keyvals[i] == "event" && r.keyvals[i+1] == typ {
+			if r.keyvals[i] == "event" && r.keyvals[i+1] == string(typ) {
 				out = append(out, r)
 			}
 		}
@@ -376,10 +376,10 @@ func TestApproveBySignalRunsOnce(t *testing.T) {
 	if st.State != contract.StatusSucceeded || st.Decision == nil || st.Decision.ApprovalID != id1 || st.Decision.Via != contract.ViaSignal || st.RunAttempts != 1 {
 		t.Errorf("final status = %+v; want succeeded, decision %s via signal, 1 run attempt", st, id1)
 	}
-	if got := len(h.logs.events(EventApprovalRequested)); got != 1 {
+	if got := len(h.logs.events(contract.EventApprovalRequested)); got != 1 {
 		t.Errorf("%d approval.requested events; want 1", got)
 	}
-	if got := len(h.logs.events(EventApprovalGranted)); got != 1 {
+	if got := len(h.logs.events(contract.EventApprovalGranted)); got != 1 {
 		t.Errorf("%d approval.granted events; want 1", got)
 	}
 }
@@ -446,7 +446,7 @@ func TestDenyNeverRuns(t *testing.T) {
 			if got := h.attr(contract.AttrReviewer); got != "bob" {
 				t.Errorf("SandboxReviewer = %q; want bob", got)
 			}
-			if got := len(h.logs.events(EventApprovalDenied)); got != 1 {
+			if got := len(h.logs.events(contract.EventApprovalDenied)); got != 1 {
 				t.Errorf("%d approval.denied events; want 1", got)
 			}
 		})
@@ -470,7 +470,7 @@ func TestNoDecisionExpiresAtTheApprovalTimeout(t *testing.T) {
 	}
 	h.wantRuns(0)
 	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusExpired)
-	if got := len(h.logs.events(EventApprovalExpired)); got != 1 {
+	if got := len(h.logs.events(contract.EventApprovalExpired)); got != 1 {
 		t.Errorf("%d approval.expired events; want 1", got)
 	}
 }
@@ -496,7 +496,7 @@ func TestWrongDigestIsRejectedThenARightOneRuns(t *testing.T) {
 		t.Fatalf("result %+v, %v; want a run approved by %s", res, err, id2)
 	}
 	h.wantRuns(1)
-	if got := len(h.logs.events(EventApprovalRejected)); got != 1 {
+	if got := len(h.logs.events(contract.EventApprovalRejected)); got != 1 {
 		t.Errorf("%d approval.rejected events; want 1", got)
 	}
 }
@@ -758,7 +758,7 @@ func TestBadRequestFailsBeforeAnyWait(t *testing.T) {
 				t.Errorf("%d activities started; want none", len(h.started))
 			}
 			h.wantStatuses(contract.StatusError)
-			if got := len(h.logs.events(EventApprovalRequested)); got != 0 {
+			if got := len(h.logs.events(contract.EventApprovalRequested)); got != 0 {
 				t.Errorf("%d approval.requested events; want 0", got)
 			}
 		})
@@ -992,7 +992,7 @@ func TestRunActivityRefusesASecondAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, ApprovalID: id1, Reviewer: "alice", Digest: c.Digest, Decision: decision(id1, c.Digest, true)})
+	h.env.ExecuteWorkflow(retryingWorkflow, contract.RunInput{Checked: c, Decision: decision(id1, c.Digest, true)})
 	err = h.env.GetWorkflowError()
 	var ie *guard.IntegrationError
 	if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted {
@@ -1017,7 +1017,7 @@ func TestEventsCarryContentOnlyWhenAsked(t *testing.T) {
 				t.Fatalf("workflow error: %v", err)
 			}
 			var all strings.Builder
-			for _, typ := range []string{EventApprovalRequested, EventApprovalGranted, EventApprovalRejected} {
+			for _, typ := range []contract.EventType{contract.EventApprovalRequested, contract.EventApprovalGranted, contract.EventApprovalRejected} {
 				recs := h.logs.events(typ)
 				if len(recs) == 0 {
 					t.Errorf("no %s event", typ)
@@ -1027,7 +1027,7 @@ func TestEventsCarryContentOnlyWhenAsked(t *testing.T) {
 				}
 			}
 			evs := h.sink.Events()
-			if len(evs) != 2 || evs[0].Type != activities.EventSandboxStarted || evs[1].Type != activities.EventSandboxFinished {
+			if len(evs) != 2 || evs[0].Type != contract.EventSandboxStarted || evs[1].Type != contract.EventSandboxFinished {
 				t.Fatalf("sink events %v; want sandbox.started, sandbox.finished", evs)
 			}
 			for _, e := range evs {

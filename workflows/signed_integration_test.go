@@ -328,22 +328,24 @@ func TestIntegrationForeignWorkflowCannotRunCode(t *testing.T) {
 		{"unsigned", contract.Decision{ApprovalID: lifted.ApprovalID, Digest: checked.Digest, Approve: true, Reviewer: "alice"}, "unsigned"},
 		{"lifted from another run", lifted, "workflow_id"},
 	} {
-		in := contract.RunInput{Checked: checked, ApprovalID: tc.d.ApprovalID, Reviewer: "alice", Digest: checked.Digest, Decision: tc.d}
+		in := contract.RunInput{Checked: checked, Decision: tc.d}
 		run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: "it-foreign-" + uuid.NewString()[:8], TaskQueue: it.queue}, foreignWorkflow, in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var res guard.Result
 		err = run.Get(it.ctx(60*time.Second), &res)
-		var ce *guard.ConfigError
-		if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "refused, nothing ran") || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("%s: %v; want the activity's ConfigError refusal naming %q", tc.name, err, tc.why)
+		var ar *guard.ApprovalRefused
+		if !errors.As(contract.FromFailure(err), &ar) || ar.Reason != guard.RefusedNotVerified || !strings.Contains(err.Error(), "nothing ran") || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v; want the activity's ApprovalRefused (not_verified) naming %q", tc.name, err, tc.why)
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
 	wantRuns(t, mark, 0)
-	if evs := it.sink.Events(); len(evs) != 0 {
-		t.Errorf("sandbox events %v; want none (nothing started)", evs)
+	for _, e := range it.sink.Events() {
+		if e.Type != contract.EventSandboxRefused {
+			t.Errorf("sandbox event %v; want only refusals (nothing started)", e)
+		}
 	}
 }
 

@@ -1,0 +1,22 @@
+package contract
+
+// EventType names a thing that happened to a run, as the workflow's replay-safe logger writes it
+// (a record's message and its "event" attribute) and as the sandbox host's sink receives it
+// (activities.Event.Type).
+type EventType string
+
+// Events of a run.
+const (
+	// Written by the workflow.
+	EventApprovalRequested EventType = "approval.requested"
+	EventApprovalGranted   EventType = "approval.granted"
+	EventApprovalDenied    EventType = "approval.denied"
+	EventApprovalExpired   EventType = "approval.expired"
+	EventApprovalRejected  EventType = "approval.rejected"
+	EventSandboxRetry      EventType = "sandbox.retry"
+
+	// Emitted by the sandbox host.
+	EventSandboxStarted  EventType = "sandbox.started"
+	EventSandboxFinished EventType = "sandbox.finished"
+	EventSandboxRefused  EventType = "sandbox.refused"
+)

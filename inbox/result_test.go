@@ -1,0 +1,59 @@
+package inbox
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// TestRunPageShowsWhatTheHostMeasured: a finished run's page shows the signal that ended the
+// code, the image it ran in and every egress attempt, with a host name escaped as text.
+func TestRunPageShowsWhatTheHostMeasured(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := guard.Result{Outcome: guard.OutcomeFailed, ExitCode: 137, Signal: 9, ImageID: "sha256:feed", Duration: time.Second,
+		StdoutBinary: true, Stdout: []byte("looks like text"),
+		Egress: &guard.EgressReport{Attempts: []guard.EgressAttempt{
+			{Kind: "connect", Host: "api.example.com", Port: 443, IP: "192.0.2.1", Allowed: true, BytesOut: 12, BytesIn: 34},
+			{Kind: "connect", Host: "<b>evil</b>.example", Port: 80, Reason: "not allowed"},
+		}, Dropped: 2}}
+	var b bytes.Buffer
+	data := pageData{Title: "run", Run: &runView{ID: "sandbox-1", State: "completed", Result: newResultView(res)}}
+	if err := pages["run"].ExecuteTemplate(&b, "layout", data); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	for _, want := range []string{`id="result-signal">9<`, `id="result-image">sha256:feed<`, `id="result-egress"`,
+		"api.example.com", "192.0.2.1", "not allowed", "&lt;b&gt;evil&lt;/b&gt;.example", "2 more attempts refused", "binary output: download it."} {
+		if !strings.Contains(page, want) {
+			t.Errorf("run page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<b>evil</b>") {
+		t.Errorf("an egress host reached the page as HTML")
+	}
+}
+
+// TestDenyReasonLimitIsTheContracts: the page bounds a reason by the contract's limit, the one
+// the workflow enforces, not by a figure of its own.
+func TestDenyReasonLimitIsTheContracts(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	data := pageData{Title: "run", Run: &runView{ID: "sandbox-1", State: contract.StatusAwaitingApproval, Awaiting: true}}
+	if err := pages["run"].ExecuteTemplate(&b, "layout", data); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`id="deny-reason" rows="2" maxlength="%d"`, contract.MaxReasonBytes); !strings.Contains(b.String(), want) {
+		t.Errorf("run page lacks %s", want)
+	}
+}
