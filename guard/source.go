@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -220,4 +221,59 @@ func (p Policy) checkSources(c *Checked) error {
 		}
 	}
 	return nil
+}
+
+// ShowTabsText applies ShowTabs to every line of s (lines end at \n).
+func ShowTabsText(s string) string {
+	if !strings.ContainsAny(s, "\t"+TabMarker) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = ShowTabs(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// QuoteValue returns an env value as a reviewer reads it: in double quotes, with a backslash,
+// a quote, newline, carriage return and tab written as \\, \", \n, \r and \t, and every other
+// character a reader could not see (IsSuspicious) or byte that is not UTF-8 escaped as
+// VisibleText does. What is between the quotes is the whole value, leading and trailing spaces
+// included.
+func QuoteValue(v string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRuneInString(v[i:])
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteString(VisibleText(v[i : i+size]))
+		}
+		i += size
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// SensitiveValue is how views show the value, n bytes long, of an env var the policy marks
+// sensitive: that it is there and how long, never the value.
+func SensitiveValue(n int) string {
+	return "‹sensitive, " + byteCount(n) + "›"
+}
+
+func byteCount(n int) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.Itoa(n) + " bytes"
 }
