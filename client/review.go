@@ -25,6 +25,11 @@ type Review struct {
 	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
 	// Warning says, in one line, that the code holds such characters. Empty when it holds none.
 	Warning string `json:"warning,omitempty"`
+	// ConfusableNames lists the words of the code that mix scripts or are not in NFKC
+	// (guard.ConfusableNames): they can read as other names.
+	ConfusableNames []guard.ConfusableName `json:"confusable_names,omitempty"`
+	// NamesWarning says, in one line, that the code holds such names. Empty when it holds none.
+	NamesWarning string `json:"names_warning,omitempty"`
 	// Env holds the env values, only when asked for, less those the policy marks sensitive.
 	Env map[string]string `json:"env_values,omitempty"`
 	// SensitiveEnvBytes holds, when env values are asked for, the length in bytes of each value
@@ -68,6 +73,8 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
+	r.ConfusableNames = guard.ConfusableNames(st.Request.Code)
+	r.NamesWarning = ConfusableWarning(r.ConfusableNames)
 	// What opts adds comes from what was hashed into the digest just checked: the start input
 	// of the status's run.
 	if opts.EnvValues {
@@ -107,6 +114,22 @@ func SuspiciousWarning(list []guard.Suspicious) string {
 	}
 	return fmt.Sprintf("WARNING: the code holds %d invisible or direction-changing character(s) that may make it read differently from how it runs: %s",
 		len(list), strings.Join(parts, "; "))
+}
+
+// ConfusableWarning returns a one-line warning about the listed names, or "" for none.
+func ConfusableWarning(list []guard.ConfusableName) string {
+	if len(list) == 0 {
+		return ""
+	}
+	var parts []string
+	for i, n := range list {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(list)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%q at line %d column %d %s", n.Name, n.Line, n.Column, n.Reason))
+	}
+	return fmt.Sprintf("WARNING: the code holds %d name(s) that can read as other names: %s", len(list), strings.Join(parts, "; "))
 }
 
 // WriteJSON writes v as one line of JSON to w, with every invisible or direction-changing

@@ -218,7 +218,8 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 		" \t   \tif not dry_run:\n"+
 		" \t   \t    open(%[1]q, 'a').write('deleted\\n')\n"+
 		"    \t\topen(%[1]q, 'a').write('launched\\n')\n"+
-		"main(True)\n", e.counter)
+		"main(True)\n"+
+		"p\u0430ypal = 'a Cyrillic a in a Latin name'\n", e.counter)
 	e.start(ctx, "inbox-tabs", code, map[string][]byte{"json.py": []byte("loads = eval\n"), "hook.pth": []byte("import os\n"), "helper.py": []byte("def f():\n\treturn 1\n")})
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-tabs"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
@@ -253,6 +254,11 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 	}
 	if got := e.Text(`document.querySelector("details.file pre.preview") ? Array.from(document.querySelectorAll("details.file pre.preview")).map(p => p.textContent).join("|") : ""`); !strings.Contains(got, "def f():\n⇥       return 1") {
 		t.Errorf("input files drawn as %q; want helper.py's tab as ⇥ and spaces to column 8", got)
+	}
+	names := e.Text(`(document.getElementById("names-warning") ? document.getElementById("names-warning").innerText : "") + "|" +
+		Array.from(document.querySelectorAll("#code .t-conf")).map(n => n.textContent).join(",")`)
+	if !strings.Contains(names, "mixes scripts (Cyrillic, Latin)") || !strings.Contains(names, `written p\u0430ypal`) || !strings.HasSuffix(names, "|p\u0430ypal") {
+		t.Errorf("confusable name shown as %q; want the warning and the name marked in the code", names)
 	}
 	e.Screenshot("inbox-tabs.png")
 	e.Do(chromedp.Click(chromedp.ID("approve")))

@@ -21,6 +21,8 @@ const (
 	// tokInvisible is a character that would be invisible or reorder the text (bidi controls,
 	// zero-width characters, other controls), shown as its \u escape.
 	tokInvisible = "inv"
+	// tokConfusable is a name that can read as another (guard.ConfusableNames).
+	tokConfusable = "conf"
 	// tokTab is a tab, drawn as guard.TabMarker and spaces up to Python's next tab stop.
 	tokTab = "tab"
 )
@@ -96,10 +98,60 @@ func highlight(code, language string) ([]codeLine, int) {
 	if len(cur.Tokens) > 0 || len(lines) == 0 {
 		lines = append(lines, cur)
 	}
+	names := guard.ConfusableNames(code)
 	for i := range lines {
-		lines[i].Tokens = showTabs(lines[i].Tokens)
+		lines[i].Tokens = showTabs(markNames(lines[i].Tokens, lines[i].N, names))
 	}
 	return lines, invisible
+}
+
+// markNames gives the characters of the confusable names on line n a class of their own, with
+// the reason as the title. Columns count the characters as written (an escaped invisible
+// character is one).
+func markNames(toks []token, n int, names []guard.ConfusableName) []token {
+	var onLine []guard.ConfusableName
+	for _, c := range names {
+		if c.Line == n {
+			onLine = append(onLine, c)
+		}
+	}
+	if len(onLine) == 0 {
+		return toks
+	}
+	in := func(col int) *guard.ConfusableName {
+		for i := range onLine {
+			if col >= onLine[i].Column && col < onLine[i].Column+onLine[i].Length {
+				return &onLine[i]
+			}
+		}
+		return nil
+	}
+	var out []token
+	col := 1
+	for _, t := range toks {
+		if t.Class == tokInvisible {
+			out = append(out, t)
+			col++
+			continue
+		}
+		start, cur := 0, in(col)
+		for i := range t.Text {
+			if c := in(col); c != cur {
+				out = append(out, nameToken(t, t.Text[start:i], cur))
+				start, cur = i, c
+			}
+			col++
+		}
+		out = append(out, nameToken(t, t.Text[start:], cur))
+	}
+	return out
+}
+
+func nameToken(t token, text string, c *guard.ConfusableName) token {
+	if c == nil {
+		return token{Class: t.Class, Text: text, Title: t.Title}
+	}
+	return token{Class: tokConfusable, Text: text, Title: "this name " + c.Reason}
 }
 
 // showTabs draws each tab of a line's tokens as a token of its own: guard.TabMarker and spaces

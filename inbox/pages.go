@@ -50,6 +50,8 @@ type runView struct {
 	CodeSize         string
 	Lines            []codeLine
 	Invisible        int
+	// Names are the code's names that can read as others (guard.ConfusableNames), one line each.
+	Names []string
 	// Tabs says the code holds tabs, drawn as guard.TabMarker at Python's columns.
 	Tabs     bool
 	Files    []inputFile
@@ -217,6 +219,9 @@ func (s *Server) runView(ri *runInfo) *runView {
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")
+	for _, c := range guard.ConfusableNames(req.Code) {
+		v.Names = append(v.Names, fmt.Sprintf("line %d column %d: %s %s", c.Line, c.Column, c.Name, c.Reason))
+	}
 	v.setEnv(req, nil)
 	for _, w := range req.Warnings {
 		v.Warnings = append(v.Warnings, w.String())

@@ -76,6 +76,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	if r.Warning != "" {
 		fmt.Fprintf(w, "\n%s\n", r.Warning)
 	}
+	if r.NamesWarning != "" {
+		fmt.Fprintf(w, "\n%s\n", terminal(r.NamesWarning))
+	}
 	if err := printStartupWarnings(w, req.Warnings); err != nil {
 		return err
 	}

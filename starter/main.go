@@ -141,6 +141,9 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		if err == nil && review.Warning != "" {
 			fmt.Fprintln(stderr, "starter:", review.Warning)
 		}
+		if err == nil && review.NamesWarning != "" {
+			fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
+		}
 		if err == nil {
 			for _, w := range review.Request.Warnings {
 				fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))

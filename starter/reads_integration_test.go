@@ -107,9 +107,20 @@ func TestIntegrationStarterReadsAsRuns(t *testing.T) {
 		}
 	}
 
+	// A name that mixes scripts is accepted and flagged, with its code points.
+	r := starterIn(t, addr, ns, "run", "--workflow-id", "cli-names", "--code", "p\u0430ypal = 1\nprint(p\u0430ypal)\n")
+	if r.code != 0 {
+		t.Fatalf("run: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = starterIn(t, addr, ns, "show", "cli-names")
+	if r.code != 0 || !strings.Contains(r.stdout, "WARNING: the code holds 2 name(s) that can read as other names") ||
+		!strings.Contains(r.stdout, `written p\u0430ypal`) || !strings.Contains(r.stderr, "mixes scripts (Cyrillic, Latin)") {
+		t.Errorf("show of a mixed-script name: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
+	}
+
 	// The operator allows mixed indentation: the run is shown as Python reads it.
 	dockerWorker(t, ts.GetDefaultClient(), "cli-tabs", guard.Policy{AllowMixedIndentation: true, SensitiveEnv: []string{"TOKEN"}}, bob.File)
-	r := starterIn(t, addr, ns, "run", "--task-queue", "cli-tabs", "--workflow-id", "cli-tabs", "--code", tabAttack,
+	r = starterIn(t, addr, ns, "run", "--task-queue", "cli-tabs", "--workflow-id", "cli-tabs", "--code", tabAttack,
 		"--input", "json.py="+writeInput(t, "json.py", "loads = eval\n"), "--input", "hook.pth="+writeInput(t, "hook.pth", "import os\n"),
 		"--env", "MODE=dry\trun", "--env", "TOKEN=tok-0123456789abcdef0123456789ab")
 	if r.code != 0 {
