@@ -71,7 +71,7 @@ func CheckIndentation(file, src string) error {
 			continue
 		}
 		if strings.ContainsRune(ws, '\f') {
-			return toolUsagef("%s line %d: a form feed in the indentation (Python resets its column there, so the line is not where it is drawn)", file, n)
+			return formFeedError(file, n)
 		}
 		hasTab, hasSpace := strings.ContainsRune(ws, '\t'), strings.ContainsRune(ws, ' ')
 		if hasTab && hasSpace {
@@ -86,6 +86,24 @@ func CheckIndentation(file, src string) error {
 		if firstTab != 0 && firstSpace != 0 {
 			return toolUsagef("%s line %d: the file indents with tabs (line %d) and with spaces (line %d) (Python's tab stops are 8 columns apart, a reader's may not be)",
 				file, n, firstTab, firstSpace)
+		}
+	}
+	return nil
+}
+
+func formFeedError(file string, line int) error {
+	return toolUsagef("%s line %d: a form feed in the indentation (Python resets its column there, so the line is not where it is drawn)", file, line)
+}
+
+// CheckFormFeeds reports a ToolUsageError, naming file and line, for a form feed in the
+// indentation of a line that holds text: Python's tokenizer resets its column to 0 there, which
+// no view can draw. A line holding nothing but white space (a page break) is fine. It applies
+// whatever Policy.AllowMixedIndentation says.
+func CheckFormFeeds(file, src string) error {
+	for i, line := range physicalLines(src) {
+		ws := line[:len(line)-len(strings.TrimLeft(line, " \t\f"))]
+		if ws != line && strings.ContainsRune(ws, '\f') {
+			return formFeedError(file, i+1)
 		}
 	}
 	return nil
@@ -108,6 +126,8 @@ func isUTF8Coding(name string) bool {
 // other than the ones every view draws: what reads as a comment can be code. Both lines are
 // checked whatever the first holds, and lines end at \n, \r\n or a lone \r.
 func CheckCoding(file string, src []byte) error {
+	// Python reads the declaration after a UTF-8 byte order mark.
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
 	for _, lines := range [][]string{strings.SplitN(string(src), "\n", 3), physicalLines(string(src))} {
 		for i, line := range lines {
 			if i == 2 {
@@ -166,7 +186,7 @@ func isPythonIndented(name string, content []byte) bool {
 // as something other than what the views show: any file with a coding declaration other than
 // UTF-8 (the code could run a file of any name), and a source file (IsSourceFile) that starts
 // with a byte order mark other than UTF-8's or is not valid UTF-8. With indentation, it also
-// applies CheckIndentation to Python modules and scripts.
+// applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
 	file := "input file " + VisibleText(name)
 	if err := CheckCoding(file, content); err != nil {
@@ -184,10 +204,13 @@ func CheckInputSource(name string, content []byte, indentation bool) error {
 		line := 1 + bytes.Count(content[:invalidUTF8At(content)], []byte("\n"))
 		return toolUsagef("%s line %d: not valid UTF-8 (Python source must be UTF-8)", file, line)
 	}
-	if indentation && isPythonIndented(name, content) {
+	if !isPythonIndented(name, content) {
+		return nil
+	}
+	if indentation {
 		return CheckIndentation(file, string(content))
 	}
-	return nil
+	return CheckFormFeeds(file, string(content))
 }
 
 // invalidUTF8At returns the offset of the first byte of b that is not valid UTF-8.
@@ -209,10 +232,12 @@ func (p Policy) checkSources(c *Checked) error {
 		if err := CheckCoding("code", []byte(c.Code)); err != nil {
 			return err
 		}
+		check := CheckFormFeeds
 		if indentation {
-			if err := CheckIndentation("code", c.Code); err != nil {
-				return err
-			}
+			check = CheckIndentation
+		}
+		if err := check("code", c.Code); err != nil {
+			return err
 		}
 	}
 	for _, f := range c.Files {

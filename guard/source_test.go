@@ -125,6 +125,7 @@ func TestCheckCoding(t *testing.T) {
 		{"line 2 after code on line 1", "x = 1\n# coding: unicode_escape\n", 2},
 		{"line 2 after a lone carriage return", "x = 1\r# coding: unicode_escape\n", 2},
 		{"after text in the comment", "# this file's coding: unicode-escape\n", 1},
+		{"after a UTF-8 byte order mark", "\ufeff# coding: latin-1\n", 1},
 	}
 	for _, tt := range refused {
 		err := CheckCoding("code", []byte(tt.src))
@@ -243,6 +244,19 @@ func TestPolicyRefusesSources(t *testing.T) {
 	}
 	if _, err := (Policy{AllowMixedIndentation: true}).Check(Request{Code: "# coding: unicode_escape\n"}, "docker"); err == nil {
 		t.Error("AllowMixedIndentation accepted a coding declaration")
+	}
+	// A form feed in indentation is refused whatever the setting: no view can draw it where
+	// Python puts the line.
+	for _, req := range []Request{
+		{Code: "if False:\n    x = 1\n    \fprint('out')\n"},
+		{Code: "import m\n", Files: map[string][]byte{"m.py": []byte("if False:\n\tx = 1\n\t\fprint('out')\n")}},
+	} {
+		if _, err := (Policy{AllowMixedIndentation: true}).Check(req, "docker"); err == nil || !strings.Contains(err.Error(), "form feed") {
+			t.Errorf("AllowMixedIndentation, form feed: %v; want it refused", err)
+		}
+	}
+	if _, err := (Policy{AllowMixedIndentation: true}).Check(Request{Code: "x = 1\n\f\ny = 2\n"}, "docker"); err != nil {
+		t.Errorf("a page break line: %v", err)
 	}
 	sh := Policy{Languages: []string{Python, Shell}}
 	if _, err := sh.Check(Request{Code: "\techo x\n  echo y\n", Language: Shell}, "docker"); err != nil {
