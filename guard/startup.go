@@ -39,6 +39,8 @@ func isStdlibModule(name string) bool {
 //   - anything under a __pycache__ folder, and any .pyc or .pyo file (bytecode: imported in
 //     place of source, and never shown as text);
 //   - a .so or .pyd file (a native module: machine code run when it is imported);
+//   - a .zip, .egg, .whl or .pyz archive (Python imports from or runs it; no view shows its
+//     contents);
 //   - a module or package in the working folder named like a standard module (the working folder
 //     can come first on sys.path, so "import json" would load it).
 //
@@ -64,6 +66,8 @@ func StartupWarnings(names []string) []StartupWarning {
 			add(n, "compiled bytecode: Python runs it when it is imported, and no view can show it as text")
 		case ".so", ".pyd":
 			add(n, "a native extension module: its machine code runs when it is imported")
+		case ".zip", ".egg", ".whl", ".pyz":
+			add(n, "an archive Python can import modules from or run: its contents are not shown")
 		}
 		if slices.Contains(elems[:len(elems)-1], "__pycache__") {
 			add(n, "in a __pycache__ folder: Python may load this bytecode instead of the source beside it")

@@ -61,7 +61,7 @@ func TestStartupWarnings(t *testing.T) {
 		"data.csv", "helper.py", "json.py", "lib/json.py", "site.pth", "sitecustomize.py",
 		"usercustomize/__init__.py", "usercustomize/x.py", "__pycache__/helper.cpython-312.pyc", "fast.so",
 		"ssl.cpython-312-x86_64-linux-gnu.so", "logging/__init__.py", "logging/extra.py", "test/data.txt",
-		"old.pyo", "asyncore.py", "Json.py",
+		"old.pyo", "asyncore.py", "Json.py", "deps.zip",
 	}
 	var got []string
 	for _, w := range StartupWarnings(names) {
@@ -82,6 +82,7 @@ func TestStartupWarnings(t *testing.T) {
 		"logging/extra.py: module logging shadows the standard module of that name",
 		"old.pyo: compiled bytecode",
 		"asyncore.py: module asyncore shadows the standard module of that name",
+		"deps.zip: an archive Python can import modules from or run",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("StartupWarnings:\n got %q\nwant %q", got, want)
