@@ -239,7 +239,7 @@ func (p Policy) Offers(language string) bool {
 
 func (p Policy) String() string {
 	p = p.WithDefaults()
-	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s",
+	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s mixed_indentation=%t sensitive_env=%v",
 		p.Languages, p.DefaultTimeout, p.MaxTimeout, p.Grace, p.MaxStdoutBytes, p.MaxStderrBytes,
-		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout)
+		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout, p.AllowMixedIndentation, p.SensitiveEnv)
 }
