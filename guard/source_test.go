@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os/exec"
 	"strconv"
@@ -262,4 +264,83 @@ func TestPolicyRefusesSources(t *testing.T) {
 	if _, err := sh.Check(Request{Code: "\techo x\n  echo y\n", Language: Shell}, "docker"); err != nil {
 		t.Errorf("shell code: %v; indentation is not checked for sh", err)
 	}
+}
+
+// indentations returns every string of spaces and tabs of length 1 to n.
+func indentations(n int) []string {
+	out := []string{}
+	prev := []string{""}
+	for l := 1; l <= n; l++ {
+		var next []string
+		for _, p := range prev {
+			next = append(next, p+" ", p+"\t")
+		}
+		out = append(out, next...)
+		prev = next
+	}
+	return out
+}
+
+// TestShowTabsAgreesWithPythonOnEveryIndentation asks python3 where it puts the last line of
+//
+//	if True:
+//	<A>if True:
+//	<A><B>x = 1
+//	<C>y = 2
+//
+// for every A and C of up to 6 spaces and tabs and B a tab, a space or 4 spaces (the shortest
+// layouts that a view with tabs 4 wide, or with the terminal's stops moved by line numbers,
+// draws in the wrong block need 6), and checks that whenever Python accepts the code,
+// the line is drawn (ShowTabs) at the column of the block Python puts it in: the inner if's body,
+// the outer if's body, or neither.
+func TestShowTabsAgreesWithPythonOnEveryIndentation(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not found")
+	}
+	ind, body := indentations(6), []string{"\t", " ", "    "}
+	script := `import ast, json, sys
+ind, body = json.loads(sys.stdin.read())
+out = []
+for a in ind:
+    for b in body:
+        for c in ind:
+            try:
+                t = ast.parse("if True:\n" + a + "if True:\n" + a + b + "x = 1\n" + c + "y = 2\n")
+            except SyntaxError:
+                out.append("e")
+                continue
+            inner = t.body[0].body[0]
+            out.append("i" if len(inner.body) == 2 else "o")
+print("".join(out))`
+	in, _ := json.Marshal([][]string{ind, body})
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	got := strings.TrimSpace(string(out))
+	if len(got) != len(ind)*len(body)*len(ind) {
+		t.Fatalf("python3 gave %d answers; want %d", len(got), len(ind)*len(body)*len(ind))
+	}
+	drawn := func(s string) int { return indentOf(s + "x") }
+	k, accepted := 0, 0
+	for _, a := range ind {
+		for _, b := range body {
+			for _, c := range ind {
+				where := got[k]
+				k++
+				if where == 'e' {
+					continue
+				}
+				accepted++
+				inner, outer, line := drawn(a+b), drawn(a), drawn(c)
+				if (where == 'i') != (line == inner) || (where == 'o') != (line == outer) {
+					t.Fatalf("A=%q B=%q C=%q: Python puts the line in the %c block, drawn at %d (inner body %d, outer body %d)", a, b, c, where, line, inner, outer)
+				}
+			}
+		}
+	}
+	t.Logf("%d layouts Python accepts, each drawn where Python puts it", accepted)
 }
