@@ -109,6 +109,24 @@ func CheckFormFeeds(file, src string) error {
 	return nil
 }
 
+// CheckLineEnds reports a ToolUsageError, naming file and line, for a carriage return that is
+// not followed by a line feed: Python ends the line there, while every view draws one line with
+// a \r in it. A CRLF line end is fine.
+func CheckLineEnds(file, src string) error {
+	for i := strings.IndexByte(src, '\r'); i >= 0; {
+		if i+1 >= len(src) || src[i+1] != '\n' {
+			return toolUsagef("%s line %d: a carriage return without a line feed (Python ends the line there; the views draw one line)",
+				file, 1+strings.Count(src[:i], "\n"))
+		}
+		next := strings.IndexByte(src[i+1:], '\r')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return nil
+}
+
 // codingRE is Python's rule for a PEP 263 coding declaration (tokenize.cookie_re, ASCII).
 var codingRE = regexp.MustCompile(`^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)`)
 
@@ -186,7 +204,8 @@ func isPythonIndented(name string, content []byte) bool {
 // as something other than what the views show: any file with a coding declaration other than
 // UTF-8 (the code could run a file of any name), and a source file (IsSourceFile) that starts
 // with a byte order mark other than UTF-8's or is not valid UTF-8. With indentation, it also
-// applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds.
+// applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds. Python
+// modules and scripts must also pass CheckLineEnds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
 	file := "input file " + VisibleText(name)
 	if err := CheckCoding(file, content); err != nil {
@@ -206,6 +225,9 @@ func CheckInputSource(name string, content []byte, indentation bool) error {
 	}
 	if !isPythonIndented(name, content) {
 		return nil
+	}
+	if err := CheckLineEnds(file, string(content)); err != nil {
+		return err
 	}
 	if indentation {
 		return CheckIndentation(file, string(content))
@@ -230,6 +252,9 @@ func (p Policy) checkSources(c *Checked) error {
 	indentation := !p.AllowMixedIndentation
 	if c.Language == Python {
 		if err := CheckCoding("code", []byte(c.Code)); err != nil {
+			return err
+		}
+		if err := CheckLineEnds("code", c.Code); err != nil {
 			return err
 		}
 		check := CheckFormFeeds

@@ -260,6 +260,40 @@ func TestPolicyRefusesSources(t *testing.T) {
 	if _, err := (Policy{AllowMixedIndentation: true}).Check(Request{Code: "x = 1\n\f\ny = 2\n"}, "docker"); err != nil {
 		t.Errorf("a page break line: %v", err)
 	}
+}
+
+func TestCheckLineEnds(t *testing.T) {
+	for _, tt := range []struct {
+		src  string
+		line int
+	}{
+		{"x = 1\r\ny = 2\r\n", 0},
+		{"x = 1\n", 0},
+		{"if not dry_run:\r    delete()\rlaunch()\n", 1},
+		{"a = 1\r\nb = 2\n# c\rd()\n", 3},
+		{"end\r", 1},
+	} {
+		err := CheckLineEnds("code", tt.src)
+		if tt.line == 0 {
+			if err != nil {
+				t.Errorf("%q: %v", tt.src, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "code line "+strconv.Itoa(tt.line)+": a carriage return") {
+			t.Errorf("%q: %v; want it refused at line %d", tt.src, err, tt.line)
+		}
+	}
+	var p Policy
+	if _, err := p.Check(Request{Code: "x = 1\r# \rimport os\n"}, "docker"); err == nil {
+		t.Error("Check accepted a lone carriage return in Python code")
+	}
+	if _, err := p.Check(Request{Code: "import m\n", Files: map[string][]byte{"m.py": []byte("ROLE = 'guest'\rROLE = 'admin'\n")}}, "docker"); err == nil {
+		t.Error("Check accepted a lone carriage return in a Python input file")
+	}
+	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("old\rmac\r")}}, "docker"); err != nil {
+		t.Errorf("a lone carriage return in a text file: %v", err)
+	}
 	sh := Policy{Languages: []string{Python, Shell}}
 	if _, err := sh.Check(Request{Code: "\techo x\n  echo y\n", Language: Shell}, "docker"); err != nil {
 		t.Errorf("shell code: %v; indentation is not checked for sh", err)

@@ -96,6 +96,7 @@ func TestIntegrationStarterReadsAsRuns(t *testing.T) {
 		{"an input module that decodes escapes", []string{"--code", "import helper\n", "--input", "helper.py=" + helperEscape}, "input file helper.py line 1: coding declaration"},
 		{"a .pth file in UTF-16", []string{"--code", "print(1)\n", "--input", "x.pth=" + writeInput(t, "x.pth", "\xff\xfei\x00m\x00")}, "input file x.pth: starts with a UTF-16"},
 		{"mixed indentation", []string{"--code", tabAttack}, "code line 2: the indentation mixes tabs and spaces"},
+		{"a lone carriage return", []string{"--code", "if not dry_run:\r    delete()\rprint('launch')\n"}, "code line 1: a carriage return without a line feed"},
 		{"a form feed in the indentation", []string{"--code", "if False:\n    x = 1\n    \fprint('out')\n"}, "code line 3: a form feed"},
 		{"PYTHONOPTIMIZE", []string{"--code", "assert False\n", "--env", "PYTHONOPTIMIZE=1"}, "PYTHONOPTIMIZE"},
 		{"PYTHONPYCACHEPREFIX", []string{"--code", "import helper\n", "--env", "PYTHONPYCACHEPREFIX=/work/c"}, "PYTHONPYCACHEPREFIX"},
