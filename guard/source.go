@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -138,23 +139,47 @@ func isUTF8Coding(name string) bool {
 	return n == "utf-8" || n == "utf8" || strings.HasPrefix(n, "utf-8-")
 }
 
+// escapingCodecs are parts of codec names (lower case, "_" as "-") that decode escapes, shifts
+// or other encodings of text: refused in a coding declaration on any line (see CheckCoding).
+var escapingCodecs = []string{"escape", "utf-7", "utf7", "u7", "punycode", "idna", "rot", "uu", "base64", "hex",
+	"quopri", "zlib", "bz2", "utf-16", "utf16", "utf-32", "utf32"}
+
+func isEscapingCodec(name string) bool {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	return slices.ContainsFunc(escapingCodecs, func(c string) bool { return strings.Contains(n, c) })
+}
+
 // CheckCoding reports a ToolUsageError, naming file and line, for a PEP 263 coding declaration
 // that names anything but UTF-8 on the first or second line of src. Such a codec (unicode_escape,
 // raw_unicode_escape, utf-7, rot13, punycode, latin-1 and every other) makes Python read bytes
 // other than the ones every view draws: what reads as a comment can be code. Both lines are
-// checked whatever the first holds, and lines end at \n, \r\n or a lone \r.
+// checked whatever the first holds, and lines end at \n, \r\n or a lone \r. On later lines
+// a declaration naming a codec that decodes escapes (unicode_escape, utf-7, ...) is refused too:
+// such a line becomes a first line wherever the text is handed to Python (a shell here-document
+// piped to python3, a file the code writes).
 func CheckCoding(file string, src []byte) error {
 	// Python reads the declaration after a UTF-8 byte order mark.
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
+	refuse := func(line int, name string) error {
+		return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
+			file, line, VisibleText(name))
+	}
 	for _, lines := range [][]string{strings.SplitN(string(src), "\n", 3), physicalLines(string(src))} {
 		for i, line := range lines {
 			if i == 2 {
 				break
 			}
 			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
-				return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
-					file, i+1, VisibleText(m[1]))
+				return refuse(i+1, m[1])
 			}
+		}
+	}
+	if !bytes.Contains(src, []byte("coding")) {
+		return nil
+	}
+	for i, line := range physicalLines(string(src)) {
+		if m := codingRE.FindStringSubmatch(line); m != nil && isEscapingCodec(m[1]) {
+			return refuse(i+1, m[1])
 		}
 	}
 	return nil
@@ -250,10 +275,11 @@ func invalidUTF8At(b []byte) int {
 // checkSources applies the source checks to the code (when it is Python) and to every input file.
 func (p Policy) checkSources(c *Checked) error {
 	indentation := !p.AllowMixedIndentation
+	// Shell code can hand Python its lines (python3 - <<EOF): its declarations count too.
+	if err := CheckCoding("code", []byte(c.Code)); err != nil {
+		return err
+	}
 	if c.Language == Python {
-		if err := CheckCoding("code", []byte(c.Code)); err != nil {
-			return err
-		}
 		if err := CheckLineEnds("code", c.Code); err != nil {
 			return err
 		}

@@ -128,6 +128,8 @@ func TestCheckCoding(t *testing.T) {
 		{"line 2 after a lone carriage return", "x = 1\r# coding: unicode_escape\n", 2},
 		{"after text in the comment", "# this file's coding: unicode-escape\n", 1},
 		{"after a UTF-8 byte order mark", "\ufeff# coding: latin-1\n", 1},
+		{"an escaping codec on a later line", "x = 1\ny = 2\n# -*- coding: unicode_escape -*-\n", 3},
+		{"a here-document to python3", "echo start\npython3 - <<'EOF'\n# coding: utf_7\nprint(1)\nEOF\n", 3},
 	}
 	for _, tt := range refused {
 		err := CheckCoding("code", []byte(tt.src))
@@ -143,7 +145,7 @@ func TestCheckCoding(t *testing.T) {
 		"# coding: utf_8\n",
 		"# coding: Utf_8\n",
 		"# coding: utf-8-unix\n", // Python reads utf-8-* as UTF-8
-		"x = 1\ny = 2\n# coding: unicode_escape (third line: Python does not look)\n",
+		"x = 1\ny = 2\n# coding: latin-1 (third line: Python does not look, and it decodes no escapes)\n",
 		"s = 'coding: unicode_escape'\n", // not a comment
 		"print('no declaration')\n",
 	}
@@ -295,6 +297,9 @@ func TestCheckLineEnds(t *testing.T) {
 		t.Errorf("a lone carriage return in a text file: %v", err)
 	}
 	sh := Policy{Languages: []string{Python, Shell}}
+	if _, err := sh.Check(Request{Code: "python3 - <<'EOF'\n# coding: raw_unicode_escape\n# \\nimport os\nEOF\n", Language: Shell}, "docker"); err == nil {
+		t.Error("shell code that pipes a unicode_escape declaration to python3 was accepted")
+	}
 	if _, err := sh.Check(Request{Code: "\techo x\n  echo y\n", Language: Shell}, "docker"); err != nil {
 		t.Errorf("shell code: %v; indentation is not checked for sh", err)
 	}

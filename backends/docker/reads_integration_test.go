@@ -45,11 +45,22 @@ func TestDockerReadsAsRuns(t *testing.T) {
 		if res := mustRun(t, b, attack); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
 			t.Fatalf("the attack did not work in the sandbox (stdout %q, stderr %q): the test shows nothing", res.Stdout, res.Stderr)
 		}
-		// The sandbox host's recheck refuses it and every other forged request, before any
+		// The same through shell code that writes the module from a here-document: the
+		// declaration is on the third line of the code, the first of the file Python reads.
+		sh := forged(t, "cat > m.py <<'EOF'\n"+escapeModule+"EOF\npython3 m.py\n", nil, nil)
+		sh.Language = guard.Shell
+		sh.Digest = guard.Digest(&sh)
+		if res := mustRun(t, b, sh); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
+			t.Fatalf("the here-document attack did not work in the sandbox (stdout %q, stderr %q)", res.Stdout, res.Stderr)
+		}
+		shAgain := sh
+		shAgain.Owner.WorkflowID = "test-" + randomHex(6)
+		// The sandbox host's recheck refuses them and every other forged request, before any
 		// container is made.
 		guarded := guard.New(b, testPolicy)
 		for name, c := range map[string]guard.Checked{
 			"coding declaration": forged(t, "import helper\n", map[string][]byte{"helper.py": []byte(escapeModule)}, nil),
+			"here-document":      shAgain,
 			"PYTHONOPTIMIZE":     forged(t, "assert False, 'checks on'\n", nil, map[string]string{"PYTHONOPTIMIZE": "1"}),
 			"mixed indentation":  forged(t, "if False:\n    x = 1\n    \tprint('out')\n", nil, nil),
 			"NFC names":          forged(t, "print(1)\n", map[string][]byte{"caf\u00e9.py": nil, "cafe\u0301.py": nil}, nil),
