@@ -25,8 +25,9 @@ type Review struct {
 	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
 	// Warning says, in one line, that the code holds such characters. Empty when it holds none.
 	Warning string `json:"warning,omitempty"`
-	// ConfusableNames lists the words of the code that mix scripts or are not in NFKC
-	// (guard.ConfusableNames): they can read as other names.
+	// ConfusableNames lists the words of the code, and of the input files Python may read as
+	// source, that mix scripts or are not in NFKC (guard.ConfusableNames,
+	// guard.InputConfusableNames): they can read as other names.
 	ConfusableNames []guard.ConfusableName `json:"confusable_names,omitempty"`
 	// NamesWarning says, in one line, that the code holds such names. Empty when it holds none.
 	NamesWarning string `json:"names_warning,omitempty"`
@@ -74,6 +75,13 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
 	r.ConfusableNames = guard.ConfusableNames(st.Request.Code)
+	if st.Request.Digest != "" {
+		var files []guard.InputFile
+		for _, n := range slices.Sorted(maps.Keys(in.Request.Files)) {
+			files = append(files, guard.InputFile{Name: n, Content: in.Request.Files[n]})
+		}
+		r.ConfusableNames = append(r.ConfusableNames, guard.InputConfusableNames(files)...)
+	}
 	r.NamesWarning = ConfusableWarning(r.ConfusableNames)
 	// What opts adds comes from what was hashed into the digest just checked: the start input
 	// of the status's run.
@@ -127,9 +135,9 @@ func ConfusableWarning(list []guard.ConfusableName) string {
 			parts = append(parts, fmt.Sprintf("and %d more", len(list)-i))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%q at line %d column %d %s", n.Name, n.Line, n.Column, n.Reason))
+		parts = append(parts, fmt.Sprintf("%q at %s %s", n.Name, n.Where(), n.Reason))
 	}
-	return fmt.Sprintf("WARNING: the code holds %d name(s) that can read as other names: %s", len(list), strings.Join(parts, "; "))
+	return fmt.Sprintf("WARNING: the code or its source input files hold %d name(s) that can read as other names: %s", len(list), strings.Join(parts, "; "))
 }
 
 // WriteJSON writes v as one line of JSON to w, with every invisible or direction-changing

@@ -16,6 +16,8 @@ import (
 // which Python reads identifiers (a fullwidth "ｅｘｅｃ" is exec, "ﬁle" is file). Code may hold
 // them; a reviewer must be told, as of the characters IsSuspicious names.
 type ConfusableName struct {
+	// File is the input file the name is in (InputConfusableNames); empty for the code.
+	File string `json:"file,omitempty"`
 	// Line and Column (1-based, in characters) are where the word starts.
 	Line   int `json:"line"`
 	Column int `json:"column"`
@@ -133,6 +135,31 @@ func codePoints(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// InputConfusableNames lists the confusable names of the input files Python may read as source
+// (IsSourceFile) that are valid UTF-8, with File set, in the order of files given.
+func InputConfusableNames(files []InputFile) []ConfusableName {
+	var out []ConfusableName
+	for _, f := range files {
+		if !IsSourceFile(f.Name, f.Content) || !utf8.Valid(f.Content) {
+			continue
+		}
+		for _, c := range ConfusableNames(string(f.Content)) {
+			c.File = f.Name
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Where says where the name is: "line L column C", after "input file F " for an input file.
+func (c ConfusableName) Where() string {
+	w := fmt.Sprintf("line %d column %d", c.Line, c.Column)
+	if c.File != "" {
+		w = "input file " + VisibleText(c.File) + " " + w
+	}
+	return w
 }
 
 func isASCII(s string) bool {

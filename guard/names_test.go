@@ -51,3 +51,15 @@ func TestConfusableNamesMatchPython(t *testing.T) {
 		t.Errorf("ConfusableNames flags %d names; want the fullwidth print and the NFD name", n)
 	}
 }
+
+func TestInputConfusableNames(t *testing.T) {
+	files := []InputFile{
+		{Name: "data.txt", Content: []byte("p\u0430ypal\n")}, // not source: not listed
+		{Name: "m.py", Content: []byte("x = 1\n\uff45\uff58\uff45\uff43('1')\n")},
+		{Name: "bin.py", Content: []byte("\xff")},
+	}
+	got := InputConfusableNames(files)
+	if len(got) != 1 || got[0].File != "m.py" || got[0].Line != 2 || got[0].Where() != "input file m.py line 2 column 1" {
+		t.Errorf("InputConfusableNames: %+v; want m.py's fullwidth exec at line 2", got)
+	}
+}

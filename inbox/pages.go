@@ -220,7 +220,7 @@ func (s *Server) runView(ri *runInfo) *runView {
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")
 	for _, c := range guard.ConfusableNames(req.Code) {
-		v.Names = append(v.Names, fmt.Sprintf("line %d column %d: %s %s", c.Line, c.Column, c.Name, c.Reason))
+		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
 	}
 	v.setEnv(req, nil)
 	for _, w := range req.Warnings {
@@ -266,6 +266,13 @@ func (v *runView) setEnv(sum guard.Summary, values map[string]string) {
 func (v *runView) setStartInput(sum guard.Summary, req guard.Request) {
 	v.Files = inputFiles(req)
 	v.setEnv(sum, req.Env)
+	var files []guard.InputFile
+	for _, n := range slices.Sorted(maps.Keys(req.Files)) {
+		files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
+	}
+	for _, c := range guard.InputConfusableNames(files) {
+		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+	}
 	v.Warnings = v.Warnings[:0]
 	for _, w := range guard.StartupWarnings(slices.Sorted(maps.Keys(req.Files))) {
 		v.Warnings = append(v.Warnings, w.String())

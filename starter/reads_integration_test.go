@@ -109,12 +109,14 @@ func TestIntegrationStarterReadsAsRuns(t *testing.T) {
 	}
 
 	// A name that mixes scripts is accepted and flagged, with its code points.
-	r := starterIn(t, addr, ns, "run", "--workflow-id", "cli-names", "--code", "p\u0430ypal = 1\nprint(p\u0430ypal)\n")
+	r := starterIn(t, addr, ns, "run", "--workflow-id", "cli-names", "--code", "p\u0430ypal = 1\nprint(p\u0430ypal)\n",
+		"--input", "m.py="+writeInput(t, "m.py", "\uff45\uff58\uff45\uff43('1')\n"))
 	if r.code != 0 {
 		t.Fatalf("run: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 	r = starterIn(t, addr, ns, "show", "cli-names")
-	if r.code != 0 || !strings.Contains(r.stdout, "WARNING: the code holds 2 name(s) that can read as other names") ||
+	if r.code != 0 || !strings.Contains(r.stdout, "WARNING: the code or its source input files hold 3 name(s) that can read as other names") ||
+		!strings.Contains(r.stdout, `at input file m.py line 1 column 1 not in NFKC: Python reads this identifier as "exec"`) ||
 		!strings.Contains(r.stdout, `written p\u0430ypal`) || !strings.Contains(r.stderr, "mixes scripts (Cyrillic, Latin)") {
 		t.Errorf("show of a mixed-script name: exit %d, stdout %s, stderr %s", r.code, r.stdout, r.stderr)
 	}
