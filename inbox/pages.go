@@ -265,6 +265,8 @@ func (v *runView) setEnv(sum guard.Summary, values map[string]string) {
 // copy, which a workflow worker answered).
 func (v *runView) setStartInput(sum guard.Summary, req guard.Request) {
 	v.Files = inputFiles(req)
+	// The names too come from the start input: a status could leave one out.
+	sum.EnvNames = slices.Sorted(maps.Keys(req.Env))
 	v.setEnv(sum, req.Env)
 	var files []guard.InputFile
 	for _, n := range slices.Sorted(maps.Keys(req.Files)) {
