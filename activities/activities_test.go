@@ -138,6 +138,17 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 	if keys := got.Reviewers.Keys(); len(keys) != 1 || keys[0].Principals[0] != "alice" {
 		t.Errorf("recorded reviewers = %+v; want alice's key", keys)
 	}
+	if len(got.Warnings) != 0 {
+		t.Errorf("warnings %v for a request without input files", got.Warnings)
+	}
+	withHook := guard.Request{Code: "print(1)", Files: map[string][]byte{"hook.pth": []byte("import os\n"), "data.csv": nil}}
+	hooked, err := a.SandboxCheck(context.Background(), contract.CheckInput{Request: withHook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hooked.Warnings) != 1 || hooked.Warnings[0].File != "hook.pth" {
+		t.Errorf("recorded warnings %v; want the one for hook.pth", hooked.Warnings)
+	}
 
 	_, err = a.SandboxCheck(context.Background(), contract.CheckInput{Request: guard.Request{Code: ""}})
 	var appErr *temporal.ApplicationError

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -23,15 +25,25 @@ type Review struct {
 	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
 	// Warning says, in one line, that the code holds such characters. Empty when it holds none.
 	Warning string `json:"warning,omitempty"`
-	// Env holds the env values, only when asked for.
+	// ConfusableNames lists the words of the code, and of the input files Python may read as
+	// source, that mix scripts or are not in NFKC (guard.ConfusableNames,
+	// guard.InputConfusableNames): they can read as other names.
+	ConfusableNames []guard.ConfusableName `json:"confusable_names,omitempty"`
+	// NamesWarning says, in one line, that the code holds such names. Empty when it holds none.
+	NamesWarning string `json:"names_warning,omitempty"`
+	// Env holds the env values, only when asked for, less those the policy marks sensitive.
 	Env map[string]string `json:"env_values,omitempty"`
+	// SensitiveEnvBytes holds, when env values are asked for, the length in bytes of each value
+	// the policy marks sensitive (Request.SensitiveEnv), in place of the value.
+	SensitiveEnvBytes map[string]int `json:"sensitive_env_bytes,omitempty"`
 	// InputFiles holds the input files' contents, name → bytes, only when asked for.
 	InputFiles map[string][]byte `json:"input_files,omitempty"`
 }
 
 // ReviewOptions say what Review adds to what it always returns.
 type ReviewOptions struct {
-	// EnvValues adds the env values, hidden by default: they may be secrets.
+	// EnvValues adds the env values (the code's behaviour can depend on them); those the
+	// worker's policy marks sensitive are given as their length only.
 	EnvValues bool
 	// InputFiles adds the input files' contents: they can be modules the code imports, as much
 	// a part of what runs as the code.
@@ -55,14 +67,35 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 			return Review{}, err
 		}
 	}
+	if st.Request.Digest != "" {
+		// The start-up warnings are computed here, from the input files the digest just
+		// checked binds, not taken from the status a workflow worker answered.
+		st.Request.Warnings = guard.StartupWarnings(slices.Sorted(maps.Keys(in.Request.Files)))
+	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
+	r.ConfusableNames = guard.ConfusableNames(st.Request.Code)
+	if st.Request.Digest != "" {
+		var files []guard.InputFile
+		for _, n := range slices.Sorted(maps.Keys(in.Request.Files)) {
+			files = append(files, guard.InputFile{Name: n, Content: in.Request.Files[n]})
+		}
+		r.ConfusableNames = append(r.ConfusableNames, guard.InputConfusableNames(files)...)
+	}
+	r.NamesWarning = ConfusableWarning(r.ConfusableNames)
 	// What opts adds comes from what was hashed into the digest just checked: the start input
 	// of the status's run.
 	if opts.EnvValues {
-		r.Env = in.Request.Env
-		if r.Env == nil {
-			r.Env = map[string]string{}
+		r.Env = map[string]string{}
+		for n, v := range in.Request.Env {
+			if slices.Contains(st.Request.SensitiveEnv, n) {
+				if r.SensitiveEnvBytes == nil {
+					r.SensitiveEnvBytes = map[string]int{}
+				}
+				r.SensitiveEnvBytes[n] = len(v)
+				continue
+			}
+			r.Env[n] = v
 		}
 	}
 	if opts.InputFiles {
@@ -89,6 +122,22 @@ func SuspiciousWarning(list []guard.Suspicious) string {
 	}
 	return fmt.Sprintf("WARNING: the code holds %d invisible or direction-changing character(s) that may make it read differently from how it runs: %s",
 		len(list), strings.Join(parts, "; "))
+}
+
+// ConfusableWarning returns a one-line warning about the listed names, or "" for none.
+func ConfusableWarning(list []guard.ConfusableName) string {
+	if len(list) == 0 {
+		return ""
+	}
+	var parts []string
+	for i, n := range list {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(list)-i))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%q at %s %s", n.Name, n.Where(), n.Reason))
+	}
+	return fmt.Sprintf("WARNING: the code or its source input files hold %d name(s) that can read as other names: %s", len(list), strings.Join(parts, "; "))
 }
 
 // WriteJSON writes v as one line of JSON to w, with every invisible or direction-changing

@@ -22,6 +22,10 @@ type CheckResult struct {
 	// Reviewers are the keys the workflow verifies decisions against: the checking worker's
 	// reviewers file as it was then, so that editing the file never changes a replay.
 	Reviewers *approval.Reviewers `json:"reviewers"`
+	// Warnings are the start-up warnings the check found (guard.StartupWarnings): recorded in
+	// the history with the check, for an audit of what reviewers were warned of. Empty in
+	// histories recorded before it existed; nothing the workflow decides depends on it.
+	Warnings []guard.StartupWarning `json:"warnings,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

@@ -6,12 +6,17 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // deniedEnvPrefixes are always denied, whatever the policy lists.
-var deniedEnvPrefixes = []string{"LD_", "DYLD_", "SANDBOXFLOW_"}
+// PYTHON covers every variable CPython reads (PYTHONOPTIMIZE drops asserts and makes __debug__
+// false; PYTHONPYCACHEPREFIX makes imports load bytecode from another folder, which input files
+// could fill), and any it may read in a later version.
+var deniedEnvPrefixes = []string{"LD_", "DYLD_", "SANDBOXFLOW_", "PYTHON"}
 
 // Check applies the policy to a request for the named backend. It returns the normalized request
 // with its effective limits and digest, or a ToolUsageError (bad code, language, names, env) or a
@@ -40,6 +45,9 @@ func (p Policy) Check(req Request, backend string) (Checked, error) {
 	}
 	for _, name := range sortedKeys(req.Env) {
 		c.Env = append(c.Env, EnvVar{Name: name, Value: req.Env[name]})
+		if p.IsSensitiveEnv(name) {
+			c.SensitiveEnv = append(c.SensitiveEnv, name)
+		}
 	}
 	limits, err := p.effectiveLimits(req.Limits)
 	if err != nil {
@@ -96,6 +104,9 @@ func (p Policy) checkContent(c *Checked) error {
 		return err
 	}
 	if err := p.checkInputFiles(c.Files); err != nil {
+		return err
+	}
+	if err := p.checkSources(c); err != nil {
 		return err
 	}
 	return p.checkEnv(c.Env)
@@ -158,6 +169,12 @@ func (p Policy) checkEnv(env []EnvVar) error {
 		return toolUsagef("env holds %d bytes, over the limit of %d", size, p.MaxEnvBytes)
 	}
 	return nil
+}
+
+// IsSensitiveEnv reports whether the policy marks an env name sensitive (Policy.SensitiveEnv,
+// ignoring case).
+func (p Policy) IsSensitiveEnv(name string) bool {
+	return slices.ContainsFunc(p.SensitiveEnv, func(s string) bool { return strings.EqualFold(s, name) })
 }
 
 // CheckEnvName reports a ToolUsageError for an env name that is not plain
@@ -297,23 +314,28 @@ func CheckFileName(name string) error {
 	return nil
 }
 
-// CheckFileNames checks every name and reports two names that are equal, or differ only in case,
-// or where one is a folder of the other.
+// fileNameKey is what two file names that a file system may take for one file share: the name
+// in NFC (macOS stores NFD; a look-alike pair such as "é" and "e\u0301" draws the same) and lower
+// case.
+func fileNameKey(n string) string { return strings.ToLower(norm.NFC.String(n)) }
+
+// CheckFileNames checks every name and reports two names that are equal, or differ only in case
+// or in Unicode normalization (NFC), or where one is a folder of the other.
 func CheckFileNames(names []string) error {
 	seen := make(map[string]string, len(names))
 	for _, n := range names {
 		if err := CheckFileName(n); err != nil {
 			return err
 		}
-		key := strings.ToLower(n)
+		key := fileNameKey(n)
 		if prev, ok := seen[key]; ok {
-			return toolUsagef("file names %q and %q collide (equal when case is ignored)", prev, n)
+			return toolUsagef("file names %q and %q collide (equal when case is ignored or Unicode normalized, NFC)", prev, n)
 		}
 		seen[key] = n
 	}
 	for _, n := range names {
 		for dir := path.Dir(n); dir != "."; dir = path.Dir(dir) {
-			if prev, ok := seen[strings.ToLower(dir)]; ok {
+			if prev, ok := seen[fileNameKey(dir)]; ok {
 				return toolUsagef("file name %q is inside %q, which is a file", n, prev)
 			}
 		}

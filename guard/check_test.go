@@ -77,6 +77,11 @@ func TestCheckFileNamesCollisions(t *testing.T) {
 		{[]string{"dir/x", "DIR/X"}, false},
 		{[]string{"a", "a/b"}, false},
 		{[]string{"dir/a", "dir/b"}, true},
+		// Equal under NFC: precomposed é (U+00E9) and e + combining acute (U+0301) draw the same.
+		{[]string{"caf\u00e9.py", "cafe\u0301.py"}, false},
+		{[]string{"caf\u00c9.py", "cafe\u0301.py"}, false},
+		{[]string{"\u00e9t\u00e9/a", "e\u0301te\u0301"}, false},
+		{[]string{"caf\u00e9.py", "cafe.py"}, true},
 	}
 	for _, tt := range tests {
 		if err := CheckFileNames(tt.names); (err == nil) != tt.ok {
@@ -101,6 +106,16 @@ func TestCheckEnvName(t *testing.T) {
 		{"DYLD_INSERT_LIBRARIES", false},
 		{"PYTHONSTARTUP", false},
 		{"PYTHONPATH", false},
+		// Accepted before PYTHON became a reserved prefix: PYTHONOPTIMIZE drops asserts and
+		// skips `if __debug__:`, PYTHONPYCACHEPREFIX loads bytecode from another folder.
+		{"PYTHONOPTIMIZE", false},
+		{"PYTHONPYCACHEPREFIX", false},
+		{"PYTHONIOENCODING", false},
+		{"PYTHONHASHSEED", false},
+		{"PYTHONUTF8", false},
+		{"pythonoptimize", false},
+		{"PYTHON", false},
+		{"MY_PYTHONPATH", true},
 		{"BASH_ENV", false},
 		{"PATH", false},
 		{"SANDBOXFLOW_KEY_FILE", false},

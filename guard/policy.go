@@ -98,8 +98,17 @@ type Policy struct {
 	// any plain name that DeniedEnv does not list.
 	AllowedEnv []string `json:"allowed_env,omitempty"`
 	// DeniedEnv lists env names a request may never set. Optional: defaults to DefaultDeniedEnv.
-	// Names starting with LD_, DYLD_ or SANDBOXFLOW_ are always denied.
+	// Names starting with LD_, DYLD_, SANDBOXFLOW_ or PYTHON are always denied.
 	DeniedEnv []string `json:"denied_env,omitempty"`
+	// AllowMixedIndentation lets Python code and Python input files mix tabs and spaces in their
+	// indentation (CheckIndentation). Optional: defaults to false, refusing them: Python's tab
+	// stops are 8 columns apart and a reader's may not be, so such a line can run outside the
+	// block it is drawn in.
+	AllowMixedIndentation bool `json:"allow_mixed_indentation,omitempty"`
+	// SensitiveEnv lists env names whose values the views show as "sensitive, N bytes" rather
+	// than as text (a reviewer still sees that the value is there, and how long). Names match
+	// ignoring case. Optional: empty, every value is shown.
+	SensitiveEnv []string `json:"sensitive_env,omitempty"`
 	// ApprovalTimeout is how long a run waits for a decision. Optional: defaults to 24 h.
 	ApprovalTimeout time.Duration `json:"approval_timeout"`
 }
@@ -187,6 +196,11 @@ func (p Policy) Validate() error {
 			return configf("policy: allowed env name %q is not a plain name", name)
 		}
 	}
+	for _, name := range p.SensitiveEnv {
+		if !envNameRE.MatchString(name) {
+			return configf("policy: sensitive env name %q is not a plain name", name)
+		}
+	}
 	raw := p.MaxStdoutBytes + p.MaxStderrBytes + p.MaxTotalFileBytes
 	if raw > MaxRawPayloadBytes {
 		return configf("policy: stdout, stderr and file caps allow %d bytes in one result, over the %d-byte budget under Temporal's %d-byte payload limit; lower them",
@@ -232,7 +246,7 @@ func (p Policy) Offers(language string) bool {
 
 func (p Policy) String() string {
 	p = p.WithDefaults()
-	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s",
+	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s mixed_indentation=%t sensitive_env=%v",
 		p.Languages, p.DefaultTimeout, p.MaxTimeout, p.Grace, p.MaxStdoutBytes, p.MaxStderrBytes,
-		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout)
+		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout, p.AllowMixedIndentation, p.SensitiveEnv)
 }

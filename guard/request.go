@@ -98,6 +98,10 @@ type Checked struct {
 	Backend        string      `json:"backend"`                   // the backend that runs it
 	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
 	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
+	// SensitiveEnv names the env vars, of Env, whose values the policy marks sensitive
+	// (Policy.SensitiveEnv): views show them as "sensitive, N bytes". Sorted; not part of the
+	// digest (it changes what is shown, not what runs).
+	SensitiveEnv []string `json:"sensitive_env,omitempty"`
 	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
 	Digest string `json:"digest"`
 	// Owner is filled in by the activity that runs the request.
@@ -113,23 +117,29 @@ func (c *Checked) EnvMap() map[string]string {
 	return m
 }
 
-// Summary is what a reviewer needs to decide, without file contents or env values.
+// Summary is what a reviewer needs to decide, without file contents or env values (a reviewer's
+// tool reads those from the run's start input, which the digest binds).
 type Summary struct {
 	Language  string        `json:"language"`
 	Code      string        `json:"code"`
 	CodeBytes int           `json:"code_bytes"`          // the code's length in bytes
 	Files     []FileSummary `json:"files,omitempty"`     // names and sizes only
-	EnvNames  []string      `json:"env_names,omitempty"` // names only: values may be secrets
-	Limits    Limits        `json:"limits"`
-	Network   bool          `json:"network"`
-	Egress    []string      `json:"egress,omitempty"`  // the hosts the code may reach
-	Secrets   []string      `json:"secrets,omitempty"` // secret names the proxy adds for their hosts
-	Backend   string        `json:"backend"`
-	Digest    string        `json:"digest"` // what an approval must name
-	Metadata  Metadata      `json:"metadata"`
+	EnvNames  []string      `json:"env_names,omitempty"` // names only: the values are in the start input
+	// SensitiveEnv names the env vars whose values views show as "sensitive, N bytes".
+	SensitiveEnv []string `json:"sensitive_env,omitempty"`
+	Limits       Limits   `json:"limits"`
+	Network      bool     `json:"network"`
+	Egress       []string `json:"egress,omitempty"`  // the hosts the code may reach
+	Secrets      []string `json:"secrets,omitempty"` // secret names the proxy adds for their hosts
+	Backend      string   `json:"backend"`
+	Digest       string   `json:"digest"` // what an approval must name
+	Metadata     Metadata `json:"metadata"`
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code, which
 	// can make code read differently from how it runs; every view of the code shows them.
 	SuspiciousCharacters []Suspicious `json:"suspicious_characters,omitempty"`
+	// Warnings lists the input files the interpreter may run without the code calling them
+	// (StartupWarnings); every view shows them.
+	Warnings []StartupWarning `json:"warnings,omitempty"`
 }
 
 // FileSummary is an input file's name and size.
@@ -153,10 +163,14 @@ func (c *Checked) Summary() Summary {
 		Metadata:  c.Metadata,
 
 		SuspiciousCharacters: SuspiciousCharacters(c.Code),
+		SensitiveEnv:         c.SensitiveEnv,
 	}
+	names := make([]string, 0, len(c.Files))
 	for _, f := range c.Files {
 		s.Files = append(s.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
+		names = append(names, f.Name)
 	}
+	s.Warnings = StartupWarnings(names)
 	for _, e := range c.Env {
 		s.EnvNames = append(s.EnvNames, e.Name)
 	}

@@ -73,7 +73,10 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	dir := t.TempDir()
 	reviewers := filepath.Join(dir, "allowed_signers")
 	acts, err := activities.New(activities.Config{
-		Policy:           guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour},
+		// Mixed indentation is allowed here so that the tab attack reaches the page (the
+		// default policy refuses it); TOKEN's value is shown as its length only.
+		Policy: guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour,
+			AllowMixedIndentation: true, SensitiveEnv: []string{"TOKEN"}},
 		Backend:          b,
 		Sink:             &activities.MemorySink{},
 		HeartbeatTimeout: 2 * time.Second,
@@ -139,13 +142,16 @@ func (e *env) runs() int {
 func (e *env) start(ctx context.Context, id, code string, files map[string][]byte) {
 	e.t.Helper()
 	_, err := e.sc.Start(ctx, guard.Request{
-		Code: code, Language: guard.Python, Files: files, Env: map[string]string{"MODE": "secret-value"},
+		Code: code, Language: guard.Python, Files: files, Env: map[string]string{"MODE": "dry run ", "TOKEN": sensitiveToken},
 		Metadata: guard.Metadata{Agent: "report-agent", RequestedBy: "orchestrator@ci"},
 	}, client.StartOptions{WorkflowID: id})
 	if err != nil {
 		e.t.Fatalf("start %s: %v", id, err)
 	}
 }
+
+// sensitiveToken is the value of an env var the policy marks sensitive: 32 bytes.
+const sensitiveToken = "tok-0123456789abcdef0123456789ab"
 
 func TestBrowserInbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -199,6 +205,71 @@ func TestBrowserInbox(t *testing.T) {
 	tamperedRun(t, e, ctx)
 	crossSitePost(t, e, ctx)
 	lyingRun(t, e, ctx)
+	tabRun(t, e, ctx)
+}
+
+// tabRun is code whose last `open` line reads as inside `if not dry_run:` with a tab 4 columns
+// wide (as the page drew tabs before) but that Python, with tab stops 8 apart, runs after the if:
+// the page must draw it at the if's column, left of the if's body. Approved, it runs and the
+// line in the if does not: what the page showed is what ran. Its input files warn: json.py
+// replaces the standard json, a .pth file is a start-up hook.
+func tabRun(t *testing.T, e *env, ctx context.Context) {
+	code := fmt.Sprintf("def main(dry_run):\n"+
+		" \t   \tif not dry_run:\n"+
+		" \t   \t    open(%[1]q, 'a').write('deleted\\n')\n"+
+		"    \t\topen(%[1]q, 'a').write('launched\\n')\n"+
+		"main(True)\n"+
+		"p\u0430ypal = 'a Cyrillic a in a Latin name'\n", e.counter)
+	e.start(ctx, "inbox-tabs", code, map[string][]byte{"json.py": []byte("loads = eval\n"), "hook.pth": []byte("import os\n"), "helper.py": []byte("def f():\n\treturn 1\n")})
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-tabs"))
+	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	// The left edge, in pixels, of the first occurrence of word in each code line.
+	cols := e.Text(`(() => {
+		const x = (td, word) => {
+			const w = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+			for (let n = w.nextNode(); n; n = w.nextNode()) {
+				const i = n.textContent.indexOf(word);
+				if (i >= 0) { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); return Math.round(r.getBoundingClientRect().left); }
+			}
+			return -1;
+		};
+		const rows = document.querySelectorAll("#code td.src");
+		return [x(rows[1], "if"), x(rows[2], "open"), x(rows[3], "open")].join(" ");
+	})()`)
+	var ifX, bodyX, launchX int
+	if _, err := fmt.Sscan(cols, &ifX, &bodyX, &launchX); err != nil || ifX < 0 {
+		t.Fatalf("code columns %q: %v", cols, err)
+	}
+	if launchX != ifX || bodyX <= ifX {
+		t.Errorf("drawn at x: if %d, body %d, launch %d; want the launch at the if's x, left of the body (Python runs it after the if)", ifX, bodyX, launchX)
+	}
+	if got := e.Text(`Array.from(document.querySelectorAll("#code .t-tab")).length + " " + document.getElementById("tab-note").innerText`); !strings.HasPrefix(got, "6 ") || !strings.Contains(got, "is a tab") {
+		t.Errorf("tabs drawn: %q; want 6 tab markers and the note saying what they are", got)
+	}
+	warn := e.Text(`document.getElementById("startup-warning") ? document.getElementById("startup-warning").innerText : ""`)
+	for _, want := range []string{"2 input file(s)", "hook.pth: a .pth file", "json.py: module json shadows the standard module"} {
+		if !strings.Contains(warn, want) {
+			t.Errorf("start-up warning %q lacks %q", warn, want)
+		}
+	}
+	if got := e.Text(`document.querySelector("details.file pre.preview") ? Array.from(document.querySelectorAll("details.file pre.preview")).map(p => p.textContent).join("|") : ""`); !strings.Contains(got, "def f():\n⇥       return 1") {
+		t.Errorf("input files drawn as %q; want helper.py's tab as ⇥ and spaces to column 8", got)
+	}
+	names := e.Text(`(document.getElementById("names-warning") ? document.getElementById("names-warning").innerText : "") + "|" +
+		Array.from(document.querySelectorAll("#code .t-conf")).map(n => n.textContent).join(",")`)
+	if !strings.Contains(names, "mixes scripts (Cyrillic, Latin)") || !strings.Contains(names, `written p\u0430ypal`) || !strings.HasSuffix(names, "|p\u0430ypal") {
+		t.Errorf("confusable name shown as %q; want the warning and the name marked in the code", names)
+	}
+	e.Screenshot("inbox-tabs.png")
+	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.WaitFor("the result", `!!document.getElementById("result-outcome")`, 60*time.Second)
+	b, err := os.ReadFile(e.counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.HasSuffix(got, "ran\nlaunched\n") || strings.Contains(got, "deleted") {
+		t.Errorf("the counter file holds %q; want the launch line only, as drawn (outside the if)", got)
+	}
 }
 
 // helperModule is an input file the code could import: its last line lies past the first 4 KiB,
@@ -215,13 +286,13 @@ func approveRun(t *testing.T, e *env) {
 		t.Errorf("numbered lines: %s; want 5", n)
 	}
 	page := e.Text(`document.body.innerText`)
-	for _, want := range []string{"MODE", "(values hidden)", "data.csv", "a,b", "blob.bin", "binary (not shown)", "30s", "sha256:"} {
+	for _, want := range []string{`MODE = "dry run "`, "TOKEN = ‹sensitive, 32 bytes›", "data.csv", "a,b", "blob.bin", "binary (not shown)", "30s", "sha256:"} {
 		if !strings.Contains(page, want) && !strings.Contains(e.Text(`document.body.textContent`), want) {
 			t.Errorf("the run page lacks %q", want)
 		}
 	}
-	if strings.Contains(e.Text(`document.documentElement.outerHTML`), "secret-value") {
-		t.Error("the run page shows an env value")
+	if strings.Contains(e.Text(`document.documentElement.outerHTML`), sensitiveToken) {
+		t.Error("the run page shows the value of an env var the policy marks sensitive")
 	}
 	// An input file is what the reviewer approves too: shown whole, and downloadable whole
 	// (input-2: blob.bin, data.csv, helper.py in name order) while the run waits.

@@ -21,6 +21,10 @@ const (
 	// tokInvisible is a character that would be invisible or reorder the text (bidi controls,
 	// zero-width characters, other controls), shown as its \u escape.
 	tokInvisible = "inv"
+	// tokConfusable is a name that can read as another (guard.ConfusableNames).
+	tokConfusable = "conf"
+	// tokTab is a tab, drawn as guard.TabMarker and spaces up to Python's next tab stop.
+	tokTab = "tab"
 )
 
 // token is a run of text with one class. The template escapes Text; nothing here is HTML.
@@ -94,16 +98,104 @@ func highlight(code, language string) ([]codeLine, int) {
 	if len(cur.Tokens) > 0 || len(lines) == 0 {
 		lines = append(lines, cur)
 	}
+	names := guard.ConfusableNames(code)
+	for i := range lines {
+		lines[i].Tokens = showTabs(markNames(lines[i].Tokens, lines[i].N, names))
+	}
 	return lines, invisible
+}
+
+// markNames gives the characters of the confusable names on line n a class of their own, with
+// the reason as the title. Columns count the characters as written (an escaped invisible
+// character is one).
+func markNames(toks []token, n int, names []guard.ConfusableName) []token {
+	var onLine []guard.ConfusableName
+	for _, c := range names {
+		if c.Line == n {
+			onLine = append(onLine, c)
+		}
+	}
+	if len(onLine) == 0 {
+		return toks
+	}
+	in := func(col int) *guard.ConfusableName {
+		for i := range onLine {
+			if col >= onLine[i].Column && col < onLine[i].Column+onLine[i].Length {
+				return &onLine[i]
+			}
+		}
+		return nil
+	}
+	var out []token
+	col := 1
+	for _, t := range toks {
+		if t.Class == tokInvisible {
+			out = append(out, t)
+			col++
+			continue
+		}
+		start, cur := 0, in(col)
+		for i := range t.Text {
+			if c := in(col); c != cur {
+				out = append(out, nameToken(t, t.Text[start:i], cur))
+				start, cur = i, c
+			}
+			col++
+		}
+		out = append(out, nameToken(t, t.Text[start:], cur))
+	}
+	return out
+}
+
+func nameToken(t token, text string, c *guard.ConfusableName) token {
+	if c == nil {
+		return token{Class: t.Class, Text: text, Title: t.Title}
+	}
+	return token{Class: tokConfusable, Text: text, Title: "this name " + c.Reason}
+}
+
+// showTabs draws each tab of a line's tokens as a token of its own: guard.TabMarker and spaces
+// up to the next multiple of guard.PythonTabSize, counted in drawn characters from the start of
+// the line, so that indentation sits at the columns Python gives it, whatever the browser's tab
+// stops.
+func showTabs(toks []token) []token {
+	var out []token
+	col := 0
+	for _, t := range toks {
+		if t.Class == tokInvisible || !strings.Contains(t.Text, "\t") {
+			out = append(out, t)
+			col += utf8.RuneCountInString(t.Text)
+			continue
+		}
+		start := 0
+		for i, r := range t.Text {
+			if r != '\t' {
+				col++
+				continue
+			}
+			if i > start {
+				out = append(out, token{Class: t.Class, Text: t.Text[start:i]})
+			}
+			n := guard.PythonTabSize - col%guard.PythonTabSize
+			out = append(out, token{Class: tokTab, Text: guard.TabMarker + strings.Repeat(" ", n-1), Title: "tab (Python's tab stops are 8 columns apart)"})
+			col += n
+			start = i + 1
+		}
+		if start < len(t.Text) {
+			out = append(out, token{Class: t.Class, Text: t.Text[start:]})
+		}
+	}
+	return out
 }
 
 // isInvisible reports characters a reader would not see, or that reorder what they see: every
 // character guard.IsSuspicious names (bidi controls, zero-width and other format characters,
 // controls, separators, spaces other than U+0020, fillers, variation selectors, tags, private
-// use, U+FFFD), so that the page warns of what the statement and `starter show` list, and
-// carriage return, which a browser would show as a line break.
+// use, U+FFFD), so that the page warns of what the statement and `starter show` list,
+// carriage return, which a browser would show as a line break, and a literal guard.TabMarker,
+// which would read as a tab.
 func isInvisible(r rune) bool {
-	return r == '\r' || guard.IsSuspicious(r)
+	return r == '\r' || guard.IsSuspicious(r) || string(r) == guard.TabMarker
 }
 
 // splitInvisible splits s into tokens of class, with each invisible character (and each byte
@@ -121,6 +213,8 @@ func splitInvisible(s, class string) []token {
 		_, size := utf8.DecodeRuneInString(s[i:])
 		if size == 1 && r == utf8.RuneError {
 			out = append(out, token{Class: tokInvisible, Text: fmt.Sprintf(`\x%02x`, s[i]), Title: "a byte that is not UTF-8"})
+		} else if string(r) == guard.TabMarker {
+			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: "a literal " + guard.TabMarker + ", the character this page draws for a tab"})
 		} else {
 			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: fmt.Sprintf("invisible character U+%04X %s", r, guard.RuneName(r))})
 		}

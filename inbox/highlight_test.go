@@ -102,3 +102,33 @@ func TestDownloadName(t *testing.T) {
 		}
 	}
 }
+
+// A name that mixes scripts is marked where it stands, with the reason as its title; the text
+// around it keeps its class.
+func TestConfusableNamesMarked(t *testing.T) {
+	lines, _ := highlight("x = 1\nif p\u0430ypal: print('\u200b', p\u0430ypal)\n", "python")
+	var marked []string
+	for _, tok := range lines[1].Tokens {
+		if tok.Class == tokConfusable {
+			marked = append(marked, tok.Text)
+			if !strings.Contains(tok.Title, "mixes scripts (Cyrillic, Latin)") {
+				t.Errorf("title %q", tok.Title)
+			}
+		}
+	}
+	if strings.Join(marked, "|") != "p\u0430ypal|p\u0430ypal" {
+		t.Errorf("marked %q; want both p\u0430ypal (after an escaped invisible character too)", marked)
+	}
+}
+
+// Tabs become tab tokens that end at Python's next tab stop, counted from the line's start.
+func TestTabsDrawnAtPythonsColumns(t *testing.T) {
+	lines, _ := highlight("if x:\n  \ty = '\t'\n", "python")
+	var text string
+	for _, tok := range lines[1].Tokens {
+		text += tok.Text
+	}
+	if want := "  ⇥     y = '⇥  '"; text != want {
+		t.Errorf("line drawn as %q; want %q", text, want)
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
@@ -40,15 +43,24 @@ type statementView struct {
 
 // runView is the run page.
 type runView struct {
-	ID, RunID, State  string
-	Language          string
-	CodeSize          string
-	Lines             []codeLine
-	Invisible         int
-	Files             []inputFile
-	FilesErr          string
-	EnvNames          []string
-	Secrets           []string
+	ID, RunID, State string
+	Language         string
+	CodeSize         string
+	Lines            []codeLine
+	Invisible        int
+	// Names are the code's names that can read as others (guard.ConfusableNames), one line each.
+	Names []string
+	// Tabs says the code holds tabs, drawn as guard.TabMarker at Python's columns.
+	Tabs     bool
+	Files    []inputFile
+	FilesErr string
+	// Env is each env var as "NAME" and its value quoted and escaped (guard.QuoteValue), a
+	// sensitive one as its length (guard.SensitiveValue).
+	Env     []kv
+	Secrets []string
+	// Warnings are the input files the interpreter may run without the code calling them
+	// (guard.StartupWarnings), each as one line.
+	Warnings          []string
 	Limits            []kv
 	Network           string
 	Egress            []string
@@ -168,7 +180,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 	if readErr != nil {
 		v.FilesErr = readErr.Error()
 	} else {
-		v.Files = inputFiles(in.Request)
+		v.setStartInput(ri.Status.Request, in.Request)
 	}
 	if !ri.Running {
 		res, err := s.result(r.Context(), id)
@@ -204,8 +216,13 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 		Awaiting: ri.Running && st.State == contract.StatusAwaitingApproval,
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
-	for _, n := range req.EnvNames {
-		v.EnvNames = append(v.EnvNames, visible(n))
+	v.Tabs = strings.Contains(req.Code, "\t")
+	for _, c := range guard.ConfusableNames(req.Code) {
+		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+	}
+	v.setEnv(req, nil)
+	for _, w := range req.Warnings {
+		v.Warnings = append(v.Warnings, w.String())
 	}
 	for _, n := range req.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))
@@ -218,6 +235,48 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 		v.TimeLeft = human.Duration(st.ApprovalDeadline.Sub(s.cfg.Now()))
 	}
 	return v
+}
+
+// setEnv fills the env rows from the status's names and, once the start input is read, its
+// values: each quoted and escaped, a sensitive one as its length only.
+func (v *runView) setEnv(sum guard.Summary, values map[string]string) {
+	v.Env = v.Env[:0]
+	for _, n := range sum.EnvNames {
+		val, ok := values[n]
+		switch {
+		case slices.Contains(sum.SensitiveEnv, n):
+			if ok {
+				v.Env = append(v.Env, kv{K: visible(n), V: guard.SensitiveValue(len(val))})
+			} else {
+				v.Env = append(v.Env, kv{K: visible(n), V: "‹sensitive›"})
+			}
+		case ok:
+			v.Env = append(v.Env, kv{K: visible(n), V: guard.QuoteValue(val)})
+		default:
+			v.Env = append(v.Env, kv{K: visible(n), V: "(value not read)"})
+		}
+	}
+}
+
+// setStartInput shows what the start input holds beyond the status: the input files, the env
+// values and the start-up warnings computed from the files' names themselves (not the status's
+// copy, which a workflow worker answered).
+func (v *runView) setStartInput(sum guard.Summary, req guard.Request) {
+	v.Files = inputFiles(req)
+	// The names too come from the start input: a status could leave one out.
+	sum.EnvNames = slices.Sorted(maps.Keys(req.Env))
+	v.setEnv(sum, req.Env)
+	var files []guard.InputFile
+	for _, n := range slices.Sorted(maps.Keys(req.Files)) {
+		files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
+	}
+	for _, c := range guard.InputConfusableNames(files) {
+		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+	}
+	v.Warnings = v.Warnings[:0]
+	for _, w := range guard.StartupWarnings(slices.Sorted(maps.Keys(req.Files))) {
+		v.Warnings = append(v.Warnings, w.String())
+	}
 }
 
 // statements writes the approve and deny statements the reviewer may sign (client.StatementFor),

@@ -124,13 +124,15 @@ func (s *Server) readInput(ctx context.Context, id, runID string) (contract.Inpu
 }
 
 // inputFiles lists the request's input files as the run page shows them: text as escaped
-// text, binary as its size only.
+// text with its tabs drawn at Python's columns, binary as its size only.
 func inputFiles(req guard.Request) []inputFile {
 	out := make([]inputFile, 0, len(req.Files))
 	for i, n := range slices.Sorted(maps.Keys(req.Files)) {
 		b := req.Files[n]
 		f := inputFile{N: i, Name: visible(n), Size: human.Bytes(int64(len(b)))}
 		f.Preview, f.Binary, f.Cut = preview(b, inputPreviewBytes)
+		// An input file can be a module: its tabs are drawn at Python's columns, as the code's.
+		f.Preview = guard.ShowTabsText(f.Preview)
 		out = append(out, f)
 	}
 	return out

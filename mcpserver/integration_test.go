@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 )
 
@@ -261,6 +262,34 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 			time.Sleep(200 * time.Millisecond)
 		}
 		t.Errorf("run_status never gave the result; last %q", texts(st))
+	})
+	t.Run("run_status of a waiting run names the start-up warnings reviewers see", func(t *testing.T) {
+		started, err := e.Client.Start(ctx, guard.Request{Code: "import json\n", Files: map[string][]byte{
+			"json.py": []byte("loads = eval\n"), "sitecustomize.py": []byte("import os\n"),
+		}}, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		var st *mcp.CallToolResult
+		for time.Now().Before(deadline) {
+			if st = <-call(cs, "run_status", map[string]any{"id": started.WorkflowID}); strings.Contains(texts(st), mcpserverStillWaiting) {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		for _, want := range []string{"WARNING shown to reviewers: 2 input file(s)", "input file json.py: module json shadows", "input file sitecustomize.py: module sitecustomize: site imports it"} {
+			if !strings.Contains(texts(st), want) {
+				t.Errorf("run_status text %q lacks %q", texts(st), want)
+			}
+		}
+		agenttest.Decide(t, e, started.WorkflowID, false)
+	})
+	t.Run("a coding declaration other than UTF-8 is a ToolUsageError naming the line", func(t *testing.T) {
+		res := <-call(cs, "run_code", map[string]any{"code": "# -*- coding: unicode_escape -*-\n# \\u000aimport os\nprint('hi')\n"})
+		if !res.IsError || !strings.Contains(texts(res), "ToolUsageError") || !strings.Contains(texts(res), "code line 1: coding declaration") {
+			t.Errorf("isError %t, text %q; want a ToolUsageError naming code line 1", res.IsError, texts(res))
+		}
 	})
 	t.Run("a language that is not offered is a ToolUsageError", func(t *testing.T) {
 		res := <-call(cs, "run_code", map[string]any{"code": "echo", "language": "sh"})

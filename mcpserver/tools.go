@@ -111,18 +111,34 @@ func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
 // stillWaiting is what a call returns when the run outlived Config.Wait.
 func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallToolResult {
 	state := contract.StatusAwaitingApproval
+	var warnings []guard.StartupWarning
 	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
-		state = st.State
+		state, warnings = st.State, st.Request.Warnings
 	}
 	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q} later for its result.",
 		StillWaiting, id, digest, state, StatusToolName, id)
 	if s.cfg.InboxURL != "" {
 		text += " Reviewers decide at " + s.cfg.InboxURL + "."
 	}
+	text += startupWarningText(warnings)
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: map[string]any{"id": id, "state": state, "digest": digest},
 	}
+}
+
+// startupWarningText tells the model, in the words reviewers read, which input files of its
+// request may run without the code calling them (guard.StartupWarnings): reviewers are warned of
+// them, and a run that needs none is easier to approve. Empty for none.
+func startupWarningText(warnings []guard.StartupWarning) string {
+	if len(warnings) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(warnings))
+	for _, w := range warnings {
+		parts = append(parts, w.String())
+	}
+	return fmt.Sprintf(" WARNING shown to reviewers: %d input file(s) may run without the code calling them: %s.", len(warnings), strings.Join(parts, "; "))
 }
 
 // runStatus returns a run's state while it waits or runs, and its result or typed error once it

@@ -129,7 +129,7 @@ func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
 func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
 	if c.name == "show" {
-		fs.BoolVar(&c.envValues, "env-values", false, "also show env values (they are hidden by default)")
+		fs.BoolVar(&c.envValues, "env-values", true, "show env values (the default: the code's behaviour can depend on them; the policy's sensitive names show as their length); kept so that older scripts still parse")
 		fs.BoolVar(&c.inputFiles, "input-files", false, "also show the input files' contents (they can be modules the code imports)")
 		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
 	} else {

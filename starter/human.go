@@ -64,7 +64,7 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	if len(req.Files) > 0 && r.InputFiles == nil {
 		row("", "(contents: --input-files shows them)")
 	}
-	printEnv(row, req.EnvNames, r.Env)
+	printEnv(row, req.EnvNames, r.Env, r.SensitiveEnvBytes)
 	row("digest", "%s", req.Digest)
 	if !r.ApprovalDeadline.IsZero() {
 		row("deadline", "%s (%s left)", r.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(r.ApprovalDeadline.Sub(now)))
@@ -75,6 +75,12 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	}
 	if r.Warning != "" {
 		fmt.Fprintf(w, "\n%s\n", r.Warning)
+	}
+	if r.NamesWarning != "" {
+		fmt.Fprintf(w, "\n%s\n", terminal(r.NamesWarning))
+	}
+	if err := printStartupWarnings(w, req.Warnings); err != nil {
+		return err
 	}
 	if err := printNumbered(w, "code", req.Code); err != nil {
 		return err
@@ -101,17 +107,37 @@ func printInputFiles(w io.Writer, files map[string][]byte) error {
 	return nil
 }
 
-func printEnv(row func(k, format string, a ...any), names []string, values map[string]string) {
-	if values == nil {
-		if len(names) > 0 {
-			row("env", "%s (values hidden; --env-values shows them)", terminal(strings.Join(names, ", ")))
-		}
-		return
+// printStartupWarnings writes one WARNING line for each input file the interpreter may run
+// without the code calling it (guard.StartupWarnings).
+func printStartupWarnings(w io.Writer, warnings []guard.StartupWarning) error {
+	if len(warnings) == 0 {
+		return nil
 	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nWARNING: %d input file(s) may run without the code calling them; read them as part of the code (--input-files):\n", len(warnings))
+	for _, x := range warnings {
+		fmt.Fprintf(&b, "  %s\n", terminal(x.String()))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// printEnv writes each env var with its value quoted and escaped (guard.QuoteValue), a value the
+// policy marks sensitive as its length, and a value not read as such.
+func printEnv(row func(k, format string, a ...any), names []string, values map[string]string, sensitive map[string]int) {
 	sorted := append([]string(nil), names...)
 	sort.Strings(sorted)
 	for _, n := range sorted {
-		row("env", "%s=%s", terminal(n), terminal(values[n]))
+		v, shown := values[n]
+		size, hidden := sensitive[n]
+		switch {
+		case shown:
+			row("env", "%s = %s", terminal(n), guard.QuoteValue(v))
+		case hidden:
+			row("env", "%s = %s", terminal(n), guard.SensitiveValue(size))
+		default:
+			row("env", "%s (value not read)", terminal(n))
+		}
 	}
 }
 
@@ -141,7 +167,9 @@ func printDecisions(row func(k, format string, a ...any), st contract.Status) {
 	}
 }
 
-// printNumbered writes text under title with line numbers, each line escaped for a terminal.
+// printNumbered writes text under title with line numbers, each line escaped for a terminal and
+// its tabs drawn at Python's columns (guard.ShowTabs), counted from the start of the line, not
+// from the terminal's tab stops that the line numbers move.
 func printNumbered(w io.Writer, title, code string) error {
 	lines := strings.Split(code, "\n")
 	if len(lines) > 1 && lines[len(lines)-1] == "" {
@@ -151,7 +179,10 @@ func printNumbered(w io.Writer, title, code string) error {
 	var b strings.Builder
 	b.WriteString("\n" + title + ":\n")
 	for i, l := range lines {
-		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, terminal(l))
+		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, guard.ShowTabs(terminal(l)))
+	}
+	if strings.Contains(code, "\t") {
+		fmt.Fprintf(&b, "(%s is a tab, drawn to the next multiple of 8 columns, as Python reads indentation)\n", guard.TabMarker)
 	}
 	if !strings.HasSuffix(code, "\n") {
 		b.WriteString("(no newline at the end)\n")

@@ -65,8 +65,8 @@ func TestShowForPeopleEscapesWhatCouldRewriteTheTerminal(t *testing.T) {
 				t.Errorf("env values %t: output lacks %q:\n%s", envValues, want, out)
 			}
 		}
-		if envValues != strings.Contains(out, `TOKEN=x\x1b[8m`) || envValues == strings.Contains(out, "values hidden") {
-			t.Errorf("env values %t: the values are shown only when asked for:\n%s", envValues, out)
+		if envValues != strings.Contains(out, `TOKEN = "x\x1b[8m"`) || envValues == strings.Contains(out, "TOKEN (value not read)") {
+			t.Errorf("env values %t: the values are shown, quoted and escaped, once read:\n%s", envValues, out)
 		}
 		// Input files, when asked for, are numbered and escaped like the code; binary ones give
 		// their size.
@@ -96,5 +96,73 @@ func TestPendingForPeople(t *testing.T) {
 	b.Reset()
 	if err := printPending(&b, nil, now); err != nil || !strings.Contains(b.String(), "No run waits") {
 		t.Errorf("empty: %q %v", b.String(), err)
+	}
+}
+
+// columnOf returns the column at which text starts on the numbered line of out that holds it
+// (after the "N | " prefix), or -1.
+func columnOf(out, text string) int {
+	for _, l := range strings.Split(out, "\n") {
+		_, code, ok := strings.Cut(l, " | ")
+		if !ok || !strings.Contains(code, text) {
+			continue
+		}
+		return len([]rune(code[:strings.Index(code, text)]))
+	}
+	return -1
+}
+
+// The tab attack of guard's tests (Python runs its last line after the if) is drawn with that line
+// at the if's column, left of the if's body, whatever the terminal's tab stops: no tab reaches
+// the terminal.
+func TestShowDrawsTabsAtPythonsColumns(t *testing.T) {
+	code := "def main(dry_run):\n" +
+		" \t   \tif not dry_run:\n" +
+		" \t   \t    print('deleting')\n" +
+		"    \t\tprint('LAUNCHED')\n" +
+		"main(True)\n"
+	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{Request: guard.Summary{
+		Language: guard.Python, Code: code, CodeBytes: len(code), Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
+	}}}
+	var b bytes.Buffer
+	if err := printReview(&b, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "\t") {
+		t.Fatalf("a tab reaches the terminal, where its width depends on the line number:\n%s", out)
+	}
+	ifCol, bodyCol, launchCol := columnOf(out, "if not"), columnOf(out, "print('deleting')"), columnOf(out, "print('LAUNCHED')")
+	if launchCol != ifCol || bodyCol <= ifCol {
+		t.Errorf("columns: if %d, body %d, launch %d; want the launch at the if's, left of the body:\n%s", ifCol, bodyCol, launchCol, out)
+	}
+	if !strings.Contains(out, guard.TabMarker+" is a tab") {
+		t.Errorf("the view does not say what %s is:\n%s", guard.TabMarker, out)
+	}
+}
+
+// Start-up warnings and env values: every warning is a line of its own, escaped; a sensitive
+// value shows as its length, never its text, and a value with spaces and a newline is quoted.
+func TestShowWarningsAndEnv(t *testing.T) {
+	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{Request: guard.Summary{
+		Language: guard.Python, Code: "import json\n", Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
+		EnvNames: []string{"MODE", "TOKEN"}, SensitiveEnv: []string{"TOKEN"},
+		Warnings: guard.StartupWarnings([]string{"json.py", "x\u202e.pth"}),
+	}}, Env: map[string]string{"MODE": " dry\nrun "}, SensitiveEnvBytes: map[string]int{"TOKEN": 32}}
+	var b bytes.Buffer
+	if err := printReview(&b, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"WARNING: 2 input file(s) may run without the code calling them",
+		"  input file json.py: module json shadows the standard module",
+		`  input file x\u202e.pth: a .pth file`,
+		`MODE = " dry\nrun "`,
+		"TOKEN = ‹sensitive, 32 bytes›",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

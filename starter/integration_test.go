@@ -90,7 +90,7 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	// 1 and 6: the id is printed once started; the code's invisible characters are shown.
 	trojan := "access = 'user' # \u202e } \u2066 if admin: \u2069 \u2066\nprint(access)\n"
 	helper := filepath.Join(t.TempDir(), "helper.py")
-	if err := os.WriteFile(helper, []byte("ROLE = 'guest'\x1b[1A\x1b[2K\rROLE = 'admin'\n"), 0o600); err != nil {
+	if err := os.WriteFile(helper, []byte("ROLE = 'guest'\x1b[1A\x1b[2K\r\nROLE = 'admin'\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r = starterIn(t, addr, ns, "run", "--code", trojan, "--workflow-id", "cli-run", "--input", "helper.py="+helper)
@@ -110,7 +110,7 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	}
 	// An input file can be a module the code imports: --input-files shows it, escaped like the code.
 	r = starterIn(t, addr, ns, "show", "cli-run", "--input-files")
-	if r.code != 0 || !strings.Contains(r.stdout, "input file helper.py:\n1 | ROLE = 'guest'\\x1b[1A\\x1b[2K\\rROLE = 'admin'\n") || strings.ContainsAny(r.stdout, "\x1b\r") {
+	if r.code != 0 || !strings.Contains(r.stdout, "input file helper.py:\n1 | ROLE = 'guest'\\x1b[1A\\x1b[2K\\r\n2 | ROLE = 'admin'\n") || strings.ContainsAny(r.stdout, "\x1b\r") {
 		t.Errorf("show --input-files: exit %d, stdout %s; want helper.py numbered with its escapes visible", r.code, r.stdout)
 	}
 	r = starterIn(t, addr, ns, "show", "cli-run", "--json")

@@ -31,9 +31,9 @@ commands:
       [--timeout 30s] [--network] [--capture-content] [--workflow-id ID] [--wait]
                        start a run; prints {"workflow_id", "run_id", "digest"}; --wait then prints the result
   pending [--json]     list the runs that wait for a decision (a table; --json for programs)
-  show ID [--env-values] [--json]
+  show ID [--input-files] [--json]
                        everything a reviewer needs: code with line numbers, limits, env names,
-                       digest, deadline (env values only with --env-values; --json for programs)
+                       digest, deadline, env values (sensitive ones as their length), start-up warnings
   statement ID [--deny] [--approval-id U] [--expires-in D]
                        print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval)
   approve ID --digest D --key FILE [--reason R] [--wait]
@@ -137,16 +137,25 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		}
 		return printPending(stdout, pending, time.Now())
 	case "show":
-		review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: cmd.envValues, InputFiles: cmd.inputFiles})
+		// Env values are always read: the code's behaviour can depend on them.
+		review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
 		if err == nil && review.Warning != "" {
 			fmt.Fprintln(stderr, "starter:", review.Warning)
+		}
+		if err == nil && review.NamesWarning != "" {
+			fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
+		}
+		if err == nil {
+			for _, w := range review.Request.Warnings {
+				fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
+			}
 		}
 		if err != nil || cmd.json {
 			return printOr(stdout, review, err)
 		}
 		return printReview(stdout, review, time.Now())
 	case "statement":
-		return statementCmd(ctx, sc, cmd, stdout)
+		return statementCmd(ctx, sc, cmd, stdout, stderr)
 	case "approve", "deny":
 		return decideCmd(ctx, sc, cmd, stdout)
 	case "result":

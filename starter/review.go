@@ -10,8 +10,25 @@ import (
 )
 
 // statementCmd prints the exact bytes a reviewer signs to decide on the run
-// (ssh-keygen -Y sign -n sandboxflow-approval).
-func statementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
+// (ssh-keygen -Y sign -n sandboxflow-approval), and on stderr, before an approval, the warnings
+// `starter show` gives: the invisible characters and confusable names of the code and the input files that may run
+// without the code calling them, so that a reviewer who signs from this command alone is warned.
+func statementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	if !cmd.deny {
+		review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{})
+		if err != nil {
+			return err
+		}
+		if review.Warning != "" {
+			fmt.Fprintln(stderr, "starter:", review.Warning)
+		}
+		if review.NamesWarning != "" {
+			fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
+		}
+		for _, w := range review.Request.Warnings {
+			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
+		}
+	}
 	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID}
 	if cmd.expiresIn > 0 {
 		opts.Expires = time.Now().Add(cmd.expiresIn)

@@ -81,6 +81,12 @@ type Options struct {
 	MaxStderrBytes  int64
 	// AllowOpenNetwork lets requests ask for network=true: open egress. Off by default.
 	AllowOpenNetwork bool
+	// AllowMixedIndentation accepts Python source whose indentation mixes tabs and spaces
+	// (guard.Policy.AllowMixedIndentation). Off by default: such source is refused.
+	AllowMixedIndentation bool
+	// SensitiveEnv is a comma-separated list of env names whose values views show as
+	// "sensitive, N bytes" (guard.Policy.SensitiveEnv). Optional: none.
+	SensitiveEnv string
 	// EgressAllow and EgressPrivateOK are comma-separated egress patterns and CIDRs;
 	// EgressMaxBytes and EgressMaxConns cap one run's egress (zero: guard's defaults).
 	EgressAllow     string
@@ -142,19 +148,21 @@ func (o *Options) Validate() error {
 // Policy is the operator's policy these options describe, with guard's defaults filled in.
 func (o *Options) Policy() guard.Policy {
 	return guard.Policy{
-		Languages:        splitList(o.Languages),
-		DefaultTimeout:   o.DefaultTimeout,
-		MaxTimeout:       o.MaxTimeout,
-		Grace:            o.Grace,
-		ApprovalTimeout:  o.ApprovalTimeout,
-		MaxStdoutBytes:   o.MaxStdoutBytes,
-		MaxStderrBytes:   o.MaxStderrBytes,
-		AllowOpenNetwork: o.AllowOpenNetwork,
-		EgressAllow:      splitList(o.EgressAllow),
-		EgressPrivateOK:  splitList(o.EgressPrivateOK),
-		EgressMaxBytes:   o.EgressMaxBytes,
-		EgressMaxConns:   o.EgressMaxConns,
-		SecretNames:      o.secretNames(),
+		Languages:             splitList(o.Languages),
+		DefaultTimeout:        o.DefaultTimeout,
+		MaxTimeout:            o.MaxTimeout,
+		Grace:                 o.Grace,
+		ApprovalTimeout:       o.ApprovalTimeout,
+		MaxStdoutBytes:        o.MaxStdoutBytes,
+		MaxStderrBytes:        o.MaxStderrBytes,
+		AllowOpenNetwork:      o.AllowOpenNetwork,
+		AllowMixedIndentation: o.AllowMixedIndentation,
+		SensitiveEnv:          splitList(o.SensitiveEnv),
+		EgressAllow:           splitList(o.EgressAllow),
+		EgressPrivateOK:       splitList(o.EgressPrivateOK),
+		EgressMaxBytes:        o.EgressMaxBytes,
+		EgressMaxConns:        o.EgressMaxConns,
+		SecretNames:           o.secretNames(),
 	}.WithDefaults()
 }
 

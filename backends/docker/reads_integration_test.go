@@ -1,0 +1,102 @@
+//go:build integration
+
+package docker
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// forged builds a Checked request the way a rogue checker could record it, skipping the policy:
+// the digest matches what it holds.
+func forged(t *testing.T, code string, files map[string][]byte, env map[string]string) guard.Checked {
+	t.Helper()
+	c := guard.Checked{Language: guard.Python, Code: code, Backend: Name,
+		Limits: guard.Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096, MaxFiles: 4, MaxFileBytes: 4096, MaxTotalFileBytes: 16384},
+		Owner:  guard.Owner{WorkflowID: "test-" + randomHex(6), RunID: t.Name(), ActivityID: "1"}}
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		c.Files = append(c.Files, guard.InputFile{Name: n, Content: files[n]})
+	}
+	for _, n := range slices.Sorted(maps.Keys(env)) {
+		c.Env = append(c.Env, guard.EnvVar{Name: n, Value: env[n]})
+	}
+	c.Digest = guard.Digest(&c)
+	return c
+}
+
+// escapeModule is an input module whose second line every view draws as one comment; its coding
+// declaration makes Python decode the \n in it to a line break, so the print after it is code.
+const escapeModule = "# -*- coding: unicode_escape -*-\n# just a comment \\nprint('HIDDEN CODE RAN')\n"
+
+// TestDockerReadsAsRuns: what issue 27's checks refuse is real in the sandbox's Python, and the
+// sandbox host refuses it too (guard.Guarded rechecks), so a checker that skipped the policy
+// runs nothing. A tab-indented line runs where ShowTabs draws it.
+func TestDockerReadsAsRuns(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		// The coding attack, run without the check: the "comment" runs.
+		attack := forged(t, "import helper\n", map[string][]byte{"helper.py": []byte(escapeModule)}, nil)
+		if res := mustRun(t, b, attack); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
+			t.Fatalf("the attack did not work in the sandbox (stdout %q, stderr %q): the test shows nothing", res.Stdout, res.Stderr)
+		}
+		// The same through shell code that writes the module from a here-document: the
+		// declaration is on the third line of the code, the first of the file Python reads.
+		sh := forged(t, "cat > m.py <<'EOF'\n"+escapeModule+"EOF\npython3 m.py\n", nil, nil)
+		sh.Language = guard.Shell
+		sh.Digest = guard.Digest(&sh)
+		if res := mustRun(t, b, sh); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
+			t.Fatalf("the here-document attack did not work in the sandbox (stdout %q, stderr %q)", res.Stdout, res.Stderr)
+		}
+		shAgain := sh
+		shAgain.Owner.WorkflowID = "test-" + randomHex(6)
+		// The sandbox host's recheck refuses them and every other forged request, before any
+		// container is made.
+		guarded := guard.New(b, testPolicy)
+		for name, c := range map[string]guard.Checked{
+			"coding declaration": forged(t, "import helper\n", map[string][]byte{"helper.py": []byte(escapeModule)}, nil),
+			"here-document":      shAgain,
+			"PYTHONOPTIMIZE":     forged(t, "assert False, 'checks on'\n", nil, map[string]string{"PYTHONOPTIMIZE": "1"}),
+			"mixed indentation":  forged(t, "if False:\n    x = 1\n    \tprint('out')\n", nil, nil),
+			"NFC names":          forged(t, "print(1)\n", map[string][]byte{"caf\u00e9.py": nil, "cafe\u0301.py": nil}, nil),
+		} {
+			_, err := guarded.Run(context.Background(), c)
+			if guard.TypeOf(err) != guard.TypeToolUsageError {
+				t.Errorf("%s: guarded run: %v; want a ToolUsageError before anything runs", name, err)
+			}
+			if n := len(containersOf(t, c.Owner.WorkflowID)); n != 0 {
+				t.Errorf("%s: %d containers were made for a refused request", name, n)
+			}
+		}
+		// Mixed indentation, where the operator allows it: the line ShowTabs draws at the if's
+		// column runs after the if.
+		allow := testPolicy
+		allow.AllowMixedIndentation = true
+		code := "def main(dry_run):\n \t   \tif not dry_run:\n \t   \t    print('DELETED')\n    \t\tprint('LAUNCHED')\nmain(True)\n"
+		c, err := allow.Check(guard.Request{Code: code}, Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Owner = guard.Owner{WorkflowID: "test-" + randomHex(6), RunID: t.Name(), ActivityID: "1"}
+		lines := strings.Split(code, "\n")
+		indent := func(l string) int {
+			s := guard.ShowTabs(l)
+			return len([]rune(s)) - len([]rune(strings.TrimLeft(s, " "+guard.TabMarker)))
+		}
+		if indent(lines[3]) != indent(lines[1]) {
+			t.Fatalf("ShowTabs draws the launch at %d, the if at %d", indent(lines[3]), indent(lines[1]))
+		}
+		res, err := guard.New(b, allow).Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Stdout) != "LAUNCHED\n" {
+			t.Errorf("stdout %q; want only LAUNCHED (drawn, and run, after the if)", res.Stdout)
+		}
+	})
+}

@@ -1,0 +1,355 @@
+package guard
+
+import (
+	"bytes"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// PythonTabSize is the distance between the tab stops of Python's tokenizer: a tab in
+// indentation moves to the next column that is a multiple of 8.
+const PythonTabSize = 8
+
+// TabMarker is what the views draw where the code has a tab; spaces after it fill up to Python's
+// next tab stop. A literal TabMarker in the text is shown as its escape (\u21e5), so a marker
+// on the screen is always a tab.
+const TabMarker = "⇥"
+
+const tabMarkerRune = '⇥'
+
+// ShowTabs returns one line of text with each tab written as TabMarker followed by spaces up to
+// the next multiple of PythonTabSize, counted in characters from the start of the line, so that
+// indentation is drawn at the columns Python's tokenizer gives it whatever the terminal's or the
+// browser's tab stops. A literal TabMarker becomes \u21e5. Call it on text that VisibleText has
+// already escaped (escapes are counted as they are drawn).
+func ShowTabs(line string) string {
+	if !strings.ContainsAny(line, "\t"+TabMarker) {
+		return line
+	}
+	var b strings.Builder
+	col := 0
+	for _, r := range line {
+		switch r {
+		case '\t':
+			n := PythonTabSize - col%PythonTabSize
+			b.WriteString(TabMarker)
+			b.WriteString(strings.Repeat(" ", n-1))
+			col += n
+		case tabMarkerRune:
+			b.WriteString(`\u21e5`)
+			col += len(`\u21e5`)
+		default:
+			b.WriteRune(r)
+			col++
+		}
+	}
+	return b.String()
+}
+
+// physicalLines returns the physical lines of s, split at \n, \r\n and a lone \r.
+func physicalLines(s string) []string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return strings.Split(s, "\n")
+}
+
+// CheckIndentation reports a ToolUsageError, naming file and line, for Python source whose
+// indentation could be read two ways: a line whose leading white space holds both tabs and
+// spaces, a form feed before text (Python resets its column to 0 there), or a file that indents
+// some lines with tabs and others with spaces. Every physical line counts, continuation lines
+// and lines inside strings too: a checker that guessed which lines Python indents could be
+// misled by the code it checks.
+func CheckIndentation(file, src string) error {
+	firstTab, firstSpace := 0, 0
+	for i, line := range physicalLines(src) {
+		n := i + 1
+		ws := line[:len(line)-len(strings.TrimLeft(line, " \t\f"))]
+		if ws == "" || ws == line { // no indentation, or a blank line
+			continue
+		}
+		if strings.ContainsRune(ws, '\f') {
+			return formFeedError(file, n)
+		}
+		hasTab, hasSpace := strings.ContainsRune(ws, '\t'), strings.ContainsRune(ws, ' ')
+		if hasTab && hasSpace {
+			return toolUsagef("%s line %d: the indentation mixes tabs and spaces (Python's tab stops are 8 columns apart, a reader's may not be)", file, n)
+		}
+		if hasTab && firstTab == 0 {
+			firstTab = n
+		}
+		if hasSpace && firstSpace == 0 {
+			firstSpace = n
+		}
+		if firstTab != 0 && firstSpace != 0 {
+			return toolUsagef("%s line %d: the file indents with tabs (line %d) and with spaces (line %d) (Python's tab stops are 8 columns apart, a reader's may not be)",
+				file, n, firstTab, firstSpace)
+		}
+	}
+	return nil
+}
+
+func formFeedError(file string, line int) error {
+	return toolUsagef("%s line %d: a form feed in the indentation (Python resets its column there, so the line is not where it is drawn)", file, line)
+}
+
+// CheckFormFeeds reports a ToolUsageError, naming file and line, for a form feed in the
+// indentation of a line that holds text: Python's tokenizer resets its column to 0 there, which
+// no view can draw. A line holding nothing but white space (a page break) is fine. It applies
+// whatever Policy.AllowMixedIndentation says.
+func CheckFormFeeds(file, src string) error {
+	for i, line := range physicalLines(src) {
+		ws := line[:len(line)-len(strings.TrimLeft(line, " \t\f"))]
+		if ws != line && strings.ContainsRune(ws, '\f') {
+			return formFeedError(file, i+1)
+		}
+	}
+	return nil
+}
+
+// CheckLineEnds reports a ToolUsageError, naming file and line, for a carriage return that is
+// not followed by a line feed: Python ends the line there, while every view draws one line with
+// a \r in it. A CRLF line end is fine.
+func CheckLineEnds(file, src string) error {
+	for i := strings.IndexByte(src, '\r'); i >= 0; {
+		if i+1 >= len(src) || src[i+1] != '\n' {
+			return toolUsagef("%s line %d: a carriage return without a line feed (Python ends the line there; the views draw one line)",
+				file, 1+strings.Count(src[:i], "\n"))
+		}
+		next := strings.IndexByte(src[i+1:], '\r')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return nil
+}
+
+// codingRE is Python's rule for a PEP 263 coding declaration (tokenize.cookie_re, ASCII).
+var codingRE = regexp.MustCompile(`^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)`)
+
+// isUTF8Coding reports whether a declared coding name is UTF-8 once normalized as Python does
+// (lower case, "_" read as "-"): "utf-8", "utf8", or "utf-8-" followed by anything, which
+// Python's tokenizer also reads as UTF-8.
+func isUTF8Coding(name string) bool {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	return n == "utf-8" || n == "utf8" || strings.HasPrefix(n, "utf-8-")
+}
+
+// escapingCodecs are parts of codec names (lower case, "_" as "-") that decode escapes, shifts
+// or other encodings of text: refused in a coding declaration on any line (see CheckCoding).
+var escapingCodecs = []string{"escape", "utf-7", "utf7", "u7", "punycode", "idna", "rot", "uu", "base64", "hex",
+	"quopri", "zlib", "bz2", "utf-16", "utf16", "utf-32", "utf32"}
+
+func isEscapingCodec(name string) bool {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	return slices.ContainsFunc(escapingCodecs, func(c string) bool { return strings.Contains(n, c) })
+}
+
+// CheckCoding reports a ToolUsageError, naming file and line, for a PEP 263 coding declaration
+// that names anything but UTF-8 on the first or second line of src. Such a codec (unicode_escape,
+// raw_unicode_escape, utf-7, rot13, punycode, latin-1 and every other) makes Python read bytes
+// other than the ones every view draws: what reads as a comment can be code. Both lines are
+// checked whatever the first holds, and lines end at \n, \r\n or a lone \r. On later lines
+// a declaration naming a codec that decodes escapes (unicode_escape, utf-7, ...) is refused too:
+// such a line becomes a first line wherever the text is handed to Python (a shell here-document
+// piped to python3, a file the code writes).
+func CheckCoding(file string, src []byte) error {
+	// Python reads the declaration after a UTF-8 byte order mark.
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
+	refuse := func(line int, name string) error {
+		return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
+			file, line, VisibleText(name))
+	}
+	for _, lines := range [][]string{strings.SplitN(string(src), "\n", 3), physicalLines(string(src))} {
+		for i, line := range lines {
+			if i == 2 {
+				break
+			}
+			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
+				return refuse(i+1, m[1])
+			}
+		}
+	}
+	if !bytes.Contains(src, []byte("coding")) {
+		return nil
+	}
+	for i, line := range physicalLines(string(src)) {
+		if m := codingRE.FindStringSubmatch(line); m != nil && isEscapingCodec(m[1]) {
+			return refuse(i+1, m[1])
+		}
+	}
+	return nil
+}
+
+// boms are byte order marks of encodings other than UTF-8, longest first.
+var boms = []struct {
+	mark []byte
+	name string
+}{
+	{[]byte{0x00, 0x00, 0xFE, 0xFF}, "UTF-32 (big-endian)"},
+	{[]byte{0xFF, 0xFE, 0x00, 0x00}, "UTF-32 (little-endian)"},
+	{[]byte{0xFE, 0xFF}, "UTF-16 (big-endian)"},
+	{[]byte{0xFF, 0xFE}, "UTF-16 (little-endian)"},
+	{[]byte{0x2B, 0x2F, 0x76}, "UTF-7"},
+}
+
+// IsSourceFile reports whether the interpreter could read an input file as Python source on its
+// own or when the code imports or runs it: a name ending in .py, .pyw, .pyi or .pth (site reads
+// .pth lines, and runs those that start with "import"), or a file of any name that starts with
+// "#!" (it can be run as a script by its shebang). Such files must be UTF-8 without a coding
+// declaration naming another codec; every other input file still may not declare one
+// (CheckInputSource).
+func IsSourceFile(name string, content []byte) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".py", ".pyw", ".pyi", ".pth":
+		return true
+	}
+	return bytes.HasPrefix(content, []byte("#!"))
+}
+
+// isPythonIndented reports whether the indentation of an input file decides what Python runs:
+// a .py, .pyw or .pyi module, or a script whose shebang names python.
+func isPythonIndented(name string, content []byte) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".py", ".pyw", ".pyi":
+		return true
+	}
+	if !bytes.HasPrefix(content, []byte("#!")) {
+		return false
+	}
+	first, _, _ := bytes.Cut(content, []byte("\n"))
+	return bytes.Contains(first, []byte("python"))
+}
+
+// CheckInputSource reports a ToolUsageError, naming the file, for an input file Python could read
+// as something other than what the views show: any file with a coding declaration other than
+// UTF-8 (the code could run a file of any name), and a source file (IsSourceFile) that starts
+// with a byte order mark other than UTF-8's or is not valid UTF-8. With indentation, it also
+// applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds. Python
+// modules and scripts must also pass CheckLineEnds.
+func CheckInputSource(name string, content []byte, indentation bool) error {
+	file := "input file " + VisibleText(name)
+	if err := CheckCoding(file, content); err != nil {
+		return err
+	}
+	if !IsSourceFile(name, content) {
+		return nil
+	}
+	for _, b := range boms {
+		if bytes.HasPrefix(content, b.mark) {
+			return toolUsagef("%s: starts with a %s byte order mark: Python source must be UTF-8", file, b.name)
+		}
+	}
+	if !utf8.Valid(content) {
+		line := 1 + bytes.Count(content[:invalidUTF8At(content)], []byte("\n"))
+		return toolUsagef("%s line %d: not valid UTF-8 (Python source must be UTF-8)", file, line)
+	}
+	if !isPythonIndented(name, content) {
+		return nil
+	}
+	if err := CheckLineEnds(file, string(content)); err != nil {
+		return err
+	}
+	if indentation {
+		return CheckIndentation(file, string(content))
+	}
+	return CheckFormFeeds(file, string(content))
+}
+
+// invalidUTF8At returns the offset of the first byte of b that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}
+
+// checkSources applies the source checks to the code (when it is Python) and to every input file.
+func (p Policy) checkSources(c *Checked) error {
+	indentation := !p.AllowMixedIndentation
+	// Shell code can hand Python its lines (python3 - <<EOF): its declarations count too.
+	if err := CheckCoding("code", []byte(c.Code)); err != nil {
+		return err
+	}
+	if c.Language == Python {
+		if err := CheckLineEnds("code", c.Code); err != nil {
+			return err
+		}
+		check := CheckFormFeeds
+		if indentation {
+			check = CheckIndentation
+		}
+		if err := check("code", c.Code); err != nil {
+			return err
+		}
+	}
+	for _, f := range c.Files {
+		if err := CheckInputSource(f.Name, f.Content, indentation); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ShowTabsText applies ShowTabs to every line of s (lines end at \n).
+func ShowTabsText(s string) string {
+	if !strings.ContainsAny(s, "\t"+TabMarker) {
+		return s
+	}
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = ShowTabs(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// QuoteValue returns an env value as a reviewer reads it: in double quotes, with a backslash,
+// a quote, newline, carriage return and tab written as \\, \", \n, \r and \t, and every other
+// character a reader could not see (IsSuspicious) or byte that is not UTF-8 escaped as
+// VisibleText does. What is between the quotes is the whole value, leading and trailing spaces
+// included.
+func QuoteValue(v string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRuneInString(v[i:])
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '"':
+			b.WriteString(`\"`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteString(VisibleText(v[i : i+size]))
+		}
+		i += size
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// SensitiveValue is how views show the value, n bytes long, of an env var the policy marks
+// sensitive: that it is there and how long, never the value.
+func SensitiveValue(n int) string {
+	return "‹sensitive, " + byteCount(n) + "›"
+}
+
+func byteCount(n int) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.Itoa(n) + " bytes"
+}
