@@ -112,16 +112,10 @@ func SuspiciousWarning(list []guard.Suspicious) string {
 	if len(list) == 0 {
 		return ""
 	}
-	var parts []string
-	for i, s := range list {
-		if i == 5 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(list)-i))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s %s at line %d column %d", s.Rune, s.Name, s.Line, s.Column))
-	}
 	return fmt.Sprintf("WARNING: the code holds %d invisible or direction-changing character(s) that may make it read differently from how it runs: %s",
-		len(list), strings.Join(parts, "; "))
+		len(list), firstFew(list, func(s guard.Suspicious) string {
+			return fmt.Sprintf("%s %s at line %d column %d", s.Rune, s.Name, s.Line, s.Column)
+		}))
 }
 
 // ConfusableWarning returns a one-line warning about the listed names, or "" for none.
@@ -129,15 +123,21 @@ func ConfusableWarning(list []guard.ConfusableName) string {
 	if len(list) == 0 {
 		return ""
 	}
+	return fmt.Sprintf("WARNING: the code or its source input files hold %d name(s) that can read as other names: %s", len(list),
+		firstFew(list, func(n guard.ConfusableName) string { return fmt.Sprintf("%q at %s %s", n.Name, n.Where(), n.Reason) }))
+}
+
+// firstFew describes the first five items of list, then says how many more there are.
+func firstFew[T any](list []T, describe func(T) string) string {
 	var parts []string
-	for i, n := range list {
+	for i, item := range list {
 		if i == 5 {
 			parts = append(parts, fmt.Sprintf("and %d more", len(list)-i))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%q at %s %s", n.Name, n.Where(), n.Reason))
+		parts = append(parts, describe(item))
 	}
-	return fmt.Sprintf("WARNING: the code or its source input files hold %d name(s) that can read as other names: %s", len(list), strings.Join(parts, "; "))
+	return strings.Join(parts, "; ")
 }
 
 // WriteJSON writes v as one line of JSON to w, with every invisible or direction-changing
