@@ -225,7 +225,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	if history == nil {
 		history = activity.GetClient(ctx)
 	}
-	claim, err := claimApproval(ctx, history, info, in.ApprovalID)
+	claim, err := claimApproval(ctx, history, info, in.ApprovalID, v)
 	if err != nil {
 		return guard.Result{}, contract.ToFailure(err)
 	}

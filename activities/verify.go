@@ -2,6 +2,7 @@ package activities
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 
@@ -23,10 +24,11 @@ func (a *Activities) loadReviewers() (*approval.Reviewers, error) {
 // verify checks, on the sandbox host and before anything starts, that in carries an approval
 // signed by a key of this worker's own reviewers file for exactly this activity's run: the
 // workflow id and run id from the activity info (which a caller cannot choose), the digest
-// recomputed from the request, and this worker's task queue; at the time the activity was
-// scheduled. Whatever scheduled the activity, a workflow of another type, a reset run or a
-// forged input, nothing runs unless a reviewer signed it. A refusal is a ConfigError, which is
-// never retried.
+// recomputed from the request, and this worker's task queue; on this host's clock, now (not at
+// the time the activity was scheduled, which whoever scheduled it chose: an activity can wait
+// in its task queue for as long as its schedule-to-start timeout allows). Whatever scheduled the
+// activity, a workflow of another type, a reset run or a forged input, nothing runs unless a
+// reviewer signed it. A refusal is a refusedError, a ConfigError, which is never retried.
 func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.RunInput) (approval.Verified, error) {
 	reviewers, err := a.loadReviewers()
 	if err != nil {
@@ -37,9 +39,25 @@ func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.Run
 	}
 	digest := guard.Digest(&c)
 	want := in.Decision.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
-	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), info.ScheduledTime)
+	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), time.Now())
 	if err != nil {
-		return approval.Verified{}, &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: %v", err)}
+		return approval.Verified{}, refused(err)
 	}
 	return v, nil
 }
+
+// refusedError is a decision the sandbox host refused: a ConfigError (never retried), which
+// also unwraps to the approval's *approval.RefusalError, so errors.Is(err, approval.ReasonExpired)
+// tells why.
+type refusedError struct {
+	config *guard.ConfigError
+	reason error
+}
+
+// refused wraps Verify's or StillValid's refusal.
+func refused(err error) error {
+	return &refusedError{config: &guard.ConfigError{Msg: fmt.Sprintf("sandbox activity: refused, nothing ran: %v", err)}, reason: err}
+}
+
+func (e *refusedError) Error() string   { return e.config.Error() }
+func (e *refusedError) Unwrap() []error { return []error{e.config, e.reason} }

@@ -121,6 +121,25 @@ type Verified struct {
 	Counter uint32 `json:"counter,omitempty"`
 	// Expires is the statement's expiry.
 	Expires time.Time `json:"expires"`
+	// ValidBefore is the valid-before of the reviewers-file line that accepted the key (zero
+	// when the line has none).
+	ValidBefore time.Time `json:"valid_before,omitzero"`
+}
+
+// StillValid checks, at now, what of a verified decision can lapse with time: the statement's
+// expiry and the key's valid-before. A verifier that lets time pass after Verify (a sandbox
+// host waiting for its claim to show in the run's history) calls it again right before the code
+// starts. A refusal is a *RefusalError, ReasonExpired or ReasonKeyNotValid.
+func (v Verified) StillValid(now time.Time) error {
+	if !v.ValidBefore.IsZero() && now.After(v.ValidBefore) {
+		return refuse(ReasonKeyNotValid, "key %s was valid only before %s; it is now %s",
+			v.Fingerprint, v.ValidBefore.Format(time.RFC3339), now.UTC().Format(expiresLayout))
+	}
+	if !now.Before(v.Expires) {
+		return refuse(ReasonExpired, "the statement expired at %s; it is now %s; sign a new statement",
+			v.Expires.UTC().Format(expiresLayout), now.UTC().Format(expiresLayout))
+	}
+	return nil
 }
 
 // Verify checks that proof is a valid decision by one of reviewers for exactly the statement
@@ -243,9 +262,9 @@ func acceptKey(entries []Key, reviewer string, want Fields, now time.Time, verif
 		}
 		v := verified(principal)
 		v.Expires = want.Expires.UTC().Truncate(time.Second)
-		if !now.Before(v.Expires) {
-			return Verified{}, refuse(ReasonExpired, "the statement expired at %s; it is now %s; sign a new statement",
-				v.Expires.Format(expiresLayout), now.UTC().Format(expiresLayout))
+		v.ValidBefore = k.ValidBefore
+		if err := v.StillValid(now); err != nil {
+			return Verified{}, err
 		}
 		return v, nil
 	}
