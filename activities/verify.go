@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,10 +12,14 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// loadReviewers reads the worker's reviewers file. A missing or bad file is a ConfigError: the
-// operator must fix it, and no retry helps.
+// loadReviewers reads the worker's reviewers file, accepting passkey assertions from the
+// configured passkey origin only. A missing or bad file is a ConfigError: the operator must fix
+// it, and no retry helps.
 func (a *Activities) loadReviewers() (*approval.Reviewers, error) {
 	r, err := approval.LoadReviewers(a.reviewers)
+	if err == nil {
+		r, err = r.WithPasskeyOrigin(a.origin)
+	}
 	if err != nil {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: reviewers file: %v", err)}
 	}
@@ -40,8 +45,18 @@ func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.Run
 	digest := guard.Digest(&c)
 	want := in.Decision.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
 	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), time.Now())
-	if err != nil {
+	if err == nil && v.Method == approval.MethodWebAuthn {
+		if a.counters == nil {
+			return approval.Verified{}, &guard.ConfigError{Msg: "sandbox activity: refused, nothing ran: a passkey decision, and this host keeps no passkey counters file"}
+		}
+		err = a.counters.Advance(v) // a counter that did not grow: a replay or a cloned passkey
+	}
+	var ref *approval.RefusalError
+	switch {
+	case errors.As(err, &ref):
 		return approval.Verified{}, refused(err)
+	case err != nil:
+		return approval.Verified{}, &guard.IntegrationError{Op: "sandbox activity: passkey counters", Err: err}
 	}
 	return v, nil
 }

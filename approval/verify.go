@@ -119,6 +119,10 @@ type Verified struct {
 	UserVerified bool `json:"user_verified"`
 	// Counter is the security key's signature counter (zero for other keys).
 	Counter uint32 `json:"counter,omitempty"`
+	// Challenge is what a passkey signed, base64url (WebAuthnChallenge of the statement, or a
+	// sign-in's server challenge); Counters tells an assertion presented again by it. Empty for
+	// SSH signatures.
+	Challenge string `json:"challenge,omitempty"`
 	// Expires is the statement's expiry.
 	Expires time.Time `json:"expires"`
 	// ValidBefore is the valid-before of the reviewers-file line that accepted the key (zero

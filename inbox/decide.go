@@ -105,6 +105,9 @@ func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (c
 	if v.Fingerprint != sess.fingerprint {
 		return contract.Decision{}, errors.New("inbox: sign with the passkey you signed in with")
 	}
+	if err := s.counters.Advance(v); err != nil {
+		return contract.Decision{}, err
+	}
 	return contract.Decision{
 		ApprovalID: in.ApprovalID, Digest: want.Digest, Approve: in.Approve, Reviewer: v.Principal,
 		Reason: in.Reason, Expires: expires, WebAuthn: in.WebAuthn, Statement: in.Statement,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/historytest"
@@ -1067,4 +1070,45 @@ func TestNoSandboxWorkerEndsWithTheApprovalUnused(t *testing.T) {
 	}
 	h.wantRuns(0)
 	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
+}
+
+// The workflow accepts a passkey decision only when made on the inbox origin its check recorded
+// with the reviewer keys: one made on another port of the inbox's host, or on plain http beside
+// the https inbox, is refused by the update's validator; one made on the inbox's page runs, and
+// the sandbox host, checking its own counters file, lets it.
+func TestPasskeyDecisionOnlyFromTheInboxOrigin(t *testing.T) {
+	const origin = "https://inbox.example.com"
+	alice := reviewertest.NewPasskey(t, "alice", "inbox.example.com")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(file, []byte(alice.AllowedLine(t)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, okBackend(), activities.Config{ReviewersFile: file, PasskeyOrigin: origin, PasskeyCountersFile: filepath.Join(dir, "counters.json")})
+	req := pyRequest()
+	dg := h.digest(req)
+	made := func(id, page string) contract.Decision {
+		f := reviewertest.Fields(testWorkflowID, testRunID, dg, testTaskQueue, true)
+		f.ApprovalID = id
+		return alice.Decision(t, f, page, 9)
+	}
+	var otherPort, plainHTTP, good func() updateOutcome
+	h.at(time.Minute, func() {
+		otherPort = h.update(made(id1, "https://inbox.example.com:8443"))
+		plainHTTP = h.update(made(id1, "http://inbox.example.com"))
+	})
+	h.at(2*time.Minute, func() { good = h.update(made(id2, origin)) })
+	h.run(req)
+	for name, o := range map[string]func() updateOutcome{"another port": otherPort, "plain http": plainHTTP} {
+		if out := o(); out.accepted || out.rejected == nil || !strings.Contains(out.rejected.Error(), string(approval.ReasonWrongOrigin)) {
+			t.Errorf("%s: accepted=%t rejected=%v; want refused (%s)", name, out.accepted, out.rejected, approval.ReasonWrongOrigin)
+		}
+	}
+	if out := good(); !out.accepted {
+		t.Errorf("decision made on the inbox's page: rejected %v; want accepted", out.rejected)
+	}
+	if res, err := h.result(); err != nil || !res.OK {
+		t.Fatalf("result = %+v, %v; want ok", res, err)
+	}
+	h.wantRuns(1)
 }
