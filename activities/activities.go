@@ -206,7 +206,8 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers}, nil
+	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
+		StatementVersion: approval.StatementVersion}, nil
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.

@@ -29,7 +29,8 @@ func (a *Activities) loadReviewers() (*approval.Reviewers, error) {
 // verify checks, on the sandbox host and before anything starts, that in carries an approval
 // signed by a key of this worker's own reviewers file for exactly this activity's run: the
 // workflow id and run id from the activity info (which a caller cannot choose), the digest
-// recomputed from the request, and this worker's task queue; on this host's clock, now (not at
+// recomputed from the request, and this worker's task queue, with the reviewer's principal
+// signed (statement version 2, whatever the workflow accepted); on this host's clock, now (not at
 // the time the activity was scheduled, which whoever scheduled it chose: an activity can wait
 // in its task queue for as long as its schedule-to-start timeout allows). Whatever scheduled the
 // activity, a workflow of another type, a reset run or a forged input, nothing runs unless a
@@ -44,6 +45,8 @@ func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.Run
 	}
 	digest := guard.Digest(&c)
 	want := in.Decision.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
+	// This host's own rule, whatever the run's input says: the statement signs the reviewer.
+	want.Version = approval.StatementVersion
 	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), time.Now())
 	if err == nil && v.Method == approval.MethodWebAuthn {
 		if a.counters == nil {

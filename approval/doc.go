@@ -18,11 +18,13 @@
 // # Statements
 //
 // A reviewer signs a statement: a few lines of text that bind the workflow id, the run id, the
-// digest of the code, approve or deny, the approval id, the sandbox task queue and an expiry
-// (Fields.Statement, ParseStatement). The signature is an SSHSIG in Namespace, exactly what
-// OpenSSH makes:
+// digest of the code, approve or deny, the approval id, the sandbox task queue, the principal
+// the reviewer signs as (version 2) and an expiry (Fields.Statement, ParseStatement). Version 1
+// names no principal: whoever relayed it could pick any the key's line allows; it is verified
+// only where a run recorded no statement version (histories from before version 2). The
+// signature is an SSHSIG in Namespace, exactly what OpenSSH makes:
 //
-//	starter statement ID > st
+//	starter statement ID --reviewer alice > st
 //	ssh-keygen -Y sign -n sandboxflow-approval -f ~/.ssh/id_ed25519 st   # writes st.sig
 //
 // Sign does the same from Go with a key file (LoadSigner) or an ssh-agent (AgentSigner).

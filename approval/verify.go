@@ -75,9 +75,11 @@ const (
 // Proof is what a decision carries to show that a reviewer made it: an SSH signature or a
 // passkey assertion. Its JSON names are the decision's.
 type Proof struct {
-	// Reviewer is the principal the decision names. Optional: when set, the verifying key must
-	// be allowed to sign for it; when empty, the key's first principal that is not a pattern is
-	// the reviewer.
+	// Reviewer is the principal the decision names. Optional. With a version 2 statement the
+	// reviewer is the principal signed, and a Reviewer naming another is refused
+	// (ReasonStatementMismatch). With version 1 (which signs no principal), when set, the
+	// verifying key must be allowed to sign for it; when empty, the key's first principal that is
+	// not a pattern is the reviewer.
 	Reviewer string `json:"reviewer,omitempty"`
 	// Signature is an armored SSHSIG over the statement, in Namespace.
 	Signature string `json:"signature,omitempty"`
@@ -150,7 +152,9 @@ func (v Verified) StillValid(now time.Time) error {
 // that want describes, at time now. The caller fills want from its own knowledge (workflow id,
 // run id, the digest it computed, the sandbox task queue) and from the decision (approve or
 // deny, approval id, expiry); the signed statement must equal want.Statement() byte for byte.
-// When want.Expires is zero the expiry is read from proof.Statement.
+// When want.Expires is zero the expiry is read from proof.Statement, and so is the reviewer of
+// a version 2 statement when want.Reviewer is empty; the version is want's (the verifier's
+// rule), never the statement's.
 //
 // A refusal is a *RefusalError (errors.Is matches its Reason). The signature is checked before
 // expiry, key validity and principal, so those reasons always concern a genuine signature by a
@@ -167,12 +171,21 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	if err != nil {
 		return v, err
 	}
+	reviewer := proof.Reviewer
+	if want.version() == StatementVersion2 {
+		// The signed principal is the reviewer; a decision naming another is refused.
+		if proof.Reviewer != "" && proof.Reviewer != want.Reviewer {
+			return v, &RefusalError{Reason: ReasonStatementMismatch, Field: FieldReviewer,
+				Detail: fmt.Sprintf("the decision names reviewer %q but the statement signed names %q", printable(proof.Reviewer), printable(want.Reviewer))}
+		}
+		reviewer = want.Reviewer
+	}
 	if proof.WebAuthn != nil {
 		pub, entries, p, err := verifyAssertion(reviewers, proof.WebAuthn, WebAuthnChallenge(stmt), "")
 		if err != nil {
 			return v, err
 		}
-		return acceptKey(entries, proof.Reviewer, want, now, func(principal string) Verified {
+		return acceptKey(entries, reviewer, want, now, func(principal string) Verified {
 			return passkeyVerified(principal, pub, p)
 		})
 	}
@@ -212,7 +225,7 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	if pub.isSK() && sk.flags&skFlagUserPresence == 0 {
 		return v, refuse(ReasonNoUserPresence, "security key %s signed without user presence (flags 0x%02x); touch the key when signing", pub.fingerprint(), sk.flags)
 	}
-	return acceptKey(entries, proof.Reviewer, want, now, func(principal string) Verified {
+	return acceptKey(entries, reviewer, want, now, func(principal string) Verified {
 		v := Verified{Principal: principal, Fingerprint: pub.fingerprint(), KeyType: pub.typ, Method: MethodSSH}
 		if pub.isSK() {
 			v.Touched = true
@@ -231,11 +244,18 @@ func statementFor(want *Fields, signed string) ([]byte, error) {
 		if err != nil {
 			return nil, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
 		}
+		if got.version() != want.version() {
+			return nil, &RefusalError{Reason: ReasonStatementMismatch, Field: FieldVersion,
+				Detail: fmt.Sprintf("the signed statement is version %d; this decision needs version %d (sign a new statement: starter statement)", got.version(), want.version())}
+		}
 		if want.Expires.IsZero() {
 			want.Expires = got.Expires
 		}
+		if want.version() == StatementVersion2 && want.Reviewer == "" {
+			want.Reviewer = got.Reviewer
+		}
 		gv, wv := got.values(), want.values()
-		for i, name := range statementFields {
+		for i, name := range want.names() {
 			if gv[i] != wv[i] {
 				return nil, &RefusalError{Reason: ReasonStatementMismatch, Field: name,
 					Detail: fmt.Sprintf("%s is %q in the signed statement; this decision needs %q", name, printable(gv[i]), printable(wv[i]))}
@@ -305,13 +325,10 @@ func acceptEntry(k Key, reviewer string, now time.Time) (string, error) {
 }
 
 func describe(f Fields) string {
-	return strings.Join([]string{
-		FieldWorkflowID + " " + f.WorkflowID,
-		FieldRunID + " " + f.RunID,
-		FieldDigest + " " + f.Digest,
-		FieldDecision + " " + f.Decision(),
-		FieldApprovalID + " " + f.ApprovalID,
-		FieldSandboxTaskQueue + " " + f.SandboxTaskQueue,
-		FieldExpires + " " + f.Expires.UTC().Format(expiresLayout),
-	}, ", ")
+	names, vals := f.names(), f.values()
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = name + " " + vals[i]
+	}
+	return fmt.Sprintf("version %d: %s", f.version(), strings.Join(parts, ", "))
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ const DefaultStatementLifetime = time.Hour
 // --key is not given.
 const EnvReviewerKey = "SANDBOXFLOW_REVIEWER_KEY"
 
+// EnvReviewer names the environment variable that holds the principal a reviewer signs as when
+// --reviewer is not given.
+const EnvReviewer = "SANDBOXFLOW_REVIEWER"
+
 // StatementOptions adjust the statement a reviewer signs.
 type StatementOptions struct {
 	// Deny makes a statement that denies the run. Optional: defaults to approving it.
@@ -33,6 +38,12 @@ type StatementOptions struct {
 	// Expires is when the signature stops counting. Optional: defaults to an hour from now or
 	// the run's approval deadline, whichever is first.
 	Expires time.Time
+	// Reviewer is the principal the reviewer signs as, named by the statement of a run checked
+	// by this version (statement version 2; runs checked before it ignore it). Optional:
+	// defaults to Options.Reviewer, else $SANDBOXFLOW_REVIEWER (EnvReviewer), else the
+	// development reviewer's name (approval.DefaultPrincipal: $USER, or "reviewer"). A name the
+	// key may not sign for is refused by the workflow (principal_mismatch).
+	Reviewer string
 }
 
 // Statement returns the statement a reviewer signs to decide on the run: its workflow id, run
@@ -58,8 +69,12 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 		}
 	}
 	f := approval.Fields{
+		Version:    max(st.StatementVersion, approval.StatementVersion1),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: !opts.Deny,
 		ApprovalID: opts.ApprovalID, SandboxTaskQueue: st.SandboxTaskQueue, Expires: opts.Expires,
+	}
+	if f.Version >= approval.StatementVersion2 {
+		f.Reviewer = cmp.Or(opts.Reviewer, c.reviewer, os.Getenv(EnvReviewer), approval.DefaultPrincipal())
 	}
 	if f.WorkflowID == "" {
 		f.WorkflowID = workflowID
@@ -91,10 +106,14 @@ func SignDecision(signer ssh.Signer, f approval.Fields, reason string) (contract
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("client: %w", err)
 	}
-	return contract.Decision{
+	d := contract.Decision{
 		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve, Reason: reason,
 		Expires: f.Expires, Signature: sig, Statement: string(stmt),
-	}, nil
+	}
+	if f.Version >= approval.StatementVersion2 {
+		d.Reviewer = f.Reviewer
+	}
+	return d, nil
 }
 
 // Approve signs an approval of digest for the run with the reviewer's key and sends it as the

@@ -22,6 +22,10 @@ type CheckResult struct {
 	// Reviewers are the keys the workflow verifies decisions against: the checking worker's
 	// reviewers file as it was then, so that editing the file never changes a replay.
 	Reviewers *approval.Reviewers `json:"reviewers"`
+	// StatementVersion is the statement version decisions must sign (approval.StatementVersion2:
+	// it names the reviewer). Absent in histories recorded before it, which replay with version
+	// 1.
+	StatementVersion int `json:"statement_version,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

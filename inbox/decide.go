@@ -94,10 +94,7 @@ func (s *Server) verifyDecision(ri *runInfo, in decideRequest, sess *session) (c
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
 	}
-	want := approval.Fields{
-		WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
-		Approve: in.Approve, ApprovalID: in.ApprovalID, SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
-	}
+	want := runFields(ri, in.Approve, in.ApprovalID, sess.principal, expires)
 	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, s.cfg.Now())
 	if err != nil {
 		return contract.Decision{}, err

@@ -181,7 +181,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 		}
 	}
 	if v.Awaiting {
-		if err := s.statements(ri, v); err != nil {
+		if err := s.statements(ri, v, sess.principal); err != nil {
 			data.Err = err.Error()
 		}
 		if err := checkShown(ri.status, req, readErr); err != nil {
@@ -222,16 +222,13 @@ func (s *Server) runView(ri *runInfo) *runView {
 	return v
 }
 
-// statements writes the approve and deny statements the reviewer may sign, each with a fresh
-// approval id and an expiry of DecisionTTL.
-func (s *Server) statements(ri *runInfo, v *runView) error {
+// statements writes the approve and deny statements the reviewer, signed in as principal, may
+// sign, each with a fresh approval id and an expiry of DecisionTTL.
+func (s *Server) statements(ri *runInfo, v *runView, principal string) error {
 	expires := s.cfg.Now().Add(s.cfg.DecisionTTL).UTC().Truncate(time.Second)
 	for _, sv := range []*statementView{&v.Approve, &v.Deny} {
 		sv.Approve = sv == &v.Approve
-		f := approval.Fields{
-			WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
-			Approve: sv.Approve, ApprovalID: uuid.NewString(), SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
-		}
+		f := runFields(ri, sv.Approve, uuid.NewString(), principal, expires)
 		b, err := f.Statement()
 		if err != nil {
 			return fmt.Errorf("inbox: statement: %w", err)
@@ -254,4 +251,18 @@ func newResultView(res guard.Result) *resultView {
 		v.Files = append(v.Files, of)
 	}
 	return v
+}
+
+// runFields is the statement of a decision on the run by principal: the version the run's
+// check recorded (2 names the reviewer), its ids, digest and sandbox task queue.
+func runFields(ri *runInfo, approve bool, approvalID, principal string, expires time.Time) approval.Fields {
+	f := approval.Fields{
+		Version:    max(ri.status.StatementVersion, approval.StatementVersion1),
+		WorkflowID: ri.status.WorkflowID, RunID: ri.status.RunID, Digest: ri.status.Request.Digest,
+		Approve: approve, ApprovalID: approvalID, SandboxTaskQueue: ri.status.SandboxTaskQueue, Expires: expires,
+	}
+	if f.Version >= approval.StatementVersion2 {
+		f.Reviewer = principal
+	}
+	return f
 }

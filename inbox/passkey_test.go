@@ -103,7 +103,7 @@ func TestPasskeyAssertionsAreBoundToTheInboxOrigin(t *testing.T) {
 	if sess == nil {
 		t.Fatal("no signed-in session")
 	}
-	ri := &runInfo{status: contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: "sandbox-1", RunID: uuid.NewString(),
+	ri := &runInfo{status: contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: "sandbox-1", RunID: uuid.NewString(), StatementVersion: approval.StatementVersion,
 		SandboxTaskQueue: "sandboxflow", Request: guard.Summary{Digest: "sha256:" + strings.Repeat("ab", 32)}}}
 	decide := func(pageOrigin string, counter uint32) error {
 		f := reviewertest.Fields(ri.status.WorkflowID, ri.status.RunID, ri.status.Request.Digest, ri.status.SandboxTaskQueue, true)

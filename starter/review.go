@@ -12,7 +12,7 @@ import (
 // statementCmd prints the exact bytes a reviewer signs to decide on the run
 // (ssh-keygen -Y sign -n sandboxflow-approval).
 func statementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
-	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID}
+	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID, Reviewer: cmd.reviewer}
 	if cmd.expiresIn > 0 {
 		opts.Expires = time.Now().Add(cmd.expiresIn)
 	}
@@ -35,6 +35,9 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 		return err
 	}
 	defer closer.Close()
+	if cmd.reviewer != "" {
+		sc = sc.WithReviewer(cmd.reviewer)
+	}
 	var res any
 	if cmd.name == "approve" {
 		res, err = sc.Approve(ctx, cmd.id, cmd.digest, signer, cmd.reason)

@@ -104,11 +104,13 @@ func ExampleDecision() {
 	}
 	fmt.Println(st.State, st.Request.Code)
 
-	// ... and signs an approval of exactly this run, digest and sandbox task queue with a key
-	// listed in the workers' reviewers file.
+	// ... and signs an approval of exactly this run, digest and sandbox task queue as alice, with
+	// a key listed for alice in the workers' reviewers file (the statement version the status
+	// names; 2 signs the reviewer's principal).
 	f := approval.Fields{
+		Version:    st.StatementVersion,
 		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: true,
-		ApprovalID: uuid.NewString(), SandboxTaskQueue: st.SandboxTaskQueue, Expires: time.Now().Add(time.Hour),
+		ApprovalID: uuid.NewString(), SandboxTaskQueue: st.SandboxTaskQueue, Reviewer: "alice", Expires: time.Now().Add(time.Hour),
 	}
 	stmt, err := f.Statement()
 	if err != nil {
@@ -122,7 +124,7 @@ func ExampleDecision() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d := contract.Decision{ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: true, Expires: f.Expires, Signature: sig}
+	d := contract.Decision{ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: true, Reviewer: "alice", Expires: f.Expires, Signature: sig}
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: run.GetID(), UpdateName: contract.UpdateDecide, Args: []any{d},
 		WaitForStage: client.WorkflowUpdateStageCompleted,

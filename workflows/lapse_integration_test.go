@@ -65,18 +65,26 @@ func holdingRogue(checked guard.Checked, queue string, hold time.Duration) func(
 // sandbox activity is scheduled.
 func (it *itest) startRogue(queue, id string, fn any, req guard.Request, digest string, expires time.Time) client.WorkflowRun {
 	it.t.Helper()
+	run := it.startImpostor(queue, id, fn, req)
+	f := reviewertest.Fields(id, run.GetRunID(), digest, it.queue, true)
+	f.Expires = expires
+	it.signal(id, it.alice.Decision(it.t, f))
+	for scheduled, _ := countRunActivities(it.history(id)); scheduled == 0; scheduled, _ = countRunActivities(it.history(id)) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return run
+}
+
+// startImpostor runs fn as "RunCode" on its own task queue, as a namespace writer's worker
+// would, and starts the run id of it with req.
+func (it *itest) startImpostor(queue, id string, fn any, req guard.Request) client.WorkflowRun {
+	it.t.Helper()
 	it.ts.NewWorker(queue, func(r worker.Registry) {
 		r.RegisterWorkflowWithOptions(fn, workflow.RegisterOptions{Name: contract.WorkflowName})
 	})
 	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: queue}, contract.WorkflowName, contract.Input{Request: req})
 	if err != nil {
 		it.t.Fatal(err)
-	}
-	f := reviewertest.Fields(id, run.GetRunID(), digest, it.queue, true)
-	f.Expires = expires
-	it.signal(id, it.alice.Decision(it.t, f))
-	for scheduled, _ := countRunActivities(it.history(id)); scheduled == 0; scheduled, _ = countRunActivities(it.history(id)) {
-		time.Sleep(20 * time.Millisecond)
 	}
 	return run
 }

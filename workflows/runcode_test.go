@@ -331,6 +331,7 @@ func signedFor(d contract.Decision, digest, queue string) contract.Decision {
 		digest = d.Digest
 	}
 	f := d.Fields(testWorkflowID, testRunID, digest, queue)
+	f.Version = approval.StatementVersion // the reviewer d names is signed
 	f.Expires = time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 	sd, err := testReviewer().Sign(f)
 	if err != nil {
@@ -586,7 +587,8 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 		{"approval without digest", decision(id1, "", true), "digest is missing"},
 		{"deny with wrong digest", decision(id1, "sha256:abc", false), "wrong digest"},
 		{"unsigned", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true}, "unsigned"},
-		{"blank reviewer", signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "  "}, dg), "principal_mismatch"},
+		{"blank reviewer", relayedAs(decision(id1, dg, true), "  "), "statement_mismatch"},
+		{"reviewer changed after signing", relayedAs(decision(id1, dg, true), "bob"), "statement_mismatch"},
 		{"reviewer the key may not sign for", signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "mallory"}, dg), "principal_mismatch"},
 		{"control character in reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "al\nice"}, "control characters"},
 		{"long reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: strings.Repeat("a", contract.MaxReviewerBytes+1)}, "reviewer is"},
@@ -1111,4 +1113,32 @@ func TestPasskeyDecisionOnlyFromTheInboxOrigin(t *testing.T) {
 		t.Fatalf("result = %+v, %v; want ok", res, err)
 	}
 	h.wantRuns(1)
+}
+
+// relayedAs is d with its reviewer changed after signing, as whoever relays it could.
+func relayedAs(d contract.Decision, reviewer string) contract.Decision {
+	d.Reviewer = reviewer
+	return d
+}
+
+// The reviewers file's key may sign for alice, bob and carol: each is recorded as the one the
+// statement signed, also when the decision itself names nobody (version 1 recorded the key's
+// first principal, alice, then).
+func TestTheSignedPrincipalIsTheReviewer(t *testing.T) {
+	for _, as := range []string{"bob", "carol"} {
+		h := newHarness(t, okBackend(), activities.Config{})
+		req := pyRequest()
+		dg := h.digest(req)
+		d := signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: as}, dg)
+		d.Reviewer = "" // the statement alone names the reviewer
+		h.at(time.Minute, func() { h.signal(d) })
+		h.run(req)
+		res, err := h.result()
+		if err != nil || res.Reviewer != as {
+			t.Errorf("signed as %s: result %+v, %v; want the run approved by %s", as, res, err, as)
+		}
+		if st := h.status(); st.Decision == nil || st.Decision.Reviewer != as || st.StatementVersion != approval.StatementVersion2 {
+			t.Errorf("signed as %s: status %+v; want the decision by %s, statement version 2", as, st, as)
+		}
+	}
 }

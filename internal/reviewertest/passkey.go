@@ -67,12 +67,15 @@ func (p *Passkey) Assert(t testing.TB, challenge []byte, origin string, counter 
 // counter.
 func (p *Passkey) Decision(t testing.TB, f approval.Fields, origin string, counter uint32) contract.Decision {
 	t.Helper()
+	if f.Version == approval.StatementVersion2 && f.Reviewer == "" {
+		f.Reviewer = p.Principal
+	}
 	stmt, err := f.Statement()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return contract.Decision{
-		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve, Expires: f.Expires,
+		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve, Expires: f.Expires, Reviewer: f.Reviewer,
 		WebAuthn: p.Assert(t, approval.WebAuthnChallenge(stmt), origin, counter), Statement: string(stmt),
 	}
 }
