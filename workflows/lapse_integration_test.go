@@ -103,8 +103,8 @@ func (it *itest) claimSignals(id string) int {
 	return n
 }
 
-// wantLapsed checks the rogue's outcome: the sandbox host's refusal, a ConfigError for reason.
-func wantLapsed(t *testing.T, outcome string, reason approval.Reason) {
+// wantHostRefused checks an activity's outcome: the sandbox host's refusal, a ConfigError for reason.
+func wantHostRefused(t *testing.T, outcome string, reason approval.Reason) {
 	t.Helper()
 	if !strings.Contains(outcome, guard.TypeConfigError) || !strings.Contains(outcome, "nothing ran") || !strings.Contains(outcome, fmt.Sprintf("refused (%s)", reason)) {
 		t.Errorf("sandbox activity: %q; want the host's ConfigError refusal (%s)", outcome, reason)
@@ -130,7 +130,7 @@ func TestIntegrationStatementExpiredInTheTaskQueueRunsNothing(t *testing.T) {
 	if err := run.Get(it.ctx(60*time.Second), &outcome); err != nil {
 		t.Fatal(err)
 	}
-	wantLapsed(t, outcome, approval.ReasonExpired)
+	wantHostRefused(t, outcome, approval.ReasonExpired)
 	wantRuns(t, mark, 0)
 }
 
@@ -157,7 +157,7 @@ func TestIntegrationKeyValidBeforePassedInTheTaskQueueRunsNothing(t *testing.T) 
 	if err := run.Get(it.ctx(60*time.Second), &outcome); err != nil {
 		t.Fatal(err)
 	}
-	wantLapsed(t, outcome, approval.ReasonKeyNotValid)
+	wantHostRefused(t, outcome, approval.ReasonKeyNotValid)
 	wantRuns(t, mark, 0)
 }
 
@@ -200,7 +200,7 @@ func TestIntegrationStatementExpiredDuringTheClaimRunsNothing(t *testing.T) {
 	if err := run.Get(it.ctx(60*time.Second), &outcome); err != nil {
 		t.Fatal(err)
 	}
-	wantLapsed(t, outcome, approval.ReasonExpired)
+	wantHostRefused(t, outcome, approval.ReasonExpired)
 	wantRuns(t, mark, 0)
 	// The host verified the statement before it expired: it claimed, and released after the
 	// check that refused.
