@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -45,6 +46,15 @@ type Config struct {
 	// record); Run reads it again before every run and verifies the decision itself, so a key
 	// removed from the file stops every run that has not started.
 	ReviewersFile string
+	// PasskeyOrigin is the reviewers' inbox origin (scheme://host[:port]), the one page passkey
+	// decisions may be made on: Check records it with the reviewer keys, so the workflow accepts
+	// passkey assertions from it only, and Run checks them against it again. Optional: empty
+	// refuses every passkey decision (SSH signatures are unaffected).
+	PasskeyOrigin string
+	// PasskeyCountersFile is where this sandbox host keeps the last signature counter it
+	// accepted from each passkey (approval.Counters): an assertion whose counter did not grow is
+	// refused. Required with PasskeyOrigin on a worker that runs sandboxes.
+	PasskeyCountersFile string
 	// ScheduleToStartTimeout bounds how long the approved sandbox activity may wait in its task
 	// queue; past it the run ends with the approval unused. Optional: defaults to 10 min.
 	ScheduleToStartTimeout time.Duration
@@ -79,6 +89,8 @@ type Config struct {
 type Activities struct {
 	policy      guard.Policy
 	reviewers   string
+	origin      string
+	counters    *approval.Counters
 	backendName string
 	guarded     *guard.Guarded
 	sink        Sink
@@ -109,6 +121,19 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if a.reviewers == "" {
 		return nil, &guard.ConfigError{Msg: "activities: no reviewers file: every decision must be signed by a key listed in one (OpenSSH allowed_signers format)"}
+	}
+	if cfg.PasskeyOrigin != "" {
+		origin, err := approval.CanonicalOrigin(cfg.PasskeyOrigin)
+		if err != nil {
+			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: %v", err)}
+		}
+		a.origin = origin
+		if cfg.Backend != nil && cfg.PasskeyCountersFile == "" {
+			return nil, &guard.ConfigError{Msg: "activities: a passkey origin needs a passkey counters file on a worker that runs sandboxes"}
+		}
+	}
+	if cfg.PasskeyCountersFile != "" {
+		a.counters = approval.NewCounters(cfg.PasskeyCountersFile)
 	}
 	a.run.Grace = a.policy.Grace
 	if cfg.Backend != nil {
@@ -183,7 +208,7 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings}, nil
+		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion}, nil
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.
@@ -265,7 +290,7 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 	if err != nil {
 		return nil, "", err
 	}
-	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID)
+	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, v)
 	if err != nil {
 		return nil, "", err
 	}

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -281,7 +283,7 @@ func TestRunRefusals(t *testing.T) {
 		{"signed for another workflow", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.WorkflowID = "another" })), guard.RefusedNotVerified, "workflow_id"},
 		{"signed for another task queue", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.SandboxTaskQueue = "elsewhere" })), guard.RefusedNotVerified, "sandbox_task_queue"},
 		{"a denial", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Approve = false })), guard.RefusedNoApproval, "no approving decision"},
-		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.RefusedNotVerified, "expired"},
+		{"expired", a, approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC() })), guard.RefusedExpired, "expired"},
 		{"key not in this worker's file", removed, approved(t, c, fields(c.Digest)), guard.RefusedNotVerified, "unknown_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -386,4 +388,90 @@ func TestVerifyKeepsTheRefusalTyped(t *testing.T) {
 func withDecision(in contract.RunInput, change func(*contract.Decision)) contract.RunInput {
 	change(&in.Decision)
 	return in
+}
+
+// The sandbox host accepts a passkey decision only when it was made on the inbox's configured
+// origin, and only when the passkey's signature counter grew since the last one this host
+// accepted (its own counters file): an assertion made on another port of the inbox's host, on
+// plain http beside an https inbox, or replayed with a counter that did not grow (a cloned
+// authenticator) runs nothing. The same assertion presented again by the workflow's fresh
+// activity after a failure from before the start still runs.
+func TestRunPasskeyOriginAndCounter(t *testing.T) {
+	const origin = "https://inbox.example.com"
+	alice := reviewertest.NewPasskey(t, "alice", "inbox.example.com")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(file, []byte(alice.AllowedLine(t)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &echoBackend{}
+	cfg := Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: file, PasskeyOrigin: origin, PasskeyCountersFile: filepath.Join(dir, "counters.json")}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	f := fields(c.Digest)
+	input := func(d contract.Decision) contract.RunInput {
+		return contract.RunInput{Checked: c, Decision: d}
+	}
+	runs := func(name string, in contract.RunInput, want string) {
+		t.Helper()
+		before := len(b.ran)
+		a.history = nil // a fresh run history each time (runActivity gives one)
+		_, err := runActivity(t, a, in)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v; want it to run", name, err)
+		case want != "" && (guard.TypeOf(contract.FromFailure(err)) != guard.TypeApprovalRefused || !strings.Contains(err.Error(), "refused ("+want+")")):
+			t.Errorf("%s: %v; want an ApprovalRefused (%s)", name, err, want)
+		case want != "" && len(b.ran) != before:
+			t.Errorf("%s: the backend ran; want nothing to run", name)
+		}
+	}
+	runs("another port of the inbox's host", input(alice.Decision(t, f, "https://inbox.example.com:8443", 3)), string(approval.ReasonWrongOrigin))
+	runs("plain http beside the https inbox", input(alice.Decision(t, f, "http://inbox.example.com", 3)), string(approval.ReasonWrongOrigin))
+	good := input(alice.Decision(t, f, origin, 3))
+	runs("the inbox's origin", good, "")
+	runs("the same assertion again", good, "")
+	runs("counter 3 again, another statement (a clone)", input(alice.Decision(t, withField(f, func(f *approval.Fields) { f.Expires = f.Expires.Add(time.Minute) }), origin, 3)), string(approval.ReasonCounterReplayed))
+	runs("counter 2 (a clone behind)", input(alice.Decision(t, withField(f, func(f *approval.Fields) { f.Expires = f.Expires.Add(2 * time.Minute) }), origin, 2)), string(approval.ReasonCounterReplayed))
+	// A host restarted on the same counters file still refuses; a grown counter runs.
+	a, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs("after a restart, counter 3 again", input(alice.Decision(t, withField(f, func(f *approval.Fields) { f.Expires = f.Expires.Add(3 * time.Minute) }), origin, 3)), string(approval.ReasonCounterReplayed))
+	runs("after a restart, counter 4", input(alice.Decision(t, withField(f, func(f *approval.Fields) { f.Expires = f.Expires.Add(4 * time.Minute) }), origin, 4)), "")
+	// A host without a passkey origin refuses every passkey decision.
+	cfg.PasskeyOrigin = ""
+	noOrigin, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a = noOrigin
+	runs("no passkey origin configured", input(alice.Decision(t, withField(f, func(f *approval.Fields) { f.Expires = f.Expires.Add(5 * time.Minute) }), origin, 5)), string(approval.ReasonWrongOrigin))
+	// Check records the origin with the keys, for the workflow.
+	cfg.PasskeyOrigin = origin
+	a, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	a.Register(env)
+	v, err := env.ExecuteActivity(contract.CheckActivityName, contract.CheckInput{Request: guard.Request{Code: "print(1)"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res contract.CheckResult
+	if err := v.Get(&res); err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Reviewers.PasskeyOrigin(); got != origin {
+		t.Errorf("Check recorded passkey origin %q; want %q", got, origin)
+	}
+	if _, err := New(Config{Backend: b, ReviewersFile: file, PasskeyOrigin: origin}); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("New with a passkey origin and no counters file: %v; want a ConfigError", err)
+	}
 }

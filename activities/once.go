@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/google/uuid"
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -115,17 +116,23 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 	return &guard.IntegrationError{Op: "sandbox activity", Err: fmt.Errorf("%w (and its claim on the approval could not be released, so a fresh activity will refuse it: %v)", runErr, err)}
 }
 
-// claimApproval claims the approval for the activity info names and returns the claim, or an
-// error when its code must not start: an ApprovalRefused when the approval may have been used, a
-// retryable IntegrationError when the claim could not be made or checked (a claim made is then
-// released).
-func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string) (*claim, error) {
+// claimApproval claims the approval v verified for the activity info names and returns the
+// claim, or an error when its code must not start: an ApprovalRefused when the approval may have
+// been used, or when it lapsed (v.StillValid on this host's clock, after the history read, which
+// can wait for the claim to show), a retryable IntegrationError when the claim could not be made
+// or checked (a claim made is then released).
+func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string, v approval.Verified) (*claim, error) {
 	c := newClaim(info, approvalID)
 	err := c.send(ctx, log, false)
 	if err != nil {
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}
 	} else {
 		err = firstUse(ctx, log, info, c.msg.Commitment)
+	}
+	if err == nil {
+		if lapsed := v.StillValid(time.Now()); lapsed != nil {
+			err = refusal(lapsed)
+		}
 	}
 	if err == nil {
 		return c, nil

@@ -12,6 +12,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
@@ -247,5 +248,70 @@ func TestRunClaimNotReleasedRefusesTheNext(t *testing.T) {
 	}
 	if len(b.ran) != 1 {
 		t.Errorf("the backend was called %d times; want 1", len(b.ran))
+	}
+}
+
+// A statement that expires while the host waits for its claim to show in the run's history (the
+// server holds the claim behind a workflow task) runs nothing: expiry is checked again on this
+// host's clock after the history read, right before the code starts, and the claim is released.
+func TestRunRefusesAnApprovalThatExpiresWhileItsClaimWaits(t *testing.T) {
+	b := &echoBackend{}
+	// Ten reads without the claim wait about 2.1 s (5 ms doubling, at most 500 ms).
+	log := &historytest.Log{ScheduleCaller: true, HiddenReads: 10}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), History: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	f := fields(c.Digest)
+	now := time.Now()
+	f.Expires = now.Truncate(time.Second).Add(time.Second) // whole seconds, 0.3 s to 1.3 s from now
+	if f.Expires.Sub(now) < 300*time.Millisecond {
+		f.Expires = f.Expires.Add(time.Second)
+	}
+	_, err = runActivity(t, a, approved(t, c, f))
+	if guard.TypeOf(contract.FromFailure(err)) != guard.TypeApprovalRefused || !strings.Contains(err.Error(), "refused ("+string(approval.ReasonExpired)+")") {
+		t.Fatalf("run: %v; want an ApprovalRefused refusing the expired statement", err)
+	}
+	if len(b.ran) != 0 {
+		t.Errorf("the backend was called %d times; want 0", len(b.ran))
+	}
+	if log.Reads() < 10 {
+		t.Errorf("%d history reads; want the refusal only after the claim showed (10 reads or more)", log.Reads())
+	}
+	signals := log.Signals(testWorkflowID, testRunID)
+	if len(signals) != 2 {
+		t.Fatalf("%d claim signals; want 2 (the claim and its release)", len(signals))
+	}
+}
+
+// The claim step checks the verified approval on this host's clock and refuses it, typed, once
+// the statement expired or the key's valid-before passed; nothing is left claimed.
+func TestClaimApprovalRefusesALapsedApproval(t *testing.T) {
+	info := activity.Info{ActivityID: "mine"}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = "wf", "run"
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		v    approval.Verified
+		want error // nil to claim
+	}{
+		{"valid", approval.Verified{Expires: now.Add(time.Hour), ValidBefore: now.Add(time.Hour)}, nil},
+		{"expired", approval.Verified{Expires: now.Add(-time.Second)}, approval.ReasonExpired},
+		{"key no longer valid", approval.Verified{Expires: now.Add(time.Hour), ValidBefore: now.Add(-time.Second)}, approval.ReasonKeyNotValid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &historytest.Log{Events: historytest.Events{historytest.Scheduled(5, "mine")}}
+			c, err := claimApproval(context.Background(), log, info, approvalID, tc.v)
+			switch {
+			case tc.want == nil && (err != nil || c == nil):
+				t.Fatalf("claim: %v; want it made", err)
+			case tc.want != nil && (!errors.Is(err, tc.want) || guard.TypeOf(err) != guard.TypeApprovalRefused || c != nil):
+				t.Fatalf("claim: %v; want an ApprovalRefused that is %s", err, tc.want)
+			}
+			if signals := log.Signals("wf", "run"); tc.want != nil && len(signals) != 2 {
+				t.Errorf("%d claim signals; want 2 (the claim and its release)", len(signals))
+			}
+		})
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -49,15 +51,88 @@ type Key struct {
 // it verified against. The zero value holds no keys and verifies nothing.
 type Reviewers struct {
 	keys []Key
+	// passkeyOrigin is the one web origin passkey assertions are accepted from (the inbox's,
+	// WithPasskeyOrigin); empty refuses every passkey assertion, unless anyOrigin.
+	passkeyOrigin string
+	// anyOrigin accepts a passkey assertion from any origin of its relying party: the rule of
+	// version 1 records (histories recorded before origins were pinned), kept so they replay.
+	anyOrigin bool
 }
 
-// reviewersJSON is the recorded form of Reviewers.
+// reviewersJSON is the recorded form of Reviewers. Version 1 (recorded before issue 27) has no
+// passkey origin and accepts passkey assertions from any origin of their relying party; version 2
+// records the origin they must come from, and none refuses them.
 type reviewersJSON struct {
-	Version int   `json:"version"`
-	Keys    []Key `json:"keys"`
+	Version       int    `json:"version"`
+	Keys          []Key  `json:"keys"`
+	PasskeyOrigin string `json:"passkey_origin,omitempty"`
 }
 
-const reviewersJSONVersion = 1
+const (
+	reviewersJSONVersion1 = 1
+	reviewersJSONVersion  = 2
+)
+
+// WithPasskeyOrigin returns a copy of r that accepts passkey assertions made on the page of
+// origin only, scheme://host[:port] exactly as a browser writes it in the client data (no
+// default port, no path): https, or http for localhost. The inbox is served at one origin, and
+// an assertion made on any other page (another port of the same host, plain http beside https)
+// is refused. Without it, a Reviewers refuses every passkey assertion. An empty origin returns
+// such a copy.
+func (r *Reviewers) WithPasskeyOrigin(origin string) (*Reviewers, error) {
+	out := &Reviewers{}
+	if r != nil {
+		out.keys = r.keys
+	}
+	if origin == "" {
+		return out, nil
+	}
+	canon, err := CanonicalOrigin(origin)
+	if err != nil {
+		return nil, err
+	}
+	out.passkeyOrigin = canon
+	return out, nil
+}
+
+// PasskeyOrigin returns the origin passkey assertions must come from ("" when none is set).
+func (r *Reviewers) PasskeyOrigin() string {
+	if r == nil {
+		return ""
+	}
+	return r.passkeyOrigin
+}
+
+// CanonicalOrigin checks a web origin a passkey may be used from and returns it as a browser
+// serializes it: lower-case scheme and host, the port only when it is not the scheme's default.
+// It must be https, or http on localhost, and its host a name (a relying party id), not an IP
+// address.
+func CanonicalOrigin(origin string) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(origin, "/"))
+	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("approval: passkey origin %q: want scheme://host[:port]", printable(origin))
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if net.ParseIP(host) != nil {
+		return "", fmt.Errorf("approval: passkey origin %q: the host must be a name (a relying party id), not an IP address", printable(origin))
+	}
+	switch {
+	case scheme == "https":
+		if port == "443" {
+			port = ""
+		}
+	case scheme == "http" && host == "localhost":
+		if port == "80" {
+			port = ""
+		}
+	default:
+		return "", fmt.Errorf("approval: passkey origin %q: want https (http only for localhost)", printable(origin))
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	}
+	return scheme + "://" + host, nil
+}
 
 // Keys returns a copy of the keys, in file order.
 func (r *Reviewers) Keys() []Key {
@@ -75,13 +150,17 @@ func (r *Reviewers) Len() int {
 	return len(r.keys)
 }
 
-// MarshalJSON encodes r as {"version":1,"keys":[...]}.
+// MarshalJSON encodes r as {"version":2,"keys":[...],"passkey_origin":"..."} (version 1, without
+// an origin, for what was decoded from version 1).
 func (r Reviewers) MarshalJSON() ([]byte, error) {
 	keys := r.keys
 	if keys == nil {
 		keys = []Key{}
 	}
-	return json.Marshal(reviewersJSON{Version: reviewersJSONVersion, Keys: keys})
+	if r.anyOrigin {
+		return json.Marshal(reviewersJSON{Version: reviewersJSONVersion1, Keys: keys})
+	}
+	return json.Marshal(reviewersJSON{Version: reviewersJSONVersion, Keys: keys, PasskeyOrigin: r.passkeyOrigin})
 }
 
 // UnmarshalJSON decodes what MarshalJSON wrote. Every key is parsed again from public_key and
@@ -91,8 +170,22 @@ func (r *Reviewers) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("approval: reviewers json: %w", err)
 	}
-	if v.Version != reviewersJSONVersion {
-		return fmt.Errorf("approval: reviewers json: version %d; want %d", v.Version, reviewersJSONVersion)
+	var origin string
+	switch v.Version {
+	case reviewersJSONVersion1:
+		if v.PasskeyOrigin != "" {
+			return fmt.Errorf("approval: reviewers json: version %d has no passkey origin", v.Version)
+		}
+	case reviewersJSONVersion:
+		if v.PasskeyOrigin != "" {
+			canon, err := CanonicalOrigin(v.PasskeyOrigin)
+			if err != nil || canon != v.PasskeyOrigin {
+				return fmt.Errorf("approval: reviewers json: passkey origin %q is not a canonical origin", printable(v.PasskeyOrigin))
+			}
+			origin = canon
+		}
+	default:
+		return fmt.Errorf("approval: reviewers json: version %d; want %d or %d", v.Version, reviewersJSONVersion1, reviewersJSONVersion)
 	}
 	keys := make([]Key, 0, len(v.Keys))
 	for i, k := range v.Keys {
@@ -117,6 +210,8 @@ func (r *Reviewers) UnmarshalJSON(b []byte) error {
 		keys = append(keys, k)
 	}
 	r.keys = keys
+	r.passkeyOrigin = origin
+	r.anyOrigin = v.Version == reviewersJSONVersion1
 	return nil
 }
 

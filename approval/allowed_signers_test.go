@@ -146,8 +146,8 @@ func TestReviewersJSONRoundTrip(t *testing.T) {
 		t.Errorf("tampered fingerprint: got no error; want one")
 	}
 	var zero Reviewers
-	if b, _ := json.Marshal(zero); string(b) != `{"version":1,"keys":[]}` {
-		t.Errorf("zero Reviewers: got %s; want {\"version\":1,\"keys\":[]}", b)
+	if b, _ := json.Marshal(zero); string(b) != `{"version":2,"keys":[]}` {
+		t.Errorf("zero Reviewers: got %s; want {\"version\":2,\"keys\":[]}", b)
 	}
 }
 

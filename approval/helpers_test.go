@@ -23,6 +23,7 @@ var (
 
 func testFields() Fields {
 	return Fields{
+		Version:          StatementVersion1,
 		WorkflowID:       "runcode-7f3a",
 		RunID:            "0b9c2f6e-1d2a-4c5e-9f00-1234567890ab",
 		Digest:           "sha256:" + strings.Repeat("ab", 32),

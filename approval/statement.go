@@ -10,8 +10,22 @@ import (
 	"unicode/utf8"
 )
 
-// StatementHeader is the first line of a version 1 statement.
-const StatementHeader = "sandboxflow-approval-statement v1"
+// Statement versions. Version 2 (issue 27) adds the reviewer's principal, so that nobody who
+// relays a decision can name another principal the key may sign for; version 1 binds no
+// principal and is verified only for runs recorded before version 2 (whose check recorded no
+// statement version).
+const (
+	StatementVersion1 = 1
+	StatementVersion2 = 2
+	// StatementVersion is the version new runs require.
+	StatementVersion = StatementVersion2
+)
+
+// StatementHeader is the first line of a version 1 statement; StatementHeaderV2 of version 2.
+const (
+	StatementHeader   = "sandboxflow-approval-statement v1"
+	StatementHeaderV2 = "sandboxflow-approval-statement v2"
+)
 
 // Decision words in a statement.
 const (
@@ -27,11 +41,18 @@ const (
 	FieldDecision         = "decision"
 	FieldApprovalID       = "approval_id"
 	FieldSandboxTaskQueue = "sandbox_task_queue"
+	FieldReviewer         = "reviewer"
 	FieldExpires          = "expires"
+	// FieldVersion names the statement's version (its first line) in a StatementMismatch.
+	FieldVersion = "version"
 )
 
-var statementFields = []string{FieldWorkflowID, FieldRunID, FieldDigest, FieldDecision,
-	FieldApprovalID, FieldSandboxTaskQueue, FieldExpires}
+var (
+	statementFields = []string{FieldWorkflowID, FieldRunID, FieldDigest, FieldDecision,
+		FieldApprovalID, FieldSandboxTaskQueue, FieldExpires}
+	statementFieldsV2 = []string{FieldWorkflowID, FieldRunID, FieldDigest, FieldDecision,
+		FieldApprovalID, FieldSandboxTaskQueue, FieldReviewer, FieldExpires}
+)
 
 // expiresLayout is RFC 3339 in UTC with whole seconds.
 const expiresLayout = "2006-01-02T15:04:05Z"
@@ -42,6 +63,9 @@ const maxFieldBytes = 1024
 // Fields is what a statement binds: which run, which code, which decision, where the code runs
 // and until when the signature may be used.
 type Fields struct {
+	// Version is the statement's version: StatementVersion1 (also for zero) or
+	// StatementVersion2.
+	Version int
 	// WorkflowID and RunID name the one run the decision is for. Required.
 	WorkflowID string
 	RunID      string
@@ -53,9 +77,36 @@ type Fields struct {
 	ApprovalID string
 	// SandboxTaskQueue is the task queue the sandbox activity runs on. Required.
 	SandboxTaskQueue string
+	// Reviewer is the principal the reviewer signs as, one the key's reviewers-file line
+	// allows. Required in version 2 (a plain name, no pattern); version 1 has no such line and
+	// ignores it.
+	Reviewer string
 	// Expires is when the signature stops counting. Required; written in UTC with whole
 	// seconds (any fraction is dropped).
 	Expires time.Time
+}
+
+// version returns f's version, StatementVersion1 for zero.
+func (f Fields) version() int {
+	if f.Version == 0 {
+		return StatementVersion1
+	}
+	return f.Version
+}
+
+// names returns the field names of f's version, in order.
+func (f Fields) names() []string {
+	if f.version() == StatementVersion2 {
+		return statementFieldsV2
+	}
+	return statementFields
+}
+
+func (f Fields) header() string {
+	if f.version() == StatementVersion2 {
+		return StatementHeaderV2
+	}
+	return StatementHeader
 }
 
 // Decision returns DecisionApprove or DecisionDeny.
@@ -71,13 +122,19 @@ func (f Fields) values() []string {
 	if !f.Expires.IsZero() {
 		exp = f.Expires.UTC().Format(expiresLayout)
 	}
+	if f.version() == StatementVersion2 {
+		return []string{f.WorkflowID, f.RunID, f.Digest, f.Decision(), f.ApprovalID, f.SandboxTaskQueue, f.Reviewer, exp}
+	}
 	return []string{f.WorkflowID, f.RunID, f.Digest, f.Decision(), f.ApprovalID, f.SandboxTaskQueue, exp}
 }
 
 // Check reports the first field that is missing or not allowed in a statement.
 func (f Fields) Check() error {
+	if v := f.version(); v != StatementVersion1 && v != StatementVersion2 {
+		return fmt.Errorf("approval: statement: version %d; want %d or %d", v, StatementVersion1, StatementVersion2)
+	}
 	vals := f.values()
-	for i, name := range statementFields {
+	for i, name := range f.names() {
 		v := vals[i]
 		if v == "" {
 			return fmt.Errorf("approval: statement: %s is missing", name)
@@ -92,21 +149,27 @@ func (f Fields) Check() error {
 	if !isUUID(f.ApprovalID) {
 		return fmt.Errorf("approval: statement: approval_id %q: want a UUID", printable(f.ApprovalID))
 	}
+	if f.version() == StatementVersion2 {
+		if err := checkPrincipal(f.Reviewer); err != nil || isPattern(f.Reviewer) || strings.Contains(f.Reviewer, ",") {
+			return fmt.Errorf("approval: statement: reviewer %q: want a plain principal name (no pattern, no comma)", printable(f.Reviewer))
+		}
+	}
 	return nil
 }
 
-// Statement returns the canonical bytes a reviewer signs:
+// Statement returns the canonical bytes a reviewer signs; version 2:
 //
-//	sandboxflow-approval-statement v1
+//	sandboxflow-approval-statement v2
 //	workflow_id: <id>
 //	run_id: <id>
 //	digest: sha256:<hex>
 //	decision: approve|deny
 //	approval_id: <uuid>
 //	sandbox_task_queue: <queue>
+//	reviewer: <principal>
 //	expires: <RFC 3339, UTC, seconds>
 //
-// with a newline after each line. Values must be non-empty valid UTF-8 without control
+// with a newline after each line (version 1 has "v1" in its first line and no reviewer line). Values must be non-empty valid UTF-8 without control
 // characters, line or paragraph separators, or leading or trailing spaces, so that no value can
 // make another line.
 func (f Fields) Statement() ([]byte, error) {
@@ -114,10 +177,11 @@ func (f Fields) Statement() ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString(StatementHeader)
+	b.WriteString(f.header())
 	b.WriteByte('\n')
+	names := f.names()
 	for i, v := range f.values() {
-		b.WriteString(statementFields[i])
+		b.WriteString(names[i])
 		b.WriteString(": ")
 		b.WriteString(v)
 		b.WriteByte('\n')
@@ -129,7 +193,7 @@ func (f Fields) Statement() ([]byte, error) {
 // order, nothing else; the result, written again, is the same bytes.
 func ParseStatement(b []byte) (Fields, error) {
 	var f Fields
-	if len(b) > (len(statementFields)+1)*(maxFieldBytes+64) {
+	if len(b) > (len(statementFieldsV2)+1)*(maxFieldBytes+64) {
 		return f, errors.New("approval: statement: too long")
 	}
 	if !utf8.Valid(b) {
@@ -140,19 +204,29 @@ func ParseStatement(b []byte) (Fields, error) {
 		return f, errors.New("approval: statement: does not end with a newline")
 	}
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
-	if lines[0] != StatementHeader {
-		return f, fmt.Errorf("approval: statement: first line %q; want %q", printable(lines[0]), StatementHeader)
+	switch lines[0] {
+	case StatementHeader:
+		f.Version = StatementVersion1
+	case StatementHeaderV2:
+		f.Version = StatementVersion2
+	default:
+		return f, fmt.Errorf("approval: statement: first line %q; want %q or %q", printable(lines[0]), StatementHeaderV2, StatementHeader)
 	}
-	if len(lines) != len(statementFields)+1 {
-		return f, fmt.Errorf("approval: statement: %d lines; want %d", len(lines), len(statementFields)+1)
+	names := f.names()
+	if len(lines) != len(names)+1 {
+		return f, fmt.Errorf("approval: statement: %d lines; want %d", len(lines), len(names)+1)
 	}
-	vals := make([]string, len(statementFields))
-	for i, name := range statementFields {
+	vals := make([]string, len(names))
+	for i, name := range names {
 		v, ok := strings.CutPrefix(lines[i+1], name+": ")
 		if !ok {
 			return f, fmt.Errorf("approval: statement: line %d: want %q", i+2, name+": ")
 		}
 		vals[i] = v
+	}
+	if f.Version == StatementVersion2 {
+		f.Reviewer = vals[6]
+		vals = append(vals[:6], vals[7])
 	}
 	f.WorkflowID, f.RunID, f.Digest, f.ApprovalID, f.SandboxTaskQueue = vals[0], vals[1], vals[2], vals[4], vals[5]
 	switch vals[3] {

@@ -106,3 +106,41 @@ func TestParseStatementStrict(t *testing.T) {
 		}
 	}
 }
+
+// Version 2 binds the reviewer's principal, in a line of its own before the expiry; it parses
+// back to the same fields, and a pattern or a list is no principal to sign as.
+func TestStatementV2NamesTheReviewer(t *testing.T) {
+	f := testFields()
+	f.Version, f.Reviewer = StatementVersion2, "alice@example.com"
+	b := mustStatement(t, f)
+	want := "sandboxflow-approval-statement v2\n" +
+		"workflow_id: runcode-7f3a\n" +
+		"run_id: 0b9c2f6e-1d2a-4c5e-9f00-1234567890ab\n" +
+		"digest: sha256:" + strings.Repeat("ab", 32) + "\n" +
+		"decision: approve\n" +
+		"approval_id: 5f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0\n" +
+		"sandbox_task_queue: sandbox\n" +
+		"reviewer: alice@example.com\n" +
+		"expires: 2026-11-30T11:00:00Z\n"
+	if string(b) != want {
+		t.Fatalf("Statement:\ngot  %q\nwant %q", b, want)
+	}
+	got, err := ParseStatement(b)
+	if err != nil || got != f {
+		t.Fatalf("ParseStatement = %+v, %v; want %+v", got, err, f)
+	}
+	for _, bad := range []string{"", "*@example.com", "alice,bob", "!alice", " alice", "al\u202eice"} {
+		g := f
+		g.Reviewer = bad
+		if _, err := g.Statement(); err == nil {
+			t.Errorf("reviewer %q: got a statement; want an error", bad)
+		}
+	}
+	// A version 1 statement with a reviewer line, or a version 2 one without, does not parse.
+	if _, err := ParseStatement([]byte(strings.Replace(want, " v2\n", " v1\n", 1))); err == nil {
+		t.Error("v1 header over v2 lines: parsed; want an error")
+	}
+	if _, err := ParseStatement([]byte(strings.Replace(want, "reviewer: alice@example.com\n", "", 1))); err == nil {
+		t.Error("v2 without its reviewer line: parsed; want an error")
+	}
+}

@@ -75,9 +75,11 @@ const (
 // Proof is what a decision carries to show that a reviewer made it: an SSH signature or a
 // passkey assertion. Its JSON names are the decision's.
 type Proof struct {
-	// Reviewer is the principal the decision names. Optional: when set, the verifying key must
-	// be allowed to sign for it; when empty, the key's first principal that is not a pattern is
-	// the reviewer.
+	// Reviewer is the principal the decision names. Optional. With a version 2 statement the
+	// reviewer is the principal signed, and a Reviewer naming another is refused
+	// (ReasonStatementMismatch). With version 1 (which signs no principal), when set, the
+	// verifying key must be allowed to sign for it; when empty, the key's first principal that is
+	// not a pattern is the reviewer.
 	Reviewer string `json:"reviewer,omitempty"`
 	// Signature is an armored SSHSIG over the statement, in Namespace.
 	Signature string `json:"signature,omitempty"`
@@ -119,15 +121,40 @@ type Verified struct {
 	UserVerified bool `json:"user_verified"`
 	// Counter is the security key's signature counter (zero for other keys).
 	Counter uint32 `json:"counter,omitempty"`
+	// Challenge is what a passkey signed, base64url (WebAuthnChallenge of the statement, or a
+	// sign-in's server challenge); Counters tells an assertion presented again by it. Empty for
+	// SSH signatures.
+	Challenge string `json:"challenge,omitempty"`
 	// Expires is the statement's expiry.
 	Expires time.Time `json:"expires"`
+	// ValidBefore is the valid-before of the reviewers-file line that accepted the key (zero
+	// when the line has none).
+	ValidBefore time.Time `json:"valid_before,omitzero"`
+}
+
+// StillValid checks, at now, what of a verified decision can lapse with time: the statement's
+// expiry and the key's valid-before. A verifier that lets time pass after Verify (a sandbox
+// host waiting for its claim to show in the run's history) calls it again right before the code
+// starts. A refusal is a *RefusalError, ReasonExpired or ReasonKeyNotValid.
+func (v Verified) StillValid(now time.Time) error {
+	if !v.ValidBefore.IsZero() && now.After(v.ValidBefore) {
+		return refuse(ReasonKeyNotValid, "key %s was valid only before %s; it is now %s",
+			v.Fingerprint, v.ValidBefore.Format(time.RFC3339), now.UTC().Format(expiresLayout))
+	}
+	if !now.Before(v.Expires) {
+		return refuse(ReasonExpired, "the statement expired at %s; it is now %s; sign a new statement",
+			v.Expires.UTC().Format(expiresLayout), now.UTC().Format(expiresLayout))
+	}
+	return nil
 }
 
 // Verify checks that proof is a valid decision by one of reviewers for exactly the statement
 // that want describes, at time now. The caller fills want from its own knowledge (workflow id,
 // run id, the digest it computed, the sandbox task queue) and from the decision (approve or
 // deny, approval id, expiry); the signed statement must equal want.Statement() byte for byte.
-// When want.Expires is zero the expiry is read from proof.Statement.
+// When want.Expires is zero the expiry is read from proof.Statement, and so is the reviewer of
+// a version 2 statement when want.Reviewer is empty; the version is want's (the verifier's
+// rule), never the statement's.
 //
 // A refusal is a *RefusalError (errors.Is matches its Reason). The signature is checked before
 // expiry, key validity and principal, so those reasons always concern a genuine signature by a
@@ -144,12 +171,21 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	if err != nil {
 		return v, err
 	}
+	reviewer := proof.Reviewer
+	if want.version() == StatementVersion2 {
+		// The signed principal is the reviewer; a decision naming another is refused.
+		if proof.Reviewer != "" && proof.Reviewer != want.Reviewer {
+			return v, &RefusalError{Reason: ReasonStatementMismatch, Field: FieldReviewer,
+				Detail: fmt.Sprintf("the decision names reviewer %q but the statement signed names %q", printable(proof.Reviewer), printable(want.Reviewer))}
+		}
+		reviewer = want.Reviewer
+	}
 	if proof.WebAuthn != nil {
 		pub, entries, p, err := verifyAssertion(reviewers, proof.WebAuthn, WebAuthnChallenge(stmt), "")
 		if err != nil {
 			return v, err
 		}
-		return acceptKey(entries, proof.Reviewer, want, now, func(principal string) Verified {
+		return acceptKey(entries, reviewer, want, now, func(principal string) Verified {
 			return passkeyVerified(principal, pub, p)
 		})
 	}
@@ -189,7 +225,7 @@ func Verify(reviewers *Reviewers, want Fields, proof Proof, now time.Time) (Veri
 	if pub.isSK() && sk.flags&skFlagUserPresence == 0 {
 		return v, refuse(ReasonNoUserPresence, "security key %s signed without user presence (flags 0x%02x); touch the key when signing", pub.fingerprint(), sk.flags)
 	}
-	return acceptKey(entries, proof.Reviewer, want, now, func(principal string) Verified {
+	return acceptKey(entries, reviewer, want, now, func(principal string) Verified {
 		v := Verified{Principal: principal, Fingerprint: pub.fingerprint(), KeyType: pub.typ, Method: MethodSSH}
 		if pub.isSK() {
 			v.Touched = true
@@ -208,11 +244,18 @@ func statementFor(want *Fields, signed string) ([]byte, error) {
 		if err != nil {
 			return nil, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
 		}
+		if got.version() != want.version() {
+			return nil, &RefusalError{Reason: ReasonStatementMismatch, Field: FieldVersion,
+				Detail: fmt.Sprintf("the signed statement is version %d; this decision needs version %d (sign a new statement: starter statement)", got.version(), want.version())}
+		}
 		if want.Expires.IsZero() {
 			want.Expires = got.Expires
 		}
+		if want.version() == StatementVersion2 && want.Reviewer == "" {
+			want.Reviewer = got.Reviewer
+		}
 		gv, wv := got.values(), want.values()
-		for i, name := range statementFields {
+		for i, name := range want.names() {
 			if gv[i] != wv[i] {
 				return nil, &RefusalError{Reason: ReasonStatementMismatch, Field: name,
 					Detail: fmt.Sprintf("%s is %q in the signed statement; this decision needs %q", name, printable(gv[i]), printable(wv[i]))}
@@ -243,9 +286,9 @@ func acceptKey(entries []Key, reviewer string, want Fields, now time.Time, verif
 		}
 		v := verified(principal)
 		v.Expires = want.Expires.UTC().Truncate(time.Second)
-		if !now.Before(v.Expires) {
-			return Verified{}, refuse(ReasonExpired, "the statement expired at %s; it is now %s; sign a new statement",
-				v.Expires.Format(expiresLayout), now.UTC().Format(expiresLayout))
+		v.ValidBefore = k.ValidBefore
+		if err := v.StillValid(now); err != nil {
+			return Verified{}, err
 		}
 		return v, nil
 	}
@@ -282,13 +325,10 @@ func acceptEntry(k Key, reviewer string, now time.Time) (string, error) {
 }
 
 func describe(f Fields) string {
-	return strings.Join([]string{
-		FieldWorkflowID + " " + f.WorkflowID,
-		FieldRunID + " " + f.RunID,
-		FieldDigest + " " + f.Digest,
-		FieldDecision + " " + f.Decision(),
-		FieldApprovalID + " " + f.ApprovalID,
-		FieldSandboxTaskQueue + " " + f.SandboxTaskQueue,
-		FieldExpires + " " + f.Expires.UTC().Format(expiresLayout),
-	}, ", ")
+	names, vals := f.names(), f.values()
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = name + " " + vals[i]
+	}
+	return fmt.Sprintf("version %d: %s", f.version(), strings.Join(parts, ", "))
 }

@@ -219,3 +219,85 @@ func TestRefusalMessages(t *testing.T) {
 		t.Errorf("got %v; want %s", err, want)
 	}
 }
+
+// In a version 2 statement the reviewer's principal is signed: a key whose line allows two
+// principals can sign for either, and the one signed is the one verified; whoever relays the
+// decision cannot change it (the decision's reviewer, or the statement text), nor drop it to
+// fall back to the key's first principal, nor present a version 1 statement to a run that needs
+// version 2. With the passkey of the same line it is the same.
+func TestVerifyV2BindsTheReviewer(t *testing.T) {
+	key := newEd25519Signer(t)
+	passkey := newSoftPasskey(t, "localhost")
+	reviewers := pinned(t, mustReviewers(t, allowedLine("alice,bob", "", key.PublicKey()), passkey.line(t, "alice,bob")), inboxOrigin)
+	f := testFields()
+	f.Version = StatementVersion2
+	for _, signedAs := range []string{"alice", "bob"} {
+		f.Reviewer = signedAs
+		stmt := mustStatement(t, f)
+		sig := mustSign(t, key, stmt)
+		a := passkey.assert(t, WebAuthnChallenge(stmt), assertOpts{origin: inboxOrigin, flags: webauthnFlagUP | webauthnFlagUV})
+		relayed := map[string]string{"alice": "bob", "bob": "alice"}[signedAs]
+		for _, p := range []struct {
+			name  string
+			proof Proof
+		}{{"ssh", Proof{Signature: sig}}, {"passkey", Proof{WebAuthn: a}}} {
+			// Verified as signed, with the statement or without (then want names the reviewer).
+			want := f
+			want.Reviewer = ""
+			withStatement := p.proof
+			withStatement.Statement = string(stmt)
+			v, err := Verify(reviewers, want, withStatement, testNow)
+			if err != nil || v.Principal != signedAs {
+				t.Errorf("%s signed as %s: %+v, %v; want verified as %s", p.name, signedAs, v, err, signedAs)
+			}
+			named := withStatement
+			named.Reviewer = signedAs
+			if v, err := Verify(reviewers, f, named, testNow); err != nil || v.Principal != signedAs {
+				t.Errorf("%s signed as %s, named: %+v, %v; want verified as %s", p.name, signedAs, v, err, signedAs)
+			}
+			// The relay names the other principal the key allows.
+			named.Reviewer = relayed
+			if _, err := Verify(reviewers, want, named, testNow); !isReason(err, ReasonStatementMismatch) {
+				t.Errorf("%s signed as %s, relayed as %s: %v; want %s", p.name, signedAs, relayed, err, ReasonStatementMismatch)
+			}
+			// ... and edits the statement to match, or drops it.
+			edited := withStatement
+			edited.Statement = strings.Replace(string(stmt), "reviewer: "+signedAs+"\n", "reviewer: "+relayed+"\n", 1)
+			if _, err := Verify(reviewers, want, edited, testNow); !isReason(err, ReasonBadSignature) {
+				t.Errorf("%s signed as %s, statement edited to %s: %v; want %s", p.name, signedAs, relayed, err, ReasonBadSignature)
+			}
+			dropped := p.proof
+			dropped.Reviewer = relayed
+			asRelayed := f
+			asRelayed.Reviewer = relayed
+			if _, err := Verify(reviewers, asRelayed, dropped, testNow); !isReason(err, ReasonBadSignature) {
+				t.Errorf("%s signed as %s, no statement, relayed as %s: %v; want %s", p.name, signedAs, relayed, err, ReasonBadSignature)
+			}
+			if _, err := Verify(reviewers, want, p.proof, testNow); !isReason(err, ReasonMalformed) {
+				t.Errorf("%s signed as %s, no statement and no reviewer: %v; want %s", p.name, signedAs, err, ReasonMalformed)
+			}
+		}
+	}
+	// A version 1 statement (no reviewer) is refused where version 2 is needed.
+	v1 := testFields()
+	v1stmt := mustStatement(t, v1)
+	want := f
+	want.Reviewer = "alice"
+	err := func() error {
+		_, err := Verify(reviewers, want, Proof{Signature: mustSign(t, key, v1stmt), Statement: string(v1stmt)}, testNow)
+		return err
+	}()
+	var ref *RefusalError
+	if !errors.As(err, &ref) || ref.Reason != ReasonStatementMismatch || ref.Field != FieldVersion {
+		t.Errorf("v1 statement where v2 is needed: %v; want %s of %s", err, ReasonStatementMismatch, FieldVersion)
+	}
+	if _, err := Verify(reviewers, want, Proof{Signature: mustSign(t, key, v1stmt)}, testNow); !isReason(err, ReasonBadSignature) {
+		t.Errorf("v1 signature without its statement where v2 is needed: %v; want %s", err, ReasonBadSignature)
+	}
+	// A name the key's line does not allow is refused though signed.
+	f.Reviewer = "mallory"
+	stmt := mustStatement(t, f)
+	if _, err := Verify(reviewers, f, Proof{Signature: mustSign(t, key, stmt), Statement: string(stmt)}, testNow); !isReason(err, ReasonPrincipalMismatch) {
+		t.Errorf("signed as mallory: %v; want %s", err, ReasonPrincipalMismatch)
+	}
+}

@@ -180,9 +180,23 @@ func originOf(origin, rpID string) error {
 	return nil
 }
 
+// assertionOrigin is the origin a decision's passkey assertion must come from: the pinned one,
+// or "" (any origin of the relying party) for a version 1 record. With neither, passkey decisions
+// are refused.
+func (r *Reviewers) assertionOrigin() (string, error) {
+	switch {
+	case r != nil && r.anyOrigin:
+		return "", nil
+	case r == nil || r.passkeyOrigin == "":
+		return "", refuse(ReasonWrongOrigin, "no passkey origin is configured, so passkey decisions are refused: give the workers the inbox's origin (worker --passkey-origin)")
+	}
+	return r.passkeyOrigin, nil
+}
+
 // verifyAssertion finds the reviewers' passkey that signed a, then checks the client data
-// (type webauthn.get, the challenge, the origin: exactly origin when it is not empty, else any
-// origin of the key's relying party), user presence and user verification. It returns the key's
+// (type webauthn.get, the challenge, the origin: exactly origin when it is not empty, else
+// exactly the reviewers' passkey origin, or any origin of the key's relying party for a version
+// 1 record), user presence and user verification. It returns the key's
 // lines in the reviewers file.
 func verifyAssertion(reviewers *Reviewers, a *WebAuthnAssertion, challenge []byte, origin string) (*publicKey, []Key, *assertion, error) {
 	p, err := decodeAssertion(a)
@@ -220,8 +234,13 @@ func verifyAssertion(reviewers *Reviewers, a *WebAuthnAssertion, challenge []byt
 	if err := originOf(p.client.Origin, pub.application); err != nil {
 		return nil, nil, nil, refuse(ReasonWrongOrigin, "%v", err)
 	}
+	if origin == "" {
+		if origin, err = reviewers.assertionOrigin(); err != nil {
+			return nil, nil, nil, err
+		}
+	}
 	if origin != "" && p.client.Origin != origin {
-		return nil, nil, nil, refuse(ReasonWrongOrigin, "origin %q; want %q", printable(p.client.Origin), origin)
+		return nil, nil, nil, refuse(ReasonWrongOrigin, "the passkey was used on %q; passkey decisions come from the inbox at %q only", printable(p.client.Origin), origin)
 	}
 	if p.flags&webauthnFlagUP == 0 {
 		return nil, nil, nil, refuse(ReasonNoUserPresence, "passkey %s signed without user presence (flags 0x%02x)", pub.fingerprint(), p.flags)
@@ -270,5 +289,6 @@ func passkeyVerified(principal string, pub *publicKey, p *assertion) Verified {
 		Touched:      true,
 		UserVerified: true,
 		Counter:      p.counter,
+		Challenge:    p.client.Challenge,
 	}
 }

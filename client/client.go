@@ -46,6 +46,10 @@ type Options struct {
 	// returns a *CheckUnansweredError, with the run started. Start never waits for the result of
 	// a run that is still open. Optional: defaults to 1 minute.
 	CheckWait time.Duration
+	// Reviewer is the principal a reviewer signs as (a name their key's reviewers-file line
+	// allows) with Statement, Approve and Deny: a run's statement names it (statement version
+	// 2), and the run records it as who decided. Optional: see StatementOptions.Reviewer.
+	Reviewer string
 }
 
 // Client starts and steers RunCode runs. Create it with New.
@@ -58,6 +62,7 @@ type Client struct {
 	checkPoll  time.Duration
 	checkWait  time.Duration
 	workerWait time.Duration
+	reviewer   string
 }
 
 // New returns a Client, or an error when no Temporal client is given.
@@ -65,7 +70,8 @@ func New(opts Options) (*Client, error) {
 	if opts.Temporal == nil {
 		return nil, errors.New("client: Options.Temporal is required")
 	}
-	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll, namespace: opts.Namespace}
+	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll, namespace: opts.Namespace,
+		reviewer: opts.Reviewer}
 	if c.dc == nil {
 		c.dc = converter.GetDefaultDataConverter()
 	}
@@ -82,6 +88,14 @@ func New(opts Options) (*Client, error) {
 		c.checkWait = time.Minute
 	}
 	return c, nil
+}
+
+// WithReviewer returns a copy of c that signs as reviewer (Options.Reviewer).
+func (c *Client) WithReviewer(reviewer string) *Client {
+	d := *c
+	d.owned = false
+	d.reviewer = reviewer
+	return &d
 }
 
 // StartOptions adjust one run.

@@ -64,7 +64,7 @@ func TestIntegrationStartEdges(t *testing.T) {
 	tc := ts.GetDefaultClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.New(client.Options{Temporal: tc, TaskQueue: "edges"})
+	c, err := client.New(client.Options{Temporal: tc, TaskQueue: "edges", Reviewer: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,10 @@ const DefaultStatementLifetime = time.Hour
 // --key is not given.
 const EnvReviewerKey = "SANDBOXFLOW_REVIEWER_KEY"
 
+// EnvReviewer names the environment variable that holds the principal a reviewer signs as when
+// --reviewer is not given.
+const EnvReviewer = "SANDBOXFLOW_REVIEWER"
+
 // StatementOptions adjust the statement a reviewer signs.
 type StatementOptions struct {
 	// Deny makes a statement that denies the run. Optional: defaults to approving it.
@@ -33,6 +38,12 @@ type StatementOptions struct {
 	// Expires is when the signature stops counting. Optional: defaults to an hour from now or
 	// the run's approval deadline, whichever is first.
 	Expires time.Time
+	// Reviewer is the principal the reviewer signs as, named by the statement of a run checked
+	// by this version (statement version 2; runs checked before it ignore it). Optional:
+	// defaults to Options.Reviewer, else $SANDBOXFLOW_REVIEWER (EnvReviewer), else the
+	// development reviewer's name (approval.DefaultPrincipal: $USER, or "reviewer"). A name the
+	// key may not sign for is refused by the workflow (principal_mismatch).
+	Reviewer string
 }
 
 // Statement returns the statement a reviewer signs to decide on the run: its workflow id, run
@@ -60,22 +71,31 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 			return approval.Fields{}, err
 		}
 	}
+	opts.Reviewer = cmp.Or(opts.Reviewer, c.reviewer, os.Getenv(EnvReviewer), approval.DefaultPrincipal())
 	return StatementFor(st, opts, time.Now())
 }
 
 // StatementFor returns the statement a reviewer signs to decide on the run st is the status of
 // (as Statement does, without reading anything): st's workflow id, run id, digest and sandbox
 // task queue, the decision, opts' approval id (a fresh one by default) and expiry (by default
-// DefaultStatementLifetime after now, or st's approval deadline when that comes first). It
-// fails when st does not wait for a decision. For an approval, the caller must have checked st
+// DefaultStatementLifetime after now, or st's approval deadline when that comes first) and
+// reviewer (required for a run whose statement names it). It fails when st does not wait for a
+// decision. For an approval, the caller must have checked st
 // against the run's start (CheckShown).
 func StatementFor(st contract.Status, opts StatementOptions, now time.Time) (approval.Fields, error) {
 	if st.State != contract.StatusAwaitingApproval {
 		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", st.WorkflowID, st.State)
 	}
 	f := approval.Fields{
+		Version:    max(st.StatementVersion, approval.StatementVersion1),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: !opts.Deny,
 		ApprovalID: opts.ApprovalID, SandboxTaskQueue: st.SandboxTaskQueue, Expires: opts.Expires,
+	}
+	if f.Version >= approval.StatementVersion2 {
+		if opts.Reviewer == "" {
+			return approval.Fields{}, errors.New("client: the run's statement names the reviewer (statement version 2): give StatementOptions.Reviewer")
+		}
+		f.Reviewer = opts.Reviewer
 	}
 	if f.ApprovalID == "" {
 		f.ApprovalID = uuid.NewString()
@@ -114,10 +134,14 @@ func SignDecision(signer ssh.Signer, f approval.Fields, reason string) (contract
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("client: %w", err)
 	}
-	return contract.Decision{
+	d := contract.Decision{
 		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve, Reason: reason,
 		Expires: f.Expires, Signature: sig, Statement: string(stmt),
-	}, nil
+	}
+	if f.Version >= approval.StatementVersion2 {
+		d.Reviewer = f.Reviewer
+	}
+	return d, nil
 }
 
 // Approve signs an approval of digest for the run with the reviewer's key and sends it as the

@@ -26,6 +26,10 @@ type CheckResult struct {
 	// the history with the check, for an audit of what reviewers were warned of. Empty in
 	// histories recorded before it existed; nothing the workflow decides depends on it.
 	Warnings []guard.StartupWarning `json:"warnings,omitempty"`
+	// StatementVersion is the statement version decisions must sign (approval.StatementVersion2:
+	// it names the reviewer). Absent in histories recorded before it, which replay with version
+	// 1.
+	StatementVersion int `json:"statement_version,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

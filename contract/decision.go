@@ -35,8 +35,9 @@ type Decision struct {
 	Digest string `json:"digest"`
 	// Approve is true to run the code, false to deny it.
 	Approve bool `json:"approve"`
-	// Reviewer names who decided. Optional: the principal of the verifying key is recorded; a
-	// name the key may not sign for is refused.
+	// Reviewer names who decided. Optional: in a version 2 statement the principal signed is
+	// recorded, and a reviewer naming another is refused; with version 1 the principal of the
+	// verifying key is recorded, and a name the key may not sign for is refused.
 	Reviewer string `json:"reviewer,omitempty"`
 	// Reason is free text, shown with a denial. Optional; not signed.
 	Reason string `json:"reason"`
@@ -59,11 +60,12 @@ func (d Decision) Proof() approval.Proof {
 
 // Fields returns the statement the decision must have signed, for the run named by workflowID
 // and runID, the request's digest and the sandbox task queue, all from the verifier's own
-// knowledge; approve, approval id and expiry come from the decision.
+// knowledge; approve, approval id, reviewer and expiry come from the decision. The caller sets
+// the version its run requires (a version 2 statement signs the reviewer's principal).
 func (d Decision) Fields(workflowID, runID, digest, sandboxTaskQueue string) approval.Fields {
 	return approval.Fields{
 		WorkflowID: workflowID, RunID: runID, Digest: digest, Approve: d.Approve,
-		ApprovalID: d.ApprovalID, SandboxTaskQueue: sandboxTaskQueue, Expires: d.Expires,
+		ApprovalID: d.ApprovalID, SandboxTaskQueue: sandboxTaskQueue, Reviewer: d.Reviewer, Expires: d.Expires,
 	}
 }
 

@@ -138,6 +138,9 @@ type Status struct {
 	// SandboxTaskQueue is where the approved code would run; a reviewer's statement binds it.
 	// Empty while checking.
 	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
+	// StatementVersion is the version of the statement a decision must sign (2: it names the
+	// reviewer's principal). Absent (1) for runs checked before version 2, and while checking.
+	StatementVersion int `json:"statement_version,omitempty"`
 	// Request is the checked request as a reviewer reads it: code, language, file names and
 	// sizes, env names (never values), limits, network, backend and digest. Empty while checking
 	// and when the check failed.

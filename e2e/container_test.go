@@ -94,7 +94,7 @@ func TestWorkerInItsContainer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	sc, err := client.New(client.Options{Temporal: ts.GetDefaultClient(), TaskQueue: queue})
+	sc, err := client.New(client.Options{Temporal: ts.GetDefaultClient(), TaskQueue: queue, Reviewer: alice.Principal})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func TestTemporalOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: "pg-workflows"})
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: "pg-workflows", Reviewer: reviewer.Principal})
 	if err != nil {
 		t.Fatal(err)
 	}

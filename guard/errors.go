@@ -94,6 +94,10 @@ const (
 	// RefusedNotVerified: the signed decision does not verify against this host's reviewers for
 	// this run (the cause is the approval package's refusal).
 	RefusedNotVerified RefusedReason = "not_verified"
+	// RefusedExpired: the statement's expiry or the key's valid-before has passed on the sandbox
+	// host's clock, when the activity started or after the claim's history read, right before
+	// the code would start (the cause is the approval package's refusal).
+	RefusedExpired RefusedReason = "expired"
 	// RefusedNotScheduled: the run's history schedules no sandbox activity of this id.
 	RefusedNotScheduled RefusedReason = "not_scheduled"
 	// RefusedAlreadyUsed: the run's history shows the approval used, or claimed and never

@@ -72,6 +72,11 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	}
 	dir := t.TempDir()
 	reviewers := filepath.Join(dir, "allowed_signers")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
 	acts, err := activities.New(activities.Config{
 		// Mixed indentation is allowed here so that the tab attack reaches the page (the
 		// default policy refuses it); TOKEN's value is shown as its length only.
@@ -83,6 +88,9 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 		// The same file the inbox reads: the workflow and the sandbox activity verify the
 		// passkey decisions against it too.
 		ReviewersFile: reviewers,
+		// Passkey decisions count only when made on the inbox's page, with a growing counter.
+		PasskeyOrigin:       origin,
+		PasskeyCountersFile: filepath.Join(dir, "passkey-counters.json"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,12 +108,9 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	}
 
 	e := &env{t: t, c: c, sc: sc, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.origin = fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	srv, err := inbox.New(inbox.Config{Temporal: c, TaskQueue: queue, ReviewersPath: e.reviewers, Origin: e.origin})
+	e.origin = origin
+	srv, err := inbox.New(inbox.Config{Temporal: c, TaskQueue: queue, ReviewersPath: e.reviewers, Origin: e.origin,
+		PasskeyCountersPath: filepath.Join(dir, "inbox-passkey-counters.json")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *sess
 		return contract.Decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
 	}
 	now := s.cfg.Now()
-	want, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires}, now)
+	want, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires, Reviewer: sess.principal}, now)
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("inbox: %w", err)
 	}
@@ -102,6 +102,9 @@ func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *sess
 	}
 	if v.Fingerprint != sess.fingerprint {
 		return contract.Decision{}, errors.New("inbox: sign with the passkey you signed in with")
+	}
+	if err := s.counters.Advance(v); err != nil {
+		return contract.Decision{}, err
 	}
 	return client.AssertedDecision(want, in.WebAuthn, in.Statement, v.Principal, in.Reason), nil
 }

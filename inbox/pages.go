@@ -191,7 +191,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 		}
 	}
 	if v.Awaiting {
-		if err := s.statements(ri, v); err != nil {
+		if err := s.statements(ri, v, sess.principal); err != nil {
 			data.Err = err.Error()
 		}
 		if err := checkShown(ri.Status, in, readErr); err != nil {
@@ -279,14 +279,14 @@ func (v *runView) setStartInput(sum guard.Summary, req guard.Request) {
 	}
 }
 
-// statements writes the approve and deny statements the reviewer may sign (client.StatementFor),
-// each with a fresh approval id and an expiry of DecisionTTL.
-func (s *Server) statements(ri *client.RunInfo, v *runView) error {
+// statements writes the approve and deny statements the reviewer, signed in as principal, may
+// sign (client.StatementFor), each with a fresh approval id and an expiry of DecisionTTL.
+func (s *Server) statements(ri *client.RunInfo, v *runView, principal string) error {
 	now := s.cfg.Now()
-	expires := now.Add(s.cfg.DecisionTTL)
+	expires := now.Add(s.cfg.DecisionTTL).UTC().Truncate(time.Second)
 	for _, sv := range []*statementView{&v.Approve, &v.Deny} {
 		sv.Approve = sv == &v.Approve
-		f, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !sv.Approve, Expires: expires}, now)
+		f, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !sv.Approve, Expires: expires, Reviewer: principal}, now)
 		if err != nil {
 			return fmt.Errorf("inbox: %w", err)
 		}

@@ -158,6 +158,9 @@ func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request, sess 
 		return
 	}
 	v, err := approval.VerifyPasskeyLogin(reviewers, &a, ch, s.cfg.Origin, s.cfg.Now())
+	if err == nil {
+		err = s.counters.Advance(v)
+	}
 	if err != nil {
 		s.log.Warn("inbox: sign-in refused", "error", err)
 		writeRefusal(w, http.StatusForbidden, "sign-in refused: "+err.Error())

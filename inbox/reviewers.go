@@ -12,6 +12,8 @@ import (
 // changes. A file that is missing or does not parse lists nobody (fail closed).
 type reviewersFile struct {
 	path string
+	// origin is the inbox's: the one origin passkey assertions are accepted from.
+	origin string
 
 	mu      sync.Mutex
 	modTime time.Time
@@ -34,6 +36,9 @@ func (f *reviewersFile) get() (*approval.Reviewers, error) {
 		return f.current, f.err
 	}
 	f.current, f.err = approval.LoadReviewers(f.path)
+	if f.err == nil {
+		f.current, f.err = f.current.WithPasskeyOrigin(f.origin)
+	}
 	f.loaded, f.modTime, f.size = true, fi.ModTime(), fi.Size()
 	return f.current, f.err
 }

@@ -15,6 +15,7 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/internal/defaults"
@@ -53,6 +54,11 @@ type Config struct {
 	// or "http://localhost:8235". Required. Its host is the WebAuthn relying party id, which
 	// cannot be an IP address: serve 127.0.0.1 as http://localhost:PORT.
 	Origin string
+	// PasskeyCountersPath is the file where the inbox keeps the last signature counter it
+	// accepted from each passkey (approval.Counters), at sign-in and for decisions: an
+	// assertion whose counter did not grow (a replay, a cloned authenticator) is refused.
+	// Optional: empty keeps them in memory, forgotten when the process ends.
+	PasskeyCountersPath string
 	// SessionTTL is how long a session lives at most. Optional: defaults to 12 h.
 	SessionTTL time.Duration
 	// IdleTTL ends a session unused this long. Optional: defaults to 1 h.
@@ -73,6 +79,7 @@ type Server struct {
 	runs      *client.Client
 	sessions  *sessionStore
 	reviewers *reviewersFile
+	counters  *approval.Counters
 	pages     map[string]*template.Template
 	mux       *http.ServeMux
 	log       *slog.Logger
@@ -90,6 +97,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As a browser writes it (no default port), in the Origin header and in a passkey's client
+	// data alike.
+	if origin, err = approval.CanonicalOrigin(origin); err != nil {
+		return nil, fmt.Errorf("inbox: %w", err)
+	}
 	cfg.Origin = origin
 	setDefaults(&cfg)
 	runs, err := client.New(client.Options{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, DataConverter: cfg.DataConverter})
@@ -106,7 +118,8 @@ func New(cfg Config) (*Server, error) {
 		secure:    secure,
 		runs:      runs,
 		sessions:  newSessionStore(cfg.SessionTTL, cfg.IdleTTL, defaultMaxSessions, cfg.Now),
-		reviewers: &reviewersFile{path: cfg.ReviewersPath},
+		reviewers: &reviewersFile{path: cfg.ReviewersPath, origin: origin},
+		counters:  approval.NewCounters(cfg.PasskeyCountersPath),
 		pages:     pages,
 		log:       cfg.Logger,
 	}

@@ -29,12 +29,14 @@ type command struct {
 	workflowID string
 
 	// show, approve, deny, result
-	id          string
-	json        bool
-	envValues   bool
-	inputFiles  bool
-	digest      string
-	reason      string
+	id         string
+	json       bool
+	envValues  bool
+	inputFiles bool
+	digest     string
+	reason     string
+	// reviewer is the principal a reviewer signs as (statement, approve, deny).
+	reviewer    string
 	waitTimeout time.Duration
 
 	// statement, approve, deny
@@ -151,6 +153,8 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
 	var mayBeEmpty []string
+	fs.StringVar(&c.reviewer, "reviewer", os.Getenv(client.EnvReviewer), "the principal you sign as, one your key's line in the reviewers file allows; the statement names it ["+client.EnvReviewer+"]")
+	mayBeEmpty = append(mayBeEmpty, "reviewer")
 	if c.name == "statement" {
 		fs.BoolVar(&c.deny, "deny", false, "the statement of a denial instead of an approval")
 		fs.StringVar(&c.approvalID, "approval-id", "", "the decision's UUID (default: a new one)")

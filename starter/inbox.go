@@ -24,15 +24,16 @@ func inboxMain(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&l.KeyFile, "tls-key", os.Getenv("SANDBOXFLOW_INBOX_TLS_KEY"), "TLS key (PEM)")
 	fs.StringVar(&l.Origin, "origin", os.Getenv("SANDBOXFLOW_INBOX_ORIGIN"), "the URL reviewers open (default http://localhost:PORT on loopback; its host is the passkeys' relying party id)")
 	reviewers := fs.String("reviewers", os.Getenv("SANDBOXFLOW_REVIEWERS"), "the reviewers file (OpenSSH allowed_signers), read again when it changes (required)")
+	counters := fs.String("passkey-counters", os.Getenv("SANDBOXFLOW_INBOX_PASSKEY_COUNTERS"), "where the inbox keeps each passkey's last signature counter, to refuse one that does not grow (default: in memory, forgotten on restart)")
 	sandboxQueue := fs.String("sandbox-task-queue", os.Getenv("SANDBOXFLOW_SANDBOX_TASK_QUEUE"), "the sandbox task queue statements name when a run's status does not (default: --task-queue)")
-	if code, ok := parseServerFlags(fs, args, stderr, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue"); !ok {
+	if code, ok := parseServerFlags(fs, args, stderr, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue", "passkey-counters"); !ok {
 		return code
 	}
 	if *reviewers == "" {
 		fmt.Fprintln(stderr, "starter inbox: --reviewers FILE (or SANDBOXFLOW_REVIEWERS) is required: the same reviewers file the workers use")
 		return cli.ExitUsage
 	}
-	if err := serveInbox(ctx, c, l, *reviewers, *sandboxQueue, stderr); err != nil {
+	if err := serveInbox(ctx, c, l, *reviewers, *sandboxQueue, *counters, stderr); err != nil {
 		fmt.Fprintln(stderr, "starter inbox:", err)
 		return 1
 	}
@@ -40,7 +41,7 @@ func inboxMain(ctx context.Context, args []string, stderr io.Writer) int {
 }
 
 // serveInbox dials Temporal and serves the inbox until ctx ends.
-func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sandboxQueue string, stderr io.Writer) error {
+func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sandboxQueue, counters string, stderr io.Writer) error {
 	origin, err := l.Check()
 	if err != nil {
 		return err
@@ -53,7 +54,7 @@ func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sand
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv, err := inbox.New(inbox.Config{
 		Temporal: tc, DataConverter: opts.DataConverter, TaskQueue: c.taskQueue, SandboxTaskQueue: sandboxQueue,
-		ReviewersPath: reviewers, Origin: origin, Logger: logger,
+		ReviewersPath: reviewers, Origin: origin, Logger: logger, PasskeyCountersPath: counters,
 	})
 	if err != nil {
 		return err

@@ -124,7 +124,7 @@ func TestIntegrationStarterEdges(t *testing.T) {
 	if r.code != 1 || r.errorType(t) != client.TypeWaitTimeout || r.took > 15*time.Second {
 		t.Errorf("result --timeout: exit %d after %s, %s; want 1 and WaitTimeout", r.code, r.took, r.stdout)
 	}
-	if r := starterIn(t, addr, ns, "deny", "cli-run", "--key", bob.KeyFile, "--reason", "no"); r.code != 0 {
+	if r := starterIn(t, addr, ns, "deny", "cli-run", "--key", bob.KeyFile, "--reviewer", "bob", "--reason", "no"); r.code != 0 {
 		t.Fatalf("deny: exit %d %s", r.code, r.stdout)
 	}
 	// 1: the id of a closed run is refused too.

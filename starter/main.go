@@ -34,12 +34,13 @@ commands:
   show ID [--input-files] [--json]
                        everything a reviewer needs: code with line numbers, limits, env names,
                        digest, deadline, env values (sensitive ones as their length), start-up warnings
-  statement ID [--deny] [--approval-id U] [--expires-in D]
-                       print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval)
-  approve ID --digest D --key FILE [--reason R] [--wait]
-  deny ID --key FILE --reason R
+  statement ID --reviewer P [--deny] [--approval-id U] [--expires-in D]
+                       print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval);
+                       it names P, the principal you sign as (--reviewer or SANDBOXFLOW_REVIEWER)
+  approve ID --digest D --key FILE --reviewer P [--reason R] [--wait]
+  deny ID --key FILE --reviewer P --reason R
                        sign the decision with your reviewer key (--key or SANDBOXFLOW_REVIEWER_KEY;
-                       a .pub file signs through ssh-agent) and send it; approve --wait then
+                       a .pub file signs through ssh-agent) as P and send it; approve --wait then
                        prints the result too
   result ID [--timeout D]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run)

@@ -29,7 +29,7 @@ func statementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, 
 			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
 		}
 	}
-	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID}
+	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID, Reviewer: cmd.reviewer}
 	if cmd.expiresIn > 0 {
 		opts.Expires = time.Now().Add(cmd.expiresIn)
 	}
@@ -52,6 +52,9 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 		return err
 	}
 	defer closer.Close()
+	if cmd.reviewer != "" {
+		sc = sc.WithReviewer(cmd.reviewer)
+	}
 	var res any
 	if cmd.name == "approve" {
 		res, err = sc.Approve(ctx, cmd.id, cmd.digest, signer, cmd.reason)

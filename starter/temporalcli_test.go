@@ -104,6 +104,13 @@ func (c *cliTest) sign(name, statement, key string) string {
 	return string(out)
 }
 
+// statement is the README's `starter statement ID --reviewer P`: the bytes the reviewer signs,
+// naming the principal they sign as.
+func (c *cliTest) statement(id string) string {
+	c.t.Helper()
+	return c.starter("statement", id, "--reviewer", c.e.Reviewer.Principal)
+}
+
 // start starts a RunCode run of code from JSON and returns its workflow id.
 func (c *cliTest) start(code string) string {
 	c.t.Helper()
@@ -181,7 +188,7 @@ type cliRunResult struct {
 // returns the result.
 func (c *cliTest) approveAndWait(id string) cliRunResult {
 	c.t.Helper()
-	c.must("workflow", "update", "execute", "--name", "decide", "--workflow-id", id, "--input", c.sign("st-"+id, c.starter("statement", id), c.e.Reviewer.KeyFile))
+	c.must("workflow", "update", "execute", "--name", "decide", "--workflow-id", id, "--input", c.sign("st-"+id, c.statement(id), c.e.Reviewer.KeyFile))
 	out := c.must("workflow", "result", "--workflow-id", id, "--output", "json")
 	var res cliRunResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
@@ -204,9 +211,31 @@ func TestIntegrationTemporalCLIAndOpenSSH(t *testing.T) {
 		t.Fatalf("status %+v; want awaiting_approval with a digest", st)
 	}
 	c.listed(id, `SandboxStatus = "awaiting_approval"`)
-	statement := c.starter("statement", id)
+	statement := c.statement(id)
+	if !strings.Contains(statement, "\nreviewer: "+e.Reviewer.Principal+"\n") {
+		t.Fatalf("statement %q; want it to name the reviewer %s", statement, e.Reviewer.Principal)
+	}
 	// The same code in another run: the same digest, another run id.
-	otherStatement := c.starter("statement", c.start("print(6*7)"))
+	otherStatement := c.statement(c.start("print(6*7)"))
+	// The genuine decision, as relayed by someone who names another principal in it, or edits
+	// the principal in the statement too.
+	relay := func(edit func(map[string]any)) string {
+		var d map[string]any
+		if err := json.Unmarshal([]byte(c.sign("relayed", statement, e.Reviewer.KeyFile)), &d); err != nil {
+			t.Fatal(err)
+		}
+		edit(d)
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	renamed := relay(func(d map[string]any) { d["reviewer"] = "mallory" })
+	restated := relay(func(d map[string]any) {
+		d["reviewer"] = "mallory"
+		d["statement"] = strings.Replace(d["statement"].(string), "reviewer: "+e.Reviewer.Principal+"\n", "reviewer: mallory\n", 1)
+	})
 
 	stranger := reviewertest.New(t, e.Reviewer.Principal)
 	for _, attack := range []struct {
@@ -214,6 +243,8 @@ func TestIntegrationTemporalCLIAndOpenSSH(t *testing.T) {
 	}{
 		{"a key that is not in the reviewers file", c.sign("stranger", statement, stranger.KeyFile), "unknown_key"},
 		{"another run's statement", c.sign("other", otherStatement, e.Reviewer.KeyFile), "statement_mismatch"},
+		{"the decision relayed with another reviewer", renamed, "statement_mismatch"},
+		{"the decision relayed with the statement's reviewer edited", restated, "bad_signature"},
 	} {
 		out, err := c.temporal("workflow", "update", "execute", "--name", "decide", "--workflow-id", id, "--input", attack.decision)
 		if err == nil || !strings.Contains(out, attack.reason) {

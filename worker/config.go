@@ -30,10 +30,12 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.Role, "role", service.RoleAll, "what this process runs: all, workflows or sandboxes")
 	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", 2, "how many sandboxes this worker runs at once")
 	fs.StringVar(&c.Reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
+	fs.StringVar(&c.PasskeyOrigin, "passkey-origin", "", "the reviewers' inbox origin, scheme://host[:port]: passkey decisions are accepted only when made on it (default with --dev: its inbox's http://localhost:PORT; otherwise none, and passkey decisions are refused) [SANDBOXFLOW_PASSKEY_ORIGIN]")
+	fs.StringVar(&c.PasskeyCounters, "passkey-counters", "", "where a sandbox host keeps each passkey's last signature counter, to refuse one that does not grow (default DATA_DIR/passkey-counters.json) [SANDBOXFLOW_PASSKEY_COUNTERS]")
 	fs.DurationVar(&c.ScheduleToStartTimeout, "schedule-to-start-timeout", activities.DefaultScheduleToStartTimeout, "how long an approved run waits for a sandbox worker; past it the run ends with the approval unused")
 
 	fs.BoolVar(&c.Dev, "dev", false, "start an embedded Temporal server (SQLite in --data-dir) and its Web UI, then run the worker against it")
-	fs.StringVar(&c.DataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database")
+	fs.StringVar(&c.DataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database, and a worker its passkey counters")
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "--dev: the Web UI's port on 127.0.0.1 (negative: no UI)")
 	fs.StringVar(&c.KeyFile, "key-file", "", "payload encryption keys, one ID:BASE64 a line, the first current [SANDBOXFLOW_KEY_FILE]")
 	fs.StringVar(&c.CodecToken, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed) [SANDBOXFLOW_CODEC_TOKEN]")

@@ -36,6 +36,7 @@ func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.V
 	}
 	info := workflow.GetInfo(ctx)
 	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, r.checked.Digest, r.sandboxQueue)
+	want.Version = r.statementVersion
 	// Verify is a pure function of its arguments (no clock, randomness or I/O); workflowcheck
 	// flags it only for the reflection inside crypto/ecdsa's ASN.1 parsing.
 	v, err := approval.Verify(r.reviewers, want, d.Proof(), workflow.Now(ctx)) //workflowcheck:ignore

@@ -150,9 +150,12 @@ func ExampleDecision() {
 		fmt.Println(st.State, st.Request.Code)
 
 		// ... and signs a decision on exactly this run.
+		// The statement version the status names (2 signs the reviewer's principal).
 		d := contract.Decision{ApprovalID: "8a6e0804-2bd0-4672-b79d-d97027f9071a", Digest: st.Request.Digest, Approve: false,
-			Expires: env.Now().Add(time.Hour).UTC().Truncate(time.Second), Reason: "not today"}
-		stmt, err := d.Fields(st.WorkflowID, st.RunID, st.Request.Digest, st.SandboxTaskQueue).Statement()
+			Reviewer: "alice", Expires: env.Now().Add(time.Hour).UTC().Truncate(time.Second), Reason: "not today"}
+		f := d.Fields(st.WorkflowID, st.RunID, st.Request.Digest, st.SandboxTaskQueue)
+		f.Version = st.StatementVersion
+		stmt, err := f.Statement()
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -422,7 +422,7 @@ print("hello from python")
 	d := it.signed(id, true)
 	approvalID := d.ApprovalID
 	it.signal(id, map[string]any{"approval_id": approvalID, "digest": dg, "approve": true, "reason": "",
-		"expires": d.Expires.Format(time.RFC3339), "signature": d.Signature})
+		"expires": d.Expires.Format(time.RFC3339), "reviewer": d.Reviewer, "signature": d.Signature})
 
 	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusRunning, contract.AttrReviewer: "alice", contract.AttrDigest: dg})
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {

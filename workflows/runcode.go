@@ -30,6 +30,8 @@ type runCode struct {
 	// reviewers are the keys the check recorded; sandboxQueue is where the code would run.
 	reviewers    *approval.Reviewers
 	sandboxQueue string
+	// statementVersion is the statement version the check recorded (1 when it recorded none).
+	statementVersion int
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
@@ -130,6 +132,11 @@ func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contra
 	r.reviewers = check.Reviewers
 	r.sandboxQueue = sandboxQueue(in, check.Run, workflowQueue)
 	r.status.SandboxTaskQueue = r.sandboxQueue
+	// Recorded at check time: a history from before version 2 replays with version 1.
+	r.statementVersion = max(check.StatementVersion, approval.StatementVersion1)
+	if check.StatementVersion != 0 {
+		r.status.StatementVersion = check.StatementVersion
+	}
 	r.status.Request = r.checked.Summary()
 	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
 	if err := r.setState(ctx, contract.StatusAwaitingApproval,

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
@@ -328,6 +331,7 @@ func signedFor(d contract.Decision, digest, queue string) contract.Decision {
 		digest = d.Digest
 	}
 	f := d.Fields(testWorkflowID, testRunID, digest, queue)
+	f.Version = approval.StatementVersion // the reviewer d names is signed
 	f.Expires = time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 	sd, err := testReviewer().Sign(f)
 	if err != nil {
@@ -583,7 +587,8 @@ func TestUpdateValidatorRefusesBadDecisions(t *testing.T) {
 		{"approval without digest", decision(id1, "", true), "digest is missing"},
 		{"deny with wrong digest", decision(id1, "sha256:abc", false), "wrong digest"},
 		{"unsigned", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true}, "unsigned"},
-		{"blank reviewer", signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "  "}, dg), "principal_mismatch"},
+		{"blank reviewer", relayedAs(decision(id1, dg, true), "  "), "statement_mismatch"},
+		{"reviewer changed after signing", relayedAs(decision(id1, dg, true), "bob"), "statement_mismatch"},
 		{"reviewer the key may not sign for", signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "mallory"}, dg), "principal_mismatch"},
 		{"control character in reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: "al\nice"}, "control characters"},
 		{"long reviewer", contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: strings.Repeat("a", contract.MaxReviewerBytes+1)}, "reviewer is"},
@@ -1067,4 +1072,73 @@ func TestNoSandboxWorkerEndsWithTheApprovalUnused(t *testing.T) {
 	}
 	h.wantRuns(0)
 	h.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
+}
+
+// The workflow accepts a passkey decision only when made on the inbox origin its check recorded
+// with the reviewer keys: one made on another port of the inbox's host, or on plain http beside
+// the https inbox, is refused by the update's validator; one made on the inbox's page runs, and
+// the sandbox host, checking its own counters file, lets it.
+func TestPasskeyDecisionOnlyFromTheInboxOrigin(t *testing.T) {
+	const origin = "https://inbox.example.com"
+	alice := reviewertest.NewPasskey(t, "alice", "inbox.example.com")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(file, []byte(alice.AllowedLine(t)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, okBackend(), activities.Config{ReviewersFile: file, PasskeyOrigin: origin, PasskeyCountersFile: filepath.Join(dir, "counters.json")})
+	req := pyRequest()
+	dg := h.digest(req)
+	made := func(id, page string) contract.Decision {
+		f := reviewertest.Fields(testWorkflowID, testRunID, dg, testTaskQueue, true)
+		f.ApprovalID = id
+		return alice.Decision(t, f, page, 9)
+	}
+	var otherPort, plainHTTP, good func() updateOutcome
+	h.at(time.Minute, func() {
+		otherPort = h.update(made(id1, "https://inbox.example.com:8443"))
+		plainHTTP = h.update(made(id1, "http://inbox.example.com"))
+	})
+	h.at(2*time.Minute, func() { good = h.update(made(id2, origin)) })
+	h.run(req)
+	for name, o := range map[string]func() updateOutcome{"another port": otherPort, "plain http": plainHTTP} {
+		if out := o(); out.accepted || out.rejected == nil || !strings.Contains(out.rejected.Error(), string(approval.ReasonWrongOrigin)) {
+			t.Errorf("%s: accepted=%t rejected=%v; want refused (%s)", name, out.accepted, out.rejected, approval.ReasonWrongOrigin)
+		}
+	}
+	if out := good(); !out.accepted {
+		t.Errorf("decision made on the inbox's page: rejected %v; want accepted", out.rejected)
+	}
+	if res, err := h.result(); err != nil || !res.OK {
+		t.Fatalf("result = %+v, %v; want ok", res, err)
+	}
+	h.wantRuns(1)
+}
+
+// relayedAs is d with its reviewer changed after signing, as whoever relays it could.
+func relayedAs(d contract.Decision, reviewer string) contract.Decision {
+	d.Reviewer = reviewer
+	return d
+}
+
+// The reviewers file's key may sign for alice, bob and carol: each is recorded as the one the
+// statement signed, also when the decision itself names nobody (version 1 recorded the key's
+// first principal, alice, then).
+func TestTheSignedPrincipalIsTheReviewer(t *testing.T) {
+	for _, as := range []string{"bob", "carol"} {
+		h := newHarness(t, okBackend(), activities.Config{})
+		req := pyRequest()
+		dg := h.digest(req)
+		d := signed(contract.Decision{ApprovalID: id1, Digest: dg, Approve: true, Reviewer: as}, dg)
+		d.Reviewer = "" // the statement alone names the reviewer
+		h.at(time.Minute, func() { h.signal(d) })
+		h.run(req)
+		res, err := h.result()
+		if err != nil || res.Reviewer != as {
+			t.Errorf("signed as %s: result %+v, %v; want the run approved by %s", as, res, err, as)
+		}
+		if st := h.status(); st.Decision == nil || st.Decision.Reviewer != as || st.StatementVersion != approval.StatementVersion2 {
+			t.Errorf("signed as %s: status %+v; want the decision by %s, statement version 2", as, st, as)
+		}
+	}
 }

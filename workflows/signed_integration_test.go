@@ -94,11 +94,12 @@ func TestIntegrationUnverifiedDecisionsRunNothing(t *testing.T) {
 		{"expired", signedBy(it.alice, change(func(f *approval.Fields) { f.Expires = time.Now().Add(-time.Minute).UTC().Truncate(time.Second) })), "expired"},
 		{"deny signed, sent as approve", asApproval(signedBy(it.alice, change(func(f *approval.Fields) { f.Approve = false }))), "bad_signature"},
 		{"statement of another run", signedBy(it.alice, change(func(f *approval.Fields) { f.RunID = uuid.NewString() })), "run_id"},
-		{"reviewer named other than the key's", func() contract.Decision {
+		{"reviewer named other than the one signed", func() contract.Decision {
 			d := signedBy(it.alice, change(func(*approval.Fields) {}))
 			d.Reviewer = "carol"
 			return d
-		}(), "principal_mismatch"},
+		}(), "statement_mismatch"},
+		{"signed as a principal the key's line does not allow", signedBy(it.alice, change(func(f *approval.Fields) { f.Reviewer = "carol" })), "principal_mismatch"},
 	}
 	for _, tc := range cases {
 		_, err := it.decide(id, tc.d)
@@ -395,7 +396,7 @@ func TestIntegrationSSHKeygenSignatureByRawJSON(t *testing.T) {
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
 
-	sc, err := sfclient.New(sfclient.Options{Temporal: it.c, TaskQueue: it.queue})
+	sc, err := sfclient.New(sfclient.Options{Temporal: it.c, TaskQueue: it.queue, Reviewer: it.alice.Principal})
 	if err != nil {
 		t.Fatal(err)
 	}

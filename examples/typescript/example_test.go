@@ -126,12 +126,13 @@ func TestIntegrationTypeScriptExample(t *testing.T) {
 	if started.State != "awaiting_approval" || started.Timeout != "20s" {
 		t.Errorf("started %+v; want awaiting_approval with the timeout \"20s\"", started)
 	}
-	next("sandboxflow-approval-statement v1")
+	next("sandboxflow-approval-statement v2")
 	for _, field := range []string{"workflow_id: " + started.WorkflowID, "run_id: " + started.RunID, "digest: " + started.Digest, "decision: approve"} {
 		if line := next(strings.SplitN(field, " ", 2)[0]); line != field {
 			t.Errorf("statement line %q; want %q", line, field)
 		}
 	}
+	next("reviewer: ")
 	next("expires: ")
 	agenttest.Decide(t, e, started.WorkflowID, true)
 

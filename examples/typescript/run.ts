@@ -12,6 +12,7 @@ interface Status {
   request: { digest: string; limits: { timeout: string } };
   approval_deadline?: string;
   sandbox_task_queue?: string;
+  statement_version?: number;
 }
 
 // Result is what the workflow returns (docs/schema/result.schema.json), in part.
@@ -31,18 +32,23 @@ const address = process.env.TEMPORAL_ADDRESS ?? "127.0.0.1:7233";
 const namespace = process.env.TEMPORAL_NAMESPACE ?? "default";
 const taskQueue = process.env.SANDBOXFLOW_TASK_QUEUE ?? "sandboxflow";
 
+// reviewer is the principal the reviewer signs as (one their key's reviewers-file line allows).
+const reviewer = process.env.SANDBOXFLOW_REVIEWER ?? process.env.USER ?? "reviewer";
+
 // statement is approval.Fields.Statement(): the bytes a reviewer signs with ssh-keygen -Y sign
-// -n sandboxflow-approval. The approval id and the expiry are the reviewer's choice.
-function statement(workflowId: string, runId: string, digest: string, sandboxTaskQueue: string): string {
+// -n sandboxflow-approval. The approval id and the expiry are the reviewer's choice. Version 2
+// (status statement_version 2) names the reviewer; version 1, of runs checked before it, does not.
+function statement(workflowId: string, runId: string, digest: string, sandboxTaskQueue: string, version: number): string {
   const expires = new Date(Date.now() + 10 * 60 * 1000).toISOString().replace(/\.\d+Z$/, "Z");
   return [
-    "sandboxflow-approval-statement v1",
+    `sandboxflow-approval-statement v${version}`,
     `workflow_id: ${workflowId}`,
     `run_id: ${runId}`,
     `digest: ${digest}`,
     "decision: approve",
     `approval_id: ${randomUUID()}`,
     `sandbox_task_queue: ${sandboxTaskQueue}`,
+    ...(version >= 2 ? [`reviewer: ${reviewer}`] : []),
     `expires: ${expires}`,
     "",
   ].join("\n");
@@ -80,8 +86,8 @@ async function main(): Promise<number> {
   const runId = handle.firstExecutionRunId;
   console.log("STARTED " + JSON.stringify({ workflow_id: workflowId, run_id: runId, state: st.state, digest: st.request.digest, timeout: st.request.limits.timeout }));
   if (st.state === "awaiting_approval") {
-    console.log("A reviewer signs this statement (or runs `starter statement " + workflowId + "`):");
-    process.stdout.write(statement(workflowId, runId, st.request.digest, st.sandbox_task_queue ?? taskQueue));
+    console.log("A reviewer signs this statement (or runs `starter statement " + workflowId + " --reviewer " + reviewer + "`):");
+    process.stdout.write(statement(workflowId, runId, st.request.digest, st.sandbox_task_queue ?? taskQueue, st.statement_version ?? 1));
   }
   try {
     const res = await handle.result() as Result;

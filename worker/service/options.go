@@ -39,6 +39,13 @@ type Options struct {
 	// its keys run code. Required, except with Dev: then a development key is made once in
 	// DataDir/reviewer and used.
 	Reviewers string
+	// PasskeyOrigin is the reviewers' inbox origin (scheme://host[:port]): passkey decisions are
+	// accepted only when made on it. Optional: empty refuses passkey decisions, except with Dev
+	// and its inbox, whose origin (http://localhost:InboxPort) is then used.
+	PasskeyOrigin string
+	// PasskeyCounters is where a sandbox host keeps the last signature counter it accepted per
+	// passkey. Optional: defaults to DataDir/passkey-counters.json.
+	PasskeyCounters string
 	// ScheduleToStartTimeout is how long an approved run waits for a sandbox worker; past it the
 	// run ends with the approval unused. Optional: defaults to 10 minutes.
 	ScheduleToStartTimeout time.Duration

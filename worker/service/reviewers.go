@@ -28,7 +28,7 @@ func ReviewersFile(cfg *Options, logger *slog.Logger) (string, error) {
 		if keys.Created {
 			verb = "created"
 		}
-		logger.Warn("--dev: "+verb+" a development reviewer key; sign decisions with it (starter approve --key "+keys.PrivateKey+")",
+		logger.Warn("--dev: "+verb+" a development reviewer key; sign decisions with it (starter approve --key "+keys.PrivateKey+" --reviewer "+keys.Principal+")",
 			"private_key", keys.PrivateKey, "public_key", keys.PublicKey, "allowed_signers", keys.AllowedSigners, "principal", keys.Principal)
 		path = keys.AllowedSigners
 	}

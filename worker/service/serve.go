@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 
 	tclient "go.temporal.io/sdk/client"
@@ -104,6 +105,8 @@ func (w *Worker) Serve(ctx context.Context) error {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		ReviewersFile:    reviewers,
 
+		PasskeyOrigin:          passkeyOrigin(cfg),
+		PasskeyCountersFile:    passkeyCounters(cfg),
 		ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
 	})
 	if err != nil {
@@ -256,4 +259,20 @@ func startCodecServer(ctx context.Context, cfg *Options, ring *codec.KeyRing, po
 	logger.Info("codec server on " + endpoint + " (bearer token required): the temporal CLI takes --codec-endpoint " + endpoint +
 		" --codec-auth \"Bearer $TOKEN\"; in a browser open " + endpoint + "/login once, enter the token, then reload the Web UI")
 	return endpoint, nil
+}
+
+// passkeyOrigin is where passkey decisions must be made: --passkey-origin, or the --dev inbox.
+func passkeyOrigin(cfg *Options) string {
+	if cfg.PasskeyOrigin == "" && cfg.Dev && cfg.InboxPort >= 0 {
+		return "http://localhost:" + strconv.Itoa(cfg.InboxPort)
+	}
+	return cfg.PasskeyOrigin
+}
+
+// passkeyCounters is the sandbox host's passkey counters file.
+func passkeyCounters(cfg *Options) string {
+	if cfg.PasskeyCounters != "" {
+		return cfg.PasskeyCounters
+	}
+	return filepath.Join(cfg.DataDir, "passkey-counters.json")
 }

@@ -133,7 +133,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue})
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Reviewer: reviewer.Principal})
 	if err != nil {
 		t.Fatal(err)
 	}

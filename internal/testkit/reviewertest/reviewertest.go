@@ -100,6 +100,7 @@ func WriteAllowedSigners(t testing.TB, dir string, reviewers ...*Reviewer) strin
 // Fields returns a statement for the run with a fresh approval id, expiring in an hour.
 func Fields(workflowID, runID, digest, sandboxTaskQueue string, approve bool) approval.Fields {
 	return approval.Fields{
+		Version:    approval.StatementVersion,
 		WorkflowID: workflowID, RunID: runID, Digest: digest, Approve: approve,
 		ApprovalID: uuid.NewString(), SandboxTaskQueue: sandboxTaskQueue,
 		Expires: time.Now().Add(time.Hour).UTC().Truncate(time.Second),
@@ -116,8 +117,12 @@ func (r *Reviewer) Decision(t testing.TB, f approval.Fields) contract.Decision {
 	return d
 }
 
-// Sign is Decision without a testing.TB.
+// Sign is Decision without a testing.TB. A version 2 statement without a reviewer is signed
+// as the reviewer's first principal; the decision names the principal signed.
 func (r *Reviewer) Sign(f approval.Fields) (contract.Decision, error) {
+	if f.Version == approval.StatementVersion2 && f.Reviewer == "" {
+		f.Reviewer, _, _ = strings.Cut(r.Principal, ",")
+	}
 	stmt, err := f.Statement()
 	if err != nil {
 		return contract.Decision{}, err
@@ -126,10 +131,14 @@ func (r *Reviewer) Sign(f approval.Fields) (contract.Decision, error) {
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	return contract.Decision{
+	d := contract.Decision{
 		ApprovalID: f.ApprovalID, Digest: f.Digest, Approve: f.Approve,
 		Expires: f.Expires, Signature: sig, Statement: string(stmt),
-	}, nil
+	}
+	if f.Version == approval.StatementVersion2 {
+		d.Reviewer = f.Reviewer
+	}
+	return d, nil
 }
 
 // skSigner signs as a FIDO security key does (OpenSSH PROTOCOL.u2f): over
