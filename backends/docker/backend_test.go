@@ -281,6 +281,13 @@ func TestRunResultMapping(t *testing.T) {
 				t.Errorf("got limit %q exit %d; want memory, 137", res.Outcome, res.ExitCode)
 			}
 		}},
+		{"runsc sandbox killed (137) without a result, the daemon unaware", func(f *fakeEngine) {
+			f.exitCode = 137
+		}, RuntimeRunsc, func(t *testing.T, res guard.Result) {
+			if res.Outcome != guard.OutcomeMemoryLimit || res.OK || res.ExitCode != 137 || !bytes.Contains(res.Stderr, []byte("memory limit")) {
+				t.Errorf("got limit %q ok=%t exit %d stderr %q; want memory, false, 137, a note", res.Outcome, res.OK, res.ExitCode, res.Stderr)
+			}
+		}},
 		{"runsc sandbox exits 2 without a result", func(f *fakeEngine) {
 			f.exitCode = 2
 		}, RuntimeRunsc, func(t *testing.T, res guard.Result) {

@@ -313,6 +313,11 @@ func (b *Backend) limitKill(m measured) guard.Outcome {
 	case m.exit == nil && IsGVisor(b.cfg.Runtime) && m.containerExit == 2:
 		// gVisor's sandbox exits with 2 and no message when its own threads hit the pids limit.
 		return guard.OutcomePidsLimit
+	case m.exit == nil && IsGVisor(b.cfg.Runtime) && m.containerExit == 137 && m.deadline == streamEnded:
+		// The host's memory limit kills gVisor's whole sandbox (its supervisor too, so no
+		// report), and the daemon need not see it as an OOM kill (Debian's runsc on cgroup v1
+		// under load): nothing in the sandbox can SIGKILL its own PID 1, and the worker did not.
+		return guard.OutcomeMemoryLimit
 	}
 	return 0
 }
