@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,4 +174,43 @@ func TestSameUserWarning(t *testing.T) {
 	if _, err := New(Config{AllowUnsafeLocal: true, UID: -1}); !errors.As(err, &ce) {
 		t.Errorf("UID -1: got %v; want a ConfigError", err)
 	}
+}
+
+// TestRefusedAttacksAreReal runs the attacks only the guard can stop (startuptest.RefusedCases:
+// a program the shown code starts on purpose runs a hidden file): past the guard the hook runs
+// (its marker is written outside the run's folder), so the attack is real; the guard refuses the
+// request with a ToolUsageError naming the env name or input file, before approval.
+func TestRefusedAttacksAreReal(t *testing.T) {
+	b, tmp := newBackend(t)
+	for i := range startuptest.RefusedCases("") {
+		marks := markerDir(t) // one for each case, so each counts only its own hook
+		tc := startuptest.RefusedCases(marks)[i]
+		t.Run(tc.Name, func(t *testing.T) {
+			req := guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files, Env: tc.Env}
+			_, err := guard.Policy{Languages: []string{guard.Python, guard.Shell}}.Check(req, Name)
+			var te *guard.ToolUsageError
+			if !errors.As(err, &te) || !strings.Contains(err.Error(), tc.Naming) {
+				t.Errorf("Check: got %v; want a ToolUsageError naming %s", err, tc.Naming)
+			}
+			c := check(t, guard.Request{Code: tc.Code, Language: tc.Language})
+			c.Files, c.Env = startuptest.PastTheGuard(tc.Files, tc.Env)
+			res, err := b.Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			entries, err := os.ReadDir(marks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			if ran := startuptest.Markers(names); !slices.Equal(ran, []string{tc.Hook}) {
+				t.Errorf("past the guard: hooks %q ran (exit %d stdout %q stderr %q); want %s: the attack is not what the test says",
+					ran, res.ExitCode, res.Stdout, res.Stderr, tc.Hook)
+			}
+		})
+	}
+	assertEmpty(t, tmp)
 }
