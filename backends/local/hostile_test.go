@@ -3,7 +3,9 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/startuptest"
 )
 
@@ -211,6 +214,54 @@ func TestRefusedAttacksAreReal(t *testing.T) {
 					ran, res.ExitCode, res.Stdout, res.Stderr, tc.Hook)
 			}
 		})
+	}
+	assertEmpty(t, tmp)
+}
+
+// TestNativeLoaderEnvRefused: OPENSSL_CONF naming an input openssl.cnf whose provider module is
+// an input evil.bin (OPENSSL_MODULES=.) runs that file's constructor when the shown code imports
+// hashlib; the Docker backend refused these names and its /work is noexec, but the local backend
+// ran it (the attack past the guard shows it still would). The guard refuses the names for every
+// backend, before approval.
+func TestNativeLoaderEnvRefused(t *testing.T) {
+	need.Need(t, need.CC)
+	b, tmp := newBackend(t)
+	marks := markerDir(t)
+	src := filepath.Join(t.TempDir(), "evil.c")
+	lib := filepath.Join(filepath.Dir(src), "evil.bin")
+	c := fmt.Sprintf("#include <stdio.h>\n__attribute__((constructor)) static void hook(void) { FILE *f = fopen(%q, \"w\"); if (f) { fputs(\"ran\", f); fclose(f); } }\n",
+		filepath.Join(marks, startuptest.MarkerPrefix+"openssl-provider"))
+	if err := os.WriteFile(src, []byte(c), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v: %s", err, out)
+	}
+	evil, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"openssl.cnf": []byte("openssl_conf = openssl_init\n[openssl_init]\nproviders = provider_sect\n[provider_sect]\nevil = evil_sect\n[evil_sect]\nmodule = evil.bin\nactivate = 1\n"),
+		"evil.bin":    evil,
+	}
+	env := map[string]string{"OPENSSL_CONF": "openssl.cnf", "OPENSSL_MODULES": "."}
+	code := "import hashlib\nprint(hashlib.sha256(b'').hexdigest()[:8])\n"
+
+	_, err = guard.Policy{}.Check(guard.Request{Code: code, Files: files, Env: env}, Name)
+	var te *guard.ToolUsageError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "OPENSSL_CONF") {
+		t.Errorf("Check: got %v; want a ToolUsageError naming OPENSSL_CONF", err)
+	}
+	past := check(t, guard.Request{Code: code})
+	past.Files, past.Env = startuptest.PastTheGuard(files, env)
+	res, err := b.Run(context.Background(), past)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(marks, startuptest.MarkerPrefix+"openssl-provider")); err != nil {
+		t.Errorf("past the guard the provider's constructor did not run (%v; exit %d stdout %q stderr %q): the attack is not what the test says",
+			err, res.ExitCode, res.Stdout, res.Stderr)
 	}
 	assertEmpty(t, tmp)
 }
