@@ -265,3 +265,71 @@ func TestNativeLoaderEnvRefused(t *testing.T) {
 	}
 	assertEmpty(t, tmp)
 }
+
+// TestRefusesWorkerFilesInReach: a payload key file the operator left readable by others (0644,
+// as `openssl rand -base64 32 > keys` under the usual umask makes it) is read by code a root
+// worker runs as uid 65534, which with the Temporal server on the host's network could read every
+// run's code, input and output; a reviewers file in a folder others may write could be replaced.
+// New now refuses both, naming the file, and accepts them once out of reach.
+func TestRefusesWorkerFilesInReach(t *testing.T) {
+	need.Need(t, need.Root)
+	b, tmp := newBackend(t)
+	dir := enterableTempDir(t)
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: "print(len(open(" + pyString(keys) + ").read()))"}))
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "48" {
+		t.Fatalf("the attack: got %v stdout %q stderr %q; want the code to read the 48-byte key file", err, res.Stdout, res.Stderr)
+	}
+	cfg := Config{AllowUnsafeLocal: true, TempDir: tmp, UID: DefaultUID, Unreadable: []string{keys}}
+	_, err = New(cfg)
+	var ce *guard.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), keys) {
+		t.Errorf("New with a key file others may read: got %v; want a ConfigError naming it", err)
+	}
+	if err := os.Chmod(keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with the key file 0600: %v", err)
+	}
+
+	reviewers := filepath.Join(dir, "shared", "allowed_signers")
+	if err := os.Mkdir(filepath.Dir(reviewers), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(reviewers, []byte("dev ssh-ed25519 AAAA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg = Config{AllowUnsafeLocal: true, TempDir: tmp, UID: DefaultUID, Unchangeable: []string{reviewers}}
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with the reviewers file 0644 in a folder of 0755: %v", err)
+	}
+	for _, loosen := range []struct {
+		path string
+		mode os.FileMode
+	}{{filepath.Dir(reviewers), 0o777}, {reviewers, 0o666}} {
+		if err := os.Chmod(loosen.path, loosen.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(cfg)
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), loosen.path) {
+			t.Errorf("New with %s of mode %v: got %v; want a ConfigError naming it", loosen.path, loosen.mode, err)
+		}
+		if err := os.Chmod(filepath.Dir(reviewers), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sticky folder others may write (as /tmp) cannot have root's file replaced.
+	if err := os.Chmod(reviewers, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(reviewers), 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with the reviewers file in a sticky folder: %v", err)
+	}
+}
