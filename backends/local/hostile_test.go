@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -331,5 +332,40 @@ func TestRefusesWorkerFilesInReach(t *testing.T) {
 	}
 	if _, err := New(cfg); err != nil {
 		t.Errorf("New with the reviewers file in a sticky folder: %v", err)
+	}
+}
+
+// TestCodeReadsOtherProcessesCommandLines: code a root worker runs as uid 65534 reads the
+// command line of every process on the host (/proc/PID/cmdline is readable by any uid), a worker
+// started with --codec-token TOKEN included (the codec server on the host's loopback decrypts any
+// payload for that token), but not their environment (/proc/PID/environ is the owner's): so the
+// worker refuses --codec-token on its command line with --backend local, and takes it from
+// SANDBOXFLOW_CODEC_TOKEN (see worker's TestConfigRefusesCodecTokenFlagWithLocal).
+func TestCodeReadsOtherProcessesCommandLines(t *testing.T) {
+	need.Need(t, need.Root)
+	b, _ := newBackend(t)
+	const token = "cmdline-token-5c2e9a0b7d"
+	worker := exec.Command("/bin/sh", "-c", "sleep 60; :", "worker", "--codec-token", token)
+	worker.Env = []string{"SANDBOXFLOW_CODEC_TOKEN=env-token-8f1d3c"}
+	worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-worker.Process.Pid, syscall.SIGKILL); _ = worker.Wait() })
+	code := fmt.Sprintf(`pid = %d
+cmd = open("/proc/%%d/cmdline" %% pid, "rb").read().split(b"\0")
+print("cmdline=" + cmd[cmd.index(b"--codec-token") + 1].decode())
+try:
+    open("/proc/%%d/environ" %% pid, "rb").read()
+    print("environ=read")
+except OSError as e:
+    print("environ=no:%%d" %% e.errno)
+`, worker.Process.Pid)
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: code}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "cmdline=" + token + "\nenviron=no:13\n"; string(res.Stdout) != want {
+		t.Errorf("got stdout %q stderr %q; want %q", res.Stdout, res.Stderr, want)
 	}
 }
