@@ -128,8 +128,10 @@ func TestCheckEnvName(t *testing.T) {
 }
 
 // Env names that make a program the code starts load code from a file they name, or run a
-// command, are refused by default (each was tried in the Docker sandbox, see startuptest's
-// RefusedCases for the ones a test runs), in any case; names of data files stay allowed.
+// command, are refused by default, in any case; names of data files stay allowed. PERL5OPT
+// (startuptest's RefusedCases), CDPATH, PS1 under sh -i and BROWSER were tried in the Docker
+// sandbox, OPENSSL_CONF with OPENSSL_MODULES under the local backend (TestNativeLoaderEnvRefused);
+// the others are the same mechanisms of programs the test image lacks (ruby, node, Tcl).
 func TestCheckEnvNameRefusesLoaders(t *testing.T) {
 	p := Policy{}
 	for _, name := range []string{
