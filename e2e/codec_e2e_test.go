@@ -88,9 +88,10 @@ func TestEncryptedHistoryAndKeyRotation(t *testing.T) {
 	const token = "test-token-0123456789abcdef"
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_TASK_QUEUE=enc",
 		"SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+	// The token travels in the worker's environment: on its command line the code could read it.
 	args := []string{"--data-dir", data, "--ui-port", strconv.Itoa(uiPort), "--backend", "local", "--allow-unsafe-local",
-		"--codec-port", strconv.Itoa(codecPort), "--codec-token", token}
-	w := startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_KEY_FILE="+ringA), args...)
+		"--codec-port", strconv.Itoa(codecPort)}
+	w := startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_KEY_FILE="+ringA, "SANDBOXFLOW_CODEC_TOKEN="+token), args...)
 	sA := starterCLI{t: t, bin: starterBin, env: append(env, "SANDBOXFLOW_KEY_FILE="+ringA)}
 
 	const secretCode = "SECRET_CODE_MARKER_7f3a"
@@ -158,7 +159,7 @@ func TestEncryptedHistoryAndKeyRotation(t *testing.T) {
 	var waiting startedJSON
 	sA.mustJSON(&waiting, "run", "--code", "print('rotated')")
 	w.stop(t)
-	startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_KEY_FILE="+ringBA), args...)
+	startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_KEY_FILE="+ringBA, "SANDBOXFLOW_CODEC_TOKEN="+token), args...)
 	sBA := starterCLI{t: t, bin: starterBin, env: append(env, "SANDBOXFLOW_KEY_FILE="+ringBA)}
 	sBA.mustJSON(&struct{}{}, "approve", waiting.WorkflowID, "--digest", waiting.Digest)
 	sBA.mustJSON(&res, "result", waiting.WorkflowID)

@@ -28,8 +28,9 @@ func TestBrowserWebUIDecodesThroughTheCodecServer(t *testing.T) {
 	const token = "ui-test-token-0123456789abcdef"
 	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_TASK_QUEUE=ui", "SANDBOXFLOW_KEY_FILE=" + keys,
 		"SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
-	startDevWorker(t, workerBin, env, "--data-dir", data, "--ui-port", strconv.Itoa(uiPort), "--backend", "local",
-		"--allow-unsafe-local", "--codec-port", strconv.Itoa(codecPort), "--codec-token", token)
+	// The token travels in the worker's environment: on its command line the code could read it.
+	startDevWorker(t, workerBin, append(env, "SANDBOXFLOW_CODEC_TOKEN="+token), "--data-dir", data, "--ui-port", strconv.Itoa(uiPort),
+		"--backend", "local", "--allow-unsafe-local", "--codec-port", strconv.Itoa(codecPort))
 	s := starterCLI{t: t, bin: starterBin, env: env}
 
 	const secret = "UI_CODEC_SECRET_4b1d"

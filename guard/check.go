@@ -145,7 +145,7 @@ func (p Policy) checkInputFiles(files []InputFile) error {
 	if err := CheckFileNames(names); err != nil {
 		return &ToolUsageError{Msg: "input " + err.Error()}
 	}
-	return nil
+	return checkModuleNames(names)
 }
 
 func (p Policy) checkEnv(env []EnvVar) error {

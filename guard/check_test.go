@@ -142,6 +142,31 @@ func TestCheckEnvName(t *testing.T) {
 	}
 }
 
+// Env names that make a program the code starts load code from a file they name, or run a
+// command, are refused by default, in any case; names of data files stay allowed. PERL5OPT
+// (startuptest's RefusedCases), CDPATH, PS1 under sh -i and BROWSER were tried in the Docker
+// sandbox, OPENSSL_CONF with OPENSSL_MODULES under the local backend (TestNativeLoaderEnvRefused);
+// the others are the same mechanisms of programs the test image lacks (ruby, node, Tcl).
+func TestCheckEnvNameRefusesLoaders(t *testing.T) {
+	p := Policy{}
+	for _, name := range []string{
+		"OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "OPENSSL_CONF_INCLUDE", "GCONV_PATH",
+		"PERL5OPT", "perl5lib", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH",
+		"TCL_LIBRARY", "TK_LIBRARY", "TCLLIBPATH", "LOCPATH", "GLIBC_TUNABLES",
+		"CDPATH", "PS1", "PS2", "PROMPT_COMMAND", "BROWSER",
+	} {
+		var te *ToolUsageError
+		if err := p.CheckEnvName(name); !errors.As(err, &te) || !strings.Contains(err.Error(), name) {
+			t.Errorf("CheckEnvName(%q) = %v; want a ToolUsageError naming it", name, err)
+		}
+	}
+	for _, name := range []string{"SSL_CERT_FILE", "TZ", "LANG", "LC_ALL", "TEMP", "TERM"} {
+		if err := p.CheckEnvName(name); err != nil {
+			t.Errorf("CheckEnvName(%q) = %v; want it allowed", name, err)
+		}
+	}
+}
+
 func TestCheckCode(t *testing.T) {
 	p := Policy{MaxCodeBytes: 100}
 	tests := []struct {

@@ -40,13 +40,32 @@ const (
 )
 
 // DefaultDeniedEnv are env names a request may never set: they change how the loader, the
-// interpreter or the shell start, before the code's first line.
+// interpreter or the shell start, before the code's first line, or make a program the code starts
+// on purpose load code from a file they name (an input file the reviewer was shown as data or
+// not at all):
+//   - OPENSSL_CONF, OPENSSL_MODULES, OPENSSL_ENGINES and OPENSSL_CONF_INCLUDE: OpenSSL's
+//     configuration loads providers and engines by path on `import hashlib` or `ssl`;
+//     GCONV_PATH: glibc's iconv modules. Both native code.
+//   - PERL5OPT, PERL5LIB, PERLLIB, PERL5DB, RUBYOPT, RUBYLIB, NODE_OPTIONS and NODE_PATH: the
+//     options and module paths of other interpreters (PERL5OPT=-MStartup PERL5LIB=. makes a
+//     one-line perl run Startup.pm first); TCL_LIBRARY, TK_LIBRARY and TCLLIBPATH: tkinter's Tcl
+//     runs init.tcl from there.
+//   - LOCPATH and GLIBC_TUNABLES: glibc's locale files (parsed data that sets the codeset Python
+//     decodes with) and the loader's tunables, like LD_*.
+//   - CDPATH: where the shell's `cd dir` goes; PS1, PS2 and PROMPT_COMMAND: what an interactive
+//     shell the code starts (sh -i) runs at each prompt (dash expands $(...) in PS1).
+//   - BROWSER: the command Python's webbrowser runs.
 var DefaultDeniedEnv = []string{
 	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_BIND_NOW", "LD_DEBUG", "LD_PROFILE",
 	"PYTHONSTARTUP", "PYTHONPATH", "PYTHONHOME", "PYTHONINSPECT", "PYTHONUSERBASE",
 	"PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONEXECUTABLE", "PYTHONPLATLIBDIR",
 	"PYTHONUNBUFFERED", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONDEVMODE",
 	"BASH_ENV", "ENV", "IFS", "PS4", "SHELLOPTS", "BASHOPTS", "PATH", "HOME", "TMPDIR",
+	"OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "OPENSSL_CONF_INCLUDE", "GCONV_PATH",
+	"PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB", "NODE_OPTIONS", "NODE_PATH",
+	"TCL_LIBRARY", "TK_LIBRARY", "TCLLIBPATH",
+	"LOCPATH", "GLIBC_TUNABLES",
+	"CDPATH", "PS1", "PS2", "PROMPT_COMMAND", "BROWSER",
 }
 
 // Policy is the operator's: it is configured on the worker and never taken from a request. A zero

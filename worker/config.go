@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
@@ -38,7 +40,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.DataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database, and a worker its passkey counters")
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "--dev: the Web UI's port on 127.0.0.1 (negative: no UI)")
 	fs.StringVar(&c.KeyFile, "key-file", "", "payload encryption keys, one ID:BASE64 a line, the first current [SANDBOXFLOW_KEY_FILE]")
-	fs.StringVar(&c.CodecToken, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed) [SANDBOXFLOW_CODEC_TOKEN]")
+	fs.StringVar(&c.CodecToken, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed; with --backend local only from the environment: the code can read the command line) [SANDBOXFLOW_CODEC_TOKEN]")
 	fs.IntVar(&c.CodecPort, "codec-port", 0, "serve the codec server on 127.0.0.1:PORT (with --dev and a key file, default 8234)")
 	fs.IntVar(&c.InboxPort, "inbox-port", 8235, "--dev: serve the reviewers' inbox on 127.0.0.1:PORT, opened as http://localhost:PORT (negative: none)")
 
@@ -69,8 +71,17 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	if _, err := cli.Parse(fs, args, 0, 0, append(emptyOK, "sandbox-task-queue", "key-file", "codec-token")...); err != nil {
 		return nil, fs, err
 	}
+	tokenOnCommandLine := false
+	fs.Visit(func(f *flag.Flag) { tokenOnCommandLine = tokenOnCommandLine || f.Name == "codec-token" })
 	if err := applyEnv(fs); err != nil {
 		return nil, fs, &cli.UsageError{Msg: err.Error()}
+	}
+	// Any uid reads a process's command line (/proc/PID/cmdline), the code of the local backend
+	// included, and the codec server on the host's loopback decrypts any payload for the token;
+	// the environment is the worker's own.
+	if tokenOnCommandLine && c.Backend == kinds.Local {
+		return nil, fs, &guard.ConfigError{Msg: "--codec-token on the command line can be read by the code --backend local runs (/proc/PID/cmdline is readable by every uid), " +
+			"which could then decrypt every payload through the codec server; set " + codec.CodecTokenEnv + " instead"}
 	}
 	return c, fs, c.Validate()
 }

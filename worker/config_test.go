@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -87,5 +88,34 @@ func TestConfigStrict(t *testing.T) {
 	t.Setenv("SANDBOXFLOW_LOG_LEVEL", "loud")
 	if _, _, err := parseConfig("test", nil); guard.TypeOf(err) != guard.TypeConfigError {
 		t.Errorf("SANDBOXFLOW_LOG_LEVEL=loud: %v; want a ConfigError", err)
+	}
+}
+
+// The codec token on the command line is readable by the code --backend local runs (any uid reads
+// /proc/PID/cmdline; backends/local's TestCodeReadsOtherProcessesCommandLines reads one), so the
+// worker refuses it there; from SANDBOXFLOW_CODEC_TOKEN (the worker's own environment), or with
+// another backend, it is taken.
+func TestConfigRefusesCodecTokenFlagWithLocal(t *testing.T) {
+	const token = "codec-token-0123456789abcdef"
+	for _, args := range [][]string{
+		{"--backend", "local", "--allow-unsafe-local", "--codec-token", token},
+		{"--codec-token=" + token, "--backend=local", "--allow-unsafe-local"},
+	} {
+		if _, _, err := parseConfig("test", args); guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), "SANDBOXFLOW_CODEC_TOKEN") {
+			t.Errorf("parseConfig(%q) = %v; want a ConfigError saying to use SANDBOXFLOW_CODEC_TOKEN", args, err)
+		}
+	}
+	t.Setenv("SANDBOXFLOW_BACKEND", "local")
+	if _, _, err := parseConfig("test", []string{"--allow-unsafe-local", "--codec-token", token}); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("--codec-token with SANDBOXFLOW_BACKEND=local: %v; want a ConfigError", err)
+	}
+	t.Setenv("SANDBOXFLOW_CODEC_TOKEN", token)
+	if cfg, _, err := parseConfig("test", []string{"--allow-unsafe-local"}); err != nil || cfg.CodecToken != token {
+		t.Errorf("SANDBOXFLOW_CODEC_TOKEN with --backend local: %v; want it taken", err)
+	}
+	t.Setenv("SANDBOXFLOW_BACKEND", "")
+	t.Setenv("SANDBOXFLOW_CODEC_TOKEN", "")
+	if cfg, _, err := parseConfig("test", []string{"--codec-token", token}); err != nil || cfg.CodecToken != token {
+		t.Errorf("--codec-token with the Docker backend: %v; want it taken", err)
 	}
 }

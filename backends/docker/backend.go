@@ -503,7 +503,9 @@ func (b *Backend) CheckImage(ctx context.Context) (string, error) {
 
 // nativeLoaderEnv are env names that make a library load native code from a file they name:
 // OpenSSL's configuration (providers and engines by path, loaded on `import hashlib` or `ssl`),
-// its module and engine folders, and glibc's iconv modules.
+// its module and engine folders, and glibc's iconv modules. guard.DefaultDeniedEnv refuses them
+// (and more) before approval, for every backend; this backend refuses them again, for a policy
+// whose DeniedEnv leaves them out.
 var nativeLoaderEnv = []string{"OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES", "GCONV_PATH"}
 
 // refuseNativeLoaders refuses what would load native code from an input file: a file named like

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,6 +317,37 @@ func TestDockerStartupHooksDoNotRun(t *testing.T) {
 				}
 				if string(res.Stdout) != tc.Stdout || bytes.Contains(res.Stderr, []byte("HOOK")) || res.ExitCode != 0 {
 					t.Errorf("got exit %d stdout %q stderr %q; want exit 0 and stdout %q", res.ExitCode, res.Stdout, res.Stderr, tc.Stdout)
+				}
+			})
+		}
+	})
+}
+
+// TestDockerRefusedAttacksAreReal runs, under every runtime, the attacks only the guard can stop
+// (startuptest.RefusedCases: a program the shown code starts on purpose runs a hidden file): past
+// the guard the hook runs (its marker comes back from /work), so the attack is real; the guard
+// refuses the request with a ToolUsageError naming the env name or input file, before approval.
+func TestDockerRefusedAttacksAreReal(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		for _, tc := range startuptest.RefusedCases("/work") {
+			t.Run(tc.Name, func(t *testing.T) {
+				req := guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files, Env: tc.Env}
+				_, err := testPolicy.Check(req, Name)
+				var te *guard.ToolUsageError
+				if !errors.As(err, &te) || !strings.Contains(err.Error(), tc.Naming) {
+					t.Errorf("Check: got %v; want a ToolUsageError naming %s", err, tc.Naming)
+				}
+				c := checked(t, tc.Language, tc.Code, nil)
+				c.Files, c.Env = startuptest.PastTheGuard(tc.Files, tc.Env)
+				res := mustRun(t, b, c)
+				var names []string
+				for _, f := range res.Files {
+					names = append(names, f.Name)
+				}
+				if ran := startuptest.Markers(names); !slices.Equal(ran, []string{tc.Hook}) {
+					t.Errorf("past the guard: hooks %q ran (exit %d stdout %q stderr %q); want %s: the attack is not what the test says",
+						ran, res.ExitCode, res.Stdout, res.Stderr, tc.Hook)
 				}
 			})
 		}

@@ -3,14 +3,19 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/startuptest"
 )
 
@@ -172,5 +177,195 @@ func TestSameUserWarning(t *testing.T) {
 	var ce *guard.ConfigError
 	if _, err := New(Config{AllowUnsafeLocal: true, UID: -1}); !errors.As(err, &ce) {
 		t.Errorf("UID -1: got %v; want a ConfigError", err)
+	}
+}
+
+// TestRefusedAttacksAreReal runs the attacks only the guard can stop (startuptest.RefusedCases:
+// a program the shown code starts on purpose runs a hidden file): past the guard the hook runs
+// (its marker is written outside the run's folder), so the attack is real; the guard refuses the
+// request with a ToolUsageError naming the env name or input file, before approval.
+func TestRefusedAttacksAreReal(t *testing.T) {
+	b, tmp := newBackend(t)
+	for i := range startuptest.RefusedCases("") {
+		marks := markerDir(t) // one for each case, so each counts only its own hook
+		tc := startuptest.RefusedCases(marks)[i]
+		t.Run(tc.Name, func(t *testing.T) {
+			req := guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files, Env: tc.Env}
+			_, err := guard.Policy{Languages: []string{guard.Python, guard.Shell}}.Check(req, Name)
+			var te *guard.ToolUsageError
+			if !errors.As(err, &te) || !strings.Contains(err.Error(), tc.Naming) {
+				t.Errorf("Check: got %v; want a ToolUsageError naming %s", err, tc.Naming)
+			}
+			c := check(t, guard.Request{Code: tc.Code, Language: tc.Language})
+			c.Files, c.Env = startuptest.PastTheGuard(tc.Files, tc.Env)
+			res, err := b.Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			entries, err := os.ReadDir(marks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			if ran := startuptest.Markers(names); !slices.Equal(ran, []string{tc.Hook}) {
+				t.Errorf("past the guard: hooks %q ran (exit %d stdout %q stderr %q); want %s: the attack is not what the test says",
+					ran, res.ExitCode, res.Stdout, res.Stderr, tc.Hook)
+			}
+		})
+	}
+	assertEmpty(t, tmp)
+}
+
+// TestNativeLoaderEnvRefused: OPENSSL_CONF naming an input openssl.cnf whose provider module is
+// an input evil.bin (OPENSSL_MODULES=.) runs that file's constructor when the shown code imports
+// hashlib; the Docker backend refused these names and its /work is noexec, but the local backend
+// ran it (the attack past the guard shows it still would). The guard refuses the names for every
+// backend, before approval.
+func TestNativeLoaderEnvRefused(t *testing.T) {
+	need.Need(t, need.CC)
+	b, tmp := newBackend(t)
+	marks := markerDir(t)
+	src := filepath.Join(t.TempDir(), "evil.c")
+	lib := filepath.Join(filepath.Dir(src), "evil.bin")
+	c := fmt.Sprintf("#include <stdio.h>\n__attribute__((constructor)) static void hook(void) { FILE *f = fopen(%q, \"w\"); if (f) { fputs(\"ran\", f); fclose(f); } }\n",
+		filepath.Join(marks, startuptest.MarkerPrefix+"openssl-provider"))
+	if err := os.WriteFile(src, []byte(c), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cc", "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v: %s", err, out)
+	}
+	evil, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{
+		"openssl.cnf": []byte("openssl_conf = openssl_init\n[openssl_init]\nproviders = provider_sect\n[provider_sect]\nevil = evil_sect\n[evil_sect]\nmodule = evil.bin\nactivate = 1\n"),
+		"evil.bin":    evil,
+	}
+	env := map[string]string{"OPENSSL_CONF": "openssl.cnf", "OPENSSL_MODULES": "."}
+	code := "import hashlib\nprint(hashlib.sha256(b'').hexdigest()[:8])\n"
+
+	_, err = guard.Policy{}.Check(guard.Request{Code: code, Files: files, Env: env}, Name)
+	var te *guard.ToolUsageError
+	if !errors.As(err, &te) || !strings.Contains(err.Error(), "OPENSSL_CONF") {
+		t.Errorf("Check: got %v; want a ToolUsageError naming OPENSSL_CONF", err)
+	}
+	past := check(t, guard.Request{Code: code})
+	past.Files, past.Env = startuptest.PastTheGuard(files, env)
+	res, err := b.Run(context.Background(), past)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(marks, startuptest.MarkerPrefix+"openssl-provider")); err != nil {
+		t.Errorf("past the guard the provider's constructor did not run (%v; exit %d stdout %q stderr %q): the attack is not what the test says",
+			err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	assertEmpty(t, tmp)
+}
+
+// TestRefusesWorkerFilesInReach: a payload key file the operator left readable by others (0644,
+// as `openssl rand -base64 32 > keys` under the usual umask makes it) is read by code a root
+// worker runs as uid 65534, which with the Temporal server on the host's network could read every
+// run's code, input and output; a reviewers file in a folder others may write could be replaced.
+// New now refuses both, naming the file, and accepts them once out of reach.
+func TestRefusesWorkerFilesInReach(t *testing.T) {
+	need.Need(t, need.Root)
+	b, tmp := newBackend(t)
+	dir := enterableTempDir(t)
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: "print(len(open(" + pyString(keys) + ").read()))"}))
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "48" {
+		t.Fatalf("the attack: got %v stdout %q stderr %q; want the code to read the 48-byte key file", err, res.Stdout, res.Stderr)
+	}
+	cfg := Config{AllowUnsafeLocal: true, TempDir: tmp, UID: DefaultUID, Unreadable: []string{keys}}
+	_, err = New(cfg)
+	var ce *guard.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), keys) {
+		t.Errorf("New with a key file others may read: got %v; want a ConfigError naming it", err)
+	}
+	if err := os.Chmod(keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with the key file 0600: %v", err)
+	}
+
+	reviewers := filepath.Join(dir, "shared", "allowed_signers")
+	if err := os.Mkdir(filepath.Dir(reviewers), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(reviewers, []byte("dev ssh-ed25519 AAAA\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg = Config{AllowUnsafeLocal: true, TempDir: tmp, UID: DefaultUID, Unchangeable: []string{reviewers}}
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with the reviewers file 0644 in a folder of 0755: %v", err)
+	}
+	for _, loosen := range []struct {
+		path string
+		mode os.FileMode
+	}{{filepath.Dir(reviewers), 0o777}, {reviewers, 0o666}} {
+		if err := os.Chmod(loosen.path, loosen.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(cfg)
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), loosen.path) {
+			t.Errorf("New with %s of mode %v: got %v; want a ConfigError naming it", loosen.path, loosen.mode, err)
+		}
+		if err := os.Chmod(filepath.Dir(reviewers), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A sticky folder others may write (as /tmp) cannot have root's file replaced.
+	if err := os.Chmod(reviewers, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(reviewers), 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with the reviewers file in a sticky folder: %v", err)
+	}
+}
+
+// TestCodeReadsOtherProcessesCommandLines: code a root worker runs as uid 65534 reads the
+// command line of every process on the host (/proc/PID/cmdline is readable by any uid), a worker
+// started with --codec-token TOKEN included (the codec server on the host's loopback decrypts any
+// payload for that token), but not their environment (/proc/PID/environ is the owner's): so the
+// worker refuses --codec-token on its command line with --backend local, and takes it from
+// SANDBOXFLOW_CODEC_TOKEN (see worker's TestConfigRefusesCodecTokenFlagWithLocal).
+func TestCodeReadsOtherProcessesCommandLines(t *testing.T) {
+	need.Need(t, need.Root)
+	b, _ := newBackend(t)
+	const token = "cmdline-token-5c2e9a0b7d"
+	worker := exec.Command("/bin/sh", "-c", "sleep 60; :", "worker", "--codec-token", token)
+	worker.Env = []string{"SANDBOXFLOW_CODEC_TOKEN=env-token-8f1d3c"}
+	worker.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-worker.Process.Pid, syscall.SIGKILL); _ = worker.Wait() })
+	code := fmt.Sprintf(`pid = %d
+cmd = open("/proc/%%d/cmdline" %% pid, "rb").read().split(b"\0")
+print("cmdline=" + cmd[cmd.index(b"--codec-token") + 1].decode())
+try:
+    open("/proc/%%d/environ" %% pid, "rb").read()
+    print("environ=read")
+except OSError as e:
+    print("environ=no:%%d" %% e.errno)
+`, worker.Process.Pid)
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: code}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "cmdline=" + token + "\nenviron=no:13\n"; string(res.Stdout) != want {
+		t.Errorf("got stdout %q stderr %q; want %q", res.Stdout, res.Stderr, want)
 	}
 }

@@ -60,6 +60,12 @@ type Config struct {
 	// the code as the worker's user, as does a worker that is not root; RunWarning then says
 	// what that means.
 	UID int
+	// Unreadable lists files of the worker that the code must not read (the payload key file:
+	// with it and the Temporal server on the host's network, the code could read every run's
+	// code, input and output). Unchangeable lists files it must not change or replace (the
+	// reviewers file). When the code runs as UID, New refuses, with a ConfigError naming the
+	// file, any that UID can read, or write or replace (its folder writable). Optional: empty.
+	Unreadable, Unchangeable []string
 }
 
 // Backend runs code as a local child process. Create it with New.
@@ -125,8 +131,98 @@ func New(cfg Config) (*Backend, error) {
 					"give an interpreter it can run (such as /usr/bin/python3) and a temporary folder it can enter", b.uid, argv[0], b.tempDir, err, clip(out))}
 			}
 		}
+		if err := b.checkOutOfReach(cfg.Unreadable, cfg.Unchangeable); err != nil {
+			return nil, err
+		}
 	}
 	return b, nil
+}
+
+// replaceableBy reports whether uid could replace file when it can write file's folder: not when
+// the folder is sticky (as /tmp is) and file is another's.
+func replaceableBy(file string, uid int) (bool, error) {
+	dir, err := os.Stat(filepath.Dir(file))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil // nothing to write into: the probe says no
+	}
+	if err != nil {
+		return false, err
+	}
+	if dir.Mode()&fs.ModeSticky == 0 {
+		return true, nil
+	}
+	st, err := os.Lstat(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return !ok || int(sys.Uid) == uid, nil
+}
+
+// checkOutOfReach asks the shell, run as the code's uid, whether it can read a file of
+// unreadable, or write a file of unchangeable or its folder (to replace it): the kernel's answer
+// (access(2) for that uid, every folder on the way and ACLs counted), not a reading of modes.
+func (b *Backend) checkOutOfReach(unreadable, unchangeable []string) error {
+	probe := func(test, file string) (bool, error) {
+		cmd := exec.Command(b.shell, "-c", `test `+test+` "$1"`, "sh", file)
+		cmd.Dir, cmd.Env = b.tempDir, []string{"PATH=" + codePath}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.credential()}
+		err := cmd.Run()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.As(err, &exit) && exit.ExitCode() == 1:
+			return false, nil
+		}
+		return false, &guard.ConfigError{Msg: fmt.Sprintf("local backend: checking whether uid %d can reach %s: %v", b.uid, file, err)}
+	}
+	for _, f := range unreadable {
+		if f == "" {
+			continue
+		}
+		f, err := filepath.Abs(f) // the probe runs in TempDir
+		if err != nil {
+			return &guard.ConfigError{Msg: fmt.Sprintf("local backend: %v", err)}
+		}
+		yes, err := probe("-r", f)
+		if err != nil {
+			return err
+		}
+		if yes {
+			return &guard.ConfigError{Msg: fmt.Sprintf("local backend: the code runs as uid %d, which can read %s; "+
+				"make it readable by the worker's user only (chmod 600, or a folder of mode 700)", b.uid, f)}
+		}
+	}
+	for _, f := range unchangeable {
+		if f == "" {
+			continue
+		}
+		f, err := filepath.Abs(f)
+		if err != nil {
+			return &guard.ConfigError{Msg: fmt.Sprintf("local backend: %v", err)}
+		}
+		targets := []string{f, filepath.Dir(f)}
+		if replaceable, err := replaceableBy(f, b.uid); err != nil {
+			return &guard.ConfigError{Msg: fmt.Sprintf("local backend: %v", err)}
+		} else if !replaceable {
+			targets = targets[:1]
+		}
+		for _, target := range targets {
+			yes, err := probe("-w", target)
+			if err != nil {
+				return err
+			}
+			if yes {
+				return &guard.ConfigError{Msg: fmt.Sprintf("local backend: the code runs as uid %d, which can write %s and so change %s; "+
+					"make them writable by the worker's user only", b.uid, target, f)}
+			}
+		}
+	}
+	return nil
 }
 
 // codePath is the code's PATH.

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // validOptions are options every kind but http accepts, as the worker's flags would fill them.
@@ -157,5 +160,50 @@ func TestLocalKindBuildsOnlyWhenAllowed(t *testing.T) {
 	}
 	if _, _, err := NewBackend(context.Background(), &Options{Backend: "vm"}, logger); !errors.As(err, &ce) {
 		t.Errorf("an unknown kind: %v; want a ConfigError", err)
+	}
+}
+
+// The local kind hands the backend the worker's files its code must not reach: a payload key
+// file others may read (code run as uid 65534 read it before) keeps a root worker from building
+// it, naming the file; under --dev, so does a database others may read. A 0600 key file builds.
+func TestLocalKindKeepsWorkerFilesOutOfReach(t *testing.T) {
+	need.Need(t, need.Root) // as the worker's user the code can read everything, and its warning says so
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir, err := os.MkdirTemp("", "sandboxflow-kind-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("k1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := validOptions(t, kinds.Local, "--allow-unsafe-local")
+	o.KeyFile = keys
+	var ce *guard.ConfigError
+	if _, _, err := NewBackend(context.Background(), o, logger); !errors.As(err, &ce) || !strings.Contains(err.Error(), keys) {
+		t.Errorf("key file of mode 0644: got %v; want a ConfigError naming it", err)
+	}
+	if err := os.Chmod(keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, closeBackend, err := NewBackend(context.Background(), o, logger)
+	if err != nil {
+		t.Fatalf("key file of mode 0600: %v", err)
+	}
+	closeBackend()
+	if b.Name() != kinds.Local {
+		t.Errorf("built %q", b.Name())
+	}
+	o.Dev, o.DataDir = true, dir
+	db := filepath.Join(dir, "temporal.db")
+	if err := os.WriteFile(db, []byte("history"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := NewBackend(context.Background(), o, logger); !errors.As(err, &ce) || !strings.Contains(err.Error(), db) {
+		t.Errorf("--dev database of mode 0644 in a folder others may enter: got %v; want a ConfigError naming it", err)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/devserver"
 )
 
 // LocalOptions configure the local backend (DEVELOPMENT ONLY).
@@ -25,7 +27,7 @@ func localKind() backendKind {
 			fs.BoolVar(&o.Local.AllowUnsafe, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
 		},
 		build: func(_ context.Context, o *Options, logger *slog.Logger) (guard.Backend, func(), error) {
-			lb, err := local.New(local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, Logger: logger, UID: local.DefaultUID})
+			lb, err := local.New(localConfig(o, logger))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -33,11 +35,27 @@ func localKind() backendKind {
 			return lb, func() {}, nil
 		},
 		doctor: func(_ context.Context, o *Options) []check {
-			_, err := local.New(local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, UID: local.DefaultUID})
+			_, err := local.New(localConfig(o, nil))
 			if err != nil {
 				return []check{{name: "backend local", detail: err.Error()}}
 			}
 			return []check{{name: "backend local", ok: true, detail: "ready (DEVELOPMENT ONLY: nothing is isolated)"}}
 		},
 	}
+}
+
+// localConfig is the local backend's configuration: the code runs as local.DefaultUID, which may
+// not read the worker's payload keys, secrets file, --dev reviewer key or --dev database (its
+// history, in the clear without payload keys), nor change the reviewers file.
+func localConfig(o *Options, logger *slog.Logger) local.Config {
+	unreadable := []string{o.KeyFile, o.SecretsFile}
+	reviewers := o.Reviewers
+	if o.Dev {
+		unreadable = append(unreadable, filepath.Join(o.DataDir, "reviewer", "id_ed25519"), filepath.Join(o.DataDir, devserver.DatabaseFileName))
+		if reviewers == "" {
+			reviewers = filepath.Join(o.DataDir, "reviewer", "allowed_signers")
+		}
+	}
+	return local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, Logger: logger, UID: local.DefaultUID,
+		Unreadable: unreadable, Unchangeable: []string{reviewers}}
 }

@@ -49,6 +49,8 @@ const (
 	Chromium
 	// Postgres is a PostgreSQL server at SANDBOXFLOW_TEST_POSTGRES (default 127.0.0.1:5433).
 	Postgres
+	// CC is a C compiler, cc on PATH (for tests that build a native library an attack loads).
+	CC
 )
 
 // spec is a requirement's name, how to get it, and the variable other than RequireAll that
@@ -84,6 +86,8 @@ func (r Requirement) spec() spec {
 		return spec{"chromium", "apt-get install -y chromium (make setup does)", "SANDBOXFLOW_REQUIRE_BROWSER", checkChromium}
 	case Postgres:
 		return spec{"PostgreSQL", "run scripts/setup-postgres.sh as root (make setup does), or set SANDBOXFLOW_TEST_POSTGRES", "SANDBOXFLOW_REQUIRE_POSTGRES", checkPostgres}
+	case CC:
+		return spec{"a C compiler (cc)", "apt-get install -y gcc", "", lookPath("cc")}
 	}
 	return spec{name: fmt.Sprintf("requirement %d", int(r)), check: func() error { return errors.New("need: unknown requirement") }}
 }

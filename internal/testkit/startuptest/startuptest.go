@@ -1,10 +1,12 @@
 // Package startuptest holds, for the tests of every backend, the start-up hooks a hostile
 // request can plant: input files where Python or sh look before the code's first line (the user
-// site's .pth and usercustomize, sitecustomize, rc and profile files), bytecode that would replace
-// a shown module when the code imports it (__pycache__ with unchecked and checked hashes, a legacy
-// .pyc beside its source), and PYTHON*, ENV and BASH_ENV variables set past the guard. Each hook
-// that runs prints "HOOK name" and writes MarkerPrefix+name into a folder the test names, so a
-// test counts what ran by a file, not only by the output. It is imported only by tests.
+// site's .pth and usercustomize, sitecustomize, rc and profile files, modules the interpreter
+// imports at start-up or exit), bytecode that would replace a shown module when the code imports
+// it (__pycache__ with unchecked and checked hashes, a legacy .pyc beside its source), and
+// PYTHON*, ENV and BASH_ENV variables set past the guard; and (RefusedCases) the attacks only the
+// guard can stop. Each hook that runs prints "HOOK name" and writes MarkerPrefix+name into a
+// folder the test names, so a test counts what ran by a file, not only by the output. It is
+// imported only by tests.
 package startuptest
 
 import (
@@ -132,7 +134,23 @@ func Cases(in Interp, markerDir string) []Case {
 		"pyvenv.cfg":              []byte("include-system-site-packages = false\n"),
 		"lib/python" + in.Version + "/site-packages/hook.pth": pth("work-lib-pth"),
 	})
+	// Modules the interpreter imports before the code (python3 -E -s -B -u - of the test image,
+	// sys.modules of an empty program) or may import at exit, shadowed in the working folder:
+	// they are imported before the working folder is on sys.path, or not at all.
+	shadows := map[string][]byte{"__main__.py": py("shadow-main"), "encodings/__init__.py": py("shadow-encodings")}
+	for _, m := range []string{"abc", "codecs", "genericpath", "io", "os", "posixpath", "site", "stat", "time", "zipimport",
+		"_collections_abc", "_sitebuiltins", "typing", "warnings", "linecache", "traceback", "tokenize", "re", "atexit",
+		"threading", "readline", "rlcompleter", "weakref"} {
+		shadows[m+".py"] = py("shadow-" + m)
+	}
 	return []Case{
+		{
+			Name:     "python: files named like the modules Python imports at start-up or exit",
+			Language: "python",
+			Code:     "print('code')\n",
+			Files:    shadows,
+			Stdout:   "code\n",
+		},
 		{
 			Name:     "python: files where Python looks at start-up, and forged bytecode",
 			Language: "python",
@@ -173,7 +191,7 @@ print("digits=%d" % len(str(10**1000)))
 				"PYTHONSTARTUP": "startup.py", "PYTHONPATH": "pp", "PYTHONUSERBASE": "ub",
 				"PYTHONINSPECT": "1", "PYTHONOPTIMIZE": "2", "PYTHONVERBOSE": "1", "PYTHONDEVMODE": "1",
 				"PYTHONSAFEPATH": "1", "PYTHONWARNINGS": "error",
-				"PYTHONCASEOK": "1", "PYTHONHOME": "/nonexistent",
+				"PYTHONCASEOK": "1", "PYTHONHOME": "/nonexistent", "pythonpath": "pp",
 				// These change what the shown code does: its output's encoding, and whether a
 				// large integer may be printed.
 				"PYTHONIOENCODING": "utf-16", "PYTHONINTMAXSTRDIGITS": "640",
