@@ -20,9 +20,9 @@ TEMPORAL_CLI_VERSION := v1.5.1
 test: setup check
 
 ## setup: Debian's docker.io and runsc, dockerd, the locally built test images, a loopback-only
-## PostgreSQL for Temporal, and chromium for the inbox's browser tests (only what is missing).
+## PostgreSQL for Temporal, chromium for the inbox's browser tests, and spin for the protocol model (only what is missing).
 setup:
-	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh; \
+	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh && scripts/setup-spin.sh; \
 	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL and chromium are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
