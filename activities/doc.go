@@ -25,6 +25,8 @@
 //     and every claim before its own was released by the host that made it, so that a namespace
 //     writer answering the run's workflow tasks, or failing a running activity by id, cannot run
 //     it twice on any host.
+//     Package model checks this protocol with spin; its doc.go maps each step of the model to
+//     the function here that implements it.
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

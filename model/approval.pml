@@ -294,7 +294,7 @@ read:
 				si = 0;
 				do
 				:: si < mine && hist[r].e[si].t == EV_SCHED && act_kind[hist[r].e[si].a] != K_NOTSTARTED -> fc = FC_REFUSE; break
-				:: si < mine -> si++
+				:: si < mine && !(hist[r].e[si].t == EV_SCHED && act_kind[hist[r].e[si].a] != K_NOTSTARTED) -> si++
 				:: si >= mine -> break
 				od
 			fi;

@@ -24,7 +24,7 @@ const maxDepth = 20000
 
 // budgets are the configurations the model is checked in, each exhaustively: faults and writer
 // actions are spent from one budget per execution, so each configuration bounds the state space
-// (the largest, two writer actions with a reset, is about 12 million states).
+// (the largest, two writer actions with a reset, is about 7.5 million states).
 var budgets = []struct{ name, defs string }{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
 	{"one fault, one writer action (a reset among them)", "-DFAULTS=1 -DWACTS=1"},
