@@ -22,7 +22,9 @@
  *   NO_STARTED_RULE  a host releases its claim after any backend failure, also after the start;
  *   NO_CLAIM_WAIT    the host does not wait for its own claim to show in the history;
  *   NO_VERIFY        the host does not verify the signed decision;
- *   NO_DIGEST_CHECK  the workflow accepts the first decision, whatever digest it names.
+ *   NO_DIGEST_CHECK  the workflow accepts the first decision, whatever digest it names;
+ *   NO_HEARTBEAT_TIMEOUT  the sandbox activity has no heartbeat timeout: a run whose host died
+ *                    never ends (P4).
  */
 
 #define NRUN   2   /* the run, and the run a reset makes */
@@ -436,9 +438,15 @@ end_net:
 	od
 }
 
+#ifdef NO_HEARTBEAT_TIMEOUT
+#define HEARTBEAT_TIMEOUT 0
+#else
+#define HEARTBEAT_TIMEOUT 1
+#endif
+
 #define TIMER(x) \
 	:: atomic { act_state[x] == A_QUEUED && CAN_FAULT -> FAULT; finish(x, K_S2S) } \
-	:: atomic { act_state[x] == A_STARTED && act_orphan[x] -> finish(x, K_TIMEOUT) } \
+	:: atomic { HEARTBEAT_TIMEOUT && act_state[x] == A_STARTED && act_orphan[x] -> finish(x, K_TIMEOUT) } \
 	:: atomic { act_state[x] == A_STARTED && !act_orphan[x] && CAN_FAULT -> FAULT; finish(x, K_TIMEOUT) }
 
 /* The server's timers: a schedule-to-start timeout of a queued activity, a heartbeat timeout of

@@ -29,7 +29,8 @@
 //
 // TestModelFindsRemovedChecks builds the model with one check of the code removed at a time
 // (-DNO_HISTORY_READ, -DNO_SECRET, -DNO_STARTED_RULE, -DNO_CLAIM_WAIT, -DNO_VERIFY,
-// -DNO_DIGEST_CHECK) and requires spin to find the counterexample each allows; -DSHOW_RAN and
+// -DNO_DIGEST_CHECK, and for P4 -DNO_HEARTBEAT_TIMEOUT, the timeout (*runCode).run sets) and
+// requires spin to find the counterexample each allows; -DSHOW_RAN and
 // -DSHOW_UNUSED show that runs do end with a result and with the approval unused.
 //
 // # Model steps and the code that implements them

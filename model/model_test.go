@@ -183,6 +183,8 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "act_valid[a]&&approved[r]"},
 		// A writer's decision names a wrong digest, and the workflow takes it.
 		{"NO_DIGEST_CHECK", "-DFAULTS=0 -DWACTS=1", "violated v"},
+		// The host that took the activity crashes and nothing times it out: the run never ends.
+		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=0"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
 		{"SHOW_UNUSED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=2"},
 	} {
