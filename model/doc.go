@@ -59,6 +59,20 @@
 //	Writer                                      any client with write access to the namespace
 //	Writer: reset                               the Temporal server's reset; claims keep their run id ((*runRecord).add drops them), a decision re-verifies against the new run id (refusal, verify)
 //
+// # What it found
+//
+// No counterexample in the code as it is. Two observations:
+//
+//   - firstActivity is a second line of defence: with it removed (its refusal never taken), P1
+//     to P5 still hold in every budget. The claims alone keep an approval single-use, because
+//     only the host that claimed can release, and does only when its code did not start.
+//   - P5 needs "the writer scheduled nothing": a writer that schedules SandboxRun with the
+//     genuine input after the workflow's last attempt can have its activity run the code (it is
+//     then the first use), while the workflow's own attempts failed before the start and the
+//     run ends "failed before the code could start" without the result. The code ran once, with
+//     the approval; a writer who answers workflow tasks can end the run as it likes anyway (and
+//     the genuine workers then fail its workflow tasks on replay).
+//
 // # What it leaves out
 //
 //   - The server never retries SandboxRun (MaximumAttempts 1), so SandboxRun's refusal of an
