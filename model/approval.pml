@@ -33,7 +33,7 @@
 #define NHOST  2
 #define NC     10  /* claim commitments (1..NC-1; 0 is none) */
 #define NFL    3   /* signals in flight at once */
-#define MAXATT 2   /* contract.RunOptions.StartAttempts */
+#define MAXATT 2   /* contract.RunOptions.StartAttempts (5 by default: 2 shows the retry) */
 
 /* firstClaim's answer */
 #define FC_OK       1
