@@ -21,10 +21,10 @@ test: setup check
 
 ## setup: Debian's docker.io and runsc, dockerd, the locally built test images, a loopback-only
 ## PostgreSQL for Temporal, chromium for the inbox's browser tests, python3, openssh-client, nodejs,
-## npm, jq and the IPv6 loopback (only what is missing).
+## npm, jq, the IPv6 loopback and spin for the protocol model (only what is missing).
 setup:
-	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh; \
-	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL and chromium are already there" >&2; fi
+	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh && scripts/setup-spin.sh; \
+	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL, chromium and spin are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.
 ## SANDBOXFLOW_REQUIRE_ALL=1: a test that lacks what it needs (internal/testkit/need) fails, never skips.

@@ -26,6 +26,8 @@
 //     writer answering the run's workflow tasks, or failing a running activity by id, cannot run
 //     it twice on any host. Each refusal is a guard.ApprovalRefused with its reason, emitted as
 //     sandbox.refused; nothing ran.
+//     Package model checks this protocol with spin; its doc.go maps each step of the model to
+//     the function here that implements it.
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

@@ -51,6 +51,8 @@ const (
 	Postgres
 	// CC is a C compiler, cc on PATH (for tests that build a native library an attack loads).
 	CC
+	// Spin is the spin model checker on PATH (the approval protocol's model check).
+	Spin
 )
 
 // spec is a requirement's name, how to get it, and the variable other than RequireAll that
@@ -88,6 +90,8 @@ func (r Requirement) spec() spec {
 		return spec{"PostgreSQL", "run scripts/setup-postgres.sh as root (make setup does), or set SANDBOXFLOW_TEST_POSTGRES", "SANDBOXFLOW_REQUIRE_POSTGRES", checkPostgres}
 	case CC:
 		return spec{"a C compiler (cc)", "apt-get install -y gcc", "", lookPath("cc")}
+	case Spin:
+		return spec{"the spin model checker", "apt-get install -y spin (scripts/setup-spin.sh does; make setup runs it)", "SANDBOXFLOW_REQUIRE_SPIN", lookPath("spin")}
 	}
 	return spec{name: fmt.Sprintf("requirement %d", int(r)), check: func() error { return errors.New("need: unknown requirement") }}
 }

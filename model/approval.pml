@@ -1,0 +1,569 @@
+/*
+ * The approval protocol of a RunCode run, as the code implements it (see doc.go in this folder
+ * for the table from each step to the Go function that implements it, and for what is left out).
+ *
+ * Checked by model_test.go: spin -a approval.pml; cc -DSAFETY pan.c; ./pan. Properties:
+ *   P1 code starts at most once per approval (an approval is bound to one run id):
+ *      assert(starts[r] <= 1) at each start;
+ *   P2 code never starts without a decision that verifies for its run and digest:
+ *      assert(act_valid[a] && approved[r]) at each start;
+ *   P3 the workflow accepts only a decision that verifies (first valid decision wins, a wrong
+ *      digest is rejected): assert(v) where it accepts one;
+ *   P4 an approved run with a live host ends: when nothing can move any more (timeout), every
+ *      run that started has ended; every loop of the model consumes a bounded budget, so every
+ *      execution reaches that point;
+ *   P5 when nobody forged an activity's end or scheduled one, a run that ends "ran" started its
+ *      code exactly once and one that ends "approval unused" never started it.
+ *
+ * Each -D macro below removes one check of the code; model_test.go shows spin finds a
+ * counterexample for each:
+ *   NO_HISTORY_READ  the host starts the code right after its claim, reading no history;
+ *   NO_SECRET        a release needs no secret: anyone may release a claim it saw;
+ *   NO_STARTED_RULE  a host releases its claim after any backend failure, also after the start;
+ *   NO_CLAIM_WAIT    the host does not wait for its own claim to show in the history;
+ *   NO_VERIFY        the host does not verify the signed decision;
+ *   NO_DIGEST_CHECK  the workflow accepts the first decision, whatever digest it names;
+ *   NO_HEARTBEAT_TIMEOUT  the sandbox activity has no heartbeat timeout: a run whose host died
+ *                    never ends (P4).
+ */
+
+#define NRUN   2   /* the run, and the run a reset makes */
+#define NACT   5   /* sandbox activities, over both runs */
+#define HLEN   16  /* events of one run's history that the hosts read */
+#define NHOST  2
+#define NC     10  /* claim commitments (1..NC-1; 0 is none) */
+#define NFL    3   /* signals in flight at once */
+#define MAXATT 2   /* contract.RunOptions.StartAttempts (5 by default: 2 shows the retry) */
+
+/* firstClaim's answer */
+#define FC_OK       1
+#define FC_REFUSE   2
+#define FC_NOTFOUND 3
+
+/* scratch of one history read (inside one atomic step: kept out of the state) */
+hidden byte si, sj, sk;
+hidden byte sc_c[HLEN];
+hidden byte sc_rel[HLEN];
+
+/* Budgets of one execution: faults (host crashes, lost, late and duplicated messages, a
+ * partition that times out a running activity) and the namespace writer's actions. */
+#ifndef FAULTS
+#define FAULTS 2
+#endif
+#ifndef WACTS
+#define WACTS 2
+#endif
+#ifndef RESETS
+#define RESETS 1 /* 0: the writer does not reset the run */
+#endif
+#define CAN_FAULT (faults < FAULTS)
+#define FAULT faults++
+
+/* history events (the workflow's own events that the hosts do not read are left out) */
+#define EV_SCHED 1 /* ActivityTaskScheduled of a SandboxRun */
+#define EV_CLAIM 2 /* a SandboxClaim signal without secret */
+#define EV_REL   3 /* a SandboxClaim signal with the secret of commitment c */
+
+/* activity states, as the server holds them */
+#define A_NONE    0
+#define A_QUEUED  1
+#define A_STARTED 2
+#define A_ENDED   3
+
+/* how an activity ended (readRun's activityEnd); K_OPEN while it has not */
+#define K_OPEN       0
+#define K_DONE       1 /* completed */
+#define K_NOTSTARTED 2 /* failed with a retryable IntegrationError: before the code could start */
+#define K_FAILED     3 /* failed otherwise: a refusal (ConfigError) or a failure after the start */
+#define K_TIMEOUT    4 /* heartbeat or start-to-close timeout */
+#define K_S2S        5 /* schedule-to-start timeout: no host took it */
+
+/* how a run ended */
+#define W_RAN    1 /* a result */
+#define W_UNUSED 2 /* approval unused: not picked up, or every attempt failed before the start */
+#define W_FAILED 3 /* a refusal, or outcome unknown (the approval was used) */
+#define W_RESET  4 /* reset: a new run took over */
+
+typedef Ev { byte t; byte a; byte c; byte r };
+typedef Hist { Ev e[HLEN]; byte n };
+Hist hist[NRUN];
+
+/* the server's activities */
+byte act_run[NACT];
+byte act_state[NACT];
+byte act_kind[NACT];
+bit  act_valid[NACT];  /* its input carries a decision signed for its run and digest */
+bit  act_orphan[NACT]; /* started, but no host works on it any more (crash, lost answer) */
+byte nact;
+
+/* runs */
+bit  alive[NRUN];   /* open: signals land, workflow tasks run */
+bit  approved[NRUN];  /* a reviewer signed an approval for this run */
+byte starts[NRUN];  /* code starts, counted outside every host */
+byte wf_end[NRUN];
+byte cur;           /* the newest run */
+chan dec[NRUN] = [3] of { bit };  /* decisions sent to a run: 1 verifies, 0 names a wrong digest */
+
+/* the network: signals in flight (c != 0), delivered later or lost */
+byte fl_c[NFL];
+byte fl_r[NFL];
+bit  fl_rel[NFL];
+
+byte ncommit;      /* commitments made so far */
+bit  revealed[NC]; /* the secret of a commitment is in some history (a release landed) */
+bit  forged;       /* the writer ended an activity by id or scheduled one */
+byte faults, wacts;
+
+/* the writer's budgets */
+bit w_sched, w_end, w_claim, w_rel, w_dec, w_reset;
+
+inline append(hr, typ, act, com, field) {
+	assert(hist[hr].n < HLEN);
+	hist[hr].e[hist[hr].n].t = typ;
+	hist[hr].e[hist[hr].n].a = act;
+	hist[hr].e[hist[hr].n].c = com;
+	hist[hr].e[hist[hr].n].r = field;
+	hist[hr].n++
+}
+
+/* deliver lands a signal in run r's history: only while the run is open */
+inline deliver(dc, dr, drel, dok) {
+	if
+	:: alive[dr] ->
+		if
+		:: drel -> append(dr, EV_REL, 0, dc, dr); revealed[dc] = 1
+		:: else -> append(dr, EV_CLAIM, 0, dc, dr)
+		fi;
+		dok = 1
+	:: else -> dok = 0
+	fi
+}
+
+inline inflight(fc_, fr_, frel_) {
+	if
+	:: fl_c[0] == 0 -> fl_c[0] = fc_; fl_r[0] = fr_; fl_rel[0] = frel_
+	:: else -> if
+		:: fl_c[1] == 0 -> fl_c[1] = fc_; fl_r[1] = fr_; fl_rel[1] = frel_
+		:: else -> assert(fl_c[2] == 0); fl_c[2] = fc_; fl_r[2] = fr_; fl_rel[2] = frel_
+		fi
+	fi
+}
+
+/* send is claim.send: a SandboxClaim signal; ok says whether the host saw it succeed */
+inline send(com, r, rel, ok) {
+	if
+	:: true -> deliver(com, r, rel, ok)
+	:: CAN_FAULT -> FAULT; deliver(com, r, rel, ok); ok = 0 /* recorded, answer lost */
+	:: CAN_FAULT -> FAULT; ok = 0                           /* lost */
+	:: CAN_FAULT -> FAULT; inflight(com, r, rel); ok = 0   /* late: lands after the error */
+	:: CAN_FAULT -> FAULT; inflight(com, r, rel); ok = 1   /* accepted, lands later (the server holds
+	                                                          a signal while a workflow task runs) */
+	:: CAN_FAULT -> FAULT; deliver(com, r, rel, ok); inflight(com, r, rel) /* and once more */
+	fi
+}
+
+#define pending(com) (fl_c[0] == com || fl_c[1] == com || fl_c[2] == com)
+
+/* finish ends activity act with kind k, if it is still open */
+inline finish(fa, fk) {
+	if
+	:: act_state[fa] == A_QUEUED || act_state[fa] == A_STARTED ->
+		act_state[fa] = A_ENDED; act_kind[fa] = fk
+	:: else -> skip
+	fi
+}
+
+/* schedule is an ActivityTaskScheduled of SandboxRun in run r */
+inline schedule(sr, sact, svalid) {
+	assert(nact < NACT);
+	sact = nact; nact++;
+	act_run[sact] = sr; act_state[sact] = A_QUEUED; act_valid[sact] = svalid;
+	append(sr, EV_SCHED, sact, 0, 0)
+}
+
+/* The workflow (workflows.RunCode): decision, then the sandbox activity, retried while it failed
+ * before the code could start. */
+proctype Workflow(byte r) {
+	bit v;
+	byte a, att;
+	do
+	:: dec[r] ? v ->
+#ifdef NO_DIGEST_CHECK
+		break
+#else
+		if
+		:: v -> break
+		:: else -> skip /* rejected: counted, logged, ignored */
+		fi
+#endif
+	:: !alive[r] -> goto out
+	od;
+	assert(v); /* P3 */
+	att = 1;
+sched:
+	atomic {
+		if
+		:: !alive[r] -> goto out
+		:: else -> schedule(r, a, v)
+		fi
+	};
+	if
+	:: act_state[a] == A_ENDED
+	:: !alive[r] -> goto out
+	fi;
+	atomic {
+		if
+		:: !alive[r] -> goto out
+		:: else -> skip
+		fi;
+		if
+		:: act_kind[a] == K_DONE -> wf_end[r] = W_RAN
+		:: act_kind[a] == K_NOTSTARTED && att < MAXATT -> att++; goto sched
+		:: act_kind[a] == K_NOTSTARTED && att >= MAXATT -> wf_end[r] = W_UNUSED
+		:: act_kind[a] == K_S2S -> wf_end[r] = W_UNUSED
+		:: act_kind[a] == K_FAILED || act_kind[a] == K_TIMEOUT -> wf_end[r] = W_FAILED
+		fi;
+		alive[r] = 0
+	};
+out:
+	skip
+}
+
+/* A sandbox host (activities.SandboxRun on one worker). */
+proctype Host(byte h) {
+	byte a, r, c, fc, mine;
+	bit ok, vis;
+
+end_poll:
+	do
+	:: atomic {
+		if
+		:: act_state[0] == A_QUEUED && alive[act_run[0]] -> a = 0
+		:: act_state[1] == A_QUEUED && alive[act_run[1]] -> a = 1
+		:: act_state[2] == A_QUEUED && alive[act_run[2]] -> a = 2
+		:: act_state[3] == A_QUEUED && alive[act_run[3]] -> a = 3
+		:: act_state[4] == A_QUEUED && alive[act_run[4]] -> a = 4
+		fi;
+		act_state[a] = A_STARTED; r = act_run[a];
+		if
+		:: skip
+		:: CAN_FAULT -> FAULT; act_orphan[a] = 1; goto next /* the poll's answer lost */
+		fi
+	   };
+
+		/* verify: a ConfigError, nothing claimed */
+#ifndef NO_VERIFY
+		if
+		:: !act_valid[a] -> atomic { finish(a, K_FAILED); goto next }
+		:: else -> skip
+		fi;
+#endif
+		if
+		:: CAN_FAULT -> FAULT; goto crash
+		:: skip
+		fi;
+
+		/* claim the approval: a fresh commitment */
+		atomic { ncommit++; c = ncommit; assert(c < NC); send(c, r, 0, ok) };
+		if
+		:: !ok -> goto release_notstarted
+		:: else -> skip
+		fi;
+		if
+		:: CAN_FAULT -> FAULT; goto crash
+		:: skip
+		fi;
+
+#ifndef NO_HISTORY_READ
+read:
+		/* firstUse: one read of the history (readRun), then firstActivity and firstClaim */
+		atomic {
+			/* firstActivity: this activity is scheduled and open, every one before it failed
+			 * before its code could start */
+			mine = 255; si = 0;
+			do
+			:: si < hist[r].n ->
+				if
+				:: hist[r].e[si].t == EV_SCHED && hist[r].e[si].a == a && act_state[a] != A_ENDED -> mine = si
+				:: else -> skip
+				fi;
+				si++
+			:: else -> break
+			od;
+			if
+			:: mine == 255 -> fc = FC_REFUSE
+			:: else ->
+				si = 0;
+				do
+				:: si < mine && hist[r].e[si].t == EV_SCHED && act_kind[hist[r].e[si].a] != K_NOTSTARTED -> fc = FC_REFUSE; break
+				:: si < mine && !(hist[r].e[si].t == EV_SCHED && act_kind[hist[r].e[si].a] != K_NOTSTARTED) -> si++
+				:: si >= mine -> break
+				od
+			fi;
+			if
+			:: fc != FC_REFUSE ->
+				/* the claims of this run, in order, each released by a later release of its secret */
+				si = 0; sk = 0;
+				do
+				:: si < hist[r].n ->
+					if
+					:: hist[r].e[si].t == EV_CLAIM && hist[r].e[si].r == r ->
+						sc_c[sk] = hist[r].e[si].c; sc_rel[sk] = 0; sk++
+					:: hist[r].e[si].t == EV_REL && hist[r].e[si].r == r ->
+						sj = 0;
+						do
+						:: sj < sk -> if :: sc_c[sj] == hist[r].e[si].c -> sc_rel[sj] = 1 :: else -> skip fi; sj++
+						:: else -> break
+						od
+					:: else -> skip
+					fi;
+					si++
+				:: else -> break
+				od;
+				/* holds: the history shows this host's claim */
+				vis = 0; sj = 0;
+				do
+				:: sj < sk -> if :: sc_c[sj] == c -> vis = 1 :: else -> skip fi; sj++
+				:: else -> break
+				od;
+				/* firstClaim: every claim before this host's own was released */
+				fc = FC_NOTFOUND; sj = 0;
+				do
+				:: sj < sk && sc_c[sj] == c && !sc_rel[sj] -> fc = FC_OK; break
+				:: sj < sk && sc_c[sj] != c && !sc_rel[sj] -> fc = FC_REFUSE; break
+				:: sj < sk && sc_rel[sj] -> sj++
+				:: sj >= sk -> break
+				od;
+#ifdef NO_CLAIM_WAIT
+				if
+				:: fc == FC_NOTFOUND -> fc = FC_OK
+				:: else -> skip
+				fi;
+				vis = 1;
+#endif
+				skip
+			:: else -> vis = 1 /* a refusal needs no claim */
+			fi;
+			si = 0; sj = 0; sk = 0; mine = 0
+		};
+		if
+		:: !vis && pending(c) -> !pending(c); fc = 0; goto read /* wait, read again */
+		:: !vis -> skip /* give up: claimVisibleWait */
+		:: vis -> skip
+		fi;
+		if
+		:: fc == FC_OK -> fc = 0; goto checked
+		:: fc == FC_REFUSE -> fc = 0; goto refuse
+		:: fc == FC_NOTFOUND -> fc = 0; goto release_notstarted /* a retryable IntegrationError */
+		fi;
+
+refuse:
+		/* a ConfigError: release the claim (a refusal stays one whatever the release did) */
+		atomic { send(c, r, 1, ok); finish(a, K_FAILED); goto next };
+#endif
+
+checked:
+		if
+		:: CAN_FAULT -> FAULT; goto crash
+		:: skip
+		fi;
+		/* the backend: it fails before the code could start, or the code starts */
+		if
+		:: goto release_notstarted
+		:: atomic {
+			starts[r]++;
+			assert(starts[r] <= 1);          /* P1 */
+			assert(act_valid[a] && approved[r]) /* P2 */
+		   }
+		fi;
+		if
+		:: CAN_FAULT -> FAULT; goto crash
+		:: skip
+		fi;
+		if
+		:: atomic {
+			if
+			:: true -> finish(a, K_DONE)
+			:: CAN_FAULT -> FAULT; act_orphan[a] = 1 /* the answer is lost */
+			fi;
+			goto next
+		   }
+		:: skip /* the backend fails after the start: not retryable */
+		fi;
+#ifdef NO_STARTED_RULE
+		atomic { send(c, r, 1, ok) };
+#endif
+		atomic { finish(a, K_FAILED); goto next };
+
+release_notstarted:
+		/* claim.release, then a retryable IntegrationError */
+		if
+		:: CAN_FAULT -> FAULT; goto crash
+		:: skip
+		fi;
+		atomic { send(c, r, 1, ok) };
+		atomic {
+			if
+			:: true -> finish(a, K_NOTSTARTED)
+			:: CAN_FAULT -> FAULT; act_orphan[a] = 1
+			fi;
+			goto next
+		};
+crash:
+		/* the host dies and restarts with nothing: its activity is left to the timeouts */
+		act_orphan[a] = 1;
+next:
+		atomic { a = 0; r = 0; c = 0; ok = 0; vis = 0; fc = 0 }
+	od
+}
+
+/* The network delivers a late signal, or loses it. */
+proctype Network() {
+	byte i;
+	bit ok;
+end_net:
+	do
+	:: atomic {
+		if
+		:: fl_c[0] != 0 -> i = 0
+		:: fl_c[1] != 0 -> i = 1
+		:: fl_c[2] != 0 -> i = 2
+		fi;
+		if
+		:: true -> deliver(fl_c[i], fl_r[i], fl_rel[i], ok)
+		:: skip /* lost */
+		fi;
+		fl_c[i] = 0; fl_r[i] = 0; fl_rel[i] = 0; ok = 0; i = 0
+	   }
+	od
+}
+
+#ifdef NO_HEARTBEAT_TIMEOUT
+#define HEARTBEAT_TIMEOUT 0
+#else
+#define HEARTBEAT_TIMEOUT 1
+#endif
+
+#define TIMER(x) \
+	:: atomic { act_state[x] == A_QUEUED && CAN_FAULT -> FAULT; finish(x, K_S2S) } \
+	:: atomic { HEARTBEAT_TIMEOUT && act_state[x] == A_STARTED && act_orphan[x] -> finish(x, K_TIMEOUT) } \
+	:: atomic { act_state[x] == A_STARTED && !act_orphan[x] && CAN_FAULT -> FAULT; finish(x, K_TIMEOUT) }
+
+/* The server's timers: a schedule-to-start timeout of a queued activity, a heartbeat timeout of
+ * one no host works on any more, or (once, a partition) of one a host still runs. */
+proctype Timers() {
+end_timers:
+	do
+	TIMER(0) TIMER(1) TIMER(2) TIMER(3) TIMER(4)
+	od
+}
+
+/* A namespace writer: it answers workflow tasks (schedules SandboxRun with the run's genuine
+ * input, or a forged one), completes or fails activities by id, sends claim signals and releases
+ * of secrets it saw, sends a decision with a wrong digest, and resets the run. */
+/* the writer completes or fails activity x by id */
+#define WEND(x) \
+	:: atomic { !w_end && wacts < WACTS && (act_state[x] == A_QUEUED || act_state[x] == A_STARTED) -> \
+		w_end = 1; wacts++; forged = 1; \
+		if \
+		:: act_kind[x] = K_NOTSTARTED /* failed by id, typed as a failure before the start */ \
+		:: act_kind[x] = K_FAILED \
+		:: act_kind[x] = K_DONE       /* completed by id */ \
+		fi; \
+		act_state[x] = A_ENDED }
+
+#ifdef NO_SECRET
+#define KNOWS_SECRET(x) 1
+#else
+#define KNOWS_SECRET(x) revealed[x]
+#endif
+
+proctype Writer() {
+	byte a, i;
+end_writer:
+	do
+	:: atomic { !w_sched && wacts < WACTS && alive[cur] -> w_sched = 1; wacts++; forged = 1;
+		if
+		:: schedule(cur, a, approved[cur]) /* the genuine input, copied */
+		:: schedule(cur, a, 0)           /* a forged input */
+		fi }
+	WEND(0) WEND(1) WEND(2) WEND(3) WEND(4)
+	:: atomic { !w_claim && wacts < WACTS && alive[cur] && ncommit < NC - 1 -> w_claim = 1; wacts++;
+		ncommit++; append(cur, EV_CLAIM, 0, ncommit, cur) }
+	:: atomic { !w_rel && wacts < WACTS && alive[cur] -> w_rel = 1; wacts++;
+		/* a release of a commitment in the history: it needs the secret, which only a
+		 * release already there reveals */
+		i = 0;
+		do
+		:: i < hist[cur].n && hist[cur].e[i].t == EV_CLAIM && KNOWS_SECRET(hist[cur].e[i].c) ->
+			append(cur, EV_REL, 0, hist[cur].e[i].c, cur); break
+		:: i < hist[cur].n -> i++
+		:: i >= hist[cur].n -> break
+		od;
+		i = 0 }
+	:: atomic { !w_dec && wacts < WACTS -> w_dec = 1; wacts++; dec[cur] ! 0 }
+	:: atomic { RESETS && !w_reset && wacts < WACTS && cur == 0 -> w_reset = 1; wacts++;
+		/* reset to a workflow task of run 0: run 0 ends, run 1 gets run 0's signals (claims
+		 * keep their run id; the decision, signed for run 0, does not verify in run 1) */
+		if
+		:: alive[0] -> alive[0] = 0; wf_end[0] = W_RESET
+		:: else -> skip
+		fi;
+		alive[1] = 1; cur = 1;
+		i = 0;
+		do
+		:: i < hist[0].n ->
+			if
+			:: hist[0].e[i].t != EV_SCHED ->
+				append(1, hist[0].e[i].t, 0, hist[0].e[i].c, hist[0].e[i].r)
+			:: else -> skip
+			fi;
+			i++
+		:: else -> break
+		od;
+		i = 0;
+		dec[1] ! 0;
+		run Workflow(1);
+		/* a reviewer approves the new run */
+		approved[1] = 1;
+		dec[1] ! 1 }
+	od
+}
+
+/* P4 and P5, when nothing can move any more. */
+proctype Final() {
+	byte r;
+	timeout ->
+	atomic {
+		r = 0;
+		do
+		:: r <= cur ->
+			assert(wf_end[r] != 0); /* P4 */
+			assert(forged || wf_end[r] != W_RAN || starts[r] == 1);    /* P5 */
+			assert(forged || wf_end[r] != W_UNUSED || starts[r] == 0); /* P5 */
+#ifdef SHOW_RAN
+			assert(wf_end[r] != W_RAN);    /* not a check: shows a run can end with a result */
+#endif
+#ifdef SHOW_UNUSED
+			assert(wf_end[r] != W_UNUSED); /* not a check: shows a run can end with the approval unused */
+#endif
+			r++
+		:: else -> break
+		od
+	}
+}
+
+init {
+	atomic {
+		alive[0] = 1;
+		approved[0] = 1;
+		dec[0] ! 1; /* the reviewer's decision */
+		run Workflow(0);
+		run Host(0);
+		run Host(1);
+		run Network();
+		run Timers();
+		run Writer();
+		run Final()
+	}
+}

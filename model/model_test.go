@@ -1,0 +1,196 @@
+//go:build integration
+
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
+)
+
+// checkTimeout bounds the whole of one test: every spin, cc and pan it runs.
+const checkTimeout = 5 * time.Minute
+
+// maxDepth is pan's search depth bound; the model's executions are under 600 steps deep.
+const maxDepth = 20000
+
+// budgets are the configurations the model is checked in, each exhaustively: faults and writer
+// actions are spent from one budget per execution, so each configuration bounds the state space
+// (the largest, two writer actions with a reset, is about 7.5 million states).
+var budgets = []struct{ name, defs string }{
+	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
+	{"one fault, one writer action (a reset among them)", "-DFAULTS=1 -DWACTS=1"},
+	{"two writer actions, no reset", "-DFAULTS=0 -DWACTS=2 -DRESETS=0"},
+	{"two writer actions (a reset among them)", "-DFAULTS=0 -DWACTS=2"},
+}
+
+// tools returns spin's and cc's paths; without them the test fails under make test and skips
+// otherwise (internal/testkit/need).
+func tools(t *testing.T) (spin, cc string) {
+	t.Helper()
+	need.Need(t, need.Spin, need.CC)
+	spin, err := exec.LookPath("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc, err = exec.LookPath("cc"); err != nil {
+		t.Fatal(err)
+	}
+	return spin, cc
+}
+
+// verdict is what one pan run found.
+type verdict struct {
+	output string // pan's report
+	errors int
+	trail  string // spin's replay of the counterexample, when there is one
+}
+
+var errorsLine = regexp.MustCompile(`errors: (\d+)`)
+
+// check builds the model with defs (spin -a, cc) in a fresh folder and runs pan on it, stopping
+// at the first counterexample, whose trail it replays.
+func check(ctx context.Context, t *testing.T, defs string) (verdict, error) {
+	spin, cc := tools(t)
+	src, err := os.ReadFile("approval.pml")
+	if err != nil {
+		return verdict{}, fmt.Errorf("model: read approval.pml: %w", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "approval.pml"), src, 0o644); err != nil {
+		return verdict{}, fmt.Errorf("model: copy approval.pml: %w", err)
+	}
+	flags := strings.Fields(defs)
+	run := func(name string, args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return string(out), fmt.Errorf("model: %s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out), nil
+	}
+	if _, err := run(spin, append(append([]string{"-a"}, flags...), "approval.pml")...); err != nil {
+		return verdict{}, err
+	}
+	// MEMLIM keeps pan from taking the shared machine's memory: past it, it stops and says so.
+	if _, err := run(cc, "-O1", "-DSAFETY", "-DCOLLAPSE", "-DMEMLIM=2048", "-o", "pan", "pan.c"); err != nil {
+		return verdict{}, err
+	}
+	out, err := run(filepath.Join(dir, "pan"), "-m"+strconv.Itoa(maxDepth))
+	if err != nil {
+		return verdict{output: out}, err
+	}
+	v := verdict{output: out}
+	for _, bad := range []string{"max search depth too small", "out of memory", "aborted"} {
+		if strings.Contains(out, bad) {
+			return v, fmt.Errorf("model: pan with %s did not finish its search (%s):\n%s", defs, bad, out)
+		}
+	}
+	m := errorsLine.FindStringSubmatch(out)
+	if m == nil {
+		return v, fmt.Errorf("model: pan with %s printed no error count:\n%s", defs, out)
+	}
+	v.errors, _ = strconv.Atoi(m[1])
+	if _, err := os.Stat(filepath.Join(dir, "approval.pml.trail")); err == nil {
+		trail, err := run(spin, append(append([]string{"-t", "-p"}, flags...), "approval.pml")...)
+		if err != nil {
+			return v, err
+		}
+		v.trail = trail
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return v, fmt.Errorf("model: look for the trail: %w", err)
+	}
+	return v, nil
+}
+
+// summary is pan's lines that say what it searched.
+func summary(out string) string {
+	var keep []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "states, stored") || strings.Contains(line, "errors:") ||
+			strings.Contains(line, "elapsed time") || strings.Contains(line, "violated") {
+			keep = append(keep, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(keep, "; ")
+}
+
+// TestModelHolds checks every property of approval.pml in every budget, exhaustively, and fails
+// on any counterexample, printing its trail.
+func TestModelHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	for _, b := range budgets {
+		start := time.Now()
+		v, err := check(ctx, t, b.defs)
+		if err != nil {
+			t.Fatalf("%s: %v", b.name, err)
+		}
+		if v.errors != 0 {
+			t.Fatalf("%s (%s): spin found a counterexample:\n%s\ntrail:\n%s", b.name, b.defs, v.output, v.trail)
+		}
+		if !strings.Contains(v.output, "Full statespace search") {
+			t.Fatalf("%s: not a full search:\n%s", b.name, v.output)
+		}
+		t.Logf("%s (%s): %s [%s with spin and cc]", b.name, b.defs, summary(v.output), time.Since(start).Round(100*time.Millisecond))
+	}
+}
+
+// TestModelFindsRemovedChecks builds the model without one of the code's checks at a time, and
+// requires spin to find the counterexample: the properties are not true of any protocol, and the
+// budgets reach the attacks. SHOW_RAN and SHOW_UNUSED show that runs do end with a result and
+// with the approval unused (the properties do not hold only because nothing happens).
+func TestModelFindsRemovedChecks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	for _, c := range []struct {
+		macro, defs, violated string
+	}{
+		// A writer schedules a second SandboxRun with the genuine input: both run.
+		{"NO_HISTORY_READ", "-DFAULTS=0 -DWACTS=1", "starts[r]<=1"},
+		// A writer fails the running activity by id as "before the start" and releases its
+		// claim: the workflow's fresh activity runs the code again.
+		{"NO_SECRET", "-DFAULTS=0 -DWACTS=2 -DRESETS=0", "starts[r]<=1"},
+		// The code starts, a writer fails the activity by id as "before the start", the backend
+		// fails after the start and the host releases: the fresh activity runs it again.
+		{"NO_STARTED_RULE", "-DFAULTS=0 -DWACTS=1", "starts[r]<=1"},
+		// The server holds the first host's claim; it runs without seeing it, a writer fails it
+		// by id as "before the start", and the fresh activity's host finds no claim before its
+		// own.
+		{"NO_CLAIM_WAIT", "-DFAULTS=1 -DWACTS=1", "starts[r]<=1"},
+		// A writer schedules SandboxRun with a forged input.
+		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "act_valid[a]&&approved[r]"},
+		// A writer's decision names a wrong digest, and the workflow takes it.
+		{"NO_DIGEST_CHECK", "-DFAULTS=0 -DWACTS=1", "violated v"},
+		// The host that took the activity crashes and nothing times it out: the run never ends.
+		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=0"},
+		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
+		{"SHOW_UNUSED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=2"},
+	} {
+		v, err := check(ctx, t, "-D"+c.macro+" "+c.defs)
+		if err != nil {
+			t.Fatalf("%s: %v", c.macro, err)
+		}
+		if v.errors == 0 || v.trail == "" {
+			t.Fatalf("%s (%s): spin found no counterexample:\n%s", c.macro, c.defs, v.output)
+		}
+		if !strings.Contains(v.output, c.violated) {
+			t.Fatalf("%s: spin found another counterexample than %q:\n%s\ntrail:\n%s", c.macro, c.violated, v.output, v.trail)
+		}
+		t.Logf("%s (%s): %s; trail of %d lines", c.macro, c.defs, summary(v.output), strings.Count(v.trail, "\n"))
+		if testing.Verbose() {
+			t.Logf("%s trail:\n%s", c.macro, v.trail)
+		}
+	}
+}
