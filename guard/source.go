@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -139,47 +138,28 @@ func isUTF8Coding(name string) bool {
 	return n == "utf-8" || n == "utf8" || strings.HasPrefix(n, "utf-8-")
 }
 
-// escapingCodecs are parts of codec names (lower case, "_" as "-") that decode escapes, shifts
-// or other encodings of text: refused in a coding declaration on any line (see CheckCoding).
-var escapingCodecs = []string{"escape", "utf-7", "utf7", "u7", "punycode", "idna", "rot", "uu", "base64", "hex",
-	"quopri", "zlib", "bz2", "utf-16", "utf16", "utf-32", "utf32"}
-
-func isEscapingCodec(name string) bool {
-	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
-	return slices.ContainsFunc(escapingCodecs, func(c string) bool { return strings.Contains(n, c) })
-}
-
 // CheckCoding reports a ToolUsageError, naming file and line, for a PEP 263 coding declaration
-// that names anything but UTF-8 on the first or second line of src. Such a codec (unicode_escape,
-// raw_unicode_escape, utf-7, rot13, punycode, latin-1 and every other) makes Python read bytes
-// other than the ones every view draws: what reads as a comment can be code. Both lines are
-// checked whatever the first holds, and lines end at \n, \r\n or a lone \r. On later lines
-// a declaration naming a codec that decodes escapes (unicode_escape, utf-7, ...) is refused too:
-// such a line becomes a first line wherever the text is handed to Python (a shell here-document
-// piped to python3, a file the code writes).
+// that names anything but UTF-8, on any line of src. On the first two lines such a codec
+// (unicode_escape, utf-7, shift_jis, hz, latin-1 and every other) makes Python read other
+// characters than the ones every view draws: what reads as a comment or a string can be code
+// (shift_jis reads the UTF-8 bytes of "\u00c1" and a backslash after them as two characters, so
+// a \" drawn inside a string ends it; hz drops a "~" and the line end after it). On a later line
+// it is refused too, whatever the codec: any line becomes a first line wherever the text is
+// handed to Python (a shell here-document written to a file, a file the code writes), so shell
+// code is checked the same way. Lines end at \n, at \r\n or a lone \r, and are also read split
+// at \n alone, as Python reads a string it is given.
 func CheckCoding(file string, src []byte) error {
 	// Python reads the declaration after a UTF-8 byte order mark.
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
-	refuse := func(line int, name string) error {
-		return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
-			file, line, VisibleText(name))
-	}
-	for _, lines := range [][]string{strings.SplitN(string(src), "\n", 3), physicalLines(string(src))} {
-		for i, line := range lines {
-			if i == 2 {
-				break
-			}
-			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
-				return refuse(i+1, m[1])
-			}
-		}
-	}
 	if !bytes.Contains(src, []byte("coding")) {
 		return nil
 	}
-	for i, line := range physicalLines(string(src)) {
-		if m := codingRE.FindStringSubmatch(line); m != nil && isEscapingCodec(m[1]) {
-			return refuse(i+1, m[1])
+	for _, lines := range [][]string{strings.Split(string(src), "\n"), physicalLines(string(src))} {
+		for i, line := range lines {
+			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
+				return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
+					file, i+1, VisibleText(m[1]))
+			}
 		}
 	}
 	return nil
@@ -225,9 +205,9 @@ func isPythonIndented(name string, content []byte) bool {
 	return bytes.Contains(first, []byte("python"))
 }
 
-// CheckInputSource reports a ToolUsageError, naming the file, for an input file Python could read
-// as something other than what the views show: any file with a coding declaration other than
-// UTF-8 (the code could run a file of any name), and a source file (IsSourceFile) that starts
+// CheckInputSource reports a ToolUsageError, naming the file, for an input file Python or sh could
+// read as something other than what the views show: any file with a coding declaration other than
+// UTF-8 (the code could run a file of any name), any text file that CheckHereDocTabs refuses, and a source file (IsSourceFile) that starts
 // with a byte order mark other than UTF-8's or is not valid UTF-8. With indentation, it also
 // applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds. Python
 // modules and scripts must also pass CheckLineEnds.
@@ -235,6 +215,12 @@ func CheckInputSource(name string, content []byte, indentation bool) error {
 	file := "input file " + VisibleText(name)
 	if err := CheckCoding(file, content); err != nil {
 		return err
+	}
+	// A text file of any name can be run by sh (sh helper.sh), and the views draw its tabs.
+	if utf8.Valid(content) && bytes.IndexByte(content, 0) < 0 {
+		if err := CheckHereDocTabs(file, string(content)); err != nil {
+			return err
+		}
 	}
 	if !IsSourceFile(name, content) {
 		return nil
@@ -272,12 +258,40 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
+// CheckHereDocTabs reports a ToolUsageError, naming file and line, for shell code with a "<<-"
+// here-document and a line after it that starts with a tab: sh removes the leading tabs of a
+// "<<-" here-document's lines, so a program it hands to Python (python3 - <<-EOF) is indented
+// otherwise than every view draws it (at Python's columns, see ShowTabs). Any "<<-" counts,
+// quoted or not: a checker that guessed which text sh reads as an operator could be misled by
+// the code it checks. Code that needs no leading tabs can use "<<" instead.
+func CheckHereDocTabs(file, src string) error {
+	lines := physicalLines(src)
+	for i, line := range lines {
+		if !strings.Contains(line, "<<-") {
+			continue
+		}
+		for j := i + 1; j < len(lines); j++ {
+			if strings.HasPrefix(lines[j], "\t") {
+				return toolUsagef("%s line %d: a tab at the start of a line after the \"<<-\" here-document of line %d (sh removes those tabs, so the lines are not indented as drawn; use \"<<\")",
+					file, j+1, i+1)
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
 // checkSources applies the source checks to the code (when it is Python) and to every input file.
 func (p Policy) checkSources(c *Checked) error {
 	indentation := !p.AllowMixedIndentation
 	// Shell code can hand Python its lines (python3 - <<EOF): its declarations count too.
 	if err := CheckCoding("code", []byte(c.Code)); err != nil {
 		return err
+	}
+	if c.Language == Shell {
+		if err := CheckHereDocTabs("code", c.Code); err != nil {
+			return err
+		}
 	}
 	if c.Language == Python {
 		if err := CheckLineEnds("code", c.Code); err != nil {

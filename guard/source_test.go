@@ -130,6 +130,11 @@ func TestCheckCoding(t *testing.T) {
 		{"after a UTF-8 byte order mark", "\ufeff# coding: latin-1\n", 1},
 		{"an escaping codec on a later line", "x = 1\ny = 2\n# -*- coding: unicode_escape -*-\n", 3},
 		{"a here-document to python3", "echo start\npython3 - <<'EOF'\n# coding: utf_7\nprint(1)\nEOF\n", 3},
+		// Codecs that decode no escapes still change what Python reads once the line is first.
+		{"latin-1 on a later line", "x = 1\ny = 2\n# coding: latin-1\n", 3},
+		{"shift_jis on a later line", "echo start\ncat > m.py <<'EOF'\n# coding: shift_jis\nEOF\n", 3},
+		{"hz on a later line", "a\nb\nc\n# vim: set fileencoding=hz :\n", 4},
+		{"gbk after a lone carriage return", "a\nb\rc\r# coding: gbk\n", 4},
 	}
 	for _, tt := range refused {
 		err := CheckCoding("code", []byte(tt.src))
@@ -144,8 +149,7 @@ func TestCheckCoding(t *testing.T) {
 		"# coding=utf8\n",
 		"# coding: utf_8\n",
 		"# coding: Utf_8\n",
-		"# coding: utf-8-unix\n", // Python reads utf-8-* as UTF-8
-		"x = 1\ny = 2\n# coding: latin-1 (third line: Python does not look, and it decodes no escapes)\n",
+		"# coding: utf-8-unix\n",         // Python reads utf-8-* as UTF-8
 		"s = 'coding: unicode_escape'\n", // not a comment
 		"print('no declaration')\n",
 	}
@@ -382,4 +386,43 @@ print("".join(out))`
 		}
 	}
 	t.Logf("%d layouts Python accepts, each drawn where Python puts it", accepted)
+}
+
+func TestCheckHereDocTabs(t *testing.T) {
+	sh := Policy{Languages: []string{Python, Shell}}
+	refused := []struct {
+		name, code string
+		line       int
+	}{
+		{"python3 - <<-EOF", "python3 - <<-EOF\nif False:\n        pass\n\tprint('out')\nEOF\n", 4},
+		{"a quoted delimiter", "cat > m.py <<-'EOF'\n\tx = 1\nEOF\n", 2},
+		{"the tab on the delimiter line only", "x=1\ncat <<-END\nhello\n\tEND\n", 4},
+		{"after a lone carriage return", "cat <<-E\r\tx\rE\n", 2},
+	}
+	for _, tt := range refused {
+		_, err := sh.Check(Request{Code: tt.code, Language: Shell}, "docker")
+		var tu *ToolUsageError
+		if !errors.As(err, &tu) || !strings.Contains(err.Error(), "code line "+strconv.Itoa(tt.line)+":") {
+			t.Errorf("%s: got %v; want a ToolUsageError naming code line %d", tt.name, err, tt.line)
+		}
+	}
+	// An input file of any name can be run by sh.
+	_, err := sh.Check(Request{Code: "sh run.txt\n", Language: Shell,
+		Files: map[string][]byte{"run.txt": []byte("python3 - <<-EOF\n\tprint(1)\nEOF\n")}}, "docker")
+	if err == nil || !strings.Contains(err.Error(), "input file run.txt line 2:") {
+		t.Errorf("an input file with <<- and a tab: %v; want it refused, naming the file and line", err)
+	}
+	for _, code := range []string{
+		"\techo x\npython3 - <<EOF\n\tprint(1)\nEOF\n", // << keeps the tabs: Python reads them as drawn
+		"\tcat <<-EOF\n    x\nEOF\n",                   // a tab before the <<- line, none after
+	} {
+		if _, err := sh.Check(Request{Code: code, Language: Shell}, "docker"); err != nil {
+			t.Errorf("%q: %v; want accepted", code, err)
+		}
+	}
+	// Binary input files are not text sh reads; their bytes may hold anything.
+	if _, err := sh.Check(Request{Code: "echo\n", Language: Shell,
+		Files: map[string][]byte{"blob.bin": []byte("<<-\n\t\x00\xff")}}, "docker"); err != nil {
+		t.Errorf("a binary input file: %v; want accepted", err)
+	}
 }

@@ -100,3 +100,43 @@ func TestDockerReadsAsRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerReadsAsRunsShellVariants: shell code that a reviewer reads as writing and running a
+// harmless Python file, where sh or the file's later coding declaration makes Python run code
+// the views draw as part of a string or as dead code. Each runs unchecked in the sandbox to show
+// the attack is real, and the sandbox host's recheck refuses it before any container is made.
+func TestDockerReadsAsRunsShellVariants(t *testing.T) {
+	attacks := map[string]string{
+		// shift_jis reads the UTF-8 bytes of "Á" and the backslash after them as two
+		// characters, so the \" every view draws inside the string ends it.
+		"shift_jis on line 3": "echo start\ncat > m.py <<'EOF'\n# coding: shift_jis\nlabel = \"\u00c1\\\"; print('HIDDEN CODE RAN') #\"\nprint('label', label)\nEOF\npython3 m.py\n",
+		// gbk, the same with a character whose last byte starts a two-byte GBK character.
+		"gbk on line 3": "echo start\ncat > m.py <<'EOF'\n# coding: gbk\nlabel = \"\u0801\\\"; print('HIDDEN CODE RAN') #\"\nprint('label', label)\nEOF\npython3 m.py\n",
+		// hz removes "~" and the line end after it: the line that sets dry_run back to True
+		// joins the comment above it.
+		"hz on line 3": "echo start\ncat > m.py <<'EOF'\n# coding: hz\ndry_run = False\n# for this review, a dry run: ~\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\npython3 m.py\n",
+		// <<- removes the leading tabs of the here-document: the print the views draw at
+		// column 8, in the if's body after pass, runs at column 0, after the if.
+		"tabs in <<-": "python3 - <<-EOF\nif False:\n        pass\n\tprint('HIDDEN CODE RAN')\nEOF\n",
+	}
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		guarded := guard.New(b, testPolicy)
+		for _, name := range slices.Sorted(maps.Keys(attacks)) {
+			sh := forged(t, attacks[name], nil, nil)
+			sh.Language = guard.Shell
+			sh.Digest = guard.Digest(&sh)
+			if res := mustRun(t, b, sh); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
+				t.Fatalf("%s: the attack did not work in the sandbox (stdout %q, stderr %q): the test shows nothing", name, res.Stdout, res.Stderr)
+			}
+			sh.Owner.WorkflowID = "test-" + randomHex(6)
+			_, err := guarded.Run(context.Background(), sh)
+			if guard.TypeOf(err) != guard.TypeToolUsageError {
+				t.Errorf("%s: guarded run: %v; want a ToolUsageError before anything runs", name, err)
+			}
+			if n := len(containersOf(t, sh.Owner.WorkflowID)); n != 0 {
+				t.Errorf("%s: %d containers were made for a refused request", name, n)
+			}
+		}
+	})
+}
