@@ -49,6 +49,8 @@ const (
 	Chromium
 	// Postgres is a PostgreSQL server at SANDBOXFLOW_TEST_POSTGRES (default 127.0.0.1:5433).
 	Postgres
+	// Tmux is tmux on PATH, a real terminal for tests of what a terminal shows.
+	Tmux
 )
 
 // spec is a requirement's name, how to get it, and the variable other than RequireAll that
@@ -82,6 +84,8 @@ func (r Requirement) spec() spec {
 		return spec{"the official temporal CLI", "make temporal-cli, then set SANDBOXFLOW_TEMPORAL_CLI (make test does)", "", checkTemporalCLI}
 	case Chromium:
 		return spec{"chromium", "apt-get install -y chromium (make setup does)", "SANDBOXFLOW_REQUIRE_BROWSER", checkChromium}
+	case Tmux:
+		return spec{"tmux", "apt-get install -y tmux", "", lookPath("tmux")}
 	case Postgres:
 		return spec{"PostgreSQL", "run scripts/setup-postgres.sh as root (make setup does), or set SANDBOXFLOW_TEST_POSTGRES", "SANDBOXFLOW_REQUIRE_POSTGRES", checkPostgres}
 	}
