@@ -17,7 +17,7 @@
 //
 // What a reviewer reads must be what runs: Check refuses source that Python or sh would read other
 // than it is drawn (CheckCoding, CheckIndentation, CheckFormFeeds, CheckLineEnds,
-// CheckHereDocTabs, CheckInputSource), and
+// CheckHereDocs, CheckInputSource), and
 // the views use the same package to draw the rest as Python reads it (VisibleText, ShowTabs,
 // QuoteValue) and to warn of what may run unseen (SuspiciousCharacters, StartupWarnings,
 // ConfusableNames).

@@ -207,8 +207,9 @@ func isPythonIndented(name string, content []byte) bool {
 
 // CheckInputSource reports a ToolUsageError, naming the file, for an input file Python or sh could
 // read as something other than what the views show: any file with a coding declaration other than
-// UTF-8 (the code could run a file of any name), any text file that CheckHereDocTabs refuses, and a source file (IsSourceFile) that starts
-// with a byte order mark other than UTF-8's or is not valid UTF-8. With indentation, it also
+// UTF-8 (the code could run a file of any name), any text file that CheckHereDocs refuses, and
+// a source file (IsSourceFile) that starts with a byte order mark other than UTF-8's or is not
+// valid UTF-8. With indentation, it also
 // applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds. Python
 // modules and scripts must also pass CheckLineEnds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
@@ -218,7 +219,7 @@ func CheckInputSource(name string, content []byte, indentation bool) error {
 	}
 	// A text file of any name can be run by sh (sh helper.sh), and the views draw its tabs.
 	if utf8.Valid(content) && bytes.IndexByte(content, 0) < 0 {
-		if err := CheckHereDocTabs(file, string(content)); err != nil {
+		if err := CheckHereDocs(file, string(content)); err != nil {
 			return err
 		}
 	}
@@ -258,25 +259,54 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
-// CheckHereDocTabs reports a ToolUsageError, naming file and line, for shell code with a "<<-"
-// here-document and a line after it that starts with a tab: sh removes the leading tabs of a
-// "<<-" here-document's lines, so a program it hands to Python (python3 - <<-EOF) is indented
-// otherwise than every view draws it (at Python's columns, see ShowTabs). Any "<<-" counts,
-// quoted or not: a checker that guessed which text sh reads as an operator could be misled by
-// the code it checks. Code that needs no leading tabs can use "<<" instead.
-func CheckHereDocTabs(file, src string) error {
+// hereDocRE finds a here-document operator and the word after it (its delimiter): "<<" or "<<-",
+// blanks, then the word up to a blank or a character that ends a shell word.
+var hereDocRE = regexp.MustCompile(`<<(-?)[ \t]*([^ \t;&|<>()]*)`)
+
+// CheckHereDocs reports a ToolUsageError, naming file and line, for shell code whose
+// here-documents sh hands on otherwise than every view draws them:
+//   - a line that starts with a tab, after a "<<-" operator: sh removes the leading tabs of such
+//     a here-document's lines, so a program it hands to Python (python3 - <<-EOF) is indented
+//     otherwise than drawn (at Python's columns, see ShowTabs); "<<" keeps them;
+//   - in a here-document whose delimiter is not quoted (<<EOF, not <<'EOF'), a line with "\\",
+//     "\$" or "\`", or that ends with "\": sh reads those backslashes before handing the text on
+//     (a "\\\"" drawn inside a Python string becomes \\" and ends it; a "\" at the end of a
+//     comment joins the next line to it), so the program is not the one drawn. Its body is taken
+//     to run from the next line to a line equal to the delimiter, or to the end.
+//
+// Every "<<" counts, quoted or inside a here-document or not: a checker that guessed which text
+// sh reads as an operator could be misled by the code it checks; at worst it refuses code that
+// can be written with a quoted delimiter instead.
+func CheckHereDocs(file, src string) error {
 	lines := physicalLines(src)
+	tabsFrom := 0 // the first line after a "<<-" operator, 1-based; 0 for none
 	for i, line := range lines {
-		if !strings.Contains(line, "<<-") {
-			continue
+		if tabsFrom != 0 && strings.HasPrefix(line, "\t") {
+			return toolUsagef("%s line %d: a tab at the start of a line after the \"<<-\" here-document of line %d (sh removes those tabs, so the lines are not indented as drawn; use \"<<\")",
+				file, i+1, tabsFrom-1)
 		}
-		for j := i + 1; j < len(lines); j++ {
-			if strings.HasPrefix(lines[j], "\t") {
-				return toolUsagef("%s line %d: a tab at the start of a line after the \"<<-\" here-document of line %d (sh removes those tabs, so the lines are not indented as drawn; use \"<<\")",
-					file, j+1, i+1)
+		for _, m := range hereDocRE.FindAllStringSubmatch(line, -1) {
+			if m[1] == "-" && tabsFrom == 0 {
+				tabsFrom = i + 2
+			}
+			word := m[2]
+			if strings.ContainsAny(word, `'"\`) {
+				continue // quoted: sh hands the body on as it is
+			}
+			for j := i + 1; j < len(lines); j++ {
+				body := lines[j]
+				if m[1] == "-" {
+					body = strings.TrimLeft(body, "\t")
+				}
+				if body == word {
+					break
+				}
+				if strings.HasSuffix(body, `\`) || strings.Contains(body, `\\`) || strings.Contains(body, `\$`) || strings.Contains(body, "\\`") {
+					return toolUsagef("%s line %d: a backslash in the here-document of line %d, whose delimiter is not quoted: sh reads \\\\, \\$, \\` and a \\ at the line end before handing the text on, so it is not what is drawn (quote the delimiter: <<'%s')",
+						file, j+1, i+1, VisibleText(word))
+				}
 			}
 		}
-		return nil
 	}
 	return nil
 }
@@ -289,7 +319,7 @@ func (p Policy) checkSources(c *Checked) error {
 		return err
 	}
 	if c.Language == Shell {
-		if err := CheckHereDocTabs("code", c.Code); err != nil {
+		if err := CheckHereDocs("code", c.Code); err != nil {
 			return err
 		}
 	}

@@ -388,7 +388,7 @@ print("".join(out))`
 	t.Logf("%d layouts Python accepts, each drawn where Python puts it", accepted)
 }
 
-func TestCheckHereDocTabs(t *testing.T) {
+func TestCheckHereDocs(t *testing.T) {
 	sh := Policy{Languages: []string{Python, Shell}}
 	refused := []struct {
 		name, code string
@@ -398,6 +398,14 @@ func TestCheckHereDocTabs(t *testing.T) {
 		{"a quoted delimiter", "cat > m.py <<-'EOF'\n\tx = 1\nEOF\n", 2},
 		{"the tab on the delimiter line only", "x=1\ncat <<-END\nhello\n\tEND\n", 4},
 		{"after a lone carriage return", "cat <<-E\r\tx\rE\n", 2},
+		// An unquoted delimiter: sh reads the backslashes of the body.
+		{"a comment ending in a backslash", "python3 - <<EOF\ndry = False\n# force a dry run \\\ndry = True\nEOF\n", 3},
+		{"an escaped backslash before a quote", "python3 - <<EOF\ns = \"C:\\\\\\\"; print('x') #\"\nEOF\n", 2},
+		{"a backslash before a dollar", "cat <<E >m.py\nprint('\\$HOME')\nE\n", 2},
+		{"a backslash before a backquote", "cat <<E\n\\`x\\`\nE\n", 2},
+		{"<<- and a backslash", "cat <<-E\na\\\n\tE\n", 2},
+		{"the second here-document of a line", "cat <<'A' <<B\nA\nx\\\nB\n", 3},
+		{"a delimiter that looks quoted elsewhere", "echo \"<<'X'\" ; cat <<X\n\\\\\nX\n", 2},
 	}
 	for _, tt := range refused {
 		_, err := sh.Check(Request{Code: tt.code, Language: Shell}, "docker")
@@ -413,8 +421,11 @@ func TestCheckHereDocTabs(t *testing.T) {
 		t.Errorf("an input file with <<- and a tab: %v; want it refused, naming the file and line", err)
 	}
 	for _, code := range []string{
-		"\techo x\npython3 - <<EOF\n\tprint(1)\nEOF\n", // << keeps the tabs: Python reads them as drawn
-		"\tcat <<-EOF\n    x\nEOF\n",                   // a tab before the <<- line, none after
+		"\techo x\npython3 - <<EOF\n\tprint(1)\nEOF\n",     // << keeps the tabs: Python reads them as drawn
+		"\tcat <<-EOF\n    x\nEOF\n",                       // a tab before the <<- line, none after
+		"python3 - <<'EOF'\ns = 'a\\\\b' \\\nEOF\n",        // a quoted delimiter: the body is handed on as it is
+		"cat <<\\E\n\\\\\nE\n",                             // quoted with a backslash
+		"cat <<EOF\nprint('a\\nb')\nEOF\necho a \\\n  b\n", // \n is kept; after the delimiter, sh's own continuation
 	} {
 		if _, err := sh.Check(Request{Code: code, Language: Shell}, "docker"); err != nil {
 			t.Errorf("%q: %v; want accepted", code, err)

@@ -118,6 +118,12 @@ func TestDockerReadsAsRunsShellVariants(t *testing.T) {
 		// <<- removes the leading tabs of the here-document: the print the views draw at
 		// column 8, in the if's body after pass, runs at column 0, after the if.
 		"tabs in <<-": "python3 - <<-EOF\nif False:\n        pass\n\tprint('HIDDEN CODE RAN')\nEOF\n",
+		// An unquoted delimiter: sh joins a line ending in a backslash to the next, so the line
+		// that sets dry_run back joins the comment above it.
+		"a backslash ending a comment": "python3 - <<EOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
+		// sh reads the \\ drawn before \" as one backslash, which escapes the quote no more: the
+		// string ends there and the print after it is code.
+		"an escaped backslash before a quote": "python3 - <<EOF\nlabel = \"C:\\\\\\\"; print('HIDDEN CODE RAN') #\"\nprint('label', label)\nEOF\n",
 	}
 	eachRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
