@@ -220,7 +220,8 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 		"    \t\topen(%[1]q, 'a').write('launched\\n')\n"+
 		"main(True)\n"+
 		"p\u0430ypal = 'a Cyrillic a in a Latin name'\n", e.counter)
-	e.start(ctx, "inbox-tabs", code, map[string][]byte{"json.py": []byte("loads = eval\n"), "hook.pth": []byte("import os\n"), "helper.py": []byte("def f():\n\treturn 1\n")})
+	e.start(ctx, "inbox-tabs", code, map[string][]byte{"json.py": []byte("loads = eval\n"), "hook.pth": []byte("import os\n"), "helper.py": []byte("def f():\n\treturn 1\n"),
+		"sections.py": []byte("A = 1\n\f\nBANNER = '\x1b[2J'\n")})
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-tabs"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
 	// The left edge, in pixels, of the first occurrence of word in each code line.
@@ -254,6 +255,11 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 	}
 	if got := e.Text(`document.querySelector("details.file pre.preview") ? Array.from(document.querySelectorAll("details.file pre.preview")).map(p => p.textContent).join("|") : ""`); !strings.Contains(got, "def f():\n⇥       return 1") {
 		t.Errorf("input files drawn as %q; want helper.py's tab as ⇥ and spaces to column 8", got)
+	}
+	// A module with a form feed and an escape sequence is drawn as text, those escaped, not as
+	// "binary (not shown)".
+	if got := e.Text(`Array.from(document.querySelectorAll("details.file pre.preview")).map(p => p.textContent).join("|")`); !strings.Contains(got, `BANNER = '\u001b[2J'`) || !strings.Contains(got, `\u000c`) {
+		t.Errorf("input files drawn as %q; want sections.py's text with its form feed and escape written as \\u000c and \\u001b", got)
 	}
 	names := e.Text(`(document.getElementById("names-warning") ? document.getElementById("names-warning").innerText : "") + "|" +
 		Array.from(document.querySelectorAll("#code .t-conf")).map(n => n.textContent).join(",")`)
