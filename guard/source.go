@@ -272,13 +272,16 @@ var hereDocRE = regexp.MustCompile(`<<(-?)[ \t]*([^ \t;&|<>()]*)`)
 //     "\$" or "\`", or that ends with "\": sh reads those backslashes before handing the text on
 //     (a "\\\"" drawn inside a Python string becomes \\" and ends it; a "\" at the end of a
 //     comment joins the next line to it), so the program is not the one drawn. Its body is taken
-//     to run from the next line to a line equal to the delimiter, or to the end.
+//     to run from the next line to a line equal to the delimiter, or to the end (lines end at
+//     \n, as sh reads them).
 //
 // Every "<<" counts, quoted or inside a here-document or not: a checker that guessed which text
 // sh reads as an operator could be misled by the code it checks; at worst it refuses code that
 // can be written with a quoted delimiter instead.
 func CheckHereDocs(file, src string) error {
-	lines := physicalLines(src)
+	// sh's lines end at \n alone: a carriage return is a character of the line, and of a
+	// delimiter word, so "EOF\r" does not end a here-document whose delimiter is EOF.
+	lines := strings.Split(src, "\n")
 	tabsFrom := 0 // the first line after a "<<-" operator, 1-based; 0 for none
 	for i, line := range lines {
 		if tabsFrom != 0 && strings.HasPrefix(line, "\t") {

@@ -397,7 +397,8 @@ func TestCheckHereDocs(t *testing.T) {
 		{"python3 - <<-EOF", "python3 - <<-EOF\nif False:\n        pass\n\tprint('out')\nEOF\n", 4},
 		{"a quoted delimiter", "cat > m.py <<-'EOF'\n\tx = 1\nEOF\n", 2},
 		{"the tab on the delimiter line only", "x=1\ncat <<-END\nhello\n\tEND\n", 4},
-		{"after a lone carriage return", "cat <<-E\r\tx\rE\n", 2},
+		{"a tab after a carriage return", "cat <<-E\n\tx\rE\n", 2},
+		{"a body past a delimiter line with a carriage return", "python3 - <<EOF\nx = 1\nEOF\r\ns = \"\\\\\\\"\"\nEOF\n", 4},
 		// An unquoted delimiter: sh reads the backslashes of the body.
 		{"a comment ending in a backslash", "python3 - <<EOF\ndry = False\n# force a dry run \\\ndry = True\nEOF\n", 3},
 		{"an escaped backslash before a quote", "python3 - <<EOF\ns = \"C:\\\\\\\"; print('x') #\"\nEOF\n", 2},
