@@ -207,19 +207,23 @@ func isPythonIndented(name string, content []byte) bool {
 
 // CheckInputSource reports a ToolUsageError, naming the file, for an input file Python or sh could
 // read as something other than what the views show: any file with a coding declaration other than
-// UTF-8 (the code could run a file of any name), any text file that CheckHereDocs refuses, and
-// a source file (IsSourceFile) that starts with a byte order mark other than UTF-8's or is not
-// valid UTF-8. With indentation, it also
-// applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds. Python
-// modules and scripts must also pass CheckLineEnds.
+// UTF-8 (the code could run a file of any name), any text file that CheckHereDocs or
+// CheckLineEnds refuses, and a source file (IsSourceFile) that starts with a byte order mark
+// other than UTF-8's or is not valid UTF-8. With indentation, it also applies CheckIndentation
+// to Python modules and scripts; without, CheckFormFeeds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
 	file := "input file " + VisibleText(name)
 	if err := CheckCoding(file, content); err != nil {
 		return err
 	}
-	// A text file of any name can be run by sh (sh helper.sh), and the views draw its tabs.
+	// A text file of any name (what the views draw as text: UTF-8 without NUL) can be run by sh
+	// (sh helper.sh) or by Python (exec(open('notes.txt').read()), runpy.run_path), which ends
+	// a line at a lone carriage return where the views draw one line with a \r in it.
 	if utf8.Valid(content) && bytes.IndexByte(content, 0) < 0 {
 		if err := CheckHereDocs(file, string(content)); err != nil {
+			return err
+		}
+		if err := CheckLineEnds(file, string(content)); err != nil {
 			return err
 		}
 	}

@@ -146,3 +146,28 @@ func TestDockerReadsAsRunsShellVariants(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerReadsAsRunsTextInputs: an input file with no Python name that the code runs as Python
+// (exec of its text, runpy.run_path): a lone carriage return, drawn as a \r inside one comment
+// line by every view, ends the line for Python, so the print after it runs. It runs unchecked in
+// the sandbox, and the sandbox host refuses it.
+func TestDockerReadsAsRunsTextInputs(t *testing.T) {
+	notes := map[string][]byte{"notes.txt": []byte("# a harmless note\rprint('HIDDEN CODE RAN')\n")}
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		guarded := guard.New(b, testPolicy)
+		for _, code := range []string{"exec(open('notes.txt').read())\n", "import runpy\nrunpy.run_path('notes.txt')\n"} {
+			attack := forged(t, code, notes, nil)
+			if res := mustRun(t, b, attack); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
+				t.Fatalf("%q: the attack did not work in the sandbox (stdout %q, stderr %q): the test shows nothing", code, res.Stdout, res.Stderr)
+			}
+			attack.Owner.WorkflowID = "test-" + randomHex(6)
+			if _, err := guarded.Run(context.Background(), attack); guard.TypeOf(err) != guard.TypeToolUsageError {
+				t.Errorf("%q: guarded run: %v; want a ToolUsageError before anything runs", code, err)
+			}
+			if n := len(containersOf(t, attack.Owner.WorkflowID)); n != 0 {
+				t.Errorf("%q: %d containers were made for a refused request", code, n)
+			}
+		}
+	})
+}
