@@ -207,8 +207,8 @@ func isPythonIndented(name string, content []byte) bool {
 
 // CheckInputSource reports a ToolUsageError, naming the file, for an input file Python or sh could
 // read as something other than what the views show: any file with a coding declaration other than
-// UTF-8 (the code could run a file of any name), any text file that CheckHereDocs or
-// CheckLineEnds refuses, and a source file (IsSourceFile) that starts with a byte order mark
+// UTF-8 (the code could run a file of any name), any text file that CheckHereDocs,
+// CheckLineEnds or CheckFormFeeds refuses, and a source file (IsSourceFile) that starts with a byte order mark
 // other than UTF-8's or is not valid UTF-8. With indentation, it also applies CheckIndentation
 // to Python modules and scripts; without, CheckFormFeeds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
@@ -218,12 +218,16 @@ func CheckInputSource(name string, content []byte, indentation bool) error {
 	}
 	// A text file of any name (what the views draw as text: UTF-8 without NUL) can be run by sh
 	// (sh helper.sh) or by Python (exec(open('notes.txt').read()), runpy.run_path), which ends
-	// a line at a lone carriage return where the views draw one line with a \r in it.
+	// a line at a lone carriage return where the views draw one line with a \r in it, and
+	// resets its column at a form feed in the indentation, which no view can draw.
 	if utf8.Valid(content) && bytes.IndexByte(content, 0) < 0 {
 		if err := CheckHereDocs(file, string(content)); err != nil {
 			return err
 		}
 		if err := CheckLineEnds(file, string(content)); err != nil {
+			return err
+		}
+		if err := CheckFormFeeds(file, string(content)); err != nil {
 			return err
 		}
 	}

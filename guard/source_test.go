@@ -303,7 +303,11 @@ func TestCheckLineEnds(t *testing.T) {
 		!strings.Contains(err.Error(), "input file notes.txt line 1: a carriage return") {
 		t.Errorf("a lone carriage return in a text file: %v; want it refused, naming the file and line", err)
 	}
-	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("a\r\nb\r\n"), "blob.bin": {'a', '\r', 0, 'b'}}}, "docker"); err != nil {
+	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("if False:\n    x = 1\n    \fprint('x')\n")}}, "docker"); err == nil ||
+		!strings.Contains(err.Error(), "input file notes.txt line 3: a form feed") {
+		t.Errorf("a form feed in the indentation of a text file: %v; want it refused, naming the file and line", err)
+	}
+	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("a\r\nb\r\n\f\n"), "blob.bin": {'a', '\r', 0, 'b'}}}, "docker"); err != nil {
 		t.Errorf("CRLF text and a binary file with a carriage return: %v; want accepted", err)
 	}
 	sh := Policy{Languages: []string{Python, Shell}}

@@ -149,15 +149,21 @@ func TestDockerReadsAsRunsShellVariants(t *testing.T) {
 
 // TestDockerReadsAsRunsTextInputs: an input file with no Python name that the code runs as Python
 // (exec of its text, runpy.run_path): a lone carriage return, drawn as a \r inside one comment
-// line by every view, ends the line for Python, so the print after it runs. It runs unchecked in
-// the sandbox, and the sandbox host refuses it.
+// line by every view, ends the line for Python, so the print after it runs; a form feed in the
+// indentation moves a line out of an if. Each runs unchecked in the sandbox, and the sandbox host
+// refuses it.
 func TestDockerReadsAsRunsTextInputs(t *testing.T) {
-	notes := map[string][]byte{"notes.txt": []byte("# a harmless note\rprint('HIDDEN CODE RAN')\n")}
+	inputs := []map[string][]byte{
+		{"notes.txt": []byte("# a harmless note\rprint('HIDDEN CODE RAN')\n")},
+		// A form feed in the indentation: Python resets its column there, so the print drawn
+		// in the if's body runs after it.
+		{"notes.txt": []byte("if False:\n    x = 1\n    \fprint('HIDDEN CODE RAN')\n")},
+	}
 	eachRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		guarded := guard.New(b, testPolicy)
-		for _, code := range []string{"exec(open('notes.txt').read())\n", "import runpy\nrunpy.run_path('notes.txt')\n"} {
-			attack := forged(t, code, notes, nil)
+		for i, code := range []string{"exec(open('notes.txt').read())\n", "import runpy\nrunpy.run_path('notes.txt')\n", "exec(open('notes.txt').read())\n"} {
+			attack := forged(t, code, inputs[i/2], nil)
 			if res := mustRun(t, b, attack); !strings.Contains(string(res.Stdout), "HIDDEN CODE RAN") {
 				t.Fatalf("%q: the attack did not work in the sandbox (stdout %q, stderr %q): the test shows nothing", code, res.Stdout, res.Stderr)
 			}
