@@ -333,6 +333,14 @@ func (p Policy) checkSources(c *Checked) error {
 		if err := CheckHereDocs("code", c.Code); err != nil {
 			return err
 		}
+		// sh hands Python its lines as they are (python3 - <<'EOF', python3 -c "..."): a lone
+		// carriage return ends a line there, a form feed in the indentation resets the column.
+		if err := CheckLineEnds("code", c.Code); err != nil {
+			return err
+		}
+		if err := CheckFormFeeds("code", c.Code); err != nil {
+			return err
+		}
 	}
 	if c.Language == Python {
 		if err := CheckLineEnds("code", c.Code); err != nil {

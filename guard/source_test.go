@@ -314,6 +314,14 @@ func TestCheckLineEnds(t *testing.T) {
 	if _, err := sh.Check(Request{Code: "python3 - <<'EOF'\n# coding: raw_unicode_escape\n# \\nimport os\nEOF\n", Language: Shell}, "docker"); err == nil {
 		t.Error("shell code that pipes a unicode_escape declaration to python3 was accepted")
 	}
+	for _, code := range []string{"python3 -c \"# a note\rprint('x')\"\n", "python3 - <<'EOF'\nif False:\n    x = 1\n    \fprint('x')\nEOF\n"} {
+		if _, err := sh.Check(Request{Code: code, Language: Shell}, "docker"); err == nil {
+			t.Errorf("shell code %q accepted: sh hands Python a lone carriage return or a form feed in indentation as they are", code)
+		}
+	}
+	if _, err := sh.Check(Request{Code: "echo a\r\necho b\r\n\f\n", Language: Shell}, "docker"); err != nil {
+		t.Errorf("shell code with CRLF and a page break: %v", err)
+	}
 	if _, err := sh.Check(Request{Code: "\techo x\n  echo y\n", Language: Shell}, "docker"); err != nil {
 		t.Errorf("shell code: %v; indentation is not checked for sh", err)
 	}

@@ -117,7 +117,13 @@ func TestDockerReadsAsRunsShellVariants(t *testing.T) {
 		"hz on line 3": "echo start\ncat > m.py <<'EOF'\n# coding: hz\ndry_run = False\n# for this review, a dry run: ~\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\npython3 m.py\n",
 		// <<- removes the leading tabs of the here-document: the print the views draw at
 		// column 8, in the if's body after pass, runs at column 0, after the if.
-		"tabs in <<-": "python3 - <<-EOF\nif False:\n        pass\n\tprint('HIDDEN CODE RAN')\nEOF\n",
+		// sh passes a lone carriage return and a form feed on; Python ends the line at the
+		// one (the print drawn in a comment runs) and resets its column at the other (the
+		// print drawn in the if's body runs after it).
+		"a carriage return in a here-document": "python3 - <<'EOF'\n# a note\rprint('HIDDEN CODE RAN')\nEOF\n",
+		"a carriage return in python3 -c":      "python3 -c \"# a note\rprint('HIDDEN CODE RAN')\"\n",
+		"a form feed in a here-document":       "python3 - <<'EOF'\nif False:\n    x = 1\n    \fprint('HIDDEN CODE RAN')\nEOF\n",
+		"tabs in <<-":                          "python3 - <<-EOF\nif False:\n        pass\n\tprint('HIDDEN CODE RAN')\nEOF\n",
 		// An unquoted delimiter: sh joins a line ending in a backslash to the next, so the line
 		// that sets dry_run back joins the comment above it.
 		"a backslash ending a comment": "python3 - <<EOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
