@@ -206,6 +206,50 @@ func TestBrowserInbox(t *testing.T) {
 	crossSitePost(t, e, ctx)
 	lyingRun(t, e, ctx)
 	tabRun(t, e, ctx)
+	wrapRun(t, e, ctx)
+}
+
+// wrapRun is code whose sixth line, padded with spaces, goes on with "|     delete()": wrapped
+// by the browser, that tail started a row of its own at the left edge of the code, under the
+// if's body, where Python runs it on line 6 (x = 0 | delete()) with dry_run True. The page must
+// start the tail left of where every line starts.
+func wrapRun(t *testing.T, e *env, ctx context.Context) {
+	code := "import os\n" +
+		"def delete(): print('DELETED'); return 0\n" +
+		"dry_run = True\n" +
+		"if not dry_run:\n" +
+		"    print('about to delete')\n" +
+		"x = 0" + strings.Repeat(" ", 400) + "|     delete()\n"
+	e.start(ctx, "inbox-wrap", code, nil)
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-wrap"))
+	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	got := e.Text(`(() => {
+		const at = (td, ch) => {
+			const w = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+			for (let n = w.nextNode(); n; n = w.nextNode()) {
+				const i = n.textContent.indexOf(ch);
+				if (i >= 0) { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); return r.getBoundingClientRect(); }
+			}
+			return null;
+		};
+		const rows = document.querySelectorAll("#code td.src");
+		const start = at(rows[0], "i"), body = at(rows[4], "p"), x = at(rows[5], "x"), bar = at(rows[5], "|");
+		return [start.left, body.left, x.left, x.top, bar.left, bar.top].map(Math.round).join(" ");
+	})()`)
+	var startX, bodyX, lineX, lineY, tailX, tailY int
+	if _, err := fmt.Sscan(got, &startX, &bodyX, &lineX, &lineY, &tailX, &tailY); err != nil {
+		t.Fatalf("positions %q: %v", got, err)
+	}
+	if tailY <= lineY {
+		t.Fatalf("line 6 did not wrap (positions %q): the test shows nothing", got)
+	}
+	if lineX != startX || tailX >= startX {
+		t.Errorf("x: lines start at %d, line 6 at %d, its wrapped tail at %d (the if's body at %d); want the tail left of every line's start", startX, lineX, tailX, bodyX)
+	}
+	if note := e.Text(`document.getElementById("wrap-note").innerText`); !strings.Contains(note, "2 columns left") {
+		t.Errorf("wrap note %q", note)
+	}
+	e.Screenshot("inbox-wrap.png")
 }
 
 // tabRun is code whose last `open` line reads as inside `if not dry_run:` with a tab 4 columns
