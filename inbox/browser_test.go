@@ -220,7 +220,10 @@ func wrapRun(t *testing.T, e *env, ctx context.Context) {
 		"if not dry_run:\n" +
 		"    print('about to delete')\n" +
 		"x = 0" + strings.Repeat(" ", 400) + "|     delete()\n"
-	e.start(ctx, "inbox-wrap", code, nil)
+	// The same in an input module, indented with tabs: the tail after the padding starts with a
+	// tab, drawn ⇥, so that wrapped it read as a line of the if's body.
+	helper := "def f(dry_run):\n\tif not dry_run:\n\t\tprint('about to delete')\n\tx = 0 |" + strings.Repeat(" ", 400) + "\tdelete()\n"
+	e.start(ctx, "inbox-wrap", code, map[string][]byte{"helper.py": []byte(helper)})
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-wrap"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
 	got := e.Text(`(() => {
@@ -245,6 +248,26 @@ func wrapRun(t *testing.T, e *env, ctx context.Context) {
 	}
 	if lineX != startX || tailX >= startX {
 		t.Errorf("x: lines start at %d, line 6 at %d, its wrapped tail at %d (the if's body at %d); want the tail left of every line's start", startX, lineX, tailX, bodyX)
+	}
+	got = e.Text(`(() => {
+		document.querySelectorAll("details.file").forEach(d => d.open = true);
+		const spans = document.querySelectorAll("details.file pre.preview span.pl");
+		const at = (el, ch, last) => {
+			const n = el.firstChild, i = last ? n.textContent.lastIndexOf(ch) : n.textContent.indexOf(ch);
+			const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); return r.getBoundingClientRect();
+		};
+		const start = at(spans[0], "d", false), line = at(spans[3], "x", false), tail = at(spans[3], "⇥", true);
+		return [spans.length, start.left, line.left, line.top, tail.left, tail.top].map(Math.round).join(" ");
+	})()`)
+	var n int
+	if _, err := fmt.Sscan(got, &n, &startX, &lineX, &lineY, &tailX, &tailY); err != nil || n != 4 {
+		t.Fatalf("helper.py positions %q: %v; want 4 lines", got, err)
+	}
+	if tailY <= lineY {
+		t.Fatalf("helper.py line 4 did not wrap (positions %q): the test shows nothing", got)
+	}
+	if tailX >= startX {
+		t.Errorf("helper.py: lines start at x %d, line 4's wrapped tail (⇥ delete()) at %d; want it left of every line's start", startX, tailX)
 	}
 	if note := e.Text(`document.getElementById("wrap-note").innerText`); !strings.Contains(note, "2 columns left") {
 		t.Errorf("wrap note %q", note)
