@@ -301,7 +301,13 @@ func CheckHereDocs(file, src string) error {
 				tabsFrom = i + 2
 			}
 			word := m[2]
-			if strings.ContainsAny(word, `'"\`) {
+			// A word that ends the line with a backslash goes on on the next line (sh removes
+			// the backslash and the line end): <<\ and EOF below it is an unquoted <<EOF. Its
+			// delimiter is not known here, so its body is taken to run to the end.
+			continued := strings.HasSuffix(line, word) && oddBackslashesAtEnd(word)
+			if continued {
+				word = "\x00"
+			} else if strings.ContainsAny(word, `'"\`) {
 				continue // quoted: sh hands the body on as it is
 			}
 			for j := i + 1; j < len(lines); j++ {
@@ -320,6 +326,13 @@ func CheckHereDocs(file, src string) error {
 		}
 	}
 	return nil
+}
+
+// oddBackslashesAtEnd reports whether s ends with an odd number of backslashes: its last one
+// escapes what follows.
+func oddBackslashesAtEnd(s string) bool {
+	n := len(s) - len(strings.TrimRight(s, `\`))
+	return n%2 == 1
 }
 
 // checkSources applies the source checks to the code (when it is Python) and to every input file.

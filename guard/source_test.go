@@ -424,6 +424,8 @@ func TestCheckHereDocs(t *testing.T) {
 		{"a backslash before a backquote", "cat <<E\n\\`x\\`\nE\n", 2},
 		{"<<- and a backslash", "cat <<-E\na\\\n\tE\n", 2},
 		{"the second here-document of a line", "cat <<'A' <<B\nA\nx\\\nB\n", 3},
+		{"an unquoted delimiter on the next line", "python3 - <<\\\nEOF\ndry_run = False\n# a dry run \\\ndry_run = True\nEOF\n", 4},
+		{"a delimiter broken across lines", "cat <<E\\\nOF\nx\\\nEOF\n", 3},
 		{"a delimiter that looks quoted elsewhere", "echo \"<<'X'\" ; cat <<X\n\\\\\nX\n", 2},
 	}
 	for _, tt := range refused {
@@ -444,6 +446,7 @@ func TestCheckHereDocs(t *testing.T) {
 		"\tcat <<-EOF\n    x\nEOF\n",                       // a tab before the <<- line, none after
 		"python3 - <<'EOF'\ns = 'a\\\\b' \\\nEOF\n",        // a quoted delimiter: the body is handed on as it is
 		"cat <<\\E\n\\\\\nE\n",                             // quoted with a backslash
+		"cat <<E\\\\\nx\nE\\\n",                            // an escaped backslash ends the word: quoted, the line does not go on
 		"cat <<EOF\nprint('a\\nb')\nEOF\necho a \\\n  b\n", // \n is kept; after the delimiter, sh's own continuation
 	} {
 		if _, err := sh.Check(Request{Code: code, Language: Shell}, "docker"); err != nil {

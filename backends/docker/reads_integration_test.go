@@ -126,7 +126,10 @@ func TestDockerReadsAsRunsShellVariants(t *testing.T) {
 		"tabs in <<-":                          "python3 - <<-EOF\nif False:\n        pass\n\tprint('HIDDEN CODE RAN')\nEOF\n",
 		// An unquoted delimiter: sh joins a line ending in a backslash to the next, so the line
 		// that sets dry_run back joins the comment above it.
-		"a backslash ending a comment": "python3 - <<EOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
+		// <<\ with EOF on the next line is <<EOF, unquoted: sh removes the backslash and the
+		// line end before it reads the word.
+		"a backslash ending a comment, the delimiter on the next line": "python3 - <<\\\nEOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
+		"a backslash ending a comment":                                 "python3 - <<EOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
 		// sh reads the \\ drawn before \" as one backslash, which escapes the quote no more: the
 		// string ends there and the print after it is code.
 		"an escaped backslash before a quote": "python3 - <<EOF\nlabel = \"C:\\\\\\\"; print('HIDDEN CODE RAN') #\"\nprint('label', label)\nEOF\n",
