@@ -290,6 +290,23 @@ func CheckHereDocs(file, src string) error {
 	// sh's lines end at \n alone: a carriage return is a character of the line, and of a
 	// delimiter word, so "EOF\r" does not end a here-document whose delimiter is EOF.
 	lines := strings.Split(src, "\n")
+	// sh joins a line that ends with a backslash to the next before it reads operators: a "<<"
+	// made so (<\ and <EOF below it) is refused, as no reader of the lines sees it.
+	for i := 0; i < len(lines); {
+		j, joined, parts := i, "", 0
+		for ; j < len(lines); j++ {
+			parts += len(hereDocRE.FindAllString(lines[j], -1))
+			if j+1 == len(lines) || !oddBackslashesAtEnd(lines[j]) {
+				joined += lines[j]
+				break
+			}
+			joined += strings.TrimSuffix(lines[j], `\`)
+		}
+		if len(hereDocRE.FindAllString(joined, -1)) > parts {
+			return toolUsagef("%s line %d: a here-document operator (<<) broken across lines with a backslash: sh reads it as one, the views draw none", file, i+1)
+		}
+		i = j + 1
+	}
 	tabsFrom := 0 // the first line after a "<<-" operator, 1-based; 0 for none
 	for i, line := range lines {
 		if tabsFrom != 0 && strings.HasPrefix(line, "\t") {

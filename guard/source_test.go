@@ -425,6 +425,8 @@ func TestCheckHereDocs(t *testing.T) {
 		{"<<- and a backslash", "cat <<-E\na\\\n\tE\n", 2},
 		{"the second here-document of a line", "cat <<'A' <<B\nA\nx\\\nB\n", 3},
 		{"an unquoted delimiter on the next line", "python3 - <<\\\nEOF\ndry_run = False\n# a dry run \\\ndry_run = True\nEOF\n", 4},
+		{"an operator broken across lines", "python3 - <\\\n<EOF\nx\nEOF\n", 1},
+		{"an operator broken across three lines", "echo a\npython3 - <\\\n\\\n<EOF\nx\nEOF\n", 2},
 		{"a delimiter broken across lines", "cat <<E\\\nOF\nx\\\nEOF\n", 3},
 		{"a delimiter that looks quoted elsewhere", "echo \"<<'X'\" ; cat <<X\n\\\\\nX\n", 2},
 	}
