@@ -323,7 +323,11 @@ func CheckHereDocs(file, src string) error {
 			// delimiter is not known here, so its body is taken to run to the end.
 			continued := strings.HasSuffix(line, word) && oddBackslashesAtEnd(word)
 			if continued {
+				// The next line may begin with "-" (<<\ then -EOF is <<-EOF): tabs count too.
 				word = "\x00"
+				if tabsFrom == 0 {
+					tabsFrom = i + 2
+				}
 			} else if strings.ContainsAny(word, `'"\`) {
 				continue // quoted: sh hands the body on as it is
 			}

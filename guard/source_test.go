@@ -427,6 +427,7 @@ func TestCheckHereDocs(t *testing.T) {
 		{"an unquoted delimiter on the next line", "python3 - <<\\\nEOF\ndry_run = False\n# a dry run \\\ndry_run = True\nEOF\n", 4},
 		{"an operator broken across lines", "python3 - <\\\n<EOF\nx\nEOF\n", 1},
 		{"an operator broken across three lines", "echo a\npython3 - <\\\n\\\n<EOF\nx\nEOF\n", 2},
+		{"<<- broken after <<", "python3 - <<\\\n-EOF\n\tprint(1)\nEOF\n", 3},
 		{"a delimiter broken across lines", "cat <<E\\\nOF\nx\\\nEOF\n", 3},
 		{"a delimiter that looks quoted elsewhere", "echo \"<<'X'\" ; cat <<X\n\\\\\nX\n", 2},
 	}

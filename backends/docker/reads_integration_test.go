@@ -129,6 +129,8 @@ func TestDockerReadsAsRunsShellVariants(t *testing.T) {
 		// <<\ with EOF on the next line is <<EOF, unquoted: sh removes the backslash and the
 		// line end before it reads the word.
 		"a backslash ending a comment, the delimiter on the next line": "python3 - <<\\\nEOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
+		// "<<\" and "-EOF" on the next line are <<-EOF to sh, which strips the tab.
+		"<<- broken after <<": "python3 - <<\\\n-EOF\nif False:\n        pass\n\tprint('HIDDEN CODE RAN')\nEOF\n",
 		// "<\" and "<EOF" on the next line are one <<EOF operator to sh.
 		"an operator broken across lines": "python3 - <\\\n<EOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
 		"a backslash ending a comment":    "python3 - <<EOF\ndry_run = False\n# for this review, a dry run \\\ndry_run = True\nif not dry_run:\n    print('HIDDEN CODE RAN')\nEOF\n",
