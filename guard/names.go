@@ -12,7 +12,9 @@ import (
 )
 
 // ConfusableName is a name in code that can read as another: letters of more than one script in
-// one word (Latin "a" and Cyrillic "а" draw the same), or a word that is not in NFKC, the form in
+// one word (Latin "a" and Cyrillic "а" draw the same), a word of one other script whose every
+// letter draws like a Latin one (a Cyrillic "ѕсоре" reads as scope), or a word that is not in
+// NFKC, the form in
 // which Python reads identifiers (a fullwidth "ｅｘｅｃ" is exec, "ﬁle" is file). Code may hold
 // them; a reviewer must be told, as of the characters IsSuspicious names.
 type ConfusableName struct {
@@ -98,6 +100,9 @@ func ConfusableNames(code string) []ConfusableName {
 		case mixedScripts(scripts):
 			out = append(out, ConfusableName{Line: wordLine, Column: wordCol, Name: VisibleText(w), Length: utf8.RuneCountInString(w),
 				Reason: "mixes scripts (" + strings.Join(scripts, ", ") + "): letters of one can draw like another's (written " + codePoints(w) + ")"})
+		case len(scripts) == 1 && scripts[0] != "Latin" && latinLookalike(w) != "":
+			out = append(out, ConfusableName{Line: wordLine, Column: wordCol, Name: VisibleText(w), Length: utf8.RuneCountInString(w),
+				Reason: fmt.Sprintf("every letter is %s and draws like a Latin one: it reads as %q, another name (written %s)", scripts[0], latinLookalike(w), codePoints(w))})
 		case nfkc != w:
 			out = append(out, ConfusableName{Line: wordLine, Column: wordCol, Name: VisibleText(w), Length: utf8.RuneCountInString(w),
 				Reason: fmt.Sprintf("not in NFKC: Python reads this identifier as %q (written %s)", VisibleText(nfkc), codePoints(w))})
@@ -118,6 +123,39 @@ func ConfusableNames(code string) []ConfusableName {
 	}
 	flush(len(code))
 	return out
+}
+
+// latinLookalikes are letters of other scripts that draw like a Latin letter in common fonts
+// (from Unicode's confusables, UTS #39), with the letter they draw like.
+var latinLookalikes = map[rune]rune{
+	// Cyrillic
+	'а': 'a', 'в': 'B', 'е': 'e', 'о': 'o', 'р': 'p', 'с': 'c', 'у': 'y', 'х': 'x', 'ѕ': 's', 'і': 'i',
+	'ј': 'j', 'һ': 'h', 'ԁ': 'd', 'ԛ': 'q', 'ԝ': 'w', 'ӏ': 'l', 'ү': 'y',
+	'А': 'A', 'В': 'B', 'Е': 'E', 'К': 'K', 'М': 'M', 'Н': 'H', 'О': 'O', 'Р': 'P', 'С': 'C', 'Т': 'T',
+	'Х': 'X', 'Ѕ': 'S', 'І': 'I', 'Ј': 'J', 'Ү': 'Y', 'Ԛ': 'Q', 'Ԝ': 'W', 'Ӏ': 'I',
+	// Greek
+	'α': 'a', 'ο': 'o', 'ν': 'v', 'ι': 'i', 'κ': 'k', 'ρ': 'p', 'υ': 'u', 'χ': 'x', 'γ': 'y',
+	'Α': 'A', 'Β': 'B', 'Ε': 'E', 'Ζ': 'Z', 'Η': 'H', 'Ι': 'I', 'Κ': 'K', 'Μ': 'M', 'Ν': 'N', 'Ο': 'O',
+	'Ρ': 'P', 'Τ': 'T', 'Υ': 'Y', 'Χ': 'X',
+	// Armenian
+	'օ': 'o', 'ս': 'u', 'հ': 'h', 'ո': 'n', 'ց': 'g', 'զ': 'q', 'ռ': 'n',
+}
+
+// latinLookalike returns the Latin word w draws like when every letter of it has a Latin
+// lookalike (digits, underscores and marks kept), or "" when one does not.
+func latinLookalike(w string) string {
+	var b strings.Builder
+	for _, r := range w {
+		switch l, ok := latinLookalikes[r]; {
+		case ok:
+			b.WriteRune(l)
+		case r < utf8.RuneSelf && !unicode.IsLetter(r):
+			b.WriteRune(r)
+		default:
+			return ""
+		}
+	}
+	return b.String()
 }
 
 // codePoints writes s with every character that is not ASCII as its \u escape, so that two

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 func TestConfusableNames(t *testing.T) {
@@ -61,5 +63,23 @@ func TestInputConfusableNames(t *testing.T) {
 	got := InputConfusableNames(files)
 	if len(got) != 1 || got[0].File != "m.py" || got[0].Line != 2 || got[0].Where() != "input file m.py line 2 column 1" {
 		t.Errorf("InputConfusableNames: %+v; want m.py's fullwidth exec at line 2", got)
+	}
+}
+
+// TestConfusableNamesWholeScript: a Cyrillic word whose every letter draws like a Latin one
+// (ѕсоре) is another name to Python than the Latin word it reads as: code that reads as setting
+// scope to "readonly" leaves scope "admin" (python3 runs it). It is flagged, with the Latin word;
+// Cyrillic words with a letter that draws like none (данные) are not.
+func TestConfusableNamesWholeScript(t *testing.T) {
+	need.Need(t, need.Python3)
+	code := "scope = 'admin'\n# drop privileges before the job\n\u0455\u0441\u043e\u0440\u0435 = 'readonly'\nprint(scope)\n"
+	out, err := exec.Command("python3", "-c", code).CombinedOutput()
+	if err != nil || string(out) != "admin\n" {
+		t.Fatalf("python3: %q, %v; want admin (the test shows nothing)", out, err)
+	}
+	got := ConfusableNames(code + "\u0434\u0430\u043d\u043d\u044b\u0435 = 1\n\u03bf\u03bd = 2\n")
+	if len(got) != 2 || got[0].Line != 3 || got[0].Column != 1 || !strings.Contains(got[0].Reason, `every letter is Cyrillic and draws like a Latin one: it reads as "scope"`) ||
+		got[1].Line != 6 || !strings.Contains(got[1].Reason, `Greek and draws like a Latin one: it reads as "ov"`) {
+		t.Errorf("ConfusableNames: %+v; want the Cyrillic scope on line 3 and the Greek ov on line 6", got)
 	}
 }

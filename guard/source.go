@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"path"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -139,47 +138,28 @@ func isUTF8Coding(name string) bool {
 	return n == "utf-8" || n == "utf8" || strings.HasPrefix(n, "utf-8-")
 }
 
-// escapingCodecs are parts of codec names (lower case, "_" as "-") that decode escapes, shifts
-// or other encodings of text: refused in a coding declaration on any line (see CheckCoding).
-var escapingCodecs = []string{"escape", "utf-7", "utf7", "u7", "punycode", "idna", "rot", "uu", "base64", "hex",
-	"quopri", "zlib", "bz2", "utf-16", "utf16", "utf-32", "utf32"}
-
-func isEscapingCodec(name string) bool {
-	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
-	return slices.ContainsFunc(escapingCodecs, func(c string) bool { return strings.Contains(n, c) })
-}
-
 // CheckCoding reports a ToolUsageError, naming file and line, for a PEP 263 coding declaration
-// that names anything but UTF-8 on the first or second line of src. Such a codec (unicode_escape,
-// raw_unicode_escape, utf-7, rot13, punycode, latin-1 and every other) makes Python read bytes
-// other than the ones every view draws: what reads as a comment can be code. Both lines are
-// checked whatever the first holds, and lines end at \n, \r\n or a lone \r. On later lines
-// a declaration naming a codec that decodes escapes (unicode_escape, utf-7, ...) is refused too:
-// such a line becomes a first line wherever the text is handed to Python (a shell here-document
-// piped to python3, a file the code writes).
+// that names anything but UTF-8, on any line of src. On the first two lines such a codec
+// (unicode_escape, utf-7, shift_jis, hz, latin-1 and every other) makes Python read other
+// characters than the ones every view draws: what reads as a comment or a string can be code
+// (shift_jis reads the UTF-8 bytes of "\u00c1" and a backslash after them as two characters, so
+// a \" drawn inside a string ends it; hz drops a "~" and the line end after it). On a later line
+// it is refused too, whatever the codec: any line becomes a first line wherever the text is
+// handed to Python (a shell here-document written to a file, a file the code writes), so shell
+// code is checked the same way. Lines end at \n, at \r\n or a lone \r, and are also read split
+// at \n alone, as Python reads a string it is given.
 func CheckCoding(file string, src []byte) error {
 	// Python reads the declaration after a UTF-8 byte order mark.
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
-	refuse := func(line int, name string) error {
-		return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
-			file, line, VisibleText(name))
-	}
-	for _, lines := range [][]string{strings.SplitN(string(src), "\n", 3), physicalLines(string(src))} {
-		for i, line := range lines {
-			if i == 2 {
-				break
-			}
-			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
-				return refuse(i+1, m[1])
-			}
-		}
-	}
 	if !bytes.Contains(src, []byte("coding")) {
 		return nil
 	}
-	for i, line := range physicalLines(string(src)) {
-		if m := codingRE.FindStringSubmatch(line); m != nil && isEscapingCodec(m[1]) {
-			return refuse(i+1, m[1])
+	for _, lines := range [][]string{strings.Split(string(src), "\n"), physicalLines(string(src))} {
+		for i, line := range lines {
+			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
+				return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
+					file, i+1, VisibleText(m[1]))
+			}
 		}
 	}
 	return nil
@@ -225,16 +205,31 @@ func isPythonIndented(name string, content []byte) bool {
 	return bytes.Contains(first, []byte("python"))
 }
 
-// CheckInputSource reports a ToolUsageError, naming the file, for an input file Python could read
-// as something other than what the views show: any file with a coding declaration other than
-// UTF-8 (the code could run a file of any name), and a source file (IsSourceFile) that starts
-// with a byte order mark other than UTF-8's or is not valid UTF-8. With indentation, it also
-// applies CheckIndentation to Python modules and scripts; without, CheckFormFeeds. Python
-// modules and scripts must also pass CheckLineEnds.
+// CheckInputSource reports a ToolUsageError, naming the file, for an input file Python or sh could
+// read as something other than what the views show: any file with a coding declaration other than
+// UTF-8 (the code could run a file of any name), any text file that CheckHereDocs,
+// CheckLineEnds or CheckFormFeeds refuses, and a source file (IsSourceFile) that starts with a byte order mark
+// other than UTF-8's or is not valid UTF-8. With indentation, it also applies CheckIndentation
+// to Python modules and scripts; without, CheckFormFeeds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
 	file := "input file " + VisibleText(name)
 	if err := CheckCoding(file, content); err != nil {
 		return err
+	}
+	// A text file of any name (what the views draw as text: UTF-8 without NUL) can be run by sh
+	// (sh helper.sh) or by Python (exec(open('notes.txt').read()), runpy.run_path), which ends
+	// a line at a lone carriage return where the views draw one line with a \r in it, and
+	// resets its column at a form feed in the indentation, which no view can draw.
+	if utf8.Valid(content) && bytes.IndexByte(content, 0) < 0 {
+		if err := CheckHereDocs(file, string(content)); err != nil {
+			return err
+		}
+		if err := CheckLineEnds(file, string(content)); err != nil {
+			return err
+		}
+		if err := CheckFormFeeds(file, string(content)); err != nil {
+			return err
+		}
 	}
 	if !IsSourceFile(name, content) {
 		return nil
@@ -272,12 +267,114 @@ func invalidUTF8At(b []byte) int {
 	return len(b)
 }
 
+// hereDocRE finds a here-document operator and the word after it (its delimiter): "<<" or "<<-",
+// blanks, then the word up to a blank or a character that ends a shell word.
+var hereDocRE = regexp.MustCompile(`<<(-?)[ \t]*([^ \t;&|<>()]*)`)
+
+// CheckHereDocs reports a ToolUsageError, naming file and line, for shell code whose
+// here-documents sh hands on otherwise than every view draws them:
+//   - a line that starts with a tab, after a "<<-" operator: sh removes the leading tabs of such
+//     a here-document's lines, so a program it hands to Python (python3 - <<-EOF) is indented
+//     otherwise than drawn (at Python's columns, see ShowTabs); "<<" keeps them;
+//   - in a here-document whose delimiter is not quoted (<<EOF, not <<'EOF'), a line with "\\",
+//     "\$" or "\`", or that ends with "\": sh reads those backslashes before handing the text on
+//     (a "\\\"" drawn inside a Python string becomes \\" and ends it; a "\" at the end of a
+//     comment joins the next line to it), so the program is not the one drawn. Its body is taken
+//     to run from the next line to a line equal to the delimiter, or to the end (lines end at
+//     \n, as sh reads them).
+//
+// Every "<<" counts, quoted or inside a here-document or not: a checker that guessed which text
+// sh reads as an operator could be misled by the code it checks; at worst it refuses code that
+// can be written with a quoted delimiter instead.
+func CheckHereDocs(file, src string) error {
+	// sh's lines end at \n alone: a carriage return is a character of the line, and of a
+	// delimiter word, so "EOF\r" does not end a here-document whose delimiter is EOF.
+	lines := strings.Split(src, "\n")
+	// sh joins a line that ends with a backslash to the next before it reads operators: a "<<"
+	// made so (<\ and <EOF below it) is refused, as no reader of the lines sees it.
+	for i := 0; i < len(lines); {
+		j, joined, parts := i, "", 0
+		for ; j < len(lines); j++ {
+			parts += len(hereDocRE.FindAllString(lines[j], -1))
+			if j+1 == len(lines) || !oddBackslashesAtEnd(lines[j]) {
+				joined += lines[j]
+				break
+			}
+			joined += strings.TrimSuffix(lines[j], `\`)
+		}
+		if len(hereDocRE.FindAllString(joined, -1)) > parts {
+			return toolUsagef("%s line %d: a here-document operator (<<) broken across lines with a backslash: sh reads it as one, the views draw none", file, i+1)
+		}
+		i = j + 1
+	}
+	tabsFrom := 0 // the first line after a "<<-" operator, 1-based; 0 for none
+	for i, line := range lines {
+		if tabsFrom != 0 && strings.HasPrefix(line, "\t") {
+			return toolUsagef("%s line %d: a tab at the start of a line after the \"<<-\" here-document of line %d (sh removes those tabs, so the lines are not indented as drawn; use \"<<\")",
+				file, i+1, tabsFrom-1)
+		}
+		for _, m := range hereDocRE.FindAllStringSubmatch(line, -1) {
+			if m[1] == "-" && tabsFrom == 0 {
+				tabsFrom = i + 2
+			}
+			word := m[2]
+			// A word that ends the line with a backslash goes on on the next line (sh removes
+			// the backslash and the line end): <<\ and EOF below it is an unquoted <<EOF. Its
+			// delimiter is not known here, so its body is taken to run to the end.
+			continued := strings.HasSuffix(line, word) && oddBackslashesAtEnd(word)
+			if continued {
+				// The next line may begin with "-" (<<\ then -EOF is <<-EOF): tabs count too.
+				word = "\x00"
+				if tabsFrom == 0 {
+					tabsFrom = i + 2
+				}
+			} else if strings.ContainsAny(word, `'"\`) {
+				continue // quoted: sh hands the body on as it is
+			}
+			for j := i + 1; j < len(lines); j++ {
+				body := lines[j]
+				if m[1] == "-" {
+					body = strings.TrimLeft(body, "\t")
+				}
+				if body == word {
+					break
+				}
+				if strings.HasSuffix(body, `\`) || strings.Contains(body, `\\`) || strings.Contains(body, `\$`) || strings.Contains(body, "\\`") {
+					return toolUsagef("%s line %d: a backslash in the here-document of line %d, whose delimiter is not quoted: sh reads \\\\, \\$, \\` and a \\ at the line end before handing the text on, so it is not what is drawn (quote the delimiter: <<'%s')",
+						file, j+1, i+1, VisibleText(word))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// oddBackslashesAtEnd reports whether s ends with an odd number of backslashes: its last one
+// escapes what follows.
+func oddBackslashesAtEnd(s string) bool {
+	n := len(s) - len(strings.TrimRight(s, `\`))
+	return n%2 == 1
+}
+
 // checkSources applies the source checks to the code (when it is Python) and to every input file.
 func (p Policy) checkSources(c *Checked) error {
 	indentation := !p.AllowMixedIndentation
 	// Shell code can hand Python its lines (python3 - <<EOF): its declarations count too.
 	if err := CheckCoding("code", []byte(c.Code)); err != nil {
 		return err
+	}
+	if c.Language == Shell {
+		if err := CheckHereDocs("code", c.Code); err != nil {
+			return err
+		}
+		// sh hands Python its lines as they are (python3 - <<'EOF', python3 -c "..."): a lone
+		// carriage return ends a line there, a form feed in the indentation resets the column.
+		if err := CheckLineEnds("code", c.Code); err != nil {
+			return err
+		}
+		if err := CheckFormFeeds("code", c.Code); err != nil {
+			return err
+		}
 	}
 	if c.Language == Python {
 		if err := CheckLineEnds("code", c.Code); err != nil {

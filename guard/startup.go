@@ -84,10 +84,12 @@ func StartupWarnings(names []string) []StartupWarning {
 	return out
 }
 
-// isInitFile reports whether a file name is a package's __init__ module.
+// isInitFile reports whether a file name is a package's __init__ module: __init__ and a module
+// ending, with anything between them (an extension module's __init__.cpython-311-x86_64-linux-gnu.so
+// or __init__.abi3.so makes its folder a package as __init__.py does).
 func isInitFile(file string) bool {
-	base, ext, _ := strings.Cut(file, ".")
-	return base == "__init__" && slices.Contains(moduleExts, "."+strings.ToLower(ext))
+	base, _, _ := strings.Cut(file, ".")
+	return base == "__init__" && slices.Contains(moduleExts, strings.ToLower(path.Ext(file)))
 }
 
 // topModule returns the top-level module that the file with these path elements makes

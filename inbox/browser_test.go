@@ -211,6 +211,73 @@ func TestBrowserInbox(t *testing.T) {
 	crossSitePost(t, e, ctx)
 	lyingRun(t, e, ctx)
 	tabRun(t, e, ctx)
+	wrapRun(t, e, ctx)
+}
+
+// wrapRun is code whose sixth line, padded with spaces, goes on with "|     delete()": wrapped
+// by the browser, that tail started a row of its own at the left edge of the code, under the
+// if's body, where Python runs it on line 6 (x = 0 | delete()) with dry_run True. The page must
+// start the tail left of where every line starts.
+func wrapRun(t *testing.T, e *env, ctx context.Context) {
+	code := "import os\n" +
+		"def delete(): print('DELETED'); return 0\n" +
+		"dry_run = True\n" +
+		"if not dry_run:\n" +
+		"    print('about to delete')\n" +
+		"x = 0" + strings.Repeat(" ", 400) + "|     delete()\n"
+	// The same in an input module, indented with tabs: the tail after the padding starts with a
+	// tab, drawn ⇥, so that wrapped it read as a line of the if's body.
+	helper := "def f(dry_run):\n\tif not dry_run:\n\t\tprint('about to delete')\n\tx = 0 |" + strings.Repeat(" ", 400) + "\tdelete()\n"
+	e.start(ctx, "inbox-wrap", code, map[string][]byte{"helper.py": []byte(helper)})
+	e.Do(chromedp.Navigate(e.origin + "/run/inbox-wrap"))
+	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
+	got := e.Text(`(() => {
+		const at = (td, ch) => {
+			const w = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+			for (let n = w.nextNode(); n; n = w.nextNode()) {
+				const i = n.textContent.indexOf(ch);
+				if (i >= 0) { const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); return r.getBoundingClientRect(); }
+			}
+			return null;
+		};
+		const rows = document.querySelectorAll("#code td.src");
+		const start = at(rows[0], "i"), body = at(rows[4], "p"), x = at(rows[5], "x"), bar = at(rows[5], "|");
+		return [start.left, body.left, x.left, x.top, bar.left, bar.top].map(Math.round).join(" ");
+	})()`)
+	var startX, bodyX, lineX, lineY, tailX, tailY int
+	if _, err := fmt.Sscan(got, &startX, &bodyX, &lineX, &lineY, &tailX, &tailY); err != nil {
+		t.Fatalf("positions %q: %v", got, err)
+	}
+	if tailY <= lineY {
+		t.Fatalf("line 6 did not wrap (positions %q): the test shows nothing", got)
+	}
+	if lineX != startX || tailX >= startX {
+		t.Errorf("x: lines start at %d, line 6 at %d, its wrapped tail at %d (the if's body at %d); want the tail left of every line's start", startX, lineX, tailX, bodyX)
+	}
+	got = e.Text(`(() => {
+		document.querySelectorAll("details.file").forEach(d => d.open = true);
+		const spans = document.querySelectorAll("details.file pre.preview span.pl");
+		const at = (el, ch, last) => {
+			const n = el.firstChild, i = last ? n.textContent.lastIndexOf(ch) : n.textContent.indexOf(ch);
+			const r = document.createRange(); r.setStart(n, i); r.setEnd(n, i + 1); return r.getBoundingClientRect();
+		};
+		const start = at(spans[0], "d", false), line = at(spans[3], "x", false), tail = at(spans[3], "⇥", true);
+		return [spans.length, start.left, line.left, line.top, tail.left, tail.top].map(Math.round).join(" ");
+	})()`)
+	var n int
+	if _, err := fmt.Sscan(got, &n, &startX, &lineX, &lineY, &tailX, &tailY); err != nil || n != 4 {
+		t.Fatalf("helper.py positions %q: %v; want 4 lines", got, err)
+	}
+	if tailY <= lineY {
+		t.Fatalf("helper.py line 4 did not wrap (positions %q): the test shows nothing", got)
+	}
+	if tailX >= startX {
+		t.Errorf("helper.py: lines start at x %d, line 4's wrapped tail (⇥ delete()) at %d; want it left of every line's start", startX, tailX)
+	}
+	if note := e.Text(`document.getElementById("wrap-note").innerText`); !strings.Contains(note, "2 columns left") {
+		t.Errorf("wrap note %q", note)
+	}
+	e.Screenshot("inbox-wrap.png")
 }
 
 // tabRun is code whose last `open` line reads as inside `if not dry_run:` with a tab 4 columns
@@ -225,7 +292,8 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 		"    \t\topen(%[1]q, 'a').write('launched\\n')\n"+
 		"main(True)\n"+
 		"p\u0430ypal = 'a Cyrillic a in a Latin name'\n", e.counter)
-	e.start(ctx, "inbox-tabs", code, map[string][]byte{"json.py": []byte("loads = eval\n"), "hook.pth": []byte("import os\n"), "helper.py": []byte("def f():\n\treturn 1\n")})
+	e.start(ctx, "inbox-tabs", code, map[string][]byte{"json.py": []byte("loads = eval\n"), "hook.pth": []byte("import os\n"), "helper.py": []byte("def f():\n\treturn 1\n"),
+		"sections.py": []byte("A = 1\n\f\nBANNER = '\x1b[2J'\n")})
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-tabs"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
 	// The left edge, in pixels, of the first occurrence of word in each code line.
@@ -259,6 +327,11 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 	}
 	if got := e.Text(`document.querySelector("details.file pre.preview") ? Array.from(document.querySelectorAll("details.file pre.preview")).map(p => p.textContent).join("|") : ""`); !strings.Contains(got, "def f():\n⇥       return 1") {
 		t.Errorf("input files drawn as %q; want helper.py's tab as ⇥ and spaces to column 8", got)
+	}
+	// A module with a form feed and an escape sequence is drawn as text, those escaped, not as
+	// "binary (not shown)".
+	if got := e.Text(`Array.from(document.querySelectorAll("details.file pre.preview")).map(p => p.textContent).join("|")`); !strings.Contains(got, `BANNER = '\u001b[2J'`) || !strings.Contains(got, `\u000c`) {
+		t.Errorf("input files drawn as %q; want sections.py's text with its form feed and escape written as \\u000c and \\u001b", got)
 	}
 	names := e.Text(`(document.getElementById("names-warning") ? document.getElementById("names-warning").innerText : "") + "|" +
 		Array.from(document.querySelectorAll("#code .t-conf")).map(n => n.textContent).join(",")`)

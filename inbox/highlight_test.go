@@ -132,3 +132,32 @@ func TestTabsDrawnAtPythonsColumns(t *testing.T) {
 		t.Errorf("line drawn as %q; want %q", text, want)
 	}
 }
+
+// An input module that the policy accepts and Python imports, with a form feed between its
+// sections and an escape sequence in a string, is drawn with those characters escaped, as starter
+// show draws it: the page called it "binary (not shown)", so the reviewer read none of its code.
+// Only what is not UTF-8 or holds NUL is binary, at both doors.
+func TestInputFilesShowControlCharacters(t *testing.T) {
+	module := "def f():\n    return 1\n\f\nBANNER = '\x1b[2J'\nimport os; os.system('x')\n"
+	req := guard.Request{Code: "import helper\n", Language: guard.Python, Files: map[string][]byte{
+		"helper.py": []byte(module), "blob.bin": {0, 1, 2}, "latin.txt": {0xe9},
+	}}
+	if _, err := (guard.Policy{}).Check(req, "docker"); err != nil {
+		t.Fatalf("the policy refuses the module: %v (the test shows nothing)", err)
+	}
+	files := inputFiles(req)
+	byName := map[string]inputFile{}
+	for _, f := range files {
+		byName[f.Name] = f
+	}
+	h := byName["helper.py"]
+	if h.Binary || !strings.Contains(h.Preview, `\u000c`) || !strings.Contains(h.Preview, `BANNER = '\u001b[2J'`) || !strings.Contains(h.Preview, "os.system('x')") {
+		t.Errorf("helper.py drawn as binary=%t %q; want its text with \\u000c and \\u001b escaped", h.Binary, h.Preview)
+	}
+	if strings.ContainsAny(h.Preview, "\f\x1b") {
+		t.Errorf("a control character reaches the page: %q", h.Preview)
+	}
+	if !byName["blob.bin"].Binary || !byName["latin.txt"].Binary {
+		t.Errorf("NUL or bytes that are not UTF-8 drawn as text: %+v", files)
+	}
+}

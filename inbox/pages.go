@@ -104,7 +104,7 @@ type outputFile struct {
 }
 
 func parsePages() (map[string]*template.Template, error) {
-	funcs := template.FuncMap{"visible": visible, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
+	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")
@@ -310,4 +310,15 @@ func newResultView(res guard.Result) *resultView {
 		v.Files = append(v.Files, of)
 	}
 	return v
+}
+
+// previewLines splits a file's preview into its lines, each with its line feed, for the page to
+// draw each as a block of its own: a line too long for the page goes on in rows that start left
+// of every line (as in the code), so its tail cannot pass for a line of the file.
+func previewLines(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > 1 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
 }

@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -149,7 +150,7 @@ func checkShown(st contract.Status, in contract.Input, readErr error) error {
 }
 
 // preview returns up to max bytes of b as text with invisible characters escaped, or binary
-// when b is not text.
+// when b is not text (not UTF-8, or holding NUL, as starter show decides).
 func preview(b []byte, max int) (text string, binary, cut bool) {
 	if len(b) > max {
 		b, cut = b[:max], true
@@ -157,13 +158,11 @@ func preview(b []byte, max int) (text string, binary, cut bool) {
 			b = b[:len(b)-1]
 		}
 	}
-	if !utf8.Valid(b) {
+	// Binary is what starter show calls binary too: not UTF-8, or holding NUL. Other control
+	// characters are drawn as their escapes (visible): a module with a form feed between its
+	// sections, or an escape sequence in a string, is source Python runs and must be read.
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 		return "", true, cut
-	}
-	for _, c := range b {
-		if c == 0 || (c < 0x20 && c != '\n' && c != '\t' && c != '\r') {
-			return "", true, cut
-		}
 	}
 	return visible(string(b)), false, cut
 }

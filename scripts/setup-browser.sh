@@ -3,7 +3,7 @@
 # chromium (the reviewers' inbox browser tests drive it headless through the DevTools protocol),
 # openssh-client (ssh-keygen signs and verifies real SSH signatures in the approval tests), and
 # nodejs with npm (the TypeScript examples), jq (the README's OpenSSH + temporal CLI recipe, run
-# by a test) and python3 (the tests that run python on the host: the egress proxy's urllib test, the
+# by a test), tmux (a real terminal for the test of what `starter show` draws) and python3 (the tests that run python on the host: the egress proxy's urllib test, the
 # local backend's, supervisor.py's parser); and it turns the IPv6 loopback on where it is off (the
 # embedded Temporal server's ::1 test). Run as root; `make setup` calls it. Each is one of
 # internal/testkit/need's requirements, which fail their tests under make test when missing.
@@ -19,6 +19,7 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v jq >/dev/null 2>&1 || need+=(jq)
+command -v tmux >/dev/null 2>&1 || need+=(tmux)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/term"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -82,15 +86,30 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	if err := printStartupWarnings(w, req.Warnings); err != nil {
 		return err
 	}
-	if err := printNumbered(w, "code", req.Code); err != nil {
+	cols := terminalColumns(w)
+	if err := printNumbered(w, "code", req.Code, cols); err != nil {
 		return err
 	}
-	return printInputFiles(w, r.InputFiles)
+	return printInputFiles(w, r.InputFiles, cols)
+}
+
+// terminalColumns returns how many columns w shows in a row: the terminal's width when w is one,
+// else $COLUMNS, else 80 (a pager or a file is read at about that).
+func terminalColumns(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+	}
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n > 0 {
+		return n
+	}
+	return 80
 }
 
 // printInputFiles writes each input file, in name order: text numbered like the code, escaped
 // the same way; anything else (not UTF-8, or holding NUL) as its size only.
-func printInputFiles(w io.Writer, files map[string][]byte) error {
+func printInputFiles(w io.Writer, files map[string][]byte, cols int) error {
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		b := files[name]
 		title := "input file " + terminal(name)
@@ -100,7 +119,7 @@ func printInputFiles(w io.Writer, files map[string][]byte) error {
 			}
 			continue
 		}
-		if err := printNumbered(w, title, string(b)); err != nil {
+		if err := printNumbered(w, title, string(b), cols); err != nil {
 			return err
 		}
 	}
@@ -169,26 +188,65 @@ func printDecisions(row func(k, format string, a ...any), st contract.Status) {
 
 // printNumbered writes text under title with line numbers, each line escaped for a terminal and
 // its tabs drawn at Python's columns (guard.ShowTabs), counted from the start of the line, not
-// from the terminal's tab stops that the line numbers move.
-func printNumbered(w io.Writer, title, code string) error {
+// from the terminal's tab stops that the line numbers move. A line too long for a row of cols
+// columns is broken into rows here, each after the first marked ContinuedMarker where the line
+// number stands: left to the terminal, the rest of the line would start a row of its own with
+// nothing to tell it from a line of the code (code padded with spaces can make its tail look
+// like an indented line of the block above, with a fake "|" before it).
+func printNumbered(w io.Writer, title, code string, cols int) error {
 	lines := strings.Split(code, "\n")
 	if len(lines) > 1 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
 	}
 	width := len(fmt.Sprint(len(lines)))
+	// One column spare: some terminals wrap on writing the last one.
+	room := max(cols-width-len(" | ")-1, 20)
 	var b strings.Builder
 	b.WriteString("\n" + title + ":\n")
+	wrapped := false
 	for i, l := range lines {
-		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, guard.ShowTabs(terminal(l)))
+		rows := splitColumns(guard.ShowTabs(terminal(l)), room)
+		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, rows[0])
+		for _, r := range rows[1:] {
+			fmt.Fprintf(&b, "%*s | %s\n", width, ContinuedMarker, r)
+			wrapped = true
+		}
 	}
 	if strings.Contains(code, "\t") {
 		fmt.Fprintf(&b, "(%s is a tab, drawn to the next multiple of 8 columns, as Python reads indentation)\n", guard.TabMarker)
+	}
+	if wrapped {
+		fmt.Fprintf(&b, "(%s continues the line above: the same line of the code, broken to fit)\n", ContinuedMarker)
 	}
 	if !strings.HasSuffix(code, "\n") {
 		b.WriteString("(no newline at the end)\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ContinuedMarker stands where a line number would, on each row that continues a line of code
+// too long for one row.
+const ContinuedMarker = "↪"
+
+// splitColumns breaks s, which terminal has made printable, into rows of at most room columns,
+// counting a character outside ASCII as two (a wide character is; counting too many only breaks
+// a row early, counting too few would let the terminal break it unmarked).
+func splitColumns(s string, room int) []string {
+	var rows []string
+	start, col := 0, 0
+	for i, r := range s {
+		n := 1
+		if r >= utf8.RuneSelf {
+			n = 2
+		}
+		if col+n > room {
+			rows = append(rows, s[start:i])
+			start, col = i, 0
+		}
+		col += n
+	}
+	return append(rows, s[start:])
 }
 
 // printPending writes the runs that wait for a decision as a table, newest first.

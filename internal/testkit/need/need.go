@@ -53,6 +53,8 @@ const (
 	CC
 	// Spin is the spin model checker on PATH (the approval protocol's model check).
 	Spin
+	// Tmux is tmux on PATH, a real terminal for tests of what a terminal shows.
+	Tmux
 )
 
 // spec is a requirement's name, how to get it, and the variable other than RequireAll that
@@ -86,6 +88,8 @@ func (r Requirement) spec() spec {
 		return spec{"the official temporal CLI", "make temporal-cli, then set SANDBOXFLOW_TEMPORAL_CLI (make test does)", "", checkTemporalCLI}
 	case Chromium:
 		return spec{"chromium", "apt-get install -y chromium (make setup does)", "SANDBOXFLOW_REQUIRE_BROWSER", checkChromium}
+	case Tmux:
+		return spec{"tmux", "apt-get install -y tmux (make setup does)", "", lookPath("tmux")}
 	case Postgres:
 		return spec{"PostgreSQL", "run scripts/setup-postgres.sh as root (make setup does), or set SANDBOXFLOW_TEST_POSTGRES", "SANDBOXFLOW_REQUIRE_POSTGRES", checkPostgres}
 	case CC:

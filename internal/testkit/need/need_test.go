@@ -28,7 +28,7 @@ func TestMissingSkipsOrFailsSayingHow(t *testing.T) {
 
 	// Under make test nothing skips.
 	t.Setenv(RequireAll, "1")
-	for _, req := range []Requirement{Docker, Dockerd, DockerCompose, Root, Python3, IPv6Loopback, AMD64, SSHKeygen, Node, TemporalCLI, Chromium, Postgres, CC, Spin} {
+	for _, req := range []Requirement{Docker, Dockerd, DockerCompose, Root, Python3, IPv6Loopback, AMD64, SSHKeygen, Node, TemporalCLI, Chromium, Postgres, CC, Spin, Tmux} {
 		r := &recorder{TB: t}
 		Missing(r, req, fmt.Errorf("absent"))
 		if r.skipped != "" || !strings.Contains(r.failed, req.String()) || !strings.Contains(r.failed, "to get it: ") || !strings.Contains(r.failed, "absent") {
