@@ -74,7 +74,7 @@ func Example() {
 	srv, stop := exampleWorker(ctx, "sandboxflow", key)
 	defer stop()
 
-	c, err := client.New(client.Options{Temporal: srv.GetDefaultClient(), TaskQueue: "sandboxflow"})
+	c, err := client.New(client.Options{Temporal: srv.GetDefaultClient(), TaskQueue: "sandboxflow", Reviewer: "alice"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
 	if err != nil || !read.Running || read.Status.RunID != started.RunID || read.Status.State != contract.StatusAwaitingApproval {
 		t.Fatalf("ReadRun = %+v, %v; want the waiting run %s", read, err, started.RunID)
 	}
-	f, err := client.StatementFor(read.Status, client.StatementOptions{}, time.Now())
+	f, err := client.StatementFor(read.Status, client.StatementOptions{Reviewer: bob.Principal}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
 	if now, err = c.ReadRun(ctx, started.WorkflowID); err != nil || now.Status.Decision != nil || now.Status.RejectedDecisions != 0 || now.Status.State != contract.StatusAwaitingApproval {
 		t.Fatalf("the new run after the stale decision: %+v, %v; want it waiting, untouched", now.Status, err)
 	}
-	f, err = client.StatementFor(now.Status, client.StatementOptions{}, time.Now())
+	f, err = client.StatementFor(now.Status, client.StatementOptions{Reviewer: bob.Principal}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
