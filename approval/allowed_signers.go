@@ -116,9 +116,6 @@ func CanonicalOrigin(origin string) (string, error) {
 	if net.ParseIP(host) != nil {
 		return "", fmt.Errorf("approval: passkey origin %q: the host must be a name (a relying party id), not an IP address", printable(origin))
 	}
-	if !isHostName(host) {
-		return "", fmt.Errorf("approval: passkey origin %q: the host must be a DNS name as a browser writes it (letters, digits, hyphens, dots)", printable(origin))
-	}
 	switch {
 	case scheme == "https":
 		if port == "443" {
@@ -135,23 +132,6 @@ func CanonicalOrigin(origin string) (string, error) {
 		host = net.JoinHostPort(host, port)
 	}
 	return scheme + "://" + host, nil
-}
-
-// isHostName reports whether host (lower case) is a DNS name of letter, digit and hyphen labels
-// joined by dots, as a browser writes an origin's host (an IDN in its xn-- form); a wildcard, a
-// trailing dot or any other character makes a pinned origin no page can have.
-func isHostName(host string) bool {
-	for _, label := range strings.Split(host, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // Keys returns a copy of the keys, in file order.
