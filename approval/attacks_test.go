@@ -182,3 +182,57 @@ func TestKeyTimeEdges(t *testing.T) {
 		}
 	}
 }
+
+// Principals match as OpenSSH matches them, code point by code point: a decision naming the
+// signed principal in another case or Unicode normalization is refused, and so is a statement
+// signing a look-alike of a listed name (NFD of josé, upper case, Cyrillic а); a line whose
+// principals are patterns (*, alice,*) lets its key sign as any name they match, as OpenSSH's
+// allowed_signers does, and the recorded reviewer is then the name signed, with the key's
+// fingerprint.
+func TestPrincipalVariants(t *testing.T) {
+	key := newEd25519Signer(t)
+	wild := newEd25519Signer(t)
+	reviewers := mustReviewers(t, allowedLine("josé,alice", "", key.PublicKey()), allowedLine("ops,*", "", wild.PublicKey()))
+	f := testFields()
+	f.Version = StatementVersion2
+	verify := func(signer int, signedAs, named string) (Verified, error) {
+		g := f
+		g.Reviewer = signedAs
+		stmt := mustStatement(t, g)
+		k := key
+		if signer == 1 {
+			k = wild
+		}
+		want := f
+		want.Reviewer = ""
+		return Verify(reviewers, want, Proof{Signature: mustSign(t, k, stmt), Statement: string(stmt), Reviewer: named}, testNow)
+	}
+	for _, p := range []string{"*", "al?ce", "!bob", "alice,bob", "alice "} {
+		g := f
+		g.Reviewer = p
+		if _, err := g.Statement(); err == nil {
+			t.Errorf("a statement signing reviewer %q was made; want it refused", p)
+		}
+	}
+	nfd := "jose\u0301"
+	for _, tc := range []struct {
+		name              string
+		signer            int
+		signedAs, named   string
+		want              Reason
+		wantPrincipalSeen string
+	}{
+		{"as listed", 0, "josé", "josé", "", "josé"},
+		{"named in NFD", 0, "josé", nfd, ReasonStatementMismatch, ""},
+		{"named in upper case", 0, "alice", "Alice", ReasonStatementMismatch, ""},
+		{"signed in NFD", 0, nfd, "", ReasonPrincipalMismatch, ""},
+		{"signed in upper case", 0, "Alice", "", ReasonPrincipalMismatch, ""},
+		{"signed as a Cyrillic look-alike", 0, "\u0430lice", "", ReasonPrincipalMismatch, ""},
+		{"a wildcard line signs as another's name", 1, "alice", "", "", "alice"},
+	} {
+		v, err := verify(tc.signer, tc.signedAs, tc.named)
+		if tc.want == "" && (err != nil || v.Principal != tc.wantPrincipalSeen) || tc.want != "" && !isReason(err, tc.want) {
+			t.Errorf("%s: %+v, %v; want %q (principal %q)", tc.name, v, err, tc.want, tc.wantPrincipalSeen)
+		}
+	}
+}
