@@ -175,6 +175,15 @@ func TestKeyTimeEdges(t *testing.T) {
 	if got, err := parseKeyTime("202612011000Z"); err != nil || !got.Equal(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)) {
 		t.Errorf("parseKeyTime Z = %v, %v", got, err)
 	}
+	// Without Z, the verifier's own zone, as ssh-keygen: a sandbox host in UTC reads a line
+	// written for +01:00 an hour later (operators: write Z).
+	local := time.Local
+	time.Local = time.FixedZone("CET", 3600)
+	got, err := parseKeyTime("202612011000")
+	time.Local = local
+	if err != nil || !got.Equal(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)) || got.Location() != time.UTC {
+		t.Errorf("parseKeyTime without Z at +01:00 = %v, %v; want 09:00 UTC", got, err)
+	}
 	for _, stmt := range []string{"2026-11-30T11:00:00+01:00", "2026-11-30T11:00:00", "2026-11-30T11:00:00.5Z", "2026-11-30t11:00:00z"} {
 		s := strings.Replace(string(mustStatement(t, f)), "expires: 2026-11-30T11:00:00Z", "expires: "+stmt, 1)
 		if _, err := ParseStatement([]byte(s)); err == nil {

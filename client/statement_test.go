@@ -46,6 +46,13 @@ func TestStatementFor(t *testing.T) {
 			t.Errorf("denial for a status of statement version %d: %+v, %v; want a version 1 denial", version, f, err)
 		}
 	}
+	// A status whose deadline is far away (a workflow worker's lie) does not make the default
+	// expiry longer than DefaultStatementLifetime.
+	far := st
+	far.ApprovalDeadline = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	if f, err := StatementFor(far, StatementOptions{Reviewer: "alice"}, now); err != nil || !f.Expires.Equal(now.Add(DefaultStatementLifetime).Truncate(time.Second)) {
+		t.Errorf("a status with a far deadline: %+v, %v; want the default lifetime", f, err)
+	}
 	st.State = contract.StatusRunning
 	if _, err := StatementFor(st, StatementOptions{}, now); err == nil {
 		t.Errorf("a statement for a run that no longer waits was made")
