@@ -109,7 +109,7 @@ func (r *Reviewers) PasskeyOrigin() string {
 // address.
 func CanonicalOrigin(origin string) (string, error) {
 	u, err := url.Parse(strings.TrimSuffix(origin, "/"))
-	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("approval: passkey origin %q: want scheme://host[:port]", printable(origin))
 	}
 	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()

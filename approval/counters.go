@@ -101,23 +101,26 @@ func advance(state *countersJSON, v Verified, save func(*countersJSON) error) er
 }
 
 func (c *Counters) read() (*countersJSON, error) {
-	state := &countersJSON{Version: 1, Passkeys: map[string]counterRecord{}}
 	b, err := os.ReadFile(c.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return state, nil
+		return &countersJSON{Version: 1, Passkeys: map[string]counterRecord{}}, nil
 	case err != nil:
 		return nil, fmt.Errorf("approval: passkey counters: %w", err)
 	case len(b) > maxCountersBytes:
 		return nil, fmt.Errorf("approval: passkey counters: %s is larger than %d bytes", c.path, maxCountersBytes)
 	}
-	if err := json.Unmarshal(b, state); err != nil || state.Version != 1 {
-		return nil, fmt.Errorf("approval: passkey counters: %s is not a counters file (version 1): %v", c.path, err)
+	// Read into a zero value and require what write writes (the version and the passkeys
+	// object): "null", "{}" or another program's JSON must not read as a file that saw no
+	// passkey, which would accept every cloned or replayed assertion once.
+	var state countersJSON
+	if err := json.Unmarshal(b, &state); err != nil {
+		return nil, fmt.Errorf("approval: passkey counters: %s is not a counters file: %w", c.path, err)
 	}
-	if state.Passkeys == nil {
-		state.Passkeys = map[string]counterRecord{}
+	if state.Version != 1 || state.Passkeys == nil {
+		return nil, fmt.Errorf("approval: passkey counters: %s is not a counters file: want version 1 and its passkeys", c.path)
 	}
-	return state, nil
+	return &state, nil
 }
 
 // write replaces the file whole (a new file renamed over it), so a crash leaves the old or the

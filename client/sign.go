@@ -21,6 +21,12 @@ import (
 // run's approval deadline comes first.
 const DefaultStatementLifetime = time.Hour
 
+// ErrStatementVersion is why StatementFor (and Statement, the inbox, starter statement and
+// approve) refuse to make an approval for a run whose status asks for a statement version older
+// than approval.StatementVersion: sandbox hosts refuse such approvals, which sign no principal;
+// do not approve (deny it, or start the run again).
+var ErrStatementVersion = errors.New("sandbox hosts refuse approvals of that statement version, which names no reviewer: do not approve; deny it or start the run again")
+
 // EnvReviewerKey names the environment variable that holds the reviewer's key file when
 // --key is not given.
 const EnvReviewerKey = "SANDBOXFLOW_REVIEWER_KEY"
@@ -90,6 +96,13 @@ func StatementFor(st contract.Status, opts StatementOptions, now time.Time) (app
 		Version:    max(st.StatementVersion, approval.StatementVersion1),
 		WorkflowID: st.WorkflowID, RunID: st.RunID, Digest: st.Request.Digest, Approve: !opts.Deny,
 		ApprovalID: opts.ApprovalID, SandboxTaskQueue: st.SandboxTaskQueue, Expires: opts.Expires,
+	}
+	if !opts.Deny && f.Version < approval.StatementVersion {
+		// Sandbox hosts verify every approval as the current version (the principal signed),
+		// so a version 1 approval can never run anything: a status asking for one is a run
+		// from before version 2 or a workflow worker not sandboxflow's, downgrading what the
+		// reviewer signs to a statement that names nobody.
+		return approval.Fields{}, fmt.Errorf("client: %s asks for an approval of statement version %d: %w", st.WorkflowID, f.Version, ErrStatementVersion)
 	}
 	if f.Version >= approval.StatementVersion2 {
 		if opts.Reviewer == "" {

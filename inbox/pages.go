@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"maps"
@@ -287,6 +288,11 @@ func (s *Server) statements(ri *client.RunInfo, v *runView, principal string) er
 	for _, sv := range []*statementView{&v.Approve, &v.Deny} {
 		sv.Approve = sv == &v.Approve
 		f, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !sv.Approve, Expires: expires, Reviewer: principal}, now)
+		if sv.Approve && errors.Is(err, client.ErrStatementVersion) {
+			// A status asking for an approval no sandbox host accepts: only a denial is offered.
+			v.Approve, v.ApproveRefused = statementView{}, err.Error()
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("inbox: %w", err)
 		}

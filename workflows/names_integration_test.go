@@ -121,3 +121,42 @@ func TestIntegrationSandboxHostRefusesARenamedDecision(t *testing.T) {
 	}
 	wantRuns(t, mark, 0)
 }
+
+// The reviewer field of a decision, or the principal signed, spelled another way than the
+// reviewers file lists it (another case, another Unicode normalization, a fullwidth or Cyrillic
+// look-alike) is refused by the workflow; only the name as listed and signed runs the code.
+func TestIntegrationPrincipalSpellingsAreRefused(t *testing.T) {
+	it := newITest(t)
+	key, err := reviewertest.NewKey("josé,alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := reviewertest.WriteAllowedSigners(t, t.TempDir(), key)
+	it.worker(it.queue, it.localBackend(), func(c *activities.Config) { c.ReviewersFile = file })
+	req, mark := markRequest(t)
+	const id = "it-principal-spellings"
+	run := it.start(id, it.queue, req)
+	f := it.fields(id, true)
+	f.Reviewer = "josé"
+	d := key.Decision(t, f)
+	for _, named := range []string{"jose\u0301", "José", "Alice", "\uff41lice", "\u0430lice"} {
+		relayed := d
+		relayed.Reviewer = named
+		_, err := it.decide(id, relayed)
+		wantRefused(t, "the decision named "+named, err, string(approval.ReasonStatementMismatch))
+	}
+	for _, signedAs := range []string{"jose\u0301", "José", "\u0430lice"} {
+		g := it.fields(id, true)
+		g.Reviewer = signedAs
+		_, err := it.decide(id, key.Decision(t, g))
+		wantRefused(t, "the statement signed as "+signedAs, err, string(approval.ReasonPrincipalMismatch))
+	}
+	if _, err := it.decide(id, d); err != nil {
+		t.Fatalf("the decision as signed: %v", err)
+	}
+	res, err := it.result(run)
+	if err != nil || res.Reviewer != "josé" {
+		t.Fatalf("result %+v, %v; want the run approved by josé", res, err)
+	}
+	wantRuns(t, mark, 1)
+}

@@ -78,3 +78,46 @@ func TestIntegrationSandboxHostChecksPasskeyOriginAndCounter(t *testing.T) {
 	}
 	wantRuns(t, mark, 1)
 }
+
+// The sandbox host's counters file, replaced after a genuine run by JSON that is not a counters
+// file ({}: no version, no passkeys), does not read as a host that never saw the passkey: a
+// clone's assertion with the counter already used runs nothing, and the file is left as found.
+func TestIntegrationSandboxHostCountersFileFailsClosed(t *testing.T) {
+	const origin = "https://inbox.example.com"
+	it := newITest(t)
+	alice := reviewertest.NewPasskey(t, "alice", "inbox.example.com")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "allowed_signers")
+	if err := os.WriteFile(file, []byte(alice.AllowedLine(t)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	counters := filepath.Join(dir, "counters.json")
+	it.worker(it.queue, it.localBackend(), func(c *activities.Config) {
+		c.ReviewersFile, c.PasskeyOrigin, c.PasskeyCountersFile = file, origin, counters
+	})
+	req, mark := markRequest(t)
+	const genuineID = "it-counters-genuine"
+	genuine := it.start(genuineID, it.queue, req)
+	if _, err := it.decide(genuineID, alice.Decision(t, it.fields(genuineID, true), origin, 5)); err != nil {
+		t.Fatalf("the genuine passkey decision: %v", err)
+	}
+	if _, err := it.result(genuine); err != nil {
+		t.Fatalf("genuine run: %v", err)
+	}
+	wantRuns(t, mark, 1)
+	if err := os.WriteFile(counters, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const cloneID = "it-counters-clone"
+	clone := it.start(cloneID, it.queue, req)
+	if _, err := it.decide(cloneID, alice.Decision(t, it.fields(cloneID, true), origin, 5)); err != nil {
+		t.Fatalf("the clone's decision, at the workflow: %v", err)
+	}
+	if res, err := it.result(clone); err == nil || !strings.Contains(err.Error(), "passkey counters") {
+		t.Fatalf("clone run with the counters file replaced: %+v, %v; want the host's passkey counters failure", res, err)
+	}
+	wantRuns(t, mark, 1)
+	if b, _ := os.ReadFile(counters); string(b) != "{}" {
+		t.Errorf("counters file %q after the refusal; want it left as found", b)
+	}
+}

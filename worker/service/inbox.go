@@ -42,7 +42,7 @@ func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn cl
 	srv, err := inbox.New(inbox.Config{
 		Temporal: tc, DataConverter: opts.DataConverter, TaskQueue: cfg.TaskQueue, SandboxTaskQueue: cfg.SandboxTaskQueue,
 		ReviewersPath: reviewers, Origin: origin, Logger: logger,
-		PasskeyCountersPath: filepath.Join(cfg.DataDir, "inbox-passkey-counters.json"),
+		PasskeyCountersPath: devInboxPasskeyCounters(cfg),
 	})
 	if err != nil {
 		return err

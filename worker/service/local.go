@@ -46,16 +46,20 @@ func localKind() backendKind {
 
 // localConfig is the local backend's configuration: the code runs as local.DefaultUID, which may
 // not read the worker's payload keys, secrets file, --dev reviewer key or --dev database (its
-// history, in the clear without payload keys), nor change the reviewers file.
+// history, in the clear without payload keys), nor change the reviewers file or the passkey
+// counters files (deleting one forgets every counter, and a cloned passkey's assertion is
+// accepted again).
 func localConfig(o *Options, logger *slog.Logger) local.Config {
 	unreadable := []string{o.KeyFile, o.SecretsFile}
 	reviewers := o.Reviewers
+	unchangeable := []string{passkeyCounters(o)}
 	if o.Dev {
 		unreadable = append(unreadable, filepath.Join(o.DataDir, "reviewer", "id_ed25519"), filepath.Join(o.DataDir, devserver.DatabaseFileName))
 		if reviewers == "" {
 			reviewers = filepath.Join(o.DataDir, "reviewer", "allowed_signers")
 		}
+		unchangeable = append(unchangeable, devInboxPasskeyCounters(o))
 	}
 	return local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, Logger: logger, UID: local.DefaultUID,
-		Unreadable: unreadable, Unchangeable: []string{reviewers}}
+		Unreadable: unreadable, Unchangeable: append([]string{reviewers}, unchangeable...)}
 }

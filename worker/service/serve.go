@@ -276,3 +276,8 @@ func passkeyCounters(cfg *Options) string {
 	}
 	return filepath.Join(cfg.DataDir, "passkey-counters.json")
 }
+
+// devInboxPasskeyCounters is the --dev inbox's passkey counters file.
+func devInboxPasskeyCounters(cfg *Options) string {
+	return filepath.Join(cfg.DataDir, "inbox-passkey-counters.json")
+}
