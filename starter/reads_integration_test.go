@@ -158,12 +158,12 @@ func TestIntegrationStarterReadsAsRuns(t *testing.T) {
 	if len(review.Request.Warnings) != 2 || review.SensitiveEnvBytes["TOKEN"] != 32 || review.Env["MODE"] != "dry\trun" || review.Env["TOKEN"] != "" {
 		t.Errorf("show --json: warnings %v, env %v, sensitive %v", review.Request.Warnings, review.Env, review.SensitiveEnvBytes)
 	}
-	r = starterIn(t, addr, ns, "statement", "cli-tabs", "--task-queue", "cli-tabs")
+	r = starterIn(t, addr, ns, "statement", "cli-tabs", "--task-queue", "cli-tabs", "--reviewer", bob.Principal)
 	if r.code != 0 || !strings.Contains(r.stderr, "WARNING: input file hook.pth") || strings.Contains(r.stdout, "WARNING") {
 		t.Errorf("statement: exit %d, stdout %q, stderr %q; want the warnings on stderr, the statement alone on stdout", r.code, r.stdout, r.stderr)
 	}
 	// Approved, the Docker sandbox runs what show drew: the launch, not the deletion.
-	r = starterIn(t, addr, ns, "approve", "cli-tabs", "--task-queue", "cli-tabs", "--digest", review.Request.Digest, "--key", bob.KeyFile, "--wait")
+	r = starterIn(t, addr, ns, "approve", "cli-tabs", "--task-queue", "cli-tabs", "--digest", review.Request.Digest, "--key", bob.KeyFile, "--reviewer", bob.Principal, "--wait")
 	var out guard.Result
 	if err := json.Unmarshal([]byte(lastLine(r.stdout)), &out); err != nil || r.code != 0 {
 		t.Fatalf("approve --wait: exit %d, %v\n%s %s", r.code, err, r.stdout, r.stderr)
