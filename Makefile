@@ -23,7 +23,7 @@ test: setup check
 ## PostgreSQL for Temporal, chromium for the inbox's browser tests, python3, openssh-client, nodejs,
 ## npm, jq, the IPv6 loopback and spin for the protocol model (only what is missing).
 setup:
-	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh && scripts/setup-spin.sh; \
+	@if [ "$$(id -u)" = 0 ]; then scripts/setup-docker.sh && scripts/setup-postgres.sh && scripts/setup-browser.sh; \
 	else echo "make setup: not root; assuming dockerd, the test images, PostgreSQL, chromium and spin are already there" >&2; fi
 
 ## check: gofmt, vet, staticcheck, workflowcheck, then every test (unit and integration) with -race.

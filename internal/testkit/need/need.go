@@ -93,9 +93,9 @@ func (r Requirement) spec() spec {
 	case Postgres:
 		return spec{"PostgreSQL", "run scripts/setup-postgres.sh as root (make setup does), or set SANDBOXFLOW_TEST_POSTGRES", "SANDBOXFLOW_REQUIRE_POSTGRES", checkPostgres}
 	case CC:
-		return spec{"a C compiler (cc)", "apt-get install -y gcc", "", lookPath("cc")}
+		return spec{"a C compiler (cc)", "apt-get install -y gcc (make setup does)", "", lookPath("cc")}
 	case Spin:
-		return spec{"the spin model checker", "apt-get install -y spin (scripts/setup-spin.sh does; make setup runs it)", "SANDBOXFLOW_REQUIRE_SPIN", lookPath("spin")}
+		return spec{"the spin model checker", "apt-get install -y spin (make setup does)", "SANDBOXFLOW_REQUIRE_SPIN", lookPath("spin")}
 	}
 	return spec{name: fmt.Sprintf("requirement %d", int(r)), check: func() error { return errors.New("need: unknown requirement") }}
 }
