@@ -79,8 +79,7 @@ func TestLocalKindKeepsPasskeyCountersOutOfReach(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.Dev, o.DataDir, o.PasskeyCounters = false, "", counters
-	closeBackend := func() {}
-	if _, closeBackend, err = NewBackend(context.Background(), o, logger); err != nil {
+	if _, closeBackend, err := NewBackend(context.Background(), o, logger); err != nil {
 		t.Errorf("the counters file in a folder of 0755: %v; want the backend", err)
 	} else {
 		closeBackend()
