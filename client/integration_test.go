@@ -16,39 +16,29 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"go.temporal.io/server/temporaltest"
 
-	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/backends/callable"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
-	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
-// startWorker runs RunCode and its activities on queue over a backend that prints "ok".
-func startWorker(t *testing.T, tc tclient.Client, queue string) *reviewertest.Reviewer {
+// startWorker runs RunCode and its activities on queue of ts, over a backend that prints "ok",
+// with bob as the one reviewer; more registers more on the worker (optional).
+func startWorker(t *testing.T, ts *temporaltest.TestServer, queue string, more func(worker.Registry)) *agenttest.Env {
 	t.Helper()
-	bob := reviewertest.New(t, "bob")
 	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := activities.New(activities.Config{Policy: guard.Policy{ApprovalTimeout: time.Hour}, Backend: b, ReviewersFile: bob.File})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(tc, queue, worker.Options{})
-	workflows.Register(w)
-	acts.Register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	return bob
+	return agenttest.Setup(t, agenttest.Options{Server: ts, Backend: b, Policy: &guard.Policy{ApprovalTimeout: time.Hour},
+		Reviewer: reviewertest.New(t, "bob"), TaskQueue: queue, Register: more, NoStarter: true})
 }
 
 // other is a workflow of another type that waits until it is cancelled.
@@ -77,7 +67,11 @@ func TestIntegrationStartEdges(t *testing.T) {
 		t.Fatalf("Start with no worker = %v after %s; want a *NoWorkerError at once", err, time.Since(begin))
 	}
 
-	bob := startWorker(t, tc, "edges")
+	// The worker also runs a workflow of another type, which show, approve, deny and result
+	// must refuse.
+	bob := startWorker(t, ts, "edges", func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(other, workflow.RegisterOptions{Name: "Other"})
+	}).Reviewer
 	var announced client.Started
 	first, err := c.Start(ctx, req, client.StartOptions{WorkflowID: "mine", OnStarted: func(s client.Started) { announced = s }})
 	if err != nil {
@@ -108,13 +102,7 @@ func TestIntegrationStartEdges(t *testing.T) {
 		}
 	}
 
-	w := worker.New(tc, "others", worker.Options{})
-	w.RegisterWorkflowWithOptions(other, workflow.RegisterOptions{Name: "Other"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	if _, err := tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "not-runcode", TaskQueue: "others"}, "Other"); err != nil {
+	if _, err := tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "not-runcode", TaskQueue: "edges"}, "Other"); err != nil {
 		t.Fatal(err)
 	}
 	calls := map[string]func(context.Context) error{
@@ -144,15 +132,10 @@ func TestIntegrationStartEdges(t *testing.T) {
 // the decision to the run that was read, which has ended, so it never reaches the new run (which
 // still waits, with no decision and no rejection); a statement read off the new run is accepted.
 func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
-	ts := devtest.Start(t)
-	tc := ts.GetDefaultClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.New(client.Options{Temporal: tc, TaskQueue: "pinned"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob := startWorker(t, tc, "pinned")
+	e := startWorker(t, nil, "pinned", nil)
+	tc, c, bob := e.Temporal, e.Client, e.Reviewer
 	started, err := c.Start(ctx, guard.Request{Code: "print(1)"}, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +163,7 @@ func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
 		}
 	}
 	reset, err := tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace: ts.GetDefaultNamespace(), WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: started.WorkflowID, RunId: started.RunID},
+		Namespace: e.Namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: started.WorkflowID, RunId: started.RunID},
 		Reason: "a reviewer's page is stale", WorkflowTaskFinishEventId: firstTask, RequestId: uuid.NewString(),
 	})
 	if err != nil {

@@ -35,11 +35,15 @@ import (
 // Env is a running server and worker.
 type Env struct {
 	Address, Namespace, TaskQueue string
+	// Temporal is the Temporal client the worker and Client use (with the payload codec when
+	// Options.KeyFile is set).
+	Temporal tclient.Client
 	// Client reads and decides runs.
 	Client *client.Client
 	// Starter is the path of a freshly built starter binary.
 	Starter string
-	// Reviewer is the reviewer whose key the worker's reviewers file lists.
+	// Reviewer is the reviewer whose key the worker's reviewers file lists; nil when
+	// Options.ReviewersFile was given.
 	Reviewer *reviewertest.Reviewer
 }
 
@@ -61,6 +65,12 @@ type Options struct {
 	// Reviewer is the one reviewer the worker's reviewers file lists. Optional: a fresh
 	// "test-reviewer".
 	Reviewer *reviewertest.Reviewer
+	// ReviewersFile is the worker's reviewers file, which the test writes itself (it may not
+	// exist yet when Setup returns). Optional: Reviewer's file. With it, no reviewer is made:
+	// Env.Reviewer is nil, Env.Client names no reviewer, and Decide cannot be used.
+	ReviewersFile string
+	// PasskeyOrigin and PasskeyCountersFile are the worker's (activities.Config). Optional.
+	PasskeyOrigin, PasskeyCountersFile string
 	// NoStarter skips building the starter (Env.Starter is then empty).
 	NoStarter bool
 	// TaskQueue is the worker's task queue. Optional: one named after the test.
@@ -106,15 +116,22 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if o.Policy != nil {
 		policy = *o.Policy
 	}
-	reviewer := o.Reviewer
-	if reviewer == nil {
-		reviewer = reviewertest.New(t, "test-reviewer")
+	reviewer, reviewers, principal := o.Reviewer, o.ReviewersFile, ""
+	if reviewers == "" {
+		if reviewer == nil {
+			reviewer = reviewertest.New(t, "test-reviewer")
+		}
+		reviewers, principal = reviewer.File, reviewer.Principal
+	} else if reviewer != nil {
+		t.Fatal("agenttest: Options.Reviewer and Options.ReviewersFile are both set")
 	}
 	acts, err := activities.New(activities.Config{
 		Policy:  policy,
 		Backend: b,
 		Sink:    o.Sink, HeartbeatTimeout: 2 * time.Second,
-		ReviewersFile: reviewer.File,
+		ReviewersFile:       reviewers,
+		PasskeyOrigin:       o.PasskeyOrigin,
+		PasskeyCountersFile: o.PasskeyCountersFile,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -133,11 +150,11 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Reviewer: reviewer.Principal})
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Reviewer: principal})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Client: sc, Reviewer: reviewer}
+	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer}
 	if !o.NoStarter {
 		dir := t.TempDir()
 		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
@@ -153,6 +170,9 @@ func Setup(t *testing.T, opts ...Options) *Env {
 // approvals need a reviewer's signature, only this function changes.
 func Decide(t *testing.T, e *Env, id string, approve bool) {
 	t.Helper()
+	if e.Reviewer == nil {
+		t.Fatal("agenttest: Decide needs Env.Reviewer (Setup was given a ReviewersFile)")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st, err := e.Client.Status(ctx, id)
