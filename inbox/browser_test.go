@@ -15,7 +15,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,25 +28,13 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/sandboxflow/sandboxflow/activities"
-	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/inbox"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/browsertest"
-	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
-	"github.com/sandboxflow/sandboxflow/workflows"
 )
-
-func python(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Fatalf("the browser test needs python3 on PATH: %v", err)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // env is the test's server, worker, inbox and browser.
 type env struct {
@@ -63,13 +50,7 @@ type env struct {
 func startEnv(t *testing.T, ctx context.Context) *env {
 	t.Helper()
 	browsertest.Chromium(t) // skip (or fail under make test) before anything starts
-	ts := devtest.Start(t)
-	c := ts.GetDefaultClient()
 	const queue = "sandboxflow-inbox-it"
-	b, err := local.New(local.Config{AllowUnsafeLocal: true, Python: python(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	reviewers := filepath.Join(dir, "allowed_signers")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -77,35 +58,22 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 		t.Fatal(err)
 	}
 	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
-	acts, err := activities.New(activities.Config{
+	// The local backend with the host's python3 runs the code.
+	a := agenttest.Setup(t, agenttest.Options{
 		// Mixed indentation is allowed here so that the tab attack reaches the page (the
 		// default policy refuses it); TOKEN's value is shown as its length only.
-		Policy: guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour,
+		Policy: &guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour,
 			AllowMixedIndentation: true, SensitiveEnv: []string{"TOKEN"}},
-		Backend:          b,
-		Sink:             &activities.MemorySink{},
-		HeartbeatTimeout: 2 * time.Second,
+		TaskQueue: queue,
 		// The same file the inbox reads: the workflow and the sandbox activity verify the
 		// passkey decisions against it too.
 		ReviewersFile: reviewers,
 		// Passkey decisions count only when made on the inbox's page, with a growing counter.
 		PasskeyOrigin:       origin,
 		PasskeyCountersFile: filepath.Join(dir, "passkey-counters.json"),
+		NoStarter:           true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(c, queue, worker.Options{})
-	workflows.Register(w)
-	acts.Register(w)
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	sc, err := client.New(client.Options{Temporal: c, TaskQueue: queue})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, sc := a.Temporal, a.Client
 
 	e := &env{t: t, c: c, sc: sc, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
 	e.origin = origin
