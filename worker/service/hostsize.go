@@ -104,7 +104,10 @@ func (o *Options) sizeToHost(ctx context.Context) (string, error) {
 	if o.Backend == kinds.Docker {
 		given += fmt.Sprintf(", --warm-sandboxes %d", min(o.Docker.WarmSandboxes, o.MaxSandboxes))
 	}
-	if o.Backend != kinds.Docker || o.Role == RoleWorkflows || (!o.MaxSandboxesFromHost && !o.Docker.WarmSandboxesFromHost) {
+	if o.Backend != kinds.Docker || o.Role == RoleWorkflows {
+		return given + " (given, or the default; only --backend docker sizes them to the host)", nil
+	}
+	if !o.MaxSandboxesFromHost && !o.Docker.WarmSandboxesFromHost {
 		return given + " (as given)", nil
 	}
 	h, err := readHost(ctx)
