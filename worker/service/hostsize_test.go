@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +160,17 @@ func TestDoctorShowsSizing(t *testing.T) {
 	want := "PASS sandboxes: --max-sandboxes 2, --warm-sandboxes 1, from 1 CPUs and 1024 MiB (test host)"
 	if !strings.Contains(out.String(), want) {
 		t.Fatalf("doctor said:\n%s\nwant a line with %q", out.String(), want)
+	}
+}
+
+// readHost, not replaced, reads this machine (the Docker daemon here is local, or the fallback is
+// this process's view): its CPUs, and memory enough for one default sandbox.
+func TestReadHostReadsThisMachine(t *testing.T) {
+	h, err := readHost(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.CPUs != runtime.NumCPU() || h.MemoryBytes < 256<<20 || h.Source == "" {
+		t.Fatalf("readHost = %+v; want %d CPUs, some memory and a source", h, runtime.NumCPU())
 	}
 }
