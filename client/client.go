@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -356,35 +358,61 @@ type Pending struct {
 var PendingQuery = fmt.Sprintf("WorkflowType = '%s' AND %s = '%s' AND ExecutionStatus = 'Running'",
 	contract.WorkflowName, contract.AttrStatus, contract.StatusAwaitingApproval)
 
-// Pending lists the runs that wait for a decision, newest first. Visibility is eventually
-// consistent: a run started a moment ago may not be listed yet.
+// Pending lists the runs that wait for a decision, newest first, every page of them. Visibility
+// is eventually consistent: a run started a moment ago may not be listed yet.
 func (c *Client) Pending(ctx context.Context) ([]Pending, error) {
 	var (
 		out   []Pending
-		token []byte
+		token string
 	)
 	for {
-		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: PendingQuery, NextPageToken: token})
+		page, err := c.PendingPage(ctx, 0, token)
 		if err != nil {
-			return nil, fmt.Errorf("client: list pending runs: %w", err)
+			return nil, err
 		}
-		for _, e := range resp.GetExecutions() {
-			p := Pending{
-				WorkflowID: e.GetExecution().GetWorkflowId(),
-				RunID:      e.GetExecution().GetRunId(),
-				StartTime:  e.GetStartTime().AsTime(),
-			}
-			fields := e.GetSearchAttributes().GetIndexedFields()
-			p.Digest = keyword(fields[contract.AttrDigest])
-			p.Language = keyword(fields[contract.AttrLanguage])
-			p.Backend = keyword(fields[contract.AttrBackend])
-			out = append(out, p)
-		}
-		token = resp.GetNextPageToken()
-		if len(token) == 0 {
+		out = append(out, page.Runs...)
+		if token = page.NextPageToken; token == "" {
 			return out, nil
 		}
 	}
+}
+
+// PendingPage is one page of the runs that wait for a decision.
+type PendingPage struct {
+	Runs []Pending `json:"pending"`
+	// NextPageToken asks PendingPage for the page after this one; "" when this is the last.
+	NextPageToken string `json:"next_page_token"`
+}
+
+// PendingPage lists one page of the runs that wait for a decision, newest first: at most
+// pageSize of them (0: the server's default page), after the page whose NextPageToken is
+// pageToken ("" for the first page).
+func (c *Client) PendingPage(ctx context.Context, pageSize int, pageToken string) (PendingPage, error) {
+	if pageSize < 0 || pageSize > math.MaxInt32 {
+		return PendingPage{}, fmt.Errorf("client: pending page size %d: want 0 or more", pageSize)
+	}
+	token, err := base64.RawURLEncoding.DecodeString(pageToken)
+	if err != nil {
+		return PendingPage{}, fmt.Errorf("client: pending page token: %w", err)
+	}
+	resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: PendingQuery, PageSize: int32(pageSize), NextPageToken: token})
+	if err != nil {
+		return PendingPage{}, fmt.Errorf("client: list pending runs: %w", err)
+	}
+	page := PendingPage{Runs: []Pending{}, NextPageToken: base64.RawURLEncoding.EncodeToString(resp.GetNextPageToken())}
+	for _, e := range resp.GetExecutions() {
+		p := Pending{
+			WorkflowID: e.GetExecution().GetWorkflowId(),
+			RunID:      e.GetExecution().GetRunId(),
+			StartTime:  e.GetStartTime().AsTime(),
+		}
+		fields := e.GetSearchAttributes().GetIndexedFields()
+		p.Digest = keyword(fields[contract.AttrDigest])
+		p.Language = keyword(fields[contract.AttrLanguage])
+		p.Backend = keyword(fields[contract.AttrBackend])
+		page.Runs = append(page.Runs, p)
+	}
+	return page, nil
 }
 
 // keyword decodes a Keyword search attribute's payload; a missing or odd one is "".

@@ -238,8 +238,11 @@ func waitPending(t *testing.T, s starterCLI, id string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var pending []startedJSON
-		s.mustJSON(&pending, "pending", "--json")
+		var page struct {
+			Pending []startedJSON `json:"pending"`
+		}
+		s.mustJSON(&page, "pending", "--json", "--page-size", "1000")
+		pending := page.Pending
 		for _, p := range pending {
 			if p.WorkflowID == id {
 				return

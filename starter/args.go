@@ -45,10 +45,20 @@ type command struct {
 	approvalID string
 	expiresIn  time.Duration
 
+	// pending
+	pageSize int
+	nextPage string
+
 	// tool-schema
 	tool   client.ToolOptions
 	format string
 }
+
+// defaultPageSize and maxPageSize bound `starter pending --page-size`.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
 
 // parseArgs parses a command line (without the program name). Every refusal is a *cli.UsageError,
 // or flag.ErrHelp for -h.
@@ -65,8 +75,15 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 	case "pending":
 		c.addConnFlags(fs)
 		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of a table")
-		_, err := cli.Parse(fs, args, 0, 0)
-		return c, err
+		fs.IntVar(&c.pageSize, "page-size", defaultPageSize, "runs listed at most; the rest are on the next page")
+		fs.StringVar(&c.nextPage, "next-page", "", "list the page after the one whose next_page_token (or table footer) gave TOKEN")
+		if _, err := cli.Parse(fs, args, 0, 0, "next-page"); err != nil {
+			return c, err
+		}
+		if c.pageSize < 1 || c.pageSize > maxPageSize {
+			return c, &cli.UsageError{Msg: fmt.Sprintf("--page-size %d: want 1 to %d", c.pageSize, maxPageSize)}
+		}
+		return c, nil
 	case "show", "result":
 		return c, c.parseReview(fs, args)
 	case "statement", "approve", "deny":

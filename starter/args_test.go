@@ -32,6 +32,8 @@ func TestParseArgsRefuses(t *testing.T) {
 		{"run", "--code", "print(1)", "--timeout", "1s", "--timeout", "2s"},
 		{"run"},
 		{"pending", "extra"},
+		{"pending", "--page-size", "0"},
+		{"pending", "--page-size", "1001"},
 		{"show"},
 		{"show", "ID", "other"},
 		{"show", "ID", "--env-values", "other"},

@@ -249,9 +249,11 @@ func splitColumns(s string, room int) []string {
 	return append(rows, s[start:])
 }
 
-// printPending writes the runs that wait for a decision as a table, newest first.
-func printPending(w io.Writer, pending []client.Pending, now time.Time) error {
-	if len(pending) == 0 {
+// printPending writes a page of the runs that wait for a decision as a table, newest first, and
+// how to get the next page when there is one.
+func printPending(w io.Writer, page client.PendingPage, pageSize int, now time.Time) error {
+	pending := page.Runs
+	if len(pending) == 0 && page.NextPageToken == "" {
 		_, err := fmt.Fprintln(w, "No run waits for a decision.")
 		return err
 	}
@@ -261,7 +263,19 @@ func printPending(w io.Writer, pending []client.Pending, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), human.Duration(now.Sub(p.StartTime)),
 			terminal(p.Language), terminal(p.Backend), shortDigest(terminal(p.Digest)))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.NextPageToken == "" {
+		return nil
+	}
+	size := ""
+	if pageSize != defaultPageSize {
+		size = fmt.Sprintf(" --page-size %d", pageSize)
+	}
+	// The token is base64url, no shell quoting needed.
+	_, err := fmt.Fprintf(w, "More runs wait; the next page: starter pending%s --next-page %s\n", size, terminal(page.NextPageToken))
+	return err
 }
 
 // shortDigest keeps enough of a digest to tell runs apart; `starter show` prints all of it.

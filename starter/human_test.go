@@ -81,10 +81,10 @@ func TestShowForPeopleEscapesWhatCouldRewriteTheTerminal(t *testing.T) {
 func TestPendingForPeople(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	var b bytes.Buffer
-	if err := printPending(&b, []client.Pending{
+	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{
 		{WorkflowID: "sandbox-new\x1b[2J", StartTime: now.Add(-90 * time.Second), Language: "python", Backend: "docker", Digest: "sha256:" + strings.Repeat("cd", 32)},
 		{WorkflowID: "sandbox-old", StartTime: now.Add(-3 * time.Hour), Language: "sh", Backend: "local", Digest: "sha256:" + strings.Repeat("ef", 32)},
-	}, now); err != nil {
+	}}, defaultPageSize, now); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -94,8 +94,14 @@ func TestPendingForPeople(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 	b.Reset()
-	if err := printPending(&b, nil, now); err != nil || !strings.Contains(b.String(), "No run waits") {
+	if err := printPending(&b, client.PendingPage{}, defaultPageSize, now); err != nil || !strings.Contains(b.String(), "No run waits") {
 		t.Errorf("empty: %q %v", b.String(), err)
+	}
+	// A page with more after it says how to get the next one, with the page size if not the default.
+	b.Reset()
+	page := client.PendingPage{Runs: []client.Pending{{WorkflowID: "sandbox-a", StartTime: now}}, NextPageToken: "dG9rZW4"}
+	if err := printPending(&b, page, 7, now); err != nil || !strings.Contains(b.String(), "starter pending --page-size 7 --next-page dG9rZW4\n") {
+		t.Errorf("next page: %q %v", b.String(), err)
 	}
 }
 

@@ -30,7 +30,10 @@ commands:
   run --code CODE | --file F [--language python] [--input NAME=PATH]... [--env NAME=VALUE]...
       [--timeout 30s] [--network] [--capture-content] [--workflow-id ID] [--wait]
                        start a run; prints {"workflow_id", "run_id", "digest"}; --wait then prints the result
-  pending [--json]     list the runs that wait for a decision (a table; --json for programs)
+  pending [--json] [--page-size N] [--next-page TOKEN]
+                       list the runs that wait for a decision, 100 (--page-size) at a time, newest first:
+                       a table that ends with the next page's command, or --json for programs:
+                       {"pending": [...], "next_page_token": "..." ("" on the last page)}
   show ID [--input-files] [--json]
                        everything a reviewer needs: code with line numbers, limits, env names,
                        digest, deadline, env values (sensitive ones as their length), start-up warnings
@@ -129,14 +132,14 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 	case "run":
 		return runCmd(ctx, sc, cmd, stdout, stderr)
 	case "pending":
-		pending, err := sc.Pending(ctx)
-		if pending == nil {
-			pending = []client.Pending{}
+		page, err := sc.PendingPage(ctx, cmd.pageSize, cmd.nextPage)
+		if page.Runs == nil {
+			page.Runs = []client.Pending{}
 		}
 		if err != nil || cmd.json {
-			return printOr(stdout, pending, err)
+			return printOr(stdout, page, err)
 		}
-		return printPending(stdout, pending, time.Now())
+		return printPending(stdout, page, cmd.pageSize, time.Now())
 	case "show":
 		// Env values are always read: the code's behaviour can depend on them.
 		review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})

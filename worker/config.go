@@ -30,7 +30,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.StringVar(&c.TaskQueue, "task-queue", contract.DefaultTaskQueue, "task queue of RunCode workflows")
 	fs.StringVar(&c.SandboxTaskQueue, "sandbox-task-queue", "", "task queue of the sandbox activity (default: the workflow task queue)")
 	fs.StringVar(&c.Role, "role", service.RoleAll, "what this process runs: all, workflows or sandboxes")
-	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", 2, "how many sandboxes this worker runs at once")
+	fs.IntVar(&c.MaxSandboxes, "max-sandboxes", 2, "how many sandboxes this worker runs at once (unset, with --backend docker: from the Docker daemon's host, min(2×CPUs/--docker-cpus, 0.75×memory/--docker-memory-bytes, 256), at least 1, logged at start and shown by doctor; other backends: 2)")
 	fs.StringVar(&c.Reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
 	fs.StringVar(&c.PasskeyOrigin, "passkey-origin", "", "the reviewers' inbox origin, scheme://host[:port]: passkey decisions are accepted only when made on it (default with --dev: its inbox's http://localhost:PORT; otherwise none, and passkey decisions are refused) [SANDBOXFLOW_PASSKEY_ORIGIN]")
 	fs.StringVar(&c.PasskeyCounters, "passkey-counters", "", "where a sandbox host keeps each passkey's last signature counter, to refuse one that does not grow (default DATA_DIR/passkey-counters.json) [SANDBOXFLOW_PASSKEY_COUNTERS]")
@@ -76,6 +76,11 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	if err := applyEnv(fs); err != nil {
 		return nil, fs, &cli.UsageError{Msg: err.Error()}
 	}
+	// Unset sandbox counts are sized to the host when the worker starts (service.SizeForHost);
+	// a flag or its environment fallback wins.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	c.MaxSandboxesFromHost, c.Docker.WarmSandboxesFromHost = !given["max-sandboxes"], !given["warm-sandboxes"]
 	// Any uid reads a process's command line (/proc/PID/cmdline), the code of the local backend
 	// included, and the codec server on the host's loopback decrypts any payload for the token;
 	// the environment is the worker's own.

@@ -119,3 +119,34 @@ func TestConfigRefusesCodecTokenFlagWithLocal(t *testing.T) {
 		t.Errorf("--codec-token with the Docker backend: %v; want it taken", err)
 	}
 }
+
+// Sandbox counts not given are left to the host sizing at start; a flag or its environment
+// fallback wins over it.
+func TestConfigSandboxCountsFromHostUnlessGiven(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		env            map[string]string
+		args           []string
+		maxHost, wHost bool
+		max, warm      int
+	}{
+		{"unset", nil, nil, true, true, 2, 2},
+		{"max flag", nil, []string{"--max-sandboxes", "3"}, false, true, 3, 2},
+		{"warm flag 0", nil, []string{"--warm-sandboxes", "0"}, true, false, 2, 0},
+		{"environment", map[string]string{"SANDBOXFLOW_MAX_SANDBOXES": "5", "SANDBOXFLOW_WARM_SANDBOXES": "1"}, nil, false, false, 5, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg, _, err := parseConfig("test", append([]string{"--backend", "docker"}, tc.args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MaxSandboxesFromHost != tc.maxHost || cfg.Docker.WarmSandboxesFromHost != tc.wHost || cfg.MaxSandboxes != tc.max || cfg.Docker.WarmSandboxes != tc.warm {
+				t.Fatalf("from host %v/%v, max %d warm %d; want %v/%v, %d, %d", cfg.MaxSandboxesFromHost, cfg.Docker.WarmSandboxesFromHost,
+					cfg.MaxSandboxes, cfg.Docker.WarmSandboxes, tc.maxHost, tc.wHost, tc.max, tc.warm)
+			}
+		})
+	}
+}

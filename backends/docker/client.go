@@ -279,3 +279,19 @@ func present(err error) (bool, error) {
 	}
 	return false, classify(err)
 }
+
+// DaemonHost reports the CPUs and memory of the Docker daemon's host (its Info's NCPU and
+// MemTotal), which are what the sandbox containers share. host "" means the environment, as in
+// Config.DockerHost.
+func DaemonHost(ctx context.Context, host string) (cpus int, memoryBytes int64, err error) {
+	eng, err := newDockerEngine(host)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer eng.Close()
+	info, err := eng.cli.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("docker: daemon info: %w", classify(err))
+	}
+	return info.NCPU, info.MemTotal, nil
+}

@@ -33,6 +33,9 @@ type DockerOptions struct {
 	// WarmSandboxes is how many containers this worker keeps started ahead of need, each serving
 	// one run (0 turns the pool off). A value above MaxSandboxes counts as MaxSandboxes.
 	WarmSandboxes int
+	// WarmSandboxesFromHost (set when --warm-sandboxes was not given) derives WarmSandboxes from
+	// the host at start (see SizeForHost).
+	WarmSandboxesFromHost bool
 	// WarmMaxAge is how long a started container may wait; an older one is replaced. Workers of
 	// one deployment should share it: the reaper takes a waiting container older than it (plus
 	// 30 s) for an orphan. Optional: defaults to 5 minutes.
@@ -54,7 +57,7 @@ func dockerKind() backendKind {
 			fs.StringVar(&d.IPC, "docker-ipc", "", "IPC mode: private (default: a private /dev/shm, so multiprocessing works) or none (no /dev/shm)")
 			fs.StringVar(&d.UIDRange, "docker-uid-range", "", "uids the sandboxes run as, one per concurrent sandbox (default 100000-100999; never 0)")
 			fs.StringVar(&d.Deployment, "docker-deployment", "", "this deployment's name on the Docker host; the reaper removes only its containers (default NAMESPACE/TASK_QUEUE)")
-			fs.IntVar(&d.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most --max-sandboxes, a larger value counts as that)")
+			fs.IntVar(&d.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most --max-sandboxes, a larger value counts as that; unset: from the host, min(max, 0.75×memory/--docker-memory-bytes − max), logged at start and shown by doctor)")
 			fs.DurationVar(&d.WarmMaxAge, "warm-max-age", docker.DefaultWarmMaxAge, "how long a started container may wait for a run before it is replaced")
 		},
 		emptyOK:  []string{"docker-network", "docker-ipc"},

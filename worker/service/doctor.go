@@ -72,6 +72,8 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 	}
 
 	if cfg.Role != RoleWorkflows {
+		how, err := cfg.sizeToHost(ctx)
+		add("sandboxes", err, how)
 		checks = append(checks, cfg.kind().doctor(ctx, cfg)...)
 	}
 

@@ -35,6 +35,9 @@ type Options struct {
 	Role string
 	// MaxSandboxes caps how many sandboxes this worker runs at once. Must be at least 1.
 	MaxSandboxes int
+	// MaxSandboxesFromHost (set when --max-sandboxes was not given) has the docker kind derive
+	// MaxSandboxes from the host at start (see SizeForHost); other kinds keep MaxSandboxes.
+	MaxSandboxesFromHost bool
 	// Reviewers is the reviewers file (OpenSSH allowed_signers): only decisions signed by one of
 	// its keys run code. Required, except with Dev: then a development key is made once in
 	// DataDir/reviewer and used.

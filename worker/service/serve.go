@@ -88,6 +88,11 @@ func (w *Worker) Serve(ctx context.Context) error {
 
 	var backend guard.Backend
 	if cfg.Role != RoleWorkflows {
+		how, err := cfg.sizeToHost(ctx)
+		if err != nil {
+			return err
+		}
+		logSizing(logger, how)
 		b, closeBackend, err := NewBackend(ctx, cfg, logger)
 		if err != nil {
 			return err
