@@ -47,8 +47,12 @@ func ToFailure(err error) error {
 		ie *guard.IntegrationError
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
+		sl *guard.SandboxLost
 	)
 	switch guard.TypeOf(err) {
+	case guard.TypeSandboxLost:
+		errors.As(err, &sl)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeSandboxLost, nil, ErrorDetails{Message: sl.Msg})
 	case guard.TypeToolUsageError:
 		errors.As(err, &tu)
 		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeToolUsageError, nil, ErrorDetails{Message: tu.Msg})
@@ -132,6 +136,8 @@ func FromFailure(err error) error {
 			return &guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Message: appErr.Message()}
 		}
 		return &guard.ApprovalDenied{Reason: d.Reason, Reviewer: d.Reviewer, Message: d.Message}
+	case guard.TypeSandboxLost:
+		return &guard.SandboxLost{Msg: msg}
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {

@@ -24,6 +24,7 @@ func TestErrorsRoundTrip(t *testing.T) {
 		{"before start", &guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")}, false},
 		{"after start", &guard.IntegrationError{Op: "docker: read result", Err: errors.New("garbled"), CodeMayHaveStarted: true}, true},
 		{"wrapped", fmt.Errorf("outer: %w", &guard.ConfigError{Msg: "missing image"}), true},
+		{"sandbox lost", &guard.SandboxLost{Msg: "host sandbox-host-1 stopped heartbeating"}, true},
 		{"refused", &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used by sandbox activity \"5\""}, true},
 		{"refused with a cause", fmt.Errorf("outer: %w", &guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")}), true},
 	} {

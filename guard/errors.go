@@ -142,6 +142,7 @@ func TypeOf(err error) string {
 		ie *IntegrationError
 		ad *ApprovalDenied
 		ar *ApprovalRefused
+		sl *SandboxLost
 	)
 	switch {
 	case errors.As(err, &tu):
@@ -152,6 +153,8 @@ func TypeOf(err error) string {
 		return TypeApprovalDenied
 	case errors.As(err, &ar):
 		return TypeApprovalRefused
+	case errors.As(err, &sl):
+		return TypeSandboxLost
 	case errors.As(err, &ie):
 		return TypeIntegrationError
 	}

@@ -128,8 +128,16 @@ type Policy struct {
 	// than as text (a reviewer still sees that the value is there, and how long). Names match
 	// ignoring case. Optional: empty, every value is shown.
 	SensitiveEnv []string `json:"sensitive_env,omitempty"`
-	// ApprovalTimeout is how long a run waits for a decision. Optional: defaults to 24 h.
+	// ApprovalTimeout is how long a run, or a session's cell, waits for a decision. Optional:
+	// defaults to 24 h.
 	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// MaxSessionLifetime, MaxSessionIdle and MaxSessionCells cap a session (SessionRequest):
+	// how long it lives, how long it may sit with no cell submitted, waiting or running, and
+	// how many cells it runs. A request's zero value takes the cap. Optional: default to 1 h,
+	// 10 min and 100.
+	MaxSessionLifetime time.Duration `json:"max_session_lifetime"`
+	MaxSessionIdle     time.Duration `json:"max_session_idle"`
+	MaxSessionCells    int           `json:"max_session_cells"`
 }
 
 // WithDefaults returns p with every zero field set to its default.
@@ -153,6 +161,9 @@ func (p Policy) WithDefaults() Policy {
 	p.ApprovalTimeout = cmp.Or(p.ApprovalTimeout, DefaultApprovalTimeout)
 	p.EgressMaxBytes = cmp.Or(p.EgressMaxBytes, DefaultEgressMaxBytes)
 	p.EgressMaxConns = cmp.Or(p.EgressMaxConns, DefaultEgressMaxConns)
+	p.MaxSessionLifetime = cmp.Or(p.MaxSessionLifetime, DefaultMaxSessionLifetime)
+	p.MaxSessionIdle = cmp.Or(p.MaxSessionIdle, DefaultMaxSessionIdle)
+	p.MaxSessionCells = cmp.Or(p.MaxSessionCells, DefaultMaxSessionCells)
 	if p.DeniedEnv == nil {
 		p.DeniedEnv = slices.Clone(DefaultDeniedEnv)
 	}
@@ -190,6 +201,9 @@ func (p Policy) Validate() error {
 		{"approval timeout", int64(p.ApprovalTimeout)},
 		{"egress max bytes", p.EgressMaxBytes},
 		{"egress max connections", int64(p.EgressMaxConns)},
+		{"max session lifetime", int64(p.MaxSessionLifetime)},
+		{"max session idle", int64(p.MaxSessionIdle)},
+		{"max session cells", int64(p.MaxSessionCells)},
 	} {
 		if f.v <= 0 {
 			return configf("policy: %s must be positive, got %d", f.name, f.v)

@@ -215,6 +215,9 @@ type Result struct {
 	// Egress is the audit of every connection attempt through the egress proxy, when the request
 	// asked for egress.
 	Egress *EgressReport `json:"egress,omitempty"`
+	// StateReset says, for a session's cell, that the cell ran in a fresh interpreter because an
+	// earlier cell killed or wedged the last one: variables and imports are gone, /work is kept.
+	StateReset bool `json:"state_reset,omitempty"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,0 +1,422 @@
+package guard
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Session policy defaults (issue 28): a session lives at most an hour, ends after ten minutes
+// with no cell submitted, waiting or running, and runs at most 100 cells.
+const (
+	DefaultMaxSessionLifetime = time.Hour
+	DefaultMaxSessionIdle     = 10 * time.Minute
+	DefaultMaxSessionCells    = 100
+)
+
+// SessionRequest is what an orchestrator opens a session with: a run's settings (without code)
+// plus the session's lifetime, idle timeout and maximum cell count. Zero values take the policy's
+// caps; a request can narrow the policy, never widen it.
+type SessionRequest struct {
+	// Languages the cells may use: "python" and/or "sh". Optional: defaults to every language the
+	// policy offers.
+	Languages []string `json:"languages,omitempty"`
+	// Files are written into /work when the sandbox is created, before any cell.
+	Files map[string][]byte `json:"files,omitempty"`
+	// Env is every cell's environment, name → value.
+	Env map[string]string `json:"env,omitempty"`
+	// Limits bound each cell (its timeout, output and file caps); the sandbox's memory, CPUs and
+	// pids are the backend's, for the whole session.
+	Limits         Limits   `json:"limits"`
+	Network        bool     `json:"network,omitempty"`
+	Egress         []string `json:"egress,omitempty"`
+	Secrets        []string `json:"secrets,omitempty"`
+	CaptureContent bool     `json:"capture_content,omitempty"`
+	Metadata       Metadata `json:"metadata"`
+	// Lifetime ends the session this long after it opened. Optional: the policy's cap.
+	Lifetime time.Duration `json:"lifetime,omitempty"`
+	// IdleTimeout ends the session when no cell was submitted, waited or ran for this long.
+	// Optional: the policy's cap.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// MaxCells ends the session after this many cells (denied ones count). Optional: the policy's cap.
+	MaxCells int `json:"max_cells,omitempty"`
+}
+
+// CheckedSession is a session request that passed the policy, with its effective limits and
+// caps and its settings digest. Backends receive one to create the session's sandbox.
+type CheckedSession struct {
+	Languages      []string      `json:"languages"`       // sorted, each one the policy offers
+	Files          []InputFile   `json:"files,omitempty"` // sorted by name
+	Env            []EnvVar      `json:"env,omitempty"`   // sorted by name
+	Limits         Limits        `json:"limits"`          // per cell, every field set
+	Network        bool          `json:"network"`
+	Egress         []string      `json:"egress,omitempty"`
+	Secrets        []string      `json:"secrets,omitempty"`
+	Backend        string        `json:"backend"`
+	CaptureContent bool          `json:"capture_content,omitempty"`
+	Metadata       Metadata      `json:"metadata"`
+	SensitiveEnv   []string      `json:"sensitive_env,omitempty"`
+	Lifetime       time.Duration `json:"lifetime"`
+	IdleTimeout    time.Duration `json:"idle_timeout"`
+	MaxCells       int           `json:"max_cells"`
+	// Digest is the settings digest, "sha256:<hex>" over SessionCanonicalEncoding.
+	Digest string `json:"digest"`
+	// Owner is filled in by the activity that creates the sandbox.
+	Owner Owner `json:"owner"`
+}
+
+// Cell is one checked cell of a session: its index (from 1, denied cells included), language
+// and code, and the code's digest (CellCodeDigest).
+type Cell struct {
+	Index      int    `json:"index"`
+	Language   string `json:"language"`
+	Code       string `json:"code"`
+	CodeDigest string `json:"code_digest"`
+}
+
+// SessionSummary is what a reviewer reads of a session's settings (no file contents, no env
+// values).
+type SessionSummary struct {
+	Languages    []string      `json:"languages"`
+	Files        []FileSummary `json:"files,omitempty"`
+	EnvNames     []string      `json:"env_names,omitempty"`
+	SensitiveEnv []string      `json:"sensitive_env,omitempty"`
+	Limits       Limits        `json:"limits"`
+	Network      bool          `json:"network"`
+	Egress       []string      `json:"egress,omitempty"`
+	Secrets      []string      `json:"secrets,omitempty"`
+	Backend      string        `json:"backend"`
+	Lifetime     time.Duration `json:"lifetime"`
+	IdleTimeout  time.Duration `json:"idle_timeout"`
+	MaxCells     int           `json:"max_cells"`
+	Digest       string        `json:"digest"`
+	Metadata     Metadata      `json:"metadata"`
+	// Warnings lists the input files the interpreter may run without a cell calling them.
+	Warnings []StartupWarning `json:"warnings,omitempty"`
+}
+
+// SessionBackend is a backend that can keep one sandbox for a session: cells run in it one after
+// another and state survives between them (see Sandbox).
+type SessionBackend interface {
+	Backend
+	// OpenSession creates and starts the session's sandbox with s's input files, env, network and
+	// limits. No cell code runs. Errors are typed like Run's: an IntegrationError with
+	// CodeMayHaveStarted false may be retried.
+	OpenSession(ctx context.Context, s CheckedSession) (Sandbox, error)
+}
+
+// Sandbox is a session's live sandbox. Its methods are never called concurrently for one sandbox.
+type Sandbox interface {
+	// ID names the sandbox (a container id) in logs, labels and the reaper.
+	ID() string
+	// RunCell runs one cell and returns its result: python cells in one interpreter that lives
+	// across cells (a fresh one, with StateReset set, after a cell killed or wedged it), sh cells
+	// in a fresh shell each, /work kept for both; Files are the files this cell created or
+	// changed. A timeout is a result. An error means the cell's outcome is unknown or the
+	// sandbox is gone: a SandboxLost when it is.
+	RunCell(ctx context.Context, cell Cell, limits Limits) (Result, error)
+	// Done is closed when the sandbox ended by itself (its container exited or was removed).
+	Done() <-chan struct{}
+	// Close removes the sandbox; it is safe to call more than once.
+	Close(ctx context.Context) error
+}
+
+// TypeSandboxLost is the Temporal type name of a SandboxLost error.
+const TypeSandboxLost = "SandboxLost"
+
+// SandboxLost reports that a session's sandbox is gone (its host was lost, its container died or
+// was removed): the state of the session is gone with it, and no cell is run again elsewhere.
+// It is never retried.
+type SandboxLost struct {
+	Msg string
+}
+
+func (e *SandboxLost) Error() string {
+	if e.Msg == "" {
+		return "sandbox lost: the sandbox was lost; its state is gone"
+	}
+	return "sandbox lost: the sandbox was lost; its state is gone: " + e.Msg
+}
+
+// CheckSession applies the policy to a session request for the named backend: the same checks as
+// a run's settings (files, env, limits, network, egress, secrets), languages the policy offers,
+// and lifetime, idle timeout and cell count within the session caps. It returns the checked
+// session with its digest, or a ToolUsageError or ConfigError.
+func (p Policy) CheckSession(req SessionRequest, backend string) (CheckedSession, error) {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return CheckedSession{}, err
+	}
+	langs := slices.Clone(req.Languages)
+	if len(langs) == 0 {
+		langs = slices.Clone(p.Languages)
+	}
+	slices.Sort(langs)
+	langs = slices.Compact(langs)
+	s := CheckedSession{
+		Languages:      langs,
+		Network:        req.Network,
+		Egress:         req.Egress,
+		Secrets:        slices.Sorted(slices.Values(req.Secrets)),
+		Backend:        backend,
+		CaptureContent: req.CaptureContent,
+		Metadata:       req.Metadata,
+		Lifetime:       cmp.Or(req.Lifetime, p.MaxSessionLifetime),
+		IdleTimeout:    cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
+		MaxCells:       cmp.Or(req.MaxCells, p.MaxSessionCells),
+	}
+	for _, name := range sortedKeys(req.Files) {
+		s.Files = append(s.Files, InputFile{Name: name, Content: req.Files[name]})
+	}
+	for _, name := range sortedKeys(req.Env) {
+		s.Env = append(s.Env, EnvVar{Name: name, Value: req.Env[name]})
+		if p.IsSensitiveEnv(name) {
+			s.SensitiveEnv = append(s.SensitiveEnv, name)
+		}
+	}
+	limits, err := p.effectiveLimits(req.Limits)
+	if err != nil {
+		return CheckedSession{}, err
+	}
+	s.Limits = limits
+	if err := p.checkSession(&s); err != nil {
+		return CheckedSession{}, err
+	}
+	s.Digest = SessionDigest(&s)
+	return s, nil
+}
+
+// RecheckSession applies the policy again to a checked session (perhaps checked by another
+// worker) and verifies its digest. The sandbox host calls it before creating the sandbox.
+func (p Policy) RecheckSession(s CheckedSession) error {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if !slices.IsSorted(s.Languages) ||
+		!slices.IsSortedFunc(s.Files, func(a, b InputFile) int { return strings.Compare(a.Name, b.Name) }) ||
+		!slices.IsSortedFunc(s.Env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) }) {
+		return toolUsagef("languages, files and env must be sorted")
+	}
+	for i := 1; i < len(s.Env); i++ {
+		if s.Env[i].Name == s.Env[i-1].Name {
+			return toolUsagef("env name %q is given twice", s.Env[i].Name)
+		}
+	}
+	if err := p.checkLimits(s.Limits); err != nil {
+		return err
+	}
+	if err := p.checkSession(&s); err != nil {
+		return err
+	}
+	if got := SessionDigest(&s); got != s.Digest {
+		return configf("session digest mismatch: the settings encode to %s but carry %s", got, s.Digest)
+	}
+	return nil
+}
+
+// checkSession applies every check of a run's settings to s, with each of its languages, and the
+// session caps.
+func (p Policy) checkSession(s *CheckedSession) error {
+	if len(s.Languages) == 0 {
+		return toolUsagef("a session needs at least one language")
+	}
+	for i, l := range s.Languages {
+		if i > 0 && l == s.Languages[i-1] {
+			return toolUsagef("language %q is given twice", l)
+		}
+		// A placeholder cell carries every setting through the run checks (network, files and
+		// their sources, env) for each language; the cells' code is checked as it comes.
+		c := s.cellChecked(Cell{Language: l, Code: "pass"})
+		if err := p.checkContent(&c); err != nil {
+			return err
+		}
+		s.Egress = c.Egress // canonical form
+	}
+	switch {
+	case s.Lifetime <= 0 || s.Lifetime > p.MaxSessionLifetime:
+		return configf("session lifetime %s is not within (0, %s], the policy's cap", s.Lifetime, p.MaxSessionLifetime)
+	case s.IdleTimeout <= 0 || s.IdleTimeout > p.MaxSessionIdle:
+		return configf("session idle timeout %s is not within (0, %s], the policy's cap", s.IdleTimeout, p.MaxSessionIdle)
+	case s.MaxCells <= 0 || s.MaxCells > p.MaxSessionCells:
+		return configf("session max cells %d is not within [1, %d], the policy's cap", s.MaxCells, p.MaxSessionCells)
+	}
+	return nil
+}
+
+// cellChecked is the run-shaped request of one cell of s: s's settings with the cell's language
+// and code (Owner and Digest unset).
+func (s *CheckedSession) cellChecked(cell Cell) Checked {
+	return Checked{
+		Language: cell.Language, Code: cell.Code, Files: s.Files, Env: s.Env, Limits: s.Limits,
+		Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Backend: s.Backend,
+		CaptureContent: s.CaptureContent, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv, Owner: s.Owner,
+	}
+}
+
+// CellChecked is the run-shaped request of one cell of s, with its digest: what a backend's
+// checks (Recheck, the Python flags, the refused input names) read. Session backends run the
+// cell in the session's sandbox, not as a run.
+func (s *CheckedSession) CellChecked(cell Cell) Checked {
+	c := s.cellChecked(cell)
+	c.Digest = Digest(&c)
+	return c
+}
+
+// CheckCell applies the policy to a cell of session s: a language the session offers (the
+// session's only one when language is empty, python when it offers both), and code that passes
+// every check a run's code passes. It returns the cell with its index and code digest.
+func (p Policy) CheckCell(s CheckedSession, index int, language, code string) (Cell, error) {
+	p = p.WithDefaults()
+	if language == "" {
+		language = s.Languages[0]
+		if slices.Contains(s.Languages, Python) {
+			language = Python
+		}
+	}
+	if !slices.Contains(s.Languages, language) {
+		return Cell{}, toolUsagef("language %q is not offered in this session (offered: %s)", language, strings.Join(s.Languages, ", "))
+	}
+	if index < 1 {
+		return Cell{}, toolUsagef("cell index %d: cells are numbered from 1", index)
+	}
+	cell := Cell{Index: index, Language: language, Code: code, CodeDigest: CellCodeDigest(language, code)}
+	c := s.cellChecked(cell)
+	if err := p.checkContent(&c); err != nil {
+		return Cell{}, err
+	}
+	return cell, nil
+}
+
+// Summary returns what a reviewer reads of the session's settings.
+func (s *CheckedSession) Summary() SessionSummary {
+	sum := SessionSummary{
+		Languages: s.Languages, Limits: s.Limits, Network: s.Network, Egress: s.Egress, Secrets: s.Secrets,
+		Backend: s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
+		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv,
+	}
+	names := make([]string, 0, len(s.Files))
+	for _, f := range s.Files {
+		sum.Files = append(sum.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
+		names = append(names, f.Name)
+	}
+	sum.Warnings = StartupWarnings(names)
+	for _, e := range s.Env {
+		sum.EnvNames = append(sum.EnvNames, e.Name)
+	}
+	return sum
+}
+
+// Digest domain strings: each is the first thing hashed, so no session, cell, chain or result
+// digest can equal another kind's, or a run's (DigestVersion).
+const (
+	SessionDigestVersion = "sandboxflow/session/v1"
+	CellCodeDigestDomain = "sandboxflow/cell-code/v1"
+	CellDigestDomain     = "sandboxflow/cell/v1"
+	ChainDomain          = "sandboxflow/chain/v1"
+	ResultDigestDomain   = "sandboxflow/result/v1"
+)
+
+// SessionCanonicalEncoding encodes everything that decides how a session's cells run: the
+// version, the languages, then a run's canonical encoding of the settings (CanonicalEncoding with
+// no code), then lifetime, idle timeout and max cells.
+func SessionCanonicalEncoding(s *CheckedSession) []byte {
+	c := s.cellChecked(Cell{Language: strings.Join(s.Languages, ",")})
+	b := appendString(nil, SessionDigestVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s.Languages)))
+	for _, l := range s.Languages {
+		b = appendString(b, l)
+	}
+	b = append(b, CanonicalEncoding(&c)...)
+	for _, v := range []int64{int64(s.Lifetime), int64(s.IdleTimeout), int64(s.MaxCells)} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+// SessionDigest is "sha256:<hex>" over SessionCanonicalEncoding(s): the settings digest.
+func SessionDigest(s *CheckedSession) string { return sum(SessionCanonicalEncoding(s)) }
+
+// CellCodeDigest is "sha256:<hex>" over a cell's language and code.
+func CellCodeDigest(language, code string) string {
+	return sum(appendString(appendString(appendString(nil, CellCodeDigestDomain), language), code))
+}
+
+// ChainStart is the chain before a session's first cell: it binds the settings digest.
+func ChainStart(settingsDigest string) string {
+	return sum(appendString(appendString(nil, ChainDomain), settingsDigest))
+}
+
+// ChainNext is the chain after a cell that ran: the chain before it, the cell's digest (which
+// binds its index and code) and the digest of its result (what it printed, its exit, its files).
+// A cell that did not run (denied, expired, refused) leaves the chain as it was.
+func ChainNext(chain, cellDigest, resultDigest string) string {
+	b := appendString(nil, ChainDomain)
+	for _, s := range []string{chain, cellDigest, resultDigest} {
+		b = appendString(b, s)
+	}
+	return sum(b)
+}
+
+// CellDigest is the digest a reviewer approves for a cell: it binds the session's settings
+// digest, the cell's index and code digest, and the chain over every earlier cell that ran.
+// It is the digest field of the cell's statement.
+func CellDigest(settingsDigest string, index int, codeDigest, chain string) string {
+	b := appendString(nil, CellDigestDomain)
+	b = appendString(b, settingsDigest)
+	b = appendString(b, strconv.Itoa(index))
+	b = appendString(b, codeDigest)
+	b = appendString(b, chain)
+	return sum(b)
+}
+
+// ResultDigest is "sha256:<hex>" over what a cell's result says it did: outcome, exit code,
+// signal, stdout and stderr (as the result's JSON carries them: text, invalid bytes replaced,
+// binary and truncation flags), produced files (names, sizes, bytes), whether
+// files were left out, and whether the interpreter was started afresh. Duration, egress, image,
+// approval and backend fields are not part of it. It is the same for a result read back from
+// JSON.
+func ResultDigest(r Result) string {
+	b := appendString(nil, ResultDigestDomain)
+	b = appendString(b, r.Outcome.String())
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(r.ExitCode)))
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(r.Signal)))
+	// As the result's JSON carries them (and so the workflow's history): text, invalid bytes
+	// replaced, with the binary flags set.
+	stdout, stdoutBinary := textOf(r.Stdout, r.StdoutBinary)
+	stderr, stderrBinary := textOf(r.Stderr, r.StderrBinary)
+	b = appendString(b, stdout)
+	b = appendString(b, stderr)
+	flags := []bool{stdoutBinary, stderrBinary, r.TimedOut, r.StdoutTruncated, r.StderrTruncated, r.FilesTruncated, r.StateReset}
+	for _, f := range flags {
+		if f {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(len(r.Files)))
+	for _, f := range r.Files {
+		b = appendString(b, f.Name)
+		b = binary.BigEndian.AppendUint64(b, uint64(f.Size))
+		b = appendBytes(b, f.Content)
+	}
+	return sum(b)
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return DigestPrefix + hex.EncodeToString(h[:])
+}
+
+// String names the cell in messages.
+func (c Cell) String() string {
+	return fmt.Sprintf("cell %d (%s, %s)", c.Index, c.Language, c.CodeDigest)
+}
