@@ -29,6 +29,11 @@ var schemas = []struct {
 	{"status.schema.json", "RunCode status (query \"status\")", reflect.TypeFor[contract.Status]()},
 	{"result.schema.json", "RunCode result", reflect.TypeFor[guard.Result]()},
 	{"sandbox-claim.schema.json", "Sandbox host's claim on a run's approval (signal \"sandbox-claim\", plain JSON in history)", reflect.TypeFor[contract.SandboxClaim]()},
+	{"session-input.schema.json", "Session workflow input", reflect.TypeFor[contract.SessionInput]()},
+	{"cell-request.schema.json", "Session cell request (update \"submit-cell\")", reflect.TypeFor[contract.CellRequest]()},
+	{"cell-decision.schema.json", "Reviewer decision for one cell (update \"decide-cell\")", reflect.TypeFor[contract.CellDecision]()},
+	{"session-status.schema.json", "Session status (query \"session-status\")", reflect.TypeFor[contract.SessionStatus]()},
+	{"session-result.schema.json", "Session result", reflect.TypeFor[contract.SessionResult]()},
 }
 
 // extra are properties that a type's MarshalJSON adds beyond its Go fields, and overrides those
