@@ -81,6 +81,14 @@ type Config struct {
 	// earlier in the run may have used it (once.go). Optional: defaults to the worker's own
 	// Temporal client (activity.GetClient).
 	History RunLog
+	// HostTaskQueue is the task queue only this sandbox host polls (RegisterHost's worker), for
+	// the holds and cells of the sessions whose sandboxes it keeps; every cell's statement binds
+	// it. Optional: empty means this worker opens no session sandboxes.
+	HostTaskQueue string
+	// NoSessions says the backend BackendName names keeps no sandbox between runs, so
+	// SessionCheck refuses sessions with a ConfigError. Optional: when Backend is set, it is
+	// derived from it (a guard.SessionBackend offers sessions).
+	NoSessions bool
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -96,6 +104,9 @@ type Activities struct {
 	sink        Sink
 	run         contract.RunOptions
 	history     RunLog
+	hostQueue   string
+	noSessions  bool
+	sessions    *sessions
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -109,6 +120,9 @@ func New(cfg Config) (*Activities, error) {
 		backendName: cfg.BackendName,
 		sink:        cfg.Sink,
 		history:     cfg.History,
+		hostQueue:   cfg.HostTaskQueue,
+		noSessions:  cfg.NoSessions,
+		sessions:    &sessions{},
 		run: contract.RunOptions{
 			TaskQueue:              cfg.SandboxTaskQueue,
 			ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
@@ -144,6 +158,7 @@ func New(cfg Config) (*Activities, error) {
 			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: backend name %q does not match the backend %q", a.backendName, cfg.Backend.Name())}
 		}
 		a.guarded = guard.New(cfg.Backend, cfg.Policy)
+		a.noSessions = !guard.SessionsOffered(cfg.Backend)
 	}
 	if a.backendName == "" {
 		return nil, &guard.ConfigError{Msg: "activities: no backend: set Backend, or BackendName on a worker that runs no sandboxes"}
@@ -190,9 +205,19 @@ func New(cfg Config) (*Activities, error) {
 // queue.
 func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.SandboxCheck, activity.RegisterOptions{Name: contract.CheckActivityName})
+	r.RegisterActivityWithOptions(a.SessionCheck, activity.RegisterOptions{Name: contract.SessionCheckActivityName})
+	r.RegisterActivityWithOptions(a.SessionCellCheck, activity.RegisterOptions{Name: contract.SessionCellCheckActivityName})
 	if a.guarded != nil {
 		r.RegisterActivityWithOptions(a.SandboxRun, activity.RegisterOptions{Name: contract.RunActivityName})
+		r.RegisterActivityWithOptions(a.SessionOpen, activity.RegisterOptions{Name: contract.SessionOpenActivityName})
 	}
+}
+
+// RegisterHost registers SessionHold and SessionCell, on the worker that polls HostTaskQueue
+// only: a session's hold and cells must reach the host that keeps its sandbox.
+func (a *Activities) RegisterHost(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.SessionHold, activity.RegisterOptions{Name: contract.SessionHoldActivityName})
+	r.RegisterActivityWithOptions(a.SessionCell, activity.RegisterOptions{Name: contract.SessionCellActivityName})
 }
 
 // SandboxCheck applies the worker's policy to the request: it returns the normalized request with its

@@ -122,12 +122,32 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 // can wait for the claim to show), a retryable IntegrationError when the claim could not be made
 // or checked (a claim made is then released).
 func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string, v approval.Verified) (*claim, error) {
+	return claimIn(ctx, log, info, runScope(), approvalID, v)
+}
+
+// useScope says which activities and claims of a history count against a new one: a RunCode
+// run's every SandboxRun and every claim; a session cell's every earlier SessionCell (none may
+// still be open) and the claims of the same cell or the same approval id.
+type useScope struct {
+	activityType string
+	cell         int // 0 for a run
+}
+
+func runScope() useScope { return useScope{activityType: contract.RunActivityName} }
+
+func cellScope(index int) useScope {
+	return useScope{activityType: contract.SessionCellActivityName, cell: index}
+}
+
+// claimIn is claimApproval for the activities and claims scope counts.
+func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v approval.Verified) (*claim, error) {
 	c := newClaim(info, approvalID)
+	c.msg.Cell = scope.cell
 	err := c.send(ctx, log, false)
 	if err != nil {
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}
 	} else {
-		err = firstUse(ctx, log, info, c.msg.Commitment)
+		err = firstUseIn(ctx, log, info, scope, approvalID, c.msg.Commitment)
 	}
 	if err == nil {
 		if lapsed := v.StillValid(time.Now()); lapsed != nil {
@@ -159,6 +179,8 @@ const (
 // heldClaim is a claim in a run's history.
 type heldClaim struct {
 	activityID string
+	approvalID string
+	cell       int
 	commitment string
 	released   bool
 }
@@ -179,18 +201,32 @@ const claimVisibleWait = 15 * time.Second
 // fails with a retryable IntegrationError (nothing started) when the history cannot be read or
 // does not show the claim within claimVisibleWait.
 func firstUse(ctx context.Context, h HistoryReader, info activity.Info, mine string) error {
+	return firstUseIn(ctx, h, info, runScope(), "", mine)
+}
+
+// firstUseIn is firstUse counting the activities and claims scope says, for the claim mine of
+// approvalID.
+func firstUseIn(ctx context.Context, h HistoryReader, info activity.Info, scope useScope, approvalID, mine string) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
 	deadline := time.Now().Add(claimVisibleWait)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		rec, err := readRun(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID)
+		rec, err := readRunOf(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID, scope.activityType)
 		if err != nil {
 			return &guard.IntegrationError{Op: "sandbox activity: read the run's history", Err: err}
 		}
-		if err := rec.firstActivity(info.ActivityID); err != nil {
+		if scope.cell > 0 {
+			err = rec.noneOpenBefore(info.ActivityID)
+		} else {
+			err = rec.firstActivity(info.ActivityID)
+		}
+		if err != nil {
 			return err
 		}
 		if rec.holds(mine) || time.Now().Add(wait).After(deadline) {
+			if scope.cell > 0 {
+				rec.claims = rec.claimsOf(scope.cell, approvalID)
+			}
 			return rec.firstClaim(mine)
 		}
 		select {
@@ -231,6 +267,38 @@ func (rec *runRecord) firstActivity(id string) error {
 	return nil
 }
 
+// noneOpenBefore checks that the history schedules the open activity id and that every activity
+// of its type scheduled before it has ended: a session's cells run one at a time, and a cell's
+// activity scheduled while another is open was not scheduled by the workflow.
+func (rec *runRecord) noneOpenBefore(id string) error {
+	mine := -1
+	for i, r := range rec.runs {
+		if r.id == id && r.end == endOpen {
+			mine = i
+		}
+	}
+	if mine < 0 {
+		return &guard.ApprovalRefused{Reason: guard.RefusedNotScheduled, Msg: fmt.Sprintf("cell activity: the run's history schedules no cell activity %q", id)}
+	}
+	for _, r := range rec.runs[:mine] {
+		if r.end == endOpen {
+			return &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: fmt.Sprintf("cell activity: cell activity %q is still open in this session; cells run one at a time", r.id)}
+		}
+	}
+	return nil
+}
+
+// claimsOf keeps the claims of cell index or of approvalID.
+func (rec *runRecord) claimsOf(index int, approvalID string) []heldClaim {
+	var out []heldClaim
+	for _, c := range rec.claims {
+		if c.cell == index || c.approvalID == approvalID {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // firstClaim checks that every claim before mine was released.
 func (rec *runRecord) firstClaim(mine string) error {
 	for _, c := range rec.claims {
@@ -246,6 +314,11 @@ func (rec *runRecord) firstClaim(mine string) error {
 
 // readRun reads the SandboxRun activities and the claims of the history of run runID.
 func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error) {
+	return readRunOf(iter, runID, contract.RunActivityName)
+}
+
+// readRunOf reads the activities of type activityType and the claims of the history of run runID.
+func readRunOf(iter tclient.HistoryEventIterator, runID, activityType string) (*runRecord, error) {
 	rec := &runRecord{}
 	bySchedule := map[int64]int{}
 	for iter.HasNext() {
@@ -254,7 +327,7 @@ func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error
 			return nil, err
 		}
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			if a.GetActivityType().GetName() == contract.RunActivityName {
+			if a.GetActivityType().GetName() == activityType {
 				bySchedule[ev.GetEventId()] = len(rec.runs)
 				rec.runs = append(rec.runs, sandboxActivity{id: a.GetActivityId(), end: endOpen})
 			}
@@ -284,7 +357,7 @@ func (rec *runRecord) add(input *commonpb.Payloads, runID string) {
 		return
 	}
 	if msg.Secret == "" {
-		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, commitment: msg.Commitment})
+		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, approvalID: msg.ApprovalID, cell: msg.Cell, commitment: msg.Commitment})
 		return
 	}
 	secret, err := hex.DecodeString(msg.Secret)

@@ -45,10 +45,17 @@ func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.Run
 		return approval.Verified{}, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision"}
 	}
 	digest := guard.Digest(&c)
-	want := in.Decision.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
+	return a.verifyFor(reviewers, info, in.Decision, digest)
+}
+
+// verifyFor verifies d on this host, now, against reviewers, for the activity's own run and task
+// queue and digest (which the host computed itself), with the reviewer signed (statement version
+// 2), and advances the passkey counters of a passkey decision. A refusal is an ApprovalRefused.
+func (a *Activities) verifyFor(reviewers *approval.Reviewers, info activity.Info, d contract.Decision, digest string) (approval.Verified, error) {
+	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, info.TaskQueue)
 	// This host's own rule, whatever the run's input says: the statement signs the reviewer.
 	want.Version = approval.StatementVersion
-	v, err := approval.Verify(reviewers, want, in.Decision.Proof(), time.Now())
+	v, err := approval.Verify(reviewers, want, d.Proof(), time.Now())
 	if err == nil && v.Method == approval.MethodWebAuthn {
 		if a.counters == nil {
 			return approval.Verified{}, &guard.ConfigError{Msg: "sandbox activity: refused, nothing ran: a passkey decision, and this host keeps no passkey counters file"}

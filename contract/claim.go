@@ -16,6 +16,10 @@ type SandboxClaim struct {
 	// ApprovalID and ActivityID say which approval the host claims for which sandbox activity.
 	ApprovalID string `json:"approval_id"`
 	ActivityID string `json:"activity_id"`
+	// Cell is the index of the session's cell the claim is for (a Session's SessionCell); zero
+	// for a RunCode run. A session's host counts only earlier claims of the same cell or the
+	// same approval id.
+	Cell int `json:"cell,omitempty"`
 	// Commitment is "sha256:<hex>" of the secret.
 	Commitment string `json:"commitment"`
 	// Secret, in a release only, is the hex of the secret whose hash is Commitment.

@@ -44,6 +44,9 @@ const (
 	// SessionCellActivityName runs one approved cell in the session's sandbox, on the host's
 	// task queue.
 	SessionCellActivityName = "SessionCell"
+	// SessionCellCheckActivityName is the local activity that applies the policy to a submitted
+	// cell (a CellCheckInput) and returns the guard.Cell, recorded in history.
+	SessionCellCheckActivityName = "SessionCellCheck"
 )
 
 // Session states (SessionStatus.State and the SandboxStatus search attribute of a Session).
@@ -153,6 +156,14 @@ type AwaitCell struct {
 // CloseSession asks for the session's end (update "close-session").
 type CloseSession struct {
 	Reason string `json:"reason,omitempty"`
+}
+
+// CellCheckInput is SessionCellCheck's input: the session's checked settings and the cell.
+type CellCheckInput struct {
+	Session  guard.CheckedSession `json:"session"`
+	Index    int                  `json:"index"`
+	Language string               `json:"language,omitempty"`
+	Code     string               `json:"code"`
 }
 
 // CellRunInput is SessionCell's input: the approved cell and its decision. The host checks the

@@ -1,0 +1,386 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Sessions (issue 28). SessionOpen, on the sandbox task queue, opens a session's sandbox on this
+// host and keeps it in the host's registry under the activity's own workflow id and run id
+// (never under anything its input says); it returns this host's own task queue, which only this
+// host polls. SessionHold and SessionCell run on that queue: the hold lives as long as the
+// session and removes the sandbox when cancelled; each cell runs at most once, after this host
+// verified its approval against its own record of the sandbox (settings digest, index, chain).
+
+// holdStartTimeout is how long an opened sandbox waits for its SessionHold; a sandbox whose
+// session never holds it (the workflow is gone) is removed then.
+const holdStartTimeout = 2 * time.Minute
+
+// lifetimeMargin is added to a session's lifetime, a cell's longest timeout and the grace, past
+// which this host removes the sandbox whatever the workflow does.
+const lifetimeMargin = 2 * time.Minute
+
+// sessionKey names a session's run: a sandbox is kept for the run that opened it.
+type sessionKey struct{ workflowID, runID string }
+
+func keyOf(info activity.Info) sessionKey {
+	return sessionKey{info.WorkflowExecution.ID, info.WorkflowExecution.RunID}
+}
+
+// hostSandbox is one session's sandbox on this host, and this host's record of its cells.
+type hostSandbox struct {
+	key    sessionKey
+	box    *guard.GuardedSandbox
+	opened time.Time
+
+	// mu serializes the cells and guards the record below.
+	mu sync.Mutex
+	// last is the highest index this host admitted; used the approval ids it admitted; chain
+	// the chain over every cell it ran, from the results it returned.
+	last    int
+	used    map[string]bool
+	chain   string
+	cells   int
+	unknown bool // a cell's outcome is unknown: no further cell may use the sandbox
+
+	holdMu  sync.Mutex
+	holding bool
+	timers  []*time.Timer
+	endOnce sync.Once
+}
+
+// sessions is this host's registry of open sandboxes.
+type sessions struct {
+	mu sync.Mutex
+	m  map[sessionKey]*hostSandbox
+}
+
+func (r *sessions) get(k sessionKey) *hostSandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.m[k]
+}
+
+// add records hs unless its run already has a sandbox here.
+func (r *sessions) add(hs *hostSandbox) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[sessionKey]*hostSandbox{}
+	}
+	if _, ok := r.m[hs.key]; ok {
+		return false
+	}
+	r.m[hs.key] = hs
+	return true
+}
+
+func (r *sessions) drop(hs *hostSandbox) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[hs.key] == hs {
+		delete(r.m, hs.key)
+	}
+}
+
+// Open returns how many session sandboxes this host holds now.
+func (r *sessions) Open() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
+
+// OpenSessions returns how many session sandboxes this host holds now.
+func (a *Activities) OpenSessions() int { return a.sessions.Open() }
+
+// HostTaskQueue is the task queue only this host polls, for its sessions' holds and cells.
+func (a *Activities) HostTaskQueue() string { return a.hostQueue }
+
+// SessionCheck applies the worker's policy to a session request: it returns the checked session
+// with its settings digest, the reviewer keys and this worker's run options, or a ToolUsageError
+// or ConfigError (sessions the backend does not offer included). It runs as a local activity.
+func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInput) (contract.SessionCheckResult, error) {
+	if a.noSessions {
+		return contract.SessionCheckResult{}, contract.ToFailure(&guard.ConfigError{
+			Msg: fmt.Sprintf("sessions are not offered by the %s backend (it keeps no sandbox between runs)", a.backendName)})
+	}
+	s, err := a.policy.CheckSession(in.Request, a.backendName)
+	if err != nil {
+		return contract.SessionCheckResult{}, contract.ToFailure(err)
+	}
+	reviewers, err := a.loadReviewers()
+	if err != nil {
+		return contract.SessionCheckResult{}, contract.ToFailure(err)
+	}
+	return contract.SessionCheckResult{Session: s, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
+		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion}, nil
+}
+
+// SessionCellCheck applies the worker's policy to a submitted cell of a checked session
+// (guard.Policy.CheckCell): it returns the cell with its index and code digest, or a
+// ToolUsageError. It runs as a local activity of the Session workflow.
+func (a *Activities) SessionCellCheck(_ context.Context, in contract.CellCheckInput) (guard.Cell, error) {
+	cell, err := a.policy.CheckCell(in.Session, in.Index, in.Language, in.Code)
+	if err != nil {
+		return guard.Cell{}, contract.ToFailure(err)
+	}
+	return cell, nil
+}
+
+// SessionOpen checks the session again and opens its sandbox on this host's guarded backend,
+// keeps it for the activity's own run, and returns this host's task queue. Errors are typed like
+// SandboxRun's: an IntegrationError from before any code could start may be retried by the
+// workflow.
+func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInput) (contract.SessionOpened, error) {
+	if a.guarded == nil {
+		return contract.SessionOpened{}, contract.ToFailure(&guard.ConfigError{Msg: "session open: this worker has no sandbox backend"})
+	}
+	if a.hostQueue == "" {
+		return contract.SessionOpened{}, contract.ToFailure(&guard.ConfigError{Msg: "session open: this worker polls no host task queue, so it serves no sessions"})
+	}
+	info := activity.GetInfo(ctx)
+	key := keyOf(info)
+	if a.sessions.get(key) != nil {
+		return contract.SessionOpened{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("session open: run %s of %s already has a sandbox on this host", key.runID, key.workflowID)})
+	}
+	s := in.Session
+	s.Owner = guard.Owner{WorkflowID: key.workflowID, RunID: key.runID, ActivityID: info.ActivityID}
+	box, err := a.guarded.OpenSession(ctx, s)
+	if err != nil {
+		return contract.SessionOpened{}, contract.ToFailure(err)
+	}
+	hs := &hostSandbox{key: key, box: box, opened: time.Now(), used: map[string]bool{}, chain: guard.ChainStart(s.Digest)}
+	if !a.sessions.add(hs) {
+		_ = box.Close(context.WithoutCancel(ctx))
+		return contract.SessionOpened{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("session open: run %s of %s already has a sandbox on this host", key.runID, key.workflowID)})
+	}
+	hs.holdMu.Lock()
+	hs.timers = append(hs.timers,
+		time.AfterFunc(holdStartTimeout, func() {
+			hs.holdMu.Lock()
+			held := hs.holding
+			hs.holdMu.Unlock()
+			if !held {
+				a.endSession(hs, "never held")
+			}
+		}),
+		time.AfterFunc(s.Lifetime+a.policy.MaxTimeout+a.policy.Grace+lifetimeMargin, func() { a.endSession(hs, "lifetime") }))
+	hs.holdMu.Unlock()
+	a.sink.Emit(ctx, Event{Type: contract.EventSessionOpened, Time: time.Now(), Data: map[string]any{
+		"workflow_id": key.workflowID, "run_id": key.runID, "activity_id": info.ActivityID, "sandbox_id": box.ID(),
+		"digest": s.Digest, "backend": s.Backend, "languages": s.Languages, "host_task_queue": a.hostQueue,
+	}})
+	return contract.SessionOpened{HostTaskQueue: a.hostQueue, SandboxID: box.ID()}, nil
+}
+
+// endSession removes hs's sandbox and forgets it, once.
+func (a *Activities) endSession(hs *hostSandbox, why string) {
+	hs.endOnce.Do(func() {
+		hs.holdMu.Lock()
+		for _, t := range hs.timers {
+			t.Stop()
+		}
+		hs.holdMu.Unlock()
+		a.sessions.drop(hs)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := hs.box.Close(ctx)
+		d := map[string]any{
+			"workflow_id": hs.key.workflowID, "run_id": hs.key.runID, "sandbox_id": hs.box.ID(),
+			"digest": hs.box.Session().Digest, "backend": hs.box.Session().Backend,
+			"reason": why, "lifetime_ms": time.Since(hs.opened).Milliseconds(),
+		}
+		if err != nil {
+			d["close_error"] = err.Error()
+		}
+		a.sink.Emit(ctx, Event{Type: contract.EventSessionEnded, Time: time.Now(), Data: d})
+	})
+}
+
+// lookup returns the sandbox this host keeps for the activity's own run, or a SandboxLost.
+func (a *Activities) lookup(info activity.Info) (*hostSandbox, error) {
+	hs := a.sessions.get(keyOf(info))
+	if hs == nil {
+		return nil, &guard.SandboxLost{Msg: fmt.Sprintf("this host (task queue %s) keeps no sandbox for run %s of %s", info.TaskQueue, info.WorkflowExecution.RunID, info.WorkflowExecution.ID)}
+	}
+	return hs, nil
+}
+
+// SessionHold heartbeats for as long as the session lives. It ends with a SandboxLost when the
+// sandbox ended by itself, and removes the sandbox when cancelled (the session ended).
+func (a *Activities) SessionHold(ctx context.Context, in contract.SessionHoldInput) error {
+	info := activity.GetInfo(ctx)
+	hs, err := a.lookup(info)
+	if err != nil {
+		return contract.ToFailure(err)
+	}
+	if in.SandboxID != hs.box.ID() {
+		return contract.ToFailure(&guard.SandboxLost{Msg: fmt.Sprintf("this host keeps sandbox %s for the run, not %s", hs.box.ID(), in.SandboxID)})
+	}
+	hs.holdMu.Lock()
+	if hs.holding {
+		hs.holdMu.Unlock()
+		return contract.ToFailure(&guard.ConfigError{Msg: "session hold: the sandbox is already held by another hold activity"})
+	}
+	hs.holding = true
+	hs.holdMu.Unlock()
+
+	interval := 5 * time.Second
+	if info.HeartbeatTimeout > 0 {
+		interval = max(info.HeartbeatTimeout/3, minHeartbeatInterval)
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		activity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+			a.endSession(hs, "closed")
+			return fmt.Errorf("session hold: %w", ctx.Err())
+		case <-hs.box.Done():
+			a.endSession(hs, "lost")
+			return contract.ToFailure(&guard.SandboxLost{Msg: "sandbox " + hs.box.ID() + " ended"})
+		case <-ticker.C:
+		}
+	}
+}
+
+// SessionCell runs one approved cell in the session's sandbox, at most once: on a first attempt
+// only, with an approval that verifies on this host for the cell's digest as this host computes
+// it (its own settings digest, the index, the code digest and the chain over the results it
+// returned), an index above every index it ran, an approval id never used in this sandbox, and
+// its claim in the history first for the cell and the approval. A refusal is an ApprovalRefused
+// (a sandbox.refused event): nothing ran.
+func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) (guard.Result, error) {
+	info := activity.GetInfo(ctx)
+	hs, err := a.lookup(info)
+	if err != nil {
+		return guard.Result{}, contract.ToFailure(err)
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	session := hs.box.Session()
+	c := session.CellChecked(in.Cell)
+	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
+	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
+	cell, claim, reviewer, err := a.admitCell(ctx, info, hs, in)
+	if err != nil {
+		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
+		return guard.Result{}, contract.ToFailure(err)
+	}
+	in.Decision.Reviewer = reviewer
+	started := startedEvent(c, contract.RunInput{Decision: in.Decision}, info.Attempt)
+	a.cellEvent(ctx, &started, in, hs)
+
+	stop := heartbeat(ctx, info.HeartbeatTimeout)
+	start := time.Now()
+	res, err := hs.box.RunCell(ctx, cell, hs.chain)
+	elapsed := time.Since(start)
+	stop()
+	switch {
+	case err == nil:
+		hs.chain = guard.ChainNext(hs.chain, res.Digest, guard.ResultDigest(res))
+		hs.cells++
+	case guard.Retryable(err):
+		err = claim.release(ctx, a.historyOf(ctx), err)
+	default:
+		hs.unknown = true
+	}
+	res.ApprovalID = in.Decision.ApprovalID
+	res.Reviewer = in.Decision.Reviewer
+	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
+	a.cellEvent(context.WithoutCancel(ctx), &finished, in, hs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return guard.Result{}, fmt.Errorf("cell activity: %w", ctx.Err())
+		}
+		return guard.Result{}, contract.ToFailure(err)
+	}
+	return res, nil
+}
+
+// admitCell decides whether in's cell may run in hs now, and claims its approval. It returns the
+// cell as this host checked it, the claim and the verified reviewer.
+func (a *Activities) admitCell(ctx context.Context, info activity.Info, hs *hostSandbox, in contract.CellRunInput) (guard.Cell, *claim, string, error) {
+	s := hs.box.Session()
+	refuse := func(reason guard.RefusedReason, format string, args ...any) (guard.Cell, *claim, string, error) {
+		return guard.Cell{}, nil, "", &guard.ApprovalRefused{Reason: reason, Msg: "cell activity: " + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case info.Attempt > 1:
+		return guard.Cell{}, nil, "", &guard.IntegrationError{
+			Op:                 fmt.Sprintf("cell activity attempt %d", info.Attempt),
+			Err:                fmt.Errorf("refused: an earlier attempt may have started the cell; the approval was used"),
+			CodeMayHaveStarted: true,
+		}
+	case hs.unknown:
+		return guard.Cell{}, nil, "", &guard.SandboxLost{Msg: "an earlier cell's outcome is unknown; the sandbox takes no more cells"}
+	case !in.Decision.Approve || in.Decision.ApprovalID == "":
+		return refuse(guard.RefusedNoApproval, "the input carries no approving decision with an approval id")
+	}
+	cell, err := a.policy.CheckCell(s, in.Cell.Index, in.Cell.Language, in.Cell.Code)
+	if err != nil {
+		return guard.Cell{}, nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "cell activity: the cell does not pass this host's check", Err: err}
+	}
+	switch {
+	case cell != in.Cell:
+		return refuse(guard.RefusedMismatch, "the cell carries code digest %s but its code is %s", in.Cell.CodeDigest, cell.CodeDigest)
+	case cell.Index <= hs.last:
+		return refuse(guard.RefusedAlreadyUsed, "cell %d is not above cell %d, the last this sandbox admitted", cell.Index, hs.last)
+	case hs.used[in.Decision.ApprovalID]:
+		return refuse(guard.RefusedAlreadyUsed, "approval %s was already used in this sandbox; an approval runs one cell once", in.Decision.ApprovalID)
+	case in.Chain != hs.chain:
+		return refuse(guard.RefusedMismatch, "the cell's chain %s is not this sandbox's %s (the cells before it are not the ones that ran here)", in.Chain, hs.chain)
+	}
+	digest := guard.CellDigest(s.Digest, cell.Index, cell.CodeDigest, hs.chain)
+	if in.Decision.Digest != digest {
+		return refuse(guard.RefusedMismatch, "the approval is for %s but the cell's digest here is %s", in.Decision.Digest, digest)
+	}
+	reviewers, err := a.loadReviewers()
+	if err != nil {
+		return guard.Cell{}, nil, "", err
+	}
+	v, err := a.verifyFor(reviewers, info, in.Decision, digest)
+	if err != nil {
+		return guard.Cell{}, nil, "", err
+	}
+	cl, err := claimIn(ctx, a.historyOf(ctx), info, cellScope(cell.Index), in.Decision.ApprovalID, v)
+	if err != nil {
+		return guard.Cell{}, nil, "", err
+	}
+	hs.last = cell.Index
+	hs.used[in.Decision.ApprovalID] = true
+	return cell, cl, v.Principal, nil
+}
+
+// refusedCellEvent is the sandbox.refused event of a refused cell, or nil when err is not a
+// refusal.
+func refusedCellEvent(c guard.Checked, in contract.CellRunInput, err error) *Event {
+	var ar *guard.ApprovalRefused
+	if !errors.As(err, &ar) {
+		return nil
+	}
+	e := refusedEvent(c, contract.RunInput{Decision: in.Decision}, ar)
+	return &e
+}
+
+// cellEvent emits e (nil: none) with the cell's index and the session's settings digest.
+func (a *Activities) cellEvent(ctx context.Context, e *Event, in contract.CellRunInput, hs *hostSandbox) {
+	if e == nil {
+		return
+	}
+	e.Time = time.Now()
+	e.Data["cell"] = in.Cell.Index
+	e.Data["settings_digest"] = hs.box.Session().Digest
+	e.Data["sandbox_id"] = hs.box.ID()
+	a.sink.Emit(ctx, *e)
+}

@@ -1,0 +1,652 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Timeouts of the Session workflow's activities that no setting gives.
+const (
+	// openTimeout bounds SessionOpen (creating and starting the sandbox).
+	openTimeout = 5 * time.Minute
+	// hostScheduleToStart bounds how long a hold or a cell waits in the host's task queue: only
+	// that host polls it, so past it the host is gone.
+	hostScheduleToStart = time.Minute
+	// cellClaimMargin is added to a cell's StartToClose for its claim in the history (which can
+	// wait for the claim to show).
+	cellClaimMargin = 30 * time.Second
+	// holdMargin is added to the session's lifetime and a cell's longest run for the hold's
+	// StartToClose.
+	holdMargin = 5 * time.Minute
+)
+
+// session is the state of one Session run, shared by its handlers and its main coroutine
+// (workflow coroutines never run at the same time).
+type session struct {
+	status           contract.SessionStatus
+	checked          guard.CheckedSession
+	reviewers        *approval.Reviewers
+	statementVersion int
+	approvalTimeout  time.Duration
+	opts             contract.RunOptions
+
+	cells     []guard.Cell         // every submitted cell, by index-1
+	decisions []*contract.Decision // the accepted decision of each cell, by index-1
+	// current is the index of the cell that waits or runs (0: none); submitting is set while a
+	// submitted cell is being checked.
+	current    int
+	submitting bool
+	// lastActive is when the last cell ended (or the session opened): the idle timeout counts
+	// from it while no cell waits or runs.
+	lastActive time.Time
+	// wake counts changes the main loop must look at.
+	wake int
+
+	closeRequested bool
+	closeReason    string
+	holdEnded      bool
+	holdErr        error
+	ended          bool
+}
+
+// Session opens one sandbox for one task and runs the cells an orchestrator submits in it, each
+// only after its own signed decision and at most once. See the package documentation.
+func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionResult, error) {
+	info := workflow.GetInfo(ctx)
+	r := &session{status: contract.SessionStatus{State: contract.SessionChecking,
+		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, Cells: []contract.CellStatus{}}}
+	if err := r.setHandlers(ctx); err != nil {
+		return contract.SessionResult{}, err
+	}
+
+	// 1. Check.
+	check, err := r.check(ctx, in)
+	if err != nil {
+		return contract.SessionResult{}, r.fail(ctx, contract.EndError, err)
+	}
+	r.checked = check.Session
+	r.reviewers = check.Reviewers
+	r.statementVersion = max(check.StatementVersion, approval.StatementVersion)
+	r.approvalTimeout = check.ApprovalTimeout
+	r.opts = check.Run
+	r.status.StatementVersion = r.statementVersion
+	r.status.Settings = r.checked.Summary()
+	r.status.Chain = guard.ChainStart(r.checked.Digest)
+
+	// 2. Announce, and open the sandbox.
+	if err := r.setState(ctx, contract.SessionOpening,
+		contract.LanguageKey.ValueSet(strings.Join(r.checked.Languages, ",")),
+		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+		return contract.SessionResult{}, err
+	}
+	opened, err := r.open(ctx, sandboxQueue(contract.Input{SandboxTaskQueue: in.SandboxTaskQueue}, r.opts, info.TaskQueueName))
+	if err != nil {
+		if ctx.Err() != nil {
+			return contract.SessionResult{}, r.cancelled(ctx, err)
+		}
+		return contract.SessionResult{}, r.fail(ctx, contract.EndError, err)
+	}
+	r.status.SandboxTaskQueue = opened.HostTaskQueue
+	r.status.SandboxID = opened.SandboxID
+
+	// 3. Hold the sandbox for the session's life: a lost host or sandbox ends the hold.
+	holdCtx, cancelHold := workflow.WithCancel(ctx)
+	holdCtx = workflow.WithActivityOptions(holdCtx, workflow.ActivityOptions{
+		TaskQueue:              opened.HostTaskQueue,
+		ScheduleToStartTimeout: hostScheduleToStart,
+		StartToCloseTimeout:    r.checked.Lifetime + r.checked.Limits.Timeout + r.opts.Grace + r.opts.ReportMargin + holdMargin,
+		HeartbeatTimeout:       r.opts.HeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation:    true,
+	})
+	hold := workflow.ExecuteActivity(holdCtx, acts.SessionHold, contract.SessionHoldInput{SandboxID: opened.SandboxID})
+	workflow.Go(ctx, func(gctx workflow.Context) {
+		err := hold.Get(gctx, nil)
+		r.holdEnded, r.holdErr = true, err
+		r.wake++
+	})
+
+	now := workflow.Now(ctx)
+	r.lastActive = now
+	r.status.Opened = now
+	r.status.Deadline = now.Add(r.checked.Lifetime)
+	if err := r.setState(ctx, contract.SessionOpen); err != nil {
+		return contract.SessionResult{}, err
+	}
+
+	// 4. Serve cells until the session ends.
+	end, endErr := r.serve(ctx)
+	return r.finish(ctx, end, endErr, cancelHold)
+}
+
+// serve runs the session's loop: it returns why the session ended, and the error that ended
+// it, if any.
+func (r *session) serve(ctx workflow.Context) (string, error) {
+	for {
+		now := workflow.Now(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return contract.EndCanceled, ctx.Err()
+		case r.holdEnded:
+			return contract.EndLost, r.lostError(r.holdErr)
+		case r.closeRequested && !r.running():
+			return contract.EndClosed, nil
+		case !now.Before(r.status.Deadline) && !r.running():
+			return contract.EndLifetime, nil
+		}
+		if r.current != 0 && r.cell().State == contract.StatusAwaitingApproval && !now.Before(r.cell().ApprovalDeadline) {
+			r.endCell(ctx, contract.StatusExpired, "no decision within the approval timeout of "+r.approvalTimeout.String())
+			continue
+		}
+		if r.current != 0 && r.cell().State == contract.StatusRunning {
+			if err := r.runCell(ctx); err != nil {
+				if ctx.Err() != nil {
+					return contract.EndCanceled, ctx.Err()
+				}
+				var lost *guard.SandboxLost
+				if errors.As(err, &lost) {
+					return contract.EndLost, err
+				}
+				return contract.EndError, err
+			}
+			continue
+		}
+		if r.current == 0 && !r.submitting {
+			if len(r.cells) >= r.checked.MaxCells {
+				return contract.EndMaxCells, nil
+			}
+			if !now.Before(r.idleDeadline()) {
+				return contract.EndIdle, nil
+			}
+		}
+		// Sleep until the next deadline or a change.
+		next := r.status.Deadline
+		if r.current != 0 {
+			next = earliest(next, r.cell().ApprovalDeadline)
+		} else if !r.submitting {
+			next = earliest(next, r.idleDeadline())
+		}
+		r.status.IdleDeadline = time.Time{}
+		if r.current == 0 && !r.submitting {
+			r.status.IdleDeadline = r.idleDeadline()
+		}
+		seen := r.wake
+		if _, err := workflow.AwaitWithTimeout(ctx, next.Sub(now), func() bool { return r.wake != seen }); err != nil {
+			return contract.EndCanceled, err
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func (r *session) idleDeadline() time.Time { return r.lastActive.Add(r.checked.IdleTimeout) }
+
+// running reports whether a cell is approved and running.
+func (r *session) running() bool {
+	return r.current != 0 && r.cell().State == contract.StatusRunning
+}
+
+// cell is the status of the current cell.
+func (r *session) cell() *contract.CellStatus { return &r.status.Cells[r.current-1] }
+
+// finish ends the session: a waiting cell is dropped, the hold is cancelled and awaited (the
+// host removes the sandbox), and the result or the error is returned.
+func (r *session) finish(ctx workflow.Context, end string, endErr error, cancelHold workflow.CancelFunc) (contract.SessionResult, error) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if r.current != 0 && !r.cell().Final() {
+		r.endCell(dctx, contract.CellDropped, "the session ended ("+end+") before the cell ran")
+	}
+	r.status.End = end
+	r.status.IdleDeadline = time.Time{}
+	if err := r.setState(dctx, contract.SessionClosing); err != nil {
+		return contract.SessionResult{}, err
+	}
+	cancelHold()
+	_ = workflow.Await(dctx, func() bool { return r.holdEnded })
+	r.ended = true
+	state := contract.SessionClosed
+	if endErr != nil && end != contract.EndCanceled {
+		state = contract.SessionError
+		r.status.Error = endErr.Error()
+	}
+	if err := r.setState(dctx, state); err != nil {
+		return contract.SessionResult{}, err
+	}
+	_ = workflow.Await(dctx, func() bool { return workflow.AllHandlersFinished(dctx) })
+	switch {
+	case end == contract.EndCanceled:
+		return contract.SessionResult{}, endErr
+	case endErr != nil:
+		return contract.SessionResult{}, contract.ToFailure(endErr)
+	}
+	return contract.SessionResult{End: end, SettingsDigest: r.checked.Digest, Chain: r.status.Chain, Cells: r.status.Cells}, nil
+}
+
+// lostError is the SandboxLost that ends a session whose hold ended with err.
+func (r *session) lostError(err error) error {
+	var lost *guard.SandboxLost
+	if gerr := contract.FromFailure(err); errors.As(gerr, &lost) {
+		return lost
+	}
+	msg := "the hold on the sandbox ended"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return &guard.SandboxLost{Msg: fmt.Sprintf("sandbox %s on %s: %s", r.status.SandboxID, r.status.SandboxTaskQueue, msg)}
+}
+
+// setHandlers registers the status query, the four updates and the claims' sink.
+func (r *session) setHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, contract.QuerySessionStatus, func() (contract.SessionStatus, error) { return r.status, nil }); err != nil {
+		return fmt.Errorf("workflows: set query handler: %w", err)
+	}
+	for _, u := range []struct {
+		name      string
+		handler   any
+		validator any
+	}{
+		{contract.UpdateSubmitCell, r.submit, r.validateSubmit},
+		{contract.UpdateDecideCell, r.decide, r.validateDecide},
+		{contract.UpdateAwaitCell, r.await, r.validateAwait},
+		{contract.UpdateCloseSession, r.close, r.validateClose},
+	} {
+		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
+			return fmt.Errorf("workflows: set update handler %s: %w", u.name, err)
+		}
+	}
+	claims := workflow.GetSignalChannel(ctx, contract.SignalSandboxClaim)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for claims.Receive(ctx, nil) {
+		}
+	})
+	return nil
+}
+
+// submitRefusal says why a cell cannot be submitted now, or nil.
+func (r *session) submitRefusal(req contract.CellRequest) error {
+	switch {
+	case r.ended || r.status.State != contract.SessionOpen || r.closeRequested:
+		return &guard.ToolUsageError{Msg: "submit cell: the session is " + r.status.State + ", not open"}
+	case r.current != 0 || r.submitting:
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: cell %d waits or runs; submit the next cell when it has ended", max(r.current, len(r.cells)))}
+	case len(r.cells) >= r.checked.MaxCells:
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's %d cells are used", r.checked.MaxCells)}
+	case req.Code == "":
+		return &guard.ToolUsageError{Msg: "submit cell: code is empty"}
+	}
+	return nil
+}
+
+func (r *session) validateSubmit(req contract.CellRequest) error {
+	return contract.ToFailure(r.submitRefusal(req))
+}
+
+// submit checks the cell in a local activity, gives it the next index, and starts its wait for a
+// decision.
+func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contract.CellSubmitted, error) {
+	if err := r.submitRefusal(req); err != nil {
+		return contract.CellSubmitted{}, contract.ToFailure(err)
+	}
+	r.submitting = true
+	r.wake++
+	index := len(r.cells) + 1
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: checkTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var cell guard.Cell
+	err := workflow.ExecuteLocalActivity(lctx, acts.SessionCellCheck, contract.CellCheckInput{
+		Session: r.checked, Index: index, Language: req.Language, Code: req.Code}).Get(lctx, &cell)
+	r.submitting = false
+	r.wake++
+	if err != nil {
+		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
+			return contract.CellSubmitted{}, contract.ToFailure(gerr)
+		}
+		return contract.CellSubmitted{}, fmt.Errorf("workflows: check cell: %w", err)
+	}
+	if r.ended || r.status.State != contract.SessionOpen || r.closeRequested {
+		return contract.CellSubmitted{}, contract.ToFailure(&guard.ToolUsageError{Msg: "submit cell: the session ended while the cell was checked"})
+	}
+	now := workflow.Now(ctx)
+	digest := guard.CellDigest(r.checked.Digest, cell.Index, cell.CodeDigest, r.status.Chain)
+	st := contract.CellStatus{
+		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
+		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata,
+		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: guard.SuspiciousCharacters(cell.Code),
+	}
+	r.cells = append(r.cells, cell)
+	r.decisions = append(r.decisions, nil)
+	r.status.Cells = append(r.status.Cells, st)
+	r.current = cell.Index
+	r.status.IdleDeadline = time.Time{}
+	if err := r.setState(ctx, contract.SessionOpen, contract.DigestKey.ValueSet(digest)); err != nil {
+		return contract.CellSubmitted{}, err
+	}
+	r.event(ctx, contract.EventApprovalRequested, "cell", cell.Index, "digest", digest, "language", cell.Language,
+		"code_bytes", len(cell.Code), "approval_timeout", r.approvalTimeout.String())
+	return contract.CellSubmitted{Cell: cell.Index, CodeDigest: cell.CodeDigest, Chain: st.Chain, Digest: digest, ApprovalDeadline: st.ApprovalDeadline}, nil
+}
+
+// refusal returns who made d, or why d cannot be accepted now: d must be for the cell that waits,
+// signed over that cell's digest, for this run (its workflow id and run id, read afresh) and the
+// host's task queue. It never changes the workflow's state.
+func (r *session) refusal(ctx workflow.Context, cd contract.CellDecision) (approval.Verified, *contract.Rejection) {
+	switch {
+	case cd.Cell < 1 || cd.Cell > len(r.cells):
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting, Msg: fmt.Sprintf("not waiting: the session has no cell %d", cd.Cell)}
+	case r.decisions[cd.Cell-1] != nil:
+		d := r.decisions[cd.Cell-1]
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectAlreadyDecided,
+			Msg: fmt.Sprintf("already decided: decision %s by %s was accepted for cell %d", d.ApprovalID, d.Reviewer, cd.Cell)}
+	case cd.Cell != r.current || r.status.Cells[cd.Cell-1].State != contract.StatusAwaitingApproval:
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting,
+			Msg: fmt.Sprintf("not waiting: cell %d is %s", cd.Cell, r.status.Cells[cd.Cell-1].State)}
+	}
+	digest := r.status.Cells[cd.Cell-1].Digest
+	d := cd.Decision
+	if rej := d.Problem(digest); rej != nil {
+		return approval.Verified{}, rej
+	}
+	info := workflow.GetInfo(ctx)
+	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, r.status.SandboxTaskQueue)
+	want.Version = r.statementVersion
+	// Verify is a pure function of its arguments; workflowcheck flags it only for the reflection
+	// inside crypto/ecdsa's ASN.1 parsing.
+	v, err := approval.Verify(r.reviewers, want, d.Proof(), workflow.Now(ctx)) //workflowcheck:ignore
+	if err != nil {
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectOther, Err: err}
+	}
+	return v, nil
+}
+
+func (r *session) rejected(ctx workflow.Context, cd contract.CellDecision, rej *contract.Rejection) {
+	r.event(ctx, contract.EventApprovalRejected, append([]any{"cell", cd.Cell, "approval_id", cd.Decision.ApprovalID,
+		"reviewer", cd.Decision.Reviewer, "approve", cd.Decision.Approve, "via", contract.ViaUpdate}, refusalKV(rej)...)...)
+}
+
+func (r *session) validateDecide(ctx workflow.Context, cd contract.CellDecision) error {
+	if _, rej := r.refusal(ctx, cd); rej != nil {
+		r.rejected(ctx, cd, rej)
+		return rej.Failure()
+	}
+	return nil
+}
+
+// decide accepts a decision for the waiting cell. The handler verifies again: a reset run replays
+// an accepted update without its validator, against its own, new run id.
+func (r *session) decide(ctx workflow.Context, cd contract.CellDecision) (contract.DecideResult, error) {
+	v, rej := r.refusal(ctx, cd)
+	if rej != nil {
+		r.rejected(ctx, cd, rej)
+		r.status.RejectedDecisions++
+		r.status.LastRejection = rej.Error()
+		return contract.DecideResult{}, rej.Failure()
+	}
+	d := cd.Decision
+	d.Reviewer = v.Principal
+	r.decisions[cd.Cell-1] = &d
+	st := &r.status.Cells[cd.Cell-1]
+	st.Decision = &contract.DecisionRecord{
+		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Reason: d.Reason,
+		Digest: d.Digest, Via: contract.ViaUpdate, Time: workflow.Now(ctx),
+		Fingerprint: v.Fingerprint, KeyType: v.KeyType, Method: v.Method,
+		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(v.Principal)); err != nil {
+		return contract.DecideResult{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
+	}
+	res := contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: st.Digest}
+	if !d.Approve {
+		r.event(ctx, contract.EventApprovalDenied, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal, "reason_bytes", len(d.Reason))
+		r.endCell(ctx, contract.StatusDenied, "")
+		res.State = contract.StatusDenied
+		return res, nil
+	}
+	r.event(ctx, contract.EventApprovalGranted, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal)
+	st.State = contract.StatusRunning
+	r.wake++
+	if err := r.setState(ctx, contract.SessionOpen); err != nil {
+		return contract.DecideResult{}, err
+	}
+	res.State = contract.StatusRunning
+	return res, nil
+}
+
+// endCell gives the current cell its final state (and error text, if any) and lets the next
+// cell come.
+func (r *session) endCell(ctx workflow.Context, state, why string) {
+	st := r.cell()
+	st.State = state
+	st.Error = why
+	if state == contract.StatusExpired {
+		r.event(ctx, contract.EventApprovalExpired, "cell", st.Cell, "approval_timeout", r.approvalTimeout.String())
+	}
+	r.current = 0
+	r.lastActive = workflow.Now(ctx)
+	r.wake++
+	if r.ended {
+		return
+	}
+	if err := r.setState(ctx, r.status.State, contract.DigestKey.ValueUnset()); err != nil {
+		workflow.GetLogger(ctx).Warn("workflows: set search attributes", "error", err.Error())
+	}
+}
+
+// runCell runs the approved current cell on the host. A refusal by the host or a failure from
+// before the cell could start ends the cell in StatusError and the session goes on; a lost
+// sandbox (or host) or a failure whose cell may have started is returned and ends the session.
+func (r *session) runCell(ctx workflow.Context) error {
+	st := r.cell()
+	cell := r.cells[r.current-1]
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              r.status.SandboxTaskQueue,
+		ScheduleToStartTimeout: hostScheduleToStart,
+		StartToCloseTimeout:    r.checked.Limits.Timeout + r.opts.Grace + r.opts.ReportMargin + cellClaimMargin,
+		HeartbeatTimeout:       r.opts.HeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation:    true,
+	})
+	var res guard.Result
+	err := workflow.ExecuteActivity(actx, acts.SessionCell, contract.CellRunInput{Cell: cell, Chain: st.Chain, Decision: *r.decisions[r.current-1]}).Get(actx, &res)
+	if err == nil {
+		rd := guard.ResultDigest(res)
+		st.Result = &res
+		st.ResultDigest = rd
+		r.status.Chain = guard.ChainNext(st.Chain, st.Digest, rd)
+		r.endCell(ctx, contract.FinalState(res.Outcome), "")
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	cause := r.cellFailure(err)
+	r.endCell(ctx, contract.StatusError, cause.Error())
+	var ar *guard.ApprovalRefused
+	if errors.As(cause, &ar) || (guard.Retryable(cause) && !r.holdEnded) {
+		return nil // nothing ran
+	}
+	if r.holdEnded {
+		return r.lostError(r.holdErr)
+	}
+	return cause
+}
+
+// cellFailure is the typed error of a failed cell activity: a timeout (the host or its sandbox
+// went away while the cell ran or before it started) is a SandboxLost; an untyped failure is an
+// IntegrationError whose cell may have started.
+func (r *session) cellFailure(err error) error {
+	var te *temporal.TimeoutError
+	if errors.As(err, &te) {
+		what := "did not answer while the cell ran"
+		if te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			what = "did not take the cell"
+		}
+		return &guard.SandboxLost{Msg: fmt.Sprintf("the host of sandbox %s (task queue %s) %s: %v", r.status.SandboxID, r.status.SandboxTaskQueue, what, err)}
+	}
+	gerr := contract.FromFailure(err)
+	if guard.TypeOf(gerr) == "" {
+		return &guard.IntegrationError{Op: "run cell", Err: fmt.Errorf("outcome unknown; the approval was used: %w", err), CodeMayHaveStarted: true}
+	}
+	return gerr
+}
+
+func (r *session) validateAwait(a contract.AwaitCell) error {
+	if a.Cell < 1 || a.Cell > len(r.cells) {
+		return contract.ToFailure(&guard.ToolUsageError{Msg: fmt.Sprintf("await cell: the session has no cell %d", a.Cell)})
+	}
+	return nil
+}
+
+// await waits until the cell has ended and returns its status.
+func (r *session) await(ctx workflow.Context, a contract.AwaitCell) (contract.CellStatus, error) {
+	if err := r.validateAwait(a); err != nil {
+		return contract.CellStatus{}, err
+	}
+	if err := workflow.Await(ctx, func() bool { return r.status.Cells[a.Cell-1].Final() }); err != nil {
+		return contract.CellStatus{}, err
+	}
+	return r.status.Cells[a.Cell-1], nil
+}
+
+func (r *session) validateClose(contract.CloseSession) error {
+	if r.ended {
+		return contract.ToFailure(&guard.ToolUsageError{Msg: "close session: the session has ended"})
+	}
+	return nil
+}
+
+// close asks for the session's end and returns its status once it has ended.
+func (r *session) close(ctx workflow.Context, c contract.CloseSession) (contract.SessionStatus, error) {
+	if !r.closeRequested {
+		r.closeRequested, r.closeReason = true, c.Reason
+		r.wake++
+	}
+	if err := workflow.Await(ctx, func() bool { return r.ended }); err != nil {
+		return contract.SessionStatus{}, err
+	}
+	return r.status, nil
+}
+
+// check applies the worker's policy in a local activity.
+func (r *session) check(ctx workflow.Context, in contract.SessionInput) (contract.SessionCheckResult, error) {
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: checkTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+	})
+	var res contract.SessionCheckResult
+	err := workflow.ExecuteLocalActivity(ctx, acts.SessionCheck, contract.SessionCheckInput{Request: in.Request}).Get(ctx, &res)
+	if err != nil {
+		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
+			return res, gerr
+		}
+		return res, fmt.Errorf("workflows: check session: %w", err)
+	}
+	return res, nil
+}
+
+// open schedules SessionOpen on queue; a failure from before any sandbox started
+// (guard.Retryable) is retried with backoff by scheduling a fresh activity, as RunCode's run.
+func (r *session) open(ctx workflow.Context, queue string) (contract.SessionOpened, error) {
+	opts := r.opts
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              queue,
+		ScheduleToStartTimeout: opts.ScheduleToStartTimeout,
+		StartToCloseTimeout:    openTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation:    true,
+	})
+	backoff := opts.StartBackoff
+	for attempt := 1; ; attempt++ {
+		var opened contract.SessionOpened
+		err := workflow.ExecuteActivity(ctx, acts.SessionOpen, contract.SessionOpenInput{Session: r.checked}).Get(ctx, &opened)
+		if err == nil {
+			return opened, nil
+		}
+		if ctx.Err() != nil {
+			return opened, err
+		}
+		var te *temporal.TimeoutError
+		if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+			return opened, &guard.IntegrationError{Op: "open session", Err: fmt.Errorf("no sandbox worker took the session from task queue %s within %s: %w", queue, opts.ScheduleToStartTimeout, err)}
+		}
+		gerr := contract.FromFailure(err)
+		switch {
+		case guard.TypeOf(gerr) == "":
+			return opened, &guard.IntegrationError{Op: "open session", Err: err}
+		case !guard.Retryable(gerr):
+			return opened, gerr
+		case attempt >= opts.StartAttempts:
+			return opened, &guard.IntegrationError{Op: fmt.Sprintf("open session: the backend failed before the sandbox started, %d times", attempt), Err: gerr}
+		}
+		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff))
+		workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
+			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return opened, err
+		}
+		backoff = min(backoff*2, opts.MaxStartBackoff)
+	}
+}
+
+// setState records the session state in the status and the SandboxStatus search attribute
+// (which a waiting or running cell overrides with its own state), with any other search
+// attributes given.
+func (r *session) setState(ctx workflow.Context, state string, more ...temporal.SearchAttributeUpdate) error {
+	r.status.State = state
+	attr := state
+	if state == contract.SessionOpen && r.current != 0 {
+		attr = r.cell().State
+	}
+	updates := append([]temporal.SearchAttributeUpdate{contract.StatusKey.ValueSet(attr)}, more...)
+	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+		return fmt.Errorf("workflows: set search attribute %s=%s: %w", contract.AttrStatus, attr, err)
+	}
+	return nil
+}
+
+// fail ends a session that never opened.
+func (r *session) fail(ctx workflow.Context, end string, err error) error {
+	r.status.End = end
+	r.status.Error = err.Error()
+	r.ended = true
+	if serr := r.setState(ctx, contract.SessionError); serr != nil {
+		return serr
+	}
+	return contract.ToFailure(err)
+}
+
+// cancelled ends a session cancelled before it opened.
+func (r *session) cancelled(ctx workflow.Context, err error) error {
+	r.status.End = contract.EndCanceled
+	r.ended = true
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if serr := r.setState(dctx, contract.SessionClosed); serr != nil {
+		return serr
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// event writes a workflow event with the replay-safe logger; never code or output.
+func (r *session) event(ctx workflow.Context, typ contract.EventType, kv ...any) {
+	args := append([]any{"event", string(typ), "settings_digest", r.checked.Digest}, kv...)
+	workflow.GetLogger(ctx).Info(string(typ), args...)
+}
