@@ -160,6 +160,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["file_bytes"] = fileBytes
 	d["files_truncated"] = res.FilesTruncated
 	d["outcome"] = res.Outcome.String()
+	d["state_reset"] = res.StateReset
 	if res.Outcome.LimitKill() {
 		d["limit_killed"] = res.Outcome.String()
 	}

@@ -36,6 +36,9 @@ type Log struct {
 	// ScheduleCaller schedules the sandbox activity that reads a history (named by the activity
 	// context) in it, as event 5: the history of a run with one sandbox activity.
 	ScheduleCaller bool
+	// CallerType is the activity type ScheduleCaller schedules the caller as. Optional:
+	// contract.RunActivityName.
+	CallerType string
 	// SignalErr, when set, fails every signal after the first SignalErrAfter (nothing is
 	// recorded).
 	SignalErr      error
@@ -55,7 +58,11 @@ type Log struct {
 func (l *Log) GetWorkflowHistory(ctx context.Context, workflowID, runID string, longPoll bool, filter enumspb.HistoryEventFilterType) tclient.HistoryEventIterator {
 	events := append(Events{}, l.Events...)
 	if l.ScheduleCaller {
-		events = append(events, Scheduled(5, activity.GetInfo(ctx).ActivityID))
+		typ := l.CallerType
+		if typ == "" {
+			typ = contract.RunActivityName
+		}
+		events = append(events, ScheduledAs(5, activity.GetInfo(ctx).ActivityID, typ))
 	}
 	l.mu.Lock()
 	if l.reads >= l.HiddenReads {
@@ -131,9 +138,14 @@ func (it *iterator) Next() (*historypb.HistoryEvent, error) {
 
 // Scheduled is event id scheduling the sandbox activity as activityID.
 func Scheduled(id int64, activityID string) *historypb.HistoryEvent {
+	return ScheduledAs(id, activityID, contract.RunActivityName)
+}
+
+// ScheduledAs is event id scheduling an activity of type typ as activityID.
+func ScheduledAs(id int64, activityID, typ string) *historypb.HistoryEvent {
 	return &historypb.HistoryEvent{EventId: id, EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
 		Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
-			ActivityId: activityID, ActivityType: &commonpb.ActivityType{Name: contract.RunActivityName},
+			ActivityId: activityID, ActivityType: &commonpb.ActivityType{Name: typ},
 		}}}
 }
 

@@ -1,0 +1,550 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/sandboxflow/sandboxflow/activities"
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
+)
+
+// testHostQueue is the sandbox host's own task queue in the session tests.
+const testHostQueue = "sandboxflow-host-test"
+
+var sessionPolicy = guard.Policy{ApprovalTimeout: approvalTimeout, Languages: []string{guard.Python, guard.Shell}}
+
+// sessionHarness runs Session in a test environment with the real activities around a
+// sessiontest backend.
+type sessionHarness struct {
+	t       *testing.T
+	env     *testsuite.TestWorkflowEnvironment
+	backend *sessiontest.Backend
+	policy  guard.Policy
+	sink    *activities.MemorySink
+
+	mu        sync.Mutex
+	n         int
+	statuses  []string
+	started   []string // activity types, in order
+	cancelled []string // activity types cancelled, in order
+	holdSet   bool
+	checks    []func() // run after the workflow ended, when every update's outcome is known
+}
+
+func newSessionHarness(t *testing.T, policy guard.Policy) *sessionHarness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	h := &sessionHarness{t: t, backend: &sessiontest.Backend{}, policy: policy, sink: &activities.MemorySink{}}
+	suite.SetLogger(&captureLogger{})
+	h.env = suite.NewTestWorkflowEnvironment()
+	acts, err := activities.New(activities.Config{
+		Policy:           policy,
+		Backend:          h.backend,
+		Sink:             h.sink,
+		History:          &historytest.Log{ScheduleCaller: true, CallerType: contract.SessionCellActivityName},
+		ReviewersFile:    reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer()),
+		HostTaskQueue:    testHostQueue,
+		HeartbeatTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	Register(h.env)
+	acts.Register(h.env)
+	acts.RegisterHost(h.env)
+	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		if v, ok := sa.GetKeyword(contract.StatusKey); ok {
+			h.mu.Lock()
+			h.statuses = append(h.statuses, v)
+			h.mu.Unlock()
+		}
+	}).Return(nil)
+	h.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.started = append(h.started, info.ActivityType.Name)
+	})
+	h.env.SetOnActivityCanceledListener(func(info *activity.Info) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.cancelled = append(h.cancelled, info.ActivityType.Name)
+	})
+	// The test environment moves its clock only while no activity runs, and resolves a
+	// cancelled activity at once without cancelling it; so the hold is a mock that lasts on the
+	// workflow's clock (the real hold is tested in activities/).
+	return h
+}
+
+// holdFor makes SessionHold end after d on the workflow's clock with err.
+func (h *sessionHarness) holdFor(d time.Duration, err error) {
+	h.holdSet = true
+	h.env.OnActivity(contract.SessionHoldActivityName, mock.Anything, mock.Anything).After(d).Return(err)
+}
+
+// holdCancelled reports whether SessionHold was cancelled.
+func (h *sessionHarness) holdCancelled() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.cancelled {
+		if c == contract.SessionHoldActivityName {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *sessionHarness) at(d time.Duration, fn func()) { h.env.RegisterDelayedCallback(fn, d) }
+
+// settings is the checked session the test policy gives req.
+func (h *sessionHarness) settings(req guard.SessionRequest) guard.CheckedSession {
+	h.t.Helper()
+	s, err := h.policy.CheckSession(req, sessiontest.Name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return s
+}
+
+// outcome is what became of an update.
+type outcome struct {
+	mu       sync.Mutex
+	accepted bool
+	rejected error
+	done     bool
+	value    any
+	err      error
+}
+
+func (o *outcome) get() (accepted bool, rejected error, done bool, value any, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.accepted, o.rejected, o.done, o.value, o.err
+}
+
+// update sends an update; its result is decoded into a value of out's type.
+func (h *sessionHarness) update(name string, arg any, decode func(converter.EncodedValue) (any, error)) *outcome {
+	h.mu.Lock()
+	h.n++
+	id := fmt.Sprintf("update-%d", h.n)
+	h.mu.Unlock()
+	o := &outcome{}
+	h.env.UpdateWorkflow(name, id, &testsuite.TestUpdateCallback{
+		OnAccept: func() { o.mu.Lock(); o.accepted = true; o.mu.Unlock() },
+		OnReject: func(err error) { o.mu.Lock(); o.rejected = err; o.done = true; o.mu.Unlock() },
+		OnComplete: func(v any, err error) {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			o.done, o.value, o.err = true, v, err
+		},
+	}, arg)
+	return o
+}
+
+func (h *sessionHarness) submit(code string) *outcome {
+	return h.update(contract.UpdateSubmitCell, contract.CellRequest{Code: code}, nil)
+}
+
+func (h *sessionHarness) decide(cell int, d contract.Decision) *outcome {
+	return h.update(contract.UpdateDecideCell, contract.CellDecision{Cell: cell, Decision: d}, nil)
+}
+
+func (h *sessionHarness) closeSession() *outcome {
+	return h.update(contract.UpdateCloseSession, contract.CloseSession{Reason: "done"}, nil)
+}
+
+func (h *sessionHarness) status() contract.SessionStatus {
+	h.t.Helper()
+	v, err := h.env.QueryWorkflow(contract.QuerySessionStatus)
+	if err != nil {
+		h.t.Fatalf("query session status: %v", err)
+	}
+	var st contract.SessionStatus
+	if err := v.Get(&st); err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+func (h *sessionHarness) run(req guard.SessionRequest) {
+	h.t.Helper()
+	if !h.holdSet {
+		h.holdFor(1000*time.Hour, nil)
+	}
+	h.env.ExecuteWorkflow(contract.SessionWorkflowName, contract.SessionInput{Request: req})
+	if !h.env.IsWorkflowCompleted() {
+		h.t.Fatal("session did not complete")
+	}
+	for _, check := range h.checks {
+		check()
+	}
+}
+
+func (h *sessionHarness) result() (contract.SessionResult, error) {
+	var res contract.SessionResult
+	err := h.env.GetWorkflowError()
+	if err == nil {
+		err = h.env.GetWorkflowResult(&res)
+	}
+	return res, err
+}
+
+func (h *sessionHarness) startedCount(typ string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, s := range h.started {
+		if s == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// cellDecision is alice's decision for a cell digest, signed for the given session run and host.
+func cellDecision(workflowID, runID, digest, queue string, approve bool) contract.Decision {
+	f := reviewertest.Fields(workflowID, runID, digest, queue, approve)
+	f.Reviewer = "alice"
+	f.Expires = time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	d, err := testReviewer().Sign(f)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// approve is alice's approval of digest for the test session.
+func approve(digest string) contract.Decision {
+	return cellDecision(testWorkflowID, testRunID, digest, testHostQueue, true)
+}
+
+// expectAccepted checks, once the workflow ended, that the update was accepted and completed
+// without error.
+func (h *sessionHarness) expectAccepted(what string, o *outcome) {
+	h.checks = append(h.checks, func() {
+		accepted, rejected, done, _, err := o.get()
+		if !accepted || rejected != nil || !done || err != nil {
+			h.t.Errorf("%s: accepted %v, rejected %v, done %v, err %v; want accepted and done", what, accepted, rejected, done, err)
+		}
+	})
+}
+
+// expectRejected checks, once the workflow ended, that the update was refused with a
+// DecisionRejected of reason.
+func (h *sessionHarness) expectRejected(what string, o *outcome, reason contract.RejectReason) {
+	h.checks = append(h.checks, func() {
+		_, rejected, _, _, err := o.get()
+		if rejected == nil {
+			rejected = err
+		}
+		rej, ok := contract.RejectionOf(rejected)
+		if !ok || rej.Reason != reason {
+			h.t.Errorf("%s: %v; want a rejection of reason %s", what, rejected, reason)
+		}
+	})
+}
+
+func sessionRequest() guard.SessionRequest {
+	return guard.SessionRequest{Env: map[string]string{"GREETING": "hi"}}
+}
+
+// TestSessionThreeCellsInOrder runs three approved cells in one sandbox: each cell's digest and
+// chain are the ones guard computes from the settings digest, the index, the code and the
+// results before it, and the host runs each once, in order, in the one sandbox.
+func TestSessionThreeCellsInOrder(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	req := sessionRequest()
+	settings := h.settings(req)
+	codes := []string{"x = 41", "import json", "print(x + 1)"}
+	chain := guard.ChainStart(settings.Digest)
+	var digests []string
+	for i, code := range codes {
+		base := time.Duration(3*i+1) * time.Minute
+		h.at(base, func() {
+			st := h.status()
+			if st.Chain != chain {
+				t.Errorf("cell %d: status chain %s; want %s", i+1, st.Chain, chain)
+			}
+			h.submit(code)
+		})
+		h.at(base+time.Minute, func() {
+			d := guard.CellDigest(settings.Digest, i+1, guard.CellCodeDigest(guard.Python, code), chain)
+			digests = append(digests, d)
+			st := h.status()
+			if got := st.Cells[i].Digest; got != d {
+				t.Errorf("cell %d digest %s; want %s", i+1, got, d)
+			}
+			h.expectAccepted(fmt.Sprintf("approve cell %d", i+1), h.decide(i+1, approve(d)))
+		})
+		h.at(base+2*time.Minute, func() {
+			st := h.status()
+			c := st.Cells[i]
+			if c.State != contract.StatusSucceeded || c.Result == nil {
+				t.Fatalf("cell %d: %s; want succeeded with a result", i+1, c.State)
+			}
+			chain = guard.ChainNext(chain, c.Digest, guard.ResultDigest(*c.Result))
+		})
+	}
+	h.at(10*time.Minute, func() { h.closeSession() })
+	h.run(req)
+
+	res, err := h.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.End != contract.EndClosed || len(res.Cells) != 3 || res.Chain != chain || res.SettingsDigest != settings.Digest {
+		t.Fatalf("result: end %s, %d cells, chain %s; want closed, 3 cells, chain %s", res.End, len(res.Cells), res.Chain, chain)
+	}
+	boxes := h.backend.Sandboxes()
+	if len(boxes) != 1 || !h.holdCancelled() {
+		t.Fatalf("%d sandboxes (hold cancelled: %v); want one, its hold cancelled", len(boxes), h.holdCancelled())
+	}
+	ran := boxes[0].Ran()
+	if len(ran) != 3 {
+		t.Fatalf("sandbox ran %d cells; want 3", len(ran))
+	}
+	for i, c := range ran {
+		if c.Index != i+1 || c.Code != codes[i] {
+			t.Errorf("cell %d ran as %+v; want index %d, code %q", i+1, c, i+1, codes[i])
+		}
+		if res.Cells[i].Digest != digests[i] || res.Cells[i].Result.Digest != digests[i] || res.Cells[i].Result.ApprovalID == "" {
+			t.Errorf("cell %d: digest %s, result digest %s; want %s and an approval id", i+1, res.Cells[i].Digest, res.Cells[i].Result.Digest, digests[i])
+		}
+	}
+	if out := string(res.Cells[2].Result.Stdout); !strings.Contains(out, "remembers cell 1: x = 41") {
+		t.Errorf("cell 3 printed %q; want it to remember cell 1 (one sandbox)", out)
+	}
+	if n := h.startedCount(contract.SessionCellActivityName); n != 3 {
+		t.Errorf("%d SessionCell activities; want 3", n)
+	}
+}
+
+// TestSessionDecisionFitsOneCellOfOneSession: cell 2's approval is refused for cell 3, and cell
+// 3's approval signed for another workflow id or run id or host is refused; the right one runs.
+func TestSessionDecisionFitsOneCellOfOneSession(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	req := sessionRequest()
+	var d2 contract.Decision
+	h.at(time.Minute, func() { h.submit("a = 1") })
+	h.at(2*time.Minute, func() { h.expectAccepted("approve 1", h.decide(1, approve(h.status().Cells[0].Digest))) })
+	h.at(3*time.Minute, func() { h.submit("b = 2") })
+	h.at(4*time.Minute, func() {
+		d2 = approve(h.status().Cells[1].Digest)
+		h.expectAccepted("approve 2", h.decide(2, d2))
+	})
+	h.at(5*time.Minute, func() { h.submit("print(a + b)") })
+	h.at(6*time.Minute, func() {
+		d3 := h.status().Cells[2].Digest
+		h.expectRejected("cell 2's approval for cell 3", h.decide(3, d2), contract.RejectWrongDigest)
+		h.expectRejected("cell 2's approval again for cell 2", h.decide(2, d2), contract.RejectAlreadyDecided)
+		h.expectRejected("another workflow id", h.decide(3, cellDecision("other-session", testRunID, d3, testHostQueue, true)), contract.RejectOther)
+		h.expectRejected("another run id", h.decide(3, cellDecision(testWorkflowID, "other-run", d3, testHostQueue, true)), contract.RejectOther)
+		h.expectRejected("another host", h.decide(3, cellDecision(testWorkflowID, testRunID, d3, "another-host", true)), contract.RejectOther)
+		if st := h.status(); st.Cells[2].State != contract.StatusAwaitingApproval {
+			t.Errorf("cell 3 is %s after the refused decisions; want still waiting", st.Cells[2].State)
+		}
+		h.expectAccepted("approve 3", h.decide(3, approve(d3)))
+	})
+	h.at(8*time.Minute, func() { h.closeSession() })
+	h.run(req)
+	res, err := h.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Cells) != 3 || res.Cells[2].State != contract.StatusSucceeded || h.backend.Cells() != 3 {
+		t.Fatalf("cells %+v, %d ran; want 3 succeeded", res.Cells, h.backend.Cells())
+	}
+}
+
+// TestSessionDenialLeavesItOpen: a denied cell does not run and leaves the chain as it was; the
+// next cell is numbered after it and runs over the unchanged chain.
+func TestSessionDenialLeavesItOpen(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	req := sessionRequest()
+	settings := h.settings(req)
+	chain0 := guard.ChainStart(settings.Digest)
+	h.at(time.Minute, func() { h.submit("import os; os.system('rm -rf /work')") })
+	h.at(2*time.Minute, func() {
+		d := h.status().Cells[0].Digest
+		h.expectAccepted("deny 1", h.decide(1, cellDecision(testWorkflowID, testRunID, d, testHostQueue, false)))
+	})
+	h.at(3*time.Minute, func() {
+		st := h.status()
+		if st.State != contract.SessionOpen || st.Cells[0].State != contract.StatusDenied || st.Chain != chain0 {
+			t.Errorf("after the denial: session %s, cell %s, chain %s; want open, denied, %s", st.State, st.Cells[0].State, st.Chain, chain0)
+		}
+		h.submit("print('fine')")
+	})
+	h.at(4*time.Minute, func() {
+		want := guard.CellDigest(settings.Digest, 2, guard.CellCodeDigest(guard.Python, "print('fine')"), chain0)
+		if got := h.status().Cells[1].Digest; got != want {
+			t.Errorf("cell 2 digest %s; want %s (over the unchanged chain)", got, want)
+		}
+		h.expectAccepted("approve 2", h.decide(2, approve(want)))
+	})
+	h.at(6*time.Minute, func() { h.closeSession() })
+	h.run(req)
+	res, err := h.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := h.backend.Sandboxes()[0].Ran()
+	if len(ran) != 1 || ran[0].Index != 2 || res.Cells[0].State != contract.StatusDenied || res.Cells[1].State != contract.StatusSucceeded {
+		t.Fatalf("ran %+v, cells %s/%s; want only cell 2, denied then succeeded", ran, res.Cells[0].State, res.Cells[1].State)
+	}
+}
+
+// TestSessionCellApprovalTimeout: a cell with no decision expires; the session stays open and
+// takes the next cell.
+func TestSessionCellApprovalTimeout(t *testing.T) {
+	p := sessionPolicy
+	p.ApprovalTimeout = 5 * time.Minute
+	h := newSessionHarness(t, p)
+	req := sessionRequest()
+	h.at(time.Minute, func() { h.submit("print(1)") })
+	h.at(7*time.Minute, func() {
+		st := h.status()
+		if st.State != contract.SessionOpen || st.Cells[0].State != contract.StatusExpired {
+			t.Errorf("after the approval timeout: session %s, cell %s; want open, expired", st.State, st.Cells[0].State)
+		}
+		h.submit("print(2)")
+	})
+	h.at(8*time.Minute, func() { h.expectAccepted("approve 2", h.decide(2, approve(h.status().Cells[1].Digest))) })
+	h.at(9*time.Minute, func() { h.closeSession() })
+	h.run(req)
+	res, err := h.result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cells[0].State != contract.StatusExpired || res.Cells[1].State != contract.StatusSucceeded || h.backend.Cells() != 1 {
+		t.Fatalf("cells %s/%s, %d ran; want expired, succeeded, 1 ran", res.Cells[0].State, res.Cells[1].State, h.backend.Cells())
+	}
+}
+
+// TestSessionEnds: the idle timeout, the lifetime and the cell cap end the session with its
+// sandbox removed (SessionHold cancelled) and a waiting cell dropped.
+func TestSessionEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		req   guard.SessionRequest
+		steps func(h *sessionHarness)
+		end   string
+		after time.Duration
+	}{
+		{name: "idle", req: guard.SessionRequest{IdleTimeout: 3 * time.Minute}, end: contract.EndIdle, after: 3 * time.Minute},
+		{name: "lifetime", req: guard.SessionRequest{Lifetime: 4 * time.Minute},
+			steps: func(h *sessionHarness) { h.at(time.Minute, func() { h.submit("print(1)") }) }, end: contract.EndLifetime, after: 4 * time.Minute},
+		{name: "max cells", req: guard.SessionRequest{MaxCells: 2}, steps: func(h *sessionHarness) {
+			for i := range 2 {
+				h.at(time.Duration(2*i+1)*time.Minute, func() { h.submit(fmt.Sprintf("print(%d)", i)) })
+				h.at(time.Duration(2*i+2)*time.Minute, func() {
+					d := h.status().Cells[i].Digest
+					h.decide(i+1, cellDecision(testWorkflowID, testRunID, d, testHostQueue, false))
+				})
+			}
+		}, end: contract.EndMaxCells, after: 4 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSessionHarness(t, sessionPolicy)
+			if tc.steps != nil {
+				tc.steps(h)
+			}
+			h.run(tc.req)
+			res, err := h.result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.End != tc.end {
+				t.Errorf("end %s; want %s", res.End, tc.end)
+			}
+			if !h.holdCancelled() {
+				t.Errorf("the hold was not cancelled at the end (the host removes the sandbox then)")
+			}
+			if st := h.status(); st.State != contract.SessionClosed || st.End != tc.end {
+				t.Errorf("status %s/%s; want %s/%s", st.State, st.End, contract.SessionClosed, tc.end)
+			}
+			if tc.name == "lifetime" && (len(res.Cells) != 1 || res.Cells[0].State != contract.CellDropped) {
+				t.Errorf("cells %+v; want the waiting cell dropped", res.Cells)
+			}
+			if h.backend.Cells() != 0 {
+				t.Errorf("%d cells ran; want none", h.backend.Cells())
+			}
+		})
+	}
+}
+
+// TestSessionLostSandbox: the sandbox ends by itself while a cell waits: the session fails with
+// a SandboxLost and never schedules the cell.
+func TestSessionLostSandbox(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	h.holdFor(2*time.Minute, contract.ToFailure(&guard.SandboxLost{Msg: "sandbox-1 ended"}))
+	var digest string
+	h.at(time.Minute, func() { h.submit("x = 1") })
+	h.at(90*time.Second, func() { digest = h.status().Cells[0].Digest })
+	h.at(3*time.Minute, func() {
+		if st := h.status(); st.State != contract.SessionError || st.End != contract.EndLost || st.Cells[0].State != contract.CellDropped {
+			t.Errorf("status after the loss: %s/%s, cell %s; want %s/%s, dropped", st.State, st.End, st.Cells[0].State, contract.SessionError, contract.EndLost)
+		}
+		h.expectRejected("approval after the loss", h.decide(1, approve(digest)), contract.RejectNotWaiting)
+	})
+	h.run(sessionRequest())
+	err := h.env.GetWorkflowError()
+	var lost *guard.SandboxLost
+	if !errors.As(contract.FromFailure(err), &lost) {
+		t.Fatalf("workflow error %v; want a SandboxLost", err)
+	}
+	if n := h.startedCount(contract.SessionCellActivityName); n != 0 || h.backend.Cells() != 0 {
+		t.Errorf("%d SessionCell activities, %d cells ran; want none", n, h.backend.Cells())
+	}
+}
+
+// TestSessionSandboxLostDuringCell: a cell whose sandbox dies under it ends the session with a
+// SandboxLost, and no later cell is scheduled.
+func TestSessionSandboxLostDuringCell(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	h.backend.Result = func(cell guard.Cell, _ []guard.Cell) guard.Result {
+		return guard.Result{Outcome: guard.OutcomeSucceeded}
+	}
+	h.at(time.Minute, func() { h.submit("x = 1") })
+	h.at(90*time.Second, func() { h.backend.Sandboxes()[0].Lose() })
+	h.at(2*time.Minute, func() { h.expectAccepted("approve 1", h.decide(1, approve(h.status().Cells[0].Digest))) })
+	h.run(sessionRequest())
+	var lost *guard.SandboxLost
+	if err := h.env.GetWorkflowError(); !errors.As(contract.FromFailure(err), &lost) {
+		t.Fatalf("workflow error %v; want a SandboxLost", err)
+	}
+	if h.backend.Cells() != 0 {
+		t.Errorf("%d cells ran in a lost sandbox", h.backend.Cells())
+	}
+}
+
+// TestSessionStatementVersion: a session's cells are signed with statement version 2.
+func TestSessionStatementVersion(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	h.at(time.Minute, func() {
+		if v := h.status().StatementVersion; v != approval.StatementVersion {
+			t.Errorf("statement version %d; want %d", v, approval.StatementVersion)
+		}
+		h.closeSession()
+	})
+	h.run(sessionRequest())
+	if _, err := h.result(); err != nil {
+		t.Fatal(err)
+	}
+}
