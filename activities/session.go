@@ -238,10 +238,16 @@ func (a *Activities) SessionHold(ctx context.Context, in contract.SessionHoldInp
 	if info.HeartbeatTimeout > 0 {
 		interval = max(info.HeartbeatTimeout/3, minHeartbeatInterval)
 	}
+	return a.hold(ctx, hs, interval, func() { activity.RecordHeartbeat(ctx) })
+}
+
+// hold beats every interval until ctx ends (the sandbox is removed) or the sandbox ends by
+// itself (a SandboxLost).
+func (a *Activities) hold(ctx context.Context, hs *hostSandbox, interval time.Duration, beat func()) error {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
-		activity.RecordHeartbeat(ctx)
+		beat()
 		select {
 		case <-ctx.Done():
 			a.endSession(hs, "closed")

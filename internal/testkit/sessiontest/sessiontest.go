@@ -23,6 +23,8 @@ type Backend struct {
 	Result func(cell guard.Cell, earlier []guard.Cell) guard.Result
 	// OpenErr, when set, fails OpenSession.
 	OpenErr error
+	// CellErr, when set, fails the next RunCell (after it was recorded as run) and is cleared.
+	CellErr error
 
 	mu        sync.Mutex
 	sandboxes []*Sandbox
@@ -94,6 +96,13 @@ func (s *Sandbox) RunCell(ctx context.Context, cell guard.Cell, _ guard.Limits) 
 	s.ran = append(s.ran, cell)
 	block := s.Block
 	s.mu.Unlock()
+	s.backend.mu.Lock()
+	cellErr := s.backend.CellErr
+	s.backend.CellErr = nil
+	s.backend.mu.Unlock()
+	if cellErr != nil {
+		return guard.Result{}, cellErr
+	}
 	if block {
 		<-ctx.Done()
 		return guard.Result{}, ctx.Err()
