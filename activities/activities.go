@@ -89,6 +89,10 @@ type Config struct {
 	// SessionCheck refuses sessions with a ConfigError. Optional: when Backend is set, it is
 	// derived from it (a guard.SessionBackend offers sessions).
 	NoSessions bool
+	// MaxSessions caps how many session sandboxes this host keeps at once; SessionOpen past it
+	// fails before anything started (the workflow tries again with backoff). Optional: zero
+	// means no cap.
+	MaxSessions int
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -106,6 +110,7 @@ type Activities struct {
 	history     RunLog
 	hostQueue   string
 	noSessions  bool
+	maxSessions int
 	sessions    *sessions
 }
 
@@ -122,6 +127,7 @@ func New(cfg Config) (*Activities, error) {
 		history:     cfg.History,
 		hostQueue:   cfg.HostTaskQueue,
 		noSessions:  cfg.NoSessions,
+		maxSessions: cfg.MaxSessions,
 		sessions:    &sessions{},
 		run: contract.RunOptions{
 			TaskQueue:              cfg.SandboxTaskQueue,

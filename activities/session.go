@@ -152,6 +152,10 @@ func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInp
 	if a.sessions.get(key) != nil {
 		return contract.SessionOpened{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("session open: run %s of %s already has a sandbox on this host", key.runID, key.workflowID)})
 	}
+	if a.maxSessions > 0 && a.sessions.Open() >= a.maxSessions {
+		return contract.SessionOpened{}, contract.ToFailure(&guard.IntegrationError{Op: "session open",
+			Err: fmt.Errorf("this host keeps %d session sandboxes, its cap", a.maxSessions)})
+	}
 	s := in.Session
 	s.Owner = guard.Owner{WorkflowID: key.workflowID, RunID: key.runID, ActivityID: info.ActivityID}
 	box, err := a.guarded.OpenSession(ctx, s)

@@ -298,6 +298,21 @@ func TestSessionHoldRemovesTheSandbox(t *testing.T) {
 	if _, err := h.run(h.cell(1, "x = 1", h.chain, nil)); err == nil || guard.TypeOf(contract.FromFailure(err)) != guard.TypeSandboxLost {
 		t.Errorf("a cell after the session ended: %v; want a SandboxLost", err)
 	}
+	var opened, ended int
+	for _, e := range h.sink.Events() {
+		switch e.Type {
+		case contract.EventSessionOpened:
+			opened++
+		case contract.EventSessionEnded:
+			if _, ok := e.Data["lifetime_ms"].(int64); !ok || e.Data["reason"] != "closed" {
+				t.Errorf("session.ended data %v; want lifetime_ms (int64) and reason closed", e.Data)
+			}
+			ended++
+		}
+	}
+	if opened != 1 || ended != 1 {
+		t.Errorf("%d session.opened and %d session.ended events; want 1 and 1", opened, ended)
+	}
 
 	h2 := newSessionHost(t)
 	hs2 := h2.a.sessions.get(sessionKey{testWorkflowID, testRunID})

@@ -1,6 +1,7 @@
 // Package metrics serves Prometheus metrics for operators: runs by final state, the wait for a
 // reviewer, sandbox run durations, limit kills, sandboxes in use, refused egress and refused
-// decisions, and the Temporal SDK's own metrics.
+// decisions, sessions open, session cells run and session sandbox lifetimes, and the Temporal
+// SDK's own metrics.
 //
 // Sandbox metrics come from the activities' events (Metrics.Sink wraps the worker's Sink); workflow
 // metrics from a worker interceptor (Metrics.WorkerInterceptor) that counts only when the workflow
@@ -34,6 +35,9 @@ type Metrics struct {
 	egressRefused    prometheus.Counter
 	decisionRefusals *prometheus.CounterVec
 	approvalRefusals *prometheus.CounterVec
+	sessionsOpen     prometheus.Gauge
+	cellsRun         *prometheus.CounterVec
+	sandboxLifetime  prometheus.Histogram
 	temporal         *sdkCollector
 }
 
@@ -59,10 +63,17 @@ func New() *Metrics {
 			Help: "Reviewer decisions refused, by reason and by how they came (signal, update)."}, []string{"reason", "via"}),
 		approvalRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "approval_refusals_total",
 			Help: "Approved runs whose approval a sandbox host refused (nothing ran), by reason (no_approval, mismatch, not_verified, not_scheduled, already_used)."}, []string{"reason"}),
+		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "sessions_open",
+			Help: "Session sandboxes this sandbox host keeps now."}),
+		cellsRun: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "session_cells_total",
+			Help: "Session cells this host ran, by outcome (succeeded, failed, timed_out, memory_limit, ..., or error when the host failed)."}, []string{"outcome"}),
+		sandboxLifetime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "session_sandbox_lifetime_seconds",
+			Help:    "Lifetime of session sandboxes, from open to removal.",
+			Buckets: []float64{1, 10, 30, 60, 300, 600, 1200, 1800, 3600, 2 * 3600, 4 * 3600}}),
 		temporal: newSDKCollector(),
 	}
 	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals, m.approvalRefusals,
-		m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -99,6 +110,20 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		}
 		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
 			s.m.limitKills.WithLabelValues(kind).Inc()
+		}
+		if _, isCell := e.Data["cell"]; isCell {
+			outcome, ok := e.Data["outcome"].(string)
+			if !ok {
+				outcome = "error"
+			}
+			s.m.cellsRun.WithLabelValues(outcome).Inc()
+		}
+	case contract.EventSessionOpened:
+		s.m.sessionsOpen.Inc()
+	case contract.EventSessionEnded:
+		s.m.sessionsOpen.Dec()
+		if ms, ok := e.Data["lifetime_ms"].(int64); ok {
+			s.m.sandboxLifetime.Observe(float64(ms) / 1000)
 		}
 	case contract.EventSandboxRefused:
 		if reason, ok := e.Data["reason"].(guard.RefusedReason); ok {

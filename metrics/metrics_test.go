@@ -107,3 +107,34 @@ func TestWarmPoolMetrics(t *testing.T) {
 	idle, taken = 1, 6 // read again at each scrape
 	wantLines(t, scrape(t, m), "sandboxflow_warm_sandboxes 1", "sandboxflow_warm_sandboxes_taken_total 6")
 }
+
+// TestSinkFeedsSessionMetrics: the events of a session host (activities/session.go) feed the
+// sessions-open gauge, the cells counter by outcome and the sandbox lifetime histogram; a
+// sandbox.finished of a run (no cell) is no cell.
+func TestSinkFeedsSessionMetrics(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	s.Emit(ctx, activities.Event{Type: contract.EventSessionOpened, Data: map[string]any{"sandbox_id": "a"}})
+	s.Emit(ctx, activities.Event{Type: contract.EventSessionOpened, Data: map[string]any{"sandbox_id": "b"}})
+	for _, d := range []map[string]any{
+		{"cell": 1, "outcome": "succeeded", "duration_ms": int64(10)},
+		{"cell": 2, "outcome": "succeeded", "duration_ms": int64(10)},
+		{"cell": 3, "outcome": "timed_out", "duration_ms": int64(10)},
+		{"cell": 4, "error_type": guard.TypeIntegrationError, "duration_ms": int64(10)},
+		{"outcome": "succeeded", "duration_ms": int64(10)},
+	} {
+		s.Emit(ctx, activities.Event{Type: contract.EventSandboxStarted, Data: map[string]any{}})
+		s.Emit(ctx, activities.Event{Type: contract.EventSandboxFinished, Data: d})
+	}
+	s.Emit(ctx, activities.Event{Type: contract.EventSessionEnded, Data: map[string]any{"sandbox_id": "a", "lifetime_ms": int64(90_000)}})
+	wantLines(t, scrape(t, m),
+		`sandboxflow_sessions_open 1`,
+		`sandboxflow_session_cells_total{outcome="succeeded"} 2`,
+		`sandboxflow_session_cells_total{outcome="timed_out"} 1`,
+		`sandboxflow_session_cells_total{outcome="error"} 1`,
+		`sandboxflow_session_sandbox_lifetime_seconds_count 1`,
+		`sandboxflow_session_sandbox_lifetime_seconds_sum 90`,
+		`sandboxflow_sandboxes_in_use 0`,
+	)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
@@ -148,5 +149,31 @@ func TestConfigSandboxCountsFromHostUnlessGiven(t *testing.T) {
 					cfg.MaxSandboxes, cfg.Docker.WarmSandboxes, tc.maxHost, tc.wHost, tc.max, tc.warm)
 			}
 		})
+	}
+}
+
+// The session caps (issue 28) come from their flags or SANDBOXFLOW_ variables, default to 1 h,
+// 10 min and 100 cells, and a negative one is refused at start-up.
+func TestConfigSessionCaps(t *testing.T) {
+	cfg, _, err := parseConfig("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Policy(); p.MaxSessionLifetime != guard.DefaultMaxSessionLifetime || p.MaxSessionIdle != guard.DefaultMaxSessionIdle || p.MaxSessionCells != guard.DefaultMaxSessionCells {
+		t.Errorf("defaults %s, %s, %d; want 1h, 10m, 100", p.MaxSessionLifetime, p.MaxSessionIdle, p.MaxSessionCells)
+	}
+	t.Setenv("SANDBOXFLOW_MAX_SESSION_CELLS", "7")
+	t.Setenv("SANDBOXFLOW_MAX_SESSION_IDLE", "2m")
+	cfg, _, err = parseConfig("test", []string{"--max-session-lifetime", "30m", "--max-session-cells", "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Policy(); p.MaxSessionLifetime != 30*time.Minute || p.MaxSessionIdle != 2*time.Minute || p.MaxSessionCells != 9 {
+		t.Errorf("caps %s, %s, %d; want 30m (flag), 2m (environment), 9 (flag wins)", p.MaxSessionLifetime, p.MaxSessionIdle, p.MaxSessionCells)
+	}
+	for _, args := range [][]string{{"--max-session-lifetime", "-1s"}, {"--max-session-cells", "-3"}} {
+		if _, _, err := parseConfig("test", args); guard.TypeOf(err) != guard.TypeConfigError {
+			t.Errorf("parseConfig(%q) = %v; want a ConfigError", args, err)
+		}
 	}
 }

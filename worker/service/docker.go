@@ -83,6 +83,9 @@ func dockerKind() backendKind {
 		},
 		egress:       true,
 		metricsLabel: func(o *Options) string { return o.Docker.Runtime },
+		// Its sandbox (a container kept for the session) is a guard.SessionBackend: until that
+		// backend's OpenSession is merged, a docker worker refuses sessions at the check.
+		sessions: true,
 	}
 }
 

@@ -71,6 +71,7 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 		}
 	}
 
+	add("sessions", nil, sessionsLine(cfg))
 	if cfg.Role != RoleWorkflows {
 		how, err := cfg.sizeToHost(ctx)
 		add("sandboxes", err, how)
@@ -89,4 +90,14 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 		fmt.Fprintln(out, line)
 	}
 	return failed
+}
+
+// sessionsLine is the doctor's sessions line: whether the backend keeps a sandbox for a
+// session, and the policy's session caps.
+func sessionsLine(cfg *Options) string {
+	if !cfg.kind().sessions {
+		return fmt.Sprintf("not offered by the %s backend (it keeps no sandbox between runs; sessions run on: %s)", cfg.Backend, sessionKinds())
+	}
+	p := cfg.Policy()
+	return fmt.Sprintf("offered by the %s backend: lifetime up to %s, idle up to %s, at most %d cells", cfg.Backend, p.MaxSessionLifetime, p.MaxSessionIdle, p.MaxSessionCells)
 }

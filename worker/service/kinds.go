@@ -41,6 +41,10 @@ type backendKind struct {
 	egress bool
 	// metricsLabel is the runtime label of the sandbox metrics. Optional: the name.
 	metricsLabel func(o *Options) string
+	// sessions says whether this kind keeps a sandbox for a session (issue 28: its backend is a
+	// guard.SessionBackend). A worker that runs sandboxes asks its backend itself; a worker
+	// that only runs workflows reads this to refuse sessions at the check.
+	sessions bool
 }
 
 // backendKinds is the table of backend kinds, in the order --backend's help lists them. Adding
@@ -150,6 +154,17 @@ func reapAge(cfg *Options) time.Duration {
 		age += k.reapExtra(cfg)
 	}
 	return age
+}
+
+// sessionKinds lists the kinds that keep a sandbox for a session.
+func sessionKinds() string {
+	var names []string
+	for _, k := range backendKinds() {
+		if k.sessions {
+			names = append(names, k.name)
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // metricsLabel is the runtime label of the configured backend's sandbox metrics.

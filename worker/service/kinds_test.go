@@ -207,3 +207,21 @@ func TestLocalKindKeepsWorkerFilesOutOfReach(t *testing.T) {
 		t.Errorf("--dev database of mode 0644 in a folder others may enter: got %v; want a ConfigError naming it", err)
 	}
 }
+
+// The table's sessions column: only the Docker backend keeps a sandbox for a session; the
+// doctor says which backend does and with what caps.
+func TestSessionsColumn(t *testing.T) {
+	if got := sessionKinds(); got != "docker" {
+		t.Errorf("kinds with sessions: %q; want docker", got)
+	}
+	for _, tc := range []struct{ backend, want string }{
+		{"docker", "offered by the docker backend: lifetime up to 1h0m0s, idle up to 10m0s, at most 100 cells"},
+		{"http", "not offered by the http backend"},
+		{"e2b", "not offered by the e2b backend"},
+		{"local", "not offered by the local backend"},
+	} {
+		if got := sessionsLine(&Options{Backend: tc.backend}); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: sessions line %q; want %q", tc.backend, got, tc.want)
+		}
+	}
+}

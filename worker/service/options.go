@@ -109,6 +109,12 @@ type Options struct {
 	secrets     *egress.Secrets
 	// HeartbeatTimeout is the sandbox activity's heartbeat timeout (zero: 15 s).
 	HeartbeatTimeout time.Duration
+	// MaxSessionLifetime, MaxSessionIdle and MaxSessionCells cap a session: how long it lives,
+	// how long it may sit with no cell, and how many cells it runs (zero: guard's defaults,
+	// 1 h, 10 min and 100).
+	MaxSessionLifetime time.Duration
+	MaxSessionIdle     time.Duration
+	MaxSessionCells    int
 
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
@@ -173,6 +179,9 @@ func (o *Options) Policy() guard.Policy {
 		EgressMaxBytes:        o.EgressMaxBytes,
 		EgressMaxConns:        o.EgressMaxConns,
 		SecretNames:           o.secretNames(),
+		MaxSessionLifetime:    o.MaxSessionLifetime,
+		MaxSessionIdle:        o.MaxSessionIdle,
+		MaxSessionCells:       o.MaxSessionCells,
 	}.WithDefaults()
 }
 

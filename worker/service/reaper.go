@@ -2,8 +2,15 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
 )
 
 // reaper removes a backend's orphaned sandboxes older than a threshold.
@@ -36,4 +43,30 @@ func reapEvery(ctx context.Context, r reaper, interval, olderThan time.Duration,
 		}
 	}()
 	return done
+}
+
+// workflowDescriber is the one Temporal client method sessionEnded calls.
+type workflowDescriber interface {
+	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+}
+
+// A Temporal client is one.
+var _ workflowDescriber = tclient.Client(nil)
+
+// sessionEnded is the Docker reaper's question for a session's container (docker.Config's
+// SessionEnded hook): whether the run of the session workflow that owns it has closed, in which
+// case its container may be removed whatever its age. A run Temporal does not know (deleted by
+// retention, or never there) has ended; any other error is returned, and the container is kept.
+func sessionEnded(d workflowDescriber) func(ctx context.Context, workflowID, runID string) (bool, error) {
+	return func(ctx context.Context, workflowID, runID string) (bool, error) {
+		resp, err := d.DescribeWorkflowExecution(ctx, workflowID, runID)
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("session reaper: describe workflow %s run %s: %w", workflowID, runID, err)
+		}
+		return resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	}
 }

@@ -8,7 +8,9 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
+	"strings"
 
+	"github.com/google/uuid"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
@@ -101,10 +103,17 @@ func (w *Worker) Serve(ctx context.Context) error {
 		backend = b
 		observeBackend(cfg, b, met)
 	}
+	hostQueue := ""
+	if backend != nil {
+		hostQueue = hostTaskQueue(cfg)
+	}
 	acts, err := activities.New(activities.Config{
 		Policy:           cfg.Policy(),
 		Backend:          backend,
 		BackendName:      cfg.Backend,
+		HostTaskQueue:    hostQueue,
+		NoSessions:       !cfg.kind().sessions,
+		MaxSessions:      cfg.MaxSandboxes,
 		Sink:             metricsSink(met, activities.SlogSink{Logger: logger}, cfg),
 		SandboxTaskQueue: cfg.SandboxTaskQueue,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
@@ -218,6 +227,13 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		acts.Register(sw)
 		workers = append(workers, sw)
 	}
+	if hasBackend {
+		// This host's own queue, for its sessions' holds and cells: a hold and a cell for each
+		// of at most MaxSandboxes sessions.
+		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt})
+		acts.RegisterHost(hw)
+		workers = append(workers, hw)
+	}
 	stop = func() {
 		for _, wk := range workers {
 			wk.Stop()
@@ -231,7 +247,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 			return nil, fmt.Errorf("start worker: %w", err)
 		}
 	}
-	w.logger.Info("worker running", "task_queue", cfg.TaskQueue, "sandbox_task_queue", sandboxQueue,
+	w.logger.Info("worker running", "task_queue", cfg.TaskQueue, "sandbox_task_queue", sandboxQueue, "host_task_queue", acts.HostTaskQueue(),
 		"role", cfg.Role, "backend", cfg.Backend, "max_sandboxes", cfg.MaxSandboxes, "policy", cfg.Policy().String())
 	return stop, nil
 }
@@ -285,4 +301,15 @@ func passkeyCounters(cfg *Options) string {
 // devInboxPasskeyCounters is the --dev inbox's passkey counters file.
 func devInboxPasskeyCounters(cfg *Options) string {
 	return filepath.Join(cfg.DataDir, "inbox-passkey-counters.json")
+}
+
+// hostTaskQueue is this sandbox host's own task queue, which only it polls: the sandbox task
+// queue (or the workflow task queue) with "-host-" and a random suffix, new at every start (a
+// restarted host keeps no sandbox, so its sessions must not find it under the old name).
+func hostTaskQueue(cfg *Options) string {
+	queue := cfg.SandboxTaskQueue
+	if queue == "" {
+		queue = cfg.TaskQueue
+	}
+	return queue + "-host-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 }
