@@ -89,3 +89,52 @@ func TestReplayDetectsAChangedWorkflow(t *testing.T) {
 		t.Fatalf("replaying against a workflow without the approval wait: %v; want a nondeterminism error", err)
 	}
 }
+
+// recordedSession was recorded from a real session on an in-process server
+// (TestIntegrationSession with SANDBOXFLOW_RECORD_HISTORY=1): a decision signed for another run
+// (refused by the validator, so not in history), two cells approved by update, each claimed by
+// the host, then closed.
+const recordedSession = "testdata/session_signed.json"
+
+// recordedSessionID is the workflow id of the recorded session: its decisions bind it.
+const recordedSessionID = "recorded-session"
+
+func replaySession(t *testing.T, r worker.WorkflowReplayer, logger log.Logger, runID string) error {
+	t.Helper()
+	f, err := os.Open(recordedSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	if err != nil {
+		t.Fatalf("read %s: %v", recordedSession, err)
+	}
+	if runID == "" {
+		runID = hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetOriginalExecutionRunId()
+	}
+	return r.ReplayWorkflowHistoryWithOptions(logger, hist, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: recordedSessionID, RunID: runID},
+	})
+}
+
+func TestReplayRecordedSession(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	Register(r)
+	if err := replaySession(t, r, nil, ""); err != nil {
+		t.Fatalf("replay %s: %v", recordedSession, err)
+	}
+}
+
+// TestReplaySessionAsAnotherRunRefusesItsCells replays the recorded session as another run
+// (what a reset does): the cells' approvals, signed for the recorded run, no longer verify, so
+// the workflow schedules no cell, and the replay fails.
+func TestReplaySessionAsAnotherRunRefusesItsCells(t *testing.T) {
+	r := worker.NewWorkflowReplayer()
+	Register(r)
+	quiet := log.NewStructuredLogger(slog.New(slog.DiscardHandler))
+	err := replaySession(t, r, quiet, "0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f")
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "nondeterministic") && !strings.Contains(err.Error(), "TMPRL1100") {
+		t.Fatalf("replaying the session as another run: %v; want a nondeterminism error (the approvals refused)", err)
+	}
+}
