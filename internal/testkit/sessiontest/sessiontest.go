@@ -79,6 +79,9 @@ type Sandbox struct {
 	done     chan struct{}
 	// Block makes RunCell wait for its context to end (a cell that never returns).
 	Block bool
+	// Hang makes RunCell ignore its context and return only when the sandbox is closed or lost
+	// (a backend that does not stop).
+	Hang bool
 }
 
 // ID names the sandbox.
@@ -94,8 +97,12 @@ func (s *Sandbox) RunCell(ctx context.Context, cell guard.Cell, _ guard.Limits) 
 	s.mu.Lock()
 	earlier := append([]guard.Cell(nil), s.ran...)
 	s.ran = append(s.ran, cell)
-	block := s.Block
+	block, hang := s.Block, s.Hang
 	s.mu.Unlock()
+	if hang {
+		<-s.done
+		return guard.Result{}, errors.New("sessiontest: the hung cell's sandbox was removed")
+	}
 	s.backend.mu.Lock()
 	cellErr := s.backend.CellErr
 	s.backend.CellErr = nil
