@@ -1,4 +1,4 @@
-// Package workflows holds the RunCode workflow: it checks a request against the worker's policy,
+// Package workflows holds the RunCode workflow (and the Session workflow, below): it checks a request against the worker's policy,
 // waits for a person to approve that exact request, and runs it at most once in one sandbox
 // activity. Everything it decides is recorded in workflow history.
 //
@@ -128,6 +128,20 @@
 //
 // The search attributes must exist on the namespace (Keyword: contract.SearchAttributeNames) before a
 // run starts.
+//
+// # Sessions
+//
+// Session (contract.SessionWorkflowName, issue 28) keeps one sandbox on one sandbox host for one
+// task. It checks the settings (SessionCheck), opens the sandbox (SessionOpen, on the sandbox task
+// queue, which answers with the host's own task queue), holds it there (SessionHold) and serves
+// the updates submit-cell, decide-cell, await-cell and close-session and the query
+// session-status. Each cell waits for its own decision, signed over guard.CellDigest (the
+// settings digest, the index, the code digest and the chain over every earlier cell that ran)
+// for this workflow id, run id and host queue, and runs at most once (SessionCell, on the host
+// queue, verified again there against the host's own record of the sandbox). A denied or expired
+// cell leaves the session open; a lost sandbox or host fails it with a guard.SandboxLost, and no
+// cell runs elsewhere. The session ends on close, idle timeout, lifetime or cell cap, and then
+// cancels the hold, which removes the sandbox.
 //
 // # Determinism
 //
