@@ -477,14 +477,19 @@ func (r *session) runCell(ctx workflow.Context) error {
 	}
 	cause := r.cellFailure(err)
 	r.endCell(ctx, contract.StatusError, cause.Error())
-	var ar *guard.ApprovalRefused
-	if errors.As(cause, &ar) || (guard.Retryable(cause) && !r.holdEnded) {
-		return nil // nothing ran
-	}
-	if r.holdEnded {
+	var (
+		lost *guard.SandboxLost
+		ie   *guard.IntegrationError
+	)
+	switch {
+	case r.holdEnded:
 		return r.lostError(r.holdErr)
+	case errors.As(cause, &lost):
+		return cause
+	case errors.As(cause, &ie) && ie.CodeMayHaveStarted:
+		return cause // the sandbox's state is unknown
 	}
-	return cause
+	return nil // refused or failed before the cell could start: nothing ran
 }
 
 // cellFailure is the typed error of a failed cell activity: a timeout (the host or its sandbox

@@ -548,3 +548,57 @@ func TestSessionStatementVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSessionCellFailures: a cell that failed before it could start ends in error and the session
+// takes the next cell; a cell whose code may have started ends the session in error.
+func TestSessionCellFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		endsRun bool
+	}{
+		{"before the start", &guard.IntegrationError{Op: "exec", Err: errors.New("daemon unreachable")}, false},
+		{"after the start", &guard.IntegrationError{Op: "exec", Err: errors.New("connection reset"), CodeMayHaveStarted: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSessionHarness(t, sessionPolicy)
+			h.at(time.Minute, func() {
+				h.backend.CellErr = tc.err
+				h.submit("print(1)")
+			})
+			h.at(2*time.Minute, func() { h.expectAccepted("approve 1", h.decide(1, approve(h.status().Cells[0].Digest))) })
+			h.at(3*time.Minute, func() {
+				if tc.endsRun {
+					return
+				}
+				st := h.status()
+				if st.State != contract.SessionOpen || st.Cells[0].State != contract.StatusError || st.Chain != guard.ChainStart(st.Settings.Digest) {
+					t.Errorf("after the failure: %s, cell %s, chain %s; want open, error, the chain unchanged", st.State, st.Cells[0].State, st.Chain)
+				}
+				h.submit("print(2)")
+			})
+			h.at(4*time.Minute, func() {
+				if !tc.endsRun {
+					h.expectAccepted("approve 2", h.decide(2, approve(h.status().Cells[1].Digest)))
+				}
+			})
+			h.at(5*time.Minute, func() {
+				if !tc.endsRun {
+					h.closeSession()
+				}
+			})
+			h.run(sessionRequest())
+			res, err := h.result()
+			if tc.endsRun {
+				var ie *guard.IntegrationError
+				if !errors.As(contract.FromFailure(err), &ie) || !ie.CodeMayHaveStarted {
+					t.Fatalf("workflow error %v; want the IntegrationError whose code may have started", err)
+				}
+				return
+			}
+			if err != nil || len(res.Cells) != 2 || res.Cells[1].State != contract.StatusSucceeded {
+				t.Fatalf("result %+v, %v; want cell 2 succeeded", res, err)
+			}
+		})
+	}
+}
