@@ -312,11 +312,6 @@ func (rec *runRecord) firstClaim(mine string) error {
 	return &guard.IntegrationError{Op: "sandbox activity: find its claim in the run's history", Err: fmt.Errorf("the claim is not there after %s", claimVisibleWait)}
 }
 
-// readRun reads the SandboxRun activities and the claims of the history of run runID.
-func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error) {
-	return readRunOf(iter, runID, contract.RunActivityName)
-}
-
 // readRunOf reads the activities of type activityType and the claims of the history of run runID.
 func readRunOf(iter tclient.HistoryEventIterator, runID, activityType string) (*runRecord, error) {
 	rec := &runRecord{}
