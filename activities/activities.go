@@ -112,6 +112,10 @@ type Activities struct {
 	noSessions  bool
 	maxSessions int
 	sessions    *sessions
+	// holdStart and lifetimeExtra are holdStartTimeout and the margin past a session's lifetime
+	// after which this host removes a sandbox by itself (tests shorten them).
+	holdStart     time.Duration
+	lifetimeExtra time.Duration
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -129,6 +133,7 @@ func New(cfg Config) (*Activities, error) {
 		noSessions:  cfg.NoSessions,
 		maxSessions: cfg.MaxSessions,
 		sessions:    &sessions{},
+		holdStart:   holdStartTimeout,
 		run: contract.RunOptions{
 			TaskQueue:              cfg.SandboxTaskQueue,
 			ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
@@ -156,6 +161,7 @@ func New(cfg Config) (*Activities, error) {
 		a.counters = approval.NewCounters(cfg.PasskeyCountersFile)
 	}
 	a.run.Grace = a.policy.Grace
+	a.lifetimeExtra = a.policy.MaxTimeout + a.policy.Grace + lifetimeMargin
 	if cfg.Backend != nil {
 		if a.backendName == "" {
 			a.backendName = cfg.Backend.Name()

@@ -169,7 +169,7 @@ func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInp
 	}
 	hs.holdMu.Lock()
 	hs.timers = append(hs.timers,
-		time.AfterFunc(holdStartTimeout, func() {
+		time.AfterFunc(a.holdStart, func() {
 			hs.holdMu.Lock()
 			held := hs.holding
 			hs.holdMu.Unlock()
@@ -177,7 +177,7 @@ func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInp
 				a.endSession(hs, "never held")
 			}
 		}),
-		time.AfterFunc(s.Lifetime+a.policy.MaxTimeout+a.policy.Grace+lifetimeMargin, func() { a.endSession(hs, "lifetime") }))
+		time.AfterFunc(s.Lifetime+a.lifetimeExtra, func() { a.endSession(hs, "lifetime") }))
 	hs.holdMu.Unlock()
 	a.sink.Emit(ctx, Event{Type: contract.EventSessionOpened, Time: time.Now(), Data: map[string]any{
 		"workflow_id": key.workflowID, "run_id": key.runID, "activity_id": info.ActivityID, "sandbox_id": box.ID(),

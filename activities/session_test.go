@@ -348,3 +348,68 @@ func TestSessionsNotOfferedByARunBackend(t *testing.T) {
 		t.Errorf("open: %v; want a ConfigError saying echo offers no sessions", err)
 	}
 }
+
+// TestSessionHostRemovesSandboxesByItself: a sandbox whose hold never starts (its workflow is
+// gone) and one that outlives its session's lifetime (plus the longest cell) are removed by the
+// host, whatever the workflow does.
+func TestSessionHostRemovesSandboxesByItself(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(a *Activities)
+		hold bool
+		why  string
+	}{
+		{"never held", func(a *Activities) { a.holdStart = 50 * time.Millisecond }, false, "never held"},
+		{"past its lifetime", func(a *Activities) { a.lifetimeExtra = -time.Hour + 100*time.Millisecond }, true, "lifetime"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &sessiontest.Backend{}
+			sink := &MemorySink{}
+			a, err := New(Config{Backend: b, Sink: sink, ReviewersFile: reviewersFile(t), HostTaskQueue: testTaskQueue})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.set(a)
+			s, err := a.policy.CheckSession(guard.SessionRequest{}, sessiontest.Name) // lifetime 1 h
+			if err != nil {
+				t.Fatal(err)
+			}
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestActivityEnvironment()
+			a.Register(env)
+			if _, err := env.ExecuteActivity(contract.SessionOpenActivityName, contract.SessionOpenInput{Session: s}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			if tc.hold {
+				hs := a.sessions.get(sessionKey{testWorkflowID, testRunID})
+				hs.holdMu.Lock()
+				hs.holding = true
+				hs.holdMu.Unlock()
+				go func() { done <- a.hold(context.Background(), hs, 10*time.Millisecond, func() {}) }()
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for a.OpenSessions() != 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if a.OpenSessions() != 0 || !b.Sandboxes()[0].Closed() {
+				t.Fatalf("the sandbox is still kept (%d open, closed %v)", a.OpenSessions(), b.Sandboxes()[0].Closed())
+			}
+			if tc.hold {
+				var lost *guard.SandboxLost
+				if err := <-done; !errors.As(contract.FromFailure(err), &lost) {
+					t.Errorf("the hold ended with %v; want a SandboxLost", err)
+				}
+			}
+			var why any
+			for _, e := range sink.Events() {
+				if e.Type == contract.EventSessionEnded {
+					why = e.Data["reason"]
+				}
+			}
+			if why != tc.why {
+				t.Errorf("session.ended reason %v; want %q", why, tc.why)
+			}
+		})
+	}
+}
