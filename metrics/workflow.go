@@ -25,7 +25,11 @@ type workerInterceptor struct {
 }
 
 func (w *workerInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	if workflow.GetInfo(ctx).WorkflowType.Name != contract.WorkflowName {
+	switch workflow.GetInfo(ctx).WorkflowType.Name {
+	case contract.WorkflowName:
+	case contract.SessionWorkflowName:
+		return &sessionInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, m: w.m}
+	default:
 		return next
 	}
 	return &inbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, m: w.m}
@@ -69,6 +73,21 @@ func (i *inbound) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteW
 func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInput) error {
 	err := i.Next.ValidateUpdate(ctx, in)
 	if rej, ok := contract.RejectionOf(err); ok && in.Name == contract.UpdateDecide {
+		i.m.decisionRefusals.WithLabelValues(string(rej.Reason), contract.ViaUpdate).Inc()
+	}
+	return err
+}
+
+// sessionInbound is one Session execution's interceptor: it counts the cell decisions the
+// update validator refuses.
+type sessionInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	m *Metrics
+}
+
+func (i *sessionInbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInput) error {
+	err := i.Next.ValidateUpdate(ctx, in)
+	if rej, ok := contract.RejectionOf(err); ok && in.Name == contract.UpdateDecideCell {
 		i.m.decisionRefusals.WithLabelValues(string(rej.Reason), contract.ViaUpdate).Inc()
 	}
 	return err

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -22,6 +24,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
+	"github.com/sandboxflow/sandboxflow/metrics"
 )
 
 // testHostQueue is the sandbox host's own task queue in the session tests.
@@ -37,6 +40,7 @@ type sessionHarness struct {
 	backend *sessiontest.Backend
 	policy  guard.Policy
 	sink    *activities.MemorySink
+	metrics *metrics.Metrics
 
 	mu        sync.Mutex
 	n         int
@@ -50,9 +54,10 @@ type sessionHarness struct {
 func newSessionHarness(t *testing.T, policy guard.Policy) *sessionHarness {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
-	h := &sessionHarness{t: t, backend: &sessiontest.Backend{}, policy: policy, sink: &activities.MemorySink{}}
+	h := &sessionHarness{t: t, backend: &sessiontest.Backend{}, policy: policy, sink: &activities.MemorySink{}, metrics: metrics.New()}
 	suite.SetLogger(&captureLogger{})
 	h.env = suite.NewTestWorkflowEnvironment()
+	h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{h.metrics.WorkerInterceptor()}})
 	acts, err := activities.New(activities.Config{
 		Policy:           policy,
 		Backend:          h.backend,
@@ -370,6 +375,12 @@ func TestSessionDecisionFitsOneCellOfOneSession(t *testing.T) {
 	if len(res.Cells) != 3 || res.Cells[2].State != contract.StatusSucceeded || h.backend.Cells() != 3 {
 		t.Fatalf("cells %+v, %d ran; want 3 succeeded", res.Cells, h.backend.Cells())
 	}
+	// The five refusals are counted as the validator's, by reason.
+	for reason, want := range map[contract.RejectReason]float64{contract.RejectWrongDigest: 1, contract.RejectAlreadyDecided: 1, contract.RejectOther: 3} {
+		if got := refusals(t, h.metrics, string(reason)); got != want {
+			t.Errorf("decision_refusals_total{reason=%s} = %v; want %v", reason, got, want)
+		}
+	}
 }
 
 // TestSessionDenialLeavesItOpen: a denied cell does not run and leaves the chain as it was; the
@@ -601,4 +612,28 @@ func TestSessionCellFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusals reads sandboxflow_decision_refusals_total{reason, via="update"}.
+func refusals(t *testing.T, m *metrics.Metrics, reason string) float64 {
+	t.Helper()
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "sandboxflow_decision_refusals_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["reason"] == reason && labels["via"] == contract.ViaUpdate {
+				return mt.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
