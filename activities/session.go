@@ -183,7 +183,7 @@ func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInp
 		"workflow_id": key.workflowID, "run_id": key.runID, "activity_id": info.ActivityID, "sandbox_id": box.ID(),
 		"digest": s.Digest, "backend": s.Backend, "languages": s.Languages, "host_task_queue": a.hostQueue,
 	}})
-	return contract.SessionOpened{HostTaskQueue: a.hostQueue, SandboxID: box.ID()}, nil
+	return contract.SessionOpened{HostTaskQueue: a.hostQueue, SandboxID: box.ID(), ImageID: box.ImageID()}, nil
 }
 
 // endSession removes hs's sandbox and forgets it, once.

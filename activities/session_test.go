@@ -121,7 +121,7 @@ func wantRefused(t *testing.T, what string, err error, reason guard.RefusedReaso
 
 func TestSessionCellRunsApprovedCellsInOneSandbox(t *testing.T) {
 	h := newSessionHost(t)
-	if h.opened.HostTaskQueue != testTaskQueue || h.opened.SandboxID != "sandbox-1" {
+	if h.opened.HostTaskQueue != testTaskQueue || h.opened.SandboxID != "sandbox-1" || h.opened.ImageID != "sha256:sessiontest-image" {
 		t.Fatalf("opened %+v; want this host's queue and sandbox-1", h.opened)
 	}
 	h.next("x = 41")

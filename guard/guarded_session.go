@@ -70,6 +70,15 @@ type GuardedSandbox struct {
 // ID names the sandbox.
 func (g *GuardedSandbox) ID() string { return g.box.ID() }
 
+// ImageID is the image the sandbox runs, when its backend says (a sandbox with an ImageID
+// method, such as a container's); "" otherwise.
+func (g *GuardedSandbox) ImageID() string {
+	if im, ok := g.box.(interface{ ImageID() string }); ok {
+		return im.ImageID()
+	}
+	return ""
+}
+
 // Session is the checked session the sandbox was opened with.
 func (g *GuardedSandbox) Session() CheckedSession { return g.session }
 

@@ -87,6 +87,9 @@ type Sandbox struct {
 // ID names the sandbox.
 func (s *Sandbox) ID() string { return s.id }
 
+// ImageID is the image the sandbox says it runs.
+func (s *Sandbox) ImageID() string { return "sha256:sessiontest-image" }
+
 // RunCell records the cell and returns its result.
 func (s *Sandbox) RunCell(ctx context.Context, cell guard.Cell, _ guard.Limits) (guard.Result, error) {
 	select {
