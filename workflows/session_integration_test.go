@@ -13,7 +13,9 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -206,5 +208,82 @@ func TestIntegrationSessionResetRunsNoCellAgain(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := b.Cells(); n != 1 || len(b.Sandboxes()) != 1 {
 		t.Fatalf("%d cells ran in %d sandboxes after the reset; want 1 in 1", n, len(b.Sandboxes()))
+	}
+}
+
+// A namespace writer's own "Session" worker opens a sandbox, waits for the reviewer's genuine
+// signed approval of cell 1, then schedules the cell's activity twice at once and once more
+// after both ended, on the real host queue. The cell runs once (counted outside the sandbox).
+func TestIntegrationRogueSessionCannotRunACellTwice(t *testing.T) {
+	it := newITest(t)
+	b := &sessiontest.Backend{}
+	hostQueue := it.queue + "-host-rogue"
+	it.sessionWorkers(b, hostQueue)
+	policy := integrationConfig(nil, nil, "").Policy
+	s, err := policy.CheckSession(guard.SessionRequest{}, sessiontest.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell, err := policy.CheckCell(s, 1, "", "print('once')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := guard.ChainStart(s.Digest)
+	rogue := func(ctx workflow.Context, _ contract.SessionInput) ([]string, error) {
+		octx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: it.queue, StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+		var opened contract.SessionOpened
+		if err := workflow.ExecuteActivity(octx, contract.SessionOpenActivityName, contract.SessionOpenInput{Session: s}).Get(octx, &opened); err != nil {
+			return nil, err
+		}
+		var d contract.Decision
+		workflow.GetSignalChannel(ctx, contract.SignalApproval).Receive(ctx, &d)
+		in := contract.CellRunInput{Cell: cell, Chain: chain, Decision: d}
+		cctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: opened.HostTaskQueue, StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+		first := workflow.ExecuteActivity(cctx, contract.SessionCellActivityName, in)
+		second := workflow.ExecuteActivity(cctx, contract.SessionCellActivityName, in)
+		_ = first.Get(ctx, nil)
+		_ = second.Get(ctx, nil)
+		third := workflow.ExecuteActivity(cctx, contract.SessionCellActivityName, in)
+		var out []string
+		for _, f := range []workflow.Future{first, second, third} {
+			err := f.Get(ctx, nil)
+			out = append(out, guard.TypeOf(contract.FromFailure(err)))
+		}
+		return out, nil
+	}
+	const rogueQueue = "sandboxflow-it-rogue-session"
+	it.ts.NewWorker(rogueQueue, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.SessionWorkflowName})
+	})
+	id := "it-rogue-session-" + uuid.NewString()[:8]
+	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: rogueQueue},
+		contract.SessionWorkflowName, contract.SessionInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(b.Sandboxes()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The reviewer genuinely approves cell 1 of this run, on this host.
+	d := it.alice.Decision(t, reviewertest.Fields(id, run.GetRunID(), guard.CellDigest(s.Digest, 1, cell.CodeDigest, chain), hostQueue, true))
+	it.signal(id, d)
+	var outcomes []string
+	if err := run.Get(it.ctx(time.Minute), &outcomes); err != nil {
+		t.Fatal(err)
+	}
+	ran, refused := 0, 0
+	for _, o := range outcomes {
+		switch o {
+		case "":
+			ran++
+		case guard.TypeApprovalRefused:
+			refused++
+		}
+	}
+	if ran != 1 || refused != 2 || b.Cells() != 1 {
+		t.Fatalf("outcomes %q, %d cells ran; want one run and two ApprovalRefused, 1 cell", outcomes, b.Cells())
 	}
 }
