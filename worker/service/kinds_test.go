@@ -225,3 +225,15 @@ func TestSessionsColumn(t *testing.T) {
 		}
 	}
 }
+
+// Each start gets a host queue of its own, named after the queue its sessions open on.
+func TestHostTaskQueueIsNewAtEachStart(t *testing.T) {
+	cfg := &Options{TaskQueue: "sandboxflow", SandboxTaskQueue: "sandboxes"}
+	a, b := hostTaskQueue(cfg), hostTaskQueue(cfg)
+	if a == b || !strings.HasPrefix(a, "sandboxes-host-") || len(a) != len("sandboxes-host-")+12 {
+		t.Errorf("host queues %q and %q; want two different sandboxes-host-<12 hex>", a, b)
+	}
+	if q := hostTaskQueue(&Options{TaskQueue: "sandboxflow"}); !strings.HasPrefix(q, "sandboxflow-host-") {
+		t.Errorf("host queue %q without a sandbox queue; want it named after the workflow queue", q)
+	}
+}

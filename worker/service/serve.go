@@ -103,8 +103,10 @@ func (w *Worker) Serve(ctx context.Context) error {
 		backend = b
 		observeBackend(cfg, b, met)
 	}
+	// A backend that keeps a sandbox for a session (guard.SessionBackend) gets this host's own
+	// queue for its sessions' holds and cells; any other refuses sessions.
 	hostQueue := ""
-	if backend != nil {
+	if backend != nil && guard.SessionsOffered(backend) {
 		hostQueue = hostTaskQueue(cfg)
 	}
 	acts, err := activities.New(activities.Config{
@@ -227,7 +229,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		acts.Register(sw)
 		workers = append(workers, sw)
 	}
-	if hasBackend {
+	if hasBackend && acts.HostTaskQueue() != "" {
 		// This host's own queue, for its sessions' holds and cells: a hold and a cell for each
 		// of at most MaxSandboxes sessions.
 		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt})
