@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -328,5 +329,63 @@ func TestReaperSparesLiveSessions(t *testing.T) {
 	}
 	if r := f.Record(); r.Live != 0 || r.Kills[0] != sb.ID() {
 		t.Fatalf("live %d kills %v; want the session's sandbox reaped", r.Live, r.Kills)
+	}
+}
+
+// A thread an earlier cell left prints between cells: the next cell's result shows it (its
+// reviewer and the next cell's see it), and the next cell still ends at its own marker.
+func TestSessionOutputBetweenCellsShowsInTheNext(t *testing.T) {
+	_, b, _ := setup(t, nil)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	r1 := cell(t, sb, s, 1, guard.Python, "import threading, time\ndef later():\n    time.sleep(0.3)\n    print('tick', flush=True)\nthreading.Thread(target=later, daemon=True).start()\nprint('one')\n")
+	if string(r1.Stdout) != "one\n" {
+		t.Fatalf("cell 1: %q", r1.Stdout)
+	}
+	time.Sleep(time.Second)
+	if r2 := cell(t, sb, s, 2, guard.Python, "print('two')\n"); string(r2.Stdout) != "tick\ntwo\n" {
+		t.Fatalf("cell 2: stdout %q; want the thread's tick, then its own", r2.Stdout)
+	}
+}
+
+// The interpreter's process killed inside the sandbox between cells (the sandbox still there):
+// the next python cell starts a fresh one and says so; the session goes on.
+func TestSessionInterpreterKilledInsideTheSandboxResets(t *testing.T) {
+	f, b, _ := setup(t, nil)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	cell(t, sb, s, 1, guard.Python, "x = 1\n")
+	pids := f.Pids(sb.ID())
+	if len(pids) != 1 {
+		t.Fatalf("pids %v; want the interpreter alone", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	r := cell(t, sb, s, 2, guard.Python, "print('x' in globals())\n")
+	if !r.StateReset || string(r.Stdout) != "False\n" {
+		t.Fatalf("after the kill: reset %t stdout %q; want a fresh interpreter", r.StateReset, r.Stdout)
+	}
+	select {
+	case <-sb.Done():
+		t.Fatal("Done closed; the sandbox is still there")
+	default:
+	}
+}
+
+// The interpreter's stream cut mid-cell with the sandbox still there: outcome unknown, never
+// retried, and the next python cell starts afresh.
+func TestSessionStreamCutIsOutcomeUnknown(t *testing.T) {
+	f, b, _ := setup(t, nil)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	cell(t, sb, s, 1, guard.Shell, "true")
+	f.SetFaults(e2bfake.Faults{CutStream: true}) // the interpreter's stream, which cell 2 starts
+	_, err := runCell(t, sb, s, 2, guard.Python, "print('partial', flush=True)\nimport time\ntime.sleep(1)\n")
+	var ie *guard.IntegrationError
+	if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || guard.Retryable(err) {
+		t.Fatalf("got %v; want an outcome-unknown IntegrationError", err)
+	}
+	f.SetFaults(e2bfake.Faults{})
+	if r := cell(t, sb, s, 3, guard.Python, "print('ok')\n"); !r.StateReset || string(r.Stdout) != "ok\n" {
+		t.Fatalf("after the cut: reset %t stdout %q", r.StateReset, r.Stdout)
 	}
 }

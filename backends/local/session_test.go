@@ -193,3 +193,37 @@ func TestSessionShellCellLeavesNoProcess(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A thread an earlier cell left prints between cells: the next cell's result shows it, and the
+// next cell still ends at its own marker.
+func TestSessionOutputBetweenCellsShowsInTheNext(t *testing.T) {
+	b, _ := newBackend(t)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	r1 := cell(t, sb, s, 1, guard.Python, "import threading, time\ndef later():\n    time.sleep(0.3)\n    print('tick', flush=True)\nthreading.Thread(target=later, daemon=True).start()\nprint('one')\n")
+	if string(r1.Stdout) != "one\n" {
+		t.Fatalf("cell 1: %q", r1.Stdout)
+	}
+	time.Sleep(time.Second)
+	if r2 := cell(t, sb, s, 2, guard.Python, "print('two')\n"); string(r2.Stdout) != "tick\ntwo\n" {
+		t.Fatalf("cell 2: stdout %q; want the thread's tick, then its own", r2.Stdout)
+	}
+}
+
+func TestSessionCancelKillsTheCell(t *testing.T) {
+	b, _ := newBackend(t)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	c, err := sessionPolicy.CheckCell(s, 1, guard.Python, "import time\ntime.sleep(60)\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	_, err = sb.RunCell(ctx, c, s.Limits)
+	var ie *guard.IntegrationError
+	if !errors.As(err, &ie) || !ie.CodeMayHaveStarted {
+		t.Fatalf("got %v; want an outcome-unknown IntegrationError", err)
+	}
+	if r := cell(t, sb, s, 2, guard.Python, "print(2)\n"); !r.StateReset || string(r.Stdout) != "2\n" {
+		t.Fatalf("after the cancel: reset %t stdout %q", r.StateReset, r.Stdout)
+	}
+}
