@@ -54,10 +54,17 @@ import (
 )
 
 // Source is the driver, run as `python3 <guard.PythonFlags> -c Source` in the session's working
-// folder (so sys.path[0] is that folder, as for a run's code read from stdin).
-const Source = `import os, sys
+// folder (so sys.path[0] is that folder, as for a run's code read from stdin: cells import the
+// input modules). The modules the driver itself uses are imported with that folder off the path,
+// so an input file named like one of them (traceback.py) never runs in its place.
+const Source = `import sys
+# sys.path[0] is the working folder, where the input files are: the driver's own modules come
+# from the standard library, never from there.
+_p0 = sys.path.pop(0)
+import builtins, linecache, os, traceback, types
+sys.path.insert(0, _p0)
+del _p0
 def _sandboxflow_driver():
-    import builtins, linecache, traceback, types
     ctl = os.fdopen(os.dup(0), "rb")
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
