@@ -160,8 +160,13 @@ func (ss *session) keep(ctx context.Context) {
 	}
 }
 
-// lost closes Done once, with why.
+// lost closes Done once, with why; not after Close, which ended the sandbox itself.
 func (ss *session) lost(why string) {
+	select {
+	case <-ss.closed:
+		return
+	default:
+	}
 	ss.doneOnce.Do(func() {
 		ss.lostWhy = why
 		close(ss.done)

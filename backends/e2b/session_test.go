@@ -389,3 +389,17 @@ func TestSessionStreamCutIsOutcomeUnknown(t *testing.T) {
 		t.Fatalf("after the cut: reset %t stdout %q", r.StateReset, r.Stdout)
 	}
 }
+
+// A cell that closes every descriptor the driver holds kills the interpreter when the driver
+// writes its marker: the cell still gets a result, the next cell a fresh interpreter.
+func TestSessionCellClosingTheDriversDescriptors(t *testing.T) {
+	_, b, _ := setup(t, nil)
+	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 5 * time.Second}})
+	r1 := cell(t, sb, s, 1, guard.Python, "import os\nprint('closing', flush=True)\nos.closerange(3, 4096)\n")
+	if r1.TimedOut || r1.OK || !strings.HasPrefix(string(r1.Stdout), "closing\n") {
+		t.Fatalf("cell 1: %+v; want a failed result with its output, not a timeout", r1)
+	}
+	if r2 := cell(t, sb, s, 2, guard.Python, "print(2)\n"); !r2.StateReset || string(r2.Stdout) != "2\n" {
+		t.Fatalf("cell 2: reset %t stdout %q; want a fresh interpreter", r2.StateReset, r2.Stdout)
+	}
+}
