@@ -49,7 +49,8 @@
 // python cell starts a fresh interpreter, with StateReset. sh cells run as a fresh /bin/sh -c
 // each, with envd's timeout. The working folder persists; a cell's Files are the regular files
 // it created or changed (a file whose size and modifiedTime are as the last cell left them is not
-// read again; one read is compared by its bytes). When an envd call fails, or the keeper's
+// read again; one read is compared by its bytes); a file a process an earlier cell left changed
+// between cells counts for the next cell, as its output does. When an envd call fails, or the keeper's
 // extension answers 404, the backend asks GET /sandboxes/{id}: a 404 closes Done and the cell's
 // error is a guard.SandboxLost.
 //

@@ -425,7 +425,7 @@ func (ss *session) startInterpreter(ctx context.Context, limits guard.Limits) (*
 	go func() {
 		defer ip.notify() // after done is closed: a waiter that sees it finds done closed
 		defer close(ip.done)
-		end, err := ss.e.stream(sctx, pc, time.Until(ss.end)+interpreterSlack, true, func(ev processEvent) {
+		end, err := ss.e.stream(sctx, pc, max(time.Until(ss.end), 0)+interpreterSlack, true, func(ev processEvent) {
 			switch x := ev.Event; {
 			case x.Start != nil:
 				started <- int64(x.Start.Pid)

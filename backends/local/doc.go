@@ -46,7 +46,8 @@
 // a cell that kills it (os._exit, a signal) gets its true exit code, one past its timeout has its
 // process group killed and is a timed-out result, and the next python cell starts a fresh python3
 // with StateReset. sh cells run as a fresh sh -c each, in a process group killed when the cell
-// ends. The working folder persists; a cell's Files are the regular files it created or changed.
+// ends. The working folder persists; a cell's Files are the regular files it created or changed
+// (or that a thread an earlier cell left changed since the last cell, as with its output).
 // That python3 is the session's sandbox: when it ends while no cell runs (killed from outside,
 // or by a thread an earlier cell left), Done is closed and every later cell is a SandboxLost.
 // Close kills it and removes the folder. Nothing of this is isolated either: concurrent sessions
