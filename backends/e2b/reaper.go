@@ -50,12 +50,11 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 }
 
 // orphaned reports whether a managed sandbox may be killed: a session's once its lifetime is
-// over (MetaSessionEnd passed; it may live longer than any run), any other once it started
-// before cutoff.
+// over (MetaSessionEnd passed; it may live longer than any run), any other (or one whose end
+// does not read as a time) once it started before cutoff.
 func orphaned(s listedSandbox, cutoff time.Time) bool {
-	if v, ok := s.Metadata[MetaSessionEnd]; ok {
-		end, err := time.Parse(time.RFC3339, v)
-		return err == nil && time.Now().After(end)
+	if end, err := time.Parse(time.RFC3339, s.Metadata[MetaSessionEnd]); err == nil {
+		return time.Now().After(end)
 	}
 	return !s.StartedAt.IsZero() && s.StartedAt.Before(cutoff)
 }

@@ -428,7 +428,10 @@ func (ss *session) startInterpreter(ctx context.Context, limits guard.Limits) (*
 		end, err := ss.e.stream(sctx, pc, max(time.Until(ss.end), 0)+interpreterSlack, true, func(ev processEvent) {
 			switch x := ev.Event; {
 			case x.Start != nil:
-				started <- int64(x.Start.Pid)
+				select {
+				case started <- int64(x.Start.Pid):
+				default: // a second start event: not envd's; the first pid stands
+				}
 			case x.Data != nil:
 				_, _ = ip.stdout.Write(x.Data.Stdout)
 				_, _ = ip.stderr.Write(x.Data.Stderr)
