@@ -242,3 +242,29 @@ func TestSessionCellClosingTheDriversDescriptors(t *testing.T) {
 		t.Fatalf("cell 2: reset %t stdout %q; want a fresh interpreter", r2.StateReset, r2.Stdout)
 	}
 }
+
+// A background process a python cell leaves lives on in the session (it is the session's) and
+// dies with it at Close.
+func TestSessionBackgroundProcessDiesAtClose(t *testing.T) {
+	b, tmp := newBackend(t)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	r := cell(t, sb, s, 1, guard.Python, "import subprocess\np = subprocess.Popen(['sleep', '600'])\nprint(p.pid)\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(string(r.Stdout)))
+	if err != nil {
+		t.Fatalf("pid: %v (stdout %q stderr %q)", err, r.Stdout, r.Stderr)
+	}
+	if r2 := cell(t, sb, s, 2, guard.Python, "print(p.poll())\n"); string(r2.Stdout) != "None\n" {
+		t.Fatalf("cell 2: %q; want the process still running within the session", r2.Stdout)
+	}
+	if err := sb.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the cell's background process %d outlived the session", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assertEmpty(t, tmp)
+}
