@@ -25,4 +25,8 @@
 // Daytona), write the Func around the SDK's calls: create a sandbox with its network off unless
 // c.Network, write c.Files, run c.Code in c.Language with c.Limits.Timeout, return exit code,
 // output and the files it wrote, and kill the sandbox afterwards (ExampleNew shows the shape).
+//
+// Sessions: a Backend (and so the "http" backend) runs each request on its own and keeps
+// nothing between calls, so it does not implement guard.SessionBackend; the Session workflow
+// refuses a session on it with a ConfigError. Use the docker, e2b or local backend for sessions.
 package callable

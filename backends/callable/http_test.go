@@ -106,3 +106,16 @@ func TestHTTPRecipeErrors(t *testing.T) {
 		t.Fatalf("bad URL: got %v; want ConfigError", err)
 	}
 }
+
+// The http backend keeps nothing between calls: it is no session backend, so the workflow side
+// refuses sessions on it (a ConfigError) rather than running cells as unrelated runs.
+func TestHTTPBackendIsNoSessionBackend(t *testing.T) {
+	b, err := NewHTTP(HTTPOptions{URL: "http://127.0.0.1:1/run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backend guard.Backend = b
+	if _, ok := backend.(guard.SessionBackend); ok {
+		t.Fatal("the http backend implements guard.SessionBackend; its doc and the README say it refuses sessions")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -233,4 +234,30 @@ func clipString(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// errGone marks an API answer of 404 for a sandbox: E2B no longer has it (killed, or its time
+// to live passed).
+var errGone = errors.New("E2B reports the sandbox gone (404)")
+
+// setTimeout makes the sandbox end ttl from now (POST /sandboxes/{id}/timeout); a sandbox
+// already gone is errGone.
+func (a api) setTimeout(ctx context.Context, id string, ttl time.Duration) error {
+	path := "/sandboxes/" + url.PathEscape(id) + "/timeout"
+	secs := max(int(math.Ceil(ttl.Seconds())), 1)
+	status, h, raw, err := a.do(ctx, http.MethodPost, path, nil, map[string]int{"timeout": secs})
+	if err != nil {
+		return err
+	}
+	if status == http.StatusNotFound {
+		return fmt.Errorf("e2b: POST %s: %w", path, errGone)
+	}
+	return classify("e2b: POST "+path, status, h, raw, a.cfg)
+}
+
+// gone asks the API whether the sandbox is gone (GET /sandboxes/{id} answers 404). Any other
+// failure is not an answer: the sandbox is taken to be there.
+func (a api) gone(ctx context.Context, id string) bool {
+	status, _, _, err := a.do(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(id), nil, nil)
+	return err == nil && status == http.StatusNotFound
 }

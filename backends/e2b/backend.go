@@ -182,11 +182,33 @@ func (b *Backend) runIn(ctx context.Context, e envd, c guard.Checked, pc process
 			return notStarted("write input file "+f.Name, err)
 		}
 	}
-	timeout := c.Limits.Timeout
+	res, err := b.execute(ctx, e, pc, c.Limits)
+	if err != nil || res.TimedOut {
+		return res, err
+	}
+	unknown := func(err error) (guard.Result, error) {
+		return guard.Result{}, &guard.IntegrationError{Op: "e2b: run (outcome unknown; the approval was used)", Err: err, CodeMayHaveStarted: true}
+	}
+	files, truncated, err := b.collect(ctx, e, c)
+	if err != nil {
+		return unknown(fmt.Errorf("read produced files: %w", err))
+	}
+	res.Files, res.FilesTruncated = files, truncated
+	return res, nil
+}
+
+// execute runs one process through envd with the limits' timeout and output caps and returns
+// its exit code and output (no files). Errors before the process could start are retryable
+// IntegrationErrors; after that, IntegrationErrors whose outcome is unknown. A timeout is a result.
+func (b *Backend) execute(ctx context.Context, e envd, pc processConfig, l guard.Limits) (guard.Result, error) {
+	notStarted := func(op string, err error) (guard.Result, error) {
+		return guard.Result{}, &guard.IntegrationError{Op: "e2b: " + op, Err: err}
+	}
+	timeout := l.Timeout
 	pctx, cancel := context.WithTimeout(ctx, timeout+processSlack)
 	defer cancel()
 	start := time.Now()
-	pr, err := e.start(pctx, pc, timeout, c.Limits)
+	pr, err := e.start(pctx, pc, timeout, l)
 	elapsed := time.Since(start)
 	res := guard.Result{
 		ExitCode: pr.exitCode, Stdout: pr.stdout.buf, Stderr: pr.stderr.buf,
@@ -223,11 +245,6 @@ func (b *Backend) runIn(ctx context.Context, e envd, c guard.Checked, pc process
 	if !pr.exited && res.ExitCode == 0 {
 		res.ExitCode = -1
 	}
-	files, truncated, err := b.collect(ctx, e, c)
-	if err != nil {
-		return unknown(fmt.Errorf("read produced files: %w", err))
-	}
-	res.Files, res.FilesTruncated = files, truncated
 	return res, nil
 }
 

@@ -35,6 +35,10 @@ const (
 	DefaultTTLSlack       = 60 * time.Second
 	DefaultKillTimeout    = 30 * time.Second
 	DefaultMaxRetryAfter  = 60 * time.Second
+	// DefaultSessionTTL and DefaultSessionKeepAlive: a session's sandbox lives 5 minutes past
+	// the keeper's last word, which comes every 30 s.
+	DefaultSessionTTL       = 5 * time.Minute
+	DefaultSessionKeepAlive = 30 * time.Second
 	// EnvAPIKey, EnvDomain, EnvAPIURL and EnvSandboxURL are the environment variables E2B's SDKs
 	// read the key, the domain and the two URL overrides from; the worker's flags fall back to
 	// them.
@@ -89,6 +93,16 @@ type Config struct {
 	// MaxRetryAfter bounds the Retry-After of a 429 reported in RateLimitError. Optional:
 	// defaults to 60 s.
 	MaxRetryAfter time.Duration
+	// SessionTTL is the time to live a session's sandbox is given at creation and then, every
+	// SessionKeepAlive, again from that moment (POST /sandboxes/{id}/timeout), never past the
+	// session's lifetime plus TTLSlack: a worker that is gone stops extending it, and E2B ends it
+	// within SessionTTL. It must be within E2B's own cap on a sandbox's timeout (1 h on the
+	// Hobby tier). Optional: defaults to 5 min.
+	SessionTTL time.Duration
+	// SessionKeepAlive is how often a session's keeper extends its sandbox's time to live and
+	// so learns whether E2B still has it (Done). Optional: defaults to 30 s; it must be shorter
+	// than SessionTTL.
+	SessionKeepAlive time.Duration
 	// User runs the code inside the sandbox. Optional: defaults to "user".
 	User string
 	// WorkDir is the code's working folder; produced files are collected from it. Optional:
@@ -120,7 +134,7 @@ func (cfg Config) WithDefaults() Config {
 	defaults.NotPositive(&cfg, Config{
 		Template: DefaultTemplate, Domain: DefaultDomain, HTTPClient: &http.Client{},
 		RequestTimeout: DefaultRequestTimeout, TTLSlack: DefaultTTLSlack, KillTimeout: DefaultKillTimeout,
-		MaxRetryAfter: DefaultMaxRetryAfter, User: DefaultUser, WorkDir: DefaultWorkDir, Logger: slog.Default(),
+		MaxRetryAfter: DefaultMaxRetryAfter, SessionTTL: DefaultSessionTTL, SessionKeepAlive: DefaultSessionKeepAlive, User: DefaultUser, WorkDir: DefaultWorkDir, Logger: slog.Default(),
 	})
 	if cfg.APIURL == "" {
 		cfg.APIURL = "https://api." + cfg.Domain
@@ -147,6 +161,8 @@ func (cfg Config) Validate() error {
 		return bad("domain %q is not a host name", c.Domain)
 	case !strings.HasPrefix(c.WorkDir, "/") || strings.Contains(c.WorkDir, ".."):
 		return bad("work dir %q must be an absolute path without ..", c.WorkDir)
+	case c.SessionKeepAlive >= c.SessionTTL:
+		return bad("session keep-alive %s must be shorter than the session time to live %s", c.SessionKeepAlive, c.SessionTTL)
 	case within(codeDir, c.WorkDir) || within(c.WorkDir, codeDir):
 		// Input files would land beside the code (or in its HOME) and could replace it.
 		return bad("work dir %q must neither hold nor lie in %s, where the code and its HOME go", c.WorkDir, codeDir)

@@ -30,6 +30,30 @@
 //     live ends it anyway, and Reap (run by the worker at start and on an interval) kills managed sandboxes older than a threshold,
 //     which covers a lost worker too.
 //
+// # Sessions
+//
+// A session (guard.SessionBackend) keeps one sandbox for its whole life. OpenSession creates it as
+// a run's (metadata with the session's settings digest and MetaSessionEnd, its end), makes the
+// working folder and HOME and writes the input files; nothing else runs. Its time to live is
+// Config.SessionTTL (5 min), extended by a keeper every Config.SessionKeepAlive (30 s) with POST
+// /sandboxes/{id}/timeout, never past the session's lifetime plus TTLSlack: a worker that is gone
+// leaves it at most SessionTTL, and the reaper spares it until its session's end. Close kills it.
+//
+// Python cells run in one interpreter started by the first python cell: python3 with
+// guard.PythonFlags and -c the driver of internal/celldriver, through process.Process/Start with
+// stdin kept open (the stream stays open for the session); each cell goes to it with
+// process.Process/SendInput with a fresh nonce, and its result is what the process wrote up to
+// the cell's end marker (that package's doc says exactly what a cell's code can do to that).
+// A cell whose interpreter dies (os._exit, a memory kill) gets its true exit code; one past its
+// timeout is killed with process.Process/SendSignal (SIGKILL) and is a timed-out result; the next
+// python cell starts a fresh interpreter, with StateReset. sh cells run as a fresh /bin/sh -c
+// each, with envd's timeout. The working folder persists; a cell's Files are the regular files
+// it created or changed (a file whose size and modifiedTime are as the last cell left them is not
+// read again; one read is compared by its bytes); a file a process an earlier cell left changed
+// between cells counts for the next cell, as its output does. When an envd call fails, or the keeper's
+// extension answers 404, the backend asks GET /sandboxes/{id}: a 404 closes Done and the cell's
+// error is a guard.SandboxLost.
+//
 // # Errors
 //
 // Before the code could start (create, upload, a start request that was not written in full or

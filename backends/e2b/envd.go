@@ -82,12 +82,14 @@ func (e envd) upload(ctx context.Context, path string, content []byte) error {
 	return nil
 }
 
-// entry is envd's filesystem.EntryInfo in its JSON form.
+// entry is envd's filesystem.EntryInfo in its JSON form. Modified is its modifiedTime (a
+// protobuf Timestamp: RFC 3339), empty from an envd that does not send it.
 type entry struct {
-	Name string    `json:"name"`
-	Type enumJSON  `json:"type"`
-	Path string    `json:"path"`
-	Size int64JSON `json:"size"`
+	Name     string    `json:"name"`
+	Type     enumJSON  `json:"type"`
+	Path     string    `json:"path"`
+	Size     int64JSON `json:"size"`
+	Modified string    `json:"modifiedTime"`
 }
 
 // isFile reports a regular file (FILE_TYPE_FILE = 1); links and folders are not.
@@ -186,7 +188,7 @@ type processConfig struct {
 type processEvent struct {
 	Event struct {
 		Start *struct {
-			Pid int64 `json:"pid"`
+			Pid int64JSON `json:"pid"`
 		} `json:"start,omitempty"`
 		Data *struct {
 			Stdout []byte `json:"stdout,omitempty"`
@@ -223,12 +225,22 @@ var errNotSent = errors.New("the start request did not reach envd")
 // when it passes. The returned error wraps errNotSent when the code cannot have started.
 func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration, l guard.Limits) (procResult, error) {
 	res := procResult{stdout: capped{max: l.MaxStdoutBytes}, stderr: capped{max: l.MaxStderrBytes}}
-	msg, _ := json.Marshal(map[string]any{"process": pc, "stdin": false})
+	end, err := e.stream(ctx, pc, timeout, false, res.event)
+	res.streamErr = end
+	return res, err
+}
+
+// stream calls process.Process/Start (server streaming) and hands each event to on until the
+// end-of-stream message, whose error (if any) it returns. With stdin the process's stdin stays
+// open for sendInput. timeout goes to envd as Connect-Timeout-Ms: envd kills the process when it
+// passes. The returned error wraps errNotSent when the process cannot have started.
+func (e envd) stream(ctx context.Context, pc processConfig, timeout time.Duration, stdin bool, on func(processEvent)) (*connectError, error) {
+	msg, _ := json.Marshal(map[string]any{"process": pc, "stdin": stdin})
 	var sent atomic.Bool
 	req, err := http.NewRequestWithContext(httpcall.Trace(ctx, &sent), http.MethodPost,
 		e.base+"/process.Process/Start", bytes.NewReader(envelope(0, msg)))
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", errNotSent, err)
+		return nil, fmt.Errorf("%w: %v", errNotSent, err)
 	}
 	e.header(req.Header)
 	req.Header.Set("Content-Type", contentTypeConnectJSON)
@@ -238,56 +250,80 @@ func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration
 	resp, err := e.cfg.HTTPClient.Do(req)
 	if err != nil {
 		if !sent.Load() {
-			return res, fmt.Errorf("%w: %v", errNotSent, err)
+			return nil, fmt.Errorf("%w: %v", errNotSent, err)
 		}
-		return res, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		switch resp.StatusCode {
 		case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
 			http.StatusUnsupportedMediaType, http.StatusTooManyRequests:
-			return res, fmt.Errorf("%w: status %s", errNotSent, resp.Status)
+			return nil, fmt.Errorf("%w: status %s", errNotSent, resp.Status)
 		}
-		return res, fmt.Errorf("status %s", resp.Status)
+		return nil, fmt.Errorf("status %s", resp.Status)
 	}
-	return res, res.read(resp.Body)
+	return readEvents(resp.Body, on)
 }
 
-// read consumes the event stream into res.
-func (res *procResult) read(body io.Reader) error {
+// event takes one event of the process stream into res.
+func (res *procResult) event(ev processEvent) {
+	switch x := ev.Event; {
+	case x.Start != nil:
+		res.started = true
+	case x.Data != nil:
+		res.stdout.write(x.Data.Stdout)
+		res.stderr.write(x.Data.Stderr)
+	case x.End != nil:
+		res.ended, res.exitCode, res.exited, res.status = true, x.End.ExitCode, x.End.Exited, x.End.Status
+	}
+}
+
+// readEvents consumes an event stream, handing each event to on, up to the end-of-stream
+// message, whose error it returns. A stream that breaks after an end event counts as complete.
+func readEvents(body io.Reader, on func(processEvent)) (*connectError, error) {
+	ended := false
 	for {
 		flags, msg, err := readEnvelope(body)
 		switch {
-		case err != nil && res.ended:
-			return nil // the end event came: output and exit code are complete
+		case err != nil && ended:
+			return nil, nil // the end event came: output and exit code are complete
 		case err == io.EOF:
-			return errors.New("the stream ended without an end-of-stream message")
+			return nil, errors.New("the stream ended without an end-of-stream message")
 		case err != nil:
-			return err
+			return nil, err
 		}
 		if flags&flagEndStream != 0 {
 			var end endStream
 			if err := json.Unmarshal(msg, &end); err != nil {
-				return fmt.Errorf("decode end of stream: %w", err)
+				return nil, fmt.Errorf("decode end of stream: %w", err)
 			}
-			res.streamErr = end.Error
-			return nil
+			return end.Error, nil
 		}
 		var ev processEvent
 		if err := json.Unmarshal(msg, &ev); err != nil {
-			return fmt.Errorf("decode event: %w", err)
+			return nil, fmt.Errorf("decode event: %w", err)
 		}
-		switch x := ev.Event; {
-		case x.Start != nil:
-			res.started = true
-		case x.Data != nil:
-			res.stdout.write(x.Data.Stdout)
-			res.stderr.write(x.Data.Stderr)
-		case x.End != nil:
-			res.ended, res.exitCode, res.exited, res.status = true, x.End.ExitCode, x.End.Exited, x.End.Status
+		if ev.Event.End != nil {
+			ended = true
 		}
+		on(ev)
 	}
+}
+
+// sendInput writes data to the stdin of process pid (started with stdin) with
+// process.Process/SendInput.
+func (e envd) sendInput(ctx context.Context, pid int64, data []byte) error {
+	var out struct{}
+	return e.unary(ctx, "process.Process/SendInput",
+		map[string]any{"process": map[string]any{"pid": pid}, "input": map[string]any{"stdin": data}}, &out)
+}
+
+// kill sends SIGKILL to process pid with process.Process/SendSignal.
+func (e envd) kill(ctx context.Context, pid int64) error {
+	var out struct{}
+	return e.unary(ctx, "process.Process/SendSignal",
+		map[string]any{"process": map[string]any{"pid": pid}, "signal": "SIGNAL_SIGKILL"}, &out)
 }
 
 // capped keeps the first max bytes written and counts the rest.

@@ -35,6 +35,24 @@
 // working folder, so forged bytecode never stands in for a module the reviewer read. sh runs the
 // code file as a non-interactive, non-login shell, which reads no ENV, rc or profile file.
 //
+// # Sessions
+//
+// OpenSession (guard.SessionBackend, for `worker --dev --backend local`) makes a fresh temporary
+// folder for the session (work, HOME and TMPDIR as a run's, given to Config.UID when the code
+// runs as it), writes the input files and starts one python3 for the whole session: the driver
+// of internal/celldriver, with guard.PythonFlags and the run's minimal environment, in the
+// working folder, reading cells from a pipe (that package's doc says what a cell's code can do
+// to its end marker). Python cells run in it, so variables, imports and open files survive;
+// a cell that kills it (os._exit, a signal) gets its true exit code, one past its timeout has its
+// process group killed and is a timed-out result, and the next python cell starts a fresh python3
+// with StateReset. sh cells run as a fresh sh -c each, in a process group killed when the cell
+// ends. The working folder persists; a cell's Files are the regular files it created or changed
+// (or that a thread an earlier cell left changed since the last cell, as with its output).
+// That python3 is the session's sandbox: when it ends while no cell runs (killed from outside,
+// or by a thread an earlier cell left), Done is closed and every later cell is a SandboxLost.
+// Close kills it and removes the folder. Nothing of this is isolated either: concurrent sessions
+// share the uid, so each can reach the others' folders and processes.
+//
 // What it cannot do: a process that leaves the group (setsid) escapes the kill; memory, CPU,
 // process count and the network are not limited; concurrent runs share one uid, so each can reach
 // the others' folders and processes. Never give it untrusted code: use the Docker

@@ -369,3 +369,56 @@ except OSError as e:
 		t.Errorf("got stdout %q stderr %q; want %q", res.Stdout, res.Stderr, want)
 	}
 }
+
+// TestSessionStartupHooksDoNotRun: the same attacks against a session: nothing among the input
+// files or in the env (past the guard) runs when the session's python3 starts or before a
+// cell's code, and the cell prints what the run would.
+func TestSessionStartupHooksDoNotRun(t *testing.T) {
+	b, tmp := newBackend(t)
+	marks := markerDir(t)
+	probe, err := b.Run(context.Background(), check(t, guard.Request{Code: startuptest.PycProbe(marks)}))
+	if err != nil || probe.ExitCode != 0 {
+		t.Fatalf("pyc probe: %v exit %d stderr %q", err, probe.ExitCode, probe.Stderr)
+	}
+	in, err := startuptest.ParseProbe(probe.Stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range startuptest.Cases(in, marks) {
+		t.Run(tc.Name, func(t *testing.T) {
+			s, err := sessionPolicy.CheckSession(guard.SessionRequest{Files: tc.Files}, Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, value := range tc.Env {
+				s.Env = append(s.Env, guard.EnvVar{Name: name, Value: value})
+			}
+			sb, err := b.OpenSession(context.Background(), s)
+			if err != nil {
+				t.Fatalf("OpenSession: %v", err)
+			}
+			defer sb.Close(context.Background())
+			c := guard.Cell{Index: 1, Language: tc.Language, Code: tc.Code, CodeDigest: guard.CellCodeDigest(tc.Language, tc.Code)}
+			res, err := sb.RunCell(context.Background(), c, s.Limits)
+			if err != nil {
+				t.Fatalf("RunCell: %v", err)
+			}
+			entries, err := os.ReadDir(marks)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+				os.Remove(filepath.Join(marks, e.Name()))
+			}
+			if ran := startuptest.Markers(names); len(ran) > 0 {
+				t.Errorf("hooks ran: %q", ran)
+			}
+			if string(res.Stdout) != tc.Stdout || strings.Contains(string(res.Stderr), "HOOK") || res.ExitCode != 0 {
+				t.Errorf("got exit %d stdout %q stderr %q; want exit 0 and stdout %q", res.ExitCode, res.Stdout, res.Stderr, tc.Stdout)
+			}
+		})
+	}
+	assertEmpty(t, tmp)
+}

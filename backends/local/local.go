@@ -303,9 +303,20 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	}
 	cmd.Dir = d.work
 	cmd.Env = environment(d, c)
+	res, err := b.runProcess(ctx, cmd, c.Limits)
+	if err != nil {
+		return guard.Result{}, err
+	}
+	res.Files, res.FilesTruncated = collectFiles(d.work, c.Files, c.Limits)
+	return res, nil
+}
 
-	stdout := guard.NewCapBuffer(c.Limits.MaxStdoutBytes)
-	stderr := guard.NewCapBuffer(c.Limits.MaxStderrBytes)
+// runProcess starts cmd with pipes of its own and waits for it within the limits' timeout (a
+// timeout is a result) or ctx (an IntegrationError whose outcome is unknown); nothing of its
+// process group outlives it.
+func (b *Backend) runProcess(ctx context.Context, cmd *exec.Cmd, l guard.Limits) (guard.Result, error) {
+	stdout := guard.NewCapBuffer(l.MaxStdoutBytes)
+	stderr := guard.NewCapBuffer(l.MaxStderrBytes)
 	drained, closeWriters, closeReaders, err := attach(cmd, stdout, stderr)
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: make pipes", Err: err}
@@ -318,7 +329,7 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: start interpreter", Err: err}
 	}
-	timedOut, cancelled, waitErr := wait(ctx, cmd, c.Limits.Timeout)
+	timedOut, cancelled, waitErr := wait(ctx, cmd, l.Timeout)
 	duration := time.Since(start)
 
 	select {
@@ -342,7 +353,6 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	if timedOut {
 		res.ExitCode = -1
 	}
-	res.Files, res.FilesTruncated = collectFiles(d.work, c.Files, c.Limits)
 	return res, nil
 }
 

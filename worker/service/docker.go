@@ -83,8 +83,7 @@ func dockerKind() backendKind {
 		},
 		egress:       true,
 		metricsLabel: func(o *Options) string { return o.Docker.Runtime },
-		// Its sandbox (a container kept for the session) is a guard.SessionBackend: until that
-		// backend's OpenSession is merged, a docker worker refuses sessions at the check.
+		// One container kept for the session (backends/docker, OpenSession).
 		sessions: true,
 	}
 }

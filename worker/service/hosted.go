@@ -67,6 +67,8 @@ func e2bKind() backendKind {
 		},
 		build:  newE2BBackend,
 		doctor: e2bChecks,
+		// One E2B sandbox kept for the session (backends/e2b, OpenSession).
+		sessions: true,
 	}
 }
 

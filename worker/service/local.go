@@ -23,6 +23,8 @@ func localKind() backendKind {
 	return backendKind{
 		name:  kinds.Local,
 		usage: kinds.Local + " (DEVELOPMENT ONLY)",
+		// One local python3 per session (backends/local, OpenSession): development only.
+		sessions: true,
 		flags: func(fs *flag.FlagSet, o *Options) {
 			fs.BoolVar(&o.Local.AllowUnsafe, "allow-unsafe-local", false, "let --backend local run: nothing is isolated")
 		},

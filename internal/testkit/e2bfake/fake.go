@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,11 +36,15 @@ import (
 // Server is E2B as its published OpenAPI spec (spec/openapi.yml) and envd protocol
 // (spec/envd/envd.yaml, process.proto, filesystem.proto in e2b-dev/E2B) describe it: an API
 // server (X-API-Key; POST /sandboxes answers 201 with a Sandbox; GET /v2/sandboxes filters by a
-// metadata query; DELETE /sandboxes/{id} answers 204 or 404; errors are {code, message}) and an
-// envd server (routed by E2b-Sandbox-Id, guarded by X-Access-Token for secure sandboxes; POST and
-// GET /files; Connect unary ListDir and MakeDir; Connect server-streaming Process/Start with
-// envelope framing, start/data/end events and an end-of-stream message, killing the process
-// at Connect-Timeout-Ms). Each sandbox is a temporary folder that stands for its root, and its
+// metadata query; GET /sandboxes/{id} answers the sandbox or 404; DELETE /sandboxes/{id} answers
+// 204 or 404; POST /sandboxes/{id}/timeout sets its time to live from now, 204 or 404; a sandbox
+// whose time to live passes is killed; errors are {code, message}) and an envd server (routed by
+// E2b-Sandbox-Id, guarded by X-Access-Token for secure sandboxes; POST and GET /files; Connect
+// unary ListDir (with modifiedTime) and MakeDir; Connect server-streaming Process/Start with
+// envelope framing, start/data/end events and an end-of-stream message, killing the process at
+// Connect-Timeout-Ms, its stdin kept open when asked; unary Process/SendInput and
+// Process/SendSignal by pid). A killed sandbox's processes die and its open envd streams drop
+// without an end, as a VM's connections do. Each sandbox is a temporary folder that stands for its root, and its
 // processes are real local python3 and sh processes, so results are real.
 type Server struct {
 	t    testing.TB
@@ -51,6 +56,8 @@ type Server struct {
 	sandboxes map[string]*fakeSandbox
 	creates   []CreateRequest
 	kills     []string
+	expired   []string
+	timeouts  []int
 	starts    int
 	envdKeys  int
 	faults    Faults
@@ -98,6 +105,10 @@ type Record struct {
 	Kills []string
 	// Starts counts processes started: how many times code ran.
 	Starts int
+	// Expired are the ids of the sandboxes E2B ended itself when their time to live passed.
+	Expired []string
+	// Timeouts are the bodies' timeouts (seconds) of every POST /sandboxes/{id}/timeout.
+	Timeouts []int
 	// Live counts sandboxes not killed.
 	Live int
 	// EnvdRequestsWithKey counts envd requests that carried the API key; it must stay 0.
@@ -127,6 +138,15 @@ type fakeSandbox struct {
 	meta      map[string]string
 	started   time.Time
 	procs     []*exec.Cmd
+	// running holds the processes not yet waited for, by pid; stdin the stdin of each started
+	// with stdin true.
+	running map[int]*os.Process
+	stdin   map[int]io.WriteCloser
+	// ttl ends the sandbox when its time to live passes; end is when.
+	ttl *time.Timer
+	end time.Time
+	// dead is closed when the sandbox is killed: its envd connections drop, as a VM's do.
+	dead chan struct{}
 }
 
 // Start starts a fake E2B that accepts key and stops when t ends.
@@ -137,6 +157,8 @@ func Start(t testing.TB, key string) *Server {
 	api.HandleFunc("POST /sandboxes", f.create)
 	api.HandleFunc("GET /v2/sandboxes", f.list)
 	api.HandleFunc("DELETE /sandboxes/{id}", f.kill)
+	api.HandleFunc("GET /sandboxes/{id}", f.detail)
+	api.HandleFunc("POST /sandboxes/{id}/timeout", f.setTimeout)
 	f.api = httptest.NewServer(f.auth(api))
 	envd := http.NewServeMux()
 	envd.HandleFunc("POST /files", f.sandbox(f.upload))
@@ -144,15 +166,18 @@ func Start(t testing.TB, key string) *Server {
 	envd.HandleFunc("POST /filesystem.Filesystem/ListDir", f.sandbox(f.listDir))
 	envd.HandleFunc("POST /filesystem.Filesystem/MakeDir", f.sandbox(f.makeDir))
 	envd.HandleFunc("POST /process.Process/Start", f.sandbox(f.start))
+	envd.HandleFunc("POST /process.Process/SendInput", f.sandbox(f.sendInput))
+	envd.HandleFunc("POST /process.Process/SendSignal", f.sandbox(f.sendSignal))
 	f.envd = httptest.NewServer(envd)
 	t.Cleanup(func() {
+		// Sandboxes first: a process stream open on envd keeps its handler, and so Close, waiting.
+		f.mu.Lock()
+		for _, s := range f.sandboxes {
+			f.remove(s)
+		}
+		f.mu.Unlock()
 		f.api.Close()
 		f.envd.Close()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, s := range f.sandboxes {
-			s.killAll()
-		}
 	})
 	return f
 }
@@ -219,10 +244,15 @@ func (f *Server) create(w http.ResponseWriter, r *http.Request) {
 	}
 	root := f.t.TempDir()
 	s := &fakeSandbox{id: fmt.Sprintf("ifake%04d", len(f.creates)), token: "envd-token-" + strconv.Itoa(len(f.creates)),
-		root: root, meta: body.Metadata, started: time.Now()}
+		root: root, meta: body.Metadata, started: time.Now(), running: map[int]*os.Process{}, stdin: map[int]io.WriteCloser{}, dead: make(chan struct{})}
 	_ = os.MkdirAll(filepath.Join(root, "home/user"), 0o755)
 	f.mu.Lock()
 	f.sandboxes[s.id] = s
+	ttl := time.Duration(body.Timeout) * time.Second
+	if body.Timeout == 0 {
+		ttl = 15 * time.Second // the spec's default
+	}
+	f.expireAfter(s, ttl)
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
@@ -244,14 +274,44 @@ func (f *Server) list(w http.ResponseWriter, r *http.Request) {
 			match = match && s.meta[k] == filter.Get(k)
 		}
 		if match {
-			out = append(out, map[string]any{"templateID": "base", "sandboxID": s.id, "clientID": "6532622b",
-				"startedAt": s.started.UTC().Format(time.RFC3339Nano), "endAt": s.started.Add(time.Hour).UTC().Format(time.RFC3339Nano),
-				"cpuCount": 2, "memoryMB": 512, "diskSizeMB": 1024, "metadata": s.meta, "state": "running", "envdVersion": "0.2.0"})
+			out = append(out, s.listed())
 		}
 	}
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// listed is the spec's ListedSandbox of s (and, as far as these fields go, its SandboxDetail).
+func (s *fakeSandbox) listed() map[string]any {
+	return map[string]any{"templateID": "base", "sandboxID": s.id, "clientID": "6532622b",
+		"startedAt": s.started.UTC().Format(time.RFC3339Nano), "endAt": s.end.UTC().Format(time.RFC3339Nano),
+		"cpuCount": 2, "memoryMB": 512, "diskSizeMB": 1024, "metadata": s.meta, "state": "running", "envdVersion": "0.2.0"}
+}
+
+// expireAfter (re)sets s's time to live: E2B kills the sandbox when it passes. f.mu is held.
+func (f *Server) expireAfter(s *fakeSandbox, d time.Duration) {
+	if s.ttl != nil {
+		s.ttl.Stop()
+	}
+	s.end = time.Now().Add(d)
+	s.ttl = time.AfterFunc(d, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.sandboxes[s.id] != s || time.Now().Before(s.end) {
+			return
+		}
+		f.expired = append(f.expired, s.id)
+		f.remove(s)
+	})
+}
+
+// remove kills s's processes, drops its envd connections and forgets it. f.mu is held.
+func (f *Server) remove(s *fakeSandbox) {
+	s.ttl.Stop()
+	close(s.dead)
+	s.killAll()
+	delete(f.sandboxes, s.id)
 }
 
 func (f *Server) kill(w http.ResponseWriter, r *http.Request) {
@@ -268,8 +328,48 @@ func (f *Server) kill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.kills = append(f.kills, id)
-	s.killAll()
-	delete(f.sandboxes, id)
+	f.remove(s)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// detail answers GET /sandboxes/{id}: the sandbox, or 404 once it is gone.
+func (f *Server) detail(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	s, ok := f.sandboxes[r.PathValue("id")]
+	var body map[string]any
+	if ok {
+		body = s.listed()
+	}
+	f.mu.Unlock()
+	if !ok {
+		apiErr(w, http.StatusNotFound, "sandbox "+r.PathValue("id")+" not found")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// setTimeout answers POST /sandboxes/{id}/timeout ({"timeout": seconds}): the sandbox now ends
+// that long from now; 204, or 404 once it is gone.
+func (f *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Timeout *int `json:"timeout"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.Timeout == nil || *body.Timeout < 0 {
+		apiErr(w, http.StatusBadRequest, "bad body")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sandboxes[r.PathValue("id")]
+	if !ok {
+		apiErr(w, http.StatusNotFound, "sandbox "+r.PathValue("id")+" not found")
+		return
+	}
+	f.timeouts = append(f.timeouts, *body.Timeout)
+	f.expireAfter(s, time.Duration(*body.Timeout)*time.Second)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -450,7 +550,8 @@ func (f *Server) listDir(w http.ResponseWriter, r *http.Request, s *fakeSandbox)
 		}
 		// int64 in proto JSON is a string.
 		entries = append(entries, map[string]any{"name": d.Name(), "type": typ, "path": strings.TrimRight(in.Path, "/") + "/" + rel,
-			"size": strconv.FormatInt(info.Size(), 10), "permissions": info.Mode().String(), "owner": "user", "group": "user"})
+			"size": strconv.FormatInt(info.Size(), 10), "permissions": info.Mode().String(), "owner": "user", "group": "user",
+			"modifiedTime": info.ModTime().UTC().Format(time.RFC3339Nano)})
 		return nil
 	})
 	if err != nil {
@@ -489,7 +590,7 @@ func (f *Server) start(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
 	timeoutMs, _ := strconv.Atoi(r.Header.Get("Connect-Timeout-Ms"))
 	cmd, err := s.command(in.Process)
 	if err == nil {
-		err = f.run(w, s, cmd, time.Duration(timeoutMs)*time.Millisecond)
+		err = f.run(w, s, cmd, time.Duration(timeoutMs)*time.Millisecond, in.Stdin != nil && *in.Stdin)
 	}
 	if err != nil {
 		writeEnd(w, &connectError{Code: "internal", Message: err.Error()})
@@ -504,8 +605,12 @@ func (s *fakeSandbox) command(pc processConfig) (*exec.Cmd, error) {
 	}
 	var args []string
 	for _, a := range pc.Args {
-		if strings.HasPrefix(a, "/") {
-			a, _ = s.host(a)
+		// A path inside the sandbox (a code file) maps into its folder; any other argument (code
+		// given with -c) is left as it is.
+		if hp, ok := s.host(a); ok && strings.HasPrefix(a, "/") {
+			if _, err := os.Stat(hp); err == nil {
+				a = hp
+			}
 		}
 		args = append(args, a)
 	}
@@ -526,17 +631,30 @@ func (s *fakeSandbox) command(pc processConfig) (*exec.Cmd, error) {
 
 // run starts cmd and streams its events; envd kills the process when timeout passes, and not
 // when the client goes away.
-func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeout time.Duration) error {
+func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeout time.Duration, keepStdin bool) error {
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
+	var stdin io.WriteCloser
+	if keepStdin {
+		stdin, _ = cmd.StdinPipe()
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
 	f.mu.Lock()
 	s.procs = append(s.procs, cmd)
+	s.running[cmd.Process.Pid] = cmd.Process
+	if stdin != nil {
+		s.stdin[cmd.Process.Pid] = stdin
+	}
 	f.starts++
 	cut := f.faults.CutStream
 	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(s.stdin, cmd.Process.Pid)
+		f.mu.Unlock()
+	}()
 	if timeout > 0 {
 		timer := time.AfterFunc(timeout, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 		defer timer.Stop()
@@ -569,12 +687,25 @@ func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeo
 	go func() { wg.Wait(); close(events) }()
 	writeEvent(w, map[string]any{"start": map[string]any{"pid": cmd.Process.Pid}})
 	for ev := range events {
+		select {
+		case <-s.dead:
+			panic(http.ErrAbortHandler) // the sandbox was killed: its connections drop
+		default:
+		}
 		writeEvent(w, ev)
 		if cut {
 			panic(http.ErrAbortHandler) // the connection drops mid-run
 		}
 	}
 	_ = cmd.Wait()
+	f.mu.Lock()
+	delete(s.running, cmd.Process.Pid)
+	f.mu.Unlock()
+	select {
+	case <-s.dead:
+		panic(http.ErrAbortHandler)
+	default:
+	}
 	st := cmd.ProcessState
 	end := map[string]any{"exited": st.Exited(), "status": st.String()}
 	if code := st.ExitCode(); code != 0 {
@@ -583,6 +714,84 @@ func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeo
 	writeEvent(w, map[string]any{"end": end})
 	writeEnd(w, nil)
 	return nil
+}
+
+// processSelector is process.ProcessSelector: a pid or a tag.
+type processSelector struct {
+	Pid *int    `json:"pid"`
+	Tag *string `json:"tag"`
+}
+
+// sendInput answers process.Process/SendInput: {"process": {"pid"}, "input": {"stdin": base64}}
+// writes to the stdin of a process started with stdin true.
+func (f *Server) sendInput(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	var in struct {
+		Process processSelector `json:"process"`
+		Input   struct {
+			Stdin []byte `json:"stdin"`
+			Pty   []byte `json:"pty"`
+		} `json:"input"`
+	}
+	if !unary(w, r, &in) {
+		return
+	}
+	if in.Process.Pid == nil {
+		connectErr(w, http.StatusBadRequest, "invalid_argument", "process selector: the fake selects by pid only")
+		return
+	}
+	f.mu.Lock()
+	stdin := s.stdin[*in.Process.Pid]
+	f.mu.Unlock()
+	if stdin == nil {
+		connectErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", *in.Process.Pid))
+		return
+	}
+	if _, err := stdin.Write(in.Input.Stdin); err != nil {
+		connectErr(w, http.StatusInternalServerError, "internal", "error writing to stdin: "+err.Error())
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{})
+}
+
+// sendSignal answers process.Process/SendSignal: {"process": {"pid"}, "signal": "SIGNAL_SIGKILL"
+// or "SIGNAL_SIGTERM"} signals a process the sandbox started.
+func (f *Server) sendSignal(w http.ResponseWriter, r *http.Request, s *fakeSandbox) {
+	var in struct {
+		Process processSelector `json:"process"`
+		Signal  string          `json:"signal"`
+	}
+	if !unary(w, r, &in) {
+		return
+	}
+	sig := map[string]syscall.Signal{"SIGNAL_SIGKILL": syscall.SIGKILL, "SIGNAL_SIGTERM": syscall.SIGTERM, "9": syscall.SIGKILL, "15": syscall.SIGTERM}[in.Signal]
+	if in.Process.Pid == nil || sig == 0 {
+		connectErr(w, http.StatusBadRequest, "invalid_argument", "want a pid and SIGNAL_SIGKILL or SIGNAL_SIGTERM")
+		return
+	}
+	f.mu.Lock()
+	found := s.running[*in.Process.Pid]
+	f.mu.Unlock()
+	if found == nil {
+		connectErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("process with pid %d not found", *in.Process.Pid))
+		return
+	}
+	_ = found.Signal(sig)
+	_ = json.NewEncoder(w).Encode(map[string]any{})
+}
+
+// Pids returns the pids of the processes running in sandbox id, for a test that kills one
+// from outside.
+func (f *Server) Pids(id string) []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var pids []int
+	if s := f.sandboxes[id]; s != nil {
+		for pid := range s.running {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
 }
 
 // Connect envelopes: a flags byte (0x02 ends the stream), a 4-byte big-endian length, the message.
@@ -626,5 +835,6 @@ func (f *Server) Record() Record {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return Record{Creates: append([]CreateRequest(nil), f.creates...), Kills: append([]string(nil), f.kills...),
+		Expired: append([]string(nil), f.expired...), Timeouts: append([]int(nil), f.timeouts...),
 		Starts: f.starts, Live: len(f.sandboxes), EnvdRequestsWithKey: f.envdKeys}
 }

@@ -1,0 +1,387 @@
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/celldriver"
+)
+
+var _ guard.SessionBackend = (*Backend)(nil)
+
+// OpenSession makes the session's folder (work, HOME and TMPDIR in a fresh temporary folder,
+// given to Config.UID when the code runs as it), writes the input files and starts the session's
+// python3 (the driver of internal/celldriver, with guard.PythonFlags, in the working folder):
+// that process is the session's sandbox. No cell code runs.
+func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guard.Sandbox, error) {
+	for _, l := range s.Languages {
+		if l != guard.Python && l != guard.Shell {
+			return nil, &guard.ConfigError{Msg: fmt.Sprintf("local backend: language %q is not offered (python, sh)", l)}
+		}
+	}
+	b.logger.Warn(b.RunWarning(), "digest", s.Digest, "workflow_id", s.Owner.WorkflowID, "session", true)
+	base, err := os.MkdirTemp(b.tempDir, "sandboxflow-session-")
+	if err != nil {
+		return nil, &guard.IntegrationError{Op: "local: make the session's folder", Err: err}
+	}
+	c := s.CellChecked(guard.Cell{Language: guard.Python})
+	c.Code = ""
+	d, err := prepare(base, c)
+	if err == nil && b.uid >= 0 {
+		if err = chownTree(base, b.uid); err != nil {
+			err = &guard.IntegrationError{Op: "local: give the session's folder to uid " + fmt.Sprint(b.uid), Err: err}
+		}
+	}
+	if err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	ss := &session{b: b, s: s, base: base, d: d, env: environment(d, c), files: map[string]fileMark{}, done: make(chan struct{})}
+	for _, f := range s.Files {
+		if st, err := os.Lstat(filepath.Join(d.work, f.Name)); err == nil {
+			ss.files[f.Name] = fileMark{size: st.Size(), modified: st.ModTime(), sum: sha256.Sum256(f.Content), read: true}
+		}
+	}
+	if ss.interp, err = ss.startInterpreter(); err != nil {
+		os.RemoveAll(base)
+		return nil, err
+	}
+	return ss, nil
+}
+
+// session is one session's local sandbox: its folder and its python3 process.
+type session struct {
+	b    *Backend
+	s    guard.CheckedSession
+	base string
+	d    dirs
+	env  []string
+
+	// interp is the interpreter; nil after a cell killed it (reset: the next python cell starts
+	// a fresh one and says so).
+	interp *interpreter
+	reset  bool
+	files  map[string]fileMark
+
+	doneOnce  sync.Once
+	done      chan struct{}
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+// fileMark is a file of the working folder as the last cell left it.
+type fileMark struct {
+	size     int64
+	modified time.Time
+	sum      [32]byte
+	read     bool
+}
+
+// ID names the session's folder.
+func (ss *session) ID() string { return filepath.Base(ss.base) }
+
+// Done is closed when the session's interpreter died while no cell was current (killed from
+// outside, or by a thread an earlier cell left): the session's state is gone with it.
+func (ss *session) Done() <-chan struct{} { return ss.done }
+
+func (ss *session) lost() error {
+	return &guard.SandboxLost{Msg: "local session " + ss.ID() + ": its python3 process ended while no cell was running"}
+}
+
+// interpreter is the session's python3 driver process.
+type interpreter struct {
+	cmd            *exec.Cmd
+	stdin          io.WriteCloser
+	stdout, stderr *celldriver.Stream
+	changed        chan struct{}
+	exited         chan struct{} // closed once the process was waited for and its output read
+	waitErr        error
+	// inCell is set while a cell is current; killed once the worker killed the process.
+	inCell, killed atomic.Bool
+}
+
+// notifier hands writes to a stream and says that something came.
+type notifier struct {
+	s  *celldriver.Stream
+	ch chan struct{}
+}
+
+func (n notifier) Write(p []byte) (int, error) {
+	_, _ = n.s.Write(p)
+	select {
+	case n.ch <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// startInterpreter starts the driver with pipes of its own, in a process group of its own that
+// dies with the worker, as the code's uid, and watches it.
+func (ss *session) startInterpreter() (*interpreter, error) {
+	idle := int(max(ss.s.Limits.MaxStdoutBytes, ss.s.Limits.MaxStderrBytes))
+	ip := &interpreter{stdout: celldriver.NewStream(idle), stderr: celldriver.NewStream(idle),
+		changed: make(chan struct{}, 1), exited: make(chan struct{})}
+	cmd := exec.Command(ss.b.python, append(guard.PythonFlags(ss.s.Files, ss.d.pycache), "-c", celldriver.Source)...)
+	cmd.Dir, cmd.Env = ss.d.work, ss.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ss.b.uid >= 0 {
+		cmd.SysProcAttr.Credential = ss.b.credential()
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, &guard.IntegrationError{Op: "local: session interpreter: make pipes", Err: err}
+	}
+	drained, closeWriters, closeReaders, err := attach(cmd, notifier{ip.stdout, ip.changed}, notifier{ip.stderr, ip.changed})
+	if err != nil {
+		return nil, &guard.IntegrationError{Op: "local: session interpreter: make pipes", Err: err}
+	}
+	err = cmd.Start()
+	closeWriters()
+	if err != nil {
+		closeReaders()
+		return nil, &guard.IntegrationError{Op: "local: start the session's interpreter", Err: err}
+	}
+	ip.cmd, ip.stdin = cmd, stdin
+	go func() {
+		ip.waitErr = cmd.Wait()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		select {
+		case <-drained:
+		case <-time.After(ss.b.killWait):
+			closeReaders()
+			<-drained
+		}
+		closeReaders()
+		if !ip.inCell.Load() && !ip.killed.Load() && !ss.closed.Load() {
+			ss.doneOnce.Do(func() { close(ss.done) })
+			ss.b.logger.Warn("local session lost: its python3 ended while no cell was running", "session", ss.ID())
+		}
+		close(ip.exited)
+		select {
+		case ip.changed <- struct{}{}:
+		default:
+		}
+	}()
+	return ip, nil
+}
+
+// kill kills the interpreter's process group and waits for it to be reaped.
+func (ip *interpreter) kill() {
+	ip.killed.Store(true)
+	_ = syscall.Kill(-ip.cmd.Process.Pid, syscall.SIGKILL)
+	<-ip.exited
+}
+
+func (ip *interpreter) hasExited() bool {
+	select {
+	case <-ip.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// RunCell runs one cell: python in the session's python3 (a fresh one, with StateReset, after a
+// cell killed the last), sh as a fresh sh -c in its own process group, killed when it ends; both
+// in the working folder with the session's env. Files are the regular files this cell created or
+// changed. A timeout is a result and kills the interpreter.
+func (ss *session) RunCell(ctx context.Context, cell guard.Cell, limits guard.Limits) (guard.Result, error) {
+	select {
+	case <-ss.done:
+		return guard.Result{}, ss.lost()
+	default:
+	}
+	if ss.closed.Load() {
+		return guard.Result{}, &guard.IntegrationError{Op: "local: session cell", Err: errors.New("the session was closed")}
+	}
+	if !slices.Contains(ss.s.Languages, cell.Language) {
+		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("local backend: language %q is not offered in this session", cell.Language)}
+	}
+	ss.b.logger.Warn(ss.b.RunWarning(), "session", ss.ID(), "cell", cell.Index)
+	start := time.Now()
+	var (
+		res guard.Result
+		err error
+	)
+	if cell.Language == guard.Python {
+		res, err = ss.runPython(ctx, cell, limits)
+	} else {
+		cmd := exec.Command(ss.b.shell, "-c", cell.Code)
+		cmd.Dir, cmd.Env = ss.d.work, ss.env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if ss.b.uid >= 0 {
+			cmd.SysProcAttr.Credential = ss.b.credential()
+		}
+		res, err = ss.b.runProcess(ctx, cmd, limits)
+	}
+	if err != nil {
+		return guard.Result{}, err
+	}
+	files, truncated := ss.collect(limits)
+	res.Files, res.FilesTruncated = files, res.FilesTruncated || truncated
+	res = guard.Enforce(res, limits)
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// runPython sends the cell to the interpreter and waits for its end marker, the interpreter's
+// death, the timeout or ctx.
+func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.Limits) (guard.Result, error) {
+	fresh := false
+	if ss.interp == nil {
+		ip, err := ss.startInterpreter()
+		if err != nil {
+			return guard.Result{}, err
+		}
+		ss.interp, fresh, ss.reset = ip, ss.reset, false
+	}
+	ip := ss.interp
+	ip.inCell.Store(true)
+	defer ip.inCell.Store(false)
+	if ip.hasExited() {
+		// Closed Done already, unless the cell had begun: either way nothing of it ran.
+		ss.doneOnce.Do(func() { close(ss.done) })
+		return guard.Result{}, ss.lost()
+	}
+	stdout, stderr := guard.NewCapBuffer(limits.MaxStdoutBytes), guard.NewCapBuffer(limits.MaxStderrBytes)
+	nonce := celldriver.NewNonce()
+	outCut := ip.stdout.Begin(nonce, stdout)
+	errCut := ip.stderr.Begin(nonce, stderr)
+	result := func() guard.Result {
+		return guard.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StateReset: fresh,
+			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated()}
+	}
+	ended := func() {
+		ip.stdout.Abandon()
+		ip.stderr.Abandon()
+		ss.interp, ss.reset = nil, true
+	}
+	// A write to an interpreter that just died fails (EPIPE): its death is then the cell's result.
+	_, _ = ip.stdin.Write(celldriver.Command(nonce, cell.Index, cell.Code))
+	timer := time.NewTimer(limits.Timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ip.changed:
+			outEnded, status := ip.stdout.Ended()
+			if errEnded, _ := ip.stderr.Ended(); outEnded && errEnded {
+				res := result()
+				res.ExitCode = celldriver.ExitStatus(status)
+				return res, nil
+			}
+			if !ip.hasExited() {
+				continue
+			}
+			ended()
+			res := result()
+			res.ExitCode = exitCode(ip.cmd, ip.waitErr)
+			return res, nil
+		case <-timer.C:
+			ip.kill()
+			ended()
+			res := result()
+			res.TimedOut, res.ExitCode = true, -1
+			return res, nil
+		case <-ctx.Done():
+			ip.kill()
+			ended()
+			return guard.Result{}, &guard.IntegrationError{Op: "local: session cell cancelled", Err: ctx.Err(), CodeMayHaveStarted: true}
+		}
+	}
+}
+
+// collect returns the regular files of the working folder that are new or changed since the last
+// cell, within the limits, reading through an os.Root (nothing outside the folder is opened). A
+// file whose size and modification time are as the last cell left them is not read again; one
+// that was read is compared by its bytes. Anything else (links, files over a limit) that is new
+// or changed sets truncated.
+func (ss *session) collect(l guard.Limits) ([]guard.File, bool) {
+	root, err := os.OpenRoot(ss.d.work)
+	if err != nil {
+		return nil, true
+	}
+	defer root.Close()
+	var (
+		files     []guard.File
+		truncated bool
+		total     int64
+	)
+	seen := map[string]bool{}
+	_ = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			truncated = true
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			truncated = true
+			return nil
+		}
+		seen[rel] = true
+		prev, had := ss.files[rel]
+		if had && prev.size == info.Size() && prev.modified.Equal(info.ModTime()) {
+			return nil
+		}
+		mark := fileMark{size: info.Size(), modified: info.ModTime()}
+		ss.files[rel] = mark
+		if !d.Type().IsRegular() || guard.CheckFileName(rel) != nil || len(files) >= l.MaxFiles {
+			truncated = true
+			return nil
+		}
+		content, over, err := readBounded(root, rel, l.MaxFileBytes)
+		if err != nil || over {
+			truncated = true
+			return nil
+		}
+		mark.sum, mark.read = sha256.Sum256(content), true
+		ss.files[rel] = mark
+		if had && prev.read && prev.sum == mark.sum {
+			return nil
+		}
+		if total+int64(len(content)) > l.MaxTotalFileBytes {
+			truncated = true
+			return nil
+		}
+		total += int64(len(content))
+		files = append(files, guard.File{Name: rel, Size: int64(len(content)), Content: content})
+		return nil
+	})
+	for name := range ss.files {
+		if !seen[name] {
+			delete(ss.files, name)
+		}
+	}
+	return files, truncated
+}
+
+// Close kills the interpreter's process group and removes the session's folder. It is safe to
+// call more than once.
+func (ss *session) Close(context.Context) error {
+	var err error
+	ss.closeOnce.Do(func() {
+		ss.closed.Store(true)
+		if ss.interp != nil {
+			ss.interp.kill()
+		}
+		if rerr := os.RemoveAll(ss.base); rerr != nil {
+			err = &guard.IntegrationError{Op: "local: remove the session's folder", Err: rerr}
+		}
+	})
+	return err
+}
