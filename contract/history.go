@@ -14,20 +14,34 @@ import (
 // values, input file contents) are read this way, by a reviewer who asks for them.
 func ReadInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID string) (Input, error) {
 	var in Input
+	err := readStart(ctx, tc, dc, workflowID, runID, &in)
+	return in, err
+}
+
+// ReadSessionInput returns the SessionInput a Session was started with, as ReadInput does for a
+// run: the settings with their file contents and env values.
+func ReadSessionInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID string) (SessionInput, error) {
+	var in SessionInput
+	err := readStart(ctx, tc, dc, workflowID, runID, &in)
+	return in, err
+}
+
+// readStart decodes the input of the first event of workflowID's history into in.
+func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID string, in any) error {
 	iter := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	if !iter.HasNext() {
-		return in, fmt.Errorf("history of %s is empty", workflowID)
+		return fmt.Errorf("history of %s is empty", workflowID)
 	}
 	ev, err := iter.Next()
 	if err != nil {
-		return in, fmt.Errorf("history of %s: %w", workflowID, err)
+		return fmt.Errorf("history of %s: %w", workflowID, err)
 	}
 	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 	if attrs == nil {
-		return in, fmt.Errorf("the first event of %s is not its start", workflowID)
+		return fmt.Errorf("the first event of %s is not its start", workflowID)
 	}
-	if err := dc.FromPayloads(attrs.GetInput(), &in); err != nil {
-		return in, fmt.Errorf("decode the input of %s: %w", workflowID, err)
+	if err := dc.FromPayloads(attrs.GetInput(), in); err != nil {
+		return fmt.Errorf("decode the input of %s: %w", workflowID, err)
 	}
-	return in, nil
+	return nil
 }
