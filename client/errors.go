@@ -162,3 +162,27 @@ func (e *CellMismatchError) Error() string {
 
 // ErrorType returns TypeCellMismatch.
 func (e *CellMismatchError) ErrorType() string { return TypeCellMismatch }
+
+// TypeCellNotRun names a *CellNotRunError.
+const TypeCellNotRun = "CellNotRun"
+
+// CellNotRunError reports a cell that ended without a result and was not denied: dropped when
+// its session ended while it waited, or failed on the sandbox host (State contract.StatusError;
+// Msg is the workflow's reason).
+type CellNotRunError struct {
+	SessionID string
+	Cell      int
+	State     string
+	Msg       string
+}
+
+func (e *CellNotRunError) Error() string {
+	msg := fmt.Sprintf("client: cell %d of session %s did not give a result: it is %s", e.Cell, e.SessionID, e.State)
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
+	return msg
+}
+
+// ErrorType returns TypeCellNotRun.
+func (e *CellNotRunError) ErrorType() string { return TypeCellNotRun }

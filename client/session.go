@@ -344,3 +344,24 @@ func sessionCell(st contract.SessionStatus, n int) (contract.CellStatus, bool) {
 	}
 	return st.Cells[i], true
 }
+
+// CellOutcome returns the result of a cell that ended with one (a timeout is a result), or why
+// it has none: a *guard.ApprovalDenied for a denied or expired cell, a *CellNotRunError for a
+// dropped or failed one, and an error for a cell that has not ended.
+func CellOutcome(sessionID string, c contract.CellStatus) (guard.Result, error) {
+	switch {
+	case c.Result != nil:
+		return *c.Result, nil
+	case c.State == contract.StatusDenied:
+		d := &guard.ApprovalDenied{Reason: guard.DeniedByReviewer}
+		if c.Decision != nil {
+			d.Reviewer, d.Message = c.Decision.Reviewer, c.Decision.Reason
+		}
+		return guard.Result{}, d
+	case c.State == contract.StatusExpired:
+		return guard.Result{}, &guard.ApprovalDenied{Reason: guard.DeniedExpired, Message: "nobody decided on the cell in time; it did not run"}
+	case !c.Final():
+		return guard.Result{}, fmt.Errorf("client: cell %d of session %s has not ended: it is %s", c.Cell, sessionID, c.State)
+	}
+	return guard.Result{}, &CellNotRunError{SessionID: sessionID, Cell: c.Cell, State: c.State, Msg: c.Error}
+}
