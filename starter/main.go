@@ -71,7 +71,9 @@ commands:
                        serve the reviewers' inbox (a web page to read runs and sign with a passkey)
   mcp [--http 127.0.0.1:PORT] [--mcp-wait 50s] [--inbox-url URL] [--languages L] [--timeout D]
       [--allow-host P]... [--secret S]... [--env NAME=VALUE]... [--agent NAME]
-                       serve the run_code and run_status tools over MCP (stdio, or streamable HTTP)
+                       serve the run_code and run_status tools, and open_session, run_cell, cell_status
+                       and close_session (one sandbox per task, every cell approved), over MCP
+                       (stdio, or streamable HTTP)
 
 connection flags (every command but tool-schema; environment in brackets):
   --address HOST:PORT [TEMPORAL_ADDRESS]   --namespace NS [TEMPORAL_NAMESPACE]

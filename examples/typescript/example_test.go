@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -222,8 +223,9 @@ func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) 
 			t.Errorf("run_code's input schema as the TypeScript SDK read it: %v; want tool-schema's %v", tool.Input, wantSchema)
 		}
 	}
-	if strings.Join(names, ",") != "run_code,run_status" && strings.Join(names, ",") != "run_status,run_code" {
-		t.Errorf("tools %v; want run_code and run_status", names)
+	slices.Sort(names)
+	if want := "cell_status,close_session,open_session,run_cell,run_code,run_status"; strings.Join(names, ",") != want {
+		t.Errorf("tools %v; want %s", names, want)
 	}
 
 	var id, progress string
