@@ -12,7 +12,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
 )
 
 // TestIntegrationSessionClient drives two sessions through the Go client against a real server,
@@ -22,7 +22,7 @@ import (
 // pending list, a decision for one session's cell refused by the other's, and the close listing
 // every cell.
 func TestIntegrationSessionClient(t *testing.T) {
-	e := sessiontest.Setup(t)
+	e := sessionenv.Setup(t)
 	c := e.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -40,7 +40,7 @@ func TestIntegrationSessionClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("SubmitCell(%q): %v", code, err)
 		}
-		if got := sessiontest.Decide(t, e, id, approve); got != sub.Cell {
+		if got := sessionenv.Decide(t, e, id, approve); got != sub.Cell {
 			t.Fatalf("decided on cell %d; submitted %d", got, sub.Cell)
 		}
 		cell, err := c.AwaitCell(ctx, id, sub.Cell)

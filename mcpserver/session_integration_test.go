@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
 )
 
 // TestIntegrationMCPSession drives a session through `starter mcp` with the Go MCP SDK against a
@@ -19,7 +19,7 @@ import (
 // (the third ends the interpreter, the fourth says state_reset and still reads the file), a
 // denied cell that leaves the session open, and close_session listing every cell.
 func TestIntegrationMCPSession(t *testing.T) {
-	e := sessiontest.Setup(t)
+	e := sessionenv.Setup(t)
 	cmd := exec.Command(e.Starter, "mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
 		"--mcp-wait", "2m", "--progress-interval", "200ms", "--languages", "python,sh")
 	cmd.Stderr = os.Stderr
@@ -47,7 +47,7 @@ func TestIntegrationMCPSession(t *testing.T) {
 	runCell := func(code, lang string, approve bool) (*mcp.CallToolResult, cellOut) {
 		t.Helper()
 		ch := call(cs, "run_cell", map[string]any{"session_id": id, "code": code, "language": lang})
-		sessiontest.Decide(t, e, id, approve)
+		sessionenv.Decide(t, e, id, approve)
 		res := <-ch
 		var out cellOut
 		if b, err := json.Marshal(res.StructuredContent); err == nil {

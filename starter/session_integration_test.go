@@ -17,7 +17,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
-	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
 )
 
 // binary runs the built starter with the env's connection and returns its result.
@@ -48,7 +48,7 @@ func binary(t *testing.T, e *agenttest.Env, stdin string, args ...string) cliRes
 // run's code; approve and deny with --cell, and approve without it (the waiting cell printed
 // first); pending listing the session; close listing every cell.
 func TestIntegrationSessionThroughStarter(t *testing.T) {
-	e := sessiontest.Setup(t)
+	e := sessionenv.Setup(t)
 	data := filepath.Join(t.TempDir(), "data.csv")
 	if err := os.WriteFile(data, []byte("a,b\n1,2\n"), 0o600); err != nil {
 		t.Fatal(err)

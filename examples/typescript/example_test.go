@@ -22,7 +22,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
-	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
 )
 
 var built struct {
@@ -269,7 +269,7 @@ func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) 
 // the third (sh) reads the file the first wrote; close_session lists the three.
 func TestIntegrationTypeScriptSession(t *testing.T) {
 	build(t)
-	e := sessiontest.Setup(t)
+	e := sessionenv.Setup(t)
 	out := run(t, node(t, "dist/session.js", e.Starter, "mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
 		"--mcp-wait", "2m", "--progress-interval", "200ms", "--languages", "python,sh"))
 	var opened struct {
@@ -282,7 +282,7 @@ func TestIntegrationTypeScriptSession(t *testing.T) {
 	}
 	want := []string{"", "42\n", "forty-two\n"}
 	for i := range want {
-		if got := sessiontest.Decide(t, e, opened.SessionID, true); got != i+1 {
+		if got := sessionenv.Decide(t, e, opened.SessionID, true); got != i+1 {
 			t.Fatalf("cell %d waited; want cell %d", got, i+1)
 		}
 		var cell struct {

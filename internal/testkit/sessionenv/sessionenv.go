@@ -1,10 +1,10 @@
 //go:build integration
 
-// Package sessiontest sets up what the session integration tests of the client, the starter,
+// Package sessionenv sets up what the session integration tests of the client, the starter,
 // the MCP server and the TypeScript example share: agenttest's server, worker and starter with
 // the real Docker backend (runc unless SANDBOXFLOW_TEST_RUNTIME names another, the test image),
 // a policy offering python and sh, and the one helper through which they decide on a cell.
-package sessiontest
+package sessionenv
 
 import (
 	"context"
@@ -29,11 +29,11 @@ func Setup(t *testing.T) *agenttest.Env {
 	if img == "" {
 		img = "sandboxflow-test-python:bookworm-full"
 	}
-	deployment := "sessiontest-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	deployment := "sessionenv-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	b, err := docker.New(docker.Config{Image: img, Runtime: os.Getenv("SANDBOXFLOW_TEST_RUNTIME"), Deployment: deployment,
-		Labels: map[string]string{"test.sandboxflow.suite": "sessiontest"}})
+		Labels: map[string]string{"test.sandboxflow.suite": "sessionenv"}})
 	if err != nil {
-		t.Fatalf("sessiontest: docker backend: %v", err)
+		t.Fatalf("sessionenv: docker backend: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -58,7 +58,7 @@ func WaitCell(t *testing.T, e *agenttest.Env, sessionID string) int {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("sessiontest: no cell of %s waits for a decision (last error %v)", sessionID, err)
+			t.Fatalf("sessionenv: no cell of %s waits for a decision (last error %v)", sessionID, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -79,7 +79,7 @@ func Decide(t *testing.T, e *agenttest.Env, sessionID string, approve bool) int 
 		_, err = e.Client.DenyCell(ctx, sessionID, cell, e.Reviewer.Signer, "not this one")
 	}
 	if err != nil {
-		t.Fatalf("sessiontest: decide on cell %d of %s (approve=%t): %v", cell, sessionID, approve, err)
+		t.Fatalf("sessionenv: decide on cell %d of %s (approve=%t): %v", cell, sessionID, approve, err)
 	}
 	return cell
 }
