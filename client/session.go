@@ -47,7 +47,8 @@ type SessionStarted struct {
 }
 
 // OpenSession starts a Session workflow with req on the client's task queue and waits until the
-// worker has checked the settings, so that it can return the settings digest. Settings that fail
+// worker has checked the settings and a sandbox host has opened the session's sandbox, so that
+// it returns the settings digest of a session that takes cells. Settings that fail
 // their check return the typed error (ToolUsageError or ConfigError) and the session has ended.
 // Before anything is sent it refuses text that is not UTF-8 and settings over Temporal's payload
 // limits (ToolUsageError), and a task queue no worker polls (*NoWorkerError).
@@ -116,20 +117,21 @@ func checkSessionRequest(c *Client, in contract.SessionInput) error {
 	return checkPayloadSize(dc, "the session's settings", n, in)
 }
 
-// awaitSessionCheck polls the new session's status until its check finished and returns its
-// settings digest, or the typed error that ended it.
+// awaitSessionCheck polls the new session's status until it is open (checked, its sandbox
+// created) and returns its settings digest, or the typed error that ended it.
 func (c *Client) awaitSessionCheck(ctx context.Context, started SessionStarted) (SessionStarted, error) {
 	wait := min(10*time.Millisecond, c.checkPoll)
 	var failingSince time.Time
 	for {
 		st, err := c.SessionRunStatus(ctx, started.WorkflowID, started.RunID)
 		switch {
-		case err == nil && st.State != contract.SessionChecking:
-			if st.Settings.Digest == "" {
-				// The check failed: the session has ended with the typed error.
+		case err == nil && st.State != contract.SessionChecking && st.State != contract.SessionOpening:
+			if st.State != contract.SessionOpen || st.Settings.Digest == "" {
+				// The check failed, or the sandbox could not be opened: the session has ended
+				// with the typed error.
 				_, rerr := c.SessionResult(ctx, started.WorkflowID, started.RunID)
 				if rerr == nil {
-					rerr = fmt.Errorf("client: session %s ended in state %s without a settings digest", started.WorkflowID, st.State)
+					rerr = fmt.Errorf("client: session %s ended in state %s before it opened (%s)", started.WorkflowID, st.State, st.End)
 				}
 				return started, rerr
 			}
