@@ -312,7 +312,8 @@ func (c *Client) DecideCell(ctx context.Context, sessionID, runID string, d cont
 	return out, nil
 }
 
-// update sends one update and waits for its outcome into out.
+// update sends one update and waits for its outcome into out. A refusal of one of guard's types
+// (a cell's code that fails its check is a ToolUsageError) is returned as that type.
 func (c *Client) update(ctx context.Context, workflowID, runID, name, updateID string, arg, out any) error {
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
@@ -322,10 +323,13 @@ func (c *Client) update(ctx context.Context, workflowID, runID, name, updateID s
 		Args:         []any{arg},
 		WaitForStage: tclient.WorkflowUpdateStageCompleted,
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		err = h.Get(ctx, out)
 	}
-	return h.Get(ctx, out)
+	if typed := contract.FromFailure(err); err != nil && guard.TypeOf(typed) != "" {
+		return typed
+	}
+	return err
 }
 
 // WaitingCell returns the index of the cell of st that waits for a decision, or 0 when none does.

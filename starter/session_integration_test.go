@@ -100,8 +100,9 @@ func TestIntegrationSessionThroughStarter(t *testing.T) {
 		t.Errorf("the sh cell printed %q; want what the python cells wrote, and the env", res.Stdout)
 	}
 
-	// A hostile cell waits: session show marks it as show marks a run's code.
-	hostile := "if True:\n\tx = 1\n        print('ok') # \u202e }\nimport os\ros.system('true')\n"
+	// A hostile cell waits: session show marks it as show marks a run's code. (A carriage return
+	// without a line feed is refused by the policy before any view; starter's unit test draws one.)
+	hostile := "if True:\n\tx = 1\n\tprint('ok') # \u202e }\nimport os\n"
 	c4 := cell("", "--code", hostile)
 	r = binary(t, e, "", "session", "show", id)
 	if r.code != 0 {
@@ -109,7 +110,7 @@ func TestIntegrationSessionThroughStarter(t *testing.T) {
 	}
 	for _, want := range []string{
 		"=== cell 4 (python, awaiting_approval)  <<< WAITS FOR YOUR DECISION ===",
-		"2 | " + guard.ShowTabs("\tx = 1"), `3 |         print('ok') # \u202e }`, `4 | import os\ros.system('true')`,
+		"2 | " + guard.ShowTabs("\tx = 1"), "3 | " + guard.ShowTabs("\tprint('ok') # ") + `\u202e }`, "4 | import os\n",
 		"cell 2 stdout:\n1 | 2 csv\n", "cell 3 stdout:\n1 | one\n2 | two\n3 | fast\n", "env              MODE = \"fast\"",
 		"input file       data.csv, 8 B", opened.Digest, c4.Digest, "approved by " + e.Reviewer.Principal,
 	} {
@@ -117,8 +118,12 @@ func TestIntegrationSessionThroughStarter(t *testing.T) {
 			t.Errorf("session show lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if strings.ContainsAny(r.stdout, "\u202e\r") || !strings.Contains(r.stderr, "RIGHT-TO-LEFT OVERRIDE") {
-		t.Errorf("session show lets the override or the carriage return through, or warns of nothing:\n%s\nstderr %s", r.stdout, r.stderr)
+	if strings.ContainsAny(r.stdout, "\u202e\t") || !strings.Contains(r.stderr, "RIGHT-TO-LEFT OVERRIDE") {
+		t.Errorf("session show lets the override or the tab through, or warns of nothing:\n%s\nstderr %s", r.stdout, r.stderr)
+	}
+	// A carriage return is refused before it reaches a reviewer, as a ToolUsageError.
+	if r := binary(t, e, "", "session", "cell", id, "--code", "print(1)\rprint(2)\n"); r.code != 1 || r.errorType(t) != guard.TypeToolUsageError {
+		t.Errorf("a cell with a carriage return: exit %d, %s; want 1 and a ToolUsageError", r.code, r.stdout)
 	}
 	r = binary(t, e, "", "session", "show", id, "--json")
 	var review client.SessionReview
