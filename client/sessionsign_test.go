@@ -193,3 +193,29 @@ func TestCheckSessionShownRefusesOtherSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestCellOutcome: a cell's result is data (a timeout included); a cell that did not run says why
+// with a typed error.
+func TestCellOutcome(t *testing.T) {
+	timedOut := &guard.Result{Outcome: guard.OutcomeTimedOut, TimedOut: true, ExitCode: -1}
+	if r, err := CellOutcome("s", contract.CellStatus{Cell: 1, State: contract.StatusTimedOut, Result: timedOut}); err != nil || !r.TimedOut {
+		t.Errorf("timed out cell: %+v, %v; want its result", r, err)
+	}
+	var ad *guard.ApprovalDenied
+	_, err := CellOutcome("s", contract.CellStatus{Cell: 2, State: contract.StatusDenied, Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}})
+	if !errors.As(err, &ad) || ad.Reason != guard.DeniedByReviewer || ad.Reviewer != "bob" || ad.Message != "no" {
+		t.Errorf("denied cell: %v; want an ApprovalDenied by bob", err)
+	}
+	if _, err := CellOutcome("s", contract.CellStatus{Cell: 2, State: contract.StatusExpired}); !errors.As(err, &ad) || ad.Reason != guard.DeniedExpired {
+		t.Errorf("expired cell: %v; want an ApprovalDenied (expired)", err)
+	}
+	for _, state := range []string{contract.CellDropped, contract.StatusError} {
+		var nr *CellNotRunError
+		if _, err := CellOutcome("s", contract.CellStatus{Cell: 3, State: state, Error: "host refused"}); !errors.As(err, &nr) || nr.State != state || ErrorType(err) != TypeCellNotRun {
+			t.Errorf("%s cell: %v; want a *CellNotRunError", state, err)
+		}
+	}
+	if _, err := CellOutcome("s", contract.CellStatus{Cell: 4, State: contract.StatusAwaitingApproval}); err == nil {
+		t.Error("a waiting cell has an outcome")
+	}
+}
