@@ -179,10 +179,11 @@ func (c *Client) SessionResult(ctx context.Context, sessionID, runID string) (co
 }
 
 // SessionInfo is a session as a reviewer's face reads it: its status (naming its workflow and
-// run id) and whether its workflow still runs.
+// run id), whether its workflow still runs, and when it started.
 type SessionInfo struct {
 	Status  contract.SessionStatus
 	Running bool
+	Started time.Time
 }
 
 // ReadSession describes sessionID, which must be a Session workflow (*NotSessionError
@@ -209,7 +210,7 @@ func (c *Client) ReadSession(ctx context.Context, sessionID string) (SessionInfo
 		return SessionInfo{}, fmt.Errorf("client: the status of session %s (run %s) names session %s (run %s): do not approve; the session's workflow worker may not be sandboxflow's",
 			sessionID, runID, st.WorkflowID, st.RunID)
 	}
-	return SessionInfo{Status: st, Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING}, nil
+	return SessionInfo{Status: st, Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, Started: info.GetStartTime().AsTime()}, nil
 }
 
 // IsSession reports whether workflowID names a Session workflow (false for another type, and

@@ -104,6 +104,14 @@ func TestIntegrationLyingSessionWorkflow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
+	// A run started as another type is never read as a session's start.
+	if _, err := tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "a-run", TaskQueue: "nobody"}, contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(1)"}}); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := c.SessionStartInput(ctx, "a-run", ""); err == nil {
+		t.Errorf("SessionStartInput of a RunCode run = %+v; want a refusal", in)
+	}
+
 	for _, tt := range []struct {
 		name    string
 		chained string
