@@ -343,8 +343,11 @@ func (c *Client) RunStatus(ctx context.Context, workflowID, runID string) (contr
 	return st, nil
 }
 
-// Pending is a run that waits for a decision, as visibility lists it.
+// Pending is a run, or a session with a cell, that waits for a decision, as visibility lists it.
 type Pending struct {
+	// Kind says which it is: PendingRun (a RunCode run) or PendingSession (a Session whose
+	// waiting cell is read with `starter session show`).
+	Kind       string    `json:"kind"`
 	WorkflowID string    `json:"workflow_id"`
 	RunID      string    `json:"run_id"`
 	StartTime  time.Time `json:"start_time"`
@@ -353,12 +356,19 @@ type Pending struct {
 	Backend    string    `json:"backend"`
 }
 
-// PendingQuery is the visibility query for runs that wait for a person: RunCode runs only, so
-// that another workflow type that sets the same search attribute is never listed.
-var PendingQuery = fmt.Sprintf("WorkflowType = '%s' AND %s = '%s' AND ExecutionStatus = 'Running'",
-	contract.WorkflowName, contract.AttrStatus, contract.StatusAwaitingApproval)
+// Kinds of Pending.
+const (
+	PendingRun     = "run"
+	PendingSession = "session"
+)
 
-// Pending lists the runs that wait for a decision, newest first, every page of them. Visibility
+// PendingQuery is the visibility query for what waits for a person: RunCode runs and Sessions
+// (which set SandboxStatus to awaiting_approval while a cell waits) only, so that another
+// workflow type that sets the same search attribute is never listed.
+var PendingQuery = fmt.Sprintf("WorkflowType IN ('%s', '%s') AND %s = '%s' AND ExecutionStatus = 'Running'",
+	contract.WorkflowName, contract.SessionWorkflowName, contract.AttrStatus, contract.StatusAwaitingApproval)
+
+// Pending lists the runs and sessions that wait for a decision, newest first, every page of them. Visibility
 // is eventually consistent: a run started a moment ago may not be listed yet.
 func (c *Client) Pending(ctx context.Context) ([]Pending, error) {
 	var (
@@ -402,9 +412,13 @@ func (c *Client) PendingPage(ctx context.Context, pageSize int, pageToken string
 	page := PendingPage{Runs: []Pending{}, NextPageToken: base64.RawURLEncoding.EncodeToString(resp.GetNextPageToken())}
 	for _, e := range resp.GetExecutions() {
 		p := Pending{
+			Kind:       PendingRun,
 			WorkflowID: e.GetExecution().GetWorkflowId(),
 			RunID:      e.GetExecution().GetRunId(),
 			StartTime:  e.GetStartTime().AsTime(),
+		}
+		if e.GetType().GetName() == contract.SessionWorkflowName {
+			p.Kind = PendingSession
 		}
 		fields := e.GetSearchAttributes().GetIndexedFields()
 		p.Digest = keyword(fields[contract.AttrDigest])

@@ -12,6 +12,13 @@
 // Approve, Deny and WaitResult refuse a workflow that is not a RunCode run (*NotRunCodeError).
 // WriteJSON prints what a person reads with invisible and direction-changing characters escaped.
 //
+// Sessions (one sandbox for one task, state kept between cells) are opened with OpenSession and
+// fed with SubmitCell; AwaitCell and CloseSession wait for a cell and end the session. A
+// reviewer's door to a cell is CellStatement (CellStatementFor without reading): it recomputes
+// the chain over every earlier cell and the cell's digest from what the status shows, and refuses
+// a status that shows one history and asks to sign another (*CellMismatchError). ReviewSession,
+// ApproveCell and DenyCell refuse a workflow that is not a Session (*NotSessionError).
+//
 // There is no way to approve a run without a person: Approve sends one reviewer's decision for one
 // digest, and the workflow accepts only the first valid decision.
 package client

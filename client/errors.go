@@ -109,3 +109,80 @@ func ErrorType(err error) string {
 	}
 	return ""
 }
+
+// TypeNotSession names a *NotSessionError; TypeCellMismatch a *CellMismatchError.
+const (
+	TypeNotSession   = "NotSession"
+	TypeCellMismatch = "CellMismatch"
+)
+
+// NotSessionError reports a workflow id that names a workflow that is not a Session: the session
+// commands refuse it before they query, update or sign.
+type NotSessionError struct {
+	WorkflowID string
+	// Type is the workflow type the id names.
+	Type string
+}
+
+func (e *NotSessionError) Error() string {
+	return fmt.Sprintf("client: workflow %s is a %s, not a Session", e.WorkflowID, e.Type)
+}
+
+// ErrorType returns TypeNotSession.
+func (e *NotSessionError) ErrorType() string { return TypeNotSession }
+
+// CellMismatchError reports a session status that shows one thing and asks to sign another: a
+// field of one of its cells (or of the session) is not what the cells it shows compute to
+// (CellStatementFor). Do not approve: the session's workflow worker may not be sandboxflow's.
+type CellMismatchError struct {
+	SessionID string
+	// Cell is the cell whose field differs; 0 for a field of the session itself.
+	Cell int
+	// Field names it: "code_digest", "chain", "digest", "result_digest", "code_bytes",
+	// "language", "result", "settings", "cells", "state".
+	Field string
+	// Shown is what the status shows; Computed what its cells compute (empty when nothing can
+	// be computed).
+	Shown, Computed string
+}
+
+func (e *CellMismatchError) Error() string {
+	what := "the session's " + e.Field
+	if e.Cell > 0 {
+		what = fmt.Sprintf("cell %d's %s", e.Cell, e.Field)
+	}
+	msg := fmt.Sprintf("client: session %s: %s", e.SessionID, what)
+	if e.Computed != "" {
+		msg += fmt.Sprintf(" is %.80q, but what the status shows computes %s", e.Shown, e.Computed)
+	} else {
+		msg += fmt.Sprintf(" (%.80q) does not agree with what the status shows", e.Shown)
+	}
+	return msg + ": do not approve; the session's workflow worker may not be sandboxflow's"
+}
+
+// ErrorType returns TypeCellMismatch.
+func (e *CellMismatchError) ErrorType() string { return TypeCellMismatch }
+
+// TypeCellNotRun names a *CellNotRunError.
+const TypeCellNotRun = "CellNotRun"
+
+// CellNotRunError reports a cell that ended without a result and was not denied: dropped when
+// its session ended while it waited, or failed on the sandbox host (State contract.StatusError;
+// Msg is the workflow's reason).
+type CellNotRunError struct {
+	SessionID string
+	Cell      int
+	State     string
+	Msg       string
+}
+
+func (e *CellNotRunError) Error() string {
+	msg := fmt.Sprintf("client: cell %d of session %s did not give a result: it is %s", e.Cell, e.SessionID, e.State)
+	if e.Msg != "" {
+		msg += ": " + e.Msg
+	}
+	return msg
+}
+
+// ErrorType returns TypeCellNotRun.
+func (e *CellNotRunError) ErrorType() string { return TypeCellNotRun }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -28,4 +31,26 @@ func ExampleWriteJSON() {
 	// Output:
 	// {"code":"ok = False # \u202e ;ok = True\n","suspicious_characters":[{"line":1,"column":14,"rune":"U+202E","name":"RIGHT-TO-LEFT OVERRIDE"}]}
 	// WARNING: the code holds 1 invisible or direction-changing character(s) that may make it read differently from how it runs: U+202E RIGHT-TO-LEFT OVERRIDE at line 1 column 14
+}
+
+// A reviewer's tool signs cell 1 of a session: CellStatementFor recomputes the cell's digest
+// from the status (settings digest, index, code digest, chain) before it makes the statement.
+func ExampleCellStatementFor() {
+	s, err := guard.Policy{}.CheckSession(guard.SessionRequest{}, "docker")
+	if err != nil {
+		log.Fatal(err)
+	}
+	code, chain := "x = 41\n", guard.ChainStart(s.Digest)
+	codeDigest := guard.CellCodeDigest(guard.Python, code)
+	digest := guard.CellDigest(s.Digest, 1, codeDigest, chain)
+	st := contract.SessionStatus{State: contract.SessionOpen, WorkflowID: "session-1", RunID: "run-1", SandboxTaskQueue: "host-1",
+		StatementVersion: approval.StatementVersion, Settings: s.Summary(), Chain: chain,
+		Cells: []contract.CellStatus{{Cell: 1, Language: guard.Python, Code: code, CodeBytes: len(code), CodeDigest: codeDigest,
+			Chain: chain, Digest: digest, State: contract.StatusAwaitingApproval}}}
+	f, err := client.CellStatementFor(st, 1, client.StatementOptions{Reviewer: "alice"}, time.Now())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(f.WorkflowID, f.RunID, f.SandboxTaskQueue, f.Reviewer, f.Digest == digest)
+	// Output: session-1 run-1 host-1 alice true
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,8 +192,9 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 				t.Errorf("run_code input schema %v; want tool-schema's %v", tool.InputSchema, schema)
 			}
 		}
-		if !reflect.DeepEqual(names, []string{"run_code", "run_status"}) && !reflect.DeepEqual(names, []string{"run_status", "run_code"}) {
-			t.Errorf("tools %v; want run_code and run_status", names)
+		slices.Sort(names)
+		if want := []string{"cell_status", "close_session", "open_session", "run_cell", "run_code", "run_status"}; !reflect.DeepEqual(names, want) {
+			t.Errorf("tools %v; want %v", names, want)
 		}
 	})
 	t.Run("approved while the call waits", func(t *testing.T) {

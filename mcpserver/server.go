@@ -1,7 +1,9 @@
 // Package mcpserver offers sandboxflow to agents as a Model Context Protocol server: the tool
 // run_code starts a RunCode run, reports progress while a person reviews it, and returns the
 // output as text and produced files as embedded resources; the tool run_status reads a run that
-// outlived one call. Everything but the code and its language (limits, egress, env, secrets, the
+// outlived one call. The session tools keep one sandbox for a task: open_session opens it,
+// run_cell runs one cell in it (each approved by a person, state kept between cells), cell_status
+// reads a cell that outlived one call, and close_session removes it and lists every cell. Everything but the code and its language (limits, egress, env, secrets, the
 // agent's name, the task queue and the languages offered) is the operator's, set in Config.
 //
 // The server never decides on a run: approvals come from reviewers, through their own tools.
@@ -58,7 +60,7 @@ type Server struct {
 	mcp *mcp.Server
 }
 
-// New returns a server with the tools run_code and run_status, or an error when the
+// New returns a server with the tools run_code, run_status and the session tools, or an error when the
 // configuration is incomplete.
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
@@ -89,6 +91,7 @@ func New(cfg Config) (*Server, error) {
 			"its state, or its result once it ran.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","description":"The run's id, as run_code returned it."}},"required":["id"],"additionalProperties":false}`),
 	}, s.runStatus)
+	s.sessionTools()
 	return s, nil
 }
 

@@ -201,7 +201,16 @@ func errorResult(err error) *mcp.CallToolResult {
 // resultContent is a run's result: a summary line, stdout and stderr as text, produced files as
 // embedded resources, and the whole result (without file contents) as structured content.
 func resultContent(id string, r guard.Result) *mcp.CallToolResult {
-	summary := fmt.Sprintf("run %s: %s, exit code %d, %d ms", id, r.Outcome, r.ExitCode, r.Duration.Milliseconds())
+	return resultContentAt("run "+id, runURI(id), r)
+}
+
+// runURI is where a run's produced files are named.
+func runURI(id string) string { return "sandboxflow://runs/" + url.PathEscape(id) }
+
+// resultContentAt is resultContent for what label names, with the produced files named under
+// base.
+func resultContentAt(label, base string, r guard.Result) *mcp.CallToolResult {
+	summary := fmt.Sprintf("%s: %s, exit code %d, %d ms", label, r.Outcome, r.ExitCode, r.Duration.Milliseconds())
 	if r.TimedOut {
 		summary += " (timed out: try faster code)"
 	}
@@ -214,7 +223,7 @@ func resultContent(id string, r guard.Result) *mcp.CallToolResult {
 		content = append(content, &mcp.TextContent{Text: streamText("stderr", r.Stderr, r.StderrTruncated)})
 	}
 	for _, f := range r.Files {
-		content = append(content, &mcp.EmbeddedResource{Resource: fileResource(id, f)})
+		content = append(content, &mcp.EmbeddedResource{Resource: fileResourceAt(base, f)})
 	}
 	return &mcp.CallToolResult{Content: content, StructuredContent: client.WithoutContents(r)}
 }
@@ -230,7 +239,12 @@ func streamText(name string, b []byte, truncated bool) string {
 // fileResource is a produced file: text when it is valid UTF-8 of a text type, a blob otherwise,
 // with a MIME type from its extension.
 func fileResource(id string, f guard.File) *mcp.ResourceContents {
-	uri := "sandboxflow://runs/" + url.PathEscape(id) + "/files/" + (&url.URL{Path: f.Name}).EscapedPath()
+	return fileResourceAt(runURI(id), f)
+}
+
+// fileResourceAt is fileResource for a file named under base.
+func fileResourceAt(base string, f guard.File) *mcp.ResourceContents {
+	uri := base + "/files/" + (&url.URL{Path: f.Name}).EscapedPath()
 	mt := mime.TypeByExtension(path.Ext(f.Name))
 	isText := utf8.Valid(f.Content) && (mt == "" || strings.HasPrefix(mt, "text/") || strings.Contains(mt, "json") || strings.Contains(mt, "xml"))
 	if mt == "" {

@@ -45,6 +45,13 @@ type command struct {
 	approvalID string
 	expiresIn  time.Duration
 
+	// session: the subcommand, open's settings, cell's language; cell is the cell of a
+	// session that statement, approve and deny decide on (0: the waiting one)
+	sub      string
+	session  guard.SessionRequest
+	language string
+	cell     int
+
 	// pending
 	pageSize int
 	nextPage string
@@ -88,6 +95,8 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 		return c, c.parseReview(fs, args)
 	case "statement", "approve", "deny":
 		return c, c.parseDecision(fs, args)
+	case "session":
+		return c, c.parseSession(stderr, args)
 	case "tool-schema":
 		return c, c.parseToolSchema(fs, args)
 	case "-h", "--help", "help":
@@ -170,6 +179,7 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
 	var mayBeEmpty []string
+	fs.IntVar(&c.cell, "cell", 0, "the cell of a session to decide on (default for a session: the one that waits, printed first)")
 	fs.StringVar(&c.reviewer, "reviewer", os.Getenv(client.EnvReviewer), "the principal you sign as, one your key's line in the reviewers file allows; the statement names it ["+client.EnvReviewer+"]")
 	mayBeEmpty = append(mayBeEmpty, "reviewer")
 	if c.name == "statement" {
@@ -182,7 +192,7 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
 		mayBeEmpty = append(mayBeEmpty, "reason")
 		if c.name == "approve" {
-			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's result and print it too")
+			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's (or the cell's) result and print it too")
 		}
 	}
 	pos, err := cli.Parse(fs, args, 1, 1, mayBeEmpty...)
@@ -191,14 +201,16 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 	}
 	c.id = pos[0]
 	switch {
+	case c.cell < 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
 	case c.name == "statement":
 		if c.expiresIn < 0 {
 			return &cli.UsageError{Msg: fmt.Sprintf("--expires-in %s is negative", c.expiresIn)}
 		}
 	case c.key == "":
 		return &cli.UsageError{Msg: "--key FILE (or " + client.EnvReviewerKey + ") is required: decisions are signed with a reviewer's key"}
-	case c.name == "approve" && c.digest == "":
-		return &cli.UsageError{Msg: "--digest is required: approve the digest you read with `starter show`"}
+	case c.name == "approve" && c.digest == "" && c.cell == 0:
+		return &cli.UsageError{Msg: "--digest is required (or, for a session, --cell N): approve the digest you read with `starter show` (`starter session show`)"}
 	case c.name == "deny" && c.reason == "":
 		return &cli.UsageError{Msg: "--reason is required"}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -258,13 +259,22 @@ func printPending(w io.Writer, page client.PendingPage, pageSize int, now time.T
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKFLOW ID\tWAITING\tLANGUAGE\tBACKEND\tDIGEST")
+	fmt.Fprintln(tw, "WORKFLOW ID\tKIND\tWAITING\tLANGUAGE\tBACKEND\tDIGEST")
+	sessions := false
 	for _, p := range pending {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), human.Duration(now.Sub(p.StartTime)),
+		kind := cmp.Or(p.Kind, client.PendingRun)
+		sessions = sessions || kind == client.PendingSession
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), terminal(kind), human.Duration(now.Sub(p.StartTime)),
 			terminal(p.Language), terminal(p.Backend), shortDigest(terminal(p.Digest)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if sessions {
+		// WAITING of a session is how long it has been open, not how long its cell has waited.
+		if _, err := fmt.Fprintln(w, "A session waits with one cell: read it, and every cell before it, with starter session show ID."); err != nil {
+			return err
+		}
 	}
 	if page.NextPageToken == "" {
 		return nil

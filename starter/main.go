@@ -1,5 +1,5 @@
 // Command starter is how agent orchestrators and reviewers use sandboxflow from a terminal or a
-// script: run, pending, show, statement, approve, deny, result, tool-schema, inbox and mcp. Every
+// script: run, pending, show, statement, approve, deny, result, session, tool-schema, inbox and mcp. Every
 // command but the servers prints JSON on stdout, a failure too ({"error": {"type": ...,
 // "message": ...}}), except that show and pending print for a person unless given --json; usage
 // errors exit 2, other failures 1.
@@ -31,7 +31,7 @@ commands:
       [--timeout 30s] [--network] [--capture-content] [--workflow-id ID] [--wait]
                        start a run; prints {"workflow_id", "run_id", "digest"}; --wait then prints the result
   pending [--json] [--page-size N] [--next-page TOKEN]
-                       list the runs that wait for a decision, 100 (--page-size) at a time, newest first:
+                       list the runs (and sessions with a waiting cell, kind "session") that wait for a decision, 100 (--page-size) at a time, newest first:
                        a table that ends with the next page's command, or --json for programs:
                        {"pending": [...], "next_page_token": "..." ("" on the last page)}
   show ID [--input-files] [--json]
@@ -45,6 +45,25 @@ commands:
                        sign the decision with your reviewer key (--key or SANDBOXFLOW_REVIEWER_KEY;
                        a .pub file signs through ssh-agent) as P and send it; approve --wait then
                        prints the result too
+  approve SESSION --cell N --key FILE --reviewer P [--digest D] [--reason R] [--wait]
+  deny SESSION --cell N --key FILE --reviewer P --reason R
+  statement SESSION --cell N --reviewer P [--deny]
+                       the same for cell N of a session: the statement binds the session, the cell's
+                       code and every earlier cell with its output (checked against what session show
+                       shows); without --cell, the cell that waits, printed on stderr first
+  session open [--language python,sh]... [--input NAME=PATH]... [--env NAME=VALUE]... [--timeout 30s]
+      [--network] [--allow-host P]... [--secret S]... [--lifetime 1h] [--idle-timeout 10m]
+      [--max-cells 100] [--workflow-id ID]
+                       open a session (one sandbox whose state lives across cells); prints
+                       {"session_id", "run_id", "settings_digest"}
+  session cell SESSION (--code CODE | FILE | -) [--language L] [--wait]
+                       submit a cell; prints {"cell", "digest", ...}; --wait then prints its result
+                       as result does (exit 1 with {"error": ...} when it did not run)
+  session show SESSION [--input-files] [--json]
+                       the settings and every cell: its code, its reviewer, its output; the waiting
+                       cell marked; code shown as show shows it (tabs, invisible characters, warnings)
+  session close SESSION [--reason R]
+                       close it: a waiting cell is dropped, the sandbox removed; prints its status
   result ID [--timeout D]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run)
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
@@ -52,7 +71,9 @@ commands:
                        serve the reviewers' inbox (a web page to read runs and sign with a passkey)
   mcp [--http 127.0.0.1:PORT] [--mcp-wait 50s] [--inbox-url URL] [--languages L] [--timeout D]
       [--allow-host P]... [--secret S]... [--env NAME=VALUE]... [--agent NAME]
-                       serve the run_code and run_status tools over MCP (stdio, or streamable HTTP)
+                       serve the run_code and run_status tools, and open_session, run_cell, cell_status
+                       and close_session (one sandbox per task, every cell approved), over MCP
+                       (stdio, or streamable HTTP)
 
 connection flags (every command but tool-schema; environment in brackets):
   --address HOST:PORT [TEMPORAL_ADDRESS]   --namespace NS [TEMPORAL_NAMESPACE]
@@ -123,6 +144,11 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return err
 		}
 	}
+	if cmd.name == "session" {
+		if err := cmd.readSession(stdin); err != nil {
+			return err
+		}
+	}
 	sc, err := client.Connect(ctx, cmd.conn, cmd.keyFile, cmd.taskQueue)
 	if err != nil {
 		return err
@@ -158,9 +184,24 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return printOr(stdout, review, err)
 		}
 		return printReview(stdout, review, time.Now())
-	case "statement":
-		return statementCmd(ctx, sc, cmd, stdout, stderr)
-	case "approve", "deny":
+	case "session":
+		return sessionCmd(ctx, sc, cmd, stdout, stderr)
+	case "statement", "approve", "deny":
+		session := cmd.cell > 0
+		if !session {
+			var err error
+			if session, err = sc.IsSession(ctx, cmd.id); err != nil {
+				return err
+			}
+		}
+		switch {
+		case session && cmd.name == "statement":
+			return cellStatementCmd(ctx, sc, cmd, stdout, stderr)
+		case session:
+			return decideCellCmd(ctx, sc, cmd, stdout, stderr)
+		case cmd.name == "statement":
+			return statementCmd(ctx, sc, cmd, stdout, stderr)
+		}
 		return decideCmd(ctx, sc, cmd, stdout)
 	case "result":
 		res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)

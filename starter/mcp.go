@@ -20,7 +20,8 @@ import (
 	"github.com/sandboxflow/sandboxflow/mcpserver"
 )
 
-// mcpMain serves the run_code and run_status tools over MCP until ctx ends: on stdin/stdout by
+// mcpMain serves the run_code and run_status tools, and the session tools (open_session,
+// run_cell, cell_status, close_session), over MCP until ctx ends: on stdin/stdout by
 // default, or as streamable HTTP with --http ADDR. Every setting but the code and its language is
 // a flag here, never the model's. It returns the exit code: 2 for a usage error, 1 for a failure.
 func mcpMain(ctx context.Context, args []string, stderr io.Writer) int {

@@ -14,6 +14,17 @@ const maxReadBytes = 16 << 20
 
 // readRequest reads the code and the input files of a run command into cmd.req, byte for byte.
 func (cmd *command) readRequest(stdin io.Reader) error {
+	if err := cmd.readCode(stdin); err != nil {
+		return err
+	}
+	files, err := cmd.readInputs()
+	cmd.req.Files = files
+	return err
+}
+
+// readCode reads the code (--code, --file or a session cell's FILE, - for stdin) into
+// cmd.req.Code, byte for byte.
+func (cmd *command) readCode(stdin io.Reader) error {
 	switch {
 	case cmd.code != "":
 		cmd.req.Code = cmd.code
@@ -30,17 +41,23 @@ func (cmd *command) readRequest(stdin io.Reader) error {
 		}
 		cmd.req.Code = string(b)
 	}
+	return nil
+}
+
+// readInputs reads the --input files, name → bytes (nil for none).
+func (cmd *command) readInputs() (map[string][]byte, error) {
+	var files map[string][]byte
 	for name, path := range cmd.inputs.Map {
 		b, err := readFile(path)
 		if err != nil {
-			return &cli.UsageError{Msg: fmt.Sprintf("--input %s: %v", name, err)}
+			return nil, &cli.UsageError{Msg: fmt.Sprintf("--input %s: %v", name, err)}
 		}
-		if cmd.req.Files == nil {
-			cmd.req.Files = map[string][]byte{}
+		if files == nil {
+			files = map[string][]byte{}
 		}
-		cmd.req.Files[name] = b
+		files[name] = b
 	}
-	return nil
+	return files, nil
 }
 
 // readFile reads at most maxReadBytes+1 bytes of path: enough for the client to say the request is

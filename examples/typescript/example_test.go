@@ -1,8 +1,8 @@
 //go:build integration
 
 // Package typescript_test runs the TypeScript examples against a real server and worker: the
-// Temporal client example, and the MCP client example with the official MCP SDK over stdio and
-// streamable HTTP.
+// Temporal client example, the MCP client example with the official MCP SDK over stdio and
+// streamable HTTP, and the three-cell session through the same SDK.
 package typescript_test
 
 import (
@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
 )
 
 var built struct {
@@ -222,8 +224,9 @@ func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) 
 			t.Errorf("run_code's input schema as the TypeScript SDK read it: %v; want tool-schema's %v", tool.Input, wantSchema)
 		}
 	}
-	if strings.Join(names, ",") != "run_code,run_status" && strings.Join(names, ",") != "run_status,run_code" {
-		t.Errorf("tools %v; want run_code and run_status", names)
+	slices.Sort(names)
+	if want := "cell_status,close_session,open_session,run_cell,run_code,run_status"; strings.Join(names, ",") != want {
+		t.Errorf("tools %v; want %s", names, want)
 	}
 
 	var id, progress string
@@ -257,5 +260,54 @@ func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) 
 	}
 	if err := out.cmd.Wait(); err != nil {
 		t.Errorf("mcp.js exited with %v", err)
+	}
+}
+
+// TestIntegrationTypeScriptSession runs session.ts, a three-cell session driven through the
+// official MCP SDK for TypeScript against `starter mcp` over stdio, with the real Docker backend:
+// each cell is approved while its run_cell call waits; the second prints the first's variable,
+// the third (sh) reads the file the first wrote; close_session lists the three.
+func TestIntegrationTypeScriptSession(t *testing.T) {
+	build(t)
+	e := sessionenv.Setup(t)
+	out := run(t, node(t, "dist/session.js", e.Starter, "mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
+		"--mcp-wait", "2m", "--progress-interval", "200ms", "--languages", "python,sh"))
+	var opened struct {
+		SessionID string `json:"session_id"`
+		MaxCells  int    `json:"max_cells"`
+	}
+	out.value(t, "SESSION ", &opened)
+	if opened.SessionID == "" || opened.MaxCells != 5 {
+		t.Fatalf("open_session gave %+v; want a session id and max_cells 5", opened)
+	}
+	want := []string{"", "42\n", "forty-two\n"}
+	for i := range want {
+		if got := sessionenv.Decide(t, e, opened.SessionID, true); got != i+1 {
+			t.Fatalf("cell %d waited; want cell %d", got, i+1)
+		}
+		var cell struct {
+			IsError bool `json:"isError"`
+			Result  struct {
+				OK     bool   `json:"ok"`
+				Stdout string `json:"stdout"`
+			} `json:"result"`
+		}
+		out.value(t, fmt.Sprintf("CELL %d ", i+1), &cell)
+		if cell.IsError || !cell.Result.OK || cell.Result.Stdout != want[i] {
+			t.Errorf("cell %d: %+v; want ok and stdout %q", i+1, cell, want[i])
+		}
+	}
+	var closed struct {
+		End   string `json:"end"`
+		Cells []struct {
+			State string `json:"state"`
+		} `json:"cells"`
+	}
+	out.value(t, "CLOSED ", &closed)
+	if closed.End != "closed" || len(closed.Cells) != 3 {
+		t.Errorf("close_session: %+v; want closed with three cells", closed)
+	}
+	if err := out.cmd.Wait(); err != nil {
+		t.Errorf("session.js exited with %v", err)
 	}
 }

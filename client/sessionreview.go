@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// SessionReview is everything a reviewer reads about a session: its status (settings, every
+// cell with its code, its decision and its result), what this client computed of each cell's
+// code (the characters a person could not see, names that read as others), and the settings'
+// env values and input files when asked for.
+type SessionReview struct {
+	SessionID string `json:"session_id"`
+	contract.SessionStatus
+	// Waiting is the index of the cell that waits for a decision; 0 when none does.
+	Waiting int `json:"waiting_cell,omitempty"`
+	// Views has one entry per cell of Cells, in the same order.
+	Views []CellView `json:"cell_views"`
+	// Env holds the env values, only when asked for, less those the policy marks sensitive.
+	Env map[string]string `json:"env_values,omitempty"`
+	// SensitiveEnvBytes holds the length of each sensitive value, in its place.
+	SensitiveEnvBytes map[string]int `json:"sensitive_env_bytes,omitempty"`
+	// InputFiles holds the input files' contents, only when asked for.
+	InputFiles map[string][]byte `json:"input_files,omitempty"`
+}
+
+// CellView is what this client computed of one cell's code, as Review computes it of a run's.
+type CellView struct {
+	Cell                 int                    `json:"cell"`
+	SuspiciousCharacters []guard.Suspicious     `json:"suspicious_characters,omitempty"`
+	Warning              string                 `json:"warning,omitempty"`
+	ConfusableNames      []guard.ConfusableName `json:"confusable_names,omitempty"`
+	NamesWarning         string                 `json:"names_warning,omitempty"`
+}
+
+// ReviewSession returns what a reviewer reads about sessionID, with what opts adds. It refuses a
+// workflow that is not a Session (*NotSessionError), a status that names another session, a
+// status whose settings digest is not the digest of what it shows with the session's start
+// (CheckSessionShown), and one whose cells do not compute the chain and digests it shows
+// (VerifyCells, a *CellMismatchError). The start-up warnings are computed here from the start's
+// input files, and every cell's suspicious characters from its code: nothing a reviewer is
+// warned of is taken from the workflow's word.
+func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts ReviewOptions) (SessionReview, error) {
+	info, err := c.ReadSession(ctx, sessionID)
+	if err != nil {
+		return SessionReview{}, err
+	}
+	st := info.Status
+	r := SessionReview{SessionID: sessionID, Waiting: WaitingCell(st)}
+	if st.Settings.Digest != "" {
+		in, err := c.SessionStartInput(ctx, sessionID, st.RunID)
+		if err != nil {
+			return SessionReview{}, err
+		}
+		if err := CheckSessionShown(st, in); err != nil {
+			return SessionReview{}, err
+		}
+		if _, err := VerifyCells(st, len(st.Cells)); err != nil {
+			return SessionReview{}, err
+		}
+		names := slices.Sorted(maps.Keys(in.Request.Files))
+		st.Settings.Warnings = guard.StartupWarnings(names)
+		if opts.EnvValues {
+			r.Env = map[string]string{}
+			for n, v := range in.Request.Env {
+				if slices.Contains(st.Settings.SensitiveEnv, n) {
+					if r.SensitiveEnvBytes == nil {
+						r.SensitiveEnvBytes = map[string]int{}
+					}
+					r.SensitiveEnvBytes[n] = len(v)
+					continue
+				}
+				r.Env[n] = v
+			}
+		}
+		if opts.InputFiles {
+			r.InputFiles = in.Request.Files
+			if r.InputFiles == nil {
+				r.InputFiles = map[string][]byte{}
+			}
+		}
+	}
+	r.Views = make([]CellView, 0, len(st.Cells))
+	for i, cell := range st.Cells {
+		v := CellView{Cell: cell.Cell, SuspiciousCharacters: guard.SuspiciousCharacters(cell.Code), ConfusableNames: guard.ConfusableNames(cell.Code)}
+		v.Warning = SuspiciousWarning(v.SuspiciousCharacters)
+		v.NamesWarning = ConfusableWarning(v.ConfusableNames)
+		st.Cells[i].SuspiciousCharacters = v.SuspiciousCharacters
+		r.Views = append(r.Views, v)
+	}
+	r.SessionStatus = st
+	return r, nil
+}

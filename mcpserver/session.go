@@ -1,0 +1,433 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Names of the session tools (issue 28).
+const (
+	OpenSessionToolName  = "open_session"
+	RunCellToolName      = "run_cell"
+	CellStatusToolName   = "cell_status"
+	CloseSessionToolName = "close_session"
+)
+
+// OpenSessionArguments are what a model may choose of a session: how long it lives, how long it
+// may stay idle and how many cells it runs, each within the workers' policy. Every other setting
+// (languages, limits, network, egress, env, secrets, input files) is the operator's, as for
+// run_code.
+type OpenSessionArguments struct {
+	Lifetime    string `json:"lifetime,omitempty"`
+	IdleTimeout string `json:"idle_timeout,omitempty"`
+	MaxCells    int    `json:"max_cells,omitempty"`
+}
+
+// RunCellArguments are a run_cell call's: the session, the cell's code and, where more than one
+// is offered, its language.
+type RunCellArguments struct {
+	SessionID string `json:"session_id"`
+	Code      string `json:"code"`
+	Language  string `json:"language,omitempty"`
+}
+
+// CellStatusArguments name one cell of a session.
+type CellStatusArguments struct {
+	SessionID string `json:"session_id"`
+	Cell      int    `json:"cell"`
+}
+
+// CloseSessionArguments name the session to close.
+type CloseSessionArguments struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionOpened is open_session's structured content.
+type SessionOpened struct {
+	SessionID      string   `json:"session_id"`
+	SettingsDigest string   `json:"settings_digest"`
+	Languages      []string `json:"languages"`
+	Lifetime       string   `json:"lifetime"`
+	IdleTimeout    string   `json:"idle_timeout"`
+	MaxCells       int      `json:"max_cells"`
+}
+
+// CellSummary is one cell as close_session lists it: its index, language, state, digests, who
+// decided, and its result without file contents (nil when it did not run).
+type CellSummary struct {
+	Cell       int           `json:"cell"`
+	Language   string        `json:"language"`
+	State      string        `json:"state"`
+	CodeDigest string        `json:"code_digest"`
+	Digest     string        `json:"digest"`
+	Reviewer   string        `json:"reviewer,omitempty"`
+	Error      string        `json:"error,omitempty"`
+	Result     *guard.Result `json:"result,omitempty"`
+}
+
+// SessionClosed is close_session's structured content.
+type SessionClosed struct {
+	SessionID string        `json:"session_id"`
+	End       string        `json:"end"`
+	Cells     []CellSummary `json:"cells"`
+}
+
+// sessionTools adds open_session, run_cell, cell_status and close_session.
+func (s *Server) sessionTools() {
+	langs := strings.Join(s.cfg.Languages, " or ")
+	cellProps := map[string]any{
+		"session_id": map[string]any{"type": "string", "description": "The session's id, as open_session returned it."},
+		"code":       map[string]any{"type": "string", "description": "The cell's code. Python cells share one interpreter: variables and imports of earlier cells are kept."},
+	}
+	cellRequired := []string{"session_id", "code"}
+	if len(s.cfg.Languages) > 1 {
+		cellProps["language"] = map[string]any{"type": "string", "enum": s.cfg.Languages, "description": "The cell's language."}
+		cellRequired = append(cellRequired, "language")
+	}
+	durationProp := func(what string) map[string]any {
+		return map[string]any{"type": "string", "pattern": durationPattern, "description": what + ", as a Go duration such as \"30m\". Optional: the workers' cap."}
+	}
+	tools := []struct {
+		tool    *mcp.Tool
+		handler mcp.ToolHandler
+	}{
+		{&mcp.Tool{
+			Name: OpenSessionToolName,
+			Description: fmt.Sprintf("Open a session: one sandbox for this task whose state lives across cells (%s). "+
+				"Python cells run in one interpreter, so variables, imports and files are kept; sh cells run in a fresh shell each; /work is kept for both. "+
+				"A person approves every cell before it runs, having read every earlier cell and what it printed. Returns the session's id for run_cell.", langs),
+			InputSchema: object(map[string]any{
+				"lifetime":     durationProp("How long the session may live"),
+				"idle_timeout": durationProp("How long it may wait for a cell"),
+				"max_cells":    map[string]any{"type": "integer", "minimum": 1, "description": "How many cells it may run, denied ones included. Optional: the workers' cap."},
+			}, nil),
+		}, s.openSession},
+		{&mcp.Tool{
+			Name: RunCellToolName,
+			Description: "Run one cell of code in an open session and get back its exit code, stdout, stderr, the files it created or changed, and state_reset " +
+				"(true when an earlier cell killed the interpreter and this one started a fresh one: variables and imports are gone, files are kept). " +
+				"A person reviews and approves the cell first, so it may take a while; a denial comes back as an error and the session stays open. A timeout is a result.",
+			InputSchema: object(cellProps, cellRequired),
+		}, s.runCell},
+		{&mcp.Tool{
+			Name:        CellStatusToolName,
+			Description: "Read a cell that was still waiting for approval when run_cell returned: its state, or its result once it ran.",
+			InputSchema: object(map[string]any{
+				"session_id": map[string]any{"type": "string", "description": "The session's id."},
+				"cell":       map[string]any{"type": "integer", "minimum": 1, "description": "The cell's number, as run_cell returned it."},
+			}, []string{"session_id", "cell"}),
+		}, s.cellStatus},
+		{&mcp.Tool{
+			Name:        CloseSessionToolName,
+			Description: "Close a session: its sandbox and everything in it are removed. Returns every cell with its state and result.",
+			InputSchema: object(map[string]any{
+				"session_id": map[string]any{"type": "string", "description": "The session's id."},
+			}, []string{"session_id"}),
+		}, s.closeSession},
+	}
+	for _, t := range tools {
+		s.mcp.AddTool(t.tool, t.handler)
+	}
+}
+
+// durationPattern is a Go duration, as the session tools read one.
+const durationPattern = `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+
+// object is a JSON Schema of an object with props, the required ones, and nothing else.
+func object(props map[string]any, required []string) map[string]any {
+	schema := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return schema
+}
+
+// strictly decodes a tool's arguments, refusing unknown fields, as a ToolUsageError the model
+// can correct.
+func strictly(tool string, raw json.RawMessage, v any, want string) error {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("%s arguments: %v (want %s)", tool, err, want)}
+	}
+	return nil
+}
+
+// sessionRequest is the operator's settings with what the model chose of the session.
+func (s *Server) sessionRequest(a OpenSessionArguments) (guard.SessionRequest, error) {
+	b := s.cfg.Base
+	req := guard.SessionRequest{
+		Languages: s.cfg.Languages, Files: b.Files, Env: b.Env, Limits: b.Limits, Network: b.Network, Egress: b.Egress,
+		Secrets: b.Secrets, CaptureContent: b.CaptureContent, Metadata: b.Metadata, MaxCells: a.MaxCells,
+	}
+	for _, d := range []struct {
+		name string
+		v    string
+		to   *time.Duration
+	}{{"lifetime", a.Lifetime, &req.Lifetime}, {"idle_timeout", a.IdleTimeout, &req.IdleTimeout}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil || v <= 0 {
+			return req, &guard.ToolUsageError{Msg: fmt.Sprintf("open_session: %s %q is not a positive duration such as \"30m\"", d.name, d.v)}
+		}
+		*d.to = v
+	}
+	if a.MaxCells < 0 {
+		return req, &guard.ToolUsageError{Msg: fmt.Sprintf("open_session: max_cells %d: want 1 or more", a.MaxCells)}
+	}
+	return req, nil
+}
+
+func (s *Server) openSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a OpenSessionArguments
+	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20}, each optional`); err != nil {
+		return errorResult(err), nil
+	}
+	sreq, err := s.sessionRequest(a)
+	if err != nil {
+		return errorResult(err), nil
+	}
+	started, err := s.cfg.Client.OpenSession(ctx, sreq, client.SessionOptions{SandboxTaskQueue: s.cfg.SandboxTaskQueue})
+	if err != nil {
+		return errorResult(err), nil
+	}
+	out := SessionOpened{SessionID: started.WorkflowID, SettingsDigest: started.Digest, Languages: s.cfg.Languages}
+	if st, err := s.cfg.Client.SessionStatus(ctx, started.WorkflowID); err == nil {
+		out.Languages, out.MaxCells = st.Settings.Languages, st.Settings.MaxCells
+		out.Lifetime, out.IdleTimeout = st.Settings.Lifetime.String(), st.Settings.IdleTimeout.String()
+	}
+	text := fmt.Sprintf("session %s is open (%s; at most %d cells, ends after %s, or %s without a cell). Run code in it with %s, close it with %s when done.",
+		out.SessionID, strings.Join(out.Languages, ", "), out.MaxCells, out.Lifetime, out.IdleTimeout, RunCellToolName, CloseSessionToolName)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
+}
+
+func (s *Server) runCell(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a RunCellArguments
+	if err := strictly(RunCellToolName, req.Params.Arguments, &a, `{"session_id": ..., "code": ...`+s.languageHint()+`}`); err != nil {
+		return errorResult(err), nil
+	}
+	if err := s.checkLanguage(&a.Language); err != nil {
+		return errorResult(err), nil
+	}
+	if err := checkSessionID(a.SessionID); err != nil {
+		return errorResult(err), nil
+	}
+	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language,
+		Metadata: guard.Metadata{Agent: s.cfg.Base.Metadata.Agent, RequestedBy: s.cfg.Base.Metadata.RequestedBy}})
+	if err != nil {
+		return errorResult(err), nil
+	}
+	return s.waitCell(ctx, req, a.SessionID, sub.Cell, sub.Digest)
+}
+
+// checkLanguage defaults an empty language to the only one offered and refuses one not offered.
+func (s *Server) checkLanguage(lang *string) error {
+	if *lang == "" && len(s.cfg.Languages) == 1 {
+		*lang = s.cfg.Languages[0]
+	}
+	for _, l := range s.cfg.Languages {
+		if *lang == l {
+			return nil
+		}
+	}
+	return &guard.ToolUsageError{Msg: fmt.Sprintf("language %q is not offered; use one of %s", *lang, strings.Join(s.cfg.Languages, ", "))}
+}
+
+func checkSessionID(id string) error {
+	if !strings.HasPrefix(id, client.SessionIDPrefix) {
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("%q is not a session id: session ids start with %q (open_session returns one)", id, client.SessionIDPrefix)}
+	}
+	return nil
+}
+
+// waitCell waits for the cell to end up to Config.Wait, notifying progress, and returns its
+// result, why it did not run, or "still waiting".
+func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, sessionID string, cell int, digest string) (*mcp.CallToolResult, error) {
+	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+	defer cancel()
+	type outcome struct {
+		c   contract.CellStatus
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		c, err := s.cfg.Client.AwaitCell(waitCtx, sessionID, cell)
+		done <- outcome{c, err}
+	}()
+	token := req.Params.GetProgressToken()
+	tick := time.NewTicker(s.cfg.ProgressInterval)
+	defer tick.Stop()
+	step := 0
+	notify := func() {
+		if token == nil || req.Session == nil {
+			return
+		}
+		step++
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			ProgressToken: token, Progress: float64(step), Message: s.cellMessage(ctx, sessionID, cell, digest),
+		})
+	}
+	notify()
+	for {
+		select {
+		case o := <-done:
+			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
+				return s.cellStillWaiting(ctx, sessionID, cell, digest), nil
+			}
+			if o.err != nil {
+				return errorResult(o.err), nil
+			}
+			return cellContent(sessionID, o.c), nil
+		case <-tick.C:
+			notify()
+		}
+	}
+}
+
+// cellState reads the cell's state, or "" when the status cannot be read.
+func (s *Server) cellState(ctx context.Context, sessionID string, cell int) string {
+	st, err := s.cfg.Client.SessionStatus(ctx, sessionID)
+	if err != nil {
+		return ""
+	}
+	for _, c := range st.Cells {
+		if c.Cell == cell {
+			return c.State
+		}
+	}
+	return ""
+}
+
+// cellMessage says what the cell waits for, with the inbox's address when one is configured.
+func (s *Server) cellMessage(ctx context.Context, sessionID string, cell int, digest string) string {
+	switch state := s.cellState(ctx, sessionID, cell); state {
+	case contract.StatusAwaitingApproval, "":
+		msg := fmt.Sprintf("waiting for a reviewer to approve cell %d of session %s (digest %s)", cell, sessionID, digest)
+		if s.cfg.InboxURL != "" {
+			msg += "; review it at " + s.cfg.InboxURL
+		}
+		return msg
+	case contract.StatusRunning:
+		return fmt.Sprintf("approved; cell %d of session %s is running", cell, sessionID)
+	default:
+		return fmt.Sprintf("cell %d of session %s is %s", cell, sessionID, state)
+	}
+}
+
+// cellStillWaiting is what run_cell returns when the cell outlived Config.Wait.
+func (s *Server) cellStillWaiting(ctx context.Context, sessionID string, cell int, digest string) *mcp.CallToolResult {
+	state := cmpOr(s.cellState(ctx, sessionID, cell), contract.StatusAwaitingApproval)
+	text := fmt.Sprintf("%s: cell %d of session %s (digest %s) is %s. Call %s with {\"session_id\": %q, \"cell\": %d} later for its result; run no other cell before it ended.",
+		StillWaiting, cell, sessionID, digest, state, CellStatusToolName, sessionID, cell)
+	if s.cfg.InboxURL != "" {
+		text += " Reviewers decide at " + s.cfg.InboxURL + "."
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: map[string]any{"session_id": sessionID, "cell": cell, "state": state, "digest": digest},
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (s *Server) cellStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a CellStatusArguments
+	if err := strictly(CellStatusToolName, req.Params.Arguments, &a, `{"session_id": ..., "cell": N}`); err != nil {
+		return errorResult(err), nil
+	}
+	if err := checkSessionID(a.SessionID); err != nil {
+		return errorResult(err), nil
+	}
+	st, err := s.cfg.Client.SessionStatus(ctx, a.SessionID)
+	if err != nil {
+		return errorResult(fmt.Errorf("mcpserver: status of %s: %w", a.SessionID, err)), nil
+	}
+	for _, c := range st.Cells {
+		if c.Cell != a.Cell {
+			continue
+		}
+		if !c.Final() {
+			if c.State == contract.StatusAwaitingApproval {
+				return s.cellStillWaiting(ctx, a.SessionID, c.Cell, c.Digest), nil
+			}
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("cell %d of session %s is %s; ask again later", c.Cell, a.SessionID, c.State)}},
+				StructuredContent: map[string]any{"session_id": a.SessionID, "cell": c.Cell, "state": c.State, "digest": c.Digest},
+			}, nil
+		}
+		return cellContent(a.SessionID, c), nil
+	}
+	return errorResult(&guard.ToolUsageError{Msg: fmt.Sprintf("session %s has no cell %d", a.SessionID, a.Cell)}), nil
+}
+
+func (s *Server) closeSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var a CloseSessionArguments
+	if err := strictly(CloseSessionToolName, req.Params.Arguments, &a, `{"session_id": ...}`); err != nil {
+		return errorResult(err), nil
+	}
+	if err := checkSessionID(a.SessionID); err != nil {
+		return errorResult(err), nil
+	}
+	st, err := s.cfg.Client.CloseSession(ctx, a.SessionID, "closed by the agent (MCP close_session)")
+	if err != nil {
+		return errorResult(err), nil
+	}
+	return closedContent(a.SessionID, st), nil
+}
+
+// closedContent lists every cell of a closed session: one line each as text, the list as
+// structured content (results without file contents).
+func closedContent(sessionID string, st contract.SessionStatus) *mcp.CallToolResult {
+	out := SessionClosed{SessionID: sessionID, End: st.End, Cells: []CellSummary{}}
+	lines := []string{fmt.Sprintf("session %s is closed (%s): %d cell(s)", sessionID, cmpOr(st.End, st.State), len(st.Cells))}
+	for _, c := range st.Cells {
+		sum := CellSummary{Cell: c.Cell, Language: c.Language, State: c.State, CodeDigest: c.CodeDigest, Digest: c.Digest, Error: c.Error}
+		if c.Decision != nil {
+			sum.Reviewer = c.Decision.Reviewer
+		}
+		line := fmt.Sprintf("cell %d (%s): %s", c.Cell, c.Language, c.State)
+		if c.Result != nil {
+			r := client.WithoutContents(*c.Result)
+			sum.Result = &r
+			line += fmt.Sprintf(", exit code %d", r.ExitCode)
+		}
+		out.Cells = append(out.Cells, sum)
+		lines = append(lines, line)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(lines, "\n")}}, StructuredContent: out}
+}
+
+// cellContent is an ended cell: its result as run_code gives a run's (with state_reset in the
+// summary and in the structured content), or why it did not run as an error.
+func cellContent(sessionID string, c contract.CellStatus) *mcp.CallToolResult {
+	res, err := client.CellOutcome(sessionID, c)
+	if err != nil {
+		r := errorResult(err)
+		if c.State == contract.StatusDenied {
+			r.Content = append(r.Content, &mcp.TextContent{Text: "The cell did not run; the session stays open: change the code and try run_cell again."})
+		}
+		return r
+	}
+	label := fmt.Sprintf("cell %d of session %s", c.Cell, sessionID)
+	if res.StateReset {
+		label += " (state_reset: an earlier cell ended the interpreter, so this cell ran in a fresh one; variables and imports are gone, files are kept)"
+	}
+	return resultContentAt(label, fmt.Sprintf("sandboxflow://sessions/%s/cells/%d", url.PathEscape(sessionID), c.Cell), res)
+}

@@ -1,0 +1,90 @@
+//go:build integration
+
+package mcpserver_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
+)
+
+// TestIntegrationMCPSession drives a session through `starter mcp` with the Go MCP SDK against a
+// real server, worker and Docker sandbox: open_session, three run_cell calls that keep state
+// (the third ends the interpreter, the fourth says state_reset and still reads the file), a
+// denied cell that leaves the session open, and close_session listing every cell.
+func TestIntegrationMCPSession(t *testing.T) {
+	e := sessionenv.Setup(t)
+	cmd := exec.Command(e.Starter, "mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
+		"--mcp-wait", "2m", "--progress-interval", "200ms", "--languages", "python,sh")
+	cmd.Stderr = os.Stderr
+	cs, _ := connect(t, &mcp.CommandTransport{Command: cmd})
+
+	open := <-call(cs, "open_session", map[string]any{"max_cells": 8, "idle_timeout": "5m"})
+	var opened struct {
+		SessionID string   `json:"session_id"`
+		Languages []string `json:"languages"`
+		MaxCells  int      `json:"max_cells"`
+	}
+	if b, _ := json.Marshal(open.StructuredContent); open.IsError || json.Unmarshal(b, &opened) != nil || opened.SessionID == "" || opened.MaxCells != 8 {
+		t.Fatalf("open_session: isError %t, %s, %+v", open.IsError, texts(open), open.StructuredContent)
+	}
+	id := opened.SessionID
+
+	type cellOut struct {
+		Stdout     string `json:"stdout"`
+		ExitCode   int    `json:"exit_code"`
+		StateReset bool   `json:"state_reset"`
+		Files      []struct {
+			Name string `json:"name"`
+		} `json:"files"`
+	}
+	runCell := func(code, lang string, approve bool) (*mcp.CallToolResult, cellOut) {
+		t.Helper()
+		ch := call(cs, "run_cell", map[string]any{"session_id": id, "code": code, "language": lang})
+		sessionenv.Decide(t, e, id, approve)
+		res := <-ch
+		var out cellOut
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			_ = json.Unmarshal(b, &out)
+		}
+		return res, out
+	}
+	res, out := runCell("x = 41\nopen('kept.txt', 'w').write('kept')\n", "python", true)
+	if res.IsError || len(out.Files) != 1 || out.Files[0].Name != "kept.txt" {
+		t.Fatalf("cell 1: isError %t, %s, %+v; want kept.txt among its files", res.IsError, texts(res), out)
+	}
+	if res, out = runCell("print(x + 1)\n", "python", true); res.IsError || out.Stdout != "42\n" || out.StateReset {
+		t.Errorf("cell 2: isError %t, %s, %+v; want 42 from cell 1's x", res.IsError, texts(res), out)
+	}
+	if res, _ = runCell("print('never')\n", "python", false); !res.IsError || !strings.Contains(texts(res), "ApprovalDenied") || !strings.Contains(texts(res), "stays open") {
+		t.Errorf("denied cell: isError %t, %s; want ApprovalDenied, the session open", res.IsError, texts(res))
+	}
+	if res, out = runCell("import os\nos._exit(3)\n", "python", true); res.IsError || out.ExitCode != 3 {
+		t.Errorf("cell that ends the interpreter: isError %t, %s, %+v; want exit code 3", res.IsError, texts(res), out)
+	}
+	if res, out = runCell("print(open('kept.txt').read(), 'x' in globals())\n", "python", true); res.IsError || !out.StateReset || out.Stdout != "kept False\n" ||
+		!strings.Contains(texts(res), "state_reset") {
+		t.Errorf("cell after the interpreter ended: isError %t, %s, %+v; want state_reset, the file kept, x gone", res.IsError, texts(res), out)
+	}
+	if res, out = runCell("cat kept.txt\n", "sh", true); res.IsError || out.Stdout != "kept" {
+		t.Errorf("sh cell: isError %t, %s, %+v", res.IsError, texts(res), out)
+	}
+
+	closed := <-call(cs, "close_session", map[string]any{"session_id": id})
+	var list struct {
+		End   string `json:"end"`
+		Cells []struct {
+			Cell  int    `json:"cell"`
+			State string `json:"state"`
+		} `json:"cells"`
+	}
+	if b, _ := json.Marshal(closed.StructuredContent); closed.IsError || json.Unmarshal(b, &list) != nil || list.End != "closed" || len(list.Cells) != 6 || list.Cells[2].State != "denied" {
+		t.Errorf("close_session: isError %t, %s, %+v; want 6 cells, the third denied", closed.IsError, texts(closed), closed.StructuredContent)
+	}
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
+)
+
+// Subcommands of `starter session`.
+const (
+	sessionOpen  = "open"
+	sessionCell  = "cell"
+	sessionShow  = "show"
+	sessionClose = "close"
+)
+
+// parseSession parses `session open|cell|show|close`.
+func (c *command) parseSession(stderr io.Writer, args []string) error {
+	if len(args) == 0 {
+		return &cli.UsageError{Msg: "session needs a subcommand: open, cell, show or close"}
+	}
+	c.sub = args[0]
+	fs := cli.NewFlagSet("starter session "+c.sub, stderr)
+	c.addConnFlags(fs)
+	args = args[1:]
+	switch c.sub {
+	case sessionOpen:
+		return c.parseSessionOpen(fs, args)
+	case sessionCell:
+		fs.StringVar(&c.code, "code", "", "the cell's code (or give FILE, or - for stdin)")
+		fs.StringVar(&c.language, "language", "", "the cell's language, one the session offers (default: python when offered, else its one)")
+		fs.StringVar(&c.req.Metadata.ToolCallID, "tool-call-id", "", "metadata: the tool call")
+		fs.BoolVar(&c.wait, "wait", false, "wait for the cell's decision and run, and print its result")
+		pos, err := cli.Parse(fs, args, 1, 2)
+		if err != nil {
+			return err
+		}
+		c.id = pos[0]
+		if len(pos) == 2 {
+			c.file = pos[1]
+		}
+		switch {
+		case c.code != "" && c.file != "":
+			return &cli.UsageError{Msg: "give --code or FILE, not both"}
+		case c.code == "" && c.file == "":
+			return &cli.UsageError{Msg: "give the cell's code with --code CODE or FILE (- reads stdin)"}
+		}
+		return nil
+	case sessionShow:
+		fs.BoolVar(&c.inputFiles, "input-files", false, "also show the input files' contents (they can be modules the cells import)")
+		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
+	case sessionClose:
+		fs.StringVar(&c.reason, "reason", "", "why (recorded)")
+	default:
+		return &cli.UsageError{Msg: fmt.Sprintf("unknown session subcommand %q: want open, cell, show or close", c.sub)}
+	}
+	pos, err := cli.Parse(fs, args, 1, 1, "reason")
+	if err != nil {
+		return err
+	}
+	c.id = pos[0]
+	return nil
+}
+
+// parseSessionOpen takes a run's settings as `run` does (without the code), plus the session's
+// lifetime, idle timeout and cell cap.
+func (c *command) parseSessionOpen(fs *flag.FlagSet, args []string) error {
+	r := &c.session
+	env := &cli.Pairs{Flag: "--env"}
+	c.inputs = cli.Pairs{Flag: "--input", NonEmptyValues: true}
+	var langs cli.Strings
+	m := &r.Metadata
+	fs.Var(&langs, "language", "a language the cells may use, python or sh (repeatable, or a comma list; default: every one the policy offers)")
+	fs.DurationVar(&r.Limits.Timeout, "timeout", 0, "each cell's time limit (default: the policy's, 30s)")
+	fs.BoolVar(&r.Network, "network", false, "ask for a network (the policy must allow it)")
+	fs.BoolVar(&r.CaptureContent, "capture-content", false, "let events carry code and output")
+	fs.DurationVar(&r.Lifetime, "lifetime", 0, "end the session this long after it opened (default: the policy's cap, 1h)")
+	fs.DurationVar(&r.IdleTimeout, "idle-timeout", 0, "end the session when no cell came for this long (default: the policy's cap, 10m)")
+	fs.IntVar(&r.MaxCells, "max-cells", 0, "end the session after this many cells, denied ones included (default: the policy's cap, 100)")
+	fs.StringVar(&c.workflowID, "workflow-id", "", "the session's workflow id, unused so far (default: session-<uuid>)")
+	fs.StringVar(&m.Agent, "agent", "", "metadata: the agent")
+	fs.StringVar(&m.Session, "session", "", "metadata: the agent's session")
+	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
+	fs.Var(&c.inputs, "input", "input file NAME=PATH written into /work before the first cell (repeatable, each name once)")
+	fs.Var(env, "env", "env var NAME=VALUE of every cell (repeatable, each name once)")
+	fs.Var((*cli.Strings)(&r.Egress), "allow-host", "egress: a host the cells may reach through the worker's proxy (repeatable; within the worker's --egress-allow)")
+	fs.Var((*cli.Strings)(&r.Secrets), "secret", "a worker secret, by name, the proxy adds to requests for its host (repeatable)")
+	if _, err := cli.Parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	r.Env = env.Map
+	for _, l := range langs {
+		list, err := cli.List("language", l)
+		if err != nil {
+			return err
+		}
+		for _, one := range list {
+			if one != guard.Python && one != guard.Shell {
+				return &cli.UsageError{Msg: fmt.Sprintf("--language: %q is not a language the backends offer (python, sh)", one)}
+			}
+			for _, have := range r.Languages {
+				if have == one {
+					return &cli.UsageError{Msg: fmt.Sprintf("--language: %s is given twice", one)}
+				}
+			}
+			r.Languages = append(r.Languages, one)
+		}
+	}
+	switch {
+	case r.Limits.Timeout < 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s is negative", r.Limits.Timeout)}
+	case r.Lifetime < 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("--lifetime %s is negative", r.Lifetime)}
+	case r.IdleTimeout < 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("--idle-timeout %s is negative", r.IdleTimeout)}
+	case r.MaxCells < 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("--max-cells %d is negative", r.MaxCells)}
+	}
+	return nil
+}
+
+// readSession reads what a session command sends before dialling: the input files of open, the
+// code of cell.
+func (cmd *command) readSession(stdin io.Reader) error {
+	switch cmd.sub {
+	case sessionOpen:
+		files, err := cmd.readInputs()
+		if err != nil {
+			return err
+		}
+		cmd.session.Files = files
+		return client.CheckSessionRequest(cmd.session)
+	case sessionCell:
+		if err := cmd.readCode(stdin); err != nil {
+			return err
+		}
+		return client.CheckRequest(guard.Request{Code: cmd.req.Code, Language: cmd.language})
+	}
+	return nil
+}
+
+// sessionCmd runs a parsed `session` command.
+func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	switch cmd.sub {
+	case sessionOpen:
+		started, err := sc.OpenSession(ctx, cmd.session, client.SessionOptions{
+			WorkflowID: cmd.workflowID,
+			OnStarted: func(s client.SessionStarted) {
+				fmt.Fprintf(stderr, "starter: started session %s (run %s); waiting for the worker's check\n", s.WorkflowID, s.RunID)
+			},
+		})
+		if err != nil {
+			if started.WorkflowID != "" {
+				return startedError{workflowID: started.WorkflowID, err: err}
+			}
+			return err
+		}
+		return client.WriteJSON(stdout, started)
+	case sessionCell:
+		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata})
+		if err != nil {
+			return err
+		}
+		if err := client.WriteJSON(stdout, sub); err != nil || !cmd.wait {
+			return err
+		}
+		fmt.Fprintf(stderr, "starter: cell %d of %s waits for a reviewer (starter session show %s; starter approve %s --cell %d)\n", sub.Cell, cmd.id, cmd.id, cmd.id, sub.Cell)
+		return printCellOutcome(ctx, sc, cmd.id, sub.Cell, stdout)
+	case sessionShow:
+		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
+		if err != nil {
+			return err
+		}
+		for _, v := range review.Views {
+			for _, w := range []string{v.Warning, v.NamesWarning} {
+				if w != "" {
+					fmt.Fprintf(stderr, "starter: cell %d: %s\n", v.Cell, terminal(w))
+				}
+			}
+		}
+		for _, w := range review.Settings.Warnings {
+			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
+		}
+		if cmd.json {
+			return client.WriteJSON(stdout, review)
+		}
+		return printSessionReview(stdout, review, time.Now())
+	case sessionClose:
+		st, err := sc.CloseSession(ctx, cmd.id, cmd.reason)
+		if err != nil {
+			return err
+		}
+		return client.WriteJSON(stdout, st)
+	}
+	return fmt.Errorf("starter: session subcommand %q has no implementation", cmd.sub)
+}
+
+// printCellOutcome waits for the cell to end and prints its result as `starter result` prints a
+// run's, or returns why it has none (denied, expired, dropped, failed).
+func printCellOutcome(ctx context.Context, sc *client.Client, sessionID string, cell int, stdout io.Writer) error {
+	c, err := sc.AwaitCell(ctx, sessionID, cell)
+	if err != nil {
+		return startedError{workflowID: sessionID, err: err}
+	}
+	res, err := client.CellOutcome(sessionID, c)
+	if err != nil {
+		return startedError{workflowID: sessionID, err: err}
+	}
+	return printResult(stdout, res)
+}
+
+// decideCellCmd signs a decision on a session's cell (cmd.cell, or the waiting one after printing
+// it on stderr) and sends it; approve --wait then prints the cell's result.
+func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	signer, closer, err := client.LoadReviewerKey(cmd.key)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	if cmd.reviewer != "" {
+		sc = sc.WithReviewer(cmd.reviewer)
+	}
+	if cmd.cell == 0 {
+		// The reviewer named no cell: show the one this decision is for before signing it.
+		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{})
+		if err != nil {
+			return err
+		}
+		if review.Waiting == 0 {
+			return fmt.Errorf("%s %s: no cell of the session waits for a decision", cmd.name, cmd.id)
+		}
+		if err := printWaitingCell(stderr, review); err != nil {
+			return err
+		}
+	}
+	var res client.CellDecided
+	if cmd.name == "approve" {
+		res, err = sc.ApproveCell(ctx, cmd.id, cmd.cell, cmd.digest, signer, cmd.reason)
+	} else {
+		res, err = sc.DenyCell(ctx, cmd.id, cmd.cell, signer, cmd.reason)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", cmd.name, cmd.id, err)
+	}
+	if err := client.WriteJSON(stdout, res); err != nil || !cmd.wait {
+		return err
+	}
+	return printCellOutcome(ctx, sc, cmd.id, res.Cell, stdout)
+}
+
+// cellStatementCmd prints the statement of a session's cell (cmd.cell, or the waiting one).
+func cellStatementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID, Reviewer: cmd.reviewer}
+	if cmd.expiresIn > 0 {
+		opts.Expires = time.Now().Add(cmd.expiresIn)
+	}
+	if !cmd.deny {
+		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{})
+		if err != nil {
+			return err
+		}
+		for _, v := range review.Views {
+			if v.Cell == cmd.cell || cmd.cell == 0 && v.Cell == review.Waiting {
+				for _, w := range []string{v.Warning, v.NamesWarning} {
+					if w != "" {
+						fmt.Fprintf(stderr, "starter: cell %d: %s\n", v.Cell, terminal(w))
+					}
+				}
+			}
+		}
+		for _, w := range review.Settings.Warnings {
+			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
+		}
+	}
+	f, _, err := sc.CellStatement(ctx, cmd.id, cmd.cell, opts)
+	if err != nil {
+		return err
+	}
+	stmt, err := f.Statement()
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(stmt)
+	return err
+}

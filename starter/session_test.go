@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
+)
+
+func TestParseSessionArgsRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"session"},
+		{"session", "nosuch", "ID"},
+		{"session", "open", "stray"},
+		{"session", "open", "--language", "ruby"},
+		{"session", "open", "--language", "python,"},
+		{"session", "open", "--language", "python,python"},
+		{"session", "open", "--language", "python", "--language", "python"},
+		{"session", "open", "--language", "python,sh", "--language", "sh"},
+		{"session", "open", "--language", ""},
+		{"session", "open", "--lifetime", "-1s"},
+		{"session", "open", "--idle-timeout", "-1m"},
+		{"session", "open", "--max-cells", "-1"},
+		{"session", "open", "--max-cells", "1", "--max-cells", "2"},
+		{"session", "open", "--timeout", "-1s"},
+		{"session", "open", "--env", "A=1", "--env", "A=2"},
+		{"session", "open", "--input", "a.txt="},
+		{"session", "open", "--allow-host", ""},
+		{"session", "open", "--workflow-id", ""},
+		{"session", "cell"},
+		{"session", "cell", "ID"},
+		{"session", "cell", "ID", "--code", "x = 1", "file.py"},
+		{"session", "cell", "ID", "a.py", "b.py"},
+		{"session", "cell", "ID", "--code", ""},
+		{"session", "cell", "ID", "--language", "", "--code", "x"},
+		{"session", "show"},
+		{"session", "show", "ID", "other"},
+		{"session", "close"},
+		{"session", "close", "ID", "other"},
+		{"approve", "ID", "--key", "k", "--cell", "-1"},
+		{"approve", "ID", "--key", "k"},
+		{"approve", "ID", "--cell", "2"},
+		{"deny", "ID", "--key", "k", "--cell", "2"},
+		{"statement", "ID", "--cell", "-2"},
+		{"approve", "ID", "--key", "k", "--cell", "1", "--cell", "2"},
+	} {
+		_, err := parseArgs(args, io.Discard)
+		var ue *cli.UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("parseArgs(%q) = %v; want a *cli.UsageError", args, err)
+		}
+	}
+}
+
+func TestParseSessionArgsAccepts(t *testing.T) {
+	cmd, err := parseArgs([]string{"session", "open", "--language", "python,sh", "--input", "data.csv=/p", "--env", "MODE=fast",
+		"--timeout", "5s", "--network", "--allow-host", "api.example.com", "--secret", "TOKEN", "--lifetime", "30m",
+		"--idle-timeout", "2m", "--max-cells", "7", "--workflow-id", "session-x", "--agent", "bot", "--capture-content"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cmd.session
+	if cmd.sub != sessionOpen || !slices.Equal(r.Languages, []string{"python", "sh"}) || cmd.inputs.Map["data.csv"] != "/p" ||
+		r.Env["MODE"] != "fast" || r.Limits.Timeout != 5*time.Second || !r.Network || !slices.Equal(r.Egress, []string{"api.example.com"}) ||
+		!slices.Equal(r.Secrets, []string{"TOKEN"}) || r.Lifetime != 30*time.Minute || r.IdleTimeout != 2*time.Minute || r.MaxCells != 7 ||
+		cmd.workflowID != "session-x" || r.Metadata.Agent != "bot" || !r.CaptureContent {
+		t.Errorf("session open parsed as %+v (settings %+v)", cmd, r)
+	}
+	cmd, err = parseArgs([]string{"session", "open", "--language", "sh", "--language", "python"}, io.Discard)
+	if err != nil || !slices.Equal(cmd.session.Languages, []string{"sh", "python"}) {
+		t.Errorf("repeated --language: %+v, %v", cmd, err)
+	}
+	if cmd, err := parseArgs([]string{"session", "open"}, io.Discard); err != nil || len(cmd.session.Languages) != 0 || cmd.session.MaxCells != 0 {
+		t.Errorf("session open with the policy's defaults: %+v, %v", cmd, err)
+	}
+
+	cmd, err = parseArgs([]string{"session", "cell", "ID", "--code", "x = 41", "--language", "python", "--wait", "--tool-call-id", "t1"}, io.Discard)
+	if err != nil || cmd.sub != sessionCell || cmd.id != "ID" || cmd.code != "x = 41" || cmd.language != "python" || !cmd.wait || cmd.req.Metadata.ToolCallID != "t1" {
+		t.Errorf("session cell --code: %+v, %v", cmd, err)
+	}
+	for _, file := range []string{"cell.py", "-"} {
+		cmd, err = parseArgs([]string{"session", "cell", "ID", file}, io.Discard)
+		if err != nil || cmd.file != file || cmd.code != "" || cmd.wait {
+			t.Errorf("session cell %s: %+v, %v", file, cmd, err)
+		}
+	}
+	cmd, err = parseArgs([]string{"session", "show", "ID", "--json", "--input-files"}, io.Discard)
+	if err != nil || cmd.sub != sessionShow || cmd.id != "ID" || !cmd.json || !cmd.inputFiles {
+		t.Errorf("session show: %+v, %v", cmd, err)
+	}
+	cmd, err = parseArgs([]string{"session", "close", "ID", "--reason", "done"}, io.Discard)
+	if err != nil || cmd.sub != sessionClose || cmd.id != "ID" || cmd.reason != "done" {
+		t.Errorf("session close: %+v, %v", cmd, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		cell int
+	}{
+		{[]string{"approve", "ID", "--cell", "2", "--key", "k"}, 2},
+		{[]string{"approve", "ID", "--cell", "2", "--key", "k", "--digest", "d", "--wait"}, 2},
+		{[]string{"approve", "ID", "--key", "k", "--digest", "d"}, 0},
+		{[]string{"deny", "ID", "--cell", "3", "--key", "k", "--reason", "no"}, 3},
+		{[]string{"deny", "ID", "--key", "k", "--reason", "no"}, 0},
+		{[]string{"statement", "ID", "--cell", "1", "--deny"}, 1},
+	} {
+		cmd, err := parseArgs(tc.args, io.Discard)
+		if err != nil || cmd.cell != tc.cell || cmd.id != "ID" {
+			t.Errorf("parseArgs(%q) = %+v, %v; want cell %d", tc.args, cmd, err, tc.cell)
+		}
+	}
+}
+
+// A session's cell and settings are checked before any connection, as run's request is.
+func TestSessionRefusesBeforeDialling(t *testing.T) {
+	code, out := runStarter(t, "\xff\xfe", "session", "cell", "ID", "-")
+	if code != 1 || errorType(t, out) != "ToolUsageError" || !strings.Contains(out, "UTF-8") {
+		t.Errorf("cell code from stdin: exit %d, %s; want 1 and a ToolUsageError about UTF-8", code, out)
+	}
+	code, out = runStarter(t, "", "session", "cell", "ID", filepath.Join(t.TempDir(), "missing.py"))
+	if code != 2 || errorType(t, out) != client.TypeUsageError {
+		t.Errorf("missing cell file: exit %d, %s; want 2 and a UsageError", code, out)
+	}
+	big := filepath.Join(t.TempDir(), "big.bin")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out = runStarter(t, "", "session", "open", "--input", "big.bin="+big)
+	if code != 1 || errorType(t, out) != "ToolUsageError" || !strings.Contains(out, "2097152") {
+		t.Errorf("3 MiB input: exit %d, %s; want 1 and a ToolUsageError naming 2097152", code, out)
+	}
+	code, out = runStarter(t, "", "session", "open", "--env", "A=\xff")
+	if code != 1 || errorType(t, out) != "ToolUsageError" {
+		t.Errorf("env value: exit %d, %s; want 1 and a ToolUsageError", code, out)
+	}
+}
+
+// hostileSession is a session whose second cell hides what it does from a terminal: a tab in
+// its indentation, a right-to-left override and a carriage return that would overwrite a line;
+// its first cell printed an escape sequence, and the third waits.
+func hostileSession() client.SessionReview {
+	hostile := "if True:\n\tx = 1\n        print('ok') # \u202e }\nimport os\ros.system('rm -rf ~')\n"
+	res := &guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Stdout: []byte("done\x1b[2J\r fake prompt\n"), StateReset: true,
+		Files: []guard.File{{Name: "out\x1b]0;t\x07.txt", Size: 3}}}
+	cells := []contract.CellStatus{
+		{Cell: 1, Language: guard.Python, Code: "print('done')\n", State: contract.StatusSucceeded, Result: res,
+			Decision: &contract.DecisionRecord{Approve: true, Reviewer: "alice", Time: time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC), Method: "ssh"}},
+		{Cell: 2, Language: guard.Python, Code: hostile, State: contract.StatusDenied,
+			Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no\x1b[8m", Time: time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC)}},
+		{Cell: 3, Language: guard.Python, Code: "print(x)", State: contract.StatusAwaitingApproval, ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)},
+	}
+	r := client.SessionReview{SessionID: "session-1", Waiting: 3, SessionStatus: contract.SessionStatus{
+		State: contract.SessionOpen, RunID: "r1", SandboxTaskQueue: "host-1", SandboxID: "c0ffee", Cells: cells,
+		Settings: guard.SessionSummary{Languages: []string{"python", "sh"}, Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
+			Limits:   guard.Limits{Timeout: 30 * time.Second, MaxStdoutBytes: 1 << 20, MaxStderrBytes: 1 << 20, MaxFiles: 16, MaxFileBytes: 10 << 20, MaxTotalFileBytes: 50 << 20},
+			Files:    []guard.FileSummary{{Name: "sitecustomize.py", Size: 10}},
+			Warnings: guard.StartupWarnings([]string{"sitecustomize.py"}),
+			EnvNames: []string{"MODE"}, Lifetime: time.Hour, IdleTimeout: 10 * time.Minute, MaxCells: 100},
+	}}
+	for _, c := range cells {
+		v := client.CellView{Cell: c.Cell, SuspiciousCharacters: guard.SuspiciousCharacters(c.Code)}
+		v.Warning = client.SuspiciousWarning(v.SuspiciousCharacters)
+		r.Views = append(r.Views, v)
+	}
+	return r
+}
+
+// TestSessionShowMarksWhatShowMarks: a hostile cell's code shows the same marks as `show` draws
+// for a run's (the tab drawn at Python's columns, the override and the carriage return escaped,
+// the warning about invisible characters), its output is escaped the same way, the input files
+// that may run at start-up are warned of, and the waiting cell is marked.
+func TestSessionShowMarksWhatShowMarks(t *testing.T) {
+	r := hostileSession()
+	var b bytes.Buffer
+	if err := printSessionReview(&b, r, time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for i, c := range []byte(out) {
+		if (c < 0x20 && c != '\n') || c == 0x7f {
+			t.Fatalf("byte %#x at %d reaches the terminal:\n%s", c, i, out)
+		}
+	}
+	if strings.Contains(out, "\u202e") {
+		t.Errorf("the override reaches the terminal:\n%s", out)
+	}
+	// The run's view of the same code, as `show` prints it.
+	var run bytes.Buffer
+	if err := printNumbered(&run, "cell 2 code", r.Cells[1].Code, terminalColumns(&run)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		run.String(),
+		"2 | " + guard.ShowTabs(`	x = 1`),
+		`3 |         print('ok') # \u202e }`, `4 | import os\ros.system('rm -rf ~')`,
+		r.Views[1].Warning,
+		"=== cell 3 (python, awaiting_approval)  <<< WAITS FOR YOUR DECISION ===",
+		"cell 3 waits for a decision", "2026-01-01T01:00:00Z (45m left)", "code      14 B",
+		`1 | done\x1b[2J\r fake prompt`, `out\x1b]0;t\x07.txt`, "started afresh",
+		"approved by alice", "denied by bob", `no\x1b[8m`,
+		"WARNING: 1 input file(s) may run", "sitecustomize.py",
+		"task queue host-1", "settings digest", "sha256:" + strings.Repeat("ab", 32), "3 of at most 100",
+		"(" + guard.TabMarker + " is a tab",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("session show lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(r.Views[1].Warning, "RIGHT-TO-LEFT OVERRIDE at line 3") {
+		t.Errorf("the hostile cell's warning %q does not name the override", r.Views[1].Warning)
+	}
+	// The waiting cell alone, as approve prints it before signing, carries the same marks.
+	var waiting bytes.Buffer
+	if err := printWaitingCell(&waiting, r); err != nil || !strings.Contains(waiting.String(), "<<< WAITS FOR YOUR DECISION") || !strings.Contains(waiting.String(), "1 | print(x)") {
+		t.Errorf("printWaitingCell: %v\n%s", err, waiting.String())
+	}
+}
+
+// starter pending says which rows are sessions, and how to read a session's waiting cell.
+func TestPendingShowsSessions(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{
+		{Kind: client.PendingSession, WorkflowID: "session-1", StartTime: now.Add(-time.Minute), Language: "python", Backend: "docker"},
+		{Kind: client.PendingRun, WorkflowID: "sandbox-1", StartTime: now.Add(-time.Minute), Language: "python", Backend: "docker"},
+	}}, defaultPageSize, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if !strings.Contains(lines[0], "KIND") || !strings.Contains(lines[1], "session-1    session") || !strings.Contains(lines[2], "sandbox-1    run") ||
+		!strings.Contains(b.String(), "starter session show ID") {
+		t.Errorf("table:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{{Kind: client.PendingRun, WorkflowID: "sandbox-1", StartTime: now}}}, defaultPageSize, now); err != nil ||
+		strings.Contains(b.String(), "session show") {
+		t.Errorf("runs only: %v\n%s", err, b.String())
+	}
+}

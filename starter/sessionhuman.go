@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/guard/human"
+)
+
+// printSessionReview writes what a reviewer reads about a session, for a person: its settings as
+// `show` writes a run's, then every cell with its code (numbered, escaped and with its tabs drawn
+// as `show` draws a run's), its decision and its output; the waiting cell is marked.
+func printSessionReview(w io.Writer, r client.SessionReview, now time.Time) error {
+	if err := printSessionSettings(w, r, now); err != nil {
+		return err
+	}
+	cols := terminalColumns(w)
+	if err := printInputFiles(w, r.InputFiles, cols); err != nil {
+		return err
+	}
+	if len(r.Cells) == 0 {
+		_, err := fmt.Fprintln(w, "\nNo cell yet.")
+		return err
+	}
+	for i, c := range r.Cells {
+		var v client.CellView
+		if i < len(r.Views) {
+			v = r.Views[i]
+		}
+		if err := printCell(w, c, v, c.Cell == r.Waiting, now, cols); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printSessionSettings writes the session's ids, state and settings.
+func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) error {
+	s := r.Settings
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	row("session", "%s (run id %s)", terminal(r.SessionID), terminal(r.RunID))
+	state := terminal(r.State)
+	if r.Waiting > 0 {
+		state += fmt.Sprintf(" (cell %d waits for a decision)", r.Waiting)
+	}
+	if r.End != "" {
+		state += " (ended: " + terminal(r.End) + ")"
+	}
+	row("state", "%s", state)
+	for _, f := range human.Metadata(s.Metadata) {
+		row(f.K, "%s", terminal(f.V))
+	}
+	if s.Digest == "" {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(w, "\nThe settings are not checked yet, or their check failed: there is nothing to review.")
+		return err
+	}
+	row("languages", "%s", terminal(strings.Join(s.Languages, ", ")))
+	row("backend", "%s", terminal(s.Backend))
+	if r.SandboxTaskQueue != "" {
+		row("runs on", "task queue %s (sandbox %s)", terminal(r.SandboxTaskQueue), terminal(r.SandboxID))
+	}
+	for _, f := range human.Limits(s.Limits) {
+		row(f.K, "%s (each cell)", f.V)
+	}
+	row("network", "%s", human.Network(guard.Summary{Network: s.Network, Egress: s.Egress}))
+	for _, e := range s.Egress {
+		row("", "may reach %s", terminal(e))
+	}
+	for _, sec := range s.Secrets {
+		row("secret", "%s (added by the proxy; the code never sees it)", terminal(sec))
+	}
+	for _, f := range s.Files {
+		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
+	}
+	if len(s.Files) > 0 && r.InputFiles == nil {
+		row("", "(contents: --input-files shows them)")
+	}
+	printEnv(row, s.EnvNames, r.Env, r.SensitiveEnvBytes)
+	row("lifetime", "%s", human.Duration(s.Lifetime))
+	if !r.Deadline.IsZero() {
+		row("", "ends at %s (%s left)", r.Deadline.UTC().Format(time.RFC3339), human.Duration(r.Deadline.Sub(now)))
+	}
+	row("idle timeout", "%s", human.Duration(s.IdleTimeout))
+	row("cells", "%d of at most %d", len(r.Cells), s.MaxCells)
+	row("settings digest", "%s", s.Digest)
+	if r.Chain != "" {
+		row("chain", "%s (over every cell that ran; checked against the cells below)", r.Chain)
+	}
+	if r.RejectedDecisions > 0 {
+		row("refused", "%d decision(s); the last because %s", r.RejectedDecisions, terminal(r.LastRejection))
+	}
+	if r.Error != "" {
+		row("error", "%s", terminal(r.Error))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printStartupWarnings(w, s.Warnings)
+}
+
+// printCell writes one cell: a header (the waiting one marked), its digests, its decision, the
+// warnings about its code, the code numbered, then its result.
+func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bool, now time.Time, cols int) error {
+	header := fmt.Sprintf("\n=== cell %d (%s, %s)", c.Cell, terminal(c.Language), terminal(c.State))
+	if waiting {
+		header += "  <<< WAITS FOR YOUR DECISION"
+	}
+	if _, err := fmt.Fprintln(w, header+" ==="); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	for _, f := range human.Metadata(c.Metadata) {
+		row(f.K, "%s", terminal(f.V))
+	}
+	row("code", "%s", human.Bytes(int64(len(c.Code))))
+	row("digest", "%s", terminal(c.Digest))
+	if waiting && !c.ApprovalDeadline.IsZero() {
+		row("deadline", "%s (%s left)", c.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(c.ApprovalDeadline.Sub(now)))
+	}
+	if d := c.Decision; d != nil {
+		verb := "denied"
+		if d.Approve {
+			verb = "approved"
+		}
+		how := strings.TrimSpace(d.Method + " " + d.KeyType + " " + d.Fingerprint)
+		if how != "" {
+			how = " (" + terminal(how) + ")"
+		}
+		row("decision", "%s by %s at %s%s", verb, terminal(d.Reviewer), d.Time.UTC().Format(time.RFC3339), how)
+		if d.Reason != "" {
+			row("reason", "%s", terminal(d.Reason))
+		}
+	}
+	if c.Error != "" {
+		row("error", "%s", terminal(c.Error))
+	}
+	if r := c.Result; r != nil {
+		row("result", "%s, exit code %d, %s", r.Outcome, r.ExitCode, human.Duration(r.Duration))
+		if r.StateReset {
+			row("", "the interpreter was started afresh for this cell: variables and imports of earlier cells are gone, /work is kept")
+		}
+		for _, f := range r.Files {
+			row("file", "%s, %s (created or changed by this cell)", terminal(f.Name), human.Bytes(f.Size))
+		}
+		if r.FilesTruncated {
+			row("", "some files were left out (limits or names)")
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, warning := range []string{v.Warning, v.NamesWarning} {
+		if warning != "" {
+			if _, err := fmt.Fprintf(w, "\n%s\n", terminal(warning)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := printNumbered(w, fmt.Sprintf("cell %d code", c.Cell), c.Code, cols); err != nil {
+		return err
+	}
+	if r := c.Result; r != nil {
+		for _, out := range []struct {
+			name      string
+			b         []byte
+			truncated bool
+		}{{"stdout", r.Stdout, r.StdoutTruncated}, {"stderr", r.Stderr, r.StderrTruncated}} {
+			if len(out.b) == 0 && !out.truncated {
+				continue
+			}
+			title := fmt.Sprintf("cell %d %s", c.Cell, out.name)
+			if out.truncated {
+				title += " (truncated)"
+			}
+			if err := printNumbered(w, title, string(out.b), cols); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// printWaitingCell writes, before a decision on it, the cell that waits: what the decision is for.
+func printWaitingCell(w io.Writer, r client.SessionReview) error {
+	for i, c := range r.Cells {
+		if c.Cell != r.Waiting {
+			continue
+		}
+		var v client.CellView
+		if i < len(r.Views) {
+			v = r.Views[i]
+		}
+		fmt.Fprintf(w, "starter: deciding on cell %d of session %s (settings digest %s); the earlier cells and their output: starter session show %s\n",
+			c.Cell, terminal(r.SessionID), r.Settings.Digest, terminal(r.SessionID))
+		return printCell(w, c, v, true, time.Now(), terminalColumns(w))
+	}
+	return fmt.Errorf("starter: session %s: no cell waits", r.SessionID)
+}
