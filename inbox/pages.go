@@ -28,6 +28,7 @@ type pageData struct {
 	RPID          string
 	Rows          []pendingRow
 	Run           *runView
+	Session       *sessionView
 	Err           string
 }
 
@@ -107,7 +108,7 @@ type outputFile struct {
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "list", "rows", "run"} {
+	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
@@ -241,22 +242,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 // setEnv fills the env rows from the status's names and, once the start input is read, its
 // values: each quoted and escaped, a sensitive one as its length only.
 func (v *runView) setEnv(sum guard.Summary, values map[string]string) {
-	v.Env = v.Env[:0]
-	for _, n := range sum.EnvNames {
-		val, ok := values[n]
-		switch {
-		case slices.Contains(sum.SensitiveEnv, n):
-			if ok {
-				v.Env = append(v.Env, kv{K: visible(n), V: guard.SensitiveValue(len(val))})
-			} else {
-				v.Env = append(v.Env, kv{K: visible(n), V: "‹sensitive›"})
-			}
-		case ok:
-			v.Env = append(v.Env, kv{K: visible(n), V: guard.QuoteValue(val)})
-		default:
-			v.Env = append(v.Env, kv{K: visible(n), V: "(value not read)"})
-		}
-	}
+	v.Env = envRows(sum.EnvNames, sum.SensitiveEnv, values)
 }
 
 // setStartInput shows what the start input holds beyond the status: the input files, the env
