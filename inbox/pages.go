@@ -93,7 +93,9 @@ type resultView struct {
 	ExitCode, Duration         string
 	Stdout, Stderr             string
 	StdoutBinary, StderrBinary bool
-	Files                      []outputFile
+	// StdoutCut and StderrCut say the page shows only the first outputPreviewBytes of the stream.
+	StdoutCut, StderrCut bool
+	Files                []outputFile
 }
 
 type outputFile struct {
@@ -293,8 +295,8 @@ func (s *Server) statements(ri *client.RunInfo, v *runView, principal string) er
 
 func newResultView(res guard.Result) *resultView {
 	v := &resultView{Result: res, ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String()}
-	v.Stdout, v.StdoutBinary, _ = preview(res.Stdout, outputPreviewBytes)
-	v.Stderr, v.StderrBinary, _ = preview(res.Stderr, outputPreviewBytes)
+	v.Stdout, v.StdoutBinary, v.StdoutCut = preview(res.Stdout, outputPreviewBytes)
+	v.Stderr, v.StderrBinary, v.StderrCut = preview(res.Stderr, outputPreviewBytes)
 	v.StdoutBinary, v.StderrBinary = v.StdoutBinary || res.StdoutBinary, v.StderrBinary || res.StderrBinary
 	for i, f := range res.Files {
 		of := outputFile{N: i, Name: visible(f.Name), Size: human.Bytes(f.Size)}

@@ -194,6 +194,13 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 			for _, w := range guard.StartupWarnings(names) {
 				v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", c.Cell, guard.VisibleText(w.File), w.Reason))
 			}
+			var written []guard.InputFile
+			for _, f := range c.Result.Files {
+				written = append(written, guard.InputFile{Name: f.Name, Content: f.Content})
+			}
+			for _, n := range guard.InputConfusableNames(written) {
+				v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", c.Cell, guard.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+			}
 		}
 		if c.State == contract.StatusRunning {
 			v.Busy = si.Running
@@ -237,9 +244,22 @@ func newCellView(c *contract.CellStatus, now time.Time) *cellView {
 		cv.Metadata = append(cv.Metadata, kv{K: f.K, V: visible(f.V)})
 	}
 	if c.Result != nil {
-		cv.Result = newResultView(*c.Result)
+		cv.Result = newCellResultView(*c.Result)
 	}
 	return cv
+}
+
+// newCellResultView is a cell's result as the session page shows it: as a run's, with the files
+// the cell created or changed shown as input files are (text whole up to inputPreviewBytes, tabs
+// drawn at Python's columns): they stay in /work, where a later cell can import them.
+func newCellResultView(res guard.Result) *resultView {
+	v := newResultView(res)
+	for i, f := range res.Files {
+		of := &v.Files[i]
+		of.Preview, of.Binary, of.Cut = preview(f.Content, inputPreviewBytes)
+		of.Preview = guard.ShowTabsText(of.Preview)
+	}
+	return v
 }
 
 // checkSessionShown refuses an approval in a session whose settings digest is not the digest of

@@ -594,3 +594,29 @@ func TestPendingListsSessionCells(t *testing.T) {
 		t.Errorf("rows %s; want a link to /session/session-list marked as its cell 3", got)
 	}
 }
+
+// TestSessionPageShowsWhatCellsWrote: a file a cell wrote stays in /work, where a later cell can
+// import it, so the page shows it as it shows an input file: whole past its first 4 KiB, tabs
+// drawn, its confusable names warned of; and output past what the page shows says so.
+func TestSessionPageShowsWhatCellsWrote(t *testing.T) {
+	f := newSessionFixture(t, "session-wrote")
+	helper := "def f():\n\treturn 1\n" + strings.Repeat("PADDING = 'innocent'\n", 250) + "p\u0430ypal = LAST_LINE_PAST_4_KIB\n"
+	f.add("open('helper.py', 'w').write(HELPER)\nprint('x' * 70000)\n", contract.StatusSucceeded, &guard.Result{Outcome: guard.OutcomeSucceeded, OK: true,
+		Stdout: []byte(strings.Repeat("x", 70000) + "\nTAIL_OF_STDOUT\n"),
+		Files:  []guard.File{{Name: "helper.py", Size: int64(len(helper)), Content: []byte(helper)}}})
+	f.add("import helper\n", contract.StatusAwaitingApproval, nil)
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start)
+	_, page := b.get("/session/session-wrote")
+	text := html.UnescapeString(page)
+	for _, want := range []string{"LAST_LINE_PAST_4_KIB", "⇥       return 1", `id="names-warning"`, "cell 1 wrote helper.py, line 253 column 1: p\u0430ypal mixes scripts",
+		"(the first 64 KiB: download it to read the rest)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the session page lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "TAIL_OF_STDOUT") {
+		t.Error("the page shows stdout past its first 64 KiB (the test assumes it does not)")
+	}
+}
