@@ -73,6 +73,8 @@ type pendingRow struct {
 	Cell    int
 	// at orders the list: when the run started, or the session's cell was submitted.
 	at time.Time
+	// runID is the run of the workflow the row is for.
+	runID string
 }
 
 // pendingRows lists the runs and the sessions' cells that wait for a decision, newest first,
@@ -83,12 +85,30 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	defer cancel()
 	runs, runsErr := s.pendingRunRows(ctx)
 	cells, cellsErr := s.pendingCellRows(ctx)
-	rows := append(runs, cells...)
+	return mergePending(runs, cells), errors.Join(runsErr, cellsErr)
+}
+
+// mergePending lists runs and sessions' cells together, newest first, at most maxListed. A run
+// row of a session's workflow and run (a client whose pending list holds sessions too) is left
+// out: the session's own row says which cell waits and links to its page.
+func mergePending(runs, cells []pendingRow) []pendingRow {
+	type key struct{ id, runID string }
+	sessions := map[key]bool{}
+	for _, c := range cells {
+		sessions[key{c.ID, c.runID}] = true
+	}
+	rows := make([]pendingRow, 0, len(runs)+len(cells))
+	for _, r := range runs {
+		if !sessions[key{r.ID, r.runID}] {
+			rows = append(rows, r)
+		}
+	}
+	rows = append(rows, cells...)
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at.After(rows[j].at) })
 	if len(rows) > maxListed {
 		rows = rows[:maxListed]
 	}
-	return rows, errors.Join(runsErr, cellsErr)
+	return rows
 }
 
 // pendingRunRows lists the RunCode runs that wait for a decision.
@@ -104,7 +124,7 @@ func (s *Server) pendingRunRows(ctx context.Context) ([]pendingRow, error) {
 	now := s.cfg.Now()
 	rows := make([]pendingRow, 0, len(pending))
 	for _, p := range pending {
-		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest, at: p.StartTime,
+		row := pendingRow{ID: p.WorkflowID, runID: p.RunID, Language: p.Language, Digest: p.Digest, at: p.StartTime,
 			Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
 		if st, err := s.runs.RunStatus(ctx, p.WorkflowID, p.RunID); err == nil {
 			req := st.Request
@@ -131,7 +151,7 @@ func (s *Server) pendingCellRows(ctx context.Context) ([]pendingRow, error) {
 	now := s.cfg.Now()
 	rows := make([]pendingRow, 0, len(pending))
 	for _, p := range pending {
-		row := pendingRow{ID: p.WorkflowID, Session: true, at: p.StartTime, Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
+		row := pendingRow{ID: p.WorkflowID, runID: p.RunID, Session: true, at: p.StartTime, Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
 		if si, err := s.door.ReadSession(ctx, p.WorkflowID); err == nil && si.Status.RunID == p.RunID {
 			set := si.Status.Settings
 			row.Agent, row.RequestedBy = visible(set.Metadata.Agent), visible(set.Metadata.RequestedBy)

@@ -620,3 +620,24 @@ func TestSessionPageShowsWhatCellsWrote(t *testing.T) {
 		t.Error("the page shows stdout past its first 64 KiB (the test assumes it does not)")
 	}
 }
+
+// TestMergePendingListsASessionOnce: runs and session cells are listed together, newest first;
+// a run row of a session's workflow and run (a client whose pending list holds sessions too) is
+// left out, so the session is listed once, as a session.
+func TestMergePendingListsASessionOnce(t *testing.T) {
+	at := time.Date(2026, 12, 1, 20, 0, 0, 0, time.UTC)
+	runs := []pendingRow{
+		{ID: "sandbox-1", runID: "r1", at: at},
+		{ID: "session-1", runID: "s1", at: at.Add(time.Minute)},
+		{ID: "session-1", runID: "s0", at: at.Add(-time.Minute)}, // another run of that id: not the session's
+	}
+	cells := []pendingRow{{ID: "session-1", runID: "s1", Session: true, Cell: 2, at: at.Add(2 * time.Minute)}}
+	var got []string
+	for _, r := range mergePending(runs, cells) {
+		got = append(got, fmt.Sprintf("%s/%s session=%v cell=%d", r.ID, r.runID, r.Session, r.Cell))
+	}
+	want := []string{"session-1/s1 session=true cell=2", "sandbox-1/r1 session=false cell=0", "session-1/s0 session=false cell=0"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("merged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
