@@ -27,7 +27,8 @@ import (
 // waiting cell; the page of cell 2 shows cell 1's code and output and a diff against it; each
 // approval runs its cell once, in the one interpreter (cell 2 prints 42 from cell 1's x); a
 // decision made on a page read before a newer cell came is refused, and the newer cell still
-// waits.
+// waits; a hostile cell (it replaces print and kills the interpreter) is shown to the next
+// cell's reviewer, and the next cell runs in a fresh interpreter that says so.
 func TestBrowserSessionPage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -68,6 +69,7 @@ func TestBrowserSessionPage(t *testing.T) {
 	if got := e.Text(`document.querySelector("#result-1 pre.stdout").textContent`); !strings.Contains(got, "x is 41") {
 		t.Errorf("cell 2's page shows cell 1's output as %q", got)
 	}
+	e.Do(chromedp.Evaluate[chromedp.Void](`document.getElementById("cell-2").scrollIntoView()`))
 	e.Screenshot("inbox-session.png")
 	e.Do(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("cell 2's output", `!!document.querySelector("#result-2 pre.stdout") && document.querySelector("#result-2 pre.stdout").textContent.includes("42")`, 60*time.Second)
@@ -83,7 +85,8 @@ func TestBrowserSessionPage(t *testing.T) {
 		digest: document.getElementById("decide").dataset.digest})`)
 	e.Do(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "not now"), chromedp.Click(chromedp.ID("deny")))
 	e.WaitFor("cell 3's denial", `!!document.getElementById("cell-3") && document.getElementById("cell-3").dataset.state === "denied"`, 30*time.Second)
-	submit(t, e, ctx, id, fmt.Sprintf("open(%q, 'a').write('cell 4 ran\\n')\n", e.counter))
+	// Cell 4 is hostile: it replaces print for every later cell and kills the interpreter.
+	submit(t, e, ctx, id, fmt.Sprintf("import builtins, os\nopen(%q, 'a').write('cell 4 ran\\n')\nbuiltins.print = lambda *a, **k: None\nos._exit(3)\n", e.counter))
 	e.Do(chromedp.Evaluate[chromedp.Void](`window.stale = ` + stale + `; (async function () {
 		window.staleAnswer = "";
 		try {
@@ -120,6 +123,26 @@ func TestBrowserSessionPage(t *testing.T) {
 	}
 	if got := string(b); got != "cell 1 ran\ncell 2 ran\n" {
 		t.Errorf("the cells that ran wrote %q; want cells 1 and 2 once each", got)
+	}
+	// Approved, cell 4 ends with its own exit; cell 5's reviewer reads cell 4's code and exit, and
+	// cell 5 runs in a fresh interpreter (its print is the real one, cell 1's x is gone) and says so.
+	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
+	e.WaitFor("cell 4's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "4"`, 20*time.Second)
+	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.WaitFor("cell 4's outcome", `!!document.querySelector("#result-4 .outcome")`, 60*time.Second)
+	submit(t, e, ctx, id, "print('x' in dir())\n")
+	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
+	e.WaitFor("cell 5's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "5"`, 20*time.Second)
+	if got := e.Text(`document.getElementById("cell-4").innerText`); !strings.Contains(got, "builtins.print = lambda") || !strings.Contains(got, "exit code 3") {
+		t.Errorf("cell 5's page shows cell 4 as %q; want its code and its exit code 3", got)
+	}
+	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.WaitFor("cell 5's output", `!!document.querySelector("#result-5 pre.stdout")`, 60*time.Second)
+	if got := e.Text(`document.querySelector("#result-5 pre.stdout").textContent + "|" + (document.querySelector("#result-5 .state-reset") ? "reset" : "")`); got != "False\n|reset" {
+		t.Errorf("cell 5 after the hostile cell 4: %q; want False from a fresh interpreter, marked as a state reset", got)
+	}
+	if b, err = os.ReadFile(e.counter); err != nil || string(b) != "cell 1 ran\ncell 2 ran\ncell 4 ran\n" {
+		t.Errorf("the cells that ran wrote %q, %v; want cells 1, 2 and 4 once each", b, err)
 	}
 	if _, err := e.c.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: contract.UpdateCloseSession,
 		Args: []any{contract.CloseSession{Reason: "test over"}}, WaitForStage: tclient.WorkflowUpdateStageAccepted}); err != nil {
