@@ -51,8 +51,8 @@ type sessionView struct {
 	Cells            []*cellView
 	Rejected         int
 	LastRejection    string
-	// Verified says that every cell's code, result and chain hash to what the status says;
-	// Problem says where they do not.
+	// Verified says that the settings (with the start input), every cell's code, result and
+	// the chain hash to what the status says; Problem says where they do not.
 	Verified bool
 	Problem  string
 	// Waiting is the cell that waits for a decision (the last one), if any and the session is
@@ -206,11 +206,17 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 			v.Busy = si.Running
 		}
 	}
+	var problems []string
 	if _, err := checkCells(st); err != nil {
-		v.Problem = err.Error()
-	} else {
-		v.Verified = true
+		problems = append(problems, err.Error())
 	}
+	if readErr == nil {
+		if _, err := shownSession(set, in.Request); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	v.Problem = strings.Join(problems, "; ")
+	v.Verified = len(problems) == 0 && readErr == nil
 	if wc := waitingCell(st); wc != nil && si.Running {
 		v.Waiting = v.Cells[len(v.Cells)-1]
 		if n := len(st.Cells); n > 1 {

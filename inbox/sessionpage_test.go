@@ -308,7 +308,7 @@ func TestSessionPageShowsEveryCell(t *testing.T) {
 		"cell one says", "cell one says 41", "wrote out.json", "State reset", "out.json", `{"y": 2}`,
 		// the waiting cell
 		"cell 3 waits for a decision", "Changes from cell 2", "Approve cell 3 with passkey",
-		"Every cell's code and output below hashes to the chain",
+		"The settings and every cell's code and output below hash to the digests and the chain the status names.",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the session page lacks %q", want)
@@ -422,6 +422,9 @@ func TestSessionPageRefusesSigningALyingStatus(t *testing.T) {
 			}
 			if _, ok := st["deny"]; !ok {
 				t.Error("no denial offered")
+			}
+			if p := regexp.MustCompile(`(?s)id="chain-problem">(.*?)</p>`).FindStringSubmatch(page); p == nil || !strings.Contains(html.UnescapeString(p[1]), tc.want) || strings.Contains(page, `id="chain-ok"`) {
+				t.Errorf("the page's verdict %q; want it to say %q", p, tc.want)
 			}
 			// The endpoint refuses an approval whatever the page offers: signed over the
 			// honest digest, nothing is sent.
