@@ -380,6 +380,17 @@ func TestSessionPageRefusesSigningALyingStatus(t *testing.T) {
 		{"an earlier cell's code altered", func(f *sessionFixture) {
 			f.status.Cells[1].Code = strings.Replace(f.status.Cells[1].Code, "'y': 2", "'y': 3", 1)
 		}, "cell 2: its code digest"},
+		{"the waiting cell's code altered", func(f *sessionFixture) {
+			f.status.Cells[2].Code = "print('harmless')\n"
+			f.status.Cells[2].CodeBytes = len(f.status.Cells[2].Code)
+		}, "cell 3: its code digest"},
+		{"the waiting cell shown as sh", func(f *sessionFixture) {
+			f.status.Cells[2].Language = guard.Shell
+		}, "cell 3: its code digest"},
+		{"the waiting cell's digest another session's", func(f *sessionFixture) {
+			c := &f.status.Cells[2]
+			c.Digest = guard.CellDigest("sha256:"+strings.Repeat("1", 64), 3, c.CodeDigest, c.Chain)
+		}, "cell 3: its digest"},
 		{"the state reset hidden", func(f *sessionFixture) {
 			f.status.Cells[1].Result.StateReset = false
 		}, "cell 2: its result digest"},
