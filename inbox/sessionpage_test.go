@@ -505,6 +505,17 @@ func TestCellDecisions(t *testing.T) {
 			t.Errorf("%s: %d %s; want %d %q", tc.name, w.Code, w.Body, tc.code, tc.want)
 		}
 	}
+	// An anonymous session (not signed in) with its own CSRF token, from the inbox's origin.
+	anon := &reviewerBrowser{t: t, s: b.s, pk: b.pk}
+	w := httptest.NewRecorder()
+	b.s.ServeHTTP(w, httptest.NewRequest("GET", "/signin", nil))
+	anon.cookie = w.Result().Cookies()[0]
+	if w := anon.post("/session/session-decide/decide", b.sign(st, true, 3, cell3.Digest, "")); w.Code != http.StatusUnauthorized {
+		t.Errorf("an anonymous session's POST: %d %s; want 401", w.Code, w.Body)
+	}
+	if code, page := anon.get("/session/session-decide"); code != http.StatusSeeOther || strings.Contains(page, "x = 41") {
+		t.Errorf("an anonymous session's GET of the page: %d; want a redirect to sign in, no code", code)
+	}
 	if n := len(door.sent()); n != 0 {
 		t.Fatalf("%d decisions sent by refused POSTs", n)
 	}
@@ -528,7 +539,7 @@ func TestCellDecisions(t *testing.T) {
 	b2 := newSessionServerFor(t, b)
 	_, page = b2.get("/session/session-decide")
 	st = statements(page)["approve"]
-	w := b2.post("/session/session-decide/decide", b2.sign(st, true, 3, cell3.Digest, ""))
+	w = b2.post("/session/session-decide/decide", b2.sign(st, true, 3, cell3.Digest, ""))
 	if w.Code != http.StatusOK {
 		t.Fatalf("approval: %d %s", w.Code, w.Body)
 	}
