@@ -49,6 +49,9 @@ func TestBrowserSessionPage(t *testing.T) {
 	e.Do(chromedp.Navigate(e.origin + "/"))
 	e.WaitFor("the session in the list", `!!document.querySelector('a[href="/session/inbox-session"]') &&
 		document.getElementById("pending-rows").innerText.includes("session · cell 1")`, 60*time.Second)
+	if e.Text(`String(!!document.querySelector('a[href="/run/inbox-session"]'))`) != "false" {
+		t.Error("the pending list links the session as a run too")
+	}
 	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
 	e.WaitFor("cell 1's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "1"`, 20*time.Second)
 	if got := e.Text(`document.body.innerText`); !strings.Contains(got, `MODE = "dry run "`) || !strings.Contains(got, "x is") || strings.Contains(got, "Changes from cell") {
