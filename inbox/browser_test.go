@@ -42,6 +42,7 @@ type env struct {
 	c         tclient.Client
 	sc        *client.Client
 	origin    string
+	queue     string
 	reviewers string
 	counter   string
 	*browsertest.Browser
@@ -75,7 +76,7 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	})
 	c, sc := a.Temporal, a.Client
 
-	e := &env{t: t, c: c, sc: sc, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
+	e := &env{t: t, c: c, sc: sc, queue: queue, reviewers: reviewers, counter: filepath.Join(dir, "ran")}
 	e.origin = origin
 	srv, err := inbox.New(inbox.Config{Temporal: c, TaskQueue: queue, ReviewersPath: e.reviewers, Origin: e.origin,
 		PasskeyCountersPath: filepath.Join(dir, "inbox-passkey-counters.json")})

@@ -38,12 +38,8 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		writeRefusal(w, http.StatusBadRequest, "inbox: decision: "+err.Error())
 		return
 	}
-	if !in.Approve && strings.TrimSpace(in.Reason) == "" {
-		writeRefusal(w, http.StatusBadRequest, "a denial needs a reason")
-		return
-	}
-	if len(in.Reason) > contract.MaxReasonBytes {
-		writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("the reason is longer than %d bytes", contract.MaxReasonBytes))
+	if msg := reasonProblem(in); msg != "" {
+		writeRefusal(w, http.StatusBadRequest, msg)
 		return
 	}
 	ri, err := s.loadRun(r.Context(), id)
@@ -83,6 +79,20 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 // knows (workflow id, run id, digest, task queue), the decision and the reviewers file, and that
 // the passkey is the one the session signed in with.
 func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *session) (contract.Decision, error) {
+	return s.verifyAssertion(in, sess, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
+		f, err := client.StatementFor(ri.Status, opts, now)
+		if err != nil {
+			return f, fmt.Errorf("inbox: %w", err)
+		}
+		return f, nil
+	})
+}
+
+// verifyAssertion checks in's assertion against the statement that statementFor builds from
+// what the inbox read and in's decision, approval id and expiry, with the principal the
+// session signed in as, against the reviewers file; the passkey must be the one the session
+// signed in with, and its counter must grow. It returns the decision to send.
+func (s *Server) verifyAssertion(in decideRequest, sess *session, statementFor func(client.StatementOptions, time.Time) (approval.Fields, error)) (contract.Decision, error) {
 	expires, err := time.Parse(time.RFC3339, in.Expires)
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("inbox: expires %q: want RFC 3339", in.Expires)
@@ -92,9 +102,9 @@ func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *sess
 		return contract.Decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
 	}
 	now := s.cfg.Now()
-	want, err := client.StatementFor(ri.Status, client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires, Reviewer: sess.principal}, now)
+	want, err := statementFor(client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires, Reviewer: sess.principal}, now)
 	if err != nil {
-		return contract.Decision{}, fmt.Errorf("inbox: %w", err)
+		return contract.Decision{}, err
 	}
 	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, now)
 	if err != nil {

@@ -28,6 +28,7 @@ type pageData struct {
 	RPID          string
 	Rows          []pendingRow
 	Run           *runView
+	Session       *sessionView
 	Err           string
 }
 
@@ -92,7 +93,9 @@ type resultView struct {
 	ExitCode, Duration         string
 	Stdout, Stderr             string
 	StdoutBinary, StderrBinary bool
-	Files                      []outputFile
+	// StdoutCut and StderrCut say the page shows only the first outputPreviewBytes of the stream.
+	StdoutCut, StderrCut bool
+	Files                []outputFile
 }
 
 type outputFile struct {
@@ -107,7 +110,7 @@ type outputFile struct {
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "list", "rows", "run"} {
+	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
@@ -241,22 +244,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 // setEnv fills the env rows from the status's names and, once the start input is read, its
 // values: each quoted and escaped, a sensitive one as its length only.
 func (v *runView) setEnv(sum guard.Summary, values map[string]string) {
-	v.Env = v.Env[:0]
-	for _, n := range sum.EnvNames {
-		val, ok := values[n]
-		switch {
-		case slices.Contains(sum.SensitiveEnv, n):
-			if ok {
-				v.Env = append(v.Env, kv{K: visible(n), V: guard.SensitiveValue(len(val))})
-			} else {
-				v.Env = append(v.Env, kv{K: visible(n), V: "‹sensitive›"})
-			}
-		case ok:
-			v.Env = append(v.Env, kv{K: visible(n), V: guard.QuoteValue(val)})
-		default:
-			v.Env = append(v.Env, kv{K: visible(n), V: "(value not read)"})
-		}
-	}
+	v.Env = envRows(sum.EnvNames, sum.SensitiveEnv, values)
 }
 
 // setStartInput shows what the start input holds beyond the status: the input files, the env
@@ -307,8 +295,8 @@ func (s *Server) statements(ri *client.RunInfo, v *runView, principal string) er
 
 func newResultView(res guard.Result) *resultView {
 	v := &resultView{Result: res, ExitCode: fmt.Sprint(res.ExitCode), Duration: res.Duration.String()}
-	v.Stdout, v.StdoutBinary, _ = preview(res.Stdout, outputPreviewBytes)
-	v.Stderr, v.StderrBinary, _ = preview(res.Stderr, outputPreviewBytes)
+	v.Stdout, v.StdoutBinary, v.StdoutCut = preview(res.Stdout, outputPreviewBytes)
+	v.Stderr, v.StderrBinary, v.StderrCut = preview(res.Stderr, outputPreviewBytes)
 	v.StdoutBinary, v.StderrBinary = v.StdoutBinary || res.StdoutBinary, v.StderrBinary || res.StderrBinary
 	for i, f := range res.Files {
 		of := outputFile{N: i, Name: visible(f.Name), Size: human.Bytes(f.Size)}

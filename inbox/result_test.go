@@ -57,3 +57,22 @@ func TestDenyReasonLimitIsTheContracts(t *testing.T) {
 		t.Errorf("run page lacks %s", want)
 	}
 }
+
+// TestRunPageSaysWhereOutputIsCut: stdout or stderr longer than the page shows says so, and
+// where to read the rest.
+func TestRunPageSaysWhereOutputIsCut(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{outputPreviewBytes, outputPreviewBytes + 1} {
+		res := guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Stdout: bytes.Repeat([]byte("x"), n)}
+		var b bytes.Buffer
+		if err := pages["run"].ExecuteTemplate(&b, "layout", pageData{Title: "run", Run: &runView{ID: "sandbox-1", State: "succeeded", Result: newResultView(res)}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Contains(b.String(), "the first 64 KiB: download it"), n > outputPreviewBytes; got != want {
+			t.Errorf("stdout of %d bytes: cut note %v; want %v", n, got, want)
+		}
+	}
+}

@@ -67,13 +67,52 @@ type pendingRow struct {
 	TimeLeft    string
 	Started     string
 	Digest      string
+	// Session says the row is a Session workflow's, and Cell the index of its cell that waits
+	// (0 when its status shows none).
+	Session bool
+	Cell    int
+	// at orders the list: when the run started, or the session's cell was submitted.
+	at time.Time
+	// runID is the run of the workflow the row is for.
+	runID string
 }
 
-// pendingRows lists the runs that wait for a decision, newest first, each with what its status
-// says (agent, requester, code size, egress, time left).
+// pendingRows lists the runs and the sessions' cells that wait for a decision, newest first,
+// each with what its status says (agent, requester, code size, egress, time left). A list that
+// could not be read is said in the error; what could be read is still returned.
 func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
+	runs, runsErr := s.pendingRunRows(ctx)
+	cells, cellsErr := s.pendingCellRows(ctx)
+	return mergePending(runs, cells), errors.Join(runsErr, cellsErr)
+}
+
+// mergePending lists runs and sessions' cells together, newest first, at most maxListed. A run
+// row of a session's workflow and run (a client whose pending list holds sessions too) is left
+// out: the session's own row says which cell waits and links to its page.
+func mergePending(runs, cells []pendingRow) []pendingRow {
+	type key struct{ id, runID string }
+	sessions := map[key]bool{}
+	for _, c := range cells {
+		sessions[key{c.ID, c.runID}] = true
+	}
+	rows := make([]pendingRow, 0, len(runs)+len(cells))
+	for _, r := range runs {
+		if !sessions[key{r.ID, r.runID}] {
+			rows = append(rows, r)
+		}
+	}
+	rows = append(rows, cells...)
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].at.After(rows[j].at) })
+	if len(rows) > maxListed {
+		rows = rows[:maxListed]
+	}
+	return rows
+}
+
+// pendingRunRows lists the RunCode runs that wait for a decision.
+func (s *Server) pendingRunRows(ctx context.Context) ([]pendingRow, error) {
 	pending, err := s.runs.Pending(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
@@ -85,7 +124,7 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 	now := s.cfg.Now()
 	rows := make([]pendingRow, 0, len(pending))
 	for _, p := range pending {
-		row := pendingRow{ID: p.WorkflowID, Language: p.Language, Digest: p.Digest,
+		row := pendingRow{ID: p.WorkflowID, runID: p.RunID, Language: p.Language, Digest: p.Digest, at: p.StartTime,
 			Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
 		if st, err := s.runs.RunStatus(ctx, p.WorkflowID, p.RunID); err == nil {
 			req := st.Request
@@ -94,6 +133,38 @@ func (s *Server) pendingRows(ctx context.Context) ([]pendingRow, error) {
 			row.Network = human.Network(req)
 			if !st.ApprovalDeadline.IsZero() {
 				row.TimeLeft = human.Duration(st.ApprovalDeadline.Sub(now))
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// pendingCellRows lists the sessions whose SandboxStatus says a cell waits, each as the cell
+// its status shows waiting (a session whose status shows none, or could not be read, is listed
+// without one, so that it is not hidden).
+func (s *Server) pendingCellRows(ctx context.Context) ([]pendingRow, error) {
+	pending, err := s.door.PendingSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	rows := make([]pendingRow, 0, len(pending))
+	for _, p := range pending {
+		row := pendingRow{ID: p.WorkflowID, runID: p.RunID, Session: true, at: p.StartTime, Age: human.Duration(now.Sub(p.StartTime)), Started: p.StartTime.UTC().Format(time.RFC3339)}
+		if si, err := s.door.ReadSession(ctx, p.WorkflowID); err == nil && si.Status.RunID == p.RunID {
+			set := si.Status.Settings
+			row.Agent, row.RequestedBy = visible(set.Metadata.Agent), visible(set.Metadata.RequestedBy)
+			row.Network = human.Network(guard.Summary{Network: set.Network, Egress: set.Egress})
+			if c := waitingCell(si.Status); c != nil {
+				row.Cell, row.Language, row.Digest = c.Cell, c.Language, c.Digest
+				row.CodeSize = human.Bytes(int64(len(c.Code)))
+				if !c.Submitted.IsZero() {
+					row.at, row.Age, row.Started = c.Submitted, human.Duration(now.Sub(c.Submitted)), c.Submitted.UTC().Format(time.RFC3339)
+				}
+				if !c.ApprovalDeadline.IsZero() {
+					row.TimeLeft = human.Duration(c.ApprovalDeadline.Sub(now))
+				}
 			}
 		}
 		rows = append(rows, row)

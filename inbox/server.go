@@ -77,6 +77,7 @@ type Server struct {
 	rpID      string
 	secure    bool
 	runs      *client.Client
+	door      sessionDoor
 	sessions  *sessionStore
 	reviewers *reviewersFile
 	counters  *approval.Counters
@@ -117,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 		rpID:      rpID,
 		secure:    secure,
 		runs:      runs,
+		door:      temporalSessions{tc: cfg.Temporal, dc: cfg.DataConverter},
 		sessions:  newSessionStore(cfg.SessionTTL, cfg.IdleTTL, defaultMaxSessions, cfg.Now),
 		reviewers: &reviewersFile{path: cfg.ReviewersPath, origin: origin},
 		counters:  approval.NewCounters(cfg.PasskeyCountersPath),
@@ -158,6 +160,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /run/{id}", s.reviewer(s.handleRun))
 	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.handleDownload))
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
+	m.HandleFunc("GET /session/{id}", s.reviewer(s.handleSession))
+	m.HandleFunc("GET /session/{id}/download/{what}", s.reviewer(s.handleSessionDownload))
+	m.HandleFunc("POST /session/{id}/decide", s.reviewer(s.handleCellDecide))
 	m.HandleFunc("GET /signin", s.handleSignInPage)
 	m.HandleFunc("POST /passkey/register/begin", s.withSession(s.handleRegisterBegin))
 	m.HandleFunc("POST /passkey/register/finish", s.withChallenge(challengeRegister, "registration", s.handleRegisterFinish))

@@ -37,6 +37,9 @@ func TestNoSessionSeesNothing(t *testing.T) {
 		{"/run/sandbox-1", http.StatusSeeOther},
 		{"/pending", http.StatusUnauthorized},
 		{"/run/sandbox-1/download/stdout", http.StatusUnauthorized},
+		{"/session/session-1", http.StatusSeeOther},
+		{"/session/session-1/download/input-0", http.StatusUnauthorized},
+		{"/session/session-1/download/cell-1-stdout", http.StatusUnauthorized},
 	} {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, httptest.NewRequest("GET", tc.path, nil))

@@ -110,10 +110,14 @@
         challenge: new Uint8Array(digest), rpId: location.hostname, allowCredentials: allow,
         userVerification: 'required', timeout: 120000
       } });
-      var res = await post(location.pathname.replace(/\/$/, '') + '/decide', {
+      var body = {
         approve: approve, approval_id: pre.dataset.approvalId, expires: pre.dataset.expires,
         statement: statement, reason: reason, webauthn: assertion(cred)
-      });
+      };
+      // A session's cell: the cell and the digest this page showed, so that a decision made on
+      // a page read before a newer cell came is refused.
+      if (box.dataset.cell) { body.cell = Number(box.dataset.cell); body.digest = box.dataset.digest; }
+      var res = await post(location.pathname.replace(/\/$/, '') + '/decide', body);
       say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + '.', 'ok');
       setTimeout(function () { location.reload(); }, 800);
     } catch (e) {
@@ -137,7 +141,8 @@
 
   function refreshRunning() {
     var st = document.getElementById('run-state');
-    if (st && (st.dataset.state === 'running' || st.dataset.state === 'checking')) {
+    var ss = document.getElementById('session-state');
+    if (st && (st.dataset.state === 'running' || st.dataset.state === 'checking') || ss && ss.dataset.busy === 'true') {
       setTimeout(function () { location.reload(); }, 2000);
     }
   }

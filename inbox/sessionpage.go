@@ -1,0 +1,330 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/guard/human"
+)
+
+// sessionView is the session page: the settings, every cell in order, and the sign form of the
+// cell that waits.
+type sessionView struct {
+	ID, RunID, State string
+	End, Error       string
+	Started          string
+	Deadline         string
+	IdleDeadline     string
+	Languages        []string
+	Files            []inputFile
+	FilesErr         string
+	// Env is each env var as "NAME" and its value quoted and escaped, a sensitive one as its
+	// length (as on a run's page).
+	Env     []kv
+	Secrets []string
+	// Warnings are the files the interpreter may run without a cell calling them: input files
+	// and files earlier cells wrote into /work, which the session keeps.
+	Warnings []string
+	// Names are the input files' names that can read as others, one line each.
+	Names            []string
+	Limits           []kv
+	Network          string
+	Egress           []string
+	Backend          string
+	SandboxTaskQueue string
+	SandboxID        string
+	Lifetime, Idle   string
+	MaxCells         int
+	Digest           string
+	Metadata         []kv
+	Cells            []*cellView
+	Rejected         int
+	LastRejection    string
+	// Verified says that the settings (with the start input), every cell's code, result and
+	// the chain hash to what the status says; Problem says where they do not.
+	Verified bool
+	Problem  string
+	// Waiting is the cell that waits for a decision (the last one), if any and the session is
+	// open.
+	Waiting       *cellView
+	Approve, Deny statementView
+	// ApproveRefused says why the page offers no approval of the waiting cell; a denial stays
+	// possible.
+	ApproveRefused string
+	CredentialID   string
+	// Busy says the page should refresh by itself: the session is being opened or a cell runs.
+	Busy bool
+}
+
+// cellView is one cell on the session page.
+type cellView struct {
+	Index     int
+	Language  string
+	CodeSize  string
+	State     string
+	Lines     []codeLine
+	Invisible int
+	Names     []string
+	Tabs      bool
+	Submitted string
+	TimeLeft  string
+	Digest    string
+	Metadata  []kv
+	Decision  *contract.DecisionRecord
+	Result    *resultView
+	Error     string
+	// Diff is the waiting cell's line diff against the cell before it (DiffFrom); nil for the
+	// first cell and for cells that do not wait.
+	Diff     []diffLine
+	DiffFrom int
+}
+
+// loadSession reads session id through the door.
+func (s *Server) loadSession(ctx context.Context, id string) (sessionInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	return s.door.ReadSession(ctx, id)
+}
+
+// readSessionInput reads the session's start input through the door.
+func (s *Server) readSessionInput(ctx context.Context, id, runID string) (contract.SessionInput, error) {
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	return s.door.SessionInput(ctx, id, runID)
+}
+
+func isSessionNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	var ns *notSessionError
+	return errors.As(err, &ns) || errors.As(err, &nf)
+}
+
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, sess *session) {
+	id := r.PathValue("id")
+	si, err := s.loadSession(r.Context(), id)
+	if isSessionNotFound(err) {
+		http.Error(w, "no such Session workflow", http.StatusNotFound)
+		return
+	}
+	data := s.pageData(sess, "Session "+visible(id))
+	if err != nil {
+		data.Err = err.Error()
+		s.render(w, "session", data)
+		return
+	}
+	in, readErr := s.readSessionInput(r.Context(), id, si.Status.RunID)
+	v := s.sessionView(si, in, readErr, sess.principal)
+	v.CredentialID = sess.credentialID
+	data.Session = v
+	s.render(w, "session", data)
+}
+
+// sessionView turns a session's status, and the input it was started with, into the page's
+// fields, with the statements principal may sign for the waiting cell.
+func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr error, principal string) *sessionView {
+	st, set := si.Status, si.Status.Settings
+	v := &sessionView{
+		ID: st.WorkflowID, RunID: st.RunID, State: st.State, End: st.End, Error: st.Error,
+		Started:   si.Started.UTC().Format(time.RFC3339),
+		Languages: set.Languages, Network: human.Network(guard.Summary{Network: set.Network, Egress: set.Egress}),
+		Egress: set.Egress, Backend: set.Backend, SandboxTaskQueue: st.SandboxTaskQueue, SandboxID: st.SandboxID,
+		Lifetime: set.Lifetime.String(), Idle: set.IdleTimeout.String(), MaxCells: set.MaxCells, Digest: set.Digest,
+		Limits: human.Limits(set.Limits), Rejected: st.RejectedDecisions, LastRejection: st.LastRejection,
+		Busy: si.Running && (st.State == contract.SessionChecking || st.State == contract.SessionOpening || st.State == contract.SessionClosing),
+	}
+	if !st.Deadline.IsZero() {
+		v.Deadline = st.Deadline.UTC().Format(time.RFC3339)
+	}
+	if !st.IdleDeadline.IsZero() {
+		v.IdleDeadline = st.IdleDeadline.UTC().Format(time.RFC3339)
+	}
+	for _, n := range set.Secrets {
+		v.Secrets = append(v.Secrets, visible(n))
+	}
+	for _, f := range human.Metadata(set.Metadata) {
+		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})
+	}
+	var inputNames []string
+	if readErr != nil {
+		v.FilesErr = readErr.Error()
+		v.Env = envRows(set.EnvNames, set.SensitiveEnv, nil)
+		for _, f := range set.Files {
+			inputNames = append(inputNames, f.Name)
+		}
+	} else {
+		// Files, env names and values and the warnings come from the start input, not from the
+		// status's copy, which a workflow worker answered.
+		req := in.Request
+		v.Files = inputFiles(guard.Request{Files: req.Files})
+		v.Env = envRows(slices.Sorted(maps.Keys(req.Env)), set.SensitiveEnv, req.Env)
+		inputNames = slices.Sorted(maps.Keys(req.Files))
+		var files []guard.InputFile
+		for _, n := range inputNames {
+			files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
+		}
+		for _, c := range guard.InputConfusableNames(files) {
+			v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+		}
+	}
+	for _, w := range guard.StartupWarnings(inputNames) {
+		v.Warnings = append(v.Warnings, w.String())
+	}
+	now := s.cfg.Now()
+	for i := range st.Cells {
+		c := &st.Cells[i]
+		cv := newCellView(c, now)
+		v.Cells = append(v.Cells, cv)
+		if c.Result != nil {
+			// /work outlives the cell: what it wrote there can run in a later one.
+			var names []string
+			for _, f := range c.Result.Files {
+				names = append(names, f.Name)
+			}
+			for _, w := range guard.StartupWarnings(names) {
+				v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", c.Cell, guard.VisibleText(w.File), w.Reason))
+			}
+			var written []guard.InputFile
+			for _, f := range c.Result.Files {
+				written = append(written, guard.InputFile{Name: f.Name, Content: f.Content})
+			}
+			for _, n := range guard.InputConfusableNames(written) {
+				v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", c.Cell, guard.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+			}
+		}
+		if c.State == contract.StatusRunning {
+			v.Busy = si.Running
+		}
+	}
+	var problems []string
+	if _, err := checkCells(st); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if readErr == nil {
+		if _, err := shownSession(set, in.Request); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	v.Problem = strings.Join(problems, "; ")
+	v.Verified = len(problems) == 0 && readErr == nil
+	if wc := waitingCell(st); wc != nil && si.Running {
+		v.Waiting = v.Cells[len(v.Cells)-1]
+		if n := len(st.Cells); n > 1 {
+			v.Waiting.Diff, v.Waiting.DiffFrom = lineDiff(st.Cells[n-2].Code, wc.Code), st.Cells[n-2].Cell
+		}
+		s.cellStatements(st, v, principal)
+		if v.ApproveRefused == "" {
+			if err := checkSessionShown(st, in, readErr); err != nil {
+				v.Approve, v.ApproveRefused = statementView{}, err.Error()
+			}
+		}
+	}
+	return v
+}
+
+func newCellView(c *contract.CellStatus, now time.Time) *cellView {
+	cv := &cellView{Index: c.Cell, Language: c.Language, CodeSize: human.Bytes(int64(len(c.Code))), State: c.State,
+		Digest: c.Digest, Decision: c.Decision, Error: c.Error}
+	cv.Lines, cv.Invisible = highlight(c.Code, c.Language)
+	cv.Tabs = strings.Contains(c.Code, "\t")
+	for _, n := range guard.ConfusableNames(c.Code) {
+		cv.Names = append(cv.Names, n.Where()+": "+n.Name+" "+n.Reason)
+	}
+	if !c.Submitted.IsZero() {
+		cv.Submitted = c.Submitted.UTC().Format(time.RFC3339)
+	}
+	if !c.ApprovalDeadline.IsZero() && c.State == contract.StatusAwaitingApproval {
+		cv.TimeLeft = human.Duration(c.ApprovalDeadline.Sub(now))
+	}
+	for _, f := range human.Metadata(c.Metadata) {
+		cv.Metadata = append(cv.Metadata, kv{K: f.K, V: visible(f.V)})
+	}
+	if c.Result != nil {
+		cv.Result = newCellResultView(*c.Result)
+	}
+	return cv
+}
+
+// newCellResultView is a cell's result as the session page shows it: as a run's, with the files
+// the cell created or changed shown as input files are (text whole up to inputPreviewBytes, tabs
+// drawn at Python's columns): they stay in /work, where a later cell can import them.
+func newCellResultView(res guard.Result) *resultView {
+	v := newResultView(res)
+	for i, f := range res.Files {
+		of := &v.Files[i]
+		of.Preview, of.Binary, of.Cut = preview(f.Content, inputPreviewBytes)
+		of.Preview = guard.ShowTabsText(of.Preview)
+	}
+	return v
+}
+
+// checkSessionShown refuses an approval in a session whose settings digest is not the digest of
+// the settings its status shows with the file contents and env values of its start input.
+func checkSessionShown(st contract.SessionStatus, in contract.SessionInput, readErr error) error {
+	if readErr != nil {
+		return fmt.Errorf("the inbox cannot check the settings the status shows against the session's start: %w", readErr)
+	}
+	_, err := shownSession(st.Settings, in.Request)
+	return err
+}
+
+// cellStatements writes the approve and deny statements of the waiting cell that principal may
+// sign, each with a fresh approval id and an expiry of DecisionTTL (or the cell's approval
+// deadline, when that comes first). An approval the status does not support is not offered,
+// and the page says why.
+func (s *Server) cellStatements(st contract.SessionStatus, v *sessionView, principal string) {
+	now := s.cfg.Now()
+	expires := now.Add(s.cfg.DecisionTTL)
+	if wc := waitingCell(st); wc != nil && !wc.ApprovalDeadline.IsZero() && wc.ApprovalDeadline.Before(expires) {
+		expires = wc.ApprovalDeadline
+	}
+	expires = expires.UTC().Truncate(time.Second)
+	for _, sv := range []*statementView{&v.Approve, &v.Deny} {
+		sv.Approve = sv == &v.Approve
+		f, err := cellStatementFor(st, v.Waiting.Index, client.StatementOptions{Deny: !sv.Approve, Expires: expires, Reviewer: principal}, now)
+		if err == nil {
+			var b []byte
+			if b, err = f.Statement(); err == nil {
+				sv.ApprovalID, sv.Expires, sv.Text = f.ApprovalID, f.Expires.Format(time.RFC3339), string(b)
+				continue
+			}
+		}
+		*sv = statementView{}
+		if sv == &v.Approve {
+			v.ApproveRefused = err.Error()
+		} else if v.Problem == "" {
+			v.Problem = "no denial can be made: " + err.Error()
+		}
+	}
+}
+
+// envRows lists env vars for a page: each name with its value quoted and escaped
+// (guard.QuoteValue), a sensitive one as its length only, and "(value not read)" when values
+// is nil.
+func envRows(names, sensitive []string, values map[string]string) []kv {
+	var out []kv
+	for _, n := range names {
+		val, ok := values[n]
+		switch {
+		case slices.Contains(sensitive, n) && ok:
+			out = append(out, kv{K: visible(n), V: guard.SensitiveValue(len(val))})
+		case slices.Contains(sensitive, n):
+			out = append(out, kv{K: visible(n), V: "‹sensitive›"})
+		case ok:
+			out = append(out, kv{K: visible(n), V: guard.QuoteValue(val)})
+		default:
+			out = append(out, kv{K: visible(n), V: "(value not read)"})
+		}
+	}
+	return out
+}
