@@ -125,20 +125,27 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	} else if reviewer != nil {
 		t.Fatal("agenttest: Options.Reviewer and Options.ReviewersFile are both set")
 	}
+	queue := o.TaskQueue
+	if queue == "" {
+		queue = "agents-" + strings.ReplaceAll(t.Name(), "/", "-")
+	}
+	// A backend that keeps a sandbox for a session serves sessions on a host queue of its own,
+	// as worker/service does.
+	hostQueue := ""
+	if guard.SessionsOffered(b) {
+		hostQueue = queue + "-host"
+	}
 	acts, err := activities.New(activities.Config{
-		Policy:  policy,
-		Backend: b,
-		Sink:    o.Sink, HeartbeatTimeout: 2 * time.Second,
+		Policy:        policy,
+		Backend:       b,
+		HostTaskQueue: hostQueue,
+		Sink:          o.Sink, HeartbeatTimeout: 2 * time.Second,
 		ReviewersFile:       reviewers,
 		PasskeyOrigin:       o.PasskeyOrigin,
 		PasskeyCountersFile: o.PasskeyCountersFile,
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	queue := o.TaskQueue
-	if queue == "" {
-		queue = "agents-" + strings.ReplaceAll(t.Name(), "/", "-")
 	}
 	w := worker.New(tc, queue, worker.Options{Interceptors: o.Interceptors})
 	workflows.Register(w)
@@ -150,6 +157,14 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+	if hostQueue != "" {
+		hw := worker.New(tc, hostQueue, worker.Options{Interceptors: o.Interceptors})
+		acts.RegisterHost(hw)
+		if err := hw.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(hw.Stop)
+	}
 	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Reviewer: principal})
 	if err != nil {
 		t.Fatal(err)
