@@ -208,17 +208,17 @@ func TestLocalKindKeepsWorkerFilesOutOfReach(t *testing.T) {
 	}
 }
 
-// The table's sessions column: only the Docker backend keeps a sandbox for a session; the
-// doctor says which backend does and with what caps.
+// The table's sessions column: the Docker, E2B and local backends keep a sandbox for a session,
+// the HTTP recipe does not; the doctor says which backend does and with what caps.
 func TestSessionsColumn(t *testing.T) {
-	if got := sessionKinds(); got != "docker" {
-		t.Errorf("kinds with sessions: %q; want docker", got)
+	if got := sessionKinds(); got != "docker, e2b, local" {
+		t.Errorf("kinds with sessions: %q; want docker, e2b, local", got)
 	}
 	for _, tc := range []struct{ backend, want string }{
 		{"docker", "offered by the docker backend: lifetime up to 1h0m0s, idle up to 10m0s, at most 100 cells"},
 		{"http", "not offered by the http backend"},
-		{"e2b", "not offered by the e2b backend"},
-		{"local", "not offered by the local backend"},
+		{"e2b", "offered by the e2b backend"},
+		{"local", "offered by the local backend"},
 	} {
 		if got := sessionsLine(&Options{Backend: tc.backend}); !strings.Contains(got, tc.want) {
 			t.Errorf("%s: sessions line %q; want %q", tc.backend, got, tc.want)
