@@ -430,3 +430,64 @@ func TestDockerSessionSandboxLimit(t *testing.T) {
 		t.Errorf("run after the session closed: %q", res.Stdout)
 	}
 }
+
+// The supervisor stays out of reach across cells: each attack of TestDockerSupervisorOutOfReach
+// in a cell, then a cell that runs; under runsc the interpreter holds no capability.
+func TestDockerSessionSupervisorOutOfReach(t *testing.T) {
+	attacks := []struct{ name, code string }{
+		{"kill(-1, SIGKILL)", "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    pass\nprint('survived')"},
+		{"signals PID 1", "import os, signal\nfor s in (signal.SIGSTOP, signal.SIGTERM, signal.SIGKILL):\n    try:\n        os.kill(1, s)\n    except OSError:\n        pass\nprint('survived')"},
+		{"opens PID 1's memory and descriptors", `import os
+opened = []
+for name in ("mem", "fd/0", "fd/1"):
+    try:
+        os.close(os.open("/proc/1/" + name, os.O_RDWR))
+        opened.append(name)
+    except OSError:
+        pass
+print("survived", opened)`},
+	}
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "state", ts.must(guard.Python, "kept = 'yes'"), 0, "")
+		for _, a := range attacks {
+			res := ts.must(guard.Python, a.code)
+			if res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "survived") || strings.Contains(string(res.Stdout), "mem") || strings.Contains(string(res.Stdout), "fd/") {
+				t.Errorf("%s: got exit %d stdout %q stderr %q", a.name, res.ExitCode, res.Stdout, res.Stderr)
+			}
+			expect(t, "after "+a.name, ts.must(guard.Python, "print(kept)"), 0, "yes\n")
+		}
+		res := ts.must(guard.Python, "import os\nprint(os.getuid(), os.geteuid(), [l.split()[1] for l in open('/proc/self/status') if l.startswith(('CapInh', 'CapPrm', 'CapEff', 'CapBnd'))])")
+		if !strings.HasSuffix(string(res.Stdout), "['0000000000000000', '0000000000000000', '0000000000000000', '0000000000000000']\n") || strings.HasPrefix(string(res.Stdout), "0 ") {
+			t.Errorf("the interpreter's ids and capabilities: %q (stderr %q); want a sandbox uid and none", res.Stdout, res.Stderr)
+		}
+	})
+}
+
+// A cell killed by the memory limit is a true result; under runc the next Python cell starts a
+// fresh interpreter, under runsc (whose memory limit ends gVisor's whole sandbox) the session is
+// lost.
+func TestDockerSessionMemoryKill(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "state", ts.must(guard.Python, "x = 1\nopen('kept.txt', 'w').write('k')"), 0, "", "kept.txt=k")
+		res, err := ts.cell(guard.Python, "print('allocating', flush=True)\nb = []\nwhile True:\n    b.append(bytearray(8 << 20))", nil)
+		if err != nil {
+			t.Fatalf("memory bomb: %v", err)
+		}
+		if res.Outcome != guard.OutcomeMemoryLimit || !strings.HasPrefix(string(res.Stdout), "allocating") {
+			t.Errorf("memory bomb: got outcome %v exit %d stdout %q stderr %q; want memory_limit", res.Outcome, res.ExitCode, res.Stdout, res.Stderr)
+		}
+		res, err = ts.cell(guard.Python, "import os\nprint('x' in globals(), os.path.exists('kept.txt'))", nil)
+		var lost *guard.SandboxLost
+		switch {
+		case err == nil && res.StateReset && string(res.Stdout) == "False True\n":
+		case errors.As(err, &lost) && IsGVisor(rt):
+			t.Logf("under %s the memory limit ended the sandbox: %v", rt, err)
+		default:
+			t.Errorf("after the memory kill: got %+v, %v; want state_reset with /work kept (or, under runsc, a lost sandbox)", res, err)
+		}
+	})
+}
