@@ -228,7 +228,7 @@
 // files, the env, the uid; no code), writes the input files into /work, answers frameReady, and
 // runs no code of any kind before the first cell. Every failure of OpenSession is a
 // guard.IntegrationError with CodeMayHaveStarted false (or a ConfigError: a missing image, an
-// image without ctypes, egress, which sessions do not offer yet). A session holds one of
+// image without ctypes, secrets the worker lacks). A session holds one of
 // Config.MaxSandboxes from OpenSession to Close, as a run holds one from the start of Run to its
 // return, so open sessions and runs together stay within the worker's --max-sandboxes.
 //
@@ -284,8 +284,17 @@
 // RunCell's own deadline is the cell's timeout + Config.DeadlineSlack, as a run's: past it, or
 // when RunCell's context ends, the worker kills the container (the session is lost) and reports
 // the cell as timed out with the output received so far. Close kills and removes the container
-// and frees its uid and slot; it may be called more than once. Sessions with egress are refused
-// with a ConfigError for now.
+// and frees its uid and slot; it may be called more than once.
+//
+// A session with egress has the supervisor listen on 127.0.0.1:Config.Egress.Port from its
+// start to its end (bound before any cell, the env and CA files set once), and each cell gets an
+// egress.Proxy and egress.Mux of its own, as a run does: the cell's connections are tunnelled to
+// it, its caps (bytes, connections) are per cell, and its audit is that cell's Result.Egress.
+// Every connection ends with its cell (the supervisor closes them, as the processes that opened
+// them are killed; a connection of an interpreter's thread too); channel numbers go on across
+// cells, and tunnel frames the worker sends after a cell ended are dropped, so none reaches
+// another cell's connection. A connection a thread opens between cells waits in the listener's
+// backlog and belongs to the next cell.
 //
 // # Orphans
 //

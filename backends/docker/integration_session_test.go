@@ -10,6 +10,7 @@ package docker
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os/exec"
 	"slices"
 
@@ -27,6 +28,8 @@ type testSession struct {
 	sb   guard.Sandbox
 	cs   guard.CheckedSession
 	next int
+	// p checks the cells; testPolicy when nil.
+	p *guard.Policy
 }
 
 // openSession applies testPolicy to a session request (20 s per cell unless mod says) and opens
@@ -61,7 +64,11 @@ func openSession(t *testing.T, b *Backend, mod func(*guard.SessionRequest)) *tes
 // cell checks and runs the next cell, with the session's limits changed by mod.
 func (ts *testSession) cell(lang, code string, mod func(*guard.Limits)) (guard.Result, error) {
 	ts.t.Helper()
-	c, err := testPolicy.CheckCell(ts.cs, ts.next, lang, code)
+	p := testPolicy
+	if ts.p != nil {
+		p = *ts.p
+	}
+	c, err := p.CheckCell(ts.cs, ts.next, lang, code)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -488,6 +495,56 @@ func TestDockerSessionMemoryKill(t *testing.T) {
 			t.Logf("under %s the memory limit ended the sandbox: %v", rt, err)
 		default:
 			t.Errorf("after the memory kill: got %+v, %v; want state_reset with /work kept (or, under runsc, a lost sandbox)", res, err)
+		}
+	})
+}
+
+// Egress in a session: the supervisor listens for the session's whole life and each cell's
+// connections go through a proxy of that cell's, whose audit is the cell's Result.Egress.
+func TestDockerSessionEgress(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		up := newUpstream(t, nil)
+		h := up.port()
+		b := newTestBackend(t, rt, func(c *Config) {
+			c.Egress = EgressConfig{PrivateOK: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: egressResolver}
+		})
+		p := testPolicy
+		p.AllowOpenNetwork = false
+		p.EgressAllow = []string{"allowed.test:" + h}
+		cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}, Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run"}
+		sb, err := b.OpenSession(context.Background(), cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Close(context.Background())
+		ts := &testSession{t: t, sb: sb, cs: cs, next: 1, p: &p}
+		fetch := "import urllib.request, urllib.error\ndef fetch(u):\n    try:\n        with urllib.request.urlopen(u, timeout=20) as r:\n            return 'ok ' + r.read().decode()\n    except urllib.error.HTTPError as e:\n        return 'http %d' % e.code\n"
+		res := ts.must(guard.Python, fetch+"print(fetch('http://allowed.test:"+h+"/'))\nprint(fetch('http://denied.test:"+h+"/'))")
+		if string(res.Stdout) != "ok hello from upstream\nhttp 403\n" {
+			t.Errorf("cell 1: stdout %q stderr %q", res.Stdout, res.Stderr)
+		}
+		a, okA := findAttempt(res.Egress, "allowed.test", h)
+		d, okD := findAttempt(res.Egress, "denied.test", h)
+		if !okA || !a.Allowed || !okD || d.Allowed || len(res.Egress.Attempts) != 2 {
+			t.Errorf("cell 1 egress: %+v; want allowed.test allowed and denied.test refused", res.Egress)
+		}
+		res = ts.must(guard.Python, "print(fetch('http://allowed.test:"+h+"/'))")
+		if string(res.Stdout) != "ok hello from upstream\n" || res.Egress == nil || len(res.Egress.Attempts) != 1 || res.Egress.Attempts[0].Host != "allowed.test" {
+			t.Errorf("cell 2: stdout %q egress %+v; want this cell's one attempt only", res.Stdout, res.Egress)
+		}
+		res = ts.must(guard.Python, "print('no network')")
+		if res.Egress == nil || len(res.Egress.Attempts) != 0 {
+			t.Errorf("cell 3 egress: %+v; want no attempts", res.Egress)
+		}
+		// A fresh interpreter after a kill still has the proxy.
+		ts.must(guard.Python, "import os\nos._exit(1)")
+		res = ts.must(guard.Python, fetch+"print(fetch('http://allowed.test:"+h+"/'))")
+		if string(res.Stdout) != "ok hello from upstream\n" || !res.StateReset {
+			t.Errorf("after a reset: stdout %q stderr %q state_reset %t", res.Stdout, res.Stderr, res.StateReset)
 		}
 	})
 }

@@ -389,12 +389,20 @@ func withNote(res guard.Result, note string, maxStderr int64) guard.Result {
 }
 
 // supSession is the session request document (frameSession): a run's request without code,
-// language, timeout or caps, which come with each cell.
+// language, timeout or caps, which come with each cell. The egress fields are a run's: the
+// supervisor listens for the whole session, and each cell's connections are tunnelled to that
+// cell's proxy.
 type supSession struct {
 	V     int       `json:"v"`     // protocolVersion
 	Files []supPair `json:"files"` // input files, written to /work before the first cell
 	Env   []supPair `json:"env"`   // every cell's environment
 	UID   int       `json:"uid"`   // the uid the code runs as
+
+	EgressPort         int      `json:"egress_port,omitempty"`
+	EgressCA           []byte   `json:"egress_ca,omitempty"`
+	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`
+	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`
+	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"`
 }
 
 // supCell is one cell (frameCell).
@@ -410,8 +418,9 @@ type supCell struct {
 	MaxTotalFileBytes int64  `json:"max_total_file_bytes"`
 }
 
-// encodeSession returns the session request frame for s, run as uid.
-func encodeSession(s guard.CheckedSession, uid int) ([]byte, error) {
+// encodeSession returns the session request frame for s, run as uid, with the sandbox's side of
+// its egress (nil when it has none).
+func encodeSession(s guard.CheckedSession, uid int, eg *sandboxEgress) ([]byte, error) {
 	req := supSession{V: protocolVersion, Files: []supPair{}, Env: []supPair{}, UID: uid}
 	for _, f := range s.Files {
 		if err := guard.CheckFileName(f.Name); err != nil {
@@ -421,6 +430,17 @@ func encodeSession(s guard.CheckedSession, uid int) ([]byte, error) {
 	}
 	for _, e := range s.Env {
 		req.Env = append(req.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
+	}
+	if eg != nil {
+		// After the session's own variables, so that the proxy's win.
+		req.Env = append(req.Env, envPairs(eg.env)...)
+		req.EgressPort = int(eg.port)
+		if len(eg.caPEM) > 0 {
+			req.EgressCA, req.EgressCAFile, req.EgressCABundle = eg.caPEM, []byte(eg.caFile), []byte(eg.caBundle)
+			for _, f := range egress.ImageCABundles() {
+				req.EgressImageBundles = append(req.EgressImageBundles, []byte(f))
+			}
+		}
 	}
 	b, err := json.Marshal(req)
 	if err != nil {

@@ -21,11 +21,16 @@ var _ guard.SessionBackend = (*Backend)(nil)
 // Session is a session's live sandbox: one container and the attached stream to its supervisor.
 // It implements guard.Sandbox; its methods are not called concurrently (Close may be).
 type Session struct {
-	b    *Backend
-	sb   *sandbox
-	s    guard.CheckedSession
-	att  attachment
-	diag *guard.CapBuffer
+	b  *Backend
+	sb *sandbox
+	s  guard.CheckedSession
+	// c is the session's run-shaped settings (CellChecked): its egress and secrets make each
+	// cell's proxy.
+	c   guard.Checked
+	att attachment
+	// writeMu serialises writes to att: cell frames and the egress tunnel's frames.
+	writeMu sync.Mutex
+	diag    *guard.CapBuffer
 	// done is closed when the container's output ended: it exited, was removed, the connection
 	// broke, or the stream could not be read.
 	done     chan struct{}
@@ -88,9 +93,6 @@ func (b *Backend) takeSlot(ctx context.Context) (release func(), err error) {
 // sessions do not offer yet); a guard.ToolUsageError for input files or env Run refuses; a
 // guard.IntegrationError with CodeMayHaveStarted false for every other failure.
 func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guard.Sandbox, error) {
-	if len(s.Egress) > 0 {
-		return nil, &guard.ConfigError{Msg: "docker backend: sessions with egress are not offered yet; open the session without egress (network=false) or run the code as single runs"}
-	}
 	if len(s.Languages) == 0 {
 		return nil, &guard.ConfigError{Msg: "docker backend: a session needs at least one language"}
 	}
@@ -105,8 +107,13 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 	if err := refuseNativeLoaders(c); err != nil {
 		return nil, err
 	}
-	if _, err := encodeSession(s, 0); err != nil {
+	if _, err := encodeSession(s, 0, nil); err != nil {
 		return nil, err
+	}
+	if len(c.Egress) > 0 {
+		if _, err := b.proxyConfig(c); err != nil {
+			return nil, err
+		}
 	}
 	release, err := b.takeSlot(ctx)
 	if err != nil {
@@ -125,7 +132,7 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 		release()
 		return nil, err
 	}
-	sess := &Session{b: b, sb: sb, s: s, diag: guard.NewCapBuffer(diagBytes), done: make(chan struct{}), releaseSlot: release}
+	sess := &Session{b: b, sb: sb, s: s, c: c, diag: guard.NewCapBuffer(diagBytes), done: make(chan struct{}), releaseSlot: release}
 	if err := sess.open(ctx); err != nil {
 		if sess.att != nil {
 			sess.att.Close()
@@ -167,7 +174,7 @@ func (s *Session) open(ctx context.Context) error {
 		}
 		return fail("docker: start session container", err)
 	}
-	request, err := encodeSession(s.s, s.sb.uid)
+	request, err := encodeSession(s.s, s.sb.uid, b.egressPlan(s.c))
 	if err != nil {
 		return err
 	}
@@ -205,7 +212,7 @@ func (s *Session) open(ctx context.Context) error {
 func (s *Session) write(ctx context.Context, p []byte) error {
 	wrote := make(chan error, 1)
 	go func() {
-		n, err := s.att.Write(p)
+		n, err := s.writeLocked(p)
 		if err == nil && n < len(p) {
 			err = errors.New("short write")
 		}
@@ -221,6 +228,22 @@ func (s *Session) write(ctx context.Context, p []byte) error {
 		}
 		return nil
 	}
+}
+
+// writeLocked writes p to the container's stdin, after any write in progress.
+func (s *Session) writeLocked(p []byte) (int, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.att.Write(p)
+}
+
+// writeFrame is the egress tunnel's writer.
+func (s *Session) writeFrame(p []byte) error {
+	n, err := s.writeLocked(p)
+	if err == nil && n < len(p) {
+		err = errors.New("short write")
+	}
+	return err
 }
 
 // ID is the container's id.
@@ -285,8 +308,18 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	if err != nil {
 		return guard.Result{}, err
 	}
+	b := s.b
 	rep := newReport(l)
 	rep.session = true
+	if len(s.c.Egress) > 0 {
+		// A proxy for this cell: its report is the cell's egress, its caps the cell's.
+		t, err := b.newTunnel(s.c, s.writeFrame)
+		if err != nil {
+			return guard.Result{}, err
+		}
+		rep.tunnel = t
+		defer t.close()
+	}
 	s.mu.Lock()
 	s.cur = rep
 	s.mu.Unlock()
@@ -295,7 +328,6 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		s.cur = nil
 		s.mu.Unlock()
 	}()
-	b := s.b
 	fail := func(op string, err error, started bool) error {
 		return &guard.IntegrationError{Op: fmt.Sprintf("%s %s (%s)", op, s.sb.id, cell), Err: err, CodeMayHaveStarted: started}
 	}
@@ -323,6 +355,10 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	}
 	if how != streamEnded {
 		s.lose(fmt.Sprintf("%s was abandoned (%s)", cell, map[ending]string{workerDeadline: "no report within its timeout", ctxDeadline: "its context ended"}[how]))
+		if rep.tunnel != nil {
+			// A frame reader waiting for the proxy to take a connection's bytes returns.
+			rep.tunnel.mux.Shutdown()
+		}
 		<-s.doneOrTimeout()
 		s.mu.Lock()
 		out := rep.output()
@@ -356,6 +392,10 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	}
 	res := b.outcome(measured{out: rep.output(), exit: rep.exit, containerExit: -1}, l)
 	res.StateReset = rep.exit.StateReset
+	if rep.tunnel != nil {
+		audit := rep.tunnel.close()
+		res.Egress = &audit
+	}
 	return s.finish(res, l, start), nil
 }
 

@@ -18,7 +18,7 @@ func fakeSession(t *testing.T, mod func(*guard.SessionRequest)) guard.CheckedSes
 	if mod != nil {
 		mod(&req)
 	}
-	p := guard.Policy{Languages: []string{guard.Python, guard.Shell}, AllowOpenNetwork: true, EgressAllow: []string{"example.com"}}
+	p := guard.Policy{Languages: []string{guard.Python, guard.Shell}, AllowOpenNetwork: true, EgressAllow: []string{"example.com"}, SecretNames: []string{"tok"}}
 	cs, err := p.CheckSession(req, Name)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func TestOpenSessionErrorPaths(t *testing.T) {
 		wantInMsg   string
 		wantCreated int
 	}{
-		{"egress", nil, func(r *guard.SessionRequest) { r.Egress = []string{"example.com"} }, guard.TypeConfigError, "egress", 0},
+		{"secrets without the worker's secrets file", nil, func(r *guard.SessionRequest) { r.Egress = []string{"example.com"}; r.Secrets = []string{"tok"} }, guard.TypeConfigError, "secrets", 0},
 		{"native module among the inputs", nil, func(r *guard.SessionRequest) { r.Files = map[string][]byte{"m.so": nil} }, guard.TypeToolUsageError, "native extension", 0},
 		{"image missing", func(f *fakeEngine) { f.imagePresent = false }, nil, guard.TypeConfigError, "docker pull", 0},
 		{"create fails", func(f *fakeEngine) { f.createErr = boom }, nil, guard.TypeIntegrationError, "create container", 0},
@@ -202,5 +202,24 @@ func TestReapSessions(t *testing.T) {
 	}
 	if got := strings.Join(f.removedIDs(), ","); got != "old" {
 		t.Errorf("removed %s; want old (past the 1 h lifetime plus the 1 h threshold)", got)
+	}
+}
+
+// A session with egress tells the supervisor to listen for the whole session and gives every
+// cell the proxy's environment.
+func TestOpenSessionWithEgress(t *testing.T) {
+	f := newFake()
+	f.stdout = encodeFrame(frameReady, 0, []byte("{}"))
+	b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
+	sb, err := b.OpenSession(context.Background(), fakeSession(t, func(r *guard.SessionRequest) { r.Egress = []string{"example.com"} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	if s := string(f.stdin); !strings.Contains(s, `"egress_port":3128`) || !strings.Contains(s, `"name":"SFRUUFNfUFJPWFk="`) {
+		t.Errorf("session request %q: want the egress port and HTTPS_PROXY", s)
+	}
+	if f.created[0].NetworkMode != "none" {
+		t.Errorf("network %q; want none (egress goes through the supervisor's relay)", f.created[0].NetworkMode)
 	}
 }

@@ -758,6 +758,16 @@ class Tunnel:
                     self.shut_write(c)
             self.update(c)
 
+    def end_cell(self):
+        """Closes every connection of a session's cell without sending frames (the worker ends
+        its side with the cell); the listener stays for the next cell, and channel numbers go
+        on from where they were, so a late frame of this cell's never reaches the next's."""
+        for c in list(self.conns.values()):
+            c.sock.close()
+        self.conns, self.by_fd = {}, {}
+        self.paused = False
+        self.poller = None
+
     def close(self):
         """Closes every connection and the listener without sending frames; the worker ends its
         side when the run ends."""
@@ -1174,11 +1184,50 @@ class Session:
             write_inputs(req.get("files") or [])
             # What the first cell's files are compared with: the input files.
             _, self.seen = collect_changed({}, 0, 0, 0, send=False)
+        # What the worker wrote and no one has read yet: the next cell frame, or the egress
+        # tunnel's frames, which the Tunnel reads into the same buffer during a cell.
+        self.inbuf = bytearray()
+        self.tunnel = None
+        if req.get("egress_port"):
+            write_egress_ca(req)
+            # Bound once, before any cell, by the supervisor (as root inside gVisor under runsc).
+            self.tunnel = Tunnel(req["egress_port"])
+            self.tunnel.inbuf = self.inbuf
         self.interp = None
         self.had_interp = False
         self.wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w)
+
+    def next_cell(self):
+        """Reads the worker's frames up to the next cell frame and returns its document, or None
+        when the worker ended stdin. Tunnel frames that come late for a cell that ended are
+        dropped; anything else is refused."""
+        buf = self.inbuf
+        poller = select.poll()
+        poller.register(0, select.POLLIN)
+        while True:
+            while len(buf) >= 9:
+                n, ftype = int.from_bytes(buf[:4], "big"), buf[4]
+                if n > MAX_REQUEST:
+                    raise ValueError("worker frame of %d bytes" % n)
+                if len(buf) < 9 + n:
+                    break
+                payload = bytes(buf[9 : 9 + n])
+                del buf[: 9 + n]
+                if ftype in (F_TUNNEL_DATA, F_TUNNEL_CLOSE) and self.tunnel is not None:
+                    continue
+                if ftype != F_CELL:
+                    raise ValueError("frame has type %d, want a cell" % ftype)
+                return parse(payload.decode("ascii"))
+            poller.poll()
+            try:
+                b = os.read(0, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not b:
+                return None
+            buf += b
 
     def start_interp(self):
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -1261,6 +1310,8 @@ class Session:
             poller.register(done_r, select.POLLIN)
         if feed_fd >= 0:
             poller.register(feed_fd, select.POLLOUT)
+        if self.tunnel is not None:
+            self.tunnel.register(poller)
         deadline = started + timeout
         status, driver_status, timed_out, done_buf = None, None, False, b""
         while True:
@@ -1275,7 +1326,9 @@ class Session:
                 timed_out = True
                 break
             for fd, ev in poller.poll(max(1, int(min(deadline - now, 0.5) * 1000) + 1)):
-                if fd == self.wake_r:
+                if self.tunnel is not None and self.tunnel.owns(fd):
+                    self.tunnel.event(fd, ev)
+                elif fd == self.wake_r:
                     try:
                         while os.read(self.wake_r, 512):
                             pass
@@ -1319,6 +1372,8 @@ class Session:
         reap_watch({keep})
         if keep is not None and keep in EXITED:  # an sh cell killed it
             keep = None
+        if self.tunnel is not None:
+            self.tunnel.end_cell()
         if keep is not None and lang == "python":
             out.drain(False, DRAIN_LIVE)  # what the cell wrote before its end waits in the pipes
         else:
@@ -1361,10 +1416,9 @@ def session_main(libc, req):
     s = Session(libc, req)
     frame(F_READY, b"{}")
     while True:
-        first = os.read(0, 1)
-        if not first:  # the worker ended the session
+        c = s.next_cell()
+        if c is None:  # the worker ended the session
             break
-        _, c = read_frame((F_CELL,), first)
         s.cell(c)
     kill_everything()
     frame(F_END, b"{}")
