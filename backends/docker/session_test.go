@@ -223,3 +223,126 @@ func TestOpenSessionWithEgress(t *testing.T) {
 		t.Errorf("network %q; want none (egress goes through the supervisor's relay)", f.created[0].NetworkMode)
 	}
 }
+
+// replyingFake is a fake whose container answers the session request with ready, then each
+// cell with the next of cells.
+func replyingFake(cells ...[]byte) *fakeEngine {
+	f := newFake()
+	f.replies = append([][]byte{encodeFrame(frameReady, 0, []byte("{}"))}, cells...)
+	f.replyCh = make(chan []byte, len(f.replies))
+	return f
+}
+
+// cellReply is what a supervisor writes for a cell: output, an exit report, files, the end.
+func cellReply(stdout string, exit string, files ...string) []byte {
+	out := encodeFrame(frameStdout, 0, []byte(stdout))
+	out = append(out, encodeFrame(frameExit, 0, []byte(exit))...)
+	for _, name := range files {
+		out = append(out, encodeFrame(frameFile, 0, append([]byte{0, byte(len(name))}, name+"-content"...))...)
+	}
+	return append(out, encodeFrame(frameCellEnd, 0, []byte(`{"files_truncated":false}`))...)
+}
+
+// The worker treats every frame of a cell as untrusted: what it cannot read is an
+// IntegrationError that says the code may have started, and the sandbox is lost after it.
+func TestRunCellUntrustedStream(t *testing.T) {
+	ok := cellReply("hi\n", `{"exit_code":0}`)
+	tests := []struct {
+		name  string
+		reply []byte
+		want  string // "" for a result
+	}{
+		{"a good cell", ok, ""},
+		{"unframed bytes", []byte("forged output"), "frame of"},
+		{"a cell end without an exit report", encodeFrame(frameCellEnd, 0, []byte("{}")), "without an exit report"},
+		{"two cell ends", append(append([]byte(nil), ok...), ok...), "after its end frame"},
+		{"output after the cell end", append(append([]byte(nil), ok...), encodeFrame(frameStdout, 0, []byte("late"))...), "after its end frame"},
+		{"a run's end frame", encodeFrame(frameEnd, 0, []byte("{}")), "without an exit report"},
+		{"ready again", encodeFrame(frameReady, 0, []byte("{}")), "out of place"},
+		{"a tunnel frame without egress", encodeFrame(frameTunnelOpen, 3, nil), "no channel is open"},
+		{"a supervisor error", append(encodeFrame(frameError, 0, []byte("broken")), encodeFrame(frameEnd, 0, []byte("{}"))...), "broken"},
+		{"more than the result bound", encodeFrame(frameStdout, 0, make([]byte, 200<<10)), "over the result bound"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := replyingFake(tt.reply)
+			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
+			cs := fakeSession(t, nil)
+			sb, err := b.OpenSession(context.Background(), cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(context.Background())
+			p := guard.Policy{Languages: []string{guard.Python, guard.Shell}}
+			cell, err := p.CheckCell(cs, 1, guard.Python, "print(1)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := cs.Limits
+			l.MaxStdoutBytes, l.MaxStderrBytes, l.MaxTotalFileBytes, l.MaxFiles = 1000, 1000, 1000, 2
+			res, err := sb.RunCell(context.Background(), cell, l)
+			if tt.want == "" {
+				if err != nil || string(res.Stdout) != "hi\n" || !res.OK {
+					t.Fatalf("got %+v, %v; want the cell's result", res, err)
+				}
+				return
+			}
+			var ie *guard.IntegrationError
+			if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %+v, %v; want an IntegrationError with CodeMayHaveStarted containing %q", res, err, tt.want)
+			}
+			cell2, _ := p.CheckCell(cs, 2, guard.Python, "print(2)")
+			var lost *guard.SandboxLost
+			if _, err := sb.RunCell(context.Background(), cell2, l); !errors.As(err, &lost) {
+				t.Errorf("next cell: got %v; want a SandboxLost", err)
+			}
+			if len(f.killed) == 0 {
+				t.Errorf("the container was not killed")
+			}
+		})
+	}
+}
+
+// A cell's result is the supervisor's report with the cell's limits applied: state_reset, the
+// files, output over the cap cut; a supervisor that does not report within timeout + slack is
+// killed and the cell is a timeout, after which the session is lost.
+func TestRunCellResultAndDeadline(t *testing.T) {
+	f := replyingFake(cellReply(strings.Repeat("x", 50), `{"exit_code":3,"state_reset":true}`, "a.txt", "b.txt", "c.txt"))
+	b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
+	cs := fakeSession(t, nil)
+	sb, err := b.OpenSession(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	p := guard.Policy{Languages: []string{guard.Python, guard.Shell}}
+	cell, _ := p.CheckCell(cs, 1, guard.Python, "print(1)")
+	l := cs.Limits
+	l.MaxStdoutBytes, l.MaxFiles = 10, 2
+	res, err := sb.RunCell(context.Background(), cell, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || !res.StateReset || len(res.Stdout) != 10 || !res.StdoutTruncated || len(res.Files) != 2 || !res.FilesTruncated || res.Backend != Name {
+		t.Errorf("got %+v; want exit 3, state_reset, stdout and files cut to the caps", res)
+	}
+	if !strings.Contains(string(f.stdin), `"index":1,"language":"python","code":"cHJpbnQoMSk="`) {
+		t.Errorf("cell frame: %q", f.stdin)
+	}
+	// No reply to the second cell: the worker's deadline.
+	cell2, _ := p.CheckCell(cs, 2, guard.Python, "while True: pass")
+	l.Timeout = 100 * time.Millisecond
+	start := time.Now()
+	res, err = sb.RunCell(context.Background(), cell2, l)
+	if err != nil || !res.TimedOut || !strings.Contains(string(res.Stderr), "did not report") {
+		t.Fatalf("got %+v, %v; want a timeout", res, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s", d)
+	}
+	var lost *guard.SandboxLost
+	cell3, _ := p.CheckCell(cs, 3, guard.Python, "print(3)")
+	if _, err := sb.RunCell(context.Background(), cell3, l); !errors.As(err, &lost) {
+		t.Errorf("after the deadline: got %v; want a SandboxLost", err)
+	}
+}
