@@ -266,7 +266,8 @@
 //     previous cell (the input files, for the first): only new or changed files are reported.
 //   - The driver lives in the same process as the cells' code, so a cell can tamper with it
 //     (replace builtins, close or write on its pipes, steal the next cell's code from its pipe,
-//     report a false exit status, keep running after saying it ended). That hurts only that
+//     report a false exit status, keep running after saying it ended, so that its later output
+//     lands in the next cell's). That hurts only that
 //     session's own later cells, which every later reviewer sees: the supervisor trusts nothing
 //     of the driver but the exit status it reports, reads the output itself, and ends the cell at
 //     its timeout or the interpreter's death whatever the driver says. It cannot reach the

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"slices"
+	"strconv"
 
 	"strings"
 	"sync"
@@ -546,5 +547,54 @@ func TestDockerSessionEgress(t *testing.T) {
 		if string(res.Stdout) != "ok hello from upstream\n" || !res.StateReset {
 			t.Errorf("after a reset: stdout %q stderr %q state_reset %t", res.Stdout, res.Stderr, res.StateReset)
 		}
+	})
+}
+
+// What a cell can do to later cells through the interpreter, and no more: a thread's output
+// between cells is dropped, a fork bomb left behind is killed with its cell, and a cell that
+// tells the driver's pipe it ended while it goes on running hurts only the next cell (which
+// carries its late output) while the supervisor keeps every report apart.
+func TestDockerSessionCarryOver(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "a thread that prints between cells", ts.must(guard.Python, "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('between', flush=True))).start()"), 0, "")
+		time.Sleep(time.Second)
+		expect(t, "the next cell", ts.must(guard.Python, "print('next')"), 0, "next\n")
+
+		res, err := ts.cell(guard.Python, "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import os\\nwhile True:\\n    try:\\n        os.fork()\\n    except OSError:\\n        pass'])\nprint('bomb started')", nil)
+		var lost *guard.SandboxLost
+		switch {
+		case err == nil && string(res.Stdout) == "bomb started\n":
+		case errors.As(err, &lost) && IsGVisor(rt):
+			t.Logf("under %s the fork bomb ended the sandbox: %v", rt, err)
+			return
+		default:
+			t.Fatalf("fork bomb left behind: got %+v, %v", res, err)
+		}
+		res, err = ts.cell(guard.Python, "import time\ntime.sleep(0.5)\n"+liveOthers, nil)
+		switch {
+		case err == nil && string(res.Stdout) == "others: []\n":
+		case errors.As(err, &lost) && IsGVisor(rt):
+			t.Logf("under %s the fork bomb ended the sandbox: %v", rt, err)
+			return
+		default:
+			t.Fatalf("after the fork bomb: got %+v, %v; want no process left", res, err)
+		}
+
+		// The driver's report pipe is the first descriptor it made after its own two: a cell
+		// can write a false end on it.
+		i := ts.next
+		res = ts.must(guard.Python, "import os, time\ndef pipe(f):\n    try:\n        return os.readlink('/proc/self/fd/' + f).startswith('pipe:')\n    except OSError:\n        return False\n"+
+			"fd = sorted(int(f) for f in os.listdir('/proc/self/fd') if pipe(f))[-1]\n"+
+			"os.write(fd, ("+strconv.Itoa(i)+").to_bytes(4, 'big') + (0).to_bytes(4, 'big'))\ntime.sleep(1)\nprint('late', flush=True)")
+		if res.ExitCode != 0 || len(res.Stdout) != 0 {
+			t.Errorf("the lying cell: got exit %d stdout %q; want the false end it wrote", res.ExitCode, res.Stdout)
+		}
+		res = ts.must(guard.Python, "print('next')")
+		if string(res.Stdout) != "late\nnext\n" || res.ExitCode != 0 {
+			t.Errorf("the cell after the lie: got exit %d stdout %q; want the late output, then its own", res.ExitCode, res.Stdout)
+		}
+		expect(t, "the cell after that", ts.must(guard.Python, "print('clean')"), 0, "clean\n")
 	})
 }
