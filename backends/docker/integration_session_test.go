@@ -147,6 +147,19 @@ func TestDockerSessionState(t *testing.T) {
 		expect(t, "after the errors", ts.must(guard.Python, "import sys, os\nprint(x, y, open('sh.txt').read().strip(), os.environ['GREETING'], sys.path[0], __name__)"),
 			0, "41 41 made hello /work __main__\n")
 		expect(t, "sys.exit", ts.must(guard.Python, "import sys\nsys.exit(4)"), 4, "")
+		// Code larger than a pipe's buffer reaches the interpreter and sh whole; output over
+		// the cap is cut and flagged.
+		// (the policy's largest: 64 KiB, the cell frame's header makes the interpreter's more).
+		pad := func(tail string) string {
+			n := guard.DefaultMaxCodeBytes - len(tail)
+			return strings.Repeat("#"+strings.Repeat("x", 98)+"\n", n/100) + "#" + strings.Repeat("y", n%100-1) + tail
+		}
+		expect(t, "large python cell", ts.must(guard.Python, pad("\nprint('end of a large cell')\n")), 0, "end of a large cell\n")
+		expect(t, "large sh cell", ts.must(guard.Shell, pad("\necho end\n")), 0, "end\n")
+		res = ts.must(guard.Python, "import sys\nsys.stdout.write('y' * (3 << 20))\nsys.stderr.write('err')")
+		if !res.StdoutTruncated || int64(len(res.Stdout)) != ts.cs.Limits.MaxStdoutBytes || string(res.Stderr) != "err" {
+			t.Errorf("large output: got %d bytes, truncated %t, stderr %q; want the cap %d and the flag", len(res.Stdout), res.StdoutTruncated, res.Stderr, ts.cs.Limits.MaxStdoutBytes)
+		}
 		expect(t, "after sys.exit", ts.must(guard.Python, "print(x)"), 0, "41\n")
 	})
 }
