@@ -279,8 +279,10 @@
 //     interpreter too, and reports timed_out. The next Python cell then starts a fresh
 //     interpreter, /work kept, and its result says state_reset (guard.Result.StateReset). An
 //     sh cell past its timeout kills its own processes only. Under runsc the host's memory limit
-//     may end gVisor's whole sandbox instead: that cell's result is memory_limit, and the next
-//     cell gets a SandboxLost.
+//     may end gVisor's whole sandbox instead: that cell's result is memory_limit when the daemon
+//     flags the OOM kill, a SandboxLost otherwise (gVisor's exit 137 alone could as well be a
+//     `docker kill` from outside), and the session is lost. A container killed or removed
+//     from outside during a cell makes that cell a SandboxLost.
 //
 // RunCell's own deadline is the cell's timeout + Config.DeadlineSlack, as a run's: past it, or
 // when RunCell's context ends, the worker kills the container (the session is lost) and reports

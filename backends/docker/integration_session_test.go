@@ -376,6 +376,20 @@ func TestDockerSessionCloseAndLost(t *testing.T) {
 		if _, err := other.cell(guard.Python, "print(x)", nil); !errors.As(err, &lost) {
 			t.Errorf("cell after docker kill: got %v; want a SandboxLost", err)
 		}
+
+		// Killed from outside during a cell: that cell is a SandboxLost, at once.
+		third := openSession(t, b, nil)
+		go func() {
+			time.Sleep(time.Second)
+			_ = b.eng.Kill(context.Background(), third.sb.ID())
+		}()
+		start := time.Now()
+		if res, err := third.cell(guard.Python, "import time\nprint('sleeping', flush=True)\ntime.sleep(60)", nil); !errors.As(err, &lost) {
+			t.Errorf("cell during docker kill: got %+v, %v; want a SandboxLost", res, err)
+		}
+		if d := time.Since(start); d > 15*time.Second {
+			t.Errorf("the killed cell took %s to return", d)
+		}
 	})
 }
 
@@ -486,15 +500,22 @@ print("survived", opened)`},
 	})
 }
 
-// A cell killed by the memory limit is a true result; under runc the next Python cell starts a
-// fresh interpreter, under runsc (whose memory limit ends gVisor's whole sandbox) the session is
-// lost.
+// A cell killed by the memory limit is a true result, and the next Python cell starts a fresh
+// interpreter; under runsc the host's memory limit may end gVisor's whole sandbox instead, and
+// the session is lost.
 func TestDockerSessionMemoryKill(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "state", ts.must(guard.Python, "x = 1\nopen('kept.txt', 'w').write('k')"), 0, "", "kept.txt=k")
 		res, err := ts.cell(guard.Python, "print('allocating', flush=True)\nb = []\nwhile True:\n    b.append(bytearray(8 << 20))", nil)
+		var lost *guard.SandboxLost
+		if errors.As(err, &lost) && IsGVisor(rt) {
+			// The host's memory limit ended gVisor's whole sandbox and the daemon did not flag
+			// an OOM kill (Debian's runsc on cgroup v1 under load): the session is lost.
+			t.Logf("under %s the memory limit ended the sandbox: %v", rt, err)
+			return
+		}
 		if err != nil {
 			t.Fatalf("memory bomb: %v", err)
 		}
@@ -502,7 +523,6 @@ func TestDockerSessionMemoryKill(t *testing.T) {
 			t.Errorf("memory bomb: got outcome %v exit %d stdout %q stderr %q; want memory_limit", res.Outcome, res.ExitCode, res.Stdout, res.Stderr)
 		}
 		res, err = ts.cell(guard.Python, "import os\nprint('x' in globals(), os.path.exists('kept.txt'))", nil)
-		var lost *guard.SandboxLost
 		switch {
 		case err == nil && res.StateReset && string(res.Stdout) == "False True\n":
 		case errors.As(err, &lost) && IsGVisor(rt):

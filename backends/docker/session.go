@@ -413,7 +413,10 @@ func (s *Session) doneOrTimeout() <-chan struct{} {
 }
 
 // ended is the outcome of a cell whose container's output ended before the cell's end: the
-// memory limit's result when the container's state shows it, else a SandboxLost.
+// memory limit's result when the daemon says the kernel's OOM killer ended it, else a
+// SandboxLost. Unlike a run's, a session's container may be killed from outside between its
+// start and its removal (the session lives long), so gVisor's exit 137 alone is not taken for
+// the memory limit here.
 func (s *Session) ended(cell guard.Cell, rep *report, l guard.Limits, start time.Time) (guard.Result, error) {
 	b := s.b
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.DeadlineSlack+5*time.Second)
@@ -422,7 +425,7 @@ func (s *Session) ended(cell guard.Cell, rep *report, l guard.Limits, start time
 	state, ierr := b.eng.Inspect(ctx, s.sb.id)
 	if werr == nil && ierr == nil {
 		m := measured{out: rep.output(), containerExit: int(code), state: state}
-		if b.limitKill(m) == guard.OutcomeMemoryLimit {
+		if state.OOMKilled {
 			return s.finish(b.outcome(m, l), l, start), nil
 		}
 		return guard.Result{}, &guard.SandboxLost{Msg: fmt.Sprintf("session container %s exited with code %d during %s", s.sb.id, code, cell)}
