@@ -178,7 +178,8 @@ func (s *Session) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.write(ctx, request); err != nil {
+	if _, err := s.write(ctx, request); err != nil {
+		// No cell was sent: nothing of the code can have run, whatever reached the container.
 		return fail("docker: write session request to container", err)
 	}
 	timer := time.NewTimer(b.cfg.CleanupTimeout)
@@ -208,25 +209,31 @@ func (s *Session) open(ctx context.Context) error {
 }
 
 // write writes p to the container's stdin; when ctx ends first the connection is closed (the
-// session is then lost) and the write's error returned.
-func (s *Session) write(ctx context.Context, p []byte) error {
-	wrote := make(chan error, 1)
+// session is then lost). sent says every byte was handed over (the supervisor may act on the
+// frame, whatever error the write reports).
+func (s *Session) write(ctx context.Context, p []byte) (sent bool, err error) {
+	type answer struct {
+		sent bool
+		err  error
+	}
+	wrote := make(chan answer, 1)
 	go func() {
 		n, err := s.writeLocked(p)
 		if err == nil && n < len(p) {
 			err = errors.New("short write")
 		}
-		wrote <- err
+		wrote <- answer{n == len(p), err}
 	}()
 	select {
-	case err := <-wrote:
-		return err
+	case a := <-wrote:
+		return a.sent, a.err
 	case <-ctx.Done():
 		s.att.Close()
-		if err := <-wrote; err != nil {
-			return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		a := <-wrote
+		if a.err != nil {
+			return a.sent, fmt.Errorf("%w (%w)", ctx.Err(), a.err)
 		}
-		return nil
+		return a.sent, ctx.Err()
 	}
 }
 
@@ -331,16 +338,20 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	fail := func(op string, err error, started bool) error {
 		return &guard.IntegrationError{Op: fmt.Sprintf("%s %s (%s)", op, s.sb.id, cell), Err: err, CodeMayHaveStarted: started}
 	}
-	if err := s.write(ctx, request); err != nil {
+	if sent, err := s.write(ctx, request); err != nil {
 		// The supervisor runs nothing of a cell before its whole frame arrived; a frame cut
-		// short leaves the stream unusable.
-		s.lose("the cell frame could not be written")
+		// short leaves the stream unusable. A frame handed over in full may have started.
+		ended := false
 		select {
-		case <-s.done:
-			return guard.Result{}, &guard.SandboxLost{Msg: fmt.Sprintf("session container %s ended before %s: %v", s.sb.id, cell, err)}
+		case <-s.done: // the container's output had ended already: it is gone
+			ended = true
 		default:
 		}
-		return guard.Result{}, fail("docker: write cell to session container", err, false)
+		s.lose("the cell frame could not be written")
+		if ended && !sent {
+			return guard.Result{}, &guard.SandboxLost{Msg: fmt.Sprintf("session container %s ended before %s: %v", s.sb.id, cell, err)}
+		}
+		return guard.Result{}, fail("docker: write cell to session container", err, sent)
 	}
 	deadline := time.NewTimer(l.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()

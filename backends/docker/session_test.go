@@ -346,3 +346,39 @@ func TestRunCellResultAndDeadline(t *testing.T) {
 		t.Errorf("after the deadline: got %v; want a SandboxLost", err)
 	}
 }
+
+// A cell frame cut short never ran (CodeMayHaveStarted false); one handed over in full may have,
+// whatever the write reported. Either way the sandbox is lost after it.
+func TestRunCellWriteFailures(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		writeN  int
+		started bool
+	}{{"cut short", 5, false}, {"handed over, then an error", -1, true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := replyingFake()
+			b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
+			cs := fakeSession(t, nil)
+			sb, err := b.OpenSession(context.Background(), cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(context.Background())
+			f.mu.Lock()
+			f.writeErr = errors.New("connection reset")
+			f.writeN = tt.writeN
+			f.stdin = nil
+			f.mu.Unlock()
+			cell, _ := (guard.Policy{Languages: []string{guard.Python}}).CheckCell(cs, 1, guard.Python, "print(1)")
+			_, err = sb.RunCell(context.Background(), cell, cs.Limits)
+			var ie *guard.IntegrationError
+			if !errors.As(err, &ie) || ie.CodeMayHaveStarted != tt.started {
+				t.Fatalf("got %v; want an IntegrationError with CodeMayHaveStarted %t", err, tt.started)
+			}
+			var lost *guard.SandboxLost
+			if _, err := sb.RunCell(context.Background(), cell, cs.Limits); !errors.As(err, &lost) {
+				t.Errorf("next cell: got %v; want a SandboxLost", err)
+			}
+		})
+	}
+}
