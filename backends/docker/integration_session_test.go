@@ -298,9 +298,10 @@ func TestDockerSessionsApart(t *testing.T) {
 		var ares guard.Result
 		var aerr error
 		wg.Add(1)
+		aStart := time.Now()
 		go func() {
 			defer wg.Done()
-			ares, aerr = a.cell(guard.Python, "import subprocess, time, os\np = subprocess.Popen(['sleep', '77'])\ntime.sleep(3)\n"+
+			ares, aerr = a.cell(guard.Python, "import subprocess, time, os\np = subprocess.Popen(['sleep', '77'])\ntime.sleep(6)\n"+
 				"seen = any(b'sleep\\0' + b'77' in open('/proc/%s/cmdline' % q, 'rb').read() for q in os.listdir('/proc') if q.isdigit())\n"+
 				"print(seen, os.getuid())", nil)
 		}()
@@ -315,6 +316,9 @@ for p in os.listdir("/proc"):
         except OSError:
             pass
 print(any("sleep 77" in c for c in cmds), os.getuid())`)
+		if d := time.Since(aStart); d > 6*time.Second {
+			t.Errorf("the second session's look took until %s after the first's cell began; want it within that cell's 6 s", d)
+		}
 		wg.Wait()
 		if aerr != nil {
 			t.Fatal(aerr)
