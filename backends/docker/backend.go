@@ -50,6 +50,9 @@ type Backend struct {
 	pool *pool
 	// slots holds one token per run or open session (Config.MaxSandboxes); nil without a cap.
 	slots chan struct{}
+	// sessions are the open sessions, which Close closes: their stream ends with this process.
+	sessionsMu sync.Mutex
+	sessions   map[*Session]struct{}
 
 	// unfit is the image the runtime could not start the supervisor in (no python3), by ID, and
 	// the error its runs get: they are refused before any container is made, until the image is
@@ -125,11 +128,21 @@ func (b *Backend) Name() string { return Name }
 // Config returns the backend's configuration with defaults applied.
 func (b *Backend) Config() Config { return b.cfg }
 
-// Close removes the warm pool's waiting containers, waits until every removal has finished (or
-// ctx ends), then releases the Docker client. Call it after the last Run.
+// Close removes the warm pool's waiting containers and every open session's container (a
+// session's state lives in its container and its stream in this process), waits until every
+// removal has finished (or ctx ends), then releases the Docker client. Call it after the last Run.
 func (b *Backend) Close(ctx context.Context) error {
 	if b.pool != nil {
 		b.pool.close()
+	}
+	b.sessionsMu.Lock()
+	open := make([]*Session, 0, len(b.sessions))
+	for s := range b.sessions {
+		open = append(open, s)
+	}
+	b.sessionsMu.Unlock()
+	for _, s := range open {
+		_ = s.Close(ctx) // logged by Close; the reaper retries
 	}
 	err := b.WaitRemovals(ctx)
 	if cerr := b.eng.Close(); cerr != nil && err == nil {

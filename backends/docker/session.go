@@ -144,6 +144,12 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 		release()
 		return nil, err
 	}
+	b.sessionsMu.Lock()
+	if b.sessions == nil {
+		b.sessions = map[*Session]struct{}{}
+	}
+	b.sessions[sess] = struct{}{}
+	b.sessionsMu.Unlock()
 	b.log.Info("session sandbox opened", "container", sb.id, "workflow_id", s.Owner.WorkflowID, "run_id", s.Owner.RunID, "digest", s.Digest)
 	return sess, nil
 }
@@ -466,6 +472,9 @@ func (s *Session) Close(ctx context.Context) error {
 		<-s.doneOrTimeout()
 		s.sb.release()
 		s.releaseSlot()
+		s.b.sessionsMu.Lock()
+		delete(s.b.sessions, s)
+		s.b.sessionsMu.Unlock()
 		if s.closeErr != nil {
 			s.b.log.Warn("session container not removed; the reaper will retry", "container", s.sb.id, "error", s.closeErr)
 		}

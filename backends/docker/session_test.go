@@ -382,3 +382,27 @@ func TestRunCellWriteFailures(t *testing.T) {
 		})
 	}
 }
+
+// The backend's Close removes the containers of the sessions still open.
+func TestBackendCloseClosesSessions(t *testing.T) {
+	f := replyingFake()
+	b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full"})
+	sb, err := b.OpenSession(context.Background(), fakeSession(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.removedIDs(); len(got) != 1 || got[0] != sb.ID() {
+		t.Errorf("removed %v; want the open session's container", got)
+	}
+	select {
+	case <-sb.Done():
+	default:
+		t.Error("the open session's Done did not fire")
+	}
+	if err := sb.Close(context.Background()); err != nil || len(f.removedIDs()) != 1 {
+		t.Errorf("the session's own Close after the backend's: %v, removed %v", err, f.removedIDs())
+	}
+}
