@@ -287,7 +287,8 @@
 // RunCell's own deadline is the cell's timeout + Config.DeadlineSlack, as a run's: past it, or
 // when RunCell's context ends, the worker kills the container (the session is lost) and reports
 // the cell as timed out with the output received so far. Close kills and removes the container
-// and frees its uid and slot; it may be called more than once.
+// and frees its uid and slot; it may be called more than once. The backend's own Close closes
+// every session still open: its stream, and so its state, ends with the worker's process.
 //
 // A session with egress has the supervisor listen on 127.0.0.1:Config.Egress.Port from its
 // start to its end (bound before any cell, the env and CA files set once), and each cell gets an
