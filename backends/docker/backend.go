@@ -48,6 +48,11 @@ type Backend struct {
 	removals sync.WaitGroup
 	// pool holds started containers waiting for their run; nil when Config.WarmSandboxes is 0.
 	pool *pool
+	// slots holds one token per run or open session (Config.MaxSandboxes); nil without a cap.
+	slots chan struct{}
+	// sessions are the open sessions, which Close closes: their stream ends with this process.
+	sessionsMu sync.Mutex
+	sessions   map[*Session]struct{}
 
 	// unfit is the image the runtime could not start the supervisor in (no python3), by ID, and
 	// the error its runs get: they are refused before any container is made, until the image is
@@ -99,6 +104,9 @@ func newBackend(cfg Config, eng engine) (*Backend, error) {
 		log = slog.Default()
 	}
 	b := &Backend{cfg: cfg, eng: eng, seccomp: opt, log: log.With("backend", Name), uids: newUIDPool(cfg.UIDs)}
+	if cfg.MaxSandboxes > 0 {
+		b.slots = make(chan struct{}, cfg.MaxSandboxes)
+	}
 	if cfg.WarmSandboxes > 0 {
 		b.pool = newPool(b)
 		b.pool.start()
@@ -120,11 +128,21 @@ func (b *Backend) Name() string { return Name }
 // Config returns the backend's configuration with defaults applied.
 func (b *Backend) Config() Config { return b.cfg }
 
-// Close removes the warm pool's waiting containers, waits until every removal has finished (or
-// ctx ends), then releases the Docker client. Call it after the last Run.
+// Close removes the warm pool's waiting containers and every open session's container (a
+// session's state lives in its container and its stream in this process), waits until every
+// removal has finished (or ctx ends), then releases the Docker client. Call it after the last Run.
 func (b *Backend) Close(ctx context.Context) error {
 	if b.pool != nil {
 		b.pool.close()
+	}
+	b.sessionsMu.Lock()
+	open := make([]*Session, 0, len(b.sessions))
+	for s := range b.sessions {
+		open = append(open, s)
+	}
+	b.sessionsMu.Unlock()
+	for _, s := range open {
+		_ = s.Close(ctx) // logged by Close; the reaper retries
 	}
 	err := b.WaitRemovals(ctx)
 	if cerr := b.eng.Close(); cerr != nil && err == nil {
@@ -155,6 +173,8 @@ type sandbox struct {
 	uid     int
 	image   imageInfo
 	release func()
+	// session is set for a session's container (OpenSession), which carries LabelSession.
+	session bool
 }
 
 // Run runs c in a fresh container, one the warm pool started for it or one created now, and
@@ -179,6 +199,11 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 			return guard.Result{}, err
 		}
 	}
+	releaseSlot, err := b.takeSlot(ctx)
+	if err != nil {
+		return guard.Result{}, err
+	}
+	defer releaseSlot()
 	sb, warm, err := b.acquire(ctx, c)
 	if err != nil {
 		return guard.Result{}, err
@@ -284,6 +309,9 @@ func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
 		labels[LabelRunID] = c.Owner.RunID
 		labels[LabelActivityID] = c.Owner.ActivityID
 		labels[LabelDigest] = c.Digest
+		if sb.session {
+			labels[LabelSession] = c.Owner.WorkflowID
+		}
 	}
 	for k, v := range b.cfg.Labels {
 		labels[k] = v
@@ -306,12 +334,13 @@ func (b *Backend) acquire(ctx context.Context, c guard.Checked) (*sandbox, *warm
 			return w.sb, w, nil
 		}
 	}
-	sb, err := b.create(ctx, img, &c)
+	sb, err := b.create(ctx, img, &c, false)
 	return sb, nil, err
 }
 
-// create picks a uid and creates a container from img for c, or for the warm pool when c is nil.
-func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (*sandbox, error) {
+// create picks a uid and creates a container from img for c, or for the warm pool when c is nil;
+// session marks a session's container (c then carries the session's owner and settings digest).
+func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked, session bool) (*sandbox, error) {
 	host, err := b.hostFacts(ctx)
 	if err != nil {
 		return nil, &guard.IntegrationError{Op: "docker: daemon info", Err: err}
@@ -320,7 +349,7 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked) (
 	if err != nil {
 		return nil, &guard.IntegrationError{Op: "docker: pick a sandbox uid from " + b.cfg.UIDs.String(), Err: err}
 	}
-	sb := &sandbox{uid: uid, image: img, release: release}
+	sb := &sandbox{uid: uid, image: img, release: release, session: session}
 	var suffix [8]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
 		release()

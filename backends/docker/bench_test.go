@@ -174,3 +174,75 @@ func dockerRunCLI(b *testing.B, backend *Backend, c guard.Checked, namePrefix st
 		return d
 	}
 }
+
+// BenchmarkSessionCell compares, in one process, the median time of a cell print(1) in a live
+// session (RunCell on an open session) with the median time of `docker run --rm -i` of the same
+// container fed a run's request for print(1), under each runtime. It reports both medians and
+// their ratio (session cell / docker run); issue 28's target is at most 0.15.
+func BenchmarkSessionCell(b *testing.B) {
+	if reason := probeDocker(); reason != "" {
+		need.Missing(b, need.Docker, errors.New(reason))
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		b.Skip("the docker CLI is not installed: nothing to compare with")
+	}
+	for _, rt := range []string{"runc", RuntimeRunsc, runtimeRunscCurrent} {
+		b.Run(rt, func(b *testing.B) {
+			if !slices.Contains(dockerInfo.Runtimes, rt) {
+				b.Skip("the docker daemon has no runtime " + rt)
+			}
+			benchSessionCell(b, rt)
+		})
+	}
+}
+
+func benchSessionCell(b *testing.B, rt string) {
+	backend := newTestBackend(b, rt, nil)
+	c := print1Checked("bench-session")
+	cs, err := testPolicy.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Limits: c.Limits}, Name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs.Owner = guard.Owner{WorkflowID: "bench-session-" + randomHex(6), RunID: "bench"}
+	sess, err := backend.OpenSession(context.Background(), cs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := sess.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	}()
+	index := 0
+	runCell := func() time.Duration {
+		index++
+		cell, err := testPolicy.CheckCell(cs, index, guard.Python, "print(1)")
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		res, err := sess.RunCell(context.Background(), cell, cs.Limits)
+		d := time.Since(start)
+		if err != nil || string(res.Stdout) != "1\n" {
+			b.Fatalf("session cell: %+v, %v", res, err)
+		}
+		return d
+	}
+	runCLI := dockerRunCLI(b, backend, c, "sandboxflow-bench-session-"+suiteID)
+	runCell() // the interpreter starts with the first cell
+	runCLI(-1)
+
+	n := max(b.N, minSamples)
+	var viaSession, viaCLI []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		viaSession = append(viaSession, runCell())
+		viaCLI = append(viaCLI, runCLI(i))
+	}
+	b.StopTimer()
+	ms, mc := median(viaSession), median(viaCLI)
+	b.ReportMetric(float64(ms.Microseconds())/1000, "session-cell-median-ms")
+	b.ReportMetric(float64(mc.Microseconds())/1000, "docker-run-median-ms")
+	b.ReportMetric(float64(ms)/float64(mc), "ratio")
+	b.Logf("%s: %d each: session cell median %s, docker run --rm median %s, ratio %.3f", rt, n, ms, mc, float64(ms)/float64(mc))
+}

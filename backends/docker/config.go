@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -66,6 +67,10 @@ const (
 	LabelWarm = LabelPrefix + "warm"
 	// LabelImageID is the image ID (sha256:...) the container was created from.
 	LabelImageID = LabelPrefix + "image-id"
+	// LabelSession marks a session's container (OpenSession) with the session's workflow id; its
+	// LabelRunID is the session's run id and its LabelDigest the session's settings digest. The
+	// reaper removes it once that workflow run has ended (Config.SessionEnded).
+	LabelSession = LabelPrefix + "session"
 )
 
 //go:embed seccomp.json
@@ -157,6 +162,23 @@ type Config struct {
 	// Optional: the zero value runs the proxy with the guard's default caps, no private prefixes
 	// and no secrets.
 	Egress EgressConfig
+	// MaxSandboxes caps the sandboxes this backend holds at once: runs (from the start of Run to
+	// its return) and open sessions (from OpenSession to Close) alike. A run or session beyond it
+	// waits for a free one until its context ends (then a guard.IntegrationError that may be
+	// retried). The worker sets it to --max-sandboxes, so that sessions, whose sandboxes outlive
+	// the activity that opened them, count as runs do. Optional: 0 leaves only the uid range as a
+	// bound.
+	MaxSandboxes int
+	// SessionEnded tells the reaper whether the workflow run of a session's container (its
+	// LabelSession and LabelRunID) has ended; the worker asks Temporal. A session's container is
+	// removed when it says true, kept when it says false, and left for the next reap on an error.
+	// Optional: nil reaps a session's container only once older than MaxSessionLifetime plus the
+	// reap threshold.
+	SessionEnded func(ctx context.Context, workflowID, runID string) (bool, error)
+	// MaxSessionLifetime is the longest a session lives (the policy's session lifetime cap): a
+	// session's container younger than this plus the reap threshold is never reaped without
+	// SessionEnded. Optional: defaults to guard.DefaultMaxSessionLifetime (1 h).
+	MaxSessionLifetime time.Duration
 }
 
 // IsGVisor reports whether runtime names gVisor: "runsc", or "runsc-" and a suffix, as gVisor's
@@ -179,6 +201,7 @@ func (c Config) WithDefaults() Config {
 		UIDs:       UIDRange{First: DefaultUIDFirst, Last: DefaultUIDLast},
 		Deployment: DefaultDeployment, DeadlineSlack: DefaultDeadlineSlack,
 		CleanupTimeout: DefaultCleanupTimeout, WarmMaxAge: DefaultWarmMaxAge,
+		MaxSessionLifetime: guard.DefaultMaxSessionLifetime,
 	})
 	if len(c.SeccompProfile) == 0 {
 		c.SeccompProfile = DefaultSeccompProfile()
@@ -252,6 +275,9 @@ func (c Config) Validate() error {
 	}
 	if c.WarmMaxAge < time.Second {
 		return bad("warm sandbox max age must be at least 1 s, got %s", c.WarmMaxAge)
+	}
+	if c.MaxSandboxes < 0 || c.MaxSessionLifetime < 0 {
+		return bad("max sandboxes and max session lifetime must not be negative, got %d and %s", c.MaxSandboxes, c.MaxSessionLifetime)
 	}
 	if c.DeadlineSlack < 0 || c.CleanupTimeout < time.Second {
 		return bad("deadline slack must not be negative and cleanup timeout must be at least 1 s, got %s and %s", c.DeadlineSlack, c.CleanupTimeout)

@@ -1,5 +1,6 @@
 // Package docker is sandboxflow's default backend: every run gets a fresh, hardened Docker
-// container that is started once, for that run only, and removed afterwards whatever happens.
+// container that is started once, for that run only, and removed afterwards whatever happens;
+// every session (issue 28) gets one such container for its whole life (see Sessions).
 //
 // # The container
 //
@@ -51,7 +52,8 @@
 //   - no host mounts and no Docker socket;
 //   - labels: LabelManaged, LabelDeployment (Config.Deployment), the Temporal workflow id, run id
 //     and activity id, the creation time, the runtime, the digest and the image ID, plus
-//     Config.Labels.
+//     Config.Labels; a session's container also LabelSession (the session's workflow id), with
+//     the session's run id and its settings digest as LabelRunID and LabelDigest.
 //
 // # The supervisor, and what the code can reach
 //
@@ -217,6 +219,87 @@
 // sandbox" with the container and the run once the request went out: that line ties the
 // container to its run.
 //
+// # Sessions
+//
+// OpenSession (session.go) creates one container per session with the same spec as a run's
+// (everything of The container above: seccomp profile, a uid of its own for the session's whole
+// life, limits, no network unless the session asks for it, labels plus LabelSession), always
+// cold, never from the warm pool. The supervisor gets a session request (frameSession: the input
+// files, the env, the uid; no code), writes the input files into /work, answers frameReady, and
+// runs no code of any kind before the first cell. Every failure of OpenSession is a
+// guard.IntegrationError with CodeMayHaveStarted false (or a ConfigError: a missing image, an
+// image without ctypes, secrets the worker lacks). A session holds one of
+// Config.MaxSandboxes from OpenSession to Close, as a run holds one from the start of Run to its
+// return, so open sessions and runs together stay within the worker's --max-sandboxes.
+//
+// Each cell is a frameCell (index, language, code, timeout and caps), answered on channel 0 by
+// stdout and stderr frames, an exit frame (with state_reset), one file frame per file the cell
+// created or changed under /work, and a frameCellEnd; then the supervisor waits for the next
+// cell. The worker reads each cell into a report of its own, as untrusted as a run's (caps,
+// maxResultBytes, guard.Enforce); a frame outside a cell, a garbled stream or a cell end without
+// an exit report is a guard.IntegrationError with CodeMayHaveStarted set, and the sandbox is
+// killed: every later cell gets a guard.SandboxLost, as does a cell after the container ended
+// (Done is closed when its output ends: it exited, was killed or removed). The supervisor stays
+// PID 1, non-dumpable, ignoring signals, never sharing its stdin or stdout, across all cells;
+// under runsc each process of the code (the interpreter too) drops every capability as a run's.
+//
+//   - Python cells run in one interpreter that lives across cells, started like a run's
+//     (`python3 -E -s -B -u`, the sandbox uid, HOME=/tmp, /work first on sys.path) with our
+//     driver as its -c program. The driver reads each cell's code from a pipe, runs it in the
+//     __main__ module's namespace (variables, imports and open files survive), prints a
+//     SyntaxError or an uncaught exception as Python would (exit code 1; SystemExit gives its
+//     code) and writes the cell's index and exit status on another pipe. The cell's output is
+//     what the interpreter's stdout and stderr pipes carried while the cell was current, read
+//     raw by the supervisor; what an interpreter's thread writes between cells is dropped.
+//   - sh cells run in a fresh `/bin/sh` each (no ENV, rc or profile, the session's env, cwd
+//     /work), whose script comes on a pipe (/proc/self/fd/3), never a file the code's uid could
+//     rewrite before sh reads it.
+//   - When a cell ends, every process of the code but the interpreter is SIGKILLed (and again
+//     before the next cell starts), so a background process (subprocess.Popen, `sleep &`) can
+//     neither print into the next cell nor outlive its own. What carries over from cell to cell
+//     is /work, /tmp and /dev/shm, and the interpreter with everything in it: its globals, its
+//     modules (print replaced in builtins stays replaced), open files, and threads, which keep
+//     running between cells and during later ones (their output lands in whichever cell is
+//     current; a thread can also reach a later sh cell's processes, as the same uid).
+//   - Files are found as a run's (regular files, no links followed, at most 8 folders deep, the
+//     cell's caps), and compared by SHA-256 of their bytes with what the supervisor saw after the
+//     previous cell (the input files, for the first): only new or changed files are reported.
+//   - The driver lives in the same process as the cells' code, so a cell can tamper with it
+//     (replace builtins, close or write on its pipes, steal the next cell's code from its pipe,
+//     report a false exit status, keep running after saying it ended, so that its later output
+//     lands in the next cell's). That hurts only that
+//     session's own later cells, which every later reviewer sees: the supervisor trusts nothing
+//     of the driver but the exit status it reports, reads the output itself, and ends the cell at
+//     its timeout or the interpreter's death whatever the driver says. It cannot reach the
+//     supervisor, the report of a cell already ended, or another session (another container and
+//     uid).
+//   - A Python cell whose interpreter dies (os._exit, a signal, SIGKILL of itself, the memory
+//     limit, a broken driver) gets its true result (its exit or 128+signal, its output, the
+//     memory_limit outcome); the cell's timeout kills every process of the code, the
+//     interpreter too, and reports timed_out. The next Python cell then starts a fresh
+//     interpreter, /work kept, and its result says state_reset (guard.Result.StateReset). An
+//     sh cell past its timeout kills its own processes only. Under runsc the host's memory limit
+//     may end gVisor's whole sandbox instead: that cell's result is memory_limit when the daemon
+//     flags the OOM kill, a SandboxLost otherwise (gVisor's exit 137 alone could as well be a
+//     `docker kill` from outside), and the session is lost. A container killed or removed
+//     from outside during a cell makes that cell a SandboxLost.
+//
+// RunCell's own deadline is the cell's timeout + Config.DeadlineSlack, as a run's: past it, or
+// when RunCell's context ends, the worker kills the container (the session is lost) and reports
+// the cell as timed out with the output received so far. Close kills and removes the container
+// and frees its uid and slot; it may be called more than once. The backend's own Close closes
+// every session still open: its stream, and so its state, ends with the worker's process.
+//
+// A session with egress has the supervisor listen on 127.0.0.1:Config.Egress.Port from its
+// start to its end (bound before any cell, the env and CA files set once), and each cell gets an
+// egress.Proxy and egress.Mux of its own, as a run does: the cell's connections are tunnelled to
+// it, its caps (bytes, connections) are per cell, and its audit is that cell's Result.Egress.
+// Every connection ends with its cell (the supervisor closes them, as the processes that opened
+// them are killed; a connection of an interpreter's thread too); channel numbers go on across
+// cells, and tunnel frames the worker sends after a cell ended are dropped, so none reaches
+// another cell's connection. A connection a thread opens between cells waits in the listener's
+// backlog and belongs to the next cell.
+//
 // # Orphans
 //
 // Containers left behind by a lost worker carry LabelManaged and LabelDeployment. Reap removes
@@ -227,6 +310,10 @@
 // Config.Deployment names and never reap each other's containers. A container still waiting in a
 // pool is an orphan once older than WarmMaxAge + 30 s (a live pool replaces it before), so a lost
 // worker's waiting containers go sooner; workers of one deployment should share WarmMaxAge.
+// A session's container (LabelSession) lives as long as its session, so no age takes it: Reap
+// asks Config.SessionEnded (the worker asks Temporal whether that workflow run has ended) and
+// removes it only when the answer is yes; without the hook, only once it is older than
+// Config.MaxSessionLifetime plus the threshold.
 //
 // # What leaks, and known limits
 //

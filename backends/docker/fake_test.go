@@ -36,6 +36,11 @@ type fakeEngine struct {
 	removeConflicts, removeCalls int
 
 	stdout, stderr []byte
+	// replies, when set, makes the container answer its stdin writes in turn, one reply per
+	// write (as a session's supervisor answers each frame), its output open until the
+	// attachment is closed.
+	replies [][]byte
+	replyCh chan []byte
 	// hang makes the container's output never end (until the attachment is closed).
 	hang     bool
 	exitCode int64
@@ -187,12 +192,28 @@ func (a *fakeAttachment) Write(p []byte) (int, error) {
 		return a.f.writeN, a.f.writeErr
 	}
 	a.f.stdin = append(a.f.stdin, p...)
+	if a.f.replyCh != nil && len(a.f.replies) > 0 {
+		a.f.replyCh <- a.f.replies[0]
+		a.f.replies = a.f.replies[1:]
+	}
 	return len(p), a.f.writeErr
 }
 
 func (a *fakeAttachment) CloseWrite() error { return nil }
 
 func (a *fakeAttachment) Demux(stdout, stderr io.Writer) error {
+	if a.f.replyCh != nil {
+		for {
+			select {
+			case r := <-a.f.replyCh:
+				if _, err := stdout.Write(r); err != nil {
+					return err
+				}
+			case <-a.done:
+				return errors.New("use of closed connection")
+			}
+		}
+	}
 	if a.f.hang {
 		<-a.done
 		return errors.New("use of closed connection")

@@ -56,6 +56,23 @@ const (
 	frameConfigError frameType = 9
 )
 
+// Frame types of a session (issue 28, session.go), on channel 0: the session request instead of
+// a run's, then one cell frame per cell, each answered by stdout, stderr, exit and file frames
+// as a run's and an end-of-cell frame; the supervisor then waits for the next cell. When the
+// worker ends stdin the supervisor ends with frameEnd.
+const (
+	// frameSession (worker → supervisor): the session request document (supSession): input
+	// files, env, uid. Nothing of any cell is in it.
+	frameSession frameType = 10
+	// frameCell (worker → supervisor): one cell (supCell): its index, language, code, timeout
+	// and caps. The supervisor runs nothing of it before it has read the whole frame.
+	frameCell frameType = 11
+	// frameCellEnd (supervisor → worker): the last frame of a cell, as JSON (endReport).
+	frameCellEnd frameType = 12
+	// frameReady (supervisor → worker): the session's input files are written; cells may come.
+	frameReady frameType = 13
+)
+
 // Frame types of the egress tunnel: a connection the supervisor accepted inside the container
 // (channel = connection id, payload = the listening port), its bytes in either direction, and its
 // end (either side). They flow only in runs whose request carries egress (egress.go); in any
@@ -175,6 +192,9 @@ type exitReport struct {
 	// gVisor has no cgroup files), so PidsLimitHit and OOMKills are complete without asking the
 	// daemon.
 	LimitsKnown bool `json:"limits_known"`
+	// StateReset (sessions only) says this Python cell ran in a fresh interpreter because the
+	// one of earlier cells died (a timeout, os._exit, a signal, a memory kill).
+	StateReset bool `json:"state_reset"`
 }
 
 // endReport is the payload of frameEnd.
@@ -207,6 +227,10 @@ type report struct {
 	pending   []byte
 	// tunnel takes the tunnel frames of a run with egress; nil otherwise.
 	tunnel *tunnel
+	// session is set for a session's cell (frameCellEnd ends it) or its opening (opening set:
+	// frameReady ends it); endKind is the frame that ended the report.
+	session, opening bool
+	endKind          frameType
 
 	stdout, stderr *guard.CapBuffer
 	files          []guard.File
@@ -293,12 +317,15 @@ func (r *report) frame(t frameType, ch uint32, payload []byte) error {
 			return fmt.Errorf("sandbox exit report is unreadable or repeated: %v", err)
 		}
 		r.exit = &e
-	case frameEnd:
+	case frameEnd, frameCellEnd, frameReady:
+		if t == frameCellEnd && (!r.session || r.opening) || t == frameReady && !r.opening {
+			return fmt.Errorf("sandbox sent a frame of type %d out of place", t)
+		}
 		var e endReport
 		if err := json.Unmarshal(payload, &e); err != nil {
 			return fmt.Errorf("sandbox end report is unreadable: %w", err)
 		}
-		r.end = &e
+		r.end, r.endKind = &e, t
 		r.filesTruncated = r.filesTruncated || e.FilesTruncated
 		close(r.endSeen)
 	case frameError, frameConfigError:
@@ -359,4 +386,87 @@ func withNote(res guard.Result, note string, maxStderr int64) guard.Result {
 	}
 	res.Stderr = append(append([]byte(nil), res.Stderr...), note...)
 	return res
+}
+
+// supSession is the session request document (frameSession): a run's request without code,
+// language, timeout or caps, which come with each cell. The egress fields are a run's: the
+// supervisor listens for the whole session, and each cell's connections are tunnelled to that
+// cell's proxy.
+type supSession struct {
+	V     int       `json:"v"`     // protocolVersion
+	Files []supPair `json:"files"` // input files, written to /work before the first cell
+	Env   []supPair `json:"env"`   // every cell's environment
+	UID   int       `json:"uid"`   // the uid the code runs as
+
+	EgressPort         int      `json:"egress_port,omitempty"`
+	EgressCA           []byte   `json:"egress_ca,omitempty"`
+	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`
+	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`
+	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"`
+}
+
+// supCell is one cell (frameCell).
+type supCell struct {
+	Index             int    `json:"index"`
+	Language          string `json:"language"`
+	Code              []byte `json:"code"`
+	TimeoutMS         int64  `json:"timeout_ms"`
+	MaxStdoutBytes    int64  `json:"max_stdout_bytes"`
+	MaxStderrBytes    int64  `json:"max_stderr_bytes"`
+	MaxFiles          int    `json:"max_files"`
+	MaxFileBytes      int64  `json:"max_file_bytes"`
+	MaxTotalFileBytes int64  `json:"max_total_file_bytes"`
+}
+
+// encodeSession returns the session request frame for s, run as uid, with the sandbox's side of
+// its egress (nil when it has none).
+func encodeSession(s guard.CheckedSession, uid int, eg *sandboxEgress) ([]byte, error) {
+	req := supSession{V: protocolVersion, Files: []supPair{}, Env: []supPair{}, UID: uid}
+	for _, f := range s.Files {
+		if err := guard.CheckFileName(f.Name); err != nil {
+			return nil, err
+		}
+		req.Files = append(req.Files, supPair{Name: []byte(f.Name), Content: f.Content})
+	}
+	for _, e := range s.Env {
+		req.Env = append(req.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
+	}
+	if eg != nil {
+		// After the session's own variables, so that the proxy's win.
+		req.Env = append(req.Env, envPairs(eg.env)...)
+		req.EgressPort = int(eg.port)
+		if len(eg.caPEM) > 0 {
+			req.EgressCA, req.EgressCAFile, req.EgressCABundle = eg.caPEM, []byte(eg.caFile), []byte(eg.caBundle)
+			for _, f := range egress.ImageCABundles() {
+				req.EgressImageBundles = append(req.EgressImageBundles, []byte(f))
+			}
+		}
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("docker: encode session request: %w", err)
+	}
+	return encodeFrame(frameSession, 0, b), nil
+}
+
+// encodeCell returns the cell frame of cell under limits l.
+func encodeCell(cell guard.Cell, l guard.Limits) ([]byte, error) {
+	if cell.Language != guard.Python && cell.Language != guard.Shell {
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", cell.Language, guard.Python, guard.Shell)}
+	}
+	if l.Timeout.Milliseconds() <= 0 {
+		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: cell timeout %s is not positive", l.Timeout)}
+	}
+	if cell.Index < 1 {
+		return nil, &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: cell index %d: cells are numbered from 1", cell.Index)}
+	}
+	b, err := json.Marshal(supCell{
+		Index: cell.Index, Language: cell.Language, Code: []byte(cell.Code), TimeoutMS: l.Timeout.Milliseconds(),
+		MaxStdoutBytes: l.MaxStdoutBytes, MaxStderrBytes: l.MaxStderrBytes,
+		MaxFiles: l.MaxFiles, MaxFileBytes: l.MaxFileBytes, MaxTotalFileBytes: l.MaxTotalFileBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: encode cell: %w", err)
+	}
+	return encodeFrame(frameCell, 0, b), nil
 }

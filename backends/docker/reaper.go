@@ -23,6 +23,11 @@ import (
 // once older than WarmMaxAge + 30 s whatever olderThan says: a live pool replaces its containers
 // before that, so such a one belongs to a worker that is gone. Reap also replaces this backend's
 // own waiting containers that are past WarmMaxAge.
+//
+// A session's container (LabelSession) lives as long as its session, up to the policy's session
+// lifetime, so age alone never takes a live one: with Config.SessionEnded it is removed once that
+// hook says its workflow run has ended (whatever its age), and kept while it says not; without
+// the hook only once older than Config.MaxSessionLifetime plus olderThan.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if olderThan <= 0 {
 		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
@@ -43,7 +48,20 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 		if c.Labels[LabelWarm] != "" && strings.HasPrefix(c.Name, WarmNamePrefix) {
 			age = min(age, b.cfg.WarmMaxAge+warmReapSlack)
 		}
-		if !c.Created.Before(now.Add(-age)) {
+		if wf := c.Labels[LabelSession]; wf != "" {
+			if b.cfg.SessionEnded != nil {
+				ended, err := b.cfg.SessionEnded(ctx, wf, c.Labels[LabelRunID])
+				if err != nil {
+					errs = append(errs, fmt.Errorf("docker: has session %s (run %s) of container %s ended: %w", wf, c.Labels[LabelRunID], c.ID, err))
+					continue
+				}
+				if !ended {
+					continue
+				}
+			} else if !c.Created.Before(now.Add(-(b.cfg.MaxSessionLifetime + olderThan))) {
+				continue
+			}
+		} else if !c.Created.Before(now.Add(-age)) {
 			continue
 		}
 		err := b.eng.Remove(ctx, c.ID)

@@ -60,6 +60,10 @@ F_EXIT = 6
 F_END = 7
 F_ERROR = 8
 F_CONFIG_ERROR = 9
+F_SESSION = 10
+F_CELL = 11
+F_CELL_END = 12
+F_READY = 13
 F_TUNNEL_OPEN = 16
 F_TUNNEL_DATA = 17
 F_TUNNEL_CLOSE = 18
@@ -238,12 +242,20 @@ def b64d(v):
     return binascii.a2b_base64(v) if v else b""
 
 
-def read_request():
-    head = read_exact(0, 9)
+def read_frame(want, first=b""):
+    """Reads one frame of a type in want from the worker (first: its bytes read already) and
+    returns (type, parsed payload)."""
+    head = first + read_exact(0, 9 - len(first))
     n, ftype = int.from_bytes(head[:4], "big"), head[4]
-    if ftype != F_REQUEST or n > MAX_REQUEST:
-        raise ValueError("first frame has type %d and %d bytes, want a request" % (ftype, n))
-    return parse(read_exact(0, n).decode("ascii"))
+    if ftype not in want or n > MAX_REQUEST:
+        raise ValueError("frame has type %d and %d bytes, want one of %s" % (ftype, n, sorted(want)))
+    return ftype, parse(read_exact(0, n).decode("ascii"))
+
+
+def read_request():
+    """Reads the first frame: a run's request or a session's (returns its type and document)."""
+    head = read_exact(0, 9)
+    return read_frame((F_REQUEST, F_SESSION), head)
 
 
 def json_fields(fields):
@@ -275,6 +287,8 @@ def reap(child):
             return status
         if pid == child:
             status = st
+        if pid == INTERP[0]:
+            EXITED[pid] = st
 
 
 def kill_everything():
@@ -433,7 +447,9 @@ def child_argv(req, env):
     raise ValueError("unknown language %r" % language)
 
 
-def spawn(libc, argv, env, pipes):
+def spawn(libc, argv, env, pipes, extra=()):
+    """Forks the code's process: stdin, stdout and stderr on pipes, and each (fd, target) of extra
+    as descriptor target (a session's control pipes); every other descriptor closes on exec."""
     in_r, out_w, err_w = pipes
     pid = os.fork()
     if pid != 0:
@@ -446,9 +462,16 @@ def spawn(libc, argv, env, pipes):
                     signal.signal(s, signal.SIG_DFL)
                 except (OSError, ValueError, RuntimeError):
                     pass
+        if extra:
+            import fcntl
+
+            # Out of the way first, so that no target overwrites another's source.
+            moved = [(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256), target) for fd, target in extra]
         os.dup2(in_r, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        for fd, target in moved if extra else ():
+            os.dup2(fd, target)
         drop_capabilities(libc)
         drop_to_sandbox_user()
         os.chdir(WORK)
@@ -735,6 +758,16 @@ class Tunnel:
                     self.shut_write(c)
             self.update(c)
 
+    def end_cell(self):
+        """Closes every connection of a session's cell without sending frames (the worker ends
+        its side with the cell); the listener stays for the next cell, and channel numbers go
+        on from where they were, so a late frame of this cell's never reaches the next's."""
+        for c in list(self.conns.values()):
+            c.sock.close()
+        self.conns, self.by_fd = {}, {}
+        self.paused = False
+        self.poller = None
+
     def close(self):
         """Closes every connection and the listener without sending frames; the worker ends its
         side when the run ends."""
@@ -821,12 +854,585 @@ def run(libc, req):
     return status, timed_out, int((ended - started) * 1000), streams, counters
 
 
+# Sessions (issue 28). The first frame is a session request (settings, no code): the supervisor
+# writes the input files, answers a ready frame and then runs one cell per cell frame, each
+# answered by output frames, an exit frame, file frames (what that cell created or changed under
+# /work) and an end-of-cell frame. It stays PID 1, out of the code's reach, across cells.
+#
+# Python cells run in one interpreter that lives across cells: `python3 -E -s -B -u -c DRIVER`,
+# as the sandbox uid, like a run's Python. DRIVER reads each cell from descriptor 3 (4-byte index,
+# 4-byte length, the code), runs it in __main__'s namespace and writes the cell's index and exit
+# status on descriptor 4. It lives in the same process as the cells' code, so a cell can tamper
+# with it: the supervisor trusts nothing of it but that status, reads the interpreter's output raw
+# from its pipes, and ends the cell at its timeout or the interpreter's death whatever the driver
+# says. A cell whose interpreter dies (its timeout, os._exit, a signal, a memory kill) leaves the
+# next Python cell a fresh interpreter, whose exit frame says state_reset.
+DRIVER = r'''
+def _sandboxflow_cells(g):
+    import os, sys, traceback
+    ctl, done = os.dup(3), os.dup(4)  # close-on-exec: no process the code starts holds them
+    os.close(3)
+    os.close(4)
+    if sys.path and sys.path[0] in ("", "."):
+        sys.path[0] = "/work"
+    else:
+        sys.path.insert(0, "/work")
+
+    def read_exact(n):
+        b = b""
+        while len(b) < n:
+            c = os.read(ctl, n - len(b))
+            if not c:
+                os._exit(0)
+            b += c
+        return b
+
+    while True:
+        head = read_exact(8)
+        index, n = int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
+        code = read_exact(n)
+        status = 0
+        try:
+            exec(compile(code, "<cell %d>" % index, "exec"), g)
+        except SystemExit as e:
+            if e.code is None:
+                status = 0
+            elif isinstance(e.code, int):
+                status = e.code & 0xFF
+            else:
+                try:
+                    print(e.code, file=sys.stderr)
+                except BaseException:
+                    pass
+                status = 1
+        except BaseException as e:
+            try:
+                tb = e.__traceback__
+                traceback.print_exception(type(e), e, tb.tb_next if tb is not None else None)
+            except BaseException:
+                pass
+            status = 1
+        for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+        os.write(done, index.to_bytes(4, "big") + status.to_bytes(4, "big"))
+
+
+(lambda f: (globals().pop("_sandboxflow_cells"), f(globals())))(_sandboxflow_cells)
+'''
+# How long the supervisor reads what is left in the interpreter's pipes after its cell said it
+# ended (every other process of the code is dead by then; only the interpreter's threads write).
+DRAIN_LIVE = 0.2
+# What the supervisor reads and drops of the interpreter's output written between cells.
+MAX_BETWEEN_CELLS = 64 << 20
+
+EXITED = {}
+# The session's live interpreter, whose wait status every reap keeps.
+INTERP = [None]
+
+
+def reap_watch(watched):
+    """Reaps every exited process (this is init) and keeps the wait status of those in watched
+    and of the session's interpreter."""
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid in watched or pid == INTERP[0]:
+            EXITED[pid] = st
+
+
+def live_pids(keep):
+    """The processes of the code that still run (zombies do not), but keep."""
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for p in names:
+        if not p.isdigit() or p == "1" or int(p) == keep:
+            continue
+        try:
+            with open("/proc/%s/stat" % p, "rb") as f:
+                st = f.read()
+            i = st.rindex(b")")
+            state = st[i + 2 : i + 3]
+        except (OSError, ValueError):
+            continue
+        if state not in (b"Z", b"X"):
+            out.append(int(p))
+    return out
+
+
+def kill_others(keep, watched=()):
+    """SIGKILLs every process of the code but keep (the session's interpreter, or None), again
+    until none is left; False when some survive 50 rounds (a fork race: the caller then kills
+    everything)."""
+    for _ in range(50):
+        pids = live_pids(keep)
+        if not pids:
+            return True
+        with AsUser():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        reap_watch(watched)
+        time.sleep(0.002)
+    return not live_pids(keep)
+
+
+class Interp:
+    """The session's persistent Python interpreter and the supervisor's ends of its pipes."""
+
+    def __init__(self, pid, out_r, err_r, ctl_w, done_r):
+        self.pid, self.out_r, self.err_r, self.ctl_w, self.done_r = pid, out_r, err_r, ctl_w, done_r
+
+    def close(self):
+        for fd in (self.out_r, self.err_r, self.ctl_w, self.done_r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def set_pipe_size(fd):
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
+    except (ImportError, OSError):
+        pass
+
+
+def file_key(dir_fd, name, st, max_file):
+    """What says a file changed: the SHA-256 of a regular file's bytes (with the bytes when they
+    are within max_file), or the mode, inode and times of anything else."""
+    import hashlib
+
+    if not stat.S_ISREG(st.st_mode):
+        return ("other", st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ("other", st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None
+        h, chunks, size = hashlib.sha256(), [], 0
+        while True:
+            b = os.read(fd, READ_CHUNK)
+            if not b:
+                break
+            h.update(b)
+            size += len(b)
+            if chunks is not None and size <= max_file:
+                chunks.append(b)
+            else:
+                chunks = None
+        return ("file", h.digest()), (b"".join(chunks) if chunks is not None else None)
+    finally:
+        os.close(fd)
+
+
+def collect_changed(prev, max_files, max_file, max_total, send=True):
+    """Walks /work as collect does (no links followed, at most MAX_DEPTH folders deep) and sends a
+    file frame for each regular file whose bytes differ from prev (name → key, as the last walk
+    left it); anything else that is new or changed, and files over the limits, set truncated.
+    Returns (truncated, the keys of this walk)."""
+    seen = {}
+    state = {"truncated": False, "total": 0, "count": 0}
+
+    def walk(dir_fd, prefix, depth):
+        try:
+            entries = sorted(os.listdir(dir_fd))
+        except OSError:
+            state["truncated"] = True
+            return
+        for name in entries:
+            name = os.fsencode(name)
+            rel = prefix + name
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                state["truncated"] = True
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if depth >= MAX_DEPTH:
+                    key = ("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                    seen[rel] = key
+                    if prev.get(rel) != key:
+                        state["truncated"] = True
+                    continue
+                try:
+                    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+                except OSError:
+                    state["truncated"] = True
+                    continue
+                try:
+                    walk(sub, rel + b"/", depth + 1)
+                finally:
+                    os.close(sub)
+                continue
+            try:
+                key, data = file_key(dir_fd, name, st, max_file)
+            except OSError:
+                state["truncated"] = True
+                continue
+            seen[rel] = key
+            if prev.get(rel) == key:
+                continue
+            if key[0] != "file" or data is None:
+                state["truncated"] = True
+                continue
+            if state["count"] >= max_files or state["total"] + len(data) > max_total:
+                state["truncated"] = True
+                continue
+            state["total"] += len(data)
+            state["count"] += 1
+            if send:
+                frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
+
+    try:
+        root = os.open(WORK, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return True, prev
+    try:
+        walk(root, b"", 1)
+    finally:
+        os.close(root)
+    return state["truncated"], seen
+
+
+class CellOut:
+    """One cell's output: forwards what the code writes on out_r and err_r as frames, up to the
+    caps, counting everything seen."""
+
+    def __init__(self, out_r, err_r, caps):
+        self.kind = {out_r: F_STDOUT, err_r: F_STDERR}
+        self.room = {out_r: caps[0], err_r: caps[1]}
+        self.seen = {out_r: 0, err_r: 0}
+        self.out_r, self.err_r = out_r, err_r
+        self.open = {out_r, err_r}
+
+    def forward(self, fd):
+        b = os.read(fd, READ_CHUNK)
+        if not b:
+            self.open.discard(fd)
+            return False
+        self.seen[fd] += len(b)
+        keep = b[: max(self.room[fd], 0)]
+        self.room[fd] -= len(keep)
+        if keep:
+            frame(self.kind[fd], keep)
+        return True
+
+    def drain(self, until_eof, limit):
+        """Reads what is left: until both pipes end (until_eof, every writer is gone) or, for a live
+        interpreter, until nothing more is waiting; at most limit seconds."""
+        end = time.monotonic() + limit
+        poller = select.poll()
+        for fd in self.open:
+            poller.register(fd, select.POLLIN)
+        while self.open:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                return
+            ready = poller.poll(max(1, int(wait * 1000)) if until_eof else 0)
+            if not ready:
+                if until_eof:
+                    continue
+                return
+            for fd, _ in ready:
+                if not self.forward(fd):
+                    poller.unregister(fd)
+
+
+def discard_waiting(fds):
+    """Reads and drops what waits on fds (the interpreter's output between cells)."""
+    dropped = 0
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    while dropped < MAX_BETWEEN_CELLS:
+        ready = poller.poll(0)
+        if not ready:
+            return
+        for fd, _ in ready:
+            b = os.read(fd, READ_CHUNK)
+            if not b:
+                poller.unregister(fd)
+            dropped += len(b)
+
+
+class Session:
+    def __init__(self, libc, req):
+        self.libc = libc
+        AsUser.uid = req["uid"]
+        self.env = {"LANG": "C.UTF-8"}
+        for e in req.get("env") or []:
+            self.env[b64d(e["name"]).decode("utf-8")] = b64d(e.get("value")).decode("utf-8")
+        self.env.update(FIXED_ENV)
+        self.flags = PY_FLAGS
+        if forged_bytecode_possible(req):
+            self.env["PYTHONPYCACHEPREFIX"] = PYCACHE_PREFIX
+            self.flags = self.flags + ["-X", "pycache_prefix=" + PYCACHE_PREFIX]
+        with AsUser():
+            write_inputs(req.get("files") or [])
+            # What the first cell's files are compared with: the input files.
+            _, self.seen = collect_changed({}, 0, 0, 0, send=False)
+        # What the worker wrote and no one has read yet: the next cell frame, or the egress
+        # tunnel's frames, which the Tunnel reads into the same buffer during a cell.
+        self.inbuf = bytearray()
+        self.tunnel = None
+        if req.get("egress_port"):
+            write_egress_ca(req)
+            # Bound once, before any cell, by the supervisor (as root inside gVisor under runsc).
+            self.tunnel = Tunnel(req["egress_port"])
+            self.tunnel.inbuf = self.inbuf
+        self.interp = None
+        self.had_interp = False
+        self.wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w)
+
+    def next_cell(self):
+        """Reads the worker's frames up to the next cell frame and returns its document, or None
+        when the worker ended stdin. Tunnel frames that come late for a cell that ended are
+        dropped; anything else is refused."""
+        buf = self.inbuf
+        poller = select.poll()
+        poller.register(0, select.POLLIN)
+        while True:
+            while len(buf) >= 9:
+                n, ftype = int.from_bytes(buf[:4], "big"), buf[4]
+                if n > MAX_REQUEST:
+                    raise ValueError("worker frame of %d bytes" % n)
+                if len(buf) < 9 + n:
+                    break
+                payload = bytes(buf[9 : 9 + n])
+                del buf[: 9 + n]
+                if ftype in (F_TUNNEL_DATA, F_TUNNEL_CLOSE) and self.tunnel is not None:
+                    continue
+                if ftype != F_CELL:
+                    raise ValueError("frame has type %d, want a cell" % ftype)
+                return parse(payload.decode("ascii"))
+            poller.poll()
+            try:
+                b = os.read(0, READ_CHUNK)
+            except BlockingIOError:
+                continue
+            if not b:
+                return None
+            buf += b
+
+    def start_interp(self):
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        in_r, in_w = os.pipe2(os.O_CLOEXEC)
+        ctl_r, ctl_w = os.pipe2(os.O_CLOEXEC)
+        done_r, done_w = os.pipe2(os.O_CLOEXEC)
+        set_pipe_size(out_r)
+        set_pipe_size(err_r)
+        env = dict(self.env)
+        env.update(PY_ENV)
+        argv = [sys.executable or "/usr/bin/python3"] + self.flags + ["-c", DRIVER]
+        pid = spawn(self.libc, argv, env, (in_r, out_w, err_w), extra=((ctl_r, 3), (done_w, 4)))
+        for fd in (in_r, in_w, out_w, err_w, ctl_r, done_w):
+            os.close(fd)  # the interpreter's stdin is at its end, as a run's is once the code is read
+        os.set_blocking(ctl_w, False)
+        self.interp = Interp(pid, out_r, err_r, ctl_w, done_r)
+        self.had_interp = True
+        INTERP[0] = pid
+
+    def drop_interp(self):
+        if self.interp is not None:
+            self.interp.close()
+            EXITED.pop(self.interp.pid, None)
+            self.interp = None
+            INTERP[0] = None
+
+    def interp_pid(self):
+        return self.interp.pid if self.interp is not None else None
+
+    def cell(self, c):
+        lang, index, code = c["language"], c["index"], b64d(c["code"])
+        if lang not in ("python", "sh"):
+            raise ValueError("unknown language %r" % lang)
+        timeout = c["timeout_ms"] / 1000.0
+        caps = [c["max_stdout_bytes"], c["max_stderr_bytes"]]
+        # An interpreter that died between cells (a thread of it called os._exit) is gone.
+        reap_watch({self.interp_pid()})
+        if self.interp is not None and self.interp.pid in EXITED:
+            self.drop_interp()
+        # What the interpreter's threads started between cells is not this cell's.
+        if not kill_others(self.interp_pid(), {self.interp_pid()}):
+            kill_everything()
+            self.drop_interp()
+        state_reset = False
+        if lang == "python" and self.interp is None:
+            state_reset = self.had_interp
+            self.start_interp()
+        counters = (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+        poller = select.poll()
+        feed = b""
+        feed_fd = done_r = -1
+        if lang == "python":
+            it = self.interp
+            discard_waiting([it.out_r, it.err_r, it.done_r])
+            out = CellOut(it.out_r, it.err_r, caps)
+            feed, feed_fd, done_r, pid = index.to_bytes(4, "big") + len(code).to_bytes(4, "big") + code, it.ctl_w, it.done_r, it.pid
+            started = time.monotonic()
+        else:
+            out_r, out_w = os.pipe2(os.O_CLOEXEC)
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+            in_r, in_w = os.pipe2(os.O_CLOEXEC)
+            with AsUser():  # sh opens it again by /proc/self/fd/3, as the sandbox uid
+                script_r, script_w = os.pipe2(os.O_CLOEXEC)
+            set_pipe_size(out_r)
+            set_pipe_size(err_r)
+            out = CellOut(out_r, err_r, caps)
+            # The script comes on a pipe, never a file: under runc every file the supervisor
+            # writes is the code's uid's, which a process left from an earlier cell could rewrite
+            # between the write and sh's read.
+            started = time.monotonic()
+            pid = spawn(self.libc, ["/bin/sh", "/proc/self/fd/3"], dict(self.env), (in_r, out_w, err_w), extra=((script_r, 3),))
+            for fd in (in_r, in_w, out_w, err_w, script_r):
+                os.close(fd)
+            os.set_blocking(script_w, False)
+            feed, feed_fd = code, script_w
+        for fd in (out.out_r, out.err_r, self.wake_r):
+            poller.register(fd, select.POLLIN)
+        if done_r >= 0:
+            poller.register(done_r, select.POLLIN)
+        if feed_fd >= 0:
+            poller.register(feed_fd, select.POLLOUT)
+        if self.tunnel is not None:
+            self.tunnel.register(poller)
+        deadline = started + timeout
+        status, driver_status, timed_out, done_buf = None, None, False, b""
+        while True:
+            reap_watch({pid})
+            if pid in EXITED:
+                status = EXITED.pop(pid)
+                break
+            if driver_status is not None:
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            for fd, ev in poller.poll(max(1, int(min(deadline - now, 0.5) * 1000) + 1)):
+                if self.tunnel is not None and self.tunnel.owns(fd):
+                    self.tunnel.event(fd, ev)
+                elif fd == self.wake_r:
+                    try:
+                        while os.read(self.wake_r, 512):
+                            pass
+                    except BlockingIOError:
+                        pass
+                elif fd == feed_fd:
+                    try:
+                        n = os.write(feed_fd, feed[:65536])
+                        feed = feed[n:]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        feed = b""
+                    if not feed:
+                        poller.unregister(feed_fd)
+                        if lang == "sh":
+                            os.close(feed_fd)
+                        feed_fd = -1
+                elif fd == done_r:
+                    b = os.read(done_r, 4096)
+                    if not b:
+                        poller.unregister(done_r)
+                        continue
+                    done_buf += b
+                    while len(done_buf) >= 8 and driver_status is None:
+                        if int.from_bytes(done_buf[:4], "big") == index:
+                            driver_status = int.from_bytes(done_buf[4:8], "big") & 0xFF
+                        done_buf = done_buf[8:]
+                elif not out.forward(fd):
+                    poller.unregister(fd)
+        ended = time.monotonic()
+        if lang == "sh" and feed_fd >= 0:
+            os.close(feed_fd)
+        # Every process of the code but the session's interpreter ends with the cell, so nothing
+        # it left behind prints into the next cell or outlives it. The interpreter survives a
+        # Python cell its driver ended, and an sh cell (even one past its timeout) that left it.
+        keep = self.interp_pid() if (driver_status is not None or lang == "sh") else None
+        if keep is None or not kill_others(keep, {keep}):
+            kill_everything()
+            keep = None
+        reap_watch({keep})
+        if keep is not None and keep in EXITED:  # an sh cell killed it
+            keep = None
+        if self.tunnel is not None:
+            self.tunnel.end_cell()
+        if keep is not None and lang == "python":
+            out.drain(False, DRAIN_LIVE)  # what the cell wrote before its end waits in the pipes
+        else:
+            out.drain(True, DRAIN_AFTER_EXIT)  # every writer of these pipes is dead
+        if lang == "sh":
+            os.close(out.out_r)
+            os.close(out.err_r)
+        if keep is None:
+            self.drop_interp()
+        sig = 0
+        if timed_out:
+            exit_code = -1
+        elif driver_status is not None:
+            exit_code = driver_status
+        elif os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            exit_code = 128 + sig
+        else:
+            exit_code = os.WEXITSTATUS(status)
+        pids_after = cgroup_counter(PIDS_EVENTS, "max")
+        oom_after = cgroup_counter(MEMORY_EVENTS, "oom_kill")
+        frame(F_EXIT, json_fields({
+            "exit_code": exit_code,
+            "signal": sig,
+            "timed_out": timed_out,
+            "duration_ms": int((ended - started) * 1000),
+            "stdout_bytes": out.seen[out.out_r],
+            "stderr_bytes": out.seen[out.err_r],
+            "pids_limit_hit": pids_after > max(counters[0], 0),
+            "oom_kills": max(oom_after - max(counters[1], 0), 0),
+            "limits_known": min(counters[0], counters[1], pids_after, oom_after) >= 0,
+            "state_reset": state_reset,
+        }))
+        with AsUser():
+            truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
+        frame(F_CELL_END, json_fields({"files_truncated": truncated}))
+
+
+def session_main(libc, req):
+    s = Session(libc, req)
+    frame(F_READY, b"{}")
+    while True:
+        c = s.next_cell()
+        if c is None:  # the worker ended the session
+            break
+        s.cell(c)
+    kill_everything()
+    frame(F_END, b"{}")
+
+
 def main():
     libc = harden()
     try:
-        req = read_request()
+        ftype, req = read_request()
         if req.get("v") != 2:
             raise ValueError("unknown request version %r" % req.get("v"))
+        if ftype == F_SESSION:
+            session_main(libc, req)
+            return
         status, timed_out, elapsed_ms, streams, before = run(libc, req)
     except (ValueError, KeyError, TypeError, IndexError, binascii.Error, UnicodeDecodeError) as e:
         fail("bad request: %s" % e)

@@ -112,7 +112,7 @@ if not src.endswith("\nmain()"):
 sup = {"__name__": "supervisor_under_test"}
 exec(compile(src[: -len("main()")], path, "exec"), sup)
 if mode == "request":
-    print(json.dumps(sup["read_request"](), sort_keys=True))
+    print(json.dumps(sup["read_request"]()[1], sort_keys=True))
 elif mode == "parse":
     for line in sys.stdin.read().split("\n"):
         if not line:
