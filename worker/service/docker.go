@@ -138,6 +138,11 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 		WarmMaxAge:    d.WarmMaxAge,
 		Logger:        logger,
 		Egress:        eg,
+		// Runs and sessions share the host's sandbox slots; a session's container is reaped
+		// once its workflow run has ended (or, without Temporal to ask, past the lifetime cap).
+		MaxSandboxes:       cfg.MaxSandboxes,
+		SessionEnded:       cfg.sessionEnded,
+		MaxSessionLifetime: cfg.Policy().WithDefaults().MaxSessionLifetime,
 	}, nil
 }
 

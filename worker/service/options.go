@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -115,6 +116,10 @@ type Options struct {
 	MaxSessionLifetime time.Duration
 	MaxSessionIdle     time.Duration
 	MaxSessionCells    int
+	// sessionEnded tells the Docker reaper whether a session's workflow run has ended (Serve
+	// sets it from its Temporal client; without it a session's container is reaped by age only,
+	// past the session lifetime cap).
+	sessionEnded func(ctx context.Context, workflowID, runID string) (bool, error)
 
 	// LogLevel is debug, info, warn or error.
 	LogLevel string

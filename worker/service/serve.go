@@ -95,6 +95,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 			return err
 		}
 		logSizing(logger, how)
+		cfg.sessionEnded = sessionEnded(tc)
 		b, closeBackend, err := NewBackend(ctx, cfg, logger)
 		if err != nil {
 			return err
