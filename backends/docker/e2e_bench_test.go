@@ -27,6 +27,7 @@ import (
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -86,9 +87,12 @@ type benchSettings struct {
 type e2eRow struct {
 	runtime                        string
 	dockerRun, approveCLI, approve time.Duration
-	whole                          time.Duration
-	perSecond                      float64
-	phases                         []phase
+	// cellCLI and cellClient are approve→result of a cell print(1) in a live session, through
+	// `starter approve SESSION --cell N --wait` and through the Go client (issue 28).
+	cellCLI, cellClient time.Duration
+	whole               time.Duration
+	perSecond           float64
+	phases              []phase
 	// sustained is runs/s over the heap run; heapGrowth the growth of the worker's live heap
 	// over it (0 when not measured).
 	sustained, heapGrowth, devHeapGrowth float64
@@ -105,12 +109,19 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	defer tc.Close()
 	dockerRun := dockerRunBaseline(b, rt)
 
+	session, err := sc.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}}, client.SessionOptions{})
+	if err != nil {
+		b.Fatalf("open a session: %v", err)
+	}
+
 	// One warm-up of each kind, not counted.
 	dockerRun(-1)
 	cliPath(cli)
 	clientPath(ctx, b, sc)
+	cellClientPath(ctx, b, sc, session.WorkflowID)
+	cellCLIPath(ctx, b, sc, cli, session.WorkflowID)
 	row := e2eRow{runtime: rt}
-	var dr, ac, ap, wh []time.Duration
+	var dr, ac, ap, wh, cc, cl []time.Duration
 	var cs []clientSample
 	for i := range samples {
 		dr = append(dr, dockerRun(i))
@@ -118,13 +129,20 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 		wh, ac = append(wh, whole), append(ac, approve)
 		s := clientPath(ctx, b, sc)
 		cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
+		cc = append(cc, cellClientPath(ctx, b, sc, session.WorkflowID))
+		cl = append(cl, cellCLIPath(ctx, b, sc, cli, session.WorkflowID))
 	}
 	row.dockerRun, row.approveCLI, row.approve, row.whole = median(dr), median(ac), median(ap), median(wh)
+	row.cellClient, row.cellCLI = median(cc), median(cl)
+	// The session holds a sandbox slot: closed before the throughput burst, which needs them all.
+	if _, err := sc.CloseSession(ctx, session.WorkflowID, "bench done"); err != nil {
+		b.Fatalf("close the session: %v", err)
+	}
 	row.phases = phases(ctx, b, tc, cs)
 	row.perSecond = throughput(ctx, b, sc, burst)
 	b.Logf("%s: live heap of worker --dev after the samples: %.1f MiB", rt, liveHeap(b, metricsURL)/(1<<20))
-	b.Logf("%s: docker run %s, approve→result (binaries) %s, (Go client) %s, run→approve→result %s, %.1f runs/s",
-		rt, row.dockerRun, row.approveCLI, row.approve, row.whole, row.perSecond)
+	b.Logf("%s: docker run %s, approve→result (binaries) %s, (Go client) %s, run→approve→result %s, %.1f runs/s; a session's cell: approve→result (binaries) %s, (Go client) %s",
+		rt, row.dockerRun, row.approveCLI, row.approve, row.whole, row.perSecond, row.cellCLI, row.cellClient)
 	return row
 }
 
@@ -245,6 +263,49 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 	return end.Sub(start), end.Sub(approved)
 }
 
+// cellClientPath submits print(1) as the next cell of a live session (not timed) and times its
+// approval to its result through the Go client.
+func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, session string) time.Duration {
+	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, closer, err := client.LoadReviewerKey("") // SANDBOXFLOW_REVIEWER_KEY
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closer.Close()
+	start := time.Now()
+	if _, err := sc.ApproveCell(ctx, session, sub.Cell, sub.Digest, signer, ""); err != nil {
+		b.Fatal(err)
+	}
+	cell, err := sc.AwaitCell(ctx, session, sub.Cell)
+	d := time.Since(start)
+	if err != nil || cell.Result == nil || string(cell.Result.Stdout) != "1\n" {
+		b.Fatalf("cell %d: %+v, %v", sub.Cell, cell, err)
+	}
+	return d
+}
+
+// cellCLIPath submits print(1) as the next cell (not timed) and times `starter approve SESSION
+// --cell N --wait`, which signs, sends and prints the cell's result.
+func cellCLIPath(ctx context.Context, b *testing.B, sc *client.Client, s starterCLI, session string) time.Duration {
+	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	out := s.mustRun("approve", session, "--cell", strconv.Itoa(sub.Cell), "--wait")
+	d := time.Since(start)
+	dec := json.NewDecoder(bytes.NewReader(out))
+	var decided client.CellDecided
+	var res guard.Result
+	if dec.Decode(&decided) != nil || dec.Decode(&res) != nil || string(res.Stdout) != "1\n" {
+		b.Fatalf("approve --cell %d --wait printed %s", sub.Cell, out)
+	}
+	return d
+}
+
 // clientSample is one approve→result through the Go client, with the client-side clock times
 // that phases lines up with the run's history.
 type clientSample struct {
@@ -321,6 +382,14 @@ func printE2ETable(w io.Writer, rows []e2eRow, samples, burst int, set benchSett
 		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\t%s (%s)\t%.1f runs/s\n", r.runtime, ms(r.dockerRun),
 			ms(r.approveCLI), ratio(r.approveCLI, r.dockerRun), ms(r.approve), ratio(r.approve, r.dockerRun),
 			ms(r.whole), ratio(r.whole, r.dockerRun), r.perSecond)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\na cell print(1) in a live session (issue 28), medians of %d:\n\n", samples)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "runtime\tdocker run --rm\tcell approve→result (binaries)\tcell approve→result (Go client)")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s (%s)\t%s (%s)\n", r.runtime, ms(r.dockerRun),
+			ms(r.cellCLI), ratio(r.cellCLI, r.dockerRun), ms(r.cellClient), ratio(r.cellClient, r.dockerRun))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\n(×: relative to docker run --rm of the same container under the same runtime)")
