@@ -3,6 +3,7 @@ package client
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -224,6 +225,10 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 // event: the settings with the file contents and env values hashed into its settings digest.
 func (c *Client) SessionStartInput(ctx context.Context, sessionID, runID string) (contract.SessionInput, error) {
 	in, err := contract.ReadSessionInput(ctx, c.tc, c.dc, sessionID, runID)
+	var wt *contract.WorkflowTypeError
+	if errors.As(err, &wt) {
+		return in, &NotSessionError{WorkflowID: sessionID, Type: wt.Type}
+	}
 	if err != nil {
 		return in, fmt.Errorf("client: %w", err)
 	}

@@ -27,6 +27,16 @@ func ReadSessionInput(ctx context.Context, tc tclient.Client, dc converter.DataC
 	return in, err
 }
 
+// WorkflowTypeError says that a workflow id names a workflow of another type than the one asked
+// for (a RunCode run read as a Session, or the reverse).
+type WorkflowTypeError struct {
+	WorkflowID, Type, Want string
+}
+
+func (e *WorkflowTypeError) Error() string {
+	return fmt.Sprintf("%s was started as a %s, not a %s", e.WorkflowID, e.Type, e.Want)
+}
+
 // readStart decodes the input of the first event of workflowID's history into in, refusing a run
 // started as another type than wantType (empty: any).
 func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID, wantType string, in any) error {
@@ -43,7 +53,7 @@ func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverte
 		return fmt.Errorf("the first event of %s is not its start", workflowID)
 	}
 	if typ := attrs.GetWorkflowType().GetName(); wantType != "" && typ != wantType {
-		return fmt.Errorf("%s was started as a %s, not a %s", workflowID, typ, wantType)
+		return &WorkflowTypeError{WorkflowID: workflowID, Type: typ, Want: wantType}
 	}
 	if err := dc.FromPayloads(attrs.GetInput(), in); err != nil {
 		return fmt.Errorf("decode the input of %s: %w", workflowID, err)

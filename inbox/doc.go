@@ -35,11 +35,11 @@
 // values of its start input, and every cell with its code and output; the cell that waits comes
 // last, with a line diff against the cell before it. What the passkey signs for that cell is the
 // session's statement (workflow id, run id, the host's task queue) over the cell digest the
-// inbox recomputes from what the page shows (shownSession, checkCells, cellStatementFor): the
-// settings digest, every cell's code digest, every earlier result's digest and the chain. A
-// status that disagrees gets no approval. Sessions are read and decided through sessionDoor
-// (the query "session-status", the update "decide-cell" pinned to the run read), which the
-// client package's session calls are to replace.
+// client's reviewer door recomputes from what the page shows (client.CheckSessionShown,
+// VerifyCells, CellStatementFor): the settings digest, every cell's code digest, every earlier
+// result's digest and the chain. A status that disagrees gets no approval. Sessions are read and
+// decided through the client too (ReadSession, SessionStartInput, DecideCell pinned to the run
+// read), behind the small sessionDoor interface the page's tests answer.
 //
 // # Output
 //

@@ -118,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 		rpID:      rpID,
 		secure:    secure,
 		runs:      runs,
-		door:      temporalSessions{tc: cfg.Temporal, dc: cfg.DataConverter},
+		door:      clientSessions{c: runs},
 		sessions:  newSessionStore(cfg.SessionTTL, cfg.IdleTTL, defaultMaxSessions, cfg.Now),
 		reviewers: &reviewersFile{path: cfg.ReviewersPath, origin: origin},
 		counters:  approval.NewCounters(cfg.PasskeyCountersPath),

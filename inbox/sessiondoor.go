@@ -6,21 +6,16 @@ import (
 	"fmt"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	tclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 )
 
-// sessionDoor is what the inbox reads and sends of Session workflows (issue 28). The inbox's
-// own implementation, temporalSessions, talks to Temporal directly; it is meant to fold into the
-// client package's one reviewer door once that offers sessions (client.SessionStatus,
-// DecideCell), as runs go through client.Client.
+// sessionDoor is what the inbox reads and sends of Session workflows (issue 28). Its one
+// implementation, clientSessions, goes through the client package's reviewer door, as runs do;
+// the interface lets the page's tests answer as a Session's worker would.
 type sessionDoor interface {
-	// ReadSession describes id, which must be a Session workflow (*notSessionError otherwise),
-	// and queries the status of its current run by that run's id.
+	// ReadSession describes id, which must be a Session workflow (*client.NotSessionError
+	// otherwise), and queries the status of its current run by that run's id.
 	ReadSession(ctx context.Context, id string) (sessionInfo, error)
 	// SessionInput reads the input run runID of id was started with, from its start event: the
 	// settings' file contents and env values, which the status does not carry.
@@ -34,11 +29,7 @@ type sessionDoor interface {
 
 // sessionInfo is a Session workflow as the inbox reads it: its status (naming its workflow and
 // run id), whether it is still open, and when it started.
-type sessionInfo struct {
-	Status  contract.SessionStatus
-	Running bool
-	Started time.Time
-}
+type sessionInfo = client.SessionInfo
 
 // pendingSession is an open session with a waiting cell, as visibility lists it.
 type pendingSession struct {
@@ -47,112 +38,50 @@ type pendingSession struct {
 }
 
 // notSessionError says that a workflow id names a workflow of another type than Session.
-type notSessionError struct {
-	WorkflowID, Type string
-}
+type notSessionError = client.NotSessionError
 
-func (e *notSessionError) Error() string {
-	return fmt.Sprintf("inbox: %s is a %s workflow, not a %s", e.WorkflowID, e.Type, contract.SessionWorkflowName)
-}
+// clientSessions is the sessionDoor over the client's one reviewer door.
+type clientSessions struct{ c *client.Client }
 
-// pendingSessionsQuery is the visibility query for sessions a cell of which waits for a person:
-// Session workflows only, so a RunCode run (listed apart) or another type setting the same
-// search attribute is never listed here.
-var pendingSessionsQuery = fmt.Sprintf("WorkflowType = '%s' AND %s = '%s' AND ExecutionStatus = 'Running'",
-	contract.SessionWorkflowName, contract.AttrStatus, contract.StatusAwaitingApproval)
-
-// temporalSessions is the sessionDoor over a Temporal client.
-type temporalSessions struct {
-	tc tclient.Client
-	dc converter.DataConverter
-}
-
-func (t temporalSessions) ReadSession(ctx context.Context, id string) (sessionInfo, error) {
-	resp, err := t.tc.DescribeWorkflowExecution(ctx, id, "")
+func (d clientSessions) ReadSession(ctx context.Context, id string) (sessionInfo, error) {
+	si, err := d.c.ReadSession(ctx, id)
 	if err != nil {
-		return sessionInfo{}, fmt.Errorf("inbox: describe %s: %w", id, err)
+		return sessionInfo{}, fmt.Errorf("inbox: %w", err)
 	}
-	info := resp.GetWorkflowExecutionInfo()
-	if typ := info.GetType().GetName(); typ != contract.SessionWorkflowName {
-		return sessionInfo{}, &notSessionError{WorkflowID: id, Type: typ}
-	}
-	runID := info.GetExecution().GetRunId()
-	v, err := t.tc.QueryWorkflow(ctx, id, runID, contract.QuerySessionStatus)
-	if err != nil {
-		return sessionInfo{}, fmt.Errorf("inbox: query %s: %w", id, err)
-	}
-	si := sessionInfo{Running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, Started: info.GetStartTime().AsTime()}
-	if err := v.Get(&si.Status); err != nil {
-		return sessionInfo{}, fmt.Errorf("inbox: decode the status of %s: %w", id, err)
-	}
-	// The ids the statement binds are the ones just described, whatever the status says.
-	if si.Status.WorkflowID != "" && si.Status.WorkflowID != id || si.Status.RunID != "" && si.Status.RunID != runID {
-		return sessionInfo{}, fmt.Errorf("inbox: the status of %s names run %s/%s, not the run it was asked of (%s)", id, si.Status.WorkflowID, si.Status.RunID, runID)
-	}
-	si.Status.WorkflowID, si.Status.RunID = id, runID
 	return si, nil
 }
 
-func (t temporalSessions) SessionInput(ctx context.Context, id, runID string) (contract.SessionInput, error) {
-	var in contract.SessionInput
-	iter := t.tc.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !iter.HasNext() {
-		return in, fmt.Errorf("inbox: the history of %s is empty", id)
-	}
-	ev, err := iter.Next()
+func (d clientSessions) SessionInput(ctx context.Context, id, runID string) (contract.SessionInput, error) {
+	in, err := d.c.SessionStartInput(ctx, id, runID)
 	if err != nil {
-		return in, fmt.Errorf("inbox: the history of %s: %w", id, err)
-	}
-	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
-	if attrs == nil {
-		return in, fmt.Errorf("inbox: the first event of %s is not its start", id)
-	}
-	if typ := attrs.GetWorkflowType().GetName(); typ != contract.SessionWorkflowName {
-		return in, &notSessionError{WorkflowID: id, Type: typ}
-	}
-	if err := t.dc.FromPayloads(attrs.GetInput(), &in); err != nil {
-		return in, fmt.Errorf("inbox: decode the input of %s: %w", id, err)
+		return in, fmt.Errorf("inbox: %w", err)
 	}
 	return in, nil
 }
 
-func (t temporalSessions) DecideCell(ctx context.Context, id, runID string, d contract.CellDecision) (contract.DecideResult, error) {
-	var out contract.DecideResult
+func (d clientSessions) DecideCell(ctx context.Context, id, runID string, dec contract.CellDecision) (contract.DecideResult, error) {
 	if runID == "" {
-		return out, errors.New("inbox: decide-cell: the run id the page was read from is required")
+		return contract.DecideResult{}, errors.New("inbox: decide-cell: the run id the page was read from is required")
 	}
-	h, err := t.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
-		WorkflowID:   id,
-		RunID:        runID,
-		UpdateName:   contract.UpdateDecideCell,
-		UpdateID:     d.Decision.ApprovalID,
-		Args:         []any{d},
-		WaitForStage: tclient.WorkflowUpdateStageCompleted,
-	})
+	out, err := d.c.DecideCell(ctx, id, runID, dec)
 	if err != nil {
-		return out, fmt.Errorf("inbox: decide-cell on %s: %w", id, err)
-	}
-	if err := h.Get(ctx, &out); err != nil {
-		return out, fmt.Errorf("inbox: decide-cell on %s: %w", id, err)
+		return out, fmt.Errorf("inbox: %w", err)
 	}
 	return out, nil
 }
 
-func (t temporalSessions) PendingSessions(ctx context.Context) ([]pendingSession, error) {
-	var (
-		out   []pendingSession
-		token []byte
-	)
-	for {
-		resp, err := t.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: pendingSessionsQuery, NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("inbox: list sessions with a waiting cell: %w", err)
-		}
-		for _, e := range resp.GetExecutions() {
-			out = append(out, pendingSession{WorkflowID: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId(), StartTime: e.GetStartTime().AsTime()})
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 || len(out) >= maxListed {
-			return out, nil
+// PendingSessions lists, of the client's pending list (RunCode runs and Session workflows, by
+// workflow type), the sessions.
+func (d clientSessions) PendingSessions(ctx context.Context) ([]pendingSession, error) {
+	all, err := d.c.Pending(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list sessions with a waiting cell: %w", err)
+	}
+	var out []pendingSession
+	for _, p := range all {
+		if p.Kind == client.PendingSession && len(out) < maxListed {
+			out = append(out, pendingSession{WorkflowID: p.WorkflowID, RunID: p.RunID, StartTime: p.StartTime})
 		}
 	}
+	return out, nil
 }

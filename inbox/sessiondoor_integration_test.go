@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/sandboxflow/sandboxflow/client"
 	tclient "go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -21,7 +21,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
 )
 
-// TestTemporalSessionDoor drives the inbox's door to sessions (temporalSessions) against a real
+// TestTemporalSessionDoor drives the inbox's door to sessions (clientSessions, through the client) against a real
 // Temporal server, with a Session workflow written here from the contract (its names, query,
 // update and types; the product's workflow is issue 28's other part): a workflow worker that
 // answers a status and records the decide-cell updates it gets. The door reads the status by
@@ -83,7 +83,11 @@ func TestTemporalSessionDoor(t *testing.T) {
 	if _, err := c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "run-door", TaskQueue: queue}, contract.WorkflowName, contract.Input{}); err != nil {
 		t.Fatal(err)
 	}
-	door := temporalSessions{tc: c, dc: converter.GetDefaultDataConverter()}
+	sc, err := client.New(client.Options{Temporal: c, TaskQueue: queue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	door := clientSessions{c: sc}
 
 	var si sessionInfo
 	for {
@@ -98,7 +102,7 @@ func TestTemporalSessionDoor(t *testing.T) {
 	if si.Status.RunID != first.GetRunID() || !si.Running || len(si.Status.Cells) != 3 || si.Status.Cells[0].Result == nil {
 		t.Fatalf("ReadSession: run %s running %v, %d cells; want run %s, running, 3 cells with results", si.Status.RunID, si.Running, len(si.Status.Cells), first.GetRunID())
 	}
-	if _, err := checkCells(si.Status); err != nil {
+	if err := checkCells(si.Status); err != nil {
 		t.Errorf("the status read through Temporal does not check: %v", err)
 	}
 	var ns *notSessionError
@@ -112,7 +116,7 @@ func TestTemporalSessionDoor(t *testing.T) {
 	if err != nil || in.Request.Env["MODE"] != "dry run " || string(in.Request.Files["data.csv"]) != "a,b\n1,2\n" {
 		t.Fatalf("SessionInput: %+v, %v; want the start's env and files", in.Request, err)
 	}
-	if _, err := shownSession(si.Status.Settings, in.Request); err != nil {
+	if err := shownSession(si.Status, in); err != nil {
 		t.Errorf("the settings read through Temporal do not check: %v", err)
 	}
 

@@ -207,11 +207,11 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 		}
 	}
 	var problems []string
-	if _, err := checkCells(st); err != nil {
+	if err := checkCells(st); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if readErr == nil {
-		if _, err := shownSession(set, in.Request); err != nil {
+		if err := shownSession(st, in); err != nil {
 			problems = append(problems, err.Error())
 		}
 	}
@@ -274,8 +274,7 @@ func checkSessionShown(st contract.SessionStatus, in contract.SessionInput, read
 	if readErr != nil {
 		return fmt.Errorf("the inbox cannot check the settings the status shows against the session's start: %w", readErr)
 	}
-	_, err := shownSession(st.Settings, in.Request)
-	return err
+	return shownSession(st, in)
 }
 
 // cellStatements writes the approve and deny statements of the waiting cell that principal may

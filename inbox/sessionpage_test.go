@@ -376,24 +376,24 @@ func TestSessionPageRefusesSigningALyingStatus(t *testing.T) {
 	}{
 		{"an earlier cell's output altered", func(f *sessionFixture) {
 			f.status.Cells[0].Result.Stdout = []byte("cell one says 0\n")
-		}, "cell 1: its result digest"},
+		}, "cell 1's result_digest"},
 		{"an earlier cell's code altered", func(f *sessionFixture) {
 			f.status.Cells[1].Code = strings.Replace(f.status.Cells[1].Code, "'y': 2", "'y': 3", 1)
-		}, "cell 2: its code digest"},
+		}, "cell 2's code_digest"},
 		{"the waiting cell's code altered", func(f *sessionFixture) {
 			f.status.Cells[2].Code = "print('harmless')\n"
 			f.status.Cells[2].CodeBytes = len(f.status.Cells[2].Code)
-		}, "cell 3: its code digest"},
+		}, "cell 3's code_digest"},
 		{"the waiting cell shown as sh", func(f *sessionFixture) {
 			f.status.Cells[2].Language = guard.Shell
-		}, "cell 3: its code digest"},
+		}, "cell 3's code_digest"},
 		{"the waiting cell's digest another session's", func(f *sessionFixture) {
 			c := &f.status.Cells[2]
 			c.Digest = guard.CellDigest("sha256:"+strings.Repeat("1", 64), 3, c.CodeDigest, c.Chain)
-		}, "cell 3: its digest"},
+		}, "cell 3's digest"},
 		{"the state reset hidden", func(f *sessionFixture) {
 			f.status.Cells[1].Result.StateReset = false
-		}, "cell 2: its result digest"},
+		}, "cell 2's result_digest"},
 		{"the session's chain altered", func(f *sessionFixture) {
 			f.status.Chain = guard.ChainStart("sha256:" + strings.Repeat("0", 64))
 		}, "the session's chain"},
@@ -401,16 +401,16 @@ func TestSessionPageRefusesSigningALyingStatus(t *testing.T) {
 			c := &f.status.Cells[2]
 			c.Chain = guard.ChainStart(f.checked.Digest) // as if cells 1 and 2 never ran
 			c.Digest = guard.CellDigest(f.checked.Digest, 3, c.CodeDigest, c.Chain)
-		}, "cell 3: its chain"},
+		}, "cell 3's chain"},
 		{"an earlier cell left out", func(f *sessionFixture) {
 			f.status.Cells = append(f.status.Cells[:1], f.status.Cells[2:]...)
-		}, "lists cell 3 in place 2"},
+		}, "cell 3 in its place"},
 		{"a denied cell shown with output", func(f *sessionFixture) {
 			f.status.Cells[1].State = contract.StatusDenied
-		}, "cell 2: it is denied (it did not run) but shows a result"},
+		}, "a result for a cell that was denied"},
 		{"an env value other than the session started with", func(f *sessionFixture) {
 			f.input.Request.Env["MODE"] = "delete everything"
-		}, "settings digest"},
+		}, "the session's settings"},
 		{"an input file left out", func(f *sessionFixture) {
 			delete(f.input.Request.Files, "helper.py")
 		}, "differ in their input files"},
