@@ -186,7 +186,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 	} else {
 		v.setStartInput(ri.Status.Request, in.Request)
 	}
-	if !ri.Running {
+	// A run whose status is already final may not have closed when it was described (the
+	// workflow sets its last state, then returns): its result comes within a moment, so wait for
+	// it (bounded) rather than draw a final state with no result.
+	if !ri.Running || ri.Status.State == contract.StatusSucceeded || ri.Status.State == contract.StatusFailed || ri.Status.State == contract.StatusTimedOut {
 		res, err := s.result(r.Context(), id)
 		if err != nil {
 			v.ResultErr = err.Error()

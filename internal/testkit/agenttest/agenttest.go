@@ -139,7 +139,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		Policy:        policy,
 		Backend:       b,
 		HostTaskQueue: hostQueue,
-		Sink:          o.Sink, HeartbeatTimeout: 2 * time.Second,
+		Sink:          o.Sink, HeartbeatTimeout: 5 * time.Second, // a session's hold heartbeats under a loaded CI machine too
 		ReviewersFile:       reviewers,
 		PasskeyOrigin:       o.PasskeyOrigin,
 		PasskeyCountersFile: o.PasskeyCountersFile,
