@@ -23,9 +23,20 @@ import (
 // cell that could put its status past the budget, with a ToolUsageError; the status still
 // answers with every cell, under the limit, and the session closes with every cell in its result.
 func TestIntegrationSessionHugeOutputsStatusStillAnswers(t *testing.T) {
+	hugeOutputs(t, strings.Repeat("o", 64_000), strings.Repeat("e", 64_000))
+}
+
+// The same with output that JSON escapes six bytes a byte ('<' on stdout, \x01 on stderr): three
+// cells put the status at 2.3 MB past the budget's reckoning until the guard cut such output to
+// the caps' encoded bound (flagged truncated).
+func TestIntegrationSessionEscapedOutputsStatusStillAnswers(t *testing.T) {
+	hugeOutputs(t, strings.Repeat("<", 64_000), strings.Repeat("\x01", 64_000))
+}
+
+func hugeOutputs(t *testing.T, stdout, stderr string) {
 	it := newITest(t)
 	b := &sessiontest.Backend{Result: func(cell guard.Cell, _ []guard.Cell) guard.Result {
-		return guard.Result{Stdout: []byte(strings.Repeat("o", 64_000)), Stderr: []byte(strings.Repeat("e", 64_000))}
+		return guard.Result{Stdout: []byte(stdout), Stderr: []byte(stderr)}
 	}}
 	it.sessionWorkers(b, it.queue+"-host-huge")
 	id := "it-session-huge-" + uuid.NewString()[:8]
