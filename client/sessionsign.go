@@ -30,8 +30,8 @@ import (
 // its cell digest and guard.ResultDigest of the result it shows; a cell without one leaves the
 // chain as it was) and the cell's digest (guard.CellDigest), and refuses with a
 // *CellMismatchError when the status's own code digest, chain, digest or result digest of any
-// of those cells, or the session's chain, disagree: a workflow that shows one history and asks
-// to sign another. Approving cell N then says "I read cells 1..N-1 and what they printed", as
+// of those cells, the state of a cell that ran and its result's outcome, or the session's chain,
+// disagree: a workflow that shows one history and asks to sign another. Approving cell N then says "I read cells 1..N-1 and what they printed", as
 // st shows them. The caller must have checked st's settings against the session's start
 // (CheckSessionShown) and its ids against the session asked for (ReadSession).
 //
@@ -112,6 +112,9 @@ func VerifyCells(st contract.SessionStatus, upTo int) (string, error) {
 		case contract.StatusSucceeded, contract.StatusFailed, contract.StatusTimedOut:
 			if c.Result == nil {
 				return "", mismatch(c.Cell, "result", "none for a cell that "+c.State, "")
+			}
+			if want := contract.FinalState(c.Result.Outcome); c.State != want {
+				return "", mismatch(c.Cell, "state", c.State, want+" (its result's outcome is "+c.Result.Outcome.String()+")")
 			}
 		case contract.StatusDenied, contract.StatusExpired, contract.CellDropped:
 			if c.Result != nil {

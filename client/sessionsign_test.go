@@ -129,6 +129,18 @@ func TestCellStatementForRefusesAlteredHistories(t *testing.T) {
 		{"the cells are another session's (other settings)", func(st *contract.SessionStatus, other contract.SessionStatus) {
 			st.Cells, st.Chain = other.Cells, other.Chain
 		}, 1, "chain"},
+		{"cell 1's badge says succeeded but the result it chains failed", func(st *contract.SessionStatus, _ contract.SessionStatus) {
+			// Every digest and the chain are honest; only the state the pages show as a badge lies.
+			failed := guard.Result{Outcome: guard.OutcomeFailed, ExitCode: 1, Stderr: []byte("Traceback: the key was not found\n")}
+			st.Cells[0].Result, st.Cells[0].ResultDigest = &failed, guard.ResultDigest(failed)
+			chain := guard.ChainNext(st.Cells[0].Chain, st.Cells[0].Digest, st.Cells[0].ResultDigest)
+			for i := 1; i < 3; i++ {
+				c := &st.Cells[i]
+				c.Chain = chain
+				c.Digest = guard.CellDigest(st.Settings.Digest, c.Cell, c.CodeDigest, chain)
+			}
+			st.Chain = chain
+		}, 1, "state"},
 		{"a cell is left out", func(st *contract.SessionStatus, _ contract.SessionStatus) {
 			st.Cells = []contract.CellStatus{st.Cells[0], st.Cells[2]}
 		}, 2, "cells"},

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -151,7 +152,7 @@ func (g *GuardedSandbox) RunCell(ctx context.Context, cell Cell, chain string) (
 			return Result{}, typed(g.backend, out.err)
 		}
 	}
-	res := Enforce(out.res, limits)
+	res := fitEncoding(Enforce(out.res, limits), limits)
 	res.Duration = elapsed
 	res.Digest = CellDigest(g.session.Digest, cell.Index, cell.CodeDigest, chain)
 	res.Backend = g.backend
@@ -168,4 +169,26 @@ func (g *GuardedSandbox) breakSandbox() {
 			_ = g.box.Close(ctx) // the reaper removes what this could not
 		}()
 	})
+}
+
+// fitEncoding cuts stdout and stderr further, flagging them truncated, until res's JSON is no
+// larger than WorstResultEncodingBytes(l): output that JSON escapes (<, >, &, control
+// characters: six bytes each) would otherwise encode to more than the caps' bound, which the
+// session's status budget and Temporal's payload limit rely on.
+func fitEncoding(res Result, l Limits) Result {
+	budget := WorstResultEncodingBytes(l)
+	for range 64 {
+		b, err := json.Marshal(res)
+		if err != nil || int64(len(b)) <= budget || (len(res.Stdout) == 0 && len(res.Stderr) == 0) {
+			return res
+		}
+		if len(res.Stdout) >= len(res.Stderr) {
+			res.Stdout, _ = Truncate(res.Stdout, int64(len(res.Stdout)*3/4))
+			res.StdoutTruncated = true
+		} else {
+			res.Stderr, _ = Truncate(res.Stderr, int64(len(res.Stderr)*3/4))
+			res.StderrTruncated = true
+		}
+	}
+	return res
 }

@@ -255,12 +255,20 @@ func base64Len(n int64) int64 { return (n + 2) / 3 * 4 }
 // worstResultEncoding bounds the JSON size of a Result the caps let through: bytes are base64,
 // names may be escaped six bytes per byte, and each file and the result carry field names.
 func (p Policy) worstResultEncoding() int64 {
+	return WorstResultEncodingBytes(Limits{MaxStdoutBytes: p.MaxStdoutBytes, MaxStderrBytes: p.MaxStderrBytes,
+		MaxFiles: p.MaxFiles, MaxTotalFileBytes: p.MaxTotalFileBytes})
+}
+
+// WorstResultEncodingBytes bounds, as Validate does for the policy's caps, the JSON size of a
+// Result that limits l let through: a session adds it to what its status already holds before it
+// takes another cell.
+func WorstResultEncodingBytes(l Limits) int64 {
 	const resultOverhead, fileOverhead = 1024, 96
-	files := int64(p.MaxFiles)
+	files := int64(l.MaxFiles)
 	perFileBase64Slack := int64(4)
 	return resultOverhead +
-		base64Len(p.MaxStdoutBytes) + base64Len(p.MaxStderrBytes) +
-		base64Len(p.MaxTotalFileBytes) + files*perFileBase64Slack +
+		base64Len(l.MaxStdoutBytes) + base64Len(l.MaxStderrBytes) +
+		base64Len(l.MaxTotalFileBytes) + files*perFileBase64Slack +
 		files*(fileOverhead+6*DefaultMaxFileNameBytes)
 }
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -292,8 +293,50 @@ func (r *session) submitRefusal(req contract.CellRequest) error {
 	return nil
 }
 
+// validateSubmit refuses what submitRefusal refuses, and a cell that could put the session's
+// status past statusBudgetBytes (the status query, every reviewer door's read, and the session's
+// result carry every cell with its result, in one payload under Temporal's 2 MiB limit). The
+// budget is checked here only, where no history is written: a replayed submit is not checked
+// again.
 func (r *session) validateSubmit(req contract.CellRequest) error {
-	return contract.ToFailure(r.submitRefusal(req))
+	if err := r.submitRefusal(req); err != nil {
+		return contract.ToFailure(err)
+	}
+	return contract.ToFailure(r.budgetRefusal(req))
+}
+
+// statusBudgetBytes bounds the JSON of a session's status: under the server's 2 MiB payload
+// limit (BlobSizeLimitError's default, which the worker applies to a query's answer too), with
+// room for a payload codec's envelope. It is above guard.MaxEncodedPayloadBytes, the most one
+// result may take, so a session whose policy allows that still takes its first cell.
+const statusBudgetBytes = 2_000_000
+
+// cellStatusOverheadBytes bounds a cell's status without its code and result (field names,
+// digests, chain, times, reviewer, metadata kept small by the check).
+const cellStatusOverheadBytes = 4096
+
+// budgetRefusal says why req's cell could put the status past statusBudgetBytes, or nil: the
+// status as it is now, plus the cell's code and metadata as encoded and the worst result the
+// session's limits let through.
+func (r *session) budgetRefusal(req contract.CellRequest) error {
+	b, err := json.Marshal(r.status)
+	if err != nil {
+		return fmt.Errorf("workflows: encode the session status: %w", err)
+	}
+	code, err := json.Marshal(req.Code)
+	if err != nil {
+		return fmt.Errorf("workflows: encode the cell's code: %w", err)
+	}
+	meta, err := json.Marshal(req.Metadata)
+	if err != nil {
+		return fmt.Errorf("workflows: encode the cell's metadata: %w", err)
+	}
+	next := int64(cellStatusOverheadBytes+len(code)+len(meta)) + guard.WorstResultEncodingBytes(r.checked.Limits)
+	if int64(len(b))+next > statusBudgetBytes {
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's status holds %d bytes and one more cell could add %d, past the %d bytes a status answer may carry; close this session and open another (lower output and file limits leave room for more cells)",
+			len(b), next, statusBudgetBytes)}
+	}
+	return nil
 }
 
 // submit checks the cell in a local activity, gives it the next index, and starts its wait for a

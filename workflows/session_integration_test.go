@@ -27,7 +27,7 @@ import (
 
 // sessionWorkers starts a workflow-and-sandbox worker on it.queue around b and the host's own
 // worker on hostQueue, as worker/service does.
-func (it *itest) sessionWorkers(b *sessiontest.Backend, hostQueue string) *activities.Activities {
+func (it *itest) sessionWorkers(b guard.Backend, hostQueue string) *activities.Activities {
 	it.t.Helper()
 	cfg := integrationConfig(b, it.sink, it.reviewers)
 	cfg.HostTaskQueue = hostQueue
