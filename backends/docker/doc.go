@@ -262,8 +262,13 @@
 //     running between cells and during later ones (their output lands in whichever cell is
 //     current; a thread can also reach a later sh cell's processes, as the same uid).
 //   - Files are found as a run's (regular files, no links followed, at most 8 folders deep, the
-//     cell's caps), and compared by SHA-256 of their bytes with what the supervisor saw after the
-//     previous cell (the input files, for the first): only new or changed files are reported.
+//     cell's caps), and compared with what the supervisor saw after the previous cell (the input
+//     files, for the first): only new or changed files are reported. A file whose size and times
+//     are what it saw is unchanged and not read again; one whose are not is read, within the
+//     cell's caps (its file cap, and its count and total caps in all), and reported when the
+//     SHA-256 of its bytes differs. A file that cannot be read within them (one over the file
+//     cap, a sparse file of a tebibyte that takes no room on the tmpfs) sets files_truncated and
+//     is never read, so a cell's end costs at most its caps.
 //   - The driver lives in the same process as the cells' code, so a cell can tamper with it
 //     (replace builtins, close or write on its pipes, steal the next cell's code from its pipe,
 //     report a false exit status, keep running after saying it ended, so that its later output

@@ -635,3 +635,42 @@ func TestDockerSessionCarryOver(t *testing.T) {
 		expect(t, "the cell after that", ts.must(guard.Python, "print('clean')"), 0, "clean\n")
 	})
 }
+
+// A cell that leaves a sparse file of a tebibyte in /work (no space used on the tmpfs) gets its
+// own true result at once, files_truncated set, and the session goes on: the supervisor never
+// reads a file past the cell's file cap to tell whether it changed, and never hashes again a file
+// whose size and times are what it saw after the previous cell. Without that the supervisor
+// spent the cell's end hashing zeros until the worker's deadline, which reported a cell that had
+// exited 0 as timed out and lost the session.
+func TestDockerSessionSparseFiles(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, func(r *guard.SessionRequest) {
+			r.Limits.Timeout = 5 * time.Second
+			r.Files = map[string][]byte{"in.txt": []byte("input\n")}
+		})
+		start := time.Now()
+		res := ts.must(guard.Python, "open('big', 'wb').truncate(1 << 40)\nopen('small', 'w').write('aaaa')\nprint('made')")
+		if res.ExitCode != 0 || res.TimedOut || string(res.Stdout) != "made\n" || !res.FilesTruncated {
+			t.Fatalf("sparse file: got exit %d timed_out %t stdout %q files_truncated %t after %s; want exit 0, made, files_truncated",
+				res.ExitCode, res.TimedOut, res.Stdout, res.FilesTruncated, time.Since(start))
+		}
+		if got := fileNames(res.Files); !slices.Equal(got, []string{"small=aaaa"}) {
+			t.Errorf("sparse file: got files %q; want small only", got)
+		}
+		// Nothing changed: nothing reported, nothing truncated.
+		res = ts.must(guard.Python, "print('next')")
+		expect(t, "the next cell", res, 0, "next\n")
+		if res.FilesTruncated {
+			t.Errorf("the next cell: files_truncated set; want clear (nothing changed)")
+		}
+		// The same size, other bytes, at once: reported. The same bytes written again: not.
+		expect(t, "rewrites small", ts.must(guard.Python, "open('small', 'w').write('bbbb')\nopen('in.txt', 'w').write('input\\n')"), 0, "", "small=bbbb")
+		// A thousand sparse files within the cap: the walk is bounded by the cell's total cap.
+		res = ts.must(guard.Python, "import os\nfor i in range(1000):\n    with open('s%d' % i, 'wb') as f:\n        f.truncate(200 << 10)\nprint('many')")
+		if res.ExitCode != 0 || res.TimedOut || string(res.Stdout) != "many\n" || !res.FilesTruncated {
+			t.Errorf("many sparse files: got exit %d timed_out %t stdout %q files_truncated %t", res.ExitCode, res.TimedOut, res.Stdout, res.FilesTruncated)
+		}
+		expect(t, "after many", ts.must(guard.Shell, "rm -f s* big; echo ok"), 0, "ok\n")
+	})
+}

@@ -1011,29 +1011,36 @@ def set_pipe_size(fd):
         pass
 
 
-def file_key(dir_fd, name, st, max_file):
-    """What says a file changed: the SHA-256 of a regular file's bytes (with the bytes when they
-    are within max_file), or the mode, inode and times of anything else."""
+# A file whose change time is within this of a walk's start may change again within the same
+# tick of the file system's clock without its size or times changing: its bytes are compared at
+# the next walk (see collect_changed).
+RACY_NS = 50_000_000
+
+
+def file_meta(st):
+    """What changes whenever a file's bytes do: its size and times (ctime, which the code cannot
+    set, moves on every write), with its mode and inode."""
+    return (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def file_digest(dir_fd, name, max_file):
+    """The SHA-256 of a regular file's bytes and the bytes, read up to max_file; None when it is no
+    longer a regular file or holds more than max_file bytes (it grew since its stat)."""
     import hashlib
 
-    if not stat.S_ISREG(st.st_mode):
-        return ("other", st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ("other", st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None
-        h, chunks, size = hashlib.sha256(), [], 0
-        while True:
-            b = os.read(fd, READ_CHUNK)
+            return None
+        data = b""
+        while len(data) <= max_file:
+            b = os.read(fd, min(READ_CHUNK, max_file + 1 - len(data)))
             if not b:
                 break
-            h.update(b)
-            size += len(b)
-            if chunks is not None and size <= max_file:
-                chunks.append(b)
-            else:
-                chunks = None
-        return ("file", h.digest()), (b"".join(chunks) if chunks is not None else None)
+            data += b
+        if len(data) > max_file:
+            return None
+        return hashlib.sha256(data).digest(), data
     finally:
         os.close(fd)
 
@@ -1042,9 +1049,22 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
     """Walks /work as collect does (no links followed, at most MAX_DEPTH folders deep) and sends a
     file frame for each regular file whose bytes differ from prev (name → key, as the last walk
     left it); anything else that is new or changed, and files over the limits, set truncated.
-    Returns (truncated, the keys of this walk)."""
+    Returns (truncated, the keys of this walk).
+
+    A key is (meta, digest): file_meta, and the SHA-256 of the bytes when they were read. A file
+    whose meta is what the last walk saw is unchanged, and is not read again; one whose meta
+    differs is read (within max_file, and within the cell's caps: at most max_files files and
+    max_total bytes read in all) and reported when its bytes differ. A file that cannot be read
+    within those caps (a sparse file of a tebibyte takes no space on the tmpfs) sets truncated and
+    is never read. The meta of a file read within RACY_NS of the walk's start is not kept, so that
+    a change within the same clock tick (an interpreter's thread, after the stat) is not missed at
+    the next walk: that file is read again."""
     seen = {}
     state = {"truncated": False, "total": 0, "count": 0}
+    began = time.time_ns()
+
+    def keep_meta(st):
+        return file_meta(st) if st.st_ctime_ns < began - RACY_NS and st.st_mtime_ns < began - RACY_NS else None
 
     def walk(dir_fd, prefix, depth):
         try:
@@ -1060,11 +1080,12 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
             except OSError:
                 state["truncated"] = True
                 continue
+            old_meta, old_digest = prev.get(rel, (None, None))
             if stat.S_ISDIR(st.st_mode):
                 if depth >= MAX_DEPTH:
-                    key = ("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                    key = (("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None)
                     seen[rel] = key
-                    if prev.get(rel) != key:
+                    if old_meta != key[0]:
                         state["truncated"] = True
                     continue
                 try:
@@ -1077,16 +1098,27 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
                 finally:
                     os.close(sub)
                 continue
+            if old_meta is not None and old_meta == file_meta(st):
+                seen[rel] = (old_meta, old_digest)
+                continue
+            if (not stat.S_ISREG(st.st_mode) or st.st_size > max_file or state["count"] >= max_files
+                    or state["total"] + st.st_size > max_total):
+                # Not read: it cannot be reported within the cell's caps. Its meta is kept even
+                # when racy: a change within the same tick would only set truncated again.
+                seen[rel] = (file_meta(st), None)
+                state["truncated"] = True
+                continue
             try:
-                key, data = file_key(dir_fd, name, st, max_file)
+                got = file_digest(dir_fd, name, max_file)
             except OSError:
+                got = None
+            if got is None:
+                seen[rel] = (None, None)
                 state["truncated"] = True
                 continue
-            seen[rel] = key
-            if prev.get(rel) == key:
-                continue
-            if key[0] != "file" or data is None:
-                state["truncated"] = True
+            digest, data = got
+            seen[rel] = (keep_meta(st), digest)
+            if old_digest == digest:
                 continue
             if state["count"] >= max_files or state["total"] + len(data) > max_total:
                 state["truncated"] = True
@@ -1183,7 +1215,7 @@ class Session:
         with AsUser():
             write_inputs(req.get("files") or [])
             # What the first cell's files are compared with: the input files.
-            _, self.seen = collect_changed({}, 0, 0, 0, send=False)
+            _, self.seen = collect_changed({}, MAX_REQUEST, MAX_REQUEST, MAX_REQUEST, send=False)
         # What the worker wrote and no one has read yet: the next cell frame, or the egress
         # tunnel's frames, which the Tunnel reads into the same buffer during a cell.
         self.inbuf = bytearray()
