@@ -31,7 +31,11 @@
 //     sandbox never needs: io_uring_* (which Docker 20.10's default profile lets through),
 //     unshare, setns, mount and the new mount API, ptrace, process_vm_readv/writev, kcmp,
 //     pidfd_getfd, keyctl, bpf, perf_event_open, userfaultfd, modules, clocks, swap, reboot,
-//     quotas, NUMA policy, personality. clone is allowed only without namespace flags; clone3
+//     quotas, NUMA policy, personality. prlimit64, setpriority, ioprio_set and sched_set* are
+//     allowed only aimed at a process (or group) other than 1, and never at every process of a
+//     uid: they check the uid alone, not ptrace's rules, so under runc (where PID 1, the
+//     supervisor, is the code's uid) and under gVisor they would let the code lower the
+//     supervisor's limits or starve it of CPU. clone is allowed only without namespace flags; clone3
 //     fails with ENOSYS, so glibc falls back to clone. Under runsc clone3 is allowed instead:
 //     Debian's gVisor (20221219) answers every seccomp errno with EPERM, and glibc falls back
 //     only on ENOSYS, so threads, os.system and subprocess would all fail; inside gVisor's

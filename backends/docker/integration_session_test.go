@@ -674,3 +674,59 @@ func TestDockerSessionSparseFiles(t *testing.T) {
 		expect(t, "after many", ts.must(guard.Shell, "rm -f s* big; echo ok"), 0, "ok\n")
 	})
 }
+
+// supervisorKnobs is a cell that tries every call that reaches another process of the same uid
+// without ptrace's checks (a non-dumpable PID 1 passes none of those): it lowers PID 1's
+// resource limits, its nice value (alone, as its process group, as every process of its uid),
+// its scheduling policy, its CPU affinity and its I/O priority, and prints what took.
+const supervisorKnobs = `import ctypes, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+took = []
+def attempt(name, f):
+    try:
+        f()
+        took.append(name)
+    except OSError:
+        pass
+attempt("prlimit nofile", lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (16, 16)))
+attempt("prlimit as", lambda: resource.prlimit(1, resource.RLIMIT_AS, (1 << 26, 1 << 26)))
+attempt("nice pid 1", lambda: os.setpriority(os.PRIO_PROCESS, 1, 19))
+attempt("nice pgrp 1", lambda: os.setpriority(os.PRIO_PGRP, 1, 19))
+attempt("nice user", lambda: os.setpriority(os.PRIO_USER, 0, 19))
+attempt("sched_idle", lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0)))
+attempt("sched_setparam", lambda: os.sched_setparam(1, os.sched_param(0)))
+attempt("affinity", lambda: os.sched_setaffinity(1, {min(os.sched_getaffinity(0))}))
+def ioprio(which, who):
+    if libc.syscall(251, which, who, (3 << 13) | 0) != 0:
+        raise OSError(ctypes.get_errno(), "ioprio_set")
+attempt("ioprio pid 1", lambda: ioprio(1, 1))
+attempt("ioprio user", lambda: ioprio(3, os.getuid()))
+# The code's own knobs still work: its own limits, nice value and affinity.
+resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+os.nice(1)
+os.setpriority(os.PRIO_PROCESS, 0, 2)
+os.setpriority(os.PRIO_PROCESS, os.getpid(), 3)
+os.sched_setaffinity(0, os.sched_getaffinity(0))
+print("took:", took)
+`
+
+// The supervisor's resource limits and scheduling are out of a cell's reach (under runc PID 1 is
+// the code's uid, and prlimit, setpriority, sched_set* and ioprio_set check the uid alone): with
+// them a cell could starve the supervisor of CPU for every later cell, so that it no longer
+// ended cells at their timeout, or leave it too few descriptors to start the next cell.
+func TestDockerSessionSupervisorKnobs(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		before := ts.must(guard.Shell, "cat /proc/1/limits; cut -d' ' -f19 /proc/1/stat")
+		res := ts.must(guard.Python, supervisorKnobs)
+		expect(t, "the knobs", res, 0, "took: []\n")
+		after := ts.must(guard.Shell, "cat /proc/1/limits; cut -d' ' -f19 /proc/1/stat")
+		if string(before.Stdout) != string(after.Stdout) {
+			t.Errorf("PID 1's limits or nice value changed:\nbefore %s\nafter %s", before.Stdout, after.Stdout)
+		}
+		// An sh cell tries the same with the image's tools.
+		expect(t, "renice", ts.must(guard.Shell, "renice -n 19 -p 1 >/dev/null 2>&1 && echo reniced; renice -n 19 -u $(id -u) >/dev/null 2>&1 && echo reniced-user; echo done"), 0, "done\n")
+		expect(t, "next cell", ts.must(guard.Python, "print('next')"), 0, "next\n")
+	})
+}
