@@ -730,3 +730,42 @@ func TestDockerSessionSupervisorKnobs(t *testing.T) {
 		expect(t, "next cell", ts.must(guard.Python, "print('next')"), 0, "next\n")
 	})
 }
+
+// The one signal the session's supervisor handles is SIGCHLD (its wake-up); under runc PID 1 is
+// the code's uid, so an interpreter's thread can send it without end, between cells and during
+// them (the supervisor then writes a warning on its stderr for each once its wake-up pipe is
+// full, which the worker keeps within its diagnostics cap). Later cells still run at once and
+// end at their timeout.
+func TestDockerSessionSignalFlood(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "the flood", ts.must(guard.Python, `import os, signal, threading
+def flood():
+    while True:
+        try:
+            os.kill(1, signal.SIGCHLD)
+        except OSError:
+            pass
+for _ in range(4):
+    threading.Thread(target=flood, daemon=True).start()
+print("flooding")`), 0, "flooding\n")
+		time.Sleep(2 * time.Second)
+		for i := range 3 {
+			start := time.Now()
+			expect(t, "a cell during the flood", ts.must(guard.Python, "print('next')"), 0, "next\n")
+			expect(t, "an sh cell during the flood", ts.must(guard.Shell, "echo sh"), 0, "sh\n")
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("round %d: two cells took %s", i, d)
+			}
+		}
+		res, err := ts.cell(guard.Python, "import time\ntime.sleep(30)", func(l *guard.Limits) { l.Timeout = 2 * time.Second })
+		if err != nil || !res.TimedOut {
+			t.Fatalf("a cell past its timeout during the flood: got %+v, %v; want timed out", res, err)
+		}
+		res = ts.must(guard.Python, "print('after')")
+		if string(res.Stdout) != "after\n" || !res.StateReset {
+			t.Errorf("after the timeout: got stdout %q state_reset %t; want a fresh interpreter", res.Stdout, res.StateReset)
+		}
+	})
+}
