@@ -264,7 +264,10 @@
 //     is /work, /tmp and /dev/shm, and the interpreter with everything in it: its globals, its
 //     modules (print replaced in builtins stays replaced), open files, and threads, which keep
 //     running between cells and during later ones (their output lands in whichever cell is
-//     current; a thread can also reach a later sh cell's processes, as the same uid).
+//     current, and what they write between cells is dropped; a process they start between cells
+//     lives until the next cell starts, which kills it before its code runs; a file they change
+//     between cells is reported with the next cell's files; a thread can also reach a later sh
+//     cell's processes, as the same uid).
 //   - Files are found as a run's (regular files, no links followed, at most 8 folders deep, the
 //     cell's caps), and compared with what the supervisor saw after the previous cell (the input
 //     files, for the first): only new or changed files are reported. A file whose size and times

@@ -769,3 +769,24 @@ print("flooding")`), 0, "flooding\n")
 		}
 	})
 }
+
+// What an interpreter's thread does between cells (the docs say so): the process it starts then
+// lives until the next cell starts, which kills it before its code runs, and the file it writes
+// then is reported with the next cell's files, not lost and not the earlier cell's.
+func TestDockerSessionBetweenCells(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "a thread for later", ts.must(guard.Python, `import subprocess, threading, time
+def later():
+    time.sleep(0.5)
+    open("late.txt", "w").write("late")
+    subprocess.Popen(["sleep", "1000"])
+threading.Thread(target=later).start()
+print("started")`), 0, "started\n")
+		time.Sleep(2 * time.Second)
+		res := ts.must(guard.Python, liveOthers)
+		expect(t, "the next cell", res, 0, "others: []\n", "late.txt=late")
+		expect(t, "the cell after", ts.must(guard.Python, "print('x')"), 0, "x\n")
+	})
+}
