@@ -270,12 +270,14 @@
 //     cell's processes, as the same uid).
 //   - Files are found as a run's (regular files, no links followed, at most 8 folders deep, the
 //     cell's caps), and compared with what the supervisor saw after the previous cell (the input
-//     files, for the first): only new or changed files are reported. A file whose size and times
-//     are what it saw is unchanged and not read again; one whose are not is read, within the
-//     cell's caps (its file cap, and its count and total caps in all), and reported when the
-//     SHA-256 of its bytes differs. A file that cannot be read within them (one over the file
-//     cap, a sparse file of a tebibyte that takes no room on the tmpfs) sets files_truncated and
-//     is never read, so a cell's end costs at most its caps.
+//     files, for the first): only new or changed files are reported. Every regular file within
+//     the cell's file cap is read and compared by the SHA-256 of its bytes (a write through a
+//     shared mapping changes neither its size nor its times), as long as the walk has read less
+//     than /work's tmpfs holds; past that (only sparse files get there) a file whose size and
+//     times are what the supervisor saw counts as unchanged. A file over the file cap (a sparse
+//     file of a tebibyte takes no room on the tmpfs) is never read, and sets files_truncated when
+//     its size or times changed. So a cell's end reads at most the tmpfs's size plus one file
+//     cap, whatever the cell left.
 //   - The driver lives in the same process as the cells' code, so a cell can tamper with it
 //     (replace builtins, close or write on its pipes, steal the next cell's code from its pipe,
 //     report a false exit status, keep running after saying it ended, so that its later output

@@ -638,10 +638,10 @@ func TestDockerSessionCarryOver(t *testing.T) {
 
 // A cell that leaves a sparse file of a tebibyte in /work (no space used on the tmpfs) gets its
 // own true result at once, files_truncated set, and the session goes on: the supervisor never
-// reads a file past the cell's file cap to tell whether it changed, and never hashes again a file
-// whose size and times are what it saw after the previous cell. Without that the supervisor
-// spent the cell's end hashing zeros until the worker's deadline, which reported a cell that had
-// exited 0 as timed out and lost the session.
+// reads a file past the cell's file cap to tell whether it changed, nor more in all than /work's
+// tmpfs holds (a thousand sparse files within the cap). Without that the supervisor spent the
+// cell's end hashing zeros until the worker's deadline, which reported a cell that had exited 0
+// as timed out and lost the session.
 func TestDockerSessionSparseFiles(t *testing.T) {
 	eachRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
@@ -788,5 +788,22 @@ print("started")`), 0, "started\n")
 		res := ts.must(guard.Python, liveOthers)
 		expect(t, "the next cell", res, 0, "others: []\n", "late.txt=late")
 		expect(t, "the cell after", ts.must(guard.Python, "print('x')"), 0, "x\n")
+	})
+}
+
+// A file a cell changes through a shared mapping an earlier cell left open (numpy.memmap does
+// this) is reported: writes through a mapping of a tmpfs file change neither its size nor its
+// times, so files within the caps are compared by their bytes, every cell.
+func TestDockerSessionMappedFile(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "maps", ts.must(guard.Python, "import mmap\nf = open('m.bin', 'w+b')\nf.write(b'aaaa')\nf.flush()\nm = mmap.mmap(f.fileno(), 4)"), 0, "", "m.bin=aaaa")
+		time.Sleep(200 * time.Millisecond)
+		expect(t, "writes through the mapping", ts.must(guard.Python, "m[0:4] = b'bbbb'\nm.flush()"), 0, "", "m.bin=bbbb")
+		time.Sleep(200 * time.Millisecond)
+		// The page is mapped writable by now: this write faults no more, and so sets no time.
+		expect(t, "writes through the mapping again", ts.must(guard.Python, "m[0:4] = b'cccc'\nm.flush()"), 0, "", "m.bin=cccc")
+		expect(t, "nothing more", ts.must(guard.Python, "pass"), 0, "")
 	})
 }

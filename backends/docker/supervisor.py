@@ -1012,7 +1012,7 @@ def set_pipe_size(fd):
 
 
 # A file whose change time is within this of a walk's start may change again within the same
-# tick of the file system's clock without its size or times changing: its bytes are compared at
+# tick of the file system's clock without its size or times changing: its meta is not trusted at
 # the next walk (see collect_changed).
 RACY_NS = 50_000_000
 
@@ -1045,22 +1045,34 @@ def file_digest(dir_fd, name, max_file):
         os.close(fd)
 
 
+def work_bytes():
+    """The size of /work's tmpfs: what its files can hold in bytes that take room (a sparse file's
+    holes take none)."""
+    try:
+        st = os.statvfs(WORK)
+        if st.f_blocks > 0:
+            return st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    return 64 << 20
+
+
 def collect_changed(prev, max_files, max_file, max_total, send=True):
     """Walks /work as collect does (no links followed, at most MAX_DEPTH folders deep) and sends a
     file frame for each regular file whose bytes differ from prev (name → key, as the last walk
     left it); anything else that is new or changed, and files over the limits, set truncated.
     Returns (truncated, the keys of this walk).
 
-    A key is (meta, digest): file_meta, and the SHA-256 of the bytes when they were read. A file
-    whose meta is what the last walk saw is unchanged, and is not read again; one whose meta
-    differs is read (within max_file, and within the cell's caps: at most max_files files and
-    max_total bytes read in all) and reported when its bytes differ. A file that cannot be read
-    within those caps (a sparse file of a tebibyte takes no space on the tmpfs) sets truncated and
-    is never read. The meta of a file read within RACY_NS of the walk's start is not kept, so that
-    a change within the same clock tick (an interpreter's thread, after the stat) is not missed at
-    the next walk: that file is read again."""
+    A key is (meta, digest): file_meta (or None), and the SHA-256 of the bytes when they were
+    read. Every regular file within max_file is read and compared by its bytes (a write through a
+    shared mapping changes neither size nor times), as long as the walk has read less than /work's
+    tmpfs holds: only sparse files get past that, and past it a file counts as unchanged when its
+    meta is what the last walk saw (one whose times were within RACY_NS of that walk's start
+    never does). A file over max_file (a sparse file of a tebibyte takes no room on the tmpfs) is
+    never read: when its meta changed it sets truncated. So a walk reads at most max_file more
+    than the tmpfs holds, whatever the cell left."""
     seen = {}
-    state = {"truncated": False, "total": 0, "count": 0}
+    state = {"truncated": False, "total": 0, "count": 0, "budget": work_bytes()}
     began = time.time_ns()
 
     def keep_meta(st):
@@ -1098,20 +1110,27 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
                 finally:
                     os.close(sub)
                 continue
-            if old_meta is not None and old_meta == file_meta(st):
-                seen[rel] = (old_meta, old_digest)
-                continue
-            if (not stat.S_ISREG(st.st_mode) or st.st_size > max_file or state["count"] >= max_files
-                    or state["total"] + st.st_size > max_total):
+            meta = file_meta(st)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > max_file:
                 # Not read: it cannot be reported within the cell's caps. Its meta is kept even
                 # when racy: a change within the same tick would only set truncated again.
-                seen[rel] = (file_meta(st), None)
-                state["truncated"] = True
+                seen[rel] = (meta, None)
+                if old_meta != meta:
+                    state["truncated"] = True
+                continue
+            if state["budget"] < st.st_size:
+                # Past what the tmpfs holds: sparse files. Unchanged when its meta says so.
+                if old_meta is not None and old_meta == meta:
+                    seen[rel] = (old_meta, old_digest)
+                else:
+                    seen[rel] = (keep_meta(st), None)
+                    state["truncated"] = True
                 continue
             try:
                 got = file_digest(dir_fd, name, max_file)
             except OSError:
                 got = None
+            state["budget"] -= st.st_size
             if got is None:
                 seen[rel] = (None, None)
                 state["truncated"] = True
