@@ -281,7 +281,9 @@
 //   - The driver lives in the same process as the cells' code, so a cell can tamper with it
 //     (replace builtins, close or write on its pipes, steal the next cell's code from its pipe,
 //     report a false exit status, keep running after saying it ended, so that its later output
-//     lands in the next cell's). That hurts only that
+//     lands in the next cell's, or exec another program in the interpreter's process, which the
+//     supervisor then keeps as the interpreter: state_reset says only that the supervisor started
+//     a fresh one). That hurts only that
 //     session's own later cells, which every later reviewer sees: the supervisor trusts nothing
 //     of the driver but the exit status it reports, reads the output itself, and ends the cell at
 //     its timeout or the interpreter's death whatever the driver says. It cannot reach the
