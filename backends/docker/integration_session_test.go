@@ -807,3 +807,47 @@ func TestDockerSessionMappedFile(t *testing.T) {
 		expect(t, "nothing more", ts.must(guard.Python, "pass"), 0, "")
 	})
 }
+
+// A thread that floods stdout and stderr without end, between cells and during them: every later
+// cell still ends at once (its driver's report), everything within its caps (the flood's bytes
+// count as the cell's and may fill its cap), and an sh cell's output is its own (the
+// interpreter's pipes are not its).
+func TestDockerSessionOutputFlood(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		within := func(what string, res guard.Result) {
+			t.Helper()
+			if res.ExitCode != 0 || res.TimedOut || int64(len(res.Stdout)) > ts.cs.Limits.MaxStdoutBytes || int64(len(res.Stderr)) > ts.cs.Limits.MaxStderrBytes {
+				t.Errorf("%s: got exit %d timed_out %t, %d bytes of stdout, %d of stderr; want exit 0 within the caps", what, res.ExitCode, res.TimedOut, len(res.Stdout), len(res.Stderr))
+			}
+		}
+		res := ts.must(guard.Python, `import os, threading
+def flood(fd):
+    chunk = b"f" * 65536
+    while True:
+        try:
+            os.write(fd, chunk)
+        except OSError:
+            pass
+for fd in (1, 2):
+    threading.Thread(target=flood, args=(fd,), daemon=True).start()
+`)
+		within("the flood", res)
+		time.Sleep(2 * time.Second)
+		for i := range 3 {
+			start := time.Now()
+			res := ts.must(guard.Python, "print('mine')")
+			within("a cell during the flood", res)
+			// The thread's bytes land in the cell (the docs say so): its own line, unless the
+			// flood filled its stdout cap first, which the result then says.
+			if !strings.Contains(string(res.Stdout), "mine\n") && !res.StdoutTruncated {
+				t.Errorf("round %d: the cell's own output is missing and stdout is not flagged cut (%d bytes)", i, len(res.Stdout))
+			}
+			expect(t, "an sh cell during the flood", ts.must(guard.Shell, "echo sh"), 0, "sh\n")
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("round %d: two cells took %s", i, d)
+			}
+		}
+	})
+}
