@@ -128,6 +128,13 @@ func TestSeccompProfile(t *testing.T) {
 			t.Errorf("%s: denied with EPERM %t, allowed %t; want denied only", n, eperm[n], allowed[n])
 		}
 	}
+	// Calls that reach another process of the uid without ptrace's checks are allowed only with
+	// arguments that spare PID 1, the supervisor (see TestDockerSessionSupervisorKnobs).
+	for _, n := range []string{"prlimit64", "setpriority", "ioprio_set", "sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler"} {
+		if allowed[n] || seen[n] != 1 {
+			t.Errorf("%s: allowed without arguments %t, listed %d times; want one rule with arguments", n, allowed[n], seen[n])
+		}
+	}
 	for _, n := range []string{"read", "write", "openat", "execve", "wait4", "pipe2", "mmap", "socket", "getrandom", "memfd_create"} {
 		if !allowed[n] {
 			t.Errorf("%s: not allowed; python and sh need it", n)

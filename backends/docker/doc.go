@@ -31,7 +31,11 @@
 //     sandbox never needs: io_uring_* (which Docker 20.10's default profile lets through),
 //     unshare, setns, mount and the new mount API, ptrace, process_vm_readv/writev, kcmp,
 //     pidfd_getfd, keyctl, bpf, perf_event_open, userfaultfd, modules, clocks, swap, reboot,
-//     quotas, NUMA policy, personality. clone is allowed only without namespace flags; clone3
+//     quotas, NUMA policy, personality. prlimit64, setpriority, ioprio_set and sched_set* are
+//     allowed only aimed at a process (or group) other than 1, and never at every process of a
+//     uid: they check the uid alone, not ptrace's rules, so under runc (where PID 1, the
+//     supervisor, is the code's uid) and under gVisor they would let the code lower the
+//     supervisor's limits or starve it of CPU. clone is allowed only without namespace flags; clone3
 //     fails with ENOSYS, so glibc falls back to clone. Under runsc clone3 is allowed instead:
 //     Debian's gVisor (20221219) answers every seccomp errno with EPERM, and glibc falls back
 //     only on ENOSYS, so threads, os.system and subprocess would all fail; inside gVisor's
@@ -260,14 +264,26 @@
 //     is /work, /tmp and /dev/shm, and the interpreter with everything in it: its globals, its
 //     modules (print replaced in builtins stays replaced), open files, and threads, which keep
 //     running between cells and during later ones (their output lands in whichever cell is
-//     current; a thread can also reach a later sh cell's processes, as the same uid).
+//     current, and what they write between cells is dropped; a process they start between cells
+//     lives until the next cell starts, which kills it before its code runs; a file they change
+//     between cells is reported with the next cell's files; a thread can also reach a later sh
+//     cell's processes, as the same uid).
 //   - Files are found as a run's (regular files, no links followed, at most 8 folders deep, the
-//     cell's caps), and compared by SHA-256 of their bytes with what the supervisor saw after the
-//     previous cell (the input files, for the first): only new or changed files are reported.
+//     cell's caps), and compared with what the supervisor saw after the previous cell (the input
+//     files, for the first): only new or changed files are reported. Every regular file within
+//     the cell's file cap is read and compared by the SHA-256 of its bytes (a write through a
+//     shared mapping changes neither its size nor its times), as long as the walk has read less
+//     than /work's tmpfs holds; past that (only sparse files get there) a file whose size and
+//     times are what the supervisor saw counts as unchanged. A file over the file cap (a sparse
+//     file of a tebibyte takes no room on the tmpfs) is never read, and sets files_truncated when
+//     its size or times changed. So a cell's end reads at most the tmpfs's size plus one file
+//     cap, whatever the cell left.
 //   - The driver lives in the same process as the cells' code, so a cell can tamper with it
 //     (replace builtins, close or write on its pipes, steal the next cell's code from its pipe,
 //     report a false exit status, keep running after saying it ended, so that its later output
-//     lands in the next cell's). That hurts only that
+//     lands in the next cell's, or exec another program in the interpreter's process, which the
+//     supervisor then keeps as the interpreter: state_reset says only that the supervisor started
+//     a fresh one). That hurts only that
 //     session's own later cells, which every later reviewer sees: the supervisor trusts nothing
 //     of the driver but the exit status it reports, reads the output itself, and ends the cell at
 //     its timeout or the interpreter's death whatever the driver says. It cannot reach the

@@ -635,3 +635,219 @@ func TestDockerSessionCarryOver(t *testing.T) {
 		expect(t, "the cell after that", ts.must(guard.Python, "print('clean')"), 0, "clean\n")
 	})
 }
+
+// A cell that leaves a sparse file of a tebibyte in /work (no space used on the tmpfs) gets its
+// own true result at once, files_truncated set, and the session goes on: the supervisor never
+// reads a file past the cell's file cap to tell whether it changed, nor more in all than /work's
+// tmpfs holds (a thousand sparse files within the cap). Without that the supervisor spent the
+// cell's end hashing zeros until the worker's deadline, which reported a cell that had exited 0
+// as timed out and lost the session.
+func TestDockerSessionSparseFiles(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, func(r *guard.SessionRequest) {
+			r.Limits.Timeout = 5 * time.Second
+			r.Files = map[string][]byte{"in.txt": []byte("input\n")}
+		})
+		start := time.Now()
+		res := ts.must(guard.Python, "open('big', 'wb').truncate(1 << 40)\nopen('small', 'w').write('aaaa')\nprint('made')")
+		if res.ExitCode != 0 || res.TimedOut || string(res.Stdout) != "made\n" || !res.FilesTruncated {
+			t.Fatalf("sparse file: got exit %d timed_out %t stdout %q files_truncated %t after %s; want exit 0, made, files_truncated",
+				res.ExitCode, res.TimedOut, res.Stdout, res.FilesTruncated, time.Since(start))
+		}
+		if got := fileNames(res.Files); !slices.Equal(got, []string{"small=aaaa"}) {
+			t.Errorf("sparse file: got files %q; want small only", got)
+		}
+		// Nothing changed: nothing reported, nothing truncated.
+		res = ts.must(guard.Python, "print('next')")
+		expect(t, "the next cell", res, 0, "next\n")
+		if res.FilesTruncated {
+			t.Errorf("the next cell: files_truncated set; want clear (nothing changed)")
+		}
+		// The same size, other bytes, at once: reported. The same bytes written again: not.
+		expect(t, "rewrites small", ts.must(guard.Python, "open('small', 'w').write('bbbb')\nopen('in.txt', 'w').write('input\\n')"), 0, "", "small=bbbb")
+		// A thousand sparse files within the cap: the walk is bounded by the cell's total cap.
+		res = ts.must(guard.Python, "import os\nfor i in range(1000):\n    with open('s%d' % i, 'wb') as f:\n        f.truncate(200 << 10)\nprint('many')")
+		if res.ExitCode != 0 || res.TimedOut || string(res.Stdout) != "many\n" || !res.FilesTruncated {
+			t.Errorf("many sparse files: got exit %d timed_out %t stdout %q files_truncated %t", res.ExitCode, res.TimedOut, res.Stdout, res.FilesTruncated)
+		}
+		expect(t, "after many", ts.must(guard.Shell, "rm -f s* big; echo ok"), 0, "ok\n")
+	})
+}
+
+// supervisorKnobs is a cell that tries every call that reaches another process of the same uid
+// without ptrace's checks (a non-dumpable PID 1 passes none of those): it lowers PID 1's
+// resource limits, its nice value (alone, as its process group, as every process of its uid),
+// its scheduling policy, its CPU affinity and its I/O priority, and prints what took.
+const supervisorKnobs = `import ctypes, os, resource
+libc = ctypes.CDLL(None, use_errno=True)
+took = []
+def attempt(name, f):
+    try:
+        f()
+        took.append(name)
+    except OSError:
+        pass
+attempt("prlimit nofile", lambda: resource.prlimit(1, resource.RLIMIT_NOFILE, (16, 16)))
+attempt("prlimit as", lambda: resource.prlimit(1, resource.RLIMIT_AS, (1 << 26, 1 << 26)))
+attempt("nice pid 1", lambda: os.setpriority(os.PRIO_PROCESS, 1, 19))
+attempt("nice pgrp 1", lambda: os.setpriority(os.PRIO_PGRP, 1, 19))
+attempt("nice user", lambda: os.setpriority(os.PRIO_USER, 0, 19))
+attempt("sched_idle", lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0)))
+attempt("sched_setparam", lambda: os.sched_setparam(1, os.sched_param(0)))
+attempt("affinity", lambda: os.sched_setaffinity(1, {min(os.sched_getaffinity(0))}))
+def ioprio(which, who):
+    if libc.syscall(251, which, who, (3 << 13) | 0) != 0:
+        raise OSError(ctypes.get_errno(), "ioprio_set")
+attempt("ioprio pid 1", lambda: ioprio(1, 1))
+attempt("ioprio user", lambda: ioprio(3, os.getuid()))
+# The code's own knobs still work: its own limits, nice value and affinity.
+resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+os.nice(1)
+os.setpriority(os.PRIO_PROCESS, 0, 2)
+os.setpriority(os.PRIO_PROCESS, os.getpid(), 3)
+os.sched_setaffinity(0, os.sched_getaffinity(0))
+print("took:", took)
+`
+
+// The supervisor's resource limits and scheduling are out of a cell's reach (under runc PID 1 is
+// the code's uid, and prlimit, setpriority, sched_set* and ioprio_set check the uid alone): with
+// them a cell could starve the supervisor of CPU for every later cell, so that it no longer
+// ended cells at their timeout, or leave it too few descriptors to start the next cell.
+func TestDockerSessionSupervisorKnobs(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		before := ts.must(guard.Shell, "cat /proc/1/limits; cut -d' ' -f19 /proc/1/stat")
+		res := ts.must(guard.Python, supervisorKnobs)
+		expect(t, "the knobs", res, 0, "took: []\n")
+		after := ts.must(guard.Shell, "cat /proc/1/limits; cut -d' ' -f19 /proc/1/stat")
+		if string(before.Stdout) != string(after.Stdout) {
+			t.Errorf("PID 1's limits or nice value changed:\nbefore %s\nafter %s", before.Stdout, after.Stdout)
+		}
+		// An sh cell tries the same with the image's tools.
+		expect(t, "renice", ts.must(guard.Shell, "renice -n 19 -p 1 >/dev/null 2>&1 && echo reniced; renice -n 19 -u $(id -u) >/dev/null 2>&1 && echo reniced-user; echo done"), 0, "done\n")
+		expect(t, "next cell", ts.must(guard.Python, "print('next')"), 0, "next\n")
+	})
+}
+
+// The one signal the session's supervisor handles is SIGCHLD (its wake-up); under runc PID 1 is
+// the code's uid, so an interpreter's thread can send it without end, between cells and during
+// them (the supervisor then writes a warning on its stderr for each once its wake-up pipe is
+// full, which the worker keeps within its diagnostics cap). Later cells still run at once and
+// end at their timeout.
+func TestDockerSessionSignalFlood(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "the flood", ts.must(guard.Python, `import os, signal, threading
+def flood():
+    while True:
+        try:
+            os.kill(1, signal.SIGCHLD)
+        except OSError:
+            pass
+for _ in range(4):
+    threading.Thread(target=flood, daemon=True).start()
+print("flooding")`), 0, "flooding\n")
+		time.Sleep(2 * time.Second)
+		for i := range 3 {
+			start := time.Now()
+			expect(t, "a cell during the flood", ts.must(guard.Python, "print('next')"), 0, "next\n")
+			expect(t, "an sh cell during the flood", ts.must(guard.Shell, "echo sh"), 0, "sh\n")
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("round %d: two cells took %s", i, d)
+			}
+		}
+		res, err := ts.cell(guard.Python, "import time\ntime.sleep(30)", func(l *guard.Limits) { l.Timeout = 2 * time.Second })
+		if err != nil || !res.TimedOut {
+			t.Fatalf("a cell past its timeout during the flood: got %+v, %v; want timed out", res, err)
+		}
+		res = ts.must(guard.Python, "print('after')")
+		if string(res.Stdout) != "after\n" || !res.StateReset {
+			t.Errorf("after the timeout: got stdout %q state_reset %t; want a fresh interpreter", res.Stdout, res.StateReset)
+		}
+	})
+}
+
+// What an interpreter's thread does between cells (the docs say so): the process it starts then
+// lives until the next cell starts, which kills it before its code runs, and the file it writes
+// then is reported with the next cell's files, not lost and not the earlier cell's.
+func TestDockerSessionBetweenCells(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "a thread for later", ts.must(guard.Python, `import subprocess, threading, time
+def later():
+    time.sleep(0.5)
+    open("late.txt", "w").write("late")
+    subprocess.Popen(["sleep", "1000"])
+threading.Thread(target=later).start()
+print("started")`), 0, "started\n")
+		time.Sleep(2 * time.Second)
+		res := ts.must(guard.Python, liveOthers)
+		expect(t, "the next cell", res, 0, "others: []\n", "late.txt=late")
+		expect(t, "the cell after", ts.must(guard.Python, "print('x')"), 0, "x\n")
+	})
+}
+
+// A file a cell changes through a shared mapping an earlier cell left open (numpy.memmap does
+// this) is reported: writes through a mapping of a tmpfs file change neither its size nor its
+// times, so files within the caps are compared by their bytes, every cell.
+func TestDockerSessionMappedFile(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		expect(t, "maps", ts.must(guard.Python, "import mmap\nf = open('m.bin', 'w+b')\nf.write(b'aaaa')\nf.flush()\nm = mmap.mmap(f.fileno(), 4)"), 0, "", "m.bin=aaaa")
+		time.Sleep(200 * time.Millisecond)
+		expect(t, "writes through the mapping", ts.must(guard.Python, "m[0:4] = b'bbbb'\nm.flush()"), 0, "", "m.bin=bbbb")
+		time.Sleep(200 * time.Millisecond)
+		// The page is mapped writable by now: this write faults no more, and so sets no time.
+		expect(t, "writes through the mapping again", ts.must(guard.Python, "m[0:4] = b'cccc'\nm.flush()"), 0, "", "m.bin=cccc")
+		expect(t, "nothing more", ts.must(guard.Python, "pass"), 0, "")
+	})
+}
+
+// A thread that floods stdout and stderr without end, between cells and during them: every later
+// cell still ends at once (its driver's report), everything within its caps (the flood's bytes
+// count as the cell's and may fill its cap), and an sh cell's output is its own (the
+// interpreter's pipes are not its).
+func TestDockerSessionOutputFlood(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, nil)
+		within := func(what string, res guard.Result) {
+			t.Helper()
+			if res.ExitCode != 0 || res.TimedOut || int64(len(res.Stdout)) > ts.cs.Limits.MaxStdoutBytes || int64(len(res.Stderr)) > ts.cs.Limits.MaxStderrBytes {
+				t.Errorf("%s: got exit %d timed_out %t, %d bytes of stdout, %d of stderr; want exit 0 within the caps", what, res.ExitCode, res.TimedOut, len(res.Stdout), len(res.Stderr))
+			}
+		}
+		res := ts.must(guard.Python, `import os, threading
+def flood(fd):
+    chunk = b"f" * 65536
+    while True:
+        try:
+            os.write(fd, chunk)
+        except OSError:
+            pass
+for fd in (1, 2):
+    threading.Thread(target=flood, args=(fd,), daemon=True).start()
+`)
+		within("the flood", res)
+		time.Sleep(2 * time.Second)
+		for i := range 3 {
+			start := time.Now()
+			res := ts.must(guard.Python, "print('mine')")
+			within("a cell during the flood", res)
+			// The thread's bytes land in the cell (the docs say so): its own line, unless the
+			// flood filled its stdout cap first, which the result then says.
+			if !strings.Contains(string(res.Stdout), "mine\n") && !res.StdoutTruncated {
+				t.Errorf("round %d: the cell's own output is missing and stdout is not flagged cut (%d bytes)", i, len(res.Stdout))
+			}
+			expect(t, "an sh cell during the flood", ts.must(guard.Shell, "echo sh"), 0, "sh\n")
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("round %d: two cells took %s", i, d)
+			}
+		}
+	})
+}

@@ -1011,40 +1011,72 @@ def set_pipe_size(fd):
         pass
 
 
-def file_key(dir_fd, name, st, max_file):
-    """What says a file changed: the SHA-256 of a regular file's bytes (with the bytes when they
-    are within max_file), or the mode, inode and times of anything else."""
+# A file whose change time is within this of a walk's start may change again within the same
+# tick of the file system's clock without its size or times changing: its meta is not trusted at
+# the next walk (see collect_changed).
+RACY_NS = 50_000_000
+
+
+def file_meta(st):
+    """What changes whenever a file's bytes do: its size and times (ctime, which the code cannot
+    set, moves on every write), with its mode and inode."""
+    return (st.st_mode, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def file_digest(dir_fd, name, max_file):
+    """The SHA-256 of a regular file's bytes and the bytes, read up to max_file; None when it is no
+    longer a regular file or holds more than max_file bytes (it grew since its stat)."""
     import hashlib
 
-    if not stat.S_ISREG(st.st_mode):
-        return ("other", st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return ("other", st.st_mode, st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None
-        h, chunks, size = hashlib.sha256(), [], 0
-        while True:
-            b = os.read(fd, READ_CHUNK)
+            return None
+        data = b""
+        while len(data) <= max_file:
+            b = os.read(fd, min(READ_CHUNK, max_file + 1 - len(data)))
             if not b:
                 break
-            h.update(b)
-            size += len(b)
-            if chunks is not None and size <= max_file:
-                chunks.append(b)
-            else:
-                chunks = None
-        return ("file", h.digest()), (b"".join(chunks) if chunks is not None else None)
+            data += b
+        if len(data) > max_file:
+            return None
+        return hashlib.sha256(data).digest(), data
     finally:
         os.close(fd)
+
+
+def work_bytes():
+    """The size of /work's tmpfs: what its files can hold in bytes that take room (a sparse file's
+    holes take none)."""
+    try:
+        st = os.statvfs(WORK)
+        if st.f_blocks > 0:
+            return st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    return 64 << 20
 
 
 def collect_changed(prev, max_files, max_file, max_total, send=True):
     """Walks /work as collect does (no links followed, at most MAX_DEPTH folders deep) and sends a
     file frame for each regular file whose bytes differ from prev (name → key, as the last walk
     left it); anything else that is new or changed, and files over the limits, set truncated.
-    Returns (truncated, the keys of this walk)."""
+    Returns (truncated, the keys of this walk).
+
+    A key is (meta, digest): file_meta (or None), and the SHA-256 of the bytes when they were
+    read. Every regular file within max_file is read and compared by its bytes (a write through a
+    shared mapping changes neither size nor times), as long as the walk has read less than /work's
+    tmpfs holds: only sparse files get past that, and past it a file counts as unchanged when its
+    meta is what the last walk saw (one whose times were within RACY_NS of that walk's start
+    never does). A file over max_file (a sparse file of a tebibyte takes no room on the tmpfs) is
+    never read: when its meta changed it sets truncated. So a walk reads at most max_file more
+    than the tmpfs holds, whatever the cell left."""
     seen = {}
-    state = {"truncated": False, "total": 0, "count": 0}
+    state = {"truncated": False, "total": 0, "count": 0, "budget": work_bytes()}
+    began = time.time_ns()
+
+    def keep_meta(st):
+        return file_meta(st) if st.st_ctime_ns < began - RACY_NS and st.st_mtime_ns < began - RACY_NS else None
 
     def walk(dir_fd, prefix, depth):
         try:
@@ -1060,11 +1092,12 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
             except OSError:
                 state["truncated"] = True
                 continue
+            old_meta, old_digest = prev.get(rel, (None, None))
             if stat.S_ISDIR(st.st_mode):
                 if depth >= MAX_DEPTH:
-                    key = ("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+                    key = (("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None)
                     seen[rel] = key
-                    if prev.get(rel) != key:
+                    if old_meta != key[0]:
                         state["truncated"] = True
                     continue
                 try:
@@ -1077,16 +1110,34 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
                 finally:
                     os.close(sub)
                 continue
+            meta = file_meta(st)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > max_file:
+                # Not read: it cannot be reported within the cell's caps. Its meta is kept even
+                # when racy: a change within the same tick would only set truncated again.
+                seen[rel] = (meta, None)
+                if old_meta != meta:
+                    state["truncated"] = True
+                continue
+            if state["budget"] < st.st_size:
+                # Past what the tmpfs holds: sparse files. Unchanged when its meta says so.
+                if old_meta is not None and old_meta == meta:
+                    seen[rel] = (old_meta, old_digest)
+                else:
+                    seen[rel] = (keep_meta(st), None)
+                    state["truncated"] = True
+                continue
             try:
-                key, data = file_key(dir_fd, name, st, max_file)
+                got = file_digest(dir_fd, name, max_file)
             except OSError:
+                got = None
+            state["budget"] -= st.st_size
+            if got is None:
+                seen[rel] = (None, None)
                 state["truncated"] = True
                 continue
-            seen[rel] = key
-            if prev.get(rel) == key:
-                continue
-            if key[0] != "file" or data is None:
-                state["truncated"] = True
+            digest, data = got
+            seen[rel] = (keep_meta(st), digest)
+            if old_digest == digest:
                 continue
             if state["count"] >= max_files or state["total"] + len(data) > max_total:
                 state["truncated"] = True
@@ -1183,7 +1234,7 @@ class Session:
         with AsUser():
             write_inputs(req.get("files") or [])
             # What the first cell's files are compared with: the input files.
-            _, self.seen = collect_changed({}, 0, 0, 0, send=False)
+            _, self.seen = collect_changed({}, MAX_REQUEST, MAX_REQUEST, MAX_REQUEST, send=False)
         # What the worker wrote and no one has read yet: the next cell frame, or the egress
         # tunnel's frames, which the Tunnel reads into the same buffer during a cell.
         self.inbuf = bytearray()

@@ -52,7 +52,9 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 	ss := &session{b: b, s: s, base: base, d: d, env: environment(d, c), files: map[string]fileMark{}, done: make(chan struct{})}
 	for _, f := range s.Files {
 		if st, err := os.Lstat(filepath.Join(d.work, f.Name)); err == nil {
-			ss.files[f.Name] = fileMark{size: st.Size(), modified: st.ModTime(), sum: sha256.Sum256(f.Content), read: true}
+			m := markOf(st, time.Now())
+			m.sum, m.read = sha256.Sum256(f.Content), true
+			ss.files[f.Name] = m
 		}
 	}
 	if ss.interp, err = ss.startInterpreter(); err != nil {
@@ -86,8 +88,34 @@ type session struct {
 type fileMark struct {
 	size     int64
 	modified time.Time
-	sum      [32]byte
-	read     bool
+	// changed is the change time and inode the inode number: the code can set a file's
+	// modification time back (os.utime), never its change time.
+	changed time.Time
+	inode   uint64
+	// racy is set when the change time was within racyWindow of the walk that took the mark: a
+	// write in the same tick of the file system's clock would leave every field as it is, so the
+	// next walk reads the file again.
+	racy bool
+	sum  [32]byte
+	read bool
+}
+
+// racyWindow is how close to a walk a file's change time makes its mark racy.
+const racyWindow = 50 * time.Millisecond
+
+// markOf is the mark of a file from its stat, taken by a walk that started at began.
+func markOf(info fs.FileInfo, began time.Time) fileMark {
+	m := fileMark{size: info.Size(), modified: info.ModTime(), racy: true}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		m.changed, m.inode = time.Unix(st.Ctim.Unix()), st.Ino
+		m.racy = !m.changed.Before(began.Add(-racyWindow)) || !m.modified.Before(began.Add(-racyWindow))
+	}
+	return m
+}
+
+// same says whether a file's mark shows no change since the walk that took prev.
+func (prev fileMark) same(m fileMark) bool {
+	return !prev.racy && prev.size == m.size && prev.modified.Equal(m.modified) && prev.changed.Equal(m.changed) && prev.inode == m.inode
 }
 
 // ID names the session's folder.
@@ -305,8 +333,8 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 
 // collect returns the regular files of the working folder that are new or changed since the last
 // cell, within the limits, reading through an os.Root (nothing outside the folder is opened). A
-// file whose size and modification time are as the last cell left them is not read again; one
-// that was read is compared by its bytes. Anything else (links, files over a limit) that is new
+// file whose size, modification and change times and inode are as the last cell left them (and
+// were not racy, see fileMark) is not read again; one that was read is compared by its bytes. Anything else (links, files over a limit) that is new
 // or changed sets truncated.
 func (ss *session) collect(l guard.Limits) ([]guard.File, bool) {
 	root, err := os.OpenRoot(ss.d.work)
@@ -320,6 +348,7 @@ func (ss *session) collect(l guard.Limits) ([]guard.File, bool) {
 		total     int64
 	)
 	seen := map[string]bool{}
+	began := time.Now()
 	_ = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			truncated = true
@@ -335,10 +364,10 @@ func (ss *session) collect(l guard.Limits) ([]guard.File, bool) {
 		}
 		seen[rel] = true
 		prev, had := ss.files[rel]
-		if had && prev.size == info.Size() && prev.modified.Equal(info.ModTime()) {
+		mark := markOf(info, began)
+		if had && prev.same(mark) {
 			return nil
 		}
-		mark := fileMark{size: info.Size(), modified: info.ModTime()}
 		ss.files[rel] = mark
 		if !d.Type().IsRegular() || guard.CheckFileName(rel) != nil || len(files) >= l.MaxFiles {
 			truncated = true

@@ -268,3 +268,24 @@ func TestSessionBackgroundProcessDiesAtClose(t *testing.T) {
 	}
 	assertEmpty(t, tmp)
 }
+
+// A cell that rewrites a file with bytes of the same size and sets its modification time back
+// (os.utime) still has the change in its files: the change time, which no call of the code sets,
+// is compared too. Without it the change was hidden from the cell's result and every later one.
+func TestSessionFileChangeWithTimeSetBack(t *testing.T) {
+	b, _ := newBackend(t)
+	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.txt": []byte("aaaa")}})
+	time.Sleep(100 * time.Millisecond) // past the input file's clock tick
+	r := cell(t, sb, s, 1, guard.Python, "import os\nst = os.stat('in.txt')\nopen('in.txt', 'w').write('bbbb')\nos.utime('in.txt', ns=(st.st_atime_ns, st.st_mtime_ns))\n")
+	if got := fileNames(r); got != "in.txt=bbbb" {
+		t.Fatalf("cell 1: files %q; want in.txt=bbbb", got)
+	}
+	time.Sleep(100 * time.Millisecond)
+	r = cell(t, sb, s, 2, guard.Python, "import os\nst = os.stat('in.txt')\nopen('in.txt', 'w').write('cccc')\nos.utime('in.txt', ns=(st.st_atime_ns, st.st_mtime_ns))\n")
+	if got := fileNames(r); got != "in.txt=cccc" {
+		t.Fatalf("cell 2: files %q; want in.txt=cccc", got)
+	}
+	if r := cell(t, sb, s, 3, guard.Python, "pass\n"); fileNames(r) != "" {
+		t.Fatalf("cell 3: files %q; want none", fileNames(r))
+	}
+}
