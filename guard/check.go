@@ -40,15 +40,7 @@ func (p Policy) Check(req Request, backend string) (Checked, error) {
 		CaptureContent: req.CaptureContent,
 		Metadata:       req.Metadata,
 	}
-	for _, name := range sortedKeys(req.Files) {
-		c.Files = append(c.Files, InputFile{Name: name, Content: req.Files[name]})
-	}
-	for _, name := range sortedKeys(req.Env) {
-		c.Env = append(c.Env, EnvVar{Name: name, Value: req.Env[name]})
-		if p.IsSensitiveEnv(name) {
-			c.SensitiveEnv = append(c.SensitiveEnv, name)
-		}
-	}
+	c.Files, c.Env, c.SensitiveEnv = p.sortedInputs(req.Files, req.Env)
 	limits, err := p.effectiveLimits(req.Limits)
 	if err != nil {
 		return Checked{}, err
@@ -59,6 +51,26 @@ func (p Policy) Check(req Request, backend string) (Checked, error) {
 	}
 	c.Digest = Digest(&c)
 	return c, nil
+}
+
+// sortedInputs returns a request's input files and env sorted by name, and the env names the
+// policy marks sensitive (a run's and a session's alike).
+func (p Policy) sortedInputs(files map[string][]byte, env map[string]string) ([]InputFile, []EnvVar, []string) {
+	var (
+		fs        []InputFile
+		es        []EnvVar
+		sensitive []string
+	)
+	for _, name := range sortedKeys(files) {
+		fs = append(fs, InputFile{Name: name, Content: files[name]})
+	}
+	for _, name := range sortedKeys(env) {
+		es = append(es, EnvVar{Name: name, Value: env[name]})
+		if p.IsSensitiveEnv(name) {
+			sensitive = append(sensitive, name)
+		}
+	}
+	return fs, es, sensitive
 }
 
 // Recheck applies the policy again to a request that was checked earlier (perhaps by another

@@ -172,15 +172,7 @@ func (p Policy) CheckSession(req SessionRequest, backend string) (CheckedSession
 		IdleTimeout:    cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
 		MaxCells:       cmp.Or(req.MaxCells, p.MaxSessionCells),
 	}
-	for _, name := range sortedKeys(req.Files) {
-		s.Files = append(s.Files, InputFile{Name: name, Content: req.Files[name]})
-	}
-	for _, name := range sortedKeys(req.Env) {
-		s.Env = append(s.Env, EnvVar{Name: name, Value: req.Env[name]})
-		if p.IsSensitiveEnv(name) {
-			s.SensitiveEnv = append(s.SensitiveEnv, name)
-		}
-	}
+	s.Files, s.Env, s.SensitiveEnv = p.sortedInputs(req.Files, req.Env)
 	limits, err := p.effectiveLimits(req.Limits)
 	if err != nil {
 		return CheckedSession{}, err
