@@ -139,9 +139,24 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 	if err := checkPayloadSize(c.dc, "the request", requestBytes(req), in); err != nil {
 		return Started{}, err
 	}
-	if !opts.SkipWorkerCheck {
+	run, err := c.startWorkflow(ctx, id, contract.WorkflowName, in, opts.SkipWorkerCheck)
+	if err != nil {
+		return Started{}, err
+	}
+	started := Started{WorkflowID: run.GetID(), RunID: run.GetRunID()}
+	if opts.OnStarted != nil {
+		opts.OnStarted(started)
+	}
+	return c.awaitCheck(ctx, started)
+}
+
+// startWorkflow starts workflow type typ with in under id on the client's task queue, once a
+// worker polls it (unless skipWorkerCheck): an id used before, by an open or a closed workflow,
+// is refused with a ConfigError.
+func (c *Client) startWorkflow(ctx context.Context, id, typ string, in any, skipWorkerCheck bool) (tclient.WorkflowRun, error) {
+	if !skipWorkerCheck {
 		if err := c.checkWorkers(ctx); err != nil {
-			return Started{}, err
+			return nil, err
 		}
 	}
 	run, err := c.tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{
@@ -150,19 +165,15 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, contract.WorkflowName, in)
+	}, typ, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
-			return Started{}, &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used by a run (open or closed); choose another id or leave it empty", id)}
+			return nil, &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used (open or closed); choose another id or leave it empty", id)}
 		}
-		return Started{}, fmt.Errorf("client: start %s: %w", id, err)
+		return nil, fmt.Errorf("client: start %s %s: %w", typ, id, err)
 	}
-	started := Started{WorkflowID: run.GetID(), RunID: run.GetRunID()}
-	if opts.OnStarted != nil {
-		opts.OnStarted(started)
-	}
-	return c.awaitCheck(ctx, started)
+	return run, nil
 }
 
 // checkWorkers returns a *NoWorkerError when no worker polls the workflow task queue within

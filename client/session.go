@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -61,24 +59,9 @@ func (c *Client) OpenSession(ctx context.Context, req guard.SessionRequest, opts
 	if err := checkSessionRequest(c, in); err != nil {
 		return SessionStarted{}, err
 	}
-	if !opts.SkipWorkerCheck {
-		if err := c.checkWorkers(ctx); err != nil {
-			return SessionStarted{}, err
-		}
-	}
-	run, err := c.tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{
-		ID:                                       id,
-		TaskQueue:                                c.taskQueue,
-		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, contract.SessionWorkflowName, in)
+	run, err := c.startWorkflow(ctx, id, contract.SessionWorkflowName, in, opts.SkipWorkerCheck)
 	if err != nil {
-		var started *serviceerror.WorkflowExecutionAlreadyStarted
-		if errors.As(err, &started) {
-			return SessionStarted{}, &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used (open or closed); choose another id or leave it empty", id)}
-		}
-		return SessionStarted{}, fmt.Errorf("client: open session %s: %w", id, err)
+		return SessionStarted{}, err
 	}
 	started := SessionStarted{WorkflowID: run.GetID(), RunID: run.GetRunID()}
 	if opts.OnStarted != nil {
