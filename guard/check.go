@@ -81,16 +81,7 @@ func (p Policy) Recheck(c Checked) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if !slices.IsSortedFunc(c.Files, func(a, b InputFile) int { return strings.Compare(a.Name, b.Name) }) ||
-		!slices.IsSortedFunc(c.Env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) }) {
-		return toolUsagef("files and env must be sorted by name")
-	}
-	for i := 1; i < len(c.Env); i++ {
-		if c.Env[i].Name == c.Env[i-1].Name {
-			return toolUsagef("env name %q is given twice", c.Env[i].Name)
-		}
-	}
-	if err := p.checkLimits(c.Limits); err != nil {
+	if err := p.checkRecorded(c.Files, c.Env, c.Limits); err != nil {
 		return err
 	}
 	if err := p.checkContent(&c); err != nil {
@@ -100,6 +91,21 @@ func (p Policy) Recheck(c Checked) error {
 		return configf("digest mismatch: the request encodes to %s but carries %s", got, c.Digest)
 	}
 	return nil
+}
+
+// checkRecorded checks what a checked run or session recorded, again: files and env sorted by
+// name with no env name twice, and limits within the policy.
+func (p Policy) checkRecorded(files []InputFile, env []EnvVar, limits Limits) error {
+	if !slices.IsSortedFunc(files, func(a, b InputFile) int { return strings.Compare(a.Name, b.Name) }) ||
+		!slices.IsSortedFunc(env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) }) {
+		return toolUsagef("files and env must be sorted by name")
+	}
+	for i := 1; i < len(env); i++ {
+		if env[i].Name == env[i-1].Name {
+			return toolUsagef("env name %q is given twice", env[i].Name)
+		}
+	}
+	return p.checkLimits(limits)
 }
 
 func (p Policy) checkContent(c *Checked) error {

@@ -192,17 +192,10 @@ func (p Policy) RecheckSession(s CheckedSession) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	if !slices.IsSorted(s.Languages) ||
-		!slices.IsSortedFunc(s.Files, func(a, b InputFile) int { return strings.Compare(a.Name, b.Name) }) ||
-		!slices.IsSortedFunc(s.Env, func(a, b EnvVar) int { return strings.Compare(a.Name, b.Name) }) {
-		return toolUsagef("languages, files and env must be sorted")
+	if !slices.IsSorted(s.Languages) {
+		return toolUsagef("languages must be sorted")
 	}
-	for i := 1; i < len(s.Env); i++ {
-		if s.Env[i].Name == s.Env[i-1].Name {
-			return toolUsagef("env name %q is given twice", s.Env[i].Name)
-		}
-	}
-	if err := p.checkLimits(s.Limits); err != nil {
+	if err := p.checkRecorded(s.Files, s.Env, s.Limits); err != nil {
 		return err
 	}
 	if err := p.checkSession(&s); err != nil {
