@@ -343,8 +343,10 @@
 // Under Debian's runsc (20221219) GNU ls and stat fail with "Invalid argument": that gVisor
 // refuses statx with AT_NO_AUTOMOUNT, and no seccomp rule can make glibc fall back (gVisor
 // returns EPERM for every seccomp errno). Busybox ls and Python's os.stat work. A current gVisor
-// runs them: the tests run every suite under runc, Debian's runsc and gVisor's go branch of
-// 2026-05-27 (registered as runsc-current; any runtime named runsc-NAME is run as gVisor).
+// runs them: the tests run every run suite, and the sessions' supervisor, hostile-cell, state and
+// isolation suites, under runc, Debian's runsc and gVisor's go branch of 2026-05-27 (registered as
+// runsc-current; any runtime named runsc-NAME is run as gVisor); the sessions' timeout, flood,
+// file, egress and reaper suites under runc and Debian's runsc.
 //
 // Uids are distinct per backend; two workers sharing a Docker host should be given ranges that
 // do not overlap.

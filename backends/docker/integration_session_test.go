@@ -256,7 +256,7 @@ sys.exit(9)`)
 }
 
 func TestDockerSessionTimeout(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "set up", ts.must(guard.Python, "x = 5\nopen('keep.txt', 'w').write('k')"), 0, "", "keep.txt=k")
@@ -339,7 +339,7 @@ print(any("sleep 77" in c for c in cmds), os.getuid())`)
 }
 
 func TestDockerSessionCloseAndLost(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "cell", ts.must(guard.Python, "print(1)"), 0, "1\n")
@@ -398,7 +398,7 @@ func TestDockerSessionCloseAndLost(t *testing.T) {
 }
 
 func TestDockerSessionReap(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		var mu sync.Mutex
 		ended := map[string]bool{}
 		var asked []string
@@ -508,7 +508,7 @@ print("survived", opened)`},
 // interpreter; under runsc the host's memory limit may end gVisor's whole sandbox instead, and
 // the session is lost.
 func TestDockerSessionMemoryKill(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "state", ts.must(guard.Python, "x = 1\nopen('kept.txt', 'w').write('k')"), 0, "", "kept.txt=k")
@@ -540,7 +540,7 @@ func TestDockerSessionMemoryKill(t *testing.T) {
 // Egress in a session: the supervisor listens for the session's whole life and each cell's
 // connections go through a proxy of that cell's, whose audit is the cell's Result.Egress.
 func TestDockerSessionEgress(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		up := newUpstream(t, nil)
 		h := up.port()
 		b := newTestBackend(t, rt, func(c *Config) {
@@ -592,7 +592,7 @@ func TestDockerSessionEgress(t *testing.T) {
 // tells the driver's pipe it ended while it goes on running hurts only the next cell (which
 // carries its late output) while the supervisor keeps every report apart.
 func TestDockerSessionCarryOver(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "a thread that prints between cells", ts.must(guard.Python, "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.3), print('between', flush=True))).start()"), 0, "")
@@ -643,7 +643,7 @@ func TestDockerSessionCarryOver(t *testing.T) {
 // cell's end hashing zeros until the worker's deadline, which reported a cell that had exited 0
 // as timed out and lost the session.
 func TestDockerSessionSparseFiles(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, func(r *guard.SessionRequest) {
 			r.Limits.Timeout = 5 * time.Second
@@ -737,7 +737,7 @@ func TestDockerSessionSupervisorKnobs(t *testing.T) {
 // full, which the worker keeps within its diagnostics cap). Later cells still run at once and
 // end at their timeout.
 func TestDockerSessionSignalFlood(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "the flood", ts.must(guard.Python, `import os, signal, threading
@@ -774,7 +774,7 @@ print("flooding")`), 0, "flooding\n")
 // lives until the next cell starts, which kills it before its code runs, and the file it writes
 // then is reported with the next cell's files, not lost and not the earlier cell's.
 func TestDockerSessionBetweenCells(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "a thread for later", ts.must(guard.Python, `import subprocess, threading, time
@@ -795,7 +795,7 @@ print("started")`), 0, "started\n")
 // this) is reported: writes through a mapping of a tmpfs file change neither its size nor its
 // times, so files within the caps are compared by their bytes, every cell.
 func TestDockerSessionMappedFile(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		expect(t, "maps", ts.must(guard.Python, "import mmap\nf = open('m.bin', 'w+b')\nf.write(b'aaaa')\nf.flush()\nm = mmap.mmap(f.fileno(), 4)"), 0, "", "m.bin=aaaa")
@@ -813,7 +813,7 @@ func TestDockerSessionMappedFile(t *testing.T) {
 // count as the cell's and may fill its cap), and an sh cell's output is its own (the
 // interpreter's pipes are not its).
 func TestDockerSessionOutputFlood(t *testing.T) {
-	eachRuntime(t, func(t *testing.T, rt string) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		b := newTestBackend(t, rt, nil)
 		ts := openSession(t, b, nil)
 		within := func(what string, res guard.Result) {

@@ -167,6 +167,22 @@ func eachRuntime(t *testing.T, f func(t *testing.T, rt string)) {
 	}
 }
 
+// eachSessionRuntime runs f under runc and Debian's runsc: the session suites that test how
+// cells behave (timeouts, floods, files, egress, the reaper) rather than what the code can reach,
+// which eachRuntime also runs under runsc-current, keep the cold make test within its time.
+func eachSessionRuntime(t *testing.T, f func(t *testing.T, rt string)) {
+	t.Helper()
+	needDocker(t)
+	for _, rt := range []string{"runc", RuntimeRunsc} {
+		t.Run(rt, func(t *testing.T) {
+			if !slices.Contains(dockerInfo.Runtimes, rt) {
+				unavailable(t, "the docker daemon has no runtime "+rt+"; run scripts/setup-docker.sh")
+			}
+			f(t, rt)
+		})
+	}
+}
+
 // newTestBackend returns a cold backend on the real daemon for runtime rt, closed (removals
 // waited for) when the test or benchmark ends.
 func newTestBackend(t testing.TB, rt string, mod func(*Config)) *Backend {
