@@ -23,7 +23,6 @@ import (
 // cell that could put its status past the budget, with a ToolUsageError; the status still
 // answers with every cell, under the limit, and the session closes with every cell in its result.
 func TestIntegrationSessionHugeOutputsStatusStillAnswers(t *testing.T) {
-	t.Parallel() // with its escaped twin: each spends its time on 2 MB status queries
 	hugeOutputs(t, strings.Repeat("o", 64_000), strings.Repeat("e", 64_000))
 }
 
@@ -31,7 +30,6 @@ func TestIntegrationSessionHugeOutputsStatusStillAnswers(t *testing.T) {
 // cells put the status at 2.3 MB past the budget's reckoning until the guard cut such output to
 // the caps' encoded bound (flagged truncated).
 func TestIntegrationSessionEscapedOutputsStatusStillAnswers(t *testing.T) {
-	t.Parallel()
 	hugeOutputs(t, strings.Repeat("<", 64_000), strings.Repeat("\x01", 64_000))
 }
 
