@@ -21,6 +21,9 @@ type CapBuffer struct {
 	max   int64
 	buf   []byte
 	total int64
+	// tee, when set, gets every kept byte as it is kept (see Tee).
+	tee    OutputFunc
+	stream Stream
 }
 
 // NewCapBuffer returns a CapBuffer that keeps up to max bytes.
@@ -42,6 +45,9 @@ func (c *CapBuffer) Write(p []byte) (int, error) {
 			p = p[:room]
 		}
 		c.buf = append(c.buf, p...)
+		if c.tee != nil && len(p) > 0 {
+			c.tee(c.stream, p)
+		}
 	}
 	return n, nil
 }

@@ -773,7 +773,7 @@ func TestReportParsesFramesSplitAnywhere(t *testing.T) {
 		"exit_code": 3, "stdout": []byte("out"), "stderr": []byte("err"), "files_truncated": true,
 		"files": []map[string][]byte{{"name": []byte("a.txt"), "content": []byte("A")}},
 	})
-	rep := newReport(l)
+	rep := newReport(l, nil)
 	for i := range stream {
 		if _, err := rep.Write(stream[i : i+1]); err != nil {
 			t.Fatalf("byte %d: %v", i, err)

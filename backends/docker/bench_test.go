@@ -166,7 +166,7 @@ func dockerRunCLI(b *testing.B, backend *Backend, c guard.Checked, namePrefix st
 		start := time.Now()
 		err := cmd.Run()
 		d := time.Since(start)
-		rep := newReport(c.Limits)
+		rep := newReport(c.Limits, nil)
 		_, perr := rep.Write(out.Bytes())
 		if err != nil || perr != nil || string(rep.stdout.Bytes()) != "1\n" {
 			b.Fatalf("docker run: %v, %v: %s %s", err, perr, out.Bytes(), errOut.Bytes())

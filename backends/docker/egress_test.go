@@ -58,7 +58,7 @@ func TestEgressProxyConfigRefusals(t *testing.T) {
 }
 
 func TestReportTunnelFramesNeedEgress(t *testing.T) {
-	r := newReport(testChecked("x").Limits)
+	r := newReport(testChecked("x").Limits, nil)
 	if _, err := r.Write(encodeFrame(frameTunnelOpen, 1, nil)); err == nil {
 		t.Errorf("a tunnel frame in a run without egress was accepted")
 	}

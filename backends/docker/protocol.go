@@ -246,12 +246,14 @@ type report struct {
 	configErr bool
 }
 
-func newReport(l guard.Limits) *report {
+// newReport returns the report of one run or cell; its streams pass what they keep to out (see
+// guard.OutputFunc), when out is not nil.
+func newReport(l guard.Limits, out guard.OutputFunc) *report {
 	return &report{
 		limits:  l,
 		max:     maxResultBytes(l),
-		stdout:  guard.NewCapBuffer(l.MaxStdoutBytes),
-		stderr:  guard.NewCapBuffer(l.MaxStderrBytes),
+		stdout:  guard.NewCapBuffer(l.MaxStdoutBytes).Tee(out, guard.StreamStdout),
+		stderr:  guard.NewCapBuffer(l.MaxStderrBytes).Tee(out, guard.StreamStderr),
 		endSeen: make(chan struct{}),
 	}
 }

@@ -45,7 +45,7 @@ const (
 // removeNow says whether the container must be removed before returning (it may still run);
 // otherwise it has exited and its removal can happen off the critical path.
 func (b *Backend) execute(ctx context.Context, sb *sandbox, c guard.Checked, request []byte, warm *warmSandbox) (guard.Result, bool, error) {
-	r := &run{b: b, sb: sb, c: c, request: request, rep: newReport(c.Limits), diag: guard.NewCapBuffer(diagBytes)}
+	r := &run{b: b, sb: sb, c: c, request: request, rep: newReport(c.Limits, guard.OutputOf(ctx)), diag: guard.NewCapBuffer(diagBytes)}
 	if warm != nil {
 		if err := r.takeWarm(warm); err != nil {
 			warm.att.Close()

@@ -167,7 +167,7 @@ func (s *Session) open(ctx context.Context) error {
 		return fail("docker: attach session container", err)
 	}
 	s.att = att
-	rep := newReport(s.s.Limits)
+	rep := newReport(s.s.Limits, nil) // the opening prints nothing anyone asked for
 	rep.session, rep.opening = true, true
 	s.cur = rep
 	go func() {
@@ -322,7 +322,7 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		return guard.Result{}, err
 	}
 	b := s.b
-	rep := newReport(l)
+	rep := newReport(l, guard.OutputOf(ctx))
 	rep.session = true
 	if len(s.c.Egress) > 0 {
 		// A proxy for this cell: its report is the cell's egress, its caps the cell's.

@@ -224,7 +224,9 @@ var errNotSent = errors.New("the start request did not reach envd")
 // or the end of the stream. timeout goes to envd as Connect-Timeout-Ms: envd kills the process
 // when it passes. The returned error wraps errNotSent when the code cannot have started.
 func (e envd) start(ctx context.Context, pc processConfig, timeout time.Duration, l guard.Limits) (procResult, error) {
-	res := procResult{stdout: capped{max: l.MaxStdoutBytes}, stderr: capped{max: l.MaxStderrBytes}}
+	out := guard.OutputOf(ctx)
+	res := procResult{stdout: capped{max: l.MaxStdoutBytes, out: out, stream: guard.StreamStdout},
+		stderr: capped{max: l.MaxStderrBytes, out: out, stream: guard.StreamStderr}}
 	end, err := e.stream(ctx, pc, timeout, false, res.event)
 	res.streamErr = end
 	return res, err
@@ -331,6 +333,9 @@ type capped struct {
 	max       int64
 	buf       []byte
 	truncated bool
+	// out, when set, gets each kept chunk as it is kept (guard.OutputFunc).
+	out    guard.OutputFunc
+	stream guard.Stream
 }
 
 func (c *capped) write(p []byte) {
@@ -340,4 +345,7 @@ func (c *capped) write(p []byte) {
 		p = p[:max(room, 0)]
 	}
 	c.buf = append(c.buf, p...)
+	if c.out != nil && len(p) > 0 {
+		c.out(c.stream, p)
+	}
 }

@@ -315,8 +315,8 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 // timeout is a result) or ctx (an IntegrationError whose outcome is unknown); nothing of its
 // process group outlives it.
 func (b *Backend) runProcess(ctx context.Context, cmd *exec.Cmd, l guard.Limits) (guard.Result, error) {
-	stdout := guard.NewCapBuffer(l.MaxStdoutBytes)
-	stderr := guard.NewCapBuffer(l.MaxStderrBytes)
+	stdout := guard.NewCapBuffer(l.MaxStdoutBytes).Tee(guard.OutputOf(ctx), guard.StreamStdout)
+	stderr := guard.NewCapBuffer(l.MaxStderrBytes).Tee(guard.OutputOf(ctx), guard.StreamStderr)
 	drained, closeWriters, closeReaders, err := attach(cmd, stdout, stderr)
 	if err != nil {
 		return guard.Result{}, &guard.IntegrationError{Op: "local: make pipes", Err: err}

@@ -284,7 +284,9 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 		ss.doneOnce.Do(func() { close(ss.done) })
 		return guard.Result{}, ss.lost()
 	}
-	stdout, stderr := guard.NewCapBuffer(limits.MaxStdoutBytes), guard.NewCapBuffer(limits.MaxStderrBytes)
+	out := guard.OutputOf(ctx)
+	stdout := guard.NewCapBuffer(limits.MaxStdoutBytes).Tee(out, guard.StreamStdout)
+	stderr := guard.NewCapBuffer(limits.MaxStderrBytes).Tee(out, guard.StreamStderr)
 	nonce := celldriver.NewNonce()
 	outCut := ip.stdout.Begin(nonce, stdout)
 	errCut := ip.stderr.Begin(nonce, stderr)
