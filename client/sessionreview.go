@@ -35,6 +35,12 @@ type CellView struct {
 	Warning              string                 `json:"warning,omitempty"`
 	ConfusableNames      []guard.ConfusableName `json:"confusable_names,omitempty"`
 	NamesWarning         string                 `json:"names_warning,omitempty"`
+	// WrittenStartup and WrittenNames are about the files the cell created or changed in /work,
+	// which outlives it: a file a later cell's interpreter may run without that cell calling it
+	// (guard.StartupWarnings), and names in those files that read as others. Cell 1 can write a
+	// module from bytes the reviewer never reads as code, and cell 2 import it.
+	WrittenStartup []guard.StartupWarning `json:"written_startup,omitempty"`
+	WrittenNames   []guard.ConfusableName `json:"written_confusable_names,omitempty"`
 }
 
 // ReviewSession returns what a reviewer reads about sessionID, with what opts adds. It refuses a
@@ -90,8 +96,24 @@ func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts Revie
 		v.Warning = SuspiciousWarning(v.SuspiciousCharacters)
 		v.NamesWarning = ConfusableWarning(v.ConfusableNames)
 		st.Cells[i].SuspiciousCharacters = v.SuspiciousCharacters
+		v.WrittenStartup, v.WrittenNames = writtenWarnings(cell.Result)
 		r.Views = append(r.Views, v)
 	}
 	r.SessionStatus = st
 	return r, nil
+}
+
+// writtenWarnings returns the start-up warnings and confusable names of the files a cell's result
+// carries: what it left in /work for later cells.
+func writtenWarnings(res *guard.Result) ([]guard.StartupWarning, []guard.ConfusableName) {
+	if res == nil {
+		return nil, nil
+	}
+	var names []string
+	var written []guard.InputFile
+	for _, f := range res.Files {
+		names = append(names, f.Name)
+		written = append(written, guard.InputFile{Name: f.Name, Content: f.Content})
+	}
+	return guard.StartupWarnings(names), guard.InputConfusableNames(written)
 }

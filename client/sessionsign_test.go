@@ -231,3 +231,28 @@ func TestCellOutcome(t *testing.T) {
 		t.Error("a waiting cell has an outcome")
 	}
 }
+
+// A cell that leaves a module shadowing the standard library, or a start-up hook, in /work is
+// named to the next cell's reviewer; files with nothing to say about them are not.
+func TestWrittenWarningsNameWhatACellLeftBehind(t *testing.T) {
+	if s, n := writtenWarnings(nil); s != nil || n != nil {
+		t.Fatalf("writtenWarnings(nil) = %v, %v", s, n)
+	}
+	res := &guard.Result{Files: []guard.File{
+		{Name: "json.py", Content: []byte("def loads(s):\n    return eval(s)\n")},
+		{Name: "usercustomize.py", Content: []byte("import os\n")},
+		{Name: "helper.py", Content: []byte("p\u0430ssword = 1\n")},
+		{Name: "data.csv", Content: []byte("a,b\n")},
+	}}
+	startup, names := writtenWarnings(res)
+	got := map[string]bool{}
+	for _, w := range startup {
+		got[w.File] = true
+	}
+	if !got["json.py"] || !got["usercustomize.py"] || got["data.csv"] || got["helper.py"] {
+		t.Errorf("start-up warnings %v; want json.py and usercustomize.py only", startup)
+	}
+	if len(names) != 1 || names[0].File != "helper.py" {
+		t.Errorf("confusable names %v; want the Cyrillic a in helper.py", names)
+	}
+}

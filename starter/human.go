@@ -111,9 +111,15 @@ func terminalColumns(w io.Writer) int {
 // printInputFiles writes each input file, in name order: text numbered like the code, escaped
 // the same way; anything else (not UTF-8, or holding NUL) as its size only.
 func printInputFiles(w io.Writer, files map[string][]byte, cols int) error {
+	return printFiles(w, "input file ", files, cols)
+}
+
+// printFiles writes each file's contents, numbered and escaped like the code, under a title of
+// prefix and its name; a binary file as its size.
+func printFiles(w io.Writer, prefix string, files map[string][]byte, cols int) error {
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		b := files[name]
-		title := "input file " + terminal(name)
+		title := prefix + terminal(name)
 		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
 			if _, err := fmt.Fprintf(w, "\n%s: binary, %s (--json gives it as base64)\n", title, human.Bytes(int64(len(b)))); err != nil {
 				return err

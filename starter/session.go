@@ -55,7 +55,7 @@ func (c *command) parseSession(stderr io.Writer, args []string) error {
 		}
 		return nil
 	case sessionShow:
-		fs.BoolVar(&c.inputFiles, "input-files", false, "also show the input files' contents (they can be modules the cells import)")
+		fs.BoolVar(&c.inputFiles, "input-files", false, "also show the input files' contents and those of the files earlier cells wrote (a later cell can import or run them)")
 		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
 	case sessionClose:
 		fs.StringVar(&c.reason, "reason", "", "why (recorded)")

@@ -246,3 +246,39 @@ func TestPendingShowsSessions(t *testing.T) {
 		t.Errorf("runs only: %v\n%s", err, b.String())
 	}
 }
+
+// What cell 1 left in /work is shown to the reviewer of every later cell: warnings always, its
+// contents (escaped) with --input-files, and a hint without.
+func TestSessionShowShowsWhatEarlierCellsWrote(t *testing.T) {
+	r := hostileSession()
+	r.Cells[0].Result.Files = []guard.File{
+		{Name: "json.py", Size: 30, Content: []byte("def loads(s):\n    return eval(s) # \x1b[2J\n")},
+		{Name: "blob.bin", Size: 3, Content: []byte{0, 1, 2}},
+	}
+	r.Views[0].WrittenStartup = guard.StartupWarnings([]string{"json.py", "blob.bin"})
+	r.Views[0].WrittenNames = []guard.ConfusableName{{File: "json.py", Line: 2, Column: 5, Name: "x", Reason: "reads as y"}}
+	for _, contents := range []bool{false, true} {
+		r.InputFiles = nil
+		if contents {
+			r.InputFiles = map[string][]byte{}
+		}
+		var b bytes.Buffer
+		if err := printSessionReview(&b, r, time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		if strings.ContainsRune(out, 0x1b) || strings.ContainsRune(out, 0) {
+			t.Fatalf("a control byte reaches the terminal:\n%s", out)
+		}
+		for _, want := range []string{"WARNING: cell 1 wrote json.py", "WARNING: cell 1 wrote json.py, line 2 column 5: x reads as y"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("contents %t: session show lacks %q:\n%s", contents, want, out)
+			}
+		}
+		shown := strings.Contains(out, `2 |     return eval(s) # \x1b[2J`) && strings.Contains(out, "file cell 1 wrote: blob.bin: binary, 3 B")
+		hint := strings.Contains(out, "cell 1's files: --input-files shows their contents")
+		if shown != contents || hint == contents {
+			t.Errorf("contents %t: the file's contents shown %t, the hint shown %t:\n%s", contents, shown, hint, out)
+		}
+	}
+}

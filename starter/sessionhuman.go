@@ -36,8 +36,40 @@ func printSessionReview(w io.Writer, r client.SessionReview, now time.Time) erro
 		if err := printCell(w, c, v, c.Cell == r.Waiting, now, cols); err != nil {
 			return err
 		}
+		if err := printWrittenFiles(w, c, v, r.InputFiles != nil, cols); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// printWrittenFiles writes the warnings about the files cell c created or changed in /work (a
+// later cell can import or run them without its code saying so) and, with --input-files, their
+// contents, numbered and escaped as the input files are: a later cell's reviewer reads what an
+// earlier cell left behind as part of the code.
+func printWrittenFiles(w io.Writer, c contract.CellStatus, v client.CellView, contents bool, cols int) error {
+	var b strings.Builder
+	for _, x := range v.WrittenStartup {
+		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s\n", c.Cell, terminal(x.String()))
+	}
+	for _, n := range v.WrittenNames {
+		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s, line %d column %d: %s %s\n", c.Cell, terminal(n.File), n.Line, n.Column, terminal(n.Name), terminal(n.Reason))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if c.Result == nil || len(c.Result.Files) == 0 {
+		return nil
+	}
+	if !contents {
+		_, err := fmt.Fprintf(w, "\n(cell %d's files: --input-files shows their contents; a later cell can import or run them)\n", c.Cell)
+		return err
+	}
+	files := make(map[string][]byte, len(c.Result.Files))
+	for _, f := range c.Result.Files {
+		files[f.Name] = f.Content
+	}
+	return printFiles(w, fmt.Sprintf("file cell %d wrote: ", c.Cell), files, cols)
 }
 
 // printSessionSettings writes the session's ids, state and settings.
