@@ -275,6 +275,13 @@ func TestSessionShowShowsWhatEarlierCellsWrote(t *testing.T) {
 				t.Errorf("contents %t: session show lacks %q:\n%s", contents, want, out)
 			}
 		}
+		if contents {
+			// approve --cell 3 prints the waiting cell; cell 1's warnings come with it.
+			var waiting bytes.Buffer
+			if err := printWaitingCell(&waiting, r); err != nil || !strings.Contains(waiting.String(), "WARNING: cell 1 wrote json.py") {
+				t.Errorf("printWaitingCell: %v; want cell 1's warnings:\n%s", err, waiting.String())
+			}
+		}
 		shown := strings.Contains(out, `2 |     return eval(s) # \x1b[2J`) && strings.Contains(out, "file cell 1 wrote: blob.bin: binary, 3 B")
 		hint := strings.Contains(out, "cell 1's files: --input-files shows their contents")
 		if shown != contents || hint == contents {

@@ -48,14 +48,7 @@ func printSessionReview(w io.Writer, r client.SessionReview, now time.Time) erro
 // contents, numbered and escaped as the input files are: a later cell's reviewer reads what an
 // earlier cell left behind as part of the code.
 func printWrittenFiles(w io.Writer, c contract.CellStatus, v client.CellView, contents bool, cols int) error {
-	var b strings.Builder
-	for _, x := range v.WrittenStartup {
-		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s\n", c.Cell, terminal(x.String()))
-	}
-	for _, n := range v.WrittenNames {
-		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s, line %d column %d: %s %s\n", c.Cell, terminal(n.File), n.Line, n.Column, terminal(n.Name), terminal(n.Reason))
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
+	if err := printWrittenWarnings(w, c.Cell, v); err != nil {
 		return err
 	}
 	if c.Result == nil || len(c.Result.Files) == 0 {
@@ -235,7 +228,32 @@ func printWaitingCell(w io.Writer, r client.SessionReview) error {
 		}
 		fmt.Fprintf(w, "starter: deciding on cell %d of session %s (settings digest %s); the earlier cells and their output: starter session show %s\n",
 			c.Cell, terminal(r.SessionID), r.Settings.Digest, terminal(r.SessionID))
+		// What earlier cells left in /work runs with this one's code: their warnings come first.
+		for j := range i {
+			var earlier client.CellView
+			if j < len(r.Views) {
+				earlier = r.Views[j]
+			}
+			if err := printWrittenWarnings(w, r.Cells[j].Cell, earlier); err != nil {
+				return err
+			}
+		}
 		return printCell(w, c, v, true, time.Now(), terminalColumns(w))
 	}
 	return fmt.Errorf("starter: session %s: no cell waits", r.SessionID)
+}
+
+// printWrittenWarnings writes one WARNING line for each file cell wrote that a later
+// interpreter may run without the code calling it, and each name in those files that reads as
+// another.
+func printWrittenWarnings(w io.Writer, cell int, v client.CellView) error {
+	var b strings.Builder
+	for _, x := range v.WrittenStartup {
+		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s\n", cell, terminal(x.String()))
+	}
+	for _, n := range v.WrittenNames {
+		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s, line %d column %d: %s %s\n", cell, terminal(n.File), n.Line, n.Column, terminal(n.Name), terminal(n.Reason))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
