@@ -97,27 +97,69 @@ func encodeFrame(t frameType, channel uint32, payload []byte) []byte {
 // supRequest is the request document. Every string the supervisor decodes is base64 ([]byte) or
 // a plain word, so that it can be parsed without Python's json module.
 type supRequest struct {
-	V         int       `json:"v"`          // protocolVersion; the supervisor refuses another
-	Language  string    `json:"language"`   // guard.Python or guard.Shell
-	Code      []byte    `json:"code"`       // the program text
-	Files     []supPair `json:"files"`      // input files (Name, Content), written to /work
-	Env       []supPair `json:"env"`        // the code's environment (Name, Value)
-	TimeoutMS int64     `json:"timeout_ms"` // the supervisor's own deadline for the code
-	UID       int       `json:"uid"`        // the uid the code runs as (the supervisor switches to it under runsc)
+	V         int    `json:"v"`          // protocolVersion; the supervisor refuses another
+	Language  string `json:"language"`   // guard.Python or guard.Shell
+	Code      []byte `json:"code"`       // the program text
+	TimeoutMS int64  `json:"timeout_ms"` // the supervisor's own deadline for the code
+	supSetup
+	supCaps
+}
 
-	// The caps of guard.Limits that the supervisor applies while reading the code's output.
-	MaxStdoutBytes    int64 `json:"max_stdout_bytes"`
-	MaxStderrBytes    int64 `json:"max_stderr_bytes"`
-	MaxFiles          int   `json:"max_files"`
-	MaxFileBytes      int64 `json:"max_file_bytes"`
-	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+// supSetup is what a run's request and a session's share (the fields are flattened into each
+// document): the sandbox's files, environment, uid and side of egress.
+type supSetup struct {
+	Files []supPair `json:"files"` // input files (Name, Content), written to /work
+	Env   []supPair `json:"env"`   // the code's environment (Name, Value)
+	UID   int       `json:"uid"`   // the uid the code runs as (the supervisor switches to it under runsc)
 
-	// The sandbox's side of egress (egress.go); all empty in a run without egress.
+	// The sandbox's side of egress (egress.go); all empty without egress.
 	EgressPort         int      `json:"egress_port,omitempty"`          // where the supervisor listens on 127.0.0.1, relaying each connection as tunnel frames
 	EgressCA           []byte   `json:"egress_ca,omitempty"`            // the egress CA's certificate (PEM), written for the code's TLS clients
 	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`       // the path the CA alone is written to (NODE_EXTRA_CA_CERTS names it)
 	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`     // the path the image's roots then the CA are written to (SSL_CERT_FILE and its kin)
 	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"` // the image's root bundles to look for, in order; the first that exists is used
+}
+
+// supCaps are the caps of guard.Limits that the supervisor applies while reading the code's
+// output, for a run and for each cell.
+type supCaps struct {
+	MaxStdoutBytes    int64 `json:"max_stdout_bytes"`
+	MaxStderrBytes    int64 `json:"max_stderr_bytes"`
+	MaxFiles          int   `json:"max_files"`
+	MaxFileBytes      int64 `json:"max_file_bytes"`
+	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+}
+
+func capsOf(l guard.Limits) supCaps {
+	return supCaps{MaxStdoutBytes: l.MaxStdoutBytes, MaxStderrBytes: l.MaxStderrBytes,
+		MaxFiles: l.MaxFiles, MaxFileBytes: l.MaxFileBytes, MaxTotalFileBytes: l.MaxTotalFileBytes}
+}
+
+// setupOf returns the setup of a sandbox with files and env, run as uid, with the sandbox's side
+// of eg (nil without egress); a file name the supervisor could not write safely is refused.
+func setupOf(files []guard.InputFile, env []guard.EnvVar, uid int, eg *sandboxEgress) (supSetup, error) {
+	s := supSetup{Files: []supPair{}, Env: []supPair{}, UID: uid}
+	for _, f := range files {
+		if err := guard.CheckFileName(f.Name); err != nil {
+			return supSetup{}, err
+		}
+		s.Files = append(s.Files, supPair{Name: []byte(f.Name), Content: f.Content})
+	}
+	for _, e := range env {
+		s.Env = append(s.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
+	}
+	if eg != nil {
+		// After the request's own variables, so that the proxy's win.
+		s.Env = append(s.Env, envPairs(eg.env)...)
+		s.EgressPort = int(eg.port)
+		if len(eg.caPEM) > 0 {
+			s.EgressCA, s.EgressCAFile, s.EgressCABundle = eg.caPEM, []byte(eg.caFile), []byte(eg.caBundle)
+			for _, f := range egress.ImageCABundles() {
+				s.EgressImageBundles = append(s.EgressImageBundles, []byte(f))
+			}
+		}
+	}
+	return s, nil
 }
 
 type supPair struct {
@@ -134,42 +176,20 @@ func encodeRequest(c guard.Checked, uid int, eg *sandboxEgress) ([]byte, error) 
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", c.Language, guard.Python, guard.Shell)}
 	}
 	req := supRequest{
-		V:                 protocolVersion,
-		Language:          c.Language,
-		Code:              []byte(c.Code),
-		Files:             []supPair{},
-		Env:               []supPair{},
-		TimeoutMS:         c.Limits.Timeout.Milliseconds(),
-		UID:               uid,
-		MaxStdoutBytes:    c.Limits.MaxStdoutBytes,
-		MaxStderrBytes:    c.Limits.MaxStderrBytes,
-		MaxFiles:          c.Limits.MaxFiles,
-		MaxFileBytes:      c.Limits.MaxFileBytes,
-		MaxTotalFileBytes: c.Limits.MaxTotalFileBytes,
+		V:         protocolVersion,
+		Language:  c.Language,
+		Code:      []byte(c.Code),
+		TimeoutMS: c.Limits.Timeout.Milliseconds(),
+		supCaps:   capsOf(c.Limits),
 	}
 	if req.TimeoutMS <= 0 {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: timeout %s is not positive", c.Limits.Timeout)}
 	}
-	for _, f := range c.Files {
-		if err := guard.CheckFileName(f.Name); err != nil {
-			return nil, err
-		}
-		req.Files = append(req.Files, supPair{Name: []byte(f.Name), Content: f.Content})
+	setup, err := setupOf(c.Files, c.Env, uid, eg)
+	if err != nil {
+		return nil, err
 	}
-	for _, e := range c.Env {
-		req.Env = append(req.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
-	}
-	if eg != nil {
-		// After the request's own variables, so that the proxy's win.
-		req.Env = append(req.Env, envPairs(eg.env)...)
-		req.EgressPort = int(eg.port)
-		if len(eg.caPEM) > 0 {
-			req.EgressCA, req.EgressCAFile, req.EgressCABundle = eg.caPEM, []byte(eg.caFile), []byte(eg.caBundle)
-			for _, f := range egress.ImageCABundles() {
-				req.EgressImageBundles = append(req.EgressImageBundles, []byte(f))
-			}
-		}
-	}
+	req.supSetup = setup
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("docker: encode request: %w", err)
@@ -395,56 +415,28 @@ func withNote(res guard.Result, note string, maxStderr int64) guard.Result {
 // supervisor listens for the whole session, and each cell's connections are tunnelled to that
 // cell's proxy.
 type supSession struct {
-	V     int       `json:"v"`     // protocolVersion
-	Files []supPair `json:"files"` // input files, written to /work before the first cell
-	Env   []supPair `json:"env"`   // every cell's environment
-	UID   int       `json:"uid"`   // the uid the code runs as
-
-	EgressPort         int      `json:"egress_port,omitempty"`
-	EgressCA           []byte   `json:"egress_ca,omitempty"`
-	EgressCAFile       []byte   `json:"egress_ca_file,omitempty"`
-	EgressCABundle     []byte   `json:"egress_ca_bundle,omitempty"`
-	EgressImageBundles [][]byte `json:"egress_image_bundles,omitempty"`
+	V int `json:"v"` // protocolVersion
+	// The input files are written to /work before the first cell; the env is every cell's.
+	supSetup
 }
 
 // supCell is one cell (frameCell).
 type supCell struct {
-	Index             int    `json:"index"`
-	Language          string `json:"language"`
-	Code              []byte `json:"code"`
-	TimeoutMS         int64  `json:"timeout_ms"`
-	MaxStdoutBytes    int64  `json:"max_stdout_bytes"`
-	MaxStderrBytes    int64  `json:"max_stderr_bytes"`
-	MaxFiles          int    `json:"max_files"`
-	MaxFileBytes      int64  `json:"max_file_bytes"`
-	MaxTotalFileBytes int64  `json:"max_total_file_bytes"`
+	Index     int    `json:"index"`
+	Language  string `json:"language"`
+	Code      []byte `json:"code"`
+	TimeoutMS int64  `json:"timeout_ms"`
+	supCaps
 }
 
 // encodeSession returns the session request frame for s, run as uid, with the sandbox's side of
 // its egress (nil when it has none).
 func encodeSession(s guard.CheckedSession, uid int, eg *sandboxEgress) ([]byte, error) {
-	req := supSession{V: protocolVersion, Files: []supPair{}, Env: []supPair{}, UID: uid}
-	for _, f := range s.Files {
-		if err := guard.CheckFileName(f.Name); err != nil {
-			return nil, err
-		}
-		req.Files = append(req.Files, supPair{Name: []byte(f.Name), Content: f.Content})
+	setup, err := setupOf(s.Files, s.Env, uid, eg)
+	if err != nil {
+		return nil, err
 	}
-	for _, e := range s.Env {
-		req.Env = append(req.Env, supPair{Name: []byte(e.Name), Value: []byte(e.Value)})
-	}
-	if eg != nil {
-		// After the session's own variables, so that the proxy's win.
-		req.Env = append(req.Env, envPairs(eg.env)...)
-		req.EgressPort = int(eg.port)
-		if len(eg.caPEM) > 0 {
-			req.EgressCA, req.EgressCAFile, req.EgressCABundle = eg.caPEM, []byte(eg.caFile), []byte(eg.caBundle)
-			for _, f := range egress.ImageCABundles() {
-				req.EgressImageBundles = append(req.EgressImageBundles, []byte(f))
-			}
-		}
-	}
-	b, err := json.Marshal(req)
+	b, err := json.Marshal(supSession{V: protocolVersion, supSetup: setup})
 	if err != nil {
 		return nil, fmt.Errorf("docker: encode session request: %w", err)
 	}
@@ -464,8 +456,7 @@ func encodeCell(cell guard.Cell, l guard.Limits) ([]byte, error) {
 	}
 	b, err := json.Marshal(supCell{
 		Index: cell.Index, Language: cell.Language, Code: []byte(cell.Code), TimeoutMS: l.Timeout.Milliseconds(),
-		MaxStdoutBytes: l.MaxStdoutBytes, MaxStderrBytes: l.MaxStderrBytes,
-		MaxFiles: l.MaxFiles, MaxFileBytes: l.MaxFileBytes, MaxTotalFileBytes: l.MaxTotalFileBytes,
+		supCaps: capsOf(l),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("docker: encode cell: %w", err)
