@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -261,6 +263,16 @@ func (c *Client) SubmitCell(ctx context.Context, sessionID string, req contract.
 func (c *Client) AwaitCell(ctx context.Context, sessionID string, cell int) (contract.CellStatus, error) {
 	var out contract.CellStatus
 	if err := c.update(ctx, sessionID, "", contract.UpdateAwaitCell, uuid.NewString(), contract.AwaitCell{Cell: cell}, &out); err != nil {
+		// A session that has ended takes no update, but its status still answers: every cell of
+		// an ended session has ended too (denied, expired, dropped, failed or with its result).
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) && ctx.Err() == nil {
+			if st, serr := c.SessionStatus(ctx, sessionID); serr == nil && st.End != "" {
+				if cs, ok := sessionCell(st, cell); ok && cs.Final() {
+					return cs, nil
+				}
+			}
+		}
 		if ctx.Err() != nil {
 			return out, fmt.Errorf("client: wait for cell %d of %s: %w", cell, sessionID, ctx.Err())
 		}

@@ -134,6 +134,17 @@ func TestIntegrationSessionClient(t *testing.T) {
 	if st.End != contract.EndClosed || len(st.Cells) != 5 || st.Cells[4].State != contract.CellDropped {
 		t.Errorf("closed: end %q, %d cells, last %+v; want closed with the waiting cell dropped", st.End, len(st.Cells), st.Cells[len(st.Cells)-1])
 	}
+	// After the end, AwaitCell still answers for every cell, from the status: cell 1 with its
+	// result, the dropped one as dropped (a session that has ended takes no update).
+	if cs, err := c.AwaitCell(ctx, a.WorkflowID, 1); err != nil || cs.Result == nil || !cs.Result.OK {
+		t.Errorf("AwaitCell(1) after the end = %+v, %v; want cell 1 with its result", cs, err)
+	}
+	if cs, err := c.AwaitCell(ctx, a.WorkflowID, 5); err != nil || cs.State != contract.CellDropped {
+		t.Errorf("AwaitCell(5) after the end = %+v, %v; want the dropped cell", cs, err)
+	}
+	if _, err := c.AwaitCell(ctx, a.WorkflowID, 9); err == nil {
+		t.Error("AwaitCell of a cell that never was succeeded after the end")
+	}
 	res, err := c.SessionResult(ctx, a.WorkflowID, "")
 	if err != nil || res.End != contract.EndClosed || len(res.Cells) != 5 || res.SettingsDigest != a.Digest {
 		t.Errorf("SessionResult = %+v, %v; want every cell and the settings digest", res, err)
