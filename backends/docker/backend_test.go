@@ -471,6 +471,7 @@ func TestSpecHardening(t *testing.T) {
 func TestRunDeadlineKillsAndRemoves(t *testing.T) {
 	f := newFake()
 	f.hang = true
+	f.state.Running = true // the code outran its supervisor's timeout: the container still runs
 	b := fakeBackend(t, f, Config{})
 	c := testChecked("import time; time.sleep(60)")
 	c.Limits.Timeout = 200 * time.Millisecond
@@ -802,6 +803,7 @@ func TestRunRequestHandedOverAsTheDeadlineFires(t *testing.T) {
 	t.Run("worker deadline: a timeout result, never a retry", func(t *testing.T) {
 		f := newFake()
 		f.writeBlocks, f.hang = true, true
+		f.state.Running = true
 		b := fakeBackend(t, f, Config{})
 		c := testChecked("print(1)")
 		c.Limits.Timeout = 200 * time.Millisecond
@@ -860,6 +862,36 @@ func TestImageThatCannotStartTheSupervisorIsRememberedUntilReplaced(t *testing.T
 			f.mu.Unlock()
 			if res, err := b.Run(context.Background(), c); err != nil || !res.OK {
 				t.Fatalf("run after the image was replaced: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// A container the daemon took from under the run (a dockerd restart kills it and leaves the
+// attach stream open) is not the code's timeout: at the worker's deadline the container has
+// stopped with no report, or the daemon no longer knows it, and the run's outcome is unknown.
+func TestRunDeadlineOfALostContainerIsNotATimeout(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		set  func(*fakeEngine)
+	}{
+		{"stopped with no report", func(f *fakeEngine) { f.state = containerState{Running: false, ExitCode: 137} }},
+		{"gone", func(f *fakeEngine) { f.inspectErr = fmt.Errorf("%w: no such container", errNotFound) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake()
+			f.hang = true
+			tt.set(f)
+			b := fakeBackend(t, f, Config{})
+			c := testChecked("import time; time.sleep(60)")
+			c.Limits.Timeout = 200 * time.Millisecond
+			res, err := b.Run(context.Background(), c)
+			var ie *guard.IntegrationError
+			if !errors.As(err, &ie) || !ie.CodeMayHaveStarted || guard.Retryable(err) || !strings.Contains(err.Error(), "lost while the code ran") {
+				t.Fatalf("got %+v, %v; want a non-retryable IntegrationError: the container was lost, the code may have started", res, err)
+			}
+			if len(f.removedIDs()) != 1 {
+				t.Errorf("removed %v; want the container removed before Run returned", f.removedIDs())
 			}
 		})
 	}

@@ -106,6 +106,9 @@ func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
 	} else if err == nil {
 		err = r.stopReading()
 	}
+	if err == nil && how == workerDeadline && r.sent {
+		err = r.lostAtDeadline(ctx)
+	}
 	if err != nil {
 		return guard.Result{}, true, err
 	}
@@ -113,6 +116,26 @@ func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
 		return r.b.outcome(measured{out: r.rep.output(), deadline: how}, c.Limits), true, nil
 	}
 	return r.collect(ctx)
+}
+
+// lostAtDeadline tells the worker's deadline that the code ran into from one the daemon caused.
+// The supervisor stops the code at its timeout and reports it, so the worker's deadline (timeout
+// + DeadlineSlack) passes only when it could not: a container that still runs then is the
+// backstop's case (a timeout), but one the daemon no longer knows, or that stopped with no report
+// from its supervisor, was taken from under the run (a dockerd restart kills its containers and
+// leaves the attach stream open): the outcome is unknown, not a timeout of the code's.
+func (r *run) lostAtDeadline(ctx context.Context) error {
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.b.cfg.CleanupTimeout)
+	defer cancel()
+	st, err := r.b.eng.Inspect(ictx, r.sb.id)
+	if err != nil {
+		return r.fail("docker: the container was lost while the code ran: inspect at the deadline", err)
+	}
+	if !st.Running {
+		return r.fail("docker: the container was lost while the code ran", fmt.Errorf(
+			"it stopped (exit code %d) with no report from its supervisor before the deadline; the daemon may have restarted", st.ExitCode))
+	}
+	return nil
 }
 
 // fail is an IntegrationError for op; whether it may be retried follows r.sent.
