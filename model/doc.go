@@ -1,5 +1,6 @@
 // Package model holds approval.pml, a Promela model of the approval protocol of a RunCode run as
-// the code implements it, and the test that checks it with spin (make test; model_test.go,
+// the code implements it, session.pml, one of a session's cells (below, "Sessions"), and the tests
+// that check them with spin (make test; model_test.go,
 // integration-tagged): spin -a, cc -DSAFETY, then an exhaustive search by pan in each of four
 // budgets, failing on any counterexample and printing its trail. It takes about a minute here
 // (2 cores, shared; the largest budget is 7.5 million states), and the variants below half a
@@ -87,4 +88,46 @@
 //     are left out; so are the events of the workflow that no host reads.
 //   - Activity ids are the model's slot numbers; a commitment is a fresh number, and its secret
 //     is known to the host that made it and to whoever reads a release of it.
+//
+// # Sessions (session.pml)
+//
+// session.pml models a session's cells as the code runs them: the Session workflow submits cells
+// one after the other, a reviewer signs each over what the status shows (the run, the index, the
+// chain over the results recorded before it), the cell activity goes to the one host that keeps
+// the run's sandbox, and the host admits it or refuses it. With a namespace writer (a copy of a
+// genuine cell activity, a forged decision, a genuine decision for another index, a completion or
+// failure by id with any result, a reset) and faults (a lost answer, a host crash before, during
+// or between cells), within the budgets of TestSessionModelHolds, in every execution:
+//
+//   - S1: a cell runs at most once (per run and index);
+//   - S2: a cell runs only under a decision its reviewer signed for that run, that index and the
+//     chain over the results of the cells that really ran before it in that sandbox;
+//   - S3: a session with a live host ends.
+//
+// TestSessionModelFindsRemovedChecks removes the host's checks (NO_VERIFY; NO_HOST_CHAIN, where
+// the host takes the chain the input carries; with NO_INDEX and NO_USED as well; and for S3
+// NO_HEARTBEAT_TIMEOUT) and requires the counterexample each allows.
+//
+//	model (session.pml)                          code
+//	Workflow: sign over wf_chain, schedule       workflows: the Session's cell loop (submit-cell, decide-cell) and (*session).runCell with MaximumAttempts 1; client: CellStatementFor, VerifyCells
+//	Workflow: K_DONE → wf_chain*2+res            workflows: runCell: guard.ChainNext over the recorded result's ResultDigest
+//	Workflow: K_REFUSED → next cell              workflows: runCell: a refusal or a failure before the start ends the cell, the session goes on
+//	Workflow: K_LOST / K_TIMEOUT → W_LOST        workflows: runCell → cellFailure (SandboxLost), or CodeMayHaveStarted
+//	Host: no sandbox for the run → K_LOST        activities: (*Activities).lookup (keyed by workflow id and run id), hostSandbox.unknown
+//	Host: idx <= sb_last → K_REFUSED             activities: admitCell: cell.Index <= hs.last
+//	Host: sb_used → K_REFUSED                    activities: admitCell: hs.used[approval id]
+//	Host: act_chain != sb_chain → K_REFUSED      activities: admitCell: in.Chain != hs.chain
+//	Host: verify over sb_chain                   activities: admitCell: guard.CellDigest over hs.chain, verifyFor
+//	Host: run; sb_chain*2+res                    activities: SessionCell: RunCell, then hs.chain = guard.ChainNext
+//	Host: crash                                  a host process killed: every sandbox it keeps is gone (SandboxLost)
+//	Server: orphan → K_TIMEOUT                   the Temporal server's heartbeat timeout (runCell's HeartbeatTimeout)
+//
+// What it found: no counterexample in the code as it is; the index and used-approval checks are a
+// second line (with both removed, the host's own chain still refuses every copy, since a copy's
+// decision binds the chain before its cell ran). It also shows what the chain is for: a writer
+// who copies cell 1's activity gets the copy run and the workflow's own refused, so the status
+// shows cell 1 as not run; cell 2's reviewer then signs a chain without cell 1's result, and only
+// the host's own chain (which has it) refuses cell 2. Left out: the cell's claim in history
+// (once.go, cellScope), which approval.pml checks for runs; the contents of code and results (a
+// result is one bit, the chain a number that grows with each).
 package model

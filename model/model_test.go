@@ -58,17 +58,22 @@ type verdict struct {
 
 var errorsLine = regexp.MustCompile(`errors: (\d+)`)
 
-// check builds the model with defs (spin -a, cc) in a fresh folder and runs pan on it, stopping
-// at the first counterexample, whose trail it replays.
+// check builds approval.pml with defs (spin -a, cc) in a fresh folder and runs pan on it,
+// stopping at the first counterexample, whose trail it replays.
 func check(ctx context.Context, t *testing.T, defs string) (verdict, error) {
+	return checkModel(ctx, t, "approval.pml", defs)
+}
+
+// checkModel is check for the model in file.
+func checkModel(ctx context.Context, t *testing.T, file, defs string) (verdict, error) {
 	spin, cc := tools(t)
-	src, err := os.ReadFile("approval.pml")
+	src, err := os.ReadFile(file)
 	if err != nil {
-		return verdict{}, fmt.Errorf("model: read approval.pml: %w", err)
+		return verdict{}, fmt.Errorf("model: read %s: %w", file, err)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "approval.pml"), src, 0o644); err != nil {
-		return verdict{}, fmt.Errorf("model: copy approval.pml: %w", err)
+	if err := os.WriteFile(filepath.Join(dir, file), src, 0o644); err != nil {
+		return verdict{}, fmt.Errorf("model: copy %s: %w", file, err)
 	}
 	flags := strings.Fields(defs)
 	run := func(name string, args ...string) (string, error) {
@@ -80,7 +85,7 @@ func check(ctx context.Context, t *testing.T, defs string) (verdict, error) {
 		}
 		return string(out), nil
 	}
-	if _, err := run(spin, append(append([]string{"-a"}, flags...), "approval.pml")...); err != nil {
+	if _, err := run(spin, append(append([]string{"-a"}, flags...), file)...); err != nil {
 		return verdict{}, err
 	}
 	// MEMLIM keeps pan from taking the shared machine's memory: past it, it stops and says so.
@@ -102,8 +107,8 @@ func check(ctx context.Context, t *testing.T, defs string) (verdict, error) {
 		return v, fmt.Errorf("model: pan with %s printed no error count:\n%s", defs, out)
 	}
 	v.errors, _ = strconv.Atoi(m[1])
-	if _, err := os.Stat(filepath.Join(dir, "approval.pml.trail")); err == nil {
-		trail, err := run(spin, append(append([]string{"-t", "-p"}, flags...), "approval.pml")...)
+	if _, err := os.Stat(filepath.Join(dir, file+".trail")); err == nil {
+		trail, err := run(spin, append(append([]string{"-t", "-p"}, flags...), file)...)
 		if err != nil {
 			return v, err
 		}
@@ -192,5 +197,79 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		if testing.Verbose() {
 			t.Logf("%s trail:\n%s", c.macro, v.trail)
 		}
+	}
+}
+
+// sessionBudgets are the configurations session.pml is checked in, each exhaustively (the
+// largest, two writer actions, is about 3.5 million states).
+var sessionBudgets = []struct{ name, defs string }{
+	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
+	{"one fault, one writer action", "-DFAULTS=1 -DWACTS=1"},
+	{"two writer actions (a reset among them)", "-DFAULTS=0 -DWACTS=2"},
+}
+
+// TestSessionModelHolds checks every property of session.pml in every budget, exhaustively.
+func TestSessionModelHolds(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	for _, b := range sessionBudgets {
+		start := time.Now()
+		v, err := checkModel(ctx, t, "session.pml", b.defs)
+		if err != nil {
+			t.Fatalf("%s: %v", b.name, err)
+		}
+		if v.errors != 0 {
+			t.Fatalf("%s (%s): spin found a counterexample:\n%s\ntrail:\n%s", b.name, b.defs, v.output, v.trail)
+		}
+		if !strings.Contains(v.output, "Full statespace search") {
+			t.Fatalf("%s: not a full search:\n%s", b.name, v.output)
+		}
+		t.Logf("session %s (%s): %s [%s with spin and cc]", b.name, b.defs, summary(v.output), time.Since(start).Round(100*time.Millisecond))
+	}
+}
+
+// TestSessionModelFindsRemovedChecks builds session.pml without some of the host's checks and
+// requires spin to find the counterexample each allows; and shows, by one variant that holds,
+// that the host's chain alone stops a duplicated cell activity.
+func TestSessionModelFindsRemovedChecks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	for _, c := range []struct {
+		macros, defs, violated string
+	}{
+		// A writer schedules a cell activity with a forged decision.
+		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "sig_chain[s]==sb_chain[r]"},
+		// A writer duplicates cell 1's activity; the host runs the copy and refuses the
+		// workflow's own as used, so the workflow shows cell 1 as not run; its reviewer signs
+		// cell 2 over a chain without cell 1's result, and a host that takes the input's chain
+		// runs it.
+		{"NO_HOST_CHAIN", "-DFAULTS=0 -DWACTS=1", "sig_chain[s]==sb_chain[r]"},
+		// Without the host's own chain, its index and its used approvals, the copy runs the
+		// cell a second time.
+		{"NO_HOST_CHAIN -DNO_INDEX -DNO_USED", "-DFAULTS=0 -DWACTS=1", "starts["},
+		// A cell whose host crashed is never timed out: the session never ends.
+		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[0]!=0"},
+		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "ran[0]!=2"},
+	} {
+		v, err := checkModel(ctx, t, "session.pml", "-D"+c.macros+" "+c.defs)
+		if err != nil {
+			t.Fatalf("%s: %v", c.macros, err)
+		}
+		if v.errors == 0 || v.trail == "" {
+			t.Fatalf("%s (%s): spin found no counterexample:\n%s", c.macros, c.defs, v.output)
+		}
+		if !strings.Contains(v.output, c.violated) {
+			t.Fatalf("%s: spin found another counterexample than %q:\n%s\ntrail:\n%s", c.macros, c.violated, v.output, v.trail)
+		}
+		t.Logf("session %s (%s): %s; trail of %d lines", c.macros, c.defs, summary(v.output), strings.Count(v.trail, "\n"))
+	}
+	// The index and used-approval checks are a second line: with them removed, the host's own
+	// chain still refuses every copy (the copy's decision binds the chain before the cell ran).
+	v, err := checkModel(ctx, t, "session.pml", "-DNO_INDEX -DNO_USED -DFAULTS=0 -DWACTS=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.errors != 0 {
+		t.Fatalf("NO_INDEX NO_USED: spin found a counterexample:\n%s\ntrail:\n%s", v.output, v.trail)
 	}
 }
