@@ -143,6 +143,7 @@ func TypeOf(err error) string {
 		ad *ApprovalDenied
 		ar *ApprovalRefused
 		sl *SandboxLost
+		rr *ReceiptRefused
 	)
 	switch {
 	case errors.As(err, &tu):
@@ -155,6 +156,8 @@ func TypeOf(err error) string {
 		return TypeApprovalRefused
 	case errors.As(err, &sl):
 		return TypeSandboxLost
+	case errors.As(err, &rr):
+		return TypeReceiptRefused
 	case errors.As(err, &ie):
 		return TypeIntegrationError
 	}
