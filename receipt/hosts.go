@@ -96,3 +96,8 @@ func (h *Hosts) UnmarshalJSON(b []byte) error {
 func HostLine(name string, pub ssh.PublicKey) string {
 	return fmt.Sprintf("%s namespaces=%q %s", name, Namespace, ssh.MarshalAuthorizedKey(pub))
 }
+
+// HostsOf returns hosts holding keys (as Keys returned them, or an audit record lists them).
+func HostsOf(keys []approval.Key) *Hosts {
+	return &Hosts{keys: slices.Clone(keys)}
+}
