@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,3 +249,69 @@ type recipeError struct {
 }
 
 func (e *recipeError) Error() string { return e.err.Error() + ": " + e.out }
+
+// Must show (issue 31): starter audit --since T lists exactly the runs that finished after T, one
+// JSON record a line.
+func TestIntegrationAuditSince(t *testing.T) {
+	e := agenttest.Setup(t, agenttest.Options{TaskQueue: "cli", NoStarter: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	runOne := func(code string) string {
+		t.Helper()
+		started, err := e.Client.Start(ctx, guard.Request{Code: code}, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agenttest.Decide(t, e, started.WorkflowID, true)
+		if _, err := e.Client.WaitResult(ctx, started.WorkflowID, 0); err != nil {
+			t.Fatal(err)
+		}
+		return started.WorkflowID
+	}
+	before := runOne("print('before')")
+	d, err := e.Temporal.DescribeWorkflowExecution(ctx, before, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := d.GetWorkflowExecutionInfo().GetCloseTime().AsTime().Add(time.Millisecond)
+	time.Sleep(10 * time.Millisecond)
+	after := []string{runOne("print('after 1')"), runOne("print('after 2')")}
+	wantSorted := []string{after[0], after[1]}
+	slices.Sort(wantSorted)
+	want := strings.Join(wantSorted, ",")
+	var got string
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		r := starterIn(t, e.Address, e.Namespace, "audit", "--since", since.Format(time.RFC3339Nano))
+		if r.code != 0 {
+			t.Fatalf("audit --since: exit %d: %s %s", r.code, r.stdout, r.stderr)
+		}
+		var ids []string
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if line == "" {
+				continue
+			}
+			var rec struct {
+				WorkflowID string `json:"workflow_id"`
+				Result     *struct {
+					Receipt *guard.Receipt `json:"receipt"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("audit --since: line %q: %v", line, err)
+			}
+			if rec.Result == nil || rec.Result.Receipt == nil {
+				t.Errorf("audit --since: %s's record has no result with a receipt", rec.WorkflowID)
+			}
+			ids = append(ids, rec.WorkflowID)
+		}
+		slices.Sort(ids)
+		got = strings.Join(ids, ",")
+		if got == want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // visibility is eventually consistent
+	}
+	if got != want {
+		t.Errorf("audit --since %s listed %q; want exactly %q (not %s, which finished before)", since.Format(time.RFC3339Nano), got, wantSorted, before)
+	}
+}
