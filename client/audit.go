@@ -51,7 +51,9 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 			a := e.GetWorkflowExecutionStartedEventAttributes()
-			if typ := a.GetWorkflowType().GetName(); typ != contract.WorkflowName {
+			if typ := a.GetWorkflowType().GetName(); typ == contract.SessionWorkflowName {
+				return c.auditSession(ctx, rec, runID)
+			} else if typ != contract.WorkflowName {
 				return rec, &contract.WorkflowTypeError{WorkflowID: workflowID, Type: typ, Want: contract.WorkflowName}
 			}
 			rec.Started, workflowTQ = at, a.GetTaskQueue().GetName()
@@ -216,6 +218,11 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 	if rec.Audit != contract.AuditVersion {
 		add("version", fmt.Errorf("audit %q; want %q", rec.Audit, contract.AuditVersion))
 	}
+	if rec.Session != nil {
+		verifySession(rec, hosts, add)
+		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+		return v
+	}
 	add("request", sameRequest(rec.Request, rec.Checked))
 	var digestErr error
 	if got := guard.Digest(&rec.Checked); got != rec.Checked.Digest {
@@ -358,4 +365,95 @@ func (c *Client) VerifyResult(ctx context.Context, workflowID string, res guard.
 		return err
 	}
 	return receipt.CheckResult(st, res)
+}
+
+// auditSession reads a Session's record: its checked settings and every cell its host ran, with
+// the cell's result and receipt, in order.
+func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, runID string) (contract.AuditRecord, error) {
+	rec.Cells = []contract.AuditCell{}
+	scheduled := map[int64]guard.Cell{}
+	iter := c.tc.GetWorkflowHistory(ctx, rec.WorkflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		if err != nil {
+			return rec, fmt.Errorf("client: audit: history of %s: %w", rec.WorkflowID, err)
+		}
+		at := e.GetEventTime().AsTime()
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			rec.Started = at
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			a := e.GetMarkerRecordedEventAttributes()
+			if a.GetMarkerName() != localActivityMarker || rec.Session != nil {
+				continue
+			}
+			var cr contract.SessionCheckResult
+			if err := c.dc.FromPayloads(a.GetDetails()["result"], &cr); err != nil || cr.Session.Digest == "" {
+				continue
+			}
+			rec.Session, rec.StatementVersion = &cr.Session, cr.StatementVersion
+			rec.ReviewerKeys = cr.Reviewers.Keys()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := e.GetActivityTaskScheduledEventAttributes()
+			if a.GetActivityType().GetName() != contract.SessionCellActivityName {
+				continue
+			}
+			var in contract.CellRunInput
+			if err := c.dc.FromPayloads(a.GetInput(), &in); err == nil {
+				scheduled[e.GetEventId()] = in.Cell
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := e.GetActivityTaskCompletedEventAttributes()
+			cell, ok := scheduled[a.GetScheduledEventId()]
+			if !ok {
+				continue
+			}
+			var res guard.Result
+			if err := c.dc.FromPayloads(a.GetResult(), &res); err != nil {
+				return rec, fmt.Errorf("client: audit: decode cell %d's result of %s: %w", cell.Index, rec.WorkflowID, err)
+			}
+			rec.Cells = append(rec.Cells, contract.AuditCell{Cell: cell, Result: res})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			rec.Closed = at
+		}
+	}
+	if rec.Session == nil {
+		return rec, fmt.Errorf("client: audit: the history of session %s records no check", rec.WorkflowID)
+	}
+	if rec.ReviewerKeys == nil {
+		rec.ReviewerKeys = []approval.Key{}
+	}
+	rec.HostKeys = []approval.Key{}
+	return rec, nil
+}
+
+// verifySession checks a session's cells offline: each receipt verifies against hosts, is the
+// cell's (its digest recomputed from the settings digest, the index, the code and the chain over
+// the results of the cells before it), chains to the receipt of the cell before it, and signs
+// the cell's result. A removed, added or reordered cell breaks the chain at the next one.
+func verifySession(rec contract.AuditRecord, hosts *receipt.Hosts, add func(string, error)) {
+	s := rec.Session
+	add("digest", nil)
+	chain, previous := guard.ChainStart(s.Digest), ""
+	for i, cell := range rec.Cells {
+		name := fmt.Sprintf("cell %d", cell.Cell.Index)
+		digest := guard.CellDigest(s.Digest, cell.Cell.Index, guard.CellCodeDigest(cell.Cell.Language, cell.Cell.Code), chain)
+		st, err := receipt.Verify(hosts, cell.Result.Receipt)
+		if err == nil {
+			err = receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: digest,
+				Cell: &receipt.Cell{Index: cell.Cell.Index, Previous: previous}})
+		}
+		if err == nil {
+			err = receipt.CheckResult(st, cell.Result)
+		}
+		if err != nil && i > 0 {
+			err = fmt.Errorf("after cell %d: %w", rec.Cells[i-1].Cell.Index, err)
+		}
+		add(name, err)
+		chain = guard.ChainNext(chain, digest, guard.ResultDigest(cell.Result))
+		if cell.Result.Receipt != nil {
+			previous = receipt.Hash(*cell.Result.Receipt)
+		}
+	}
 }

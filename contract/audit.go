@@ -48,6 +48,19 @@ type AuditRecord struct {
 	Result *guard.Result `json:"result,omitempty"`
 	// Error is how the run ended when it did not end with a result (its type and message).
 	Error *AuditError `json:"error,omitempty"`
+	// Session is a Session's checked settings, with its settings digest; Cells are the cells
+	// that ran, in order, each with its result and receipt. Both are absent for a RunCode run
+	// (whose request and checked request they replace).
+	Session *guard.CheckedSession `json:"session,omitempty"`
+	Cells   []AuditCell           `json:"cells,omitempty"`
+}
+
+// AuditCell is one cell of a session that its sandbox host ran.
+type AuditCell struct {
+	// Cell is the cell as the workflow scheduled it (index, language, code, code digest).
+	Cell guard.Cell `json:"cell"`
+	// Result is the cell's result, with the host's receipt, which chains to the previous cell's.
+	Result guard.Result `json:"result"`
 }
 
 // AuditDecision is one decision of the history.

@@ -126,19 +126,9 @@ func CheckRun(st Statement, want Expect) error {
 	for _, f := range []struct{ name, got, want string }{
 		{"workflow_id", st.WorkflowID, want.WorkflowID},
 		{"run_id", st.RunID, want.RunID},
-		{"digest", st.Digest, want.Digest},
 	} {
 		if f.got != f.want {
 			return refused(f.name, nil, "the receipt is for %s %q; this run's is %q", f.name, clip(f.got), clip(f.want))
-		}
-	}
-	for _, a := range want.Approvals {
-		found := false
-		for _, b := range st.Approvals {
-			found = found || (b.ID == a.ID && (a.Fingerprint == "" || b.Fingerprint == a.Fingerprint))
-		}
-		if !found {
-			return refused("approvals", nil, "the receipt does not name approval %s by key %s", a.ID, a.Fingerprint)
 		}
 	}
 	switch {
@@ -150,6 +140,18 @@ func CheckRun(st Statement, want Expect) error {
 		return refused("cell.index", nil, "the receipt is for cell %d; this is cell %d", st.Cell.Index, want.Cell.Index)
 	case want.Cell != nil && st.Cell.Previous != want.Cell.Previous:
 		return refused("cell.previous", nil, "the receipt chains to %q; the previous cell's receipt is %q", clip(st.Cell.Previous), clip(want.Cell.Previous))
+	}
+	if st.Digest != want.Digest {
+		return refused("digest", nil, "the receipt is for digest %q; this run's is %q", clip(st.Digest), clip(want.Digest))
+	}
+	for _, a := range want.Approvals {
+		found := false
+		for _, b := range st.Approvals {
+			found = found || (b.ID == a.ID && (a.Fingerprint == "" || b.Fingerprint == a.Fingerprint))
+		}
+		if !found {
+			return refused("approvals", nil, "the receipt does not name approval %s by key %s", a.ID, a.Fingerprint)
+		}
 	}
 	return nil
 }

@@ -315,3 +315,5 @@ func TestIntegrationAuditSince(t *testing.T) {
 		t.Errorf("audit --since %s listed %q; want exactly %q (not %s, which finished before)", since.Format(time.RFC3339Nano), got, wantSorted, before)
 	}
 }
+
+func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o644) }
