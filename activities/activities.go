@@ -315,10 +315,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// The one place a result's approval fields are set (the guard sets its digest and backend).
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
-	if err == nil {
-		res.Receipt, err = a.sign(runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
-			approvals: approvalsOf(claim), started: start, ended: start.Add(elapsed)}, res, nil)
-	}
+	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
+		approvals: approvalsOf(claim), started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -120,4 +122,26 @@ func (a *Activities) signCell(hs *hostSandbox, r runReceipt, res *guard.Result) 
 		hs.receipt = receipt.Hash(*rec)
 	}
 	return nil
+}
+
+// signRun signs the receipt of a run that ended with res, or with runErr after its code may have
+// started (the receipt then goes with the IntegrationError); a run that was cancelled, or failed
+// before its code could start, gets none.
+func (a *Activities) signRun(ctx context.Context, r runReceipt, res guard.Result, runErr error) (guard.Result, error) {
+	var ie *guard.IntegrationError
+	switch {
+	case runErr == nil:
+		rec, err := a.sign(r, res, nil)
+		res.Receipt = rec
+		return res, err
+	case ctx.Err() == nil && errors.As(runErr, &ie) && ie.CodeMayHaveStarted:
+		rec, err := a.sign(r, guard.Result{Digest: r.digest, Backend: r.backend}, runErr)
+		if err != nil {
+			return res, errors.Join(runErr, err)
+		}
+		failed := *ie
+		failed.Receipt = rec
+		return res, &failed
+	}
+	return res, runErr
 }

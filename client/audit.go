@@ -112,6 +112,15 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 				return rec, fmt.Errorf("client: audit: decode the sandbox result of %s: %w", workflowID, err)
 			}
 			rec.Result, rec.Receipt = &res, res.Receipt
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+			// A run that failed after its code may have started carries the host's receipt of
+			// it in the failure's details.
+			a := e.GetActivityTaskFailedEventAttributes()
+			var d contract.ErrorDetails
+			if activityIDs[a.GetScheduledEventId()] && a.GetFailure().GetApplicationFailureInfo().GetDetails() != nil &&
+				c.dc.FromPayloads(a.GetFailure().GetApplicationFailureInfo().GetDetails(), &d) == nil && d.Receipt != nil {
+				rec.Receipt = d.Receipt
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 			rec.Closed = at
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
@@ -253,8 +262,19 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 	}
 	add("approval", approvalErr)
 	if rec.Result == nil {
-		add("receipt", errors.New("the record holds no result"))
-		v.OK = false
+		// A run that failed after its code may have started: its receipt says so, and nothing
+		// the record holds is a result.
+		if rec.Receipt == nil {
+			add("receipt", errors.New("the record holds no result and no receipt"))
+		} else if st, err := receipt.Verify(hosts, rec.Receipt); err != nil {
+			add("receipt", err)
+		} else {
+			add("receipt run", receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}))
+			if st.Outcome != receipt.OutcomeError {
+				add("result", fmt.Errorf("the receipt signs outcome %s but the record holds no result", st.Outcome))
+			}
+		}
+		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
 		return v
 	}
 	if !sameReceipt(rec.Receipt, rec.Result.Receipt) {

@@ -34,6 +34,9 @@ type ErrorDetails struct {
 	Reviewer string `json:"reviewer,omitempty"`
 	// Field is a ReceiptRefused's: what failed ("signature", "host_key", "stdout", ...).
 	Field string `json:"field,omitempty"`
+	// Receipt is an IntegrationError's sandbox host receipt, for a run that failed after its
+	// code may have started.
+	Receipt *guard.Receipt `json:"receipt,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -83,7 +86,7 @@ func ToFailure(err error) error {
 	case guard.TypeIntegrationError:
 		errors.As(err, &ie)
 		started := ie.CodeMayHaveStarted
-		d := ErrorDetails{Op: ie.Op, CodeMayHaveStarted: &started}
+		d := ErrorDetails{Op: ie.Op, CodeMayHaveStarted: &started, Receipt: ie.Receipt}
 		if ie.Err != nil {
 			d.Error = ie.Err.Error()
 		}
@@ -161,7 +164,7 @@ func FromFailure(err error) error {
 		}
 		return ar
 	case guard.TypeIntegrationError:
-		ie := &guard.IntegrationError{Op: d.Op, CodeMayHaveStarted: d.CodeMayHaveStarted == nil || *d.CodeMayHaveStarted}
+		ie := &guard.IntegrationError{Op: d.Op, CodeMayHaveStarted: d.CodeMayHaveStarted == nil || *d.CodeMayHaveStarted, Receipt: d.Receipt}
 		switch {
 		case !hasDetails:
 			ie.Op = appErr.Message()

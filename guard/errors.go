@@ -41,6 +41,9 @@ type IntegrationError struct {
 	Op                 string
 	Err                error
 	CodeMayHaveStarted bool
+	// Receipt is the sandbox host's receipt of a run that failed after its code may have
+	// started (outcome "error"), when the host signs receipts.
+	Receipt *Receipt
 }
 
 func (e *IntegrationError) Error() string {

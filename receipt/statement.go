@@ -3,6 +3,7 @@ package receipt
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -51,7 +52,7 @@ type Statement struct {
 	Started string `json:"started"`
 	Ended   string `json:"ended"`
 	// Outcome is the result's outcome (guard.Outcome's string), or OutcomeError; Error then says
-	// what failed (its type and text).
+	// what failed (its type, and an IntegrationError's operation).
 	Outcome  string `json:"outcome"`
 	Error    string `json:"error"`
 	ExitCode int    `json:"exit_code"`
@@ -220,7 +221,12 @@ func New(run Run, res guard.Result) Statement {
 		StateReset: res.StateReset, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell,
 	}
 	if run.Err != nil {
-		s.Outcome, s.Error = OutcomeError, guard.TypeOf(run.Err)+": "+run.Err.Error()
+		// The type and operation only: a backend's cause can quote the code's output.
+		s.Outcome, s.Error = OutcomeError, guard.TypeOf(run.Err)
+		var ie *guard.IntegrationError
+		if errors.As(run.Err, &ie) {
+			s.Error += ": " + ie.Op
+		}
 	}
 	var m guard.Measured
 	if res.Measured != nil {
