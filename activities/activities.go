@@ -93,6 +93,18 @@ type Config struct {
 	// fails before anything started (the workflow tries again with backoff). Optional: zero
 	// means no cap.
 	MaxSessions int
+	// HostKeyFile is this sandbox host's own signing key (an OpenSSH ed25519 private key): it
+	// signs a receipt (package receipt) for every run and cell. Optional: without it results
+	// carry no receipt, and a workflow whose check recorded hosts refuses them.
+	HostKeyFile string
+	// HostName is the host's name in its receipts, a principal of its line in the hosts file.
+	// Optional: defaults to os.Hostname().
+	HostName string
+	// HostsFile lists the sandbox hosts' public keys (allowed_signers format, host names as
+	// principals): Check records them, and the workflow refuses a result whose receipt does not
+	// verify against them. Optional: without it the check records none and results are accepted
+	// without receipts, as before receipts existed.
+	HostsFile string
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -116,6 +128,9 @@ type Activities struct {
 	// after which this host removes a sandbox by itself (tests shorten them).
 	holdStart     time.Duration
 	lifetimeExtra time.Duration
+	// hostKey signs receipts (nil: none); hostsFile is recorded by the checks (receipt.go).
+	hostKey   *hostKey
+	hostsFile string
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -159,6 +174,9 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if cfg.PasskeyCountersFile != "" {
 		a.counters = approval.NewCounters(cfg.PasskeyCountersFile)
+	}
+	if err := a.setUpReceipts(cfg); err != nil {
+		return nil, err
 	}
 	a.run.Grace = a.policy.Grace
 	a.lifetimeExtra = a.policy.MaxTimeout + a.policy.Grace + lifetimeMargin
@@ -244,8 +262,12 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
+	hosts, err := a.loadHosts()
+	if err != nil {
+		return contract.CheckResult{}, contract.ToFailure(err)
+	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion}, nil
+		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts}, nil
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.
@@ -293,6 +315,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// The one place a result's approval fields are set (the guard sets its digest and backend).
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
+	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
+		approvals: approvalsOf(claim), started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // Event is one thing that happened to a run. Data holds sizes, counts, exit codes, durations, the
@@ -171,6 +172,10 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		d["image_id"] = res.ImageID
 	}
 	addEgress(d, res.Egress)
+	d["receipt_sha256"] = ""
+	if res.Receipt != nil {
+		d["receipt_sha256"] = receipt.Hash(*res.Receipt) // what an audit export's receipt must hash to
+	}
 	if c.CaptureContent {
 		d["stdout"] = string(res.Stdout)
 		d["stderr"] = string(res.Stderr)

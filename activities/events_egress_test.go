@@ -39,10 +39,14 @@ func TestFinishedEventDerivesEveryResultField(t *testing.T) {
 		Files: []guard.File{{Name: "a", Size: 1}}, Egress: &guard.EgressReport{}}
 	in := contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}
 	d := finishedEvent(guard.Checked{Digest: "sha256:x", Backend: "docker"}, in, res, nil, time.Second).Data
-	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts"}
+	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts",
+		"receipt": "receipt_sha256"}
 	rt := reflect.TypeFor[guard.Result]()
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name == "-" { // stays on the host (Measured): its receipt says it
+			continue
+		}
 		key := name
 		if k, ok := derived[name]; ok {
 			key = k

@@ -59,6 +59,9 @@ type claim struct {
 	info   activity.Info
 	secret []byte
 	msg    contract.SandboxClaim
+	// verified is the decision this host verified for the claim (its key's fingerprint goes in
+	// the run's receipt).
+	verified approval.Verified
 }
 
 // newClaim makes a claim with a fresh secret.
@@ -143,6 +146,7 @@ func cellScope(index int) useScope {
 func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v approval.Verified) (*claim, error) {
 	c := newClaim(info, approvalID)
 	c.msg.Cell = scope.cell
+	c.verified = v
 	err := c.send(ctx, log, false)
 	if err != nil {
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // Sessions (issue 28). SessionOpen, on the sandbox task queue, opens a session's sandbox on this
@@ -46,10 +47,13 @@ type hostSandbox struct {
 	mu sync.Mutex
 	// last is the highest index this host admitted; used the approval ids it admitted; chain
 	// the chain over every cell it ran, from the results it returned.
-	last    int
-	used    map[string]bool
-	chain   string
-	cells   int
+	last  int
+	used  map[string]bool
+	chain string
+	cells int
+	// receipt is the hash of the last receipt this host signed for the sandbox's cells, which the
+	// next cell's receipt names ("" before the first).
+	receipt string
 	unknown bool // a cell's outcome is unknown: no further cell may use the sandbox
 
 	holdMu  sync.Mutex
@@ -293,6 +297,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 
 	stop := heartbeat(ctx, info.HeartbeatTimeout)
 	start := time.Now()
+	chainBefore := hs.chain
 	res, err := hs.box.RunCell(ctx, cell, hs.chain)
 	elapsed := time.Since(start)
 	stop()
@@ -307,6 +312,11 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	}
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
+	if err == nil {
+		err = a.signCell(hs, runReceipt{info: info, digest: c.Digest, backend: session.Backend, secrets: session.Secrets,
+			approvals: approvalsOf(claim), started: start, ended: start.Add(elapsed),
+			cell: &receipt.Cell{Index: cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
+	}
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
 	a.cellEvent(context.WithoutCancel(ctx), &finished, in, hs)
 	if err != nil {

@@ -116,6 +116,11 @@ func EnsureDevKeys(dataDir, principal string) (DevKeys, error) {
 	return DevKeys{}, fmt.Errorf("approval: dev keys: %s does not list the key in %s; remove %s to start again", k.AllowedSigners, k.PrivateKey, dir)
 }
 
+// CreateKeyFile writes a new unencrypted ed25519 OpenSSH private key (mode 0600) with comment to
+// path, unless a file is already there (then it leaves that file alone and returns nil). It is for
+// development keys (a sandbox host's, with worker --dev).
+func CreateKeyFile(path, comment string) error { return createKey(path, comment) }
+
 // createKey writes a new ed25519 key to path unless a file is already there.
 func createKey(path, comment string) error {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)

@@ -181,3 +181,53 @@ func SignNamespace(signer ssh.Signer, namespace string, message []byte) (string,
 	}
 	return s.Marshal(), nil
 }
+
+// SignerKey is the key that made a signature VerifyNamespace accepted.
+type SignerKey struct {
+	// KeyType is the key's type (KeyTypeEd25519 or KeyTypeECDSAP256).
+	KeyType string `json:"key_type"`
+	// PublicKey is the key in authorized_keys form: "type base64".
+	PublicKey string `json:"public_key"`
+	// Fingerprint is OpenSSH's SHA256 fingerprint.
+	Fingerprint string `json:"fingerprint"`
+}
+
+// VerifyNamespace checks that armored is an SSHSIG in namespace over message, made by a plain
+// ed25519 or ecdsa-p256 key (security keys are refused: what signs this way signs unattended), and
+// returns the key. It consults no list of keys: the caller decides whether it trusts the key (a
+// sandbox host's receipt is checked against the hosts file). A refusal is a *RefusalError:
+// ReasonMalformed, ReasonUnsupported, ReasonWrongNamespace (a signature made for another
+// namespace, such as a reviewer's approval presented as a receipt) or ReasonBadSignature.
+func VerifyNamespace(armored, namespace string, message []byte) (SignerKey, error) {
+	sig, err := ParseSSHSignature(armored)
+	if err != nil {
+		return SignerKey{}, &RefusalError{Reason: ReasonMalformed, Detail: strings.TrimPrefix(err.Error(), "approval: ")}
+	}
+	if sig.Namespace != namespace {
+		return SignerKey{}, refuse(ReasonWrongNamespace, "signature namespace %q; want %q", printable(sig.Namespace), namespace)
+	}
+	pub, err := parsePublicKey(sig.PublicKey)
+	if err != nil {
+		return SignerKey{}, refuse(ReasonUnsupported, "signing key: %v", err)
+	}
+	if pub.isSK() {
+		return SignerKey{}, refuse(ReasonUnsupported, "signing key %s is a security key; namespace %s takes plain keys only", pub.fingerprint(), namespace)
+	}
+	data, err := signedData(sig.Namespace, sig.HashAlgorithm, message)
+	if err != nil {
+		return SignerKey{}, refuse(ReasonUnsupported, "%v", err)
+	}
+	switch _, err := pub.verify(data, sig.Signature); {
+	case errors.Is(err, errSigInvalid):
+		return SignerKey{}, refuse(ReasonBadSignature, "the signature by %s does not verify over the message", pub.fingerprint())
+	case err != nil:
+		return SignerKey{}, refuse(ReasonMalformed, "signature by %s: %v", pub.fingerprint(), err)
+	}
+	return SignerKey{KeyType: pub.typ, PublicKey: pub.authorized(), Fingerprint: pub.fingerprint()}, nil
+}
+
+// AllowsNamespace reports whether the key's namespaces= option (none: any) lets it sign in
+// namespace.
+func (k Key) AllowsNamespace(namespace string) bool {
+	return k.Namespaces == "" || matchPatternList(namespace, k.Namespaces)
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // CheckInput is the input of the check activity (CheckActivityName).
@@ -30,6 +31,10 @@ type CheckResult struct {
 	// it names the reviewer). Absent in histories recorded before it, which replay with version
 	// 1.
 	StatementVersion int `json:"statement_version,omitempty"`
+	// Hosts are the sandbox hosts' keys (the checking worker's hosts file): the workflow refuses
+	// a result whose receipt does not verify against them. Absent when the worker has no hosts
+	// file, and in histories recorded before receipts: results are then taken as they come.
+	Hosts *receipt.Hosts `json:"hosts,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

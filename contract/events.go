@@ -14,6 +14,9 @@ const (
 	EventApprovalExpired   EventType = "approval.expired"
 	EventApprovalRejected  EventType = "approval.rejected"
 	EventSandboxRetry      EventType = "sandbox.retry"
+	// EventReceiptRefused: the workflow refused a result whose receipt does not verify (issue
+	// 31); the run ends with a ReceiptRefused.
+	EventReceiptRefused EventType = "receipt.refused"
 
 	// Emitted by the sandbox host.
 	EventSandboxStarted  EventType = "sandbox.started"

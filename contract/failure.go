@@ -32,6 +32,11 @@ type ErrorDetails struct {
 	// (a guard.RefusedReason).
 	Reason   string `json:"reason,omitempty"`
 	Reviewer string `json:"reviewer,omitempty"`
+	// Field is a ReceiptRefused's: what failed ("signature", "host_key", "stdout", ...).
+	Field string `json:"field,omitempty"`
+	// Receipt is an IntegrationError's sandbox host receipt, for a run that failed after its
+	// code may have started.
+	Receipt *guard.Receipt `json:"receipt,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -48,8 +53,16 @@ func ToFailure(err error) error {
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
 		sl *guard.SandboxLost
+		rr *guard.ReceiptRefused
 	)
 	switch guard.TypeOf(err) {
+	case guard.TypeReceiptRefused:
+		errors.As(err, &rr)
+		d := ErrorDetails{Message: rr.Msg, Field: rr.Field}
+		if rr.Err != nil {
+			d.Error = rr.Err.Error()
+		}
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeReceiptRefused, nil, d)
 	case guard.TypeSandboxLost:
 		errors.As(err, &sl)
 		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeSandboxLost, nil, ErrorDetails{Message: sl.Msg})
@@ -73,7 +86,7 @@ func ToFailure(err error) error {
 	case guard.TypeIntegrationError:
 		errors.As(err, &ie)
 		started := ie.CodeMayHaveStarted
-		d := ErrorDetails{Op: ie.Op, CodeMayHaveStarted: &started}
+		d := ErrorDetails{Op: ie.Op, CodeMayHaveStarted: &started, Receipt: ie.Receipt}
 		if ie.Err != nil {
 			d.Error = ie.Err.Error()
 		}
@@ -138,6 +151,12 @@ func FromFailure(err error) error {
 		return &guard.ApprovalDenied{Reason: d.Reason, Reviewer: d.Reviewer, Message: d.Message}
 	case guard.TypeSandboxLost:
 		return &guard.SandboxLost{Msg: msg}
+	case guard.TypeReceiptRefused:
+		rr := &guard.ReceiptRefused{Field: d.Field, Msg: msg}
+		if d.Error != "" {
+			rr.Err = errors.New(d.Error)
+		}
+		return rr
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {
@@ -145,7 +164,7 @@ func FromFailure(err error) error {
 		}
 		return ar
 	case guard.TypeIntegrationError:
-		ie := &guard.IntegrationError{Op: d.Op, CodeMayHaveStarted: d.CodeMayHaveStarted == nil || *d.CodeMayHaveStarted}
+		ie := &guard.IntegrationError{Op: d.Op, CodeMayHaveStarted: d.CodeMayHaveStarted == nil || *d.CodeMayHaveStarted, Receipt: d.Receipt}
 		switch {
 		case !hasDetails:
 			ie.Op = appErr.Message()

@@ -41,6 +41,9 @@ type IntegrationError struct {
 	Op                 string
 	Err                error
 	CodeMayHaveStarted bool
+	// Receipt is the sandbox host's receipt of a run that failed after its code may have
+	// started (outcome "error"), when the host signs receipts.
+	Receipt *Receipt
 }
 
 func (e *IntegrationError) Error() string {
@@ -143,6 +146,7 @@ func TypeOf(err error) string {
 		ad *ApprovalDenied
 		ar *ApprovalRefused
 		sl *SandboxLost
+		rr *ReceiptRefused
 	)
 	switch {
 	case errors.As(err, &tu):
@@ -155,6 +159,8 @@ func TypeOf(err error) string {
 		return TypeApprovalRefused
 	case errors.As(err, &sl):
 		return TypeSandboxLost
+	case errors.As(err, &rr):
+		return TypeReceiptRefused
 	case errors.As(err, &ie):
 		return TypeIntegrationError
 	}

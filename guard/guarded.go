@@ -129,6 +129,16 @@ func typed(backend string, err error) error {
 // FilesTruncated), sizes are recomputed from the content, and the outcome is settled (OK, TimedOut
 // and a timeout's exit code -1 follow from it).
 func Enforce(res Result, l Limits) Result {
+	if res.Measured == nil || res.Measured.Files == nil {
+		// The files as the backend returned them, for the receipt's "before" (once: a result
+		// enforced again keeps its first measure).
+		m := Measured{}
+		if res.Measured != nil {
+			m = *res.Measured
+		}
+		m.Files = measureFiles(res.Files)
+		res.Measured = &m
+	}
 	var cut bool
 	res.Stdout, cut = Truncate(res.Stdout, l.MaxStdoutBytes)
 	res.StdoutTruncated = res.StdoutTruncated || cut

@@ -218,6 +218,11 @@ type Result struct {
 	// StateReset says, for a session's cell, that the cell ran in a fresh interpreter because an
 	// earlier cell killed or wedged the last one: variables and imports are gone, /work is kept.
 	StateReset bool `json:"state_reset,omitempty"`
+	// Receipt is the sandbox host's signed account of the run (package receipt): what ran,
+	// where, and the hashes of what it produced. Absent from results of hosts without a key.
+	Receipt *Receipt `json:"receipt,omitempty"`
+	// Measured is what the backend measured for the receipt; it stays on the host (no JSON).
+	Measured *Measured `json:"-"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

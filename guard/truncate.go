@@ -1,6 +1,11 @@
 package guard
 
-import "sync"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"hash"
+	"sync"
+)
 
 // Truncate returns at most max bytes of b, and whether anything was cut.
 func Truncate(b []byte, max int64) ([]byte, bool) {
@@ -21,6 +26,8 @@ type CapBuffer struct {
 	max   int64
 	buf   []byte
 	total int64
+	// all hashes every byte written, kept or not (Measure).
+	all hash.Hash
 	// tee, when set, gets every kept byte as it is kept (see Tee).
 	tee    OutputFunc
 	stream Stream
@@ -31,7 +38,7 @@ func NewCapBuffer(max int64) *CapBuffer {
 	if max < 0 {
 		max = 0
 	}
-	return &CapBuffer{max: max}
+	return &CapBuffer{max: max, all: sha256.New()}
 }
 
 // Write keeps what fits under the cap and reports every byte as written.
@@ -40,6 +47,10 @@ func (c *CapBuffer) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.total += int64(n)
+	if c.all == nil {
+		c.all = sha256.New()
+	}
+	c.all.Write(p)
 	if room := c.max - int64(len(c.buf)); room > 0 {
 		if int64(len(p)) > room {
 			p = p[:room]
@@ -71,4 +82,15 @@ func (c *CapBuffer) Truncated() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total > int64(len(c.buf))
+}
+
+// Measure returns the length and SHA-256 of every byte written, kept or not: the whole stream, for
+// the sandbox host's receipt.
+func (c *CapBuffer) Measure() StreamMeasure {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.all == nil {
+		c.all = sha256.New()
+	}
+	return StreamMeasure{Bytes: c.total, SHA256: hex.EncodeToString(c.all.Sum(nil))}
 }

@@ -38,6 +38,8 @@ type command struct {
 	// reviewer is the principal a reviewer signs as (statement, approve, deny).
 	reviewer    string
 	waitTimeout time.Duration
+	// hosts is result's hosts file (its receipt is verified against it).
+	hosts string
 
 	// statement, approve, deny
 	key        string
@@ -162,6 +164,7 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
 	} else {
 		fs.DurationVar(&c.waitTimeout, "timeout", 0, "wait at most this long for the result (default: until the run ends)")
+		fs.StringVar(&c.hosts, "hosts", os.Getenv("SANDBOXFLOW_HOSTS"), "verify the result's receipt against these sandbox hosts' keys (default: the keys the run's check recorded)")
 	}
 	pos, err := cli.Parse(fs, args, 1, 1)
 	if err != nil {

@@ -64,8 +64,15 @@ commands:
                        cell marked; code shown as show shows it (tabs, invisible characters, warnings)
   session close SESSION [--reason R]
                        close it: a waiting cell is dropped, the sandbox removed; prints its status
-  result ID [--timeout D]
-                       wait for the run's result (exit 1 with {"error": ...} when it did not run)
+  result ID [--timeout D] [--hosts F]
+                       wait for the run's result (exit 1 with {"error": ...} when it did not run, or
+                       when its receipt does not verify against the hosts the check recorded, or F)
+  audit ID [--run-id R]
+                       the run's whole record from its history, one JSON document (docs/audit.schema.json)
+  audit verify FILE --reviewers F --hosts F
+                       check a record offline against your key files: the digest, every signature,
+                       the receipt and the result's hashes; prints {"ok", "checks"}; exit 1 says what failed
+  audit --since T      the records of the runs that finished after T (RFC 3339 or 1h), as JSON Lines
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
   inbox --reviewers FILE [--listen 127.0.0.1:8235] [--tls-cert F --tls-key F]
                        serve the reviewers' inbox (a web page to read runs and sign with a passkey)
@@ -95,6 +102,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if len(args) > 0 && args[0] == "mcp" {
 		return mcpMain(ctx, args[1:], stderr)
+	}
+	if len(args) > 0 && args[0] == "audit" {
+		return auditMain(ctx, args[1:], stdout, stderr)
 	}
 	cmd, err := parseArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -206,6 +216,9 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 	case "result":
 		res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)
 		if err != nil {
+			return err
+		}
+		if err := verifyResult(ctx, sc, cmd, res); err != nil {
 			return err
 		}
 		return printResult(stdout, res)

@@ -84,14 +84,19 @@
 //     its own reviewers file, its own activity info (workflow id, run id, task queue) and the
 //     digest it recomputes: whatever scheduled it, nothing runs without a reviewer's signature.
 //  5. Result. The guard.Result carries the approval id, reviewer, digest and backend, set by the
-//     sandbox host that verified the approval (the workflow returns the result as it came).
+//     sandbox host that verified the approval, and the host's signed receipt. When the check
+//     recorded sandbox hosts' keys (a hosts file), the workflow (version marker "receipt-v1")
+//     verifies the receipt against them, that it is this run's, and that the result is what it
+//     signs (package receipt, pure Go); anything else ends the run with a ReceiptRefused and the
+//     event receipt.refused: a namespace writer who completes the sandbox activity by id gets no
+//     output accepted.
 //     SandboxStatus ends at succeeded, failed (non-zero exit or a resource-limit kill),
 //     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error.
 //
 // # Events
 //
 // The workflow logs approval.requested, approval.granted, approval.denied, approval.expired,
-// approval.rejected and sandbox.retry (contract.EventType) with its replay-safe logger
+// approval.rejected, sandbox.retry and receipt.refused (contract.EventType) with its replay-safe logger
 // (workflow.GetLogger): the message and the attribute "event" are the event type, and the
 // attributes carry sizes, counts, ids and the digest; approval.rejected carries its typed reason
 // as "rejection" (a contract.RejectReason). Code and env values appear only when the request set capture_content. Give the worker

@@ -98,6 +98,9 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 		}
 		return guard.Result{}, r.fail(ctx, err)
 	}
+	if err := r.checkReceipt(ctx, check.Hosts, res, d); err != nil {
+		return guard.Result{}, r.fail(ctx, err)
+	}
 
 	// 5. Result: the sandbox host set its approval fields (approval id, reviewer, digest), as it
 	// verified them.

@@ -200,14 +200,19 @@ func encodeRequest(c guard.Checked, uid int, eg *sandboxEgress) ([]byte, error) 
 // exitReport is the payload of frameExit. The supervisor is out of the code's reach, but the
 // worker still trusts nothing in it beyond what it can check.
 type exitReport struct {
-	ExitCode     int   `json:"exit_code"`
-	Signal       int   `json:"signal"`
-	TimedOut     bool  `json:"timed_out"`
-	DurationMS   int64 `json:"duration_ms"`
-	StdoutBytes  int64 `json:"stdout_bytes"`
-	StderrBytes  int64 `json:"stderr_bytes"`
-	PidsLimitHit bool  `json:"pids_limit_hit"`
-	OOMKills     int   `json:"oom_kills"`
+	ExitCode    int   `json:"exit_code"`
+	Signal      int   `json:"signal"`
+	TimedOut    bool  `json:"timed_out"`
+	DurationMS  int64 `json:"duration_ms"`
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	// StdoutSHA256 and StderrSHA256 are the SHA-256 (hex) of every byte the code wrote to the
+	// stream, kept or not, for the host's receipt; empty from an image whose Python has no
+	// hashlib.
+	StdoutSHA256 string `json:"stdout_sha256,omitempty"`
+	StderrSHA256 string `json:"stderr_sha256,omitempty"`
+	PidsLimitHit bool   `json:"pids_limit_hit"`
+	OOMKills     int    `json:"oom_kills"`
 	// LimitsKnown says the supervisor could read the pids and memory cgroup counters (under runc;
 	// gVisor has no cgroup files), so PidsLimitHit and OOMKills are complete without asking the
 	// daemon.
@@ -392,6 +397,7 @@ func (r *report) output() guard.Result {
 	if r.exit != nil {
 		res.StdoutTruncated = res.StdoutTruncated || r.exit.StdoutBytes > r.limits.MaxStdoutBytes
 		res.StderrTruncated = res.StderrTruncated || r.exit.StderrBytes > r.limits.MaxStderrBytes
+		res.Measured = r.exit.measured()
 	}
 	return res
 }
@@ -462,4 +468,27 @@ func encodeCell(cell guard.Cell, l guard.Limits) ([]byte, error) {
 		return nil, fmt.Errorf("docker: encode cell: %w", err)
 	}
 	return encodeFrame(frameCell, 0, b), nil
+}
+
+// measured is what the supervisor measured of the whole streams, for the host's receipt (nil
+// parts when it hashed nothing). The runtime is the backend's to add.
+func (e *exitReport) measured() *guard.Measured {
+	m := &guard.Measured{}
+	if isHexSHA256(e.StdoutSHA256) && isHexSHA256(e.StderrSHA256) {
+		m.Stdout = &guard.StreamMeasure{Bytes: e.StdoutBytes, SHA256: e.StdoutSHA256}
+		m.Stderr = &guard.StreamMeasure{Bytes: e.StderrBytes, SHA256: e.StderrSHA256}
+	}
+	return m
+}
+
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

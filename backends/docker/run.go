@@ -377,5 +377,18 @@ func (b *Backend) outcome(m measured, l guard.Limits) guard.Result {
 	if res.TimedOut {
 		res.ExitCode = -1
 	}
+	if res.Measured == nil {
+		res.Measured = &guard.Measured{}
+	}
+	res.Measured.Runtime = b.runtimeName()
 	return res
+}
+
+// runtimeName is the OCI runtime the containers run under, as a receipt names it: "default" for
+// the daemon's default runtime (runc unless the daemon says otherwise).
+func (b *Backend) runtimeName() string {
+	if b.cfg.Runtime == "" {
+		return "default"
+	}
+	return b.cfg.Runtime
 }

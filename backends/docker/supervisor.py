@@ -263,9 +263,25 @@ def json_fields(fields):
     for k, v in fields.items():
         if isinstance(v, bool):
             parts.append('"%s":%s' % (k, "true" if v else "false"))
+        elif isinstance(v, str):  # hex digests only: no escaping needed
+            parts.append('"%s":"%s"' % (k, v))
         else:
             parts.append('"%s":%d' % (k, v))
     return ("{" + ",".join(parts) + "}").encode("ascii")
+
+
+def stream_hashes(fds):
+    """A SHA-256 per stream, over every byte the code writes to it (kept or not), for the sandbox
+    host's receipt; None when the image's Python has no hashlib (the report then carries none)."""
+    try:
+        import hashlib
+    except ImportError:
+        return None
+    return {fd: hashlib.sha256() for fd in fds}
+
+
+def hex_of(hashes, fd):
+    return hashes[fd].hexdigest() if hashes is not None else ""
 
 
 def others_alive():
@@ -508,6 +524,7 @@ class Streams:
         self.kind = {self.out_r: F_STDOUT, self.err_r: F_STDERR}
         self.room = {self.out_r: caps[0], self.err_r: caps[1]}
         self.seen = {self.out_r: 0, self.err_r: 0}
+        self.hashes = stream_hashes((self.out_r, self.err_r))
         self.stdin_data = stdin_data
         self.wake_r = wake_r
         self.poller = select.poll()
@@ -565,6 +582,8 @@ class Streams:
             self.open.discard(fd)
             return
         self.seen[fd] += len(b)
+        if self.hashes is not None:
+            self.hashes[fd].update(b)
         keep = b[: max(self.room[fd], 0)]
         self.room[fd] -= len(keep)
         if keep:
@@ -1166,6 +1185,7 @@ class CellOut:
         self.kind = {out_r: F_STDOUT, err_r: F_STDERR}
         self.room = {out_r: caps[0], err_r: caps[1]}
         self.seen = {out_r: 0, err_r: 0}
+        self.hashes = stream_hashes((out_r, err_r))
         self.out_r, self.err_r = out_r, err_r
         self.open = {out_r, err_r}
 
@@ -1175,6 +1195,8 @@ class CellOut:
             self.open.discard(fd)
             return False
         self.seen[fd] += len(b)
+        if self.hashes is not None:
+            self.hashes[fd].update(b)
         keep = b[: max(self.room[fd], 0)]
         self.room[fd] -= len(keep)
         if keep:
@@ -1453,6 +1475,8 @@ class Session:
             "duration_ms": int((ended - started) * 1000),
             "stdout_bytes": out.seen[out.out_r],
             "stderr_bytes": out.seen[out.err_r],
+            "stdout_sha256": hex_of(out.hashes, out.out_r),
+            "stderr_sha256": hex_of(out.hashes, out.err_r),
             "pids_limit_hit": pids_after > max(counters[0], 0),
             "oom_kills": max(oom_after - max(counters[1], 0), 0),
             "limits_known": min(counters[0], counters[1], pids_after, oom_after) >= 0,
@@ -1507,6 +1531,8 @@ def main():
         "duration_ms": elapsed_ms,
         "stdout_bytes": streams.seen[streams.out_r],
         "stderr_bytes": streams.seen[streams.err_r],
+        "stdout_sha256": hex_of(streams.hashes, streams.out_r),
+        "stderr_sha256": hex_of(streams.hashes, streams.err_r),
         "pids_limit_hit": pids_after > max(before[0], 0),
         "oom_kills": max(oom_after - max(before[1], 0), 0),
         "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,

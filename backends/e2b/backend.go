@@ -213,6 +213,7 @@ func (b *Backend) execute(ctx context.Context, e envd, pc processConfig, l guard
 	res := guard.Result{
 		ExitCode: pr.exitCode, Stdout: pr.stdout.buf, Stderr: pr.stderr.buf,
 		StdoutTruncated: pr.stdout.truncated, StderrTruncated: pr.stderr.truncated,
+		Measured: &guard.Measured{Stdout: pr.stdout.measure(), Stderr: pr.stderr.measure()},
 	}
 	timedOut := func() (guard.Result, error) {
 		res.TimedOut, res.ExitCode = true, -1

@@ -3,10 +3,13 @@ package e2b
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -336,9 +339,17 @@ type capped struct {
 	// out, when set, gets each kept chunk as it is kept (guard.OutputFunc).
 	out    guard.OutputFunc
 	stream guard.Stream
+	// all hashes every byte written, kept or not, and total counts them (measure).
+	all   hash.Hash
+	total int64
 }
 
 func (c *capped) write(p []byte) {
+	if c.all == nil {
+		c.all = sha256.New()
+	}
+	c.all.Write(p)
+	c.total += int64(len(p))
 	room := c.max - int64(len(c.buf))
 	if int64(len(p)) > room {
 		c.truncated = true
@@ -348,4 +359,12 @@ func (c *capped) write(p []byte) {
 	if c.out != nil && len(p) > 0 {
 		c.out(c.stream, p)
 	}
+}
+
+// measure returns the length and SHA-256 of every byte written, for the host's receipt.
+func (c *capped) measure() *guard.StreamMeasure {
+	if c.all == nil {
+		c.all = sha256.New()
+	}
+	return &guard.StreamMeasure{Bytes: c.total, SHA256: hex.EncodeToString(c.all.Sum(nil))}
 }

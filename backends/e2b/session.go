@@ -291,7 +291,8 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 	errCut := ip.stderr.Begin(nonce, stderr)
 	result := func() guard.Result {
 		return guard.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StateReset: fresh,
-			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated()}
+			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated(),
+			Measured: measured(stdout, stderr)}
 	}
 	dead := func() {
 		ip.stop()
@@ -562,4 +563,10 @@ func (ss *session) Close(ctx context.Context) error {
 		return nil
 	}
 	return ss.closeErr
+}
+
+// measured is the whole of both streams as they reached the host, for its receipt.
+func measured(stdout, stderr *guard.CapBuffer) *guard.Measured {
+	o, e := stdout.Measure(), stderr.Measure()
+	return &guard.Measured{Stdout: &o, Stderr: &e}
 }

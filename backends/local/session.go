@@ -292,7 +292,8 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 	errCut := ip.stderr.Begin(nonce, stderr)
 	result := func() guard.Result {
 		return guard.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StateReset: fresh,
-			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated()}
+			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated(),
+			Measured: measured(stdout, stderr)}
 	}
 	ended := func() {
 		ip.stdout.Abandon()

@@ -16,7 +16,7 @@ const module = "github.com/sandboxflow/sandboxflow"
 
 // Floors of the house, as import paths below the module.
 var (
-	groundFloor = []string{"guard", "approval", "codec", "egress", "contract"}
+	groundFloor = []string{"guard", "approval", "receipt", "codec", "egress", "contract"}
 	leafHelpers = []string{"internal/cli", "internal/defaults", "internal/httpcall", "internal/httpserve", "internal/smallfile"}
 	testKits    = "internal/testkit"
 	assembly    = "worker/service"

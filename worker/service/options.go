@@ -43,6 +43,17 @@ type Options struct {
 	// its keys run code. Required, except with Dev: then a development key is made once in
 	// DataDir/reviewer and used.
 	Reviewers string
+	// HostKey is this sandbox host's signing key file (OpenSSH ed25519): it signs a receipt of
+	// every run and cell. Optional: with Dev a key is made once in DataDir/host; otherwise,
+	// without it, results carry no receipt (and workflows with a hosts file refuse them).
+	HostKey string
+	// HostName is the host's name in its receipts. Optional: defaults to the machine's.
+	HostName string
+	// Hosts is the hosts file (allowed_signers, host names as principals): the workflow refuses
+	// a result whose receipt does not verify against it. Optional: with Dev, DataDir/host/hosts
+	// (listing HostKey); otherwise, without it, results are accepted without receipts (a
+	// warning says so at start).
+	Hosts string
 	// PasskeyOrigin is the reviewers' inbox origin (scheme://host[:port]): passkey decisions are
 	// accepted only when made on it. Optional: empty refuses passkey decisions, except with Dev
 	// and its inbox, whose origin (http://localhost:InboxPort) is then used.

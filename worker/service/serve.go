@@ -71,6 +71,10 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	hostKey, hostName, hosts, err := receiptFiles(cfg, logger)
+	if err != nil {
+		return err
+	}
 	met, err := startMetrics(ctx, cfg, logger)
 	if err != nil {
 		return err
@@ -121,6 +125,9 @@ func (w *Worker) Serve(ctx context.Context) error {
 		SandboxTaskQueue: cfg.SandboxTaskQueue,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		ReviewersFile:    reviewers,
+		HostKeyFile:      hostKey,
+		HostName:         hostName,
+		HostsFile:        hosts,
 
 		PasskeyOrigin:          passkeyOrigin(cfg),
 		PasskeyCountersFile:    passkeyCounters(cfg),

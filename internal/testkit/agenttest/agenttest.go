@@ -27,6 +27,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
@@ -45,6 +46,9 @@ type Env struct {
 	// Reviewer is the reviewer whose key the worker's reviewers file lists; nil when
 	// Options.ReviewersFile was given.
 	Reviewer *reviewertest.Reviewer
+	// Host is the sandbox host whose key signs the worker's receipts, and whose hosts file the
+	// worker's check records (so every result is verified against it).
+	Host *hosttest.Host
 }
 
 // Options adjust Setup.
@@ -71,6 +75,8 @@ type Options struct {
 	ReviewersFile string
 	// PasskeyOrigin and PasskeyCountersFile are the worker's (activities.Config). Optional.
 	PasskeyOrigin, PasskeyCountersFile string
+	// Host signs the receipts. Optional: a fresh "test-host".
+	Host *hosttest.Host
 	// NoStarter skips building the starter (Env.Starter is then empty).
 	NoStarter bool
 	// TaskQueue is the worker's task queue. Optional: one named after the test.
@@ -125,6 +131,10 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	} else if reviewer != nil {
 		t.Fatal("agenttest: Options.Reviewer and Options.ReviewersFile are both set")
 	}
+	host := o.Host
+	if host == nil {
+		host = hosttest.New(t, "test-host")
+	}
 	queue := o.TaskQueue
 	if queue == "" {
 		queue = "agents-" + strings.ReplaceAll(t.Name(), "/", "-")
@@ -143,6 +153,9 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		ReviewersFile:       reviewers,
 		PasskeyOrigin:       o.PasskeyOrigin,
 		PasskeyCountersFile: o.PasskeyCountersFile,
+		HostKeyFile:         host.KeyFile,
+		HostName:            host.Name,
+		HostsFile:           host.File,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +182,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer}
+	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer, Host: host}
 	if !o.NoStarter {
 		dir := t.TempDir()
 		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()

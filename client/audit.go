@@ -1,0 +1,479 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
+)
+
+// localActivityMarker is the marker name the Go SDK records a local activity's result under.
+const localActivityMarker = "LocalActivity"
+
+// Audit reads a RunCode run's whole record from its history alone (runID empty: the latest run):
+// the request, the check's record, every decision judged as the workflow judged it (against the
+// reviewer keys the check recorded, at the time of its event), the claims, the receipt and the
+// result. It trusts nothing the status query says.
+func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.AuditRecord, error) {
+	rec := contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
+		Decisions: []contract.AuditDecision{}, Claims: []contract.SandboxClaim{}}
+	var (
+		in          contract.Input
+		check       *contract.CheckResult
+		workflowTQ  string
+		activityIDs = map[int64]bool{}
+		decisions   []contract.AuditDecision
+	)
+	if runID == "" {
+		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+		if err != nil {
+			return rec, fmt.Errorf("client: audit: describe %s: %w", workflowID, err)
+		}
+		runID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	rec.RunID = runID
+	iter := c.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		if err != nil {
+			return rec, fmt.Errorf("client: audit: history of %s: %w", workflowID, err)
+		}
+		at := e.GetEventTime().AsTime()
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			a := e.GetWorkflowExecutionStartedEventAttributes()
+			if typ := a.GetWorkflowType().GetName(); typ == contract.SessionWorkflowName {
+				return c.auditSession(ctx, rec, runID)
+			} else if typ != contract.WorkflowName {
+				return rec, &contract.WorkflowTypeError{WorkflowID: workflowID, Type: typ, Want: contract.WorkflowName}
+			}
+			rec.Started, workflowTQ = at, a.GetTaskQueue().GetName()
+			if err := c.dc.FromPayloads(a.GetInput(), &in); err != nil {
+				return rec, fmt.Errorf("client: audit: decode the input of %s: %w", workflowID, err)
+			}
+			rec.Request = in.Request
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			a := e.GetMarkerRecordedEventAttributes()
+			if a.GetMarkerName() != localActivityMarker || check != nil {
+				continue
+			}
+			var cr contract.CheckResult
+			if err := c.dc.FromPayloads(a.GetDetails()["result"], &cr); err != nil || cr.Checked.Digest == "" {
+				continue
+			}
+			check = &cr
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			a := e.GetWorkflowExecutionSignaledEventAttributes()
+			switch a.GetSignalName() {
+			case contract.SignalApproval:
+				var d contract.Decision
+				if err := c.dc.FromPayloads(a.GetInput(), &d); err != nil {
+					decisions = append(decisions, contract.AuditDecision{Via: contract.ViaSignal, Time: at, Refused: "unreadable: " + err.Error()})
+					continue
+				}
+				decisions = append(decisions, contract.AuditDecision{Via: contract.ViaSignal, Time: at, Decision: d})
+			case contract.SignalSandboxClaim:
+				var cl contract.SandboxClaim
+				if err := c.dc.FromPayloads(a.GetInput(), &cl); err == nil {
+					rec.Claims = append(rec.Claims, cl)
+				}
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+			req := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
+			if req.GetInput().GetName() != contract.UpdateDecide {
+				continue
+			}
+			var d contract.Decision
+			if err := c.dc.FromPayloads(req.GetInput().GetArgs(), &d); err != nil {
+				continue
+			}
+			decisions = append(decisions, contract.AuditDecision{Via: contract.ViaUpdate, Time: at, Decision: d})
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := e.GetActivityTaskScheduledEventAttributes()
+			if a.GetActivityType().GetName() == contract.RunActivityName {
+				activityIDs[e.GetEventId()] = true
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := e.GetActivityTaskCompletedEventAttributes()
+			if !activityIDs[a.GetScheduledEventId()] {
+				continue
+			}
+			var res guard.Result
+			if err := c.dc.FromPayloads(a.GetResult(), &res); err != nil {
+				return rec, fmt.Errorf("client: audit: decode the sandbox result of %s: %w", workflowID, err)
+			}
+			rec.Result, rec.Receipt = &res, res.Receipt
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+			// A run that failed after its code may have started carries the host's receipt of
+			// it in the failure's details.
+			a := e.GetActivityTaskFailedEventAttributes()
+			var d contract.ErrorDetails
+			if activityIDs[a.GetScheduledEventId()] && a.GetFailure().GetApplicationFailureInfo().GetDetails() != nil &&
+				c.dc.FromPayloads(a.GetFailure().GetApplicationFailureInfo().GetDetails(), &d) == nil && d.Receipt != nil {
+				rec.Receipt = d.Receipt
+			}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+			rec.Closed = at
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+			rec.Closed = at
+			f := e.GetWorkflowExecutionFailedEventAttributes().GetFailure()
+			rec.Error = &contract.AuditError{Type: f.GetApplicationFailureInfo().GetType(), Message: f.GetMessage()}
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			rec.Closed = at
+			rec.Error = &contract.AuditError{Type: e.GetEventType().String(), Message: "the run ended without a result"}
+		}
+	}
+	if check == nil {
+		return rec, fmt.Errorf("client: audit: the history of %s records no check", workflowID)
+	}
+	rec.Checked, rec.StatementVersion = check.Checked, max(check.StatementVersion, approval.StatementVersion1)
+	rec.SandboxTaskQueue = in.SandboxTaskQueue
+	if rec.SandboxTaskQueue == "" {
+		rec.SandboxTaskQueue = check.Run.TaskQueue
+	}
+	if rec.SandboxTaskQueue == "" {
+		rec.SandboxTaskQueue = workflowTQ
+	}
+	rec.ReviewerKeys, rec.HostKeys = check.Reviewers.Keys(), check.Hosts.Keys()
+	if rec.ReviewerKeys == nil {
+		rec.ReviewerKeys = []approval.Key{}
+	}
+	if rec.HostKeys == nil {
+		rec.HostKeys = []approval.Key{}
+	}
+	rec.Decisions = judge(rec, check.Reviewers, decisions)
+	return rec, nil
+}
+
+// judge says of each decision what statement it had to sign and whether it was the one accepted:
+// the first that verifies against reviewers at its event's time.
+func judge(rec contract.AuditRecord, reviewers *approval.Reviewers, ds []contract.AuditDecision) []contract.AuditDecision {
+	out := []contract.AuditDecision{}
+	accepted := false
+	for _, d := range ds {
+		if d.Refused != "" {
+			out = append(out, d)
+			continue
+		}
+		want := statementFields(rec, d.Decision)
+		if stmt, err := want.Statement(); err == nil {
+			d.Statement = string(stmt)
+		}
+		v, err := approval.Verify(reviewers, want, d.Decision.Proof(), d.Time)
+		switch {
+		case err == nil && accepted:
+			d.Refused = "ignored: a decision was accepted before it"
+		case err != nil:
+			d.Refused = err.Error()
+		default:
+			d.Accepted, d.Fingerprint, accepted = true, v.Fingerprint, true
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// statementFields is the statement d had to sign for the run rec records.
+func statementFields(rec contract.AuditRecord, d contract.Decision) approval.Fields {
+	f := d.Fields(rec.WorkflowID, rec.RunID, rec.Checked.Digest, rec.SandboxTaskQueue)
+	f.Version = rec.StatementVersion
+	if f.Expires.IsZero() && d.Statement != "" {
+		if got, err := approval.ParseStatement([]byte(d.Statement)); err == nil {
+			f.Expires = got.Expires
+			if f.Reviewer == "" {
+				f.Reviewer = got.Reviewer
+			}
+		}
+	}
+	return f
+}
+
+// AuditCheck is one check of VerifyAudit.
+type AuditCheck struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// AuditVerdict is what VerifyAudit found.
+type AuditVerdict struct {
+	OK     bool         `json:"ok"`
+	Checks []AuditCheck `json:"checks"`
+}
+
+// VerifyAudit checks an audit record offline, against the given reviewers and hosts (the
+// verifier's own files, never the keys the record names): the digest recomputed from the checked
+// request, which must be the request that was started; the accepted approval's signature; the
+// receipt's signature and that it is this run's; and the result against the receipt's hashes.
+// Every check is reported, and a failure says what failed.
+func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts *receipt.Hosts) AuditVerdict {
+	var v AuditVerdict
+	add := func(name string, err error) {
+		c := AuditCheck{Name: name, OK: err == nil}
+		if err != nil {
+			c.Error = err.Error()
+		}
+		v.Checks = append(v.Checks, c)
+	}
+	if rec.Audit != contract.AuditVersion {
+		add("version", fmt.Errorf("audit %q; want %q", rec.Audit, contract.AuditVersion))
+	}
+	if rec.Session != nil {
+		verifySession(rec, hosts, add)
+		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+		return v
+	}
+	add("request", sameRequest(rec.Request, rec.Checked))
+	var digestErr error
+	if got := guard.Digest(&rec.Checked); got != rec.Checked.Digest {
+		digestErr = fmt.Errorf("the checked request's digest is %s; the record says %s", got, rec.Checked.Digest)
+	}
+	add("digest", digestErr)
+	var approvalErr error
+	var accepted *contract.AuditDecision
+	for i := range rec.Decisions {
+		if rec.Decisions[i].Accepted {
+			accepted = &rec.Decisions[i]
+			break
+		}
+	}
+	var verified approval.Verified
+	switch {
+	case accepted == nil:
+		approvalErr = errors.New("no decision was accepted")
+	case !accepted.Decision.Approve:
+		approvalErr = errors.New("the accepted decision denies the run")
+	default:
+		want := statementFields(rec, accepted.Decision)
+		if stmt, err := want.Statement(); err != nil || string(stmt) != accepted.Statement {
+			approvalErr = fmt.Errorf("the statement recorded for approval %s is not the one its fields make for this run", accepted.Decision.ApprovalID)
+		} else if verified, approvalErr = approval.Verify(reviewers, want, accepted.Decision.Proof(), accepted.Time); approvalErr != nil {
+			approvalErr = fmt.Errorf("approval %s: %w", accepted.Decision.ApprovalID, approvalErr)
+		}
+	}
+	add("approval", approvalErr)
+	if rec.Result == nil {
+		// A run that failed after its code may have started: its receipt says so, and nothing
+		// the record holds is a result.
+		if rec.Receipt == nil {
+			add("receipt", errors.New("the record holds no result and no receipt"))
+		} else if st, err := receipt.Verify(hosts, rec.Receipt); err != nil {
+			add("receipt", err)
+		} else {
+			add("receipt run", receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}))
+			if st.Outcome != receipt.OutcomeError {
+				add("result", fmt.Errorf("the receipt signs outcome %s but the record holds no result", st.Outcome))
+			}
+		}
+		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+		return v
+	}
+	if !sameReceipt(rec.Receipt, rec.Result.Receipt) {
+		add("receipt", errors.New("the record's receipt is not the result's"))
+	}
+	st, err := receipt.Verify(hosts, rec.Result.Receipt)
+	add("receipt", err)
+	if err == nil {
+		want := receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}
+		if accepted != nil {
+			want.Approvals = []receipt.Approval{{ID: accepted.Decision.ApprovalID, Fingerprint: verified.Fingerprint}}
+		}
+		add("receipt run", receipt.CheckRun(st, want))
+		add("result", receipt.CheckResult(st, *rec.Result))
+	}
+	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+	return v
+}
+
+func sameReceipt(a, b *guard.Receipt) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+// sameRequest checks that checked is what req asks to run: language, code, input files and env.
+func sameRequest(req guard.Request, c guard.Checked) error {
+	lang := req.Language
+	if lang == "" {
+		lang = guard.Python
+	}
+	switch {
+	case lang != c.Language:
+		return fmt.Errorf("the request's language %q is not the checked %q", lang, c.Language)
+	case req.Code != c.Code:
+		return errors.New("the request's code is not the checked code")
+	case len(req.Files) != len(c.Files):
+		return fmt.Errorf("the request has %d input files; the checked request %d", len(req.Files), len(c.Files))
+	case len(req.Env) != len(c.Env):
+		return fmt.Errorf("the request has %d env vars; the checked request %d", len(req.Env), len(c.Env))
+	}
+	for _, f := range c.Files {
+		if b, ok := req.Files[f.Name]; !ok || string(b) != string(f.Content) {
+			return fmt.Errorf("input file %q differs between the request and the checked request", f.Name)
+		}
+	}
+	for _, e := range c.Env {
+		if v, ok := req.Env[e.Name]; !ok || v != e.Value {
+			return fmt.Errorf("env var %q differs between the request and the checked request", e.Name)
+		}
+	}
+	return nil
+}
+
+// AuditSince calls f with the record of every RunCode run that closed after since, in the order
+// visibility lists them, and returns the number it gave.
+func (c *Client) AuditSince(ctx context.Context, since time.Time, f func(contract.AuditRecord) error) (int, error) {
+	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'Running' AND CloseTime > '%s'",
+		contract.WorkflowName, since.UTC().Format(time.RFC3339Nano))
+	var token []byte
+	n := 0
+	for {
+		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return n, fmt.Errorf("client: audit since %s: list runs: %w", since.Format(time.RFC3339), err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			rec, err := c.Audit(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+			if err != nil {
+				return n, err
+			}
+			if err := f(rec); err != nil {
+				return n, err
+			}
+			n++
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return n, nil
+		}
+	}
+}
+
+// VerifyResult checks res, the result of the run workflowID, against its receipt as the workflow
+// does, from the run's history: the receipt must verify against hosts (nil: the hosts the run's
+// check recorded; a run whose check recorded none and no hosts given is not checked) and be this
+// run's (its digest, its accepted approval and the reviewer's key), and res must be what it
+// signs. A refusal is a *guard.ReceiptRefused.
+func (c *Client) VerifyResult(ctx context.Context, workflowID string, res guard.Result, hosts *receipt.Hosts) error {
+	rec, err := c.Audit(ctx, workflowID, "")
+	if err != nil {
+		return err
+	}
+	if hosts == nil {
+		if len(rec.HostKeys) == 0 {
+			return nil
+		}
+		hosts = receipt.HostsOf(rec.HostKeys)
+	}
+	st, err := receipt.Verify(hosts, res.Receipt)
+	if err != nil {
+		return err
+	}
+	want := receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}
+	for _, d := range rec.Decisions {
+		if d.Accepted {
+			want.Approvals = []receipt.Approval{{ID: d.Decision.ApprovalID, Fingerprint: d.Fingerprint}}
+		}
+	}
+	if err := receipt.CheckRun(st, want); err != nil {
+		return err
+	}
+	return receipt.CheckResult(st, res)
+}
+
+// auditSession reads a Session's record: its checked settings and every cell its host ran, with
+// the cell's result and receipt, in order.
+func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, runID string) (contract.AuditRecord, error) {
+	rec.Cells = []contract.AuditCell{}
+	scheduled := map[int64]guard.Cell{}
+	iter := c.tc.GetWorkflowHistory(ctx, rec.WorkflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		e, err := iter.Next()
+		if err != nil {
+			return rec, fmt.Errorf("client: audit: history of %s: %w", rec.WorkflowID, err)
+		}
+		at := e.GetEventTime().AsTime()
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			rec.Started = at
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			a := e.GetMarkerRecordedEventAttributes()
+			if a.GetMarkerName() != localActivityMarker || rec.Session != nil {
+				continue
+			}
+			var cr contract.SessionCheckResult
+			if err := c.dc.FromPayloads(a.GetDetails()["result"], &cr); err != nil || cr.Session.Digest == "" {
+				continue
+			}
+			rec.Session, rec.StatementVersion = &cr.Session, cr.StatementVersion
+			rec.ReviewerKeys = cr.Reviewers.Keys()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			a := e.GetActivityTaskScheduledEventAttributes()
+			if a.GetActivityType().GetName() != contract.SessionCellActivityName {
+				continue
+			}
+			var in contract.CellRunInput
+			if err := c.dc.FromPayloads(a.GetInput(), &in); err == nil {
+				scheduled[e.GetEventId()] = in.Cell
+			}
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			a := e.GetActivityTaskCompletedEventAttributes()
+			cell, ok := scheduled[a.GetScheduledEventId()]
+			if !ok {
+				continue
+			}
+			var res guard.Result
+			if err := c.dc.FromPayloads(a.GetResult(), &res); err != nil {
+				return rec, fmt.Errorf("client: audit: decode cell %d's result of %s: %w", cell.Index, rec.WorkflowID, err)
+			}
+			rec.Cells = append(rec.Cells, contract.AuditCell{Cell: cell, Result: res})
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+			rec.Closed = at
+		}
+	}
+	if rec.Session == nil {
+		return rec, fmt.Errorf("client: audit: the history of session %s records no check", rec.WorkflowID)
+	}
+	if rec.ReviewerKeys == nil {
+		rec.ReviewerKeys = []approval.Key{}
+	}
+	rec.HostKeys = []approval.Key{}
+	return rec, nil
+}
+
+// verifySession checks a session's cells offline: each receipt verifies against hosts, is the
+// cell's (its digest recomputed from the settings digest, the index, the code and the chain over
+// the results of the cells before it), chains to the receipt of the cell before it, and signs
+// the cell's result. A removed, added or reordered cell breaks the chain at the next one.
+func verifySession(rec contract.AuditRecord, hosts *receipt.Hosts, add func(string, error)) {
+	s := rec.Session
+	add("digest", nil)
+	chain, previous := guard.ChainStart(s.Digest), ""
+	for i, cell := range rec.Cells {
+		name := fmt.Sprintf("cell %d", cell.Cell.Index)
+		digest := guard.CellDigest(s.Digest, cell.Cell.Index, guard.CellCodeDigest(cell.Cell.Language, cell.Cell.Code), chain)
+		st, err := receipt.Verify(hosts, cell.Result.Receipt)
+		if err == nil {
+			err = receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: digest,
+				Cell: &receipt.Cell{Index: cell.Cell.Index, Previous: previous}})
+		}
+		if err == nil {
+			err = receipt.CheckResult(st, cell.Result)
+		}
+		if err != nil && i > 0 {
+			err = fmt.Errorf("after cell %d: %w", rec.Cells[i-1].Cell.Index, err)
+		}
+		add(name, err)
+		chain = guard.ChainNext(chain, digest, guard.ResultDigest(cell.Result))
+		if cell.Result.Receipt != nil {
+			previous = receipt.Hash(*cell.Result.Receipt)
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
+)
+
+// receiptChangeID versions the receipt check (issue 31): histories recorded before it replay
+// without it.
+const receiptChangeID = "receipt-v1"
+
+// checkReceipt refuses a result whose receipt does not verify against the sandbox hosts' keys the
+// check recorded (hosts), or that is not this run's (workflow id, run id, digest, the approval and
+// the reviewer's key fingerprint the workflow accepted), or that differs from what the receipt
+// signs. It is pure Go over recorded values, so it replays. Without recorded hosts (a worker
+// without a hosts file, or a history from before receipts) the result is taken as it comes.
+// A refusal is a *guard.ReceiptRefused, logged as receipt.refused.
+func (r *runCode) checkReceipt(ctx workflow.Context, hosts *receipt.Hosts, res guard.Result, d contract.Decision) error {
+	if workflow.GetVersion(ctx, receiptChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion || hosts == nil {
+		return nil
+	}
+	want := receipt.Expect{WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Digest: r.checked.Digest,
+		Approvals: []receipt.Approval{{ID: d.ApprovalID}}}
+	if r.status.Decision != nil {
+		want.Approvals[0].Fingerprint = r.status.Decision.Fingerprint
+	}
+	// Signature verification (ed25519, ecdsa) and encoding/json's reflection are deterministic;
+	// workflowcheck cannot tell.
+	st, err := receipt.Verify(hosts, res.Receipt) //workflowcheck:ignore
+	if err == nil {
+		err = receipt.CheckRun(st, want)
+	}
+	if err == nil {
+		err = receipt.CheckResult(st, res)
+	}
+	if err != nil {
+		r.event(ctx, contract.EventReceiptRefused, "approval_id", d.ApprovalID, "error", err.Error())
+		return err
+	}
+	return nil
+}
