@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -251,6 +252,12 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 // minHeartbeatInterval bounds how often Run heartbeats.
 const minHeartbeatInterval = 100 * time.Millisecond
 
+// MaxHeartbeatInterval is the longest wait between a sandbox activity's heartbeats, whatever its
+// heartbeat timeout: a cancel reaches a running sandbox in the server's answer to a heartbeat.
+// Set the sandbox worker's worker.Options.MaxHeartbeatThrottleInterval to it too, or the SDK
+// sends only one heartbeat in 0.8 heartbeat timeouts and a cancel takes that long to arrive.
+const MaxHeartbeatInterval = time.Second
+
 // SandboxRun runs an approved request on the worker's guarded backend and returns the result, with the
 // approval's id and reviewer. It heartbeats while the code runs and emits sandbox.started and
 // sandbox.finished, or sandbox.refused when it refuses the approval (an ApprovalRefused). Errors
@@ -304,7 +311,18 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		}
 		return guard.Result{}, contract.ToFailure(err)
 	}
+	if res.Outcome == guard.OutcomeCancelled && !cancelRequested(ctx) {
+		// Stopped because this worker is stopping (or the activity was paused or reset), not
+		// because the workflow asked: the run's outcome is unknown to the workflow.
+		return guard.Result{}, fmt.Errorf("sandbox activity: stopped without a cancel request: %w", context.Cause(ctx))
+	}
 	return res, nil
+}
+
+// cancelRequested reports whether ctx, an activity's, was cancelled because the workflow asked
+// (the server's answer to a heartbeat), not because the worker is stopping.
+func cancelRequested(ctx context.Context) bool {
+	return ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx))
 }
 
 // admit decides whether the activity info names may run in's code: only a first attempt, with an
@@ -354,12 +372,13 @@ func (a *Activities) refused(ctx context.Context, c guard.Checked, in contract.R
 	a.sink.Emit(context.WithoutCancel(ctx), e)
 }
 
-// heartbeat records a heartbeat at once and then every third of timeout (every 5 s without one)
-// until the returned stop is called; stop waits for the last heartbeat to finish.
+// heartbeat records a heartbeat at once and then every third of timeout, at most
+// MaxHeartbeatInterval apart, until the returned stop is called; stop waits for the last
+// heartbeat to finish.
 func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
-	interval := 5 * time.Second
+	interval := MaxHeartbeatInterval
 	if timeout > 0 {
-		interval = max(timeout/3, minHeartbeatInterval)
+		interval = min(max(timeout/3, minHeartbeatInterval), MaxHeartbeatInterval)
 	}
 	hbCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -14,6 +14,9 @@ const (
 	EventApprovalExpired   EventType = "approval.expired"
 	EventApprovalRejected  EventType = "approval.rejected"
 	EventSandboxRetry      EventType = "sandbox.retry"
+	// EventRunCancelRequested: the update "cancel" was accepted (who asked, the reason's size,
+	// the state the run was in).
+	EventRunCancelRequested EventType = "run.cancel_requested"
 
 	// Emitted by the sandbox host.
 	EventSandboxStarted  EventType = "sandbox.started"

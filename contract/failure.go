@@ -32,6 +32,8 @@ type ErrorDetails struct {
 	// (a guard.RefusedReason).
 	Reason   string `json:"reason,omitempty"`
 	Reviewer string `json:"reviewer,omitempty"`
+	// By is a Cancelled's canceller (its Reason is in Reason).
+	By string `json:"by,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -48,8 +50,12 @@ func ToFailure(err error) error {
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
 		sl *guard.SandboxLost
+		cn *guard.Cancelled
 	)
 	switch guard.TypeOf(err) {
+	case guard.TypeCancelled:
+		errors.As(err, &cn)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeCancelled, nil, ErrorDetails{By: cn.By, Reason: cn.Reason})
 	case guard.TypeSandboxLost:
 		errors.As(err, &sl)
 		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeSandboxLost, nil, ErrorDetails{Message: sl.Msg})
@@ -138,6 +144,8 @@ func FromFailure(err error) error {
 		return &guard.ApprovalDenied{Reason: d.Reason, Reviewer: d.Reviewer, Message: d.Message}
 	case guard.TypeSandboxLost:
 		return &guard.SandboxLost{Msg: msg}
+	case guard.TypeCancelled:
+		return &guard.Cancelled{By: d.By, Reason: d.Reason}
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {

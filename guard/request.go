@@ -218,6 +218,18 @@ type Result struct {
 	// StateReset says, for a session's cell, that the cell ran in a fresh interpreter because an
 	// earlier cell killed or wedged the last one: variables and imports are gone, /work is kept.
 	StateReset bool `json:"state_reset,omitempty"`
+	// Cancelled says who cancelled the run and why, on a run whose Outcome is cancelled: the
+	// workflow sets it from the cancel request it accepted (the sandbox host only stopped the
+	// code). Nil on a run cancelled through Temporal's own cancellation, which names no one.
+	Cancelled *Cancellation `json:"cancelled,omitempty"`
+}
+
+// Cancellation is who cancelled a run, as the cancel request named them, why, and when the
+// workflow accepted it.
+type Cancellation struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	Time   time.Time `json:"time"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

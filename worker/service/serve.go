@@ -216,7 +216,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		sandboxQueue = cfg.TaskQueue
 	}
 	if cfg.Role != RoleSandboxes {
-		opts := worker.Options{Interceptors: icpt}
+		opts := worker.Options{Interceptors: icpt, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval}
 		if sandboxQueue == cfg.TaskQueue && hasBackend {
 			opts.MaxConcurrentActivityExecutionSize = cfg.MaxSandboxes
 		}
@@ -226,14 +226,16 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		workers = append(workers, wf)
 	}
 	if hasBackend && sandboxQueue != cfg.TaskQueue {
-		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt})
+		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt,
+			MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
 		acts.Register(sw)
 		workers = append(workers, sw)
 	}
 	if hasBackend && acts.HostTaskQueue() != "" {
 		// This host's own queue, for its sessions' holds and cells: a hold and a cell for each
 		// of at most MaxSandboxes sessions.
-		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt})
+		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt,
+			MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
 		acts.RegisterHost(hw)
 		workers = append(workers, hw)
 	}
