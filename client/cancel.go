@@ -38,6 +38,12 @@ func (e *CancelRefusedError) ErrorType() string { return TypeCancelRefused }
 // who asked. A run that has ended, or is already cancelled, refuses with a *CancelRefusedError.
 // A cancel never makes code run.
 func (c *Client) Cancel(ctx context.Context, workflowID, reason string) (contract.CancelResult, error) {
+	return c.CancelRun(ctx, workflowID, "", reason)
+}
+
+// CancelRun is Cancel for run runID of workflowID only (empty: its current run), so that a
+// cancel read off one run's page never reaches another.
+func (c *Client) CancelRun(ctx context.Context, workflowID, runID, reason string) (contract.CancelResult, error) {
 	var out contract.CancelResult
 	if err := c.RequireRunCode(ctx, workflowID); err != nil {
 		return out, err
@@ -48,6 +54,7 @@ func (c *Client) Cancel(ctx context.Context, workflowID, reason string) (contrac
 	}
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
+		RunID:        runID,
 		UpdateName:   contract.UpdateCancel,
 		UpdateID:     "cancel-" + uuid.NewString(),
 		Args:         []any{req},
