@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/tracing"
 )
 
 // Defaults of Config.
@@ -236,8 +237,10 @@ func (a *Activities) RegisterHost(r worker.ActivityRegistry) {
 // SandboxCheck applies the worker's policy to the request: it returns the normalized request with its
 // effective limits and digest, or a ToolUsageError or ConfigError as a non-retryable application
 // error. It is meant to run as a local activity, so that its result is recorded in history.
-func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (contract.CheckResult, error) {
+func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (contract.CheckResult, error) {
+	span := checkSpan(ctx, in.Request)
 	c, err := a.policy.Check(in.Request, a.backendName)
+	endSpan(span, err)
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
@@ -290,8 +293,10 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 
 	stop := heartbeat(ctx, info.HeartbeatTimeout)
 	start := time.Now()
-	res, err := a.guarded.Run(ctx, c)
+	runCtx, span := runSpan(ctx, c)
+	res, err := a.guarded.Run(runCtx, c)
 	elapsed := time.Since(start)
+	endRunSpan(span, res, err)
 	stop()
 	if guard.Retryable(err) {
 		err = claim.release(ctx, history, err) // the code did not start: the workflow's fresh activity may use it
@@ -345,7 +350,9 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 	if err != nil {
 		return nil, "", err
 	}
+	_, span := tracing.Start(ctx, tracing.SpanClaim)
 	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, v)
+	endSpan(span, err)
 	if err != nil {
 		return nil, "", err
 	}

@@ -153,6 +153,11 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return err
 		}
 	}
+	stopTracing, err := startTracing(ctx, &cmd.conn)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	sc, err := client.Connect(ctx, cmd.conn, cmd.keyFile, cmd.taskQueue)
 	if err != nil {
 		return err

@@ -71,7 +71,9 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 			r.onSignal(ctx, d)
 		}
 	})
+	waitStart := workflow.Now(ctx)
 	decided, err := workflow.AwaitWithTimeout(ctx, check.ApprovalTimeout, func() bool { return r.decision != nil || r.cancel != nil })
+	r.waitSpan(ctx, waitStart, decided, err)
 	switch {
 	case err != nil:
 		return guard.Result{}, r.cancelled(ctx, err)

@@ -75,6 +75,11 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, &conn, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	tc, err := dialTemporal(ctx, conn, met)
 	if err != nil {
 		return err
