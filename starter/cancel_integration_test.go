@@ -174,3 +174,64 @@ func TestIntegrationCancelWaitingRunRunsNothing(t *testing.T) {
 		t.Errorf("containers made for a run that never ran: %v", left)
 	}
 }
+
+// TestIntegrationCancelRacingApprovalRunsAtMostOnce sends a reviewer's approval and a cancel at
+// the same moment, ten times, on a real server (local backend): each run either ends Cancelled
+// with its code never started (no mark), or ends with a result: cancelled (its interpreter
+// started, the code ran at most once) or finished (once). A cancel never makes code run twice, nor
+// at all when it wins before the sandbox took the run.
+func TestIntegrationCancelRacingApprovalRunsAtMostOnce(t *testing.T) {
+	e := agenttest.Setup(t, agenttest.Options{NoStarter: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	var cancelledFirst, ran int
+	for i := range 10 {
+		mark := dir + "/mark-" + strconv.Itoa(i)
+		code := "import time\nopen(" + strconv.Quote(mark) + ", 'a').write('ran\\n')\nprint('started', flush=True)\ntime.sleep(0.3)\nprint('done')\n"
+		started, err := e.Client.Start(ctx, guard.Request{Code: code}, client.StartOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.Client.Status(ctx, started.WorkflowID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Client.Approve(ctx, started.WorkflowID, st.Request.Digest, e.Reviewer.Signer, "")
+			done <- err
+		}()
+		if _, err := e.Client.WithCanceller("racer").Cancel(ctx, started.WorkflowID, "race"); err != nil {
+			t.Errorf("run %d: cancel: %v", i, err)
+		}
+		<-done // the approval may be refused (the cancel came first) or accepted
+		res, err := e.Client.Result(ctx, started.WorkflowID)
+		marks := 0
+		if b, rerr := os.ReadFile(mark); rerr == nil {
+			marks = strings.Count(string(b), "\n")
+		}
+		var c *guard.Cancelled
+		switch {
+		case errors.As(err, &c):
+			cancelledFirst++
+			if marks != 0 {
+				t.Errorf("run %d ended Cancelled (nothing ran) but its code ran %d times", i, marks)
+			}
+		case err == nil:
+			ran++
+			// A cancelled run's interpreter may have been killed before the code's first line
+			// (no mark): the code may have started, never more than once.
+			if marks > 1 || (res.Outcome == guard.OutcomeSucceeded && marks != 1) ||
+				(res.Outcome != guard.OutcomeCancelled && res.Outcome != guard.OutcomeSucceeded) {
+				t.Errorf("run %d: outcome %v with the code run %d times; want cancelled (run at most once) or succeeded (once)", i, res.Outcome, marks)
+			}
+			if res.Outcome == guard.OutcomeCancelled && (res.Cancelled == nil || res.Cancelled.By != "racer") {
+				t.Errorf("run %d: cancelled result names %+v; want racer", i, res.Cancelled)
+			}
+		default:
+			t.Errorf("run %d: %v", i, err)
+		}
+	}
+	t.Logf("cancel won before the sandbox took the run %d times; %d runs ended with a result", cancelledFirst, ran)
+}
