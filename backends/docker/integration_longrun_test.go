@@ -119,3 +119,53 @@ func containerIDs(t *testing.T, b *Backend) []string {
 	}
 	return ids
 }
+
+// TestDockerGuardedCancelKeepsTheOutput: the guard around the Docker backend, cancelled while the
+// code prints a line every 100 ms, returns within seconds a result whose outcome is cancelled
+// with the lines printed before, in order, and the container is gone when it returns, under
+// every runtime.
+func TestDockerGuardedCancelKeepsTheOutput(t *testing.T) {
+	eachRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		c := checked(t, guard.Python, "import time\nfor i in range(1, 600):\n    print('line', i, flush=True)\n    time.sleep(0.1)\n", nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var mu sync.Mutex
+		var live strings.Builder
+		ctx = guard.WithOutput(ctx, func(s guard.Stream, p []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if s == guard.StreamStdout {
+				live.Write(p)
+			}
+		})
+		go func() {
+			for {
+				mu.Lock()
+				n := strings.Count(live.String(), "\n")
+				mu.Unlock()
+				if n >= 5 {
+					cancel()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		begin := time.Now()
+		res, err := guard.New(b, testPolicy).Run(ctx, c)
+		if err != nil {
+			t.Fatalf("got %v; want a cancelled result", err)
+		}
+		if res.Outcome != guard.OutcomeCancelled || res.ExitCode != -1 {
+			t.Errorf("outcome %v exit %d; want cancelled, -1", res.Outcome, res.ExitCode)
+		}
+		lines := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+		if len(lines) < 5 || lines[0] != "line 1" || lines[4] != "line 5" {
+			t.Errorf("stdout %q; want the lines printed before the cancel, from line 1", res.Stdout)
+		}
+		if left := containersOf(t, c.Owner.WorkflowID); len(left) > 0 {
+			t.Errorf("container still exists when Run returned: %+v", left)
+		}
+		t.Logf("%s: %d lines kept; Run took %s (start, five lines, cancel, kill and removal)", rt, len(lines), time.Since(begin))
+	})
+}
