@@ -8,11 +8,13 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/tracing"
 )
 
 // Defaults of Config.
@@ -253,8 +255,10 @@ func (a *Activities) RegisterHost(r worker.ActivityRegistry) {
 // SandboxCheck applies the worker's policy to the request: it returns the normalized request with its
 // effective limits and digest, or a ToolUsageError or ConfigError as a non-retryable application
 // error. It is meant to run as a local activity, so that its result is recorded in history.
-func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (contract.CheckResult, error) {
+func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (contract.CheckResult, error) {
+	span := checkSpan(ctx, in.Request)
 	c, err := a.policy.Check(in.Request, a.backendName)
+	endSpan(span, err)
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
@@ -272,6 +276,12 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 
 // minHeartbeatInterval bounds how often Run heartbeats.
 const minHeartbeatInterval = 100 * time.Millisecond
+
+// MaxHeartbeatInterval is the longest wait between a sandbox activity's heartbeats, whatever its
+// heartbeat timeout: a cancel reaches a running sandbox in the server's answer to a heartbeat.
+// Set the sandbox worker's worker.Options.MaxHeartbeatThrottleInterval to it too, or the SDK
+// sends only one heartbeat in 0.8 heartbeat timeouts and a cancel takes that long to arrive.
+const MaxHeartbeatInterval = time.Second
 
 // SandboxRun runs an approved request on the worker's guarded backend and returns the result, with the
 // approval's id and reviewer. It heartbeats while the code runs and emits sandbox.started and
@@ -305,8 +315,10 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 
 	stop := heartbeat(ctx, info.HeartbeatTimeout)
 	start := time.Now()
-	res, err := a.guarded.Run(ctx, c)
+	runCtx, span := runSpan(ctx, c)
+	res, err := a.guarded.Run(runCtx, c)
 	elapsed := time.Since(start)
+	endRunSpan(span, res, err)
 	stop()
 	if guard.Retryable(err) {
 		err = claim.release(ctx, history, err) // the code did not start: the workflow's fresh activity may use it
@@ -328,7 +340,18 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		}
 		return guard.Result{}, contract.ToFailure(err)
 	}
+	if res.Outcome == guard.OutcomeCancelled && !cancelRequested(ctx) {
+		// Stopped because this worker is stopping (or the activity was paused or reset), not
+		// because the workflow asked: the run's outcome is unknown to the workflow.
+		return guard.Result{}, fmt.Errorf("sandbox activity: stopped without a cancel request: %w", context.Cause(ctx))
+	}
 	return res, nil
+}
+
+// cancelRequested reports whether ctx, an activity's, was cancelled because the workflow asked
+// (the server's answer to a heartbeat), not because the worker is stopping.
+func cancelRequested(ctx context.Context) bool {
+	return ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx))
 }
 
 // admit decides whether the activity info names may run in's code: only a first attempt, with an
@@ -351,7 +374,9 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 	if err != nil {
 		return nil, "", err
 	}
+	_, span := tracing.Start(ctx, tracing.SpanClaim)
 	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, v)
+	endSpan(span, err)
 	if err != nil {
 		return nil, "", err
 	}
@@ -378,12 +403,13 @@ func (a *Activities) refused(ctx context.Context, c guard.Checked, in contract.R
 	a.sink.Emit(context.WithoutCancel(ctx), e)
 }
 
-// heartbeat records a heartbeat at once and then every third of timeout (every 5 s without one)
-// until the returned stop is called; stop waits for the last heartbeat to finish.
+// heartbeat records a heartbeat at once and then every third of timeout, at most
+// MaxHeartbeatInterval apart, until the returned stop is called; stop waits for the last
+// heartbeat to finish.
 func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
-	interval := 5 * time.Second
+	interval := MaxHeartbeatInterval
 	if timeout > 0 {
-		interval = max(timeout/3, minHeartbeatInterval)
+		interval = min(max(timeout/3, minHeartbeatInterval), MaxHeartbeatInterval)
 	}
 	hbCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup

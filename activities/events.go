@@ -162,6 +162,9 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["files_truncated"] = res.FilesTruncated
 	d["outcome"] = res.Outcome.String()
 	d["state_reset"] = res.StateReset
+	// Who cancelled is the workflow's record (Result.Cancelled); the host knows only that it
+	// stopped the code because the run was cancelled.
+	d["cancelled"] = res.Outcome == guard.OutcomeCancelled
 	if res.Outcome.LimitKill() {
 		d["limit_killed"] = res.Outcome.String()
 	}

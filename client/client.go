@@ -52,6 +52,10 @@ type Options struct {
 	// allows) with Statement, Approve and Deny: a run's statement names it (statement version
 	// 2), and the run records it as who decided. Optional: see StatementOptions.Reviewer.
 	Reviewer string
+	// Canceller names who cancels with Cancel, as the run records it (Result.Cancelled.By). It
+	// is the caller's word, for people to read, and decides nothing. Optional: Reviewer, or else
+	// "$USER@hostname".
+	Canceller string
 }
 
 // Client starts and steers RunCode runs. Create it with New.
@@ -65,6 +69,7 @@ type Client struct {
 	checkWait  time.Duration
 	workerWait time.Duration
 	reviewer   string
+	canceller  string
 }
 
 // New returns a Client, or an error when no Temporal client is given.
@@ -73,7 +78,13 @@ func New(opts Options) (*Client, error) {
 		return nil, errors.New("client: Options.Temporal is required")
 	}
 	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll, namespace: opts.Namespace,
-		reviewer: opts.Reviewer}
+		reviewer: opts.Reviewer, canceller: opts.Canceller}
+	if c.canceller == "" {
+		c.canceller = c.reviewer
+	}
+	if c.canceller == "" {
+		c.canceller = defaultCanceller()
+	}
 	if c.dc == nil {
 		c.dc = converter.GetDefaultDataConverter()
 	}
@@ -92,11 +103,20 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// WithReviewer returns a copy of c that signs as reviewer (Options.Reviewer).
+// WithReviewer returns a copy of c that signs as reviewer (Options.Reviewer), and cancels as them.
 func (c *Client) WithReviewer(reviewer string) *Client {
 	d := *c
 	d.owned = false
 	d.reviewer = reviewer
+	d.canceller = reviewer
+	return &d
+}
+
+// WithCanceller returns a copy of c that cancels as canceller (Options.Canceller).
+func (c *Client) WithCanceller(canceller string) *Client {
+	d := *c
+	d.owned = false
+	d.canceller = canceller
 	return &d
 }
 

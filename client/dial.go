@@ -9,6 +9,7 @@ import (
 	"os"
 
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/sandboxflow/sandboxflow/codec"
@@ -47,6 +48,10 @@ type Connection struct {
 	KeyRing *codec.KeyRing
 	// Logger receives the SDK's logs. Optional: slog.Default() at WARN and above.
 	Logger *slog.Logger
+	// Interceptors are the Temporal client's (and its workers') interceptors, such as the
+	// OpenTelemetry tracing one, which carries a caller's trace context into the runs it starts.
+	// Optional.
+	Interceptors []interceptor.ClientInterceptor
 }
 
 // ConnectionFromEnv reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS,
@@ -80,8 +85,9 @@ func (c Connection) WithDefaults() Connection {
 func (c Connection) Options() (tclient.Options, error) {
 	c = c.WithDefaults()
 	opts := tclient.Options{
-		HostPort:  c.Address,
-		Namespace: c.Namespace,
+		HostPort:     c.Address,
+		Namespace:    c.Namespace,
+		Interceptors: c.Interceptors,
 	}
 	opts = codec.ClientOptions(opts, c.KeyRing)
 	logger := c.Logger

@@ -40,6 +40,9 @@ type ErrorBody struct {
 	Message  string `json:"message"`
 	Reason   string `json:"reason,omitempty"`
 	Reviewer string `json:"reviewer,omitempty"`
+	// By is who cancelled a run that was cancelled before anything ran (a guard.Cancelled,
+	// whose reason is Reason).
+	By string `json:"by,omitempty"`
 }
 
 // NewErrorOutput converts an error.
@@ -51,8 +54,11 @@ func NewErrorOutput(err error) ErrorOutput {
 	var (
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
+		cn *guard.Cancelled
 	)
 	switch {
+	case errors.As(err, &cn):
+		body.Reason, body.By = cn.Reason, cn.By
 	case errors.As(err, &ad):
 		body.Reason, body.Reviewer = ad.Reason, ad.Reviewer
 	case errors.As(err, &ar):

@@ -17,6 +17,9 @@ const (
 	// EventReceiptRefused: the workflow refused a result whose receipt does not verify (issue
 	// 31); the run ends with a ReceiptRefused.
 	EventReceiptRefused EventType = "receipt.refused"
+	// EventRunCancelRequested: the update "cancel" was accepted (who asked, the reason's size,
+	// the state the run was in).
+	EventRunCancelRequested EventType = "run.cancel_requested"
 
 	// Emitted by the sandbox host.
 	EventSandboxStarted  EventType = "sandbox.started"

@@ -37,6 +37,8 @@ type ErrorDetails struct {
 	// Receipt is an IntegrationError's sandbox host receipt, for a run that failed after its
 	// code may have started.
 	Receipt *guard.Receipt `json:"receipt,omitempty"`
+	// By is a Cancelled's canceller (its Reason is in Reason).
+	By string `json:"by,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -54,6 +56,7 @@ func ToFailure(err error) error {
 		ar *guard.ApprovalRefused
 		sl *guard.SandboxLost
 		rr *guard.ReceiptRefused
+		cn *guard.Cancelled
 	)
 	switch guard.TypeOf(err) {
 	case guard.TypeReceiptRefused:
@@ -63,6 +66,9 @@ func ToFailure(err error) error {
 			d.Error = rr.Err.Error()
 		}
 		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeReceiptRefused, nil, d)
+	case guard.TypeCancelled:
+		errors.As(err, &cn)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeCancelled, nil, ErrorDetails{By: cn.By, Reason: cn.Reason})
 	case guard.TypeSandboxLost:
 		errors.As(err, &sl)
 		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypeSandboxLost, nil, ErrorDetails{Message: sl.Msg})
@@ -157,6 +163,8 @@ func FromFailure(err error) error {
 			rr.Err = errors.New(d.Error)
 		}
 		return rr
+	case guard.TypeCancelled:
+		return &guard.Cancelled{By: d.By, Reason: d.Reason}
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {

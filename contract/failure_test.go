@@ -25,6 +25,7 @@ func TestErrorsRoundTrip(t *testing.T) {
 		{"after start", &guard.IntegrationError{Op: "docker: read result", Err: errors.New("garbled"), CodeMayHaveStarted: true}, true},
 		{"wrapped", fmt.Errorf("outer: %w", &guard.ConfigError{Msg: "missing image"}), true},
 		{"sandbox lost", &guard.SandboxLost{Msg: "host sandbox-host-1 stopped heartbeating"}, true},
+		{"cancelled", &guard.Cancelled{By: "alice", Reason: "wrong data set"}, true},
 		{"refused", &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used by sandbox activity \"5\""}, true},
 		{"refused with a cause", fmt.Errorf("outer: %w", &guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")}), true},
 	} {
@@ -48,6 +49,7 @@ func TestErrorsRoundTrip(t *testing.T) {
 			&guard.ToolUsageError{Msg: "code is empty"},
 			&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"},
 			&guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")},
+			&guard.Cancelled{By: "alice", Reason: "wrong data set"},
 			&guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")},
 		} {
 			if got := FromFailure(ToFailure(err)).Error(); got != err.Error() {

@@ -104,6 +104,8 @@ func FinalState(o guard.Outcome) string {
 		return StatusSucceeded
 	case guard.OutcomeTimedOut:
 		return StatusTimedOut
+	case guard.OutcomeCancelled:
+		return StatusCancelled
 	}
 	return StatusFailed
 }
@@ -162,6 +164,9 @@ type Status struct {
 	RunAttempts int `json:"run_attempts"`
 	// Error is the error that ended the run, if any.
 	Error string `json:"error,omitempty"`
+	// Cancel is the accepted cancel request (the update "cancel"), if any: who asked, why and
+	// when.
+	Cancel *guard.Cancellation `json:"cancel,omitempty"`
 }
 
 // DecisionRecord is an accepted decision as the status reports it. Reviewer is the principal of

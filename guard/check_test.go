@@ -324,3 +324,22 @@ func TestRetryable(t *testing.T) {
 }
 
 func wrapf(err error) error { return errors.Join(errors.New("context"), err) }
+
+// TestLongRunsUpToTheCap: a policy may allow runs of hours, up to MaxTimeoutCap; a request asks
+// for any timeout within its policy's max.
+func TestLongRunsUpToTheCap(t *testing.T) {
+	p := Policy{MaxTimeout: 6 * time.Hour}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("a 6 h max timeout: %v", err)
+	}
+	c, err := p.Check(Request{Code: "print(1)", Limits: Limits{Timeout: 3 * time.Hour}}, "docker")
+	if err != nil || c.Limits.Timeout != 3*time.Hour {
+		t.Fatalf("a 3 h run under a 6 h max: %v, %s", err, c.Limits.Timeout)
+	}
+	if _, err := p.Check(Request{Code: "print(1)", Limits: Limits{Timeout: 7 * time.Hour}}, "docker"); TypeOf(err) != TypeConfigError {
+		t.Errorf("a 7 h run under a 6 h max: %v; want a ConfigError", err)
+	}
+	if err := (Policy{MaxTimeout: MaxTimeoutCap + time.Second}).Validate(); TypeOf(err) != TypeConfigError {
+		t.Errorf("a max timeout over the cap: %v; want a ConfigError", err)
+	}
+}

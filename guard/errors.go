@@ -13,6 +13,7 @@ const (
 	TypeIntegrationError = "IntegrationError"
 	TypeApprovalDenied   = "ApprovalDenied"
 	TypeApprovalRefused  = "ApprovalRefused"
+	TypeCancelled        = "Cancelled"
 )
 
 // ToolUsageError reports bad code, language, file names or env in a request. The caller (usually a
@@ -82,6 +83,27 @@ func (e *ApprovalDenied) Error() string {
 	}
 }
 
+// Cancelled reports that a run was cancelled before its code could start (while it was checked
+// or waited for a decision, or before the sandbox took it): nothing ran. By is who asked, as the
+// cancel request named them; Reason is theirs. It is never retried. A run cancelled while its code
+// may have been running ends with a result instead (Outcome cancelled, with the output printed
+// before).
+type Cancelled struct {
+	By     string
+	Reason string
+}
+
+func (e *Cancelled) Error() string {
+	msg := "cancelled before anything ran"
+	if e.By != "" {
+		msg = "cancelled by " + e.By + " before anything ran"
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
 // RefusedReason says why a sandbox host refused to run an approved request. Its values are the
 // "reason" of an ApprovalRefused across Temporal.
 type RefusedReason string
@@ -147,8 +169,11 @@ func TypeOf(err error) string {
 		ar *ApprovalRefused
 		sl *SandboxLost
 		rr *ReceiptRefused
+		cn *Cancelled
 	)
 	switch {
+	case errors.As(err, &cn):
+		return TypeCancelled
 	case errors.As(err, &tu):
 		return TypeToolUsageError
 	case errors.As(err, &ce):

@@ -62,7 +62,11 @@ type backendOutcome struct {
 
 // Run checks c again, runs it on the backend under the backstop and returns the result with every
 // limit re-applied. Errors are typed: ToolUsageError or ConfigError before anything ran,
-// IntegrationError when the backend failed, or the context's error when ctx was cancelled.
+// IntegrationError when the backend failed. When ctx is cancelled while the code may be running,
+// Run waits up to the policy's grace for the backend to stop its sandbox and returns a result
+// whose Outcome is cancelled, with the output the backend reported before (see OutputFunc; a
+// backend that reports none gives none); when the backend reports that the code had not started
+// (a Retryable error), that error, wrapped.
 func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	if c.Backend != g.backend.Name() {
 		return Result{}, configf("request was checked for backend %q but this worker runs %q", c.Backend, g.backend.Name())
@@ -73,6 +77,8 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	backstop := c.Limits.Timeout + g.policy.Grace
 	runCtx, cancel := context.WithTimeout(ctx, backstop)
 	defer cancel()
+	kept := keepOutput(c.Limits, OutputOf(ctx))
+	runCtx = WithOutput(runCtx, kept.write)
 
 	start := time.Now()
 	done := make(chan backendOutcome, 1)
@@ -85,14 +91,14 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	select {
 	case out = <-done:
 	case <-runCtx.Done():
+		if ctx.Err() != nil {
+			return g.cancelled(c, kept, g.awaitStop(done), start)
+		}
 		// Give a backend that is stopping because of the context a moment to report, but never
 		// wait on one that ignores it.
 		select {
 		case out = <-done:
 		case <-time.After(250 * time.Millisecond):
-			if ctx.Err() != nil {
-				return Result{}, fmt.Errorf("guard: run cancelled: %w", ctx.Err())
-			}
 			out = backendOutcome{res: Result{TimedOut: true, ExitCode: -1, Stderr: []byte(BackstopNote)}}
 		}
 	}
@@ -100,7 +106,7 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 
 	if out.err != nil {
 		if ctx.Err() != nil {
-			return Result{}, fmt.Errorf("guard: run cancelled: %w", ctx.Err())
+			return g.cancelled(c, kept, &out, start)
 		}
 		if errors.Is(runCtx.Err(), context.DeadlineExceeded) && TypeOf(out.err) == "" {
 			out = backendOutcome{res: Result{TimedOut: true, ExitCode: -1, Stderr: []byte(BackstopNote)}}
@@ -113,6 +119,64 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	res.Digest = c.Digest
 	res.Backend = g.backend.Name()
 	return res, nil
+}
+
+// awaitStop waits up to the grace for a cancelled backend to return (it kills and removes its
+// sandbox before it does), and returns its outcome, or nil when it did not return in time.
+func (g *Guarded) awaitStop(done <-chan backendOutcome) *backendOutcome {
+	select {
+	case out := <-done:
+		return &out
+	case <-time.After(g.policy.Grace):
+		return nil
+	}
+}
+
+// cancelled is Run's answer once its context was cancelled, given the backend's outcome (nil
+// when it did not return within the grace): the code's output until then, or, when the backend
+// says the code had not started, its error.
+func (g *Guarded) cancelled(c Checked, kept *keptOutput, out *backendOutcome, start time.Time) (Result, error) {
+	if out != nil && Retryable(out.err) {
+		return Result{}, fmt.Errorf("guard: run cancelled before the code started: %w", out.err)
+	}
+	res := Enforce(kept.result(), c.Limits)
+	res.markCancelled()
+	res.Duration = time.Since(start)
+	res.Digest = c.Digest
+	res.Backend = g.backend.Name()
+	return res, nil
+}
+
+// keptOutput keeps, within the limits' caps, the output a backend reports as it runs (its
+// OutputFunc), passing each byte on to next: what a cancelled run printed before it was stopped.
+type keptOutput struct {
+	stdout, stderr *CapBuffer
+	next           OutputFunc
+}
+
+func keepOutput(l Limits, next OutputFunc) *keptOutput {
+	return &keptOutput{stdout: NewCapBuffer(l.MaxStdoutBytes), stderr: NewCapBuffer(l.MaxStderrBytes), next: next}
+}
+
+func (k *keptOutput) write(s Stream, p []byte) {
+	switch s {
+	case StreamStdout:
+		_, _ = k.stdout.Write(p)
+	case StreamStderr:
+		_, _ = k.stderr.Write(p)
+	}
+	if k.next != nil {
+		k.next(s, p)
+	}
+}
+
+// result is the kept output as a result. A stream whose cap the backend's report reached is
+// flagged truncated: the backend reports only what it keeps, so the code may have written more.
+func (k *keptOutput) result() Result {
+	out, errb := k.stdout.Bytes(), k.stderr.Bytes()
+	return Result{Stdout: out, Stderr: errb,
+		StdoutTruncated: int64(len(out)) >= k.stdout.max && k.stdout.max > 0,
+		StderrTruncated: int64(len(errb)) >= k.stderr.max && k.stderr.max > 0}
 }
 
 // typed makes sure a backend's error is one of ours: an untyped error is an IntegrationError whose

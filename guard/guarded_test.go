@@ -102,27 +102,109 @@ func TestGuardedFillsResultAndCaps(t *testing.T) {
 	}
 }
 
-func TestGuardedCancel(t *testing.T) {
+// TestGuardedCancelKeepsTheOutputPrinted shows that a run cancelled while its code runs is a
+// result whose outcome is cancelled, with what the backend reported before, passed on to the
+// context's own OutputFunc as it came; the guard waits for the backend to stop its sandbox.
+func TestGuardedCancelKeepsTheOutputPrinted(t *testing.T) {
+	p := Policy{MaxStdoutBytes: 6}
+	c, err := p.Check(Request{Code: "print(1)"}, "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var live bytes.Buffer
+	ctx = WithOutput(ctx, func(s Stream, b []byte) {
+		if s == StreamStdout {
+			live.Write(b)
+		}
+	})
+	b := &blocking{print: "line 1\n", stop: 300 * time.Millisecond, printed: make(chan struct{})}
+	go func() { <-b.printed; cancel() }()
+	start := time.Now()
+	res, err := New(b, p).Run(ctx, c)
+	if err != nil {
+		t.Fatalf("got %v; want a cancelled result", err)
+	}
+	if !b.stopped.Load() {
+		t.Errorf("Run returned %s after the cancel, before the backend had stopped its sandbox", time.Since(start))
+	}
+	if res.Outcome != OutcomeCancelled || res.OK || res.TimedOut || res.ExitCode != -1 {
+		t.Errorf("got outcome %v ok=%t timed_out=%t exit %d; want cancelled false false -1", res.Outcome, res.OK, res.TimedOut, res.ExitCode)
+	}
+	if string(res.Stdout) != "line 1" || !res.StdoutTruncated || res.Digest != c.Digest || res.Backend != "slow" {
+		t.Errorf("got stdout %q truncated=%t digest %s backend %s; want the first 6 bytes, truncated, %s, slow", res.Stdout, res.StdoutTruncated, res.Digest, res.Backend, c.Digest)
+	}
+	if live.String() != "line 1\n" {
+		t.Errorf("the context's OutputFunc got %q; want every byte the backend reported", live.String())
+	}
+}
+
+// TestGuardedCancelBeforeTheCodeStarted shows that a cancelled run whose backend says the code had
+// not started returns that (retryable) error, not a result: nothing ran.
+func TestGuardedCancelBeforeTheCodeStarted(t *testing.T) {
 	p := Policy{}
 	c, err := p.Check(Request{Code: "print(1)"}, "slow")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &blocking{}
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	cancel()
+	b := &blocking{err: &IntegrationError{Op: "create container", Err: errors.New("cancelled"), CodeMayHaveStarted: false}}
 	_, err = New(b, p).Run(ctx, c)
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v; want context.Canceled", err)
+	if !Retryable(err) {
+		t.Fatalf("got %v; want the backend's retryable error", err)
 	}
 }
 
-type blocking struct{}
+// TestGuardedCancelDoesNotWaitPastTheGrace shows a backend that ignores the cancel is not waited
+// for past the policy's grace.
+func TestGuardedCancelDoesNotWaitPastTheGrace(t *testing.T) {
+	p := Policy{Grace: 200 * time.Millisecond}
+	c, err := p.Check(Request{Code: "print(1)"}, "slow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &blocking{print: "x", stop: time.Hour, printed: make(chan struct{})}
+	go func() { <-b.printed; cancel() }()
+	start := time.Now()
+	res, err := New(b, p).Run(ctx, c)
+	if err != nil || res.Outcome != OutcomeCancelled || string(res.Stdout) != "x" {
+		t.Fatalf("got %v, outcome %v stdout %q; want cancelled with x", err, res.Outcome, res.Stdout)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Run took %s; want about the grace (200ms)", d)
+	}
+}
 
-func (blocking) Name() string { return "slow" }
-func (blocking) Run(ctx context.Context, c Checked) (Result, error) {
+// blocking is a backend that reports print as output, then waits for its context and takes stop
+// to stop its sandbox before it returns err (ctx's error when nil).
+type blocking struct {
+	print   string
+	stop    time.Duration
+	err     error
+	printed chan struct{}
+	stopped atomic.Bool
+}
+
+func (*blocking) Name() string { return "slow" }
+func (b *blocking) Run(ctx context.Context, c Checked) (Result, error) {
+	if f := OutputOf(ctx); f != nil && b.print != "" {
+		f(StreamStdout, []byte(b.print))
+	}
+	if b.printed != nil {
+		close(b.printed)
+	}
 	<-ctx.Done()
-	return Result{}, ctx.Err()
+	select {
+	case <-time.After(b.stop):
+	case <-time.After(time.Minute):
+	}
+	b.stopped.Store(true)
+	if b.err != nil {
+		return Result{}, b.err
+	}
+	return Result{}, &IntegrationError{Op: "run", Err: ctx.Err(), CodeMayHaveStarted: true}
 }
 
 func TestCapBuffer(t *testing.T) {

@@ -19,6 +19,11 @@ const (
 	OutcomeMemoryLimit
 	// OutcomePidsLimit: the sandbox's process limit stopped the code.
 	OutcomePidsLimit
+	// OutcomeCancelled: the run was cancelled while the code may have been running and the
+	// sandbox was stopped; the output is what the code printed before. Only the guard wrapper
+	// sets it (Guarded.Run, when its context is cancelled): a backend that reports it is settled
+	// from its exit code like any other.
+	OutcomeCancelled
 )
 
 var outcomeNames = [...]string{
@@ -27,6 +32,7 @@ var outcomeNames = [...]string{
 	OutcomeTimedOut:    "timed_out",
 	OutcomeMemoryLimit: "memory_limit",
 	OutcomePidsLimit:   "pids_limit",
+	OutcomeCancelled:   "cancelled",
 }
 
 // String returns the outcome's name ("succeeded", "timed_out", ...), or "" when it is unset.
@@ -64,7 +70,8 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 // settle derives the outcome from what a backend reported, and from it OK, TimedOut and a timeout's
 // exit code. A limit kill the backend measured wins over a timeout it also saw (the limit is what
 // stopped the code). A backend may report a timeout either way (Outcome or TimedOut); an outcome it
-// cannot have (succeeded with a non-zero exit, an unknown value) is settled from the exit code.
+// cannot have (succeeded with a non-zero exit, an unknown value, cancelled) is settled from the
+// exit code.
 func (r *Result) settle() {
 	switch {
 	case r.Outcome.LimitKill():
@@ -80,4 +87,13 @@ func (r *Result) settle() {
 	if r.TimedOut {
 		r.ExitCode = -1
 	}
+}
+
+// markCancelled makes r, a result whose limits were applied, the result of a cancelled run: the
+// code was stopped, so it has no exit status of its own (ExitCode -1), and it neither succeeded nor
+// timed out.
+func (r *Result) markCancelled() {
+	r.Outcome = OutcomeCancelled
+	r.OK, r.TimedOut = false, false
+	r.ExitCode, r.Signal = -1, 0
 }

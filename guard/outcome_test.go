@@ -6,7 +6,7 @@ import (
 )
 
 func TestOutcomeJSONRoundTrip(t *testing.T) {
-	for o := OutcomeSucceeded; o <= OutcomePidsLimit; o++ {
+	for o := OutcomeSucceeded; o <= OutcomeCancelled; o++ {
 		b, err := json.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
@@ -38,6 +38,9 @@ func TestSettleDerivesOKAndTimedOutFromTheOutcome(t *testing.T) {
 		{"pids beats a timeout", Result{Outcome: OutcomePidsLimit, TimedOut: true}, OutcomePidsLimit, false, false, 0},
 		{"lying success", Result{Outcome: OutcomeSucceeded, ExitCode: 1, OK: true}, OutcomeFailed, false, false, 1},
 		{"unknown value", Result{Outcome: Outcome(42)}, OutcomeSucceeded, true, false, 0},
+		// Only the guard wrapper marks a run cancelled; a backend's claim is settled like any other.
+		{"backend says cancelled", Result{Outcome: OutcomeCancelled, ExitCode: 0}, OutcomeSucceeded, true, false, 0},
+		{"backend says cancelled, exit 1", Result{Outcome: OutcomeCancelled, ExitCode: 1}, OutcomeFailed, false, false, 1},
 	} {
 		r := tc.in
 		r.settle()

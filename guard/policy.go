@@ -9,9 +9,13 @@ import (
 
 // Policy defaults. Zero fields of a Policy take these values in WithDefaults.
 const (
-	DefaultMaxCodeBytes       = 64 << 10
-	DefaultTimeout            = 30 * time.Second
-	DefaultMaxTimeout         = 300 * time.Second
+	DefaultMaxCodeBytes = 64 << 10
+	DefaultTimeout      = 30 * time.Second
+	DefaultMaxTimeout   = 300 * time.Second
+	// MaxTimeoutCap is the longest max timeout a policy may set: a run may take hours (a
+	// training loop, a crawl, a test suite); a lost sandbox host is noticed within the sandbox
+	// activity's heartbeat timeout whatever the run's timeout.
+	MaxTimeoutCap             = 24 * time.Hour
 	DefaultGrace              = 5 * time.Second
 	DefaultMaxStdoutBytes     = 64_000
 	DefaultMaxStderrBytes     = 64_000
@@ -77,7 +81,8 @@ type Policy struct {
 	MaxCodeBytes int `json:"max_code_bytes"`
 	// DefaultTimeout is used when a request sets none. Optional: defaults to 30 s.
 	DefaultTimeout time.Duration `json:"default_timeout"`
-	// MaxTimeout is the longest timeout a request may ask for. Optional: defaults to 300 s.
+	// MaxTimeout is the longest timeout a request may ask for, at most MaxTimeoutCap (24 h).
+	// Optional: defaults to 300 s.
 	MaxTimeout time.Duration `json:"max_timeout"`
 	// Grace is added to the timeout for the backstop that cancels a backend that has not returned.
 	// Optional: defaults to 5 s.
@@ -208,6 +213,9 @@ func (p Policy) Validate() error {
 		if f.v <= 0 {
 			return configf("policy: %s must be positive, got %d", f.name, f.v)
 		}
+	}
+	if p.MaxTimeout > MaxTimeoutCap {
+		return configf("policy: max timeout %s is over the cap of %s", p.MaxTimeout, MaxTimeoutCap)
 	}
 	if p.DefaultTimeout > p.MaxTimeout {
 		return configf("policy: default timeout %s is over the max timeout %s", p.DefaultTimeout, p.MaxTimeout)

@@ -223,6 +223,18 @@ type Result struct {
 	Receipt *Receipt `json:"receipt,omitempty"`
 	// Measured is what the backend measured for the receipt; it stays on the host (no JSON).
 	Measured *Measured `json:"-"`
+	// Cancelled says who cancelled the run and why, on a run whose Outcome is cancelled: the
+	// workflow sets it from the cancel request it accepted (the sandbox host only stopped the
+	// code). Nil on a run cancelled through Temporal's own cancellation, which names no one.
+	Cancelled *Cancellation `json:"cancelled,omitempty"`
+}
+
+// Cancellation is who cancelled a run, as the cancel request named them, why, and when the
+// workflow accepted it.
+type Cancellation struct {
+	By     string    `json:"by"`
+	Reason string    `json:"reason,omitempty"`
+	Time   time.Time `json:"time"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

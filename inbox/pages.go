@@ -77,7 +77,10 @@ type runView struct {
 	RunAttempts       int
 	Error             string
 	Awaiting          bool
-	Approve, Deny     statementView
+	// Cancellable offers the Cancel form; Cancel is the accepted cancel request, if any.
+	Cancellable   bool
+	Cancel        *guard.Cancellation
+	Approve, Deny statementView
 	// ApproveRefused says why the page offers no approval (the status does not hash to its
 	// digest); a denial stays possible.
 	ApproveRefused string
@@ -220,7 +223,8 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 		Started:  ri.Started.UTC().Format(time.RFC3339),
 		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,
 		LastRejection: st.LastRejection, RunAttempts: st.RunAttempts, Error: st.Error,
-		Awaiting: ri.Running && st.State == contract.StatusAwaitingApproval,
+		Awaiting:    ri.Running && st.State == contract.StatusAwaitingApproval,
+		Cancellable: cancellable(ri), Cancel: st.Cancel,
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")

@@ -61,6 +61,9 @@ type command struct {
 	// tool-schema
 	tool   client.ToolOptions
 	format string
+
+	// cancel: who asks (its reason is reason)
+	by string
 }
 
 // defaultPageSize and maxPageSize bound `starter pending --page-size`.
@@ -95,6 +98,8 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 		return c, nil
 	case "show", "result":
 		return c, c.parseReview(fs, args)
+	case "cancel":
+		return c, c.parseCancel(fs, args)
 	case "statement", "approve", "deny":
 		return c, c.parseDecision(fs, args)
 	case "session":
@@ -174,6 +179,20 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	if c.waitTimeout < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s is negative", c.waitTimeout)}
 	}
+	return nil
+}
+
+// parseCancel parses cancel ID [--reason R] [--by NAME] [--wait].
+func (c *command) parseCancel(fs *flag.FlagSet, args []string) error {
+	c.addConnFlags(fs)
+	fs.StringVar(&c.reason, "reason", "", "why (recorded with the run)")
+	fs.StringVar(&c.by, "by", os.Getenv(client.EnvReviewer), "who cancels, as the run records it (default: "+client.EnvReviewer+", else $USER@hostname)")
+	fs.BoolVar(&c.wait, "wait", false, "then wait for the run to end and print its result (the output printed before the cancel)")
+	pos, err := cli.Parse(fs, args, 1, 1, "reason", "by")
+	if err != nil {
+		return err
+	}
+	c.id = pos[0]
 	return nil
 }
 

@@ -1,5 +1,5 @@
 // Command starter is how agent orchestrators and reviewers use sandboxflow from a terminal or a
-// script: run, pending, show, statement, approve, deny, result, session, tool-schema, inbox and mcp. Every
+// script: run, pending, show, statement, approve, deny, result, cancel, session, tool-schema, inbox and mcp. Every
 // command but the servers prints JSON on stdout, a failure too ({"error": {"type": ...,
 // "message": ...}}), except that show and pending print for a person unless given --json; usage
 // errors exit 2, other failures 1.
@@ -73,6 +73,12 @@ commands:
                        check a record offline against your key files: the digest, every signature,
                        the receipt and the result's hashes; prints {"ok", "checks"}; exit 1 says what failed
   audit --since T      the records of the runs that finished after T (RFC 3339 or 1h), as JSON Lines
+  result ID [--timeout D]
+                       wait for the run's result (exit 1 with {"error": ...} when it did not run)
+  cancel ID [--reason R] [--by NAME] [--wait]
+                       cancel a waiting or running run; prints {"state", "by"}: a waiting run ends
+                       with nothing run, a running sandbox is stopped and the result holds the output
+                       printed before (outcome "cancelled"); --wait then prints that result
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
   inbox --reviewers FILE [--listen 127.0.0.1:8235] [--tls-cert F --tls-key F]
                        serve the reviewers' inbox (a web page to read runs and sign with a passkey)
@@ -159,6 +165,11 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return err
 		}
 	}
+	stopTracing, err := startTracing(ctx, &cmd.conn)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	sc, err := client.Connect(ctx, cmd.conn, cmd.keyFile, cmd.taskQueue)
 	if err != nil {
 		return err
@@ -222,8 +233,30 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return err
 		}
 		return printResult(stdout, res)
+	case "cancel":
+		return cancelCmd(ctx, sc, cmd, stdout)
 	}
 	return fmt.Errorf("starter: command %q has no implementation", cmd.name)
+}
+
+// cancelCmd cancels the run as --by (else the client's default canceller) and prints what the
+// run answered; with --wait, then its result.
+func cancelCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
+	if cmd.by != "" {
+		sc = sc.WithCanceller(cmd.by)
+	}
+	out, err := sc.Cancel(ctx, cmd.id, cmd.reason)
+	if err != nil {
+		return err
+	}
+	if err := client.WriteJSON(stdout, out); err != nil || !cmd.wait {
+		return err
+	}
+	res, err := sc.WaitResult(ctx, cmd.id, 0)
+	if err != nil {
+		return err
+	}
+	return printResult(stdout, res)
 }
 
 // printOr prints v as JSON, unless err is set.

@@ -24,6 +24,9 @@ func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.V
 		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectAlreadyDecided,
 			Msg: fmt.Sprintf("already decided: decision %s by %s was accepted", r.decision.ApprovalID, r.decision.Reviewer)}
 	}
+	if r.cancel != nil {
+		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting, Msg: "not waiting for a decision: the run was cancelled by " + r.cancel.By}
+	}
 	switch r.status.State {
 	case contract.StatusAwaitingApproval:
 	case contract.StatusChecking:

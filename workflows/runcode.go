@@ -32,6 +32,8 @@ type runCode struct {
 	sandboxQueue string
 	// statementVersion is the statement version the check recorded (1 when it recorded none).
 	statementVersion int
+	// cancel is the accepted cancel request (the update "cancel"), if any.
+	cancel *guard.Cancellation
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
@@ -41,6 +43,11 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	r := &runCode{status: contract.Status{State: contract.StatusChecking,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}
 	if err := r.setHandlers(ctx); err != nil {
+		return guard.Result{}, err
+	}
+	// runCtx is what an accepted cancel request cancels: the wait, the sandbox activity.
+	runCtx, stopRun := workflow.WithCancel(ctx)
+	if err := r.setCancelHandler(ctx, stopRun); err != nil {
 		return guard.Result{}, err
 	}
 
@@ -64,10 +71,15 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 			r.onSignal(ctx, d)
 		}
 	})
-	decided, err := workflow.AwaitWithTimeout(ctx, check.ApprovalTimeout, func() bool { return r.decision != nil })
+	waitStart := workflow.Now(ctx)
+	decided, err := workflow.AwaitWithTimeout(ctx, check.ApprovalTimeout, func() bool { return r.decision != nil || r.cancel != nil })
+	r.waitSpan(ctx, waitStart, decided, err)
 	switch {
 	case err != nil:
 		return guard.Result{}, r.cancelled(ctx, err)
+	case r.cancel != nil:
+		// A cancel accepted before (or with) a decision: the decision is never used.
+		return guard.Result{}, r.cancelledBeforeRun(ctx)
 	case !decided:
 		r.event(ctx, contract.EventApprovalExpired, "approval_timeout", check.ApprovalTimeout.String())
 		return guard.Result{}, r.end(ctx, contract.StatusExpired, &guard.ApprovalDenied{
@@ -91,15 +103,21 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	if err := r.setState(ctx, contract.StatusRunning); err != nil {
 		return guard.Result{}, err
 	}
-	res, err := r.run(ctx, check.Run, d)
+	res, err := r.run(runCtx, check.Run, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			return guard.Result{}, r.cancelled(ctx, err)
+		}
+		if r.cancel != nil && stoppedBeforeStart(err) {
+			return guard.Result{}, r.cancelledBeforeRun(ctx)
 		}
 		return guard.Result{}, r.fail(ctx, err)
 	}
 	if err := r.checkReceipt(ctx, check.Hosts, res, d); err != nil {
 		return guard.Result{}, r.fail(ctx, err)
+	}
+	if res.Outcome == guard.OutcomeCancelled {
+		res.Cancelled = r.cancel // nil when Temporal's own cancellation stopped it
 	}
 
 	// 5. Result: the sandbox host set its approval fields (approval id, reviewer, digest), as it

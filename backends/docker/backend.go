@@ -12,8 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/tracing"
 )
 
 // Name is the backend's name, part of every digest. The runtime (runc or runsc) is not part of
@@ -204,7 +207,10 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 		return guard.Result{}, err
 	}
 	defer releaseSlot()
+	_, span := tracing.Start(ctx, tracing.SpanTakeSandbox, attribute.String("sandboxflow.runtime", b.cfg.Runtime))
 	sb, warm, err := b.acquire(ctx, c)
+	span.SetAttributes(attribute.Bool("sandboxflow.warm", warm != nil))
+	tracing.End(span, err, guard.TypeOf(err))
 	if err != nil {
 		return guard.Result{}, err
 	}

@@ -172,8 +172,11 @@ type Config struct {
 	// SessionEnded tells the reaper whether the workflow run of a session's container (its
 	// LabelSession and LabelRunID) has ended; the worker asks Temporal. A session's container is
 	// removed when it says true, kept when it says false, and left for the next reap on an error.
-	// Optional: nil reaps a session's container only once older than MaxSessionLifetime plus the
-	// reap threshold.
+	// The reaper asks it too about a run's container (LabelWorkflowID and LabelRunID) younger than
+	// the reap threshold, which a long max timeout makes hours: a lost worker's container is
+	// removed once its run has ended (as outcome unknown, within the heartbeat timeout), not hours
+	// later. Optional: nil reaps a session's container only once older than MaxSessionLifetime
+	// plus the reap threshold, and a run's once older than the threshold.
 	SessionEnded func(ctx context.Context, workflowID, runID string) (bool, error)
 	// MaxSessionLifetime is the longest a session lives (the policy's session lifetime cap): a
 	// session's container younger than this plus the reap threshold is never reaped without

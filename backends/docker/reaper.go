@@ -27,7 +27,8 @@ import (
 // A session's container (LabelSession) lives as long as its session, up to the policy's session
 // lifetime, so age alone never takes a live one: with Config.SessionEnded it is removed once that
 // hook says its workflow run has ended (whatever its age), and kept while it says not; without
-// the hook only once older than Config.MaxSessionLifetime plus olderThan.
+// the hook only once older than Config.MaxSessionLifetime plus olderThan. A run's container younger
+// than olderThan is removed too when that hook says its workflow run has ended.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if olderThan <= 0 {
 		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
@@ -61,7 +62,18 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			} else if !c.Created.Before(now.Add(-(b.cfg.MaxSessionLifetime + olderThan))) {
 				continue
 			}
-		} else if !c.Created.Before(now.Add(-age)) {
+		} else if young := !c.Created.Before(now.Add(-age)); young && b.cfg.SessionEnded != nil && c.Labels[LabelWorkflowID] != "" && c.Labels[LabelRunID] != "" {
+			// A run's container: young for the threshold, which must outlast the longest run,
+			// but its run may have ended (its worker lost): then nothing waits for it.
+			ended, err := b.cfg.SessionEnded(ctx, c.Labels[LabelWorkflowID], c.Labels[LabelRunID])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("docker: has run %s (workflow %s) of container %s ended: %w", c.Labels[LabelRunID], c.Labels[LabelWorkflowID], c.ID, err))
+				continue
+			}
+			if !ended {
+				continue
+			}
+		} else if young {
 			continue
 		}
 		err := b.eng.Remove(ctx, c.ID)

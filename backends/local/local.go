@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/tracing"
 )
 
 // Name is the backend's name, part of every digest it runs.
@@ -280,12 +281,16 @@ func (b *Backend) RunWarning() string {
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	b.logger.Warn(b.RunWarning(), "digest", c.Digest, "workflow_id", c.Owner.WorkflowID)
 
+	_, span := tracing.Start(ctx, tracing.SpanTakeSandbox)
 	base, err := os.MkdirTemp(b.tempDir, "sandboxflow-local-")
 	if err != nil {
-		return guard.Result{}, &guard.IntegrationError{Op: "local: make temporary folder", Err: err}
+		err = &guard.IntegrationError{Op: "local: make temporary folder", Err: err}
+		tracing.End(span, err, guard.TypeOf(err))
+		return guard.Result{}, err
 	}
 	defer os.RemoveAll(base)
 	d, err := prepare(base, c)
+	tracing.End(span, err, guard.TypeOf(err))
 	if err != nil {
 		return guard.Result{}, err
 	}

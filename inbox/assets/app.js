@@ -125,6 +125,20 @@
     }
   }
 
+  // cancelRun posts the reviewer's cancel of this run (a fetch: it carries the page's origin and
+  // CSRF token, which the server checks as for a decision) and shows the run as it ends.
+  async function cancelRun(ev) {
+    ev.preventDefault();
+    say('cancel-msg', 'Cancelling…');
+    try {
+      var res = await post(location.pathname.replace(/\/$/, '') + '/cancel', { reason: document.getElementById('cancel-reason').value.trim() });
+      say('cancel-msg', 'Cancelled by ' + res.by + ' (the run was ' + res.state + ').', 'ok');
+      setTimeout(function () { location.reload(); }, 800);
+    } catch (e) {
+      say('cancel-msg', e.message, 'error');
+    }
+  }
+
   function refreshList() {
     var body = document.getElementById('pending-rows');
     if (!body) return;
@@ -143,7 +157,12 @@
     var st = document.getElementById('run-state');
     var ss = document.getElementById('session-state');
     if (st && (st.dataset.state === 'running' || st.dataset.state === 'checking') || ss && ss.dataset.busy === 'true') {
-      setTimeout(function () { location.reload(); }, 2000);
+      setTimeout(function again() {
+        // Not while the reviewer writes a reason to cancel: the reload would drop it.
+        var reason = document.getElementById('cancel-reason');
+        if (reason && (reason.value !== '' || document.activeElement === reason)) { setTimeout(again, 2000); return; }
+        location.reload();
+      }, 2000);
     }
   }
 
@@ -156,6 +175,8 @@
     if (a) a.addEventListener('click', function () { decide(true); });
     var d = document.getElementById('deny');
     if (d) d.addEventListener('click', function () { decide(false); });
+    var cf = document.getElementById('cancel-form');
+    if (cf) cf.addEventListener('submit', cancelRun);
     refreshList();
     refreshRunning();
   });

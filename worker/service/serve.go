@@ -79,6 +79,11 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := startTracing(ctx, &conn, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	tc, err := dialTemporal(ctx, conn, met)
 	if err != nil {
 		return err
@@ -223,7 +228,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		sandboxQueue = cfg.TaskQueue
 	}
 	if cfg.Role != RoleSandboxes {
-		opts := worker.Options{Interceptors: icpt}
+		opts := worker.Options{Interceptors: icpt, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval}
 		if sandboxQueue == cfg.TaskQueue && hasBackend {
 			opts.MaxConcurrentActivityExecutionSize = cfg.MaxSandboxes
 		}
@@ -233,14 +238,16 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		workers = append(workers, wf)
 	}
 	if hasBackend && sandboxQueue != cfg.TaskQueue {
-		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt})
+		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt,
+			MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
 		acts.Register(sw)
 		workers = append(workers, sw)
 	}
 	if hasBackend && acts.HostTaskQueue() != "" {
 		// This host's own queue, for its sessions' holds and cells: a hold and a cell for each
 		// of at most MaxSandboxes sessions.
-		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt})
+		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt,
+			MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
 		acts.RegisterHost(hw)
 		workers = append(workers, hw)
 	}
