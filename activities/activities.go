@@ -93,6 +93,10 @@ type Config struct {
 	// fails before anything started (the workflow tries again with backoff). Optional: zero
 	// means no cap.
 	MaxSessions int
+	// Notify, when set, has Check record it, so that the workflow schedules the notify activity
+	// (contract.NotifyActivityName, registered by notify.Activities) when the run or a cell
+	// starts waiting. Optional: nil notifies nobody.
+	Notify *contract.NotifyOptions
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -111,6 +115,7 @@ type Activities struct {
 	hostQueue   string
 	noSessions  bool
 	maxSessions int
+	notify      *contract.NotifyOptions
 	sessions    *sessions
 	// holdStart and lifetimeExtra are holdStartTimeout and the margin past a session's lifetime
 	// after which this host removes a sandbox by itself (tests shorten them).
@@ -132,6 +137,7 @@ func New(cfg Config) (*Activities, error) {
 		hostQueue:   cfg.HostTaskQueue,
 		noSessions:  cfg.NoSessions,
 		maxSessions: cfg.MaxSessions,
+		notify:      notifyOptions(cfg.Notify),
 		sessions:    &sessions{},
 		holdStart:   holdStartTimeout,
 		run: contract.RunOptions{
@@ -245,7 +251,16 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion}, nil
+		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify}, nil
+}
+
+// notifyOptions is o with its defaults, or nil.
+func notifyOptions(o *contract.NotifyOptions) *contract.NotifyOptions {
+	if o == nil {
+		return nil
+	}
+	d := o.WithDefaults()
+	return &d
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.

@@ -30,6 +30,10 @@ type CheckResult struct {
 	// it names the reviewer). Absent in histories recorded before it, which replay with version
 	// 1.
 	StatementVersion int `json:"statement_version,omitempty"`
+	// Notify says how the workflow schedules the notify activity when the run starts waiting;
+	// nil when the checking worker has no notification channels (and in histories recorded
+	// before notifications).
+	Notify *NotifyOptions `json:"notify,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

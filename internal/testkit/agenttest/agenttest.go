@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
@@ -77,6 +78,9 @@ type Options struct {
 	TaskQueue string
 	// Register registers more on the worker (another workflow, say). Optional.
 	Register func(worker.Registry)
+	// Notify is the worker's activities.Config.Notify: with it, checks record it and runs
+	// schedule the notify activity (which Register must then register). Optional.
+	Notify *contract.NotifyOptions
 }
 
 // Setup starts a server, a worker whose policy allows python, and builds the starter.
@@ -143,6 +147,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		ReviewersFile:       reviewers,
 		PasskeyOrigin:       o.PasskeyOrigin,
 		PasskeyCountersFile: o.PasskeyCountersFile,
+		Notify:              o.Notify,
 	})
 	if err != nil {
 		t.Fatal(err)
