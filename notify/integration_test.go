@@ -516,3 +516,40 @@ func TestIntegrationEmailOverStartTLS(t *testing.T) {
 		}
 	}
 }
+
+// A session's cells wait too: each cell's wait is notified once, as cell.awaiting_approval with
+// its index and the session's inbox page, under an id of its own.
+func TestIntegrationWebhookPerWaitingCell(t *testing.T) {
+	rcv := startReceiver(t, func(int) int { return 200 })
+	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))}, InboxURL: "https://inbox.example"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	s, err := e.Client.OpenSession(ctx, guard.SessionRequest{}, client.SessionOptions{WorkflowID: "notify-session"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []delivery
+	for i, code := range []string{"x = 1\n", "print(x)\n"} {
+		if _, err := e.Client.SubmitCell(ctx, s.WorkflowID, contract.CellRequest{Code: code}); err != nil {
+			t.Fatal(err)
+		}
+		d := rcv.wait(t, 30*time.Second)
+		got = append(got, d)
+		for _, want := range []string{fmt.Sprintf(`"cell":%d`, i+1), `"inbox_url":"https://inbox.example/session/notify-session"`} {
+			if !strings.Contains(d.Body, want) {
+				t.Errorf("cell %d: delivery lacks %s: %s", i+1, want, d.Body)
+			}
+		}
+		if _, err := e.Client.ApproveCell(ctx, s.WorkflowID, i+1, "", e.Reviewer.Signer, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Client.AwaitCell(ctx, s.WorkflowID, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv.quiet(t, time.Second)
+	vs := verify(t, got)
+	if !vs[0].OK || !vs[1].OK || vs[0].Type != contract.EventCellAwaiting || vs[0].ID == vs[1].ID {
+		t.Errorf("verdicts %+v; want two verified cell notifications with two ids", vs)
+	}
+}
