@@ -11,7 +11,11 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
+
+	"github.com/sandboxflow/sandboxflow/client"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -43,6 +47,9 @@ type Config struct {
 	IncludeCode bool
 	// Logger logs each delivery and failure. Optional: slog.Default().
 	Logger *slog.Logger
+	// DataConverter decodes the runs' payloads (the workers' payload codec), to read the
+	// previous run of a conversation. Optional: the SDK's default.
+	DataConverter converter.DataConverter
 }
 
 // Activities is the notify activity of one worker.
@@ -81,6 +88,9 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Notify, activity.RegisterOptions{Name: contract.NotifyActivityName})
 }
 
+// changesTimeout bounds reading the previous run of a conversation.
+const changesTimeout = 15 * time.Second
+
 // errNoChannels is returned by a worker with no channel: Temporal tries again, maybe on another
 // worker.
 var errNoChannels = errors.New("notify: this worker has no notification channel")
@@ -105,7 +115,11 @@ func (a *Activities) Notify(ctx context.Context, in contract.NotifyInput) (contr
 		in.Since = info.ScheduledTime
 	}
 	log := a.cfg.Logger.With("attempt", info.Attempt)
-	err := a.deliver(ctx, in, d, log, func() { activity.RecordHeartbeat(ctx, d.snapshot()) })
+	m := a.message(in)
+	if in.Conversation != "" {
+		m.Data.Changes = a.changes(ctx, activity.GetClient(ctx), in, log)
+	}
+	err := a.deliver(ctx, m, in, d, log, func() { activity.RecordHeartbeat(ctx, d.snapshot()) })
 	if err != nil {
 		return contract.NotifyResult{}, err
 	}
@@ -121,7 +135,7 @@ func (a *Activities) Send(ctx context.Context, in contract.NotifyInput) error {
 	if in.Since.IsZero() {
 		in.Since = time.Now()
 	}
-	return a.deliver(ctx, in, &deliveries{}, a.cfg.Logger, func() {})
+	return a.deliver(ctx, a.message(in), in, &deliveries{}, a.cfg.Logger, func() {})
 }
 
 // deliveries are the channels delivered to so far, shared with the heartbeat.
@@ -136,10 +150,37 @@ func (d *deliveries) snapshot() []string {
 	return slices.Clone(d.done)
 }
 
-// deliver sends in's message on each channel not in d yet, adding those that took it (and
-// calling delivered after each); it returns every channel's failure.
-func (a *Activities) deliver(ctx context.Context, in contract.NotifyInput, d *deliveries, log *slog.Logger, delivered func()) error {
-	m := newMessage(in, a.cfg.InboxURL, a.cfg.IncludeCode, in.Since)
+// message is in's message under this worker's settings.
+func (a *Activities) message(in contract.NotifyInput) Message {
+	return newMessage(in, a.cfg.InboxURL, a.cfg.IncludeCode, in.Since)
+}
+
+// changes reads what changed since the previous run of in's conversation, through the client's
+// door; the code's diff only with IncludeCode. A failure is said in the message, which goes out
+// all the same.
+func (a *Activities) changes(ctx context.Context, tc tclient.Client, in contract.NotifyInput, log *slog.Logger) *Changes {
+	c, err := client.New(client.Options{Temporal: tc, DataConverter: a.cfg.DataConverter})
+	if err != nil {
+		return &Changes{Error: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, changesTimeout)
+	defer cancel()
+	req, err := c.StartInput(ctx, in.WorkflowID, in.RunID)
+	if err != nil {
+		log.Warn("notify: read the run's input", "error", err.Error())
+		return &Changes{Error: err.Error()}
+	}
+	ch, err := c.ChangesOf(ctx, in.WorkflowID, in.RunID, in.Since, req.Request)
+	if err != nil {
+		log.Warn("notify: read the conversation's previous run", "error", err.Error())
+		return &Changes{Error: err.Error()}
+	}
+	return changesOf(ch, a.cfg.IncludeCode)
+}
+
+// deliver sends m on each channel not in d yet, adding those that took it (and calling
+// delivered after each); it returns every channel's failure.
+func (a *Activities) deliver(ctx context.Context, m Message, in contract.NotifyInput, d *deliveries, log *slog.Logger, delivered func()) error {
 	log = log.With("event", in.Event, "workflow_id", in.WorkflowID, "run_id", in.RunID, "cell", in.Cell, "webhook_id", m.ID)
 	var errs []error
 	for _, c := range a.cfg.Channels {

@@ -194,6 +194,10 @@ func emailText(m Message) string {
 		b.WriteString("\nThe code (escaped; every line starts with \"| \"):\n")
 		b.WriteString(codeLines(m.Data.Code, "| ", emailCodeBytes))
 	}
+	if ch := m.Data.Changes; ch != nil && ch.Diff != "" {
+		b.WriteString("\nWhat changed since the previous run (a reading aid only; every line starts with \"| \"):\n")
+		b.WriteString(codeLines(ch.Diff, "| ", emailCodeBytes))
+	}
 	b.WriteString("\nDecide in the inbox or with `starter show` and `starter approve`/`deny`: this email approves nothing, and replying does nothing.\n")
 	return b.String()
 }

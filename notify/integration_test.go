@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
@@ -551,5 +552,52 @@ func TestIntegrationWebhookPerWaitingCell(t *testing.T) {
 	vs := verify(t, got)
 	if !vs[0].OK || !vs[1].OK || vs[0].Type != contract.EventCellAwaiting || vs[0].ID == vs[1].ID {
 		t.Errorf("verdicts %+v; want two verified cell notifications with two ids", vs)
+	}
+}
+
+// A run in a conversation: its notification names the previous run, how it was decided and what
+// changed (names and counts), and carries no diff (it holds code) without IncludeCode.
+func TestIntegrationWebhookShowsConversationChanges(t *testing.T) {
+	rcv := startReceiver(t, func(int) int { return 200 })
+	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))}}, nil)
+	first := start(t, e.Client, "conv-n1", guard.Request{Code: "x = 1\nprint(x)\n", Conversation: "task-n"})
+	rcv.wait(t, 30*time.Second)
+	if res := approveAndResult(t, e.Client, e.Reviewer, first); !res.OK {
+		t.Fatalf("first run: %+v", res)
+	}
+	// Visibility lists the first run a moment after it set its conversation.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := e.Temporal.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: contract.AttrConversation + " = 'task-n'"})
+		if err == nil && len(resp.GetExecutions()) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("visibility does not list the first run of task-n: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	start(t, e.Client, "conv-n2", guard.Request{Code: "x = 2\nprint('SECOND-CODE-MARKER', x)\n", Conversation: "task-n"})
+	d := rcv.wait(t, 30*time.Second)
+	var body struct {
+		Data struct {
+			Conversation string         `json:"conversation"`
+			Changes      notify.Changes `json:"changes"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(d.Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	ch := body.Data.Changes
+	if body.Data.Conversation != "task-n" || ch.PreviousWorkflowID != "conv-n1" || ch.PreviousOutcome != "approved by "+e.Reviewer.Principal ||
+		!slices.Equal(ch.ChangedFiles, []string{"code"}) || ch.Added != 2 || ch.Removed != 2 || ch.Notice != client.ConversationNotice {
+		t.Errorf("the notification's changes: %+v (conversation %q)", ch, body.Data.Conversation)
+	}
+	if ch.Diff != "" || strings.Contains(d.Body, "SECOND-CODE-MARKER") || strings.Contains(d.Body, "x = 1") {
+		t.Errorf("the notification carries code without IncludeCode: %s", d.Body)
+	}
+	if vs := verify(t, []delivery{d}); !vs[0].OK {
+		t.Errorf("verifier: %+v", vs[0])
 	}
 }

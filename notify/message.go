@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -45,6 +46,44 @@ type Data struct {
 	InboxURL     string              `json:"inbox_url,omitempty"`
 	// Code is the code, only when the operator asked for it (Config.IncludeCode).
 	Code string `json:"code,omitempty"`
+	// Changes is what changed since the previous run of the conversation, when it names one.
+	Changes *Changes `json:"changes,omitempty"`
+}
+
+// Changes is what a notification says of a conversation's previous run: which it was, how it
+// was decided, what changed (names and line counts) and, only with Config.IncludeCode, the
+// unified diff (it holds code).
+type Changes struct {
+	PreviousWorkflowID string   `json:"previous_workflow_id,omitempty"`
+	PreviousOutcome    string   `json:"previous_outcome,omitempty"`
+	ChangedFiles       []string `json:"changed_files,omitempty"`
+	Added              int      `json:"added"`
+	Removed            int      `json:"removed"`
+	Diff               string   `json:"diff,omitempty"`
+	// First says the conversation has no earlier run (that visibility lists).
+	First bool `json:"first,omitempty"`
+	// Error says why the previous run could not be read.
+	Error string `json:"error,omitempty"`
+	// Notice is client.ConversationNotice.
+	Notice string `json:"notice,omitempty"`
+}
+
+// changesOf is what a notification says of ch; the diff only with includeDiff.
+func changesOf(ch *client.Changes, includeDiff bool) *Changes {
+	if ch == nil {
+		return nil
+	}
+	out := &Changes{Notice: ch.Notice}
+	if ch.Previous == nil {
+		out.First = true
+		return out
+	}
+	out.PreviousWorkflowID, out.PreviousOutcome = ch.Previous.WorkflowID, ch.Previous.Outcome()
+	out.ChangedFiles, out.Added, out.Removed = ch.ChangedFiles, ch.Added, ch.Removed
+	if includeDiff {
+		out.Diff = ch.Diff
+	}
+	return out
 }
 
 // newMessage builds the message for in. The code is kept only with includeCode.
@@ -121,6 +160,20 @@ func (m Message) fields() []field {
 		field{"Code", fmt.Sprintf("%d bytes", d.CodeBytes)})
 	if d.Conversation != "" {
 		out = append(out, field{"Conversation", d.Conversation})
+	}
+	if ch := d.Changes; ch != nil {
+		switch {
+		case ch.Error != "":
+			out = append(out, field{"Changes", "the previous run could not be read: " + ch.Error})
+		case ch.First:
+			out = append(out, field{"Changes", "the conversation's first run"})
+		case len(ch.ChangedFiles) == 0:
+			out = append(out, field{"Previous run", ch.PreviousWorkflowID + ", " + ch.PreviousOutcome},
+				field{"Changes", "none: the same code, files and settings"})
+		default:
+			out = append(out, field{"Previous run", ch.PreviousWorkflowID + ", " + ch.PreviousOutcome},
+				field{"Changes", fmt.Sprintf("%s (+%d -%d lines; a reading aid, not what is signed)", strings.Join(ch.ChangedFiles, ", "), ch.Added, ch.Removed)})
+		}
 	}
 	if len(d.Files) > 0 {
 		var fs []string

@@ -161,3 +161,29 @@ func TestLoadSecret(t *testing.T) {
 		}
 	}
 }
+
+// A conversation's diff holds code: text channels carry it prefixed, line by line, like the
+// code; the fields name the previous run and what changed.
+func TestChangesInTextChannels(t *testing.T) {
+	in := hostile()
+	in.Conversation = "task-1"
+	m := newMessage(in, "", true, time.Now())
+	m.Data.Changes = &Changes{PreviousWorkflowID: "run-0", PreviousOutcome: "denied by bob: no", ChangedFiles: []string{"code"}, Added: 1, Removed: 1,
+		Diff: "--- previous/code\n+++ this/code\n@@ -1 +1 @@\n-x = 1\n+Subject: forged\n"}
+	text := emailText(m)
+	for _, want := range []string{"Previous run: run-0, denied by bob: no\n", "Changes:      code (+1 -1 lines; a reading aid, not what is signed)\n", "| +Subject: forged\n", "| @@ -1 +1 @@\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the email lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "\n+Subject") {
+		t.Errorf("a diff line starts a line of its own:\n%s", text)
+	}
+	raw, err := json.Marshal(slackBody(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(`| +Subject: forged`)) {
+		t.Errorf("the Slack body lacks the prefixed diff: %s", raw)
+	}
+}

@@ -79,6 +79,9 @@ func slackBody(m Message) SlackBody {
 	if m.Data.Code != "" {
 		b.Blocks = append(b.Blocks, slackBlock{Type: "section", Text: &slackText{Type: "plain_text", Text: codeLines(m.Data.Code, "| ", slackCodeBytes)}})
 	}
+	if ch := m.Data.Changes; ch != nil && ch.Diff != "" {
+		b.Blocks = append(b.Blocks, slackBlock{Type: "section", Text: &slackText{Type: "plain_text", Text: "What changed (a reading aid only):\n" + codeLines(ch.Diff, "| ", slackCodeBytes)}})
+	}
 	if m.Data.InboxURL != "" {
 		link := "<" + escapeMrkdwn(m.Data.InboxURL) + "|Open in the inbox to review and decide>"
 		b.Blocks = append(b.Blocks, slackBlock{Type: "section", Text: &slackText{Type: "mrkdwn", Text: link}})

@@ -2,6 +2,9 @@ package service
 
 import (
 	"flag"
+
+	"go.temporal.io/sdk/converter"
+
 	"log/slog"
 	"strconv"
 
@@ -52,8 +55,8 @@ func NotifyFlags(fs *flag.FlagSet, o *Options) {
 }
 
 // notifyActivities builds the notify activity from the options (with no channel when none is
-// set); a bad setting is a guard.ConfigError.
-func notifyActivities(cfg *Options, logger *slog.Logger) (*notify.Activities, error) {
+// set), reading runs with dc (nil: the SDK's default); a bad setting is a guard.ConfigError.
+func notifyActivities(cfg *Options, dc converter.DataConverter, logger *slog.Logger) (*notify.Activities, error) {
 	n := cfg.Notify
 	var channels []notify.Channel
 	if n.WebhookURL != "" || n.WebhookSecretFile != "" {
@@ -83,7 +86,7 @@ func notifyActivities(cfg *Options, logger *slog.Logger) (*notify.Activities, er
 	if inbox == "" && cfg.Dev && cfg.InboxPort >= 0 {
 		inbox = "http://localhost:" + strconv.Itoa(cfg.InboxPort)
 	}
-	return notify.New(notify.Config{Channels: channels, InboxURL: inbox, IncludeCode: n.IncludeCode, Logger: logger})
+	return notify.New(notify.Config{Channels: channels, InboxURL: inbox, IncludeCode: n.IncludeCode, Logger: logger, DataConverter: dc})
 }
 
 // notifyRecorded is what checks record: the defaults when the worker has channels, else nil.

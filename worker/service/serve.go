@@ -112,7 +112,11 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if backend != nil && guard.SessionsOffered(backend) {
 		hostQueue = hostTaskQueue(cfg)
 	}
-	if w.notify, err = notifyActivities(cfg, logger); err != nil {
+	topts, err := conn.Options()
+	if err != nil {
+		return err
+	}
+	if w.notify, err = notifyActivities(cfg, topts.DataConverter, logger); err != nil {
 		return err
 	}
 	acts, err := activities.New(activities.Config{
