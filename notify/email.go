@@ -198,7 +198,7 @@ func emailText(m Message) string {
 		b.WriteString("\nWhat changed since the previous run (a reading aid only; every line starts with \"| \"):\n")
 		b.WriteString(codeLines(ch.Diff, "| ", emailCodeBytes))
 	}
-	b.WriteString("\nDecide in the inbox or with `starter show` and `starter approve`/`deny`: this email approves nothing, and replying does nothing.\n")
+	b.WriteString("\nThis email approves nothing, and replying does nothing: read the run in the inbox or with `starter show` before deciding, then decide there (or with `starter approve`/`deny`).\n")
 	return b.String()
 }
 

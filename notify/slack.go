@@ -35,9 +35,10 @@ type slackText struct {
 
 // slackBlock is a Slack layout block (header, section or context).
 type slackBlock struct {
-	Type   string      `json:"type"`
-	Text   *slackText  `json:"text,omitempty"`
-	Fields []slackText `json:"fields,omitempty"`
+	Type     string      `json:"type"`
+	Text     *slackText  `json:"text,omitempty"`
+	Fields   []slackText `json:"fields,omitempty"`
+	Elements []slackText `json:"elements,omitempty"`
 }
 
 // SlackBody is the incoming-webhook body.
@@ -82,6 +83,8 @@ func slackBody(m Message) SlackBody {
 	if ch := m.Data.Changes; ch != nil && ch.Diff != "" {
 		b.Blocks = append(b.Blocks, slackBlock{Type: "section", Text: &slackText{Type: "plain_text", Text: "What changed (a reading aid only):\n" + codeLines(ch.Diff, "| ", slackCodeBytes)}})
 	}
+	b.Blocks = append(b.Blocks, slackBlock{Type: "context", Elements: []slackText{{Type: "plain_text",
+		Text: "This message approves nothing: read the run in the inbox or with starter show before deciding."}}})
 	if m.Data.InboxURL != "" {
 		link := "<" + escapeMrkdwn(m.Data.InboxURL) + "|Open in the inbox to review and decide>"
 		b.Blocks = append(b.Blocks, slackBlock{Type: "section", Text: &slackText{Type: "mrkdwn", Text: link}})
