@@ -21,6 +21,9 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -600,4 +603,42 @@ func TestIntegrationWebhookShowsConversationChanges(t *testing.T) {
 	if vs := verify(t, []delivery{d}); !vs[0].OK {
 		t.Errorf("verifier: %+v", vs[0])
 	}
+}
+
+// envRecordHistory, set to 1, re-records ../workflows/testdata/runcode_notify.json.
+const envRecordHistory = "SANDBOXFLOW_RECORD_HISTORY"
+
+// TestRecordNotifyHistory re-records the history workflows' TestReplayNotifyHistory replays: a
+// run in a conversation, notified by webhook, approved and run.
+func TestRecordNotifyHistory(t *testing.T) {
+	if os.Getenv(envRecordHistory) != "1" {
+		t.Skip("re-records ../workflows/testdata/runcode_notify.json only when " + envRecordHistory + "=1")
+	}
+	rcv := startReceiver(t, func(int) int { return 200 })
+	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))}}, nil)
+	s := start(t, e.Client, "recorded-notify", guard.Request{Code: "print('notified')", Conversation: "recorded-task"})
+	rcv.wait(t, 30*time.Second)
+	waitStatus(t, e.Client, s.WorkflowID, "notified", func(st contract.Status) bool {
+		return st.Notification != nil && st.Notification.State == contract.NotifyDelivered
+	})
+	if res := approveAndResult(t, e.Client, e.Reviewer, s); !res.OK {
+		t.Fatalf("result %+v", res)
+	}
+	iter := e.Temporal.GetWorkflowHistory(context.Background(), s.WorkflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var events []*historypb.HistoryEvent
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "workflows", "testdata", "runcode_notify.json"), append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events", len(events))
 }
