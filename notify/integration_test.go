@@ -642,3 +642,51 @@ func TestRecordNotifyHistory(t *testing.T) {
 	}
 	t.Logf("recorded %d events", len(events))
 }
+
+// The Slack body of a real run whose orchestrator chose hostile strings (a mention, a link, markup,
+// a line break in its metadata; a file name with & and <): every one of them reaches Slack as
+// plain_text or escaped, and the egress hosts and secret names are named.
+func TestIntegrationSlackBodyEscapesTheRequest(t *testing.T) {
+	rcv := startReceiver(t, func(int) int { return 200 })
+	policy := guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour,
+		EgressAllow: []string{"*.example.com"}, SecretNames: []string{"github_token"}}
+	e := env(t, notify.Config{Channels: []notify.Channel{notify.NewSlack(rcv.URL)}}, &agenttest.Options{NoStarter: true, Policy: &policy})
+	start(t, e.Client, "notify-slack", guard.Request{Code: markerCode, Egress: []string{"api.example.com"}, Secrets: []string{"github_token"},
+		Files:    map[string][]byte{"a&b<c>.txt": []byte("x")},
+		Metadata: guard.Metadata{RequestedBy: "<!channel> <https://evil.example|approve now> *urgent*\nApproved by alice"}})
+	d := rcv.wait(t, 30*time.Second)
+	var body struct {
+		Text   string `json:"text"`
+		Blocks []struct {
+			Type   string `json:"type"`
+			Text   *struct{ Type, Text string }
+			Fields []struct{ Type, Text string }
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(d.Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	var plain []string
+	for _, b := range body.Blocks {
+		texts := b.Fields
+		if b.Text != nil {
+			texts = append(texts, *b.Text)
+		}
+		for _, x := range texts {
+			if x.Type == "mrkdwn" {
+				t.Errorf("a mrkdwn block without an inbox link: %q", x.Text)
+			}
+			plain = append(plain, x.Text)
+		}
+	}
+	all := strings.Join(plain, "\n")
+	for _, want := range []string{`Requested by: <!channel> <https://evil.example|approve now> *urgent*\nApproved by alice`,
+		"Egress: api.example.com", "Secrets: github_token", "Input files: a&b<c>.txt (1 bytes)", "Run: notify-slack"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the plain_text blocks lack %q:\n%s", want, all)
+		}
+	}
+	if strings.Contains(body.Text, "<") || strings.Contains(body.Text, "\n") || strings.Contains(d.Body, "CODE-MARKER") {
+		t.Errorf("fallback text %q (or the body holds the code): %s", body.Text, d.Body)
+	}
+}
