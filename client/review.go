@@ -75,6 +75,8 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 		// The start-up warnings are computed here, from the input files the digest just
 		// checked binds, not taken from the status a workflow worker answered.
 		st.Request.Warnings = guard.StartupWarnings(slices.Sorted(maps.Keys(in.Request.Files)))
+		// So is the conversation, which the diff below is read for.
+		st.Request.Conversation = in.Request.Conversation
 	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
