@@ -107,6 +107,10 @@ type Config struct {
 	// verify against them. Optional: without it the check records none and results are accepted
 	// without receipts, as before receipts existed.
 	HostsFile string
+	// Notify, when set, has Check record it, so that the workflow schedules the notify activity
+	// (contract.NotifyActivityName, registered by notify.Activities) when the run or a cell
+	// starts waiting. Optional: nil notifies nobody.
+	Notify *contract.NotifyOptions
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -125,6 +129,7 @@ type Activities struct {
 	hostQueue   string
 	noSessions  bool
 	maxSessions int
+	notify      *contract.NotifyOptions
 	sessions    *sessions
 	// holdStart and lifetimeExtra are holdStartTimeout and the margin past a session's lifetime
 	// after which this host removes a sandbox by itself (tests shorten them).
@@ -149,6 +154,7 @@ func New(cfg Config) (*Activities, error) {
 		hostQueue:   cfg.HostTaskQueue,
 		noSessions:  cfg.NoSessions,
 		maxSessions: cfg.MaxSessions,
+		notify:      notifyOptions(cfg.Notify),
 		sessions:    &sessions{},
 		holdStart:   holdStartTimeout,
 		run: contract.RunOptions{
@@ -271,7 +277,16 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts}, nil
+		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify}, nil
+}
+
+// notifyOptions is o with its defaults, or nil.
+func notifyOptions(o *contract.NotifyOptions) *contract.NotifyOptions {
+	if o == nil {
+		return nil
+	}
+	d := o.WithDefaults()
+	return &d
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.

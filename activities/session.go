@@ -126,7 +126,7 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
 	return contract.SessionCheckResult{Session: s, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion}, nil
+		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session

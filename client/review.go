@@ -38,6 +38,10 @@ type Review struct {
 	SensitiveEnvBytes map[string]int `json:"sensitive_env_bytes,omitempty"`
 	// InputFiles holds the input files' contents, name → bytes, only when asked for.
 	InputFiles map[string][]byte `json:"input_files,omitempty"`
+	// Changes is what changed since the previous run of the request's conversation, when it
+	// names one (a reading aid: ConversationNotice); ChangesError says why it could not be read.
+	Changes      *Changes `json:"changes,omitempty"`
+	ChangesError string   `json:"changes_error,omitempty"`
 }
 
 // ReviewOptions say what Review adds to what it always returns.
@@ -71,6 +75,8 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 		// The start-up warnings are computed here, from the input files the digest just
 		// checked binds, not taken from the status a workflow worker answered.
 		st.Request.Warnings = guard.StartupWarnings(slices.Sorted(maps.Keys(in.Request.Files)))
+		// So is the conversation, which the diff below is read for.
+		st.Request.Conversation = in.Request.Conversation
 	}
 	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
@@ -83,6 +89,7 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 		r.ConfusableNames = append(r.ConfusableNames, guard.InputConfusableNames(files)...)
 	}
 	r.NamesWarning = ConfusableWarning(r.ConfusableNames)
+	r.Changes, r.ChangesError = c.reviewChanges(ctx, workflowID, st, in)
 	// What opts adds comes from what was hashed into the digest just checked: the start input
 	// of the status's run.
 	if opts.EnvValues {

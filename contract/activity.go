@@ -35,6 +35,10 @@ type CheckResult struct {
 	// a result whose receipt does not verify against them. Absent when the worker has no hosts
 	// file, and in histories recorded before receipts: results are then taken as they come.
 	Hosts *receipt.Hosts `json:"hosts,omitempty"`
+	// Notify says how the workflow schedules the notify activity when the run starts waiting;
+	// nil when the checking worker has no notification channels (and in histories recorded
+	// before notifications).
+	Notify *NotifyOptions `json:"notify,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

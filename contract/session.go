@@ -96,6 +96,8 @@ type SessionCheckResult struct {
 	Reviewers        *approval.Reviewers    `json:"reviewers"`
 	Warnings         []guard.StartupWarning `json:"warnings,omitempty"`
 	StatementVersion int                    `json:"statement_version"`
+	// Notify is CheckResult.Notify, for each cell's wait.
+	Notify *NotifyOptions `json:"notify,omitempty"`
 }
 
 // SessionOpenInput is SessionOpen's input.
@@ -196,6 +198,8 @@ type CellStatus struct {
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code.
 	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
 	Error                string             `json:"error,omitempty"`
+	// Notification is Status.Notification, for this cell's wait.
+	Notification *NotifyRecord `json:"notification,omitempty"`
 }
 
 // SessionStatus is what the query "session-status" returns.

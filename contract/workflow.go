@@ -48,27 +48,31 @@ const (
 	AttrBackend = "SandboxBackend"
 	// AttrReviewer is the reviewer whose decision was accepted.
 	AttrReviewer = "SandboxReviewer"
+	// AttrConversation is the request's conversation (guard.Request.Conversation), set when it
+	// names one: the previous run of a conversation is found by it.
+	AttrConversation = "SandboxConversation"
 )
 
 // Typed keys of the search attributes, for workflow.UpsertTypedSearchAttributes and for reading
 // them from a client.
 var (
-	StatusKey   = temporal.NewSearchAttributeKeyKeyword(AttrStatus)
-	DigestKey   = temporal.NewSearchAttributeKeyKeyword(AttrDigest)
-	LanguageKey = temporal.NewSearchAttributeKeyKeyword(AttrLanguage)
-	BackendKey  = temporal.NewSearchAttributeKeyKeyword(AttrBackend)
-	ReviewerKey = temporal.NewSearchAttributeKeyKeyword(AttrReviewer)
+	StatusKey       = temporal.NewSearchAttributeKeyKeyword(AttrStatus)
+	DigestKey       = temporal.NewSearchAttributeKeyKeyword(AttrDigest)
+	LanguageKey     = temporal.NewSearchAttributeKeyKeyword(AttrLanguage)
+	BackendKey      = temporal.NewSearchAttributeKeyKeyword(AttrBackend)
+	ReviewerKey     = temporal.NewSearchAttributeKeyKeyword(AttrReviewer)
+	ConversationKey = temporal.NewSearchAttributeKeyKeyword(AttrConversation)
 )
 
 // SearchAttributeKeys returns the typed keys of every search attribute RunCode sets.
 func SearchAttributeKeys() []temporal.SearchAttributeKey {
-	return []temporal.SearchAttributeKey{StatusKey, DigestKey, LanguageKey, BackendKey, ReviewerKey}
+	return []temporal.SearchAttributeKey{StatusKey, DigestKey, LanguageKey, BackendKey, ReviewerKey, ConversationKey}
 }
 
 // SearchAttributeNames returns the names of every search attribute RunCode sets, all of type
 // Keyword.
 func SearchAttributeNames() []string {
-	return []string{AttrStatus, AttrDigest, AttrLanguage, AttrBackend, AttrReviewer}
+	return []string{AttrStatus, AttrDigest, AttrLanguage, AttrBackend, AttrReviewer, AttrConversation}
 }
 
 // Values of the SandboxStatus search attribute and of Status.State.
@@ -167,6 +171,9 @@ type Status struct {
 	// Cancel is the accepted cancel request (the update "cancel"), if any: who asked, why and
 	// when.
 	Cancel *guard.Cancellation `json:"cancel,omitempty"`
+	// Notification says whether reviewers were notified that the run waits (absent when the
+	// checking worker has no notification channels). It never changes what the run does.
+	Notification *NotifyRecord `json:"notification,omitempty"`
 }
 
 // DecisionRecord is an accepted decision as the status reports it. Reviewer is the principal of

@@ -39,6 +39,10 @@ func (p Policy) Check(req Request, backend string) (Checked, error) {
 		Backend:        backend,
 		CaptureContent: req.CaptureContent,
 		Metadata:       req.Metadata,
+		Conversation:   req.Conversation,
+	}
+	if err := CheckConversation(req.Conversation); err != nil {
+		return Checked{}, err
 	}
 	c.Files, c.Env, c.SensitiveEnv = p.sortedInputs(req.Files, req.Env)
 	limits, err := p.effectiveLimits(req.Limits)

@@ -37,6 +37,11 @@ type Request struct {
 	// CaptureContent lets events carry code, output, env values and file contents.
 	CaptureContent bool     `json:"capture_content,omitempty"`
 	Metadata       Metadata `json:"metadata"` // who asked: recorded in history and events, changes nothing that runs
+	// Conversation names the orchestrator's conversation (task, thread) this run belongs to, so
+	// that reviewers see what changed since its previous run (CheckConversation says what it may
+	// be). Optional. It is a reading aid, not part of the digest: it changes nothing that runs,
+	// and any orchestrator may name any conversation.
+	Conversation string `json:"conversation,omitempty"`
 }
 
 // Metadata says who asked for a run. It is recorded in history and events and is not part of the
@@ -98,6 +103,7 @@ type Checked struct {
 	Backend        string      `json:"backend"`                   // the backend that runs it
 	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
 	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
+	Conversation   string      `json:"conversation,omitempty"`    // as requested (checked); not part of the digest
 	// SensitiveEnv names the env vars, of Env, whose values the policy marks sensitive
 	// (Policy.SensitiveEnv): views show them as "sensitive, N bytes". Sorted; not part of the
 	// digest (it changes what is shown, not what runs).
@@ -134,6 +140,9 @@ type Summary struct {
 	Backend      string   `json:"backend"`
 	Digest       string   `json:"digest"` // what an approval must name
 	Metadata     Metadata `json:"metadata"`
+	// Conversation is the request's conversation: a label the orchestrator chose, never a
+	// reviewer's proof of anything.
+	Conversation string `json:"conversation,omitempty"`
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code, which
 	// can make code read differently from how it runs; every view of the code shows them.
 	SuspiciousCharacters []Suspicious `json:"suspicious_characters,omitempty"`
@@ -162,6 +171,7 @@ func (c *Checked) Summary() Summary {
 		Digest:    c.Digest,
 		Metadata:  c.Metadata,
 
+		Conversation:         c.Conversation,
 		SuspiciousCharacters: SuspiciousCharacters(c.Code),
 		SensitiveEnv:         c.SensitiveEnv,
 	}

@@ -87,6 +87,9 @@ type runView struct {
 	CredentialID   string
 	Result         *resultView
 	ResultErr      string
+	// Changes is what changed since the previous run of the request's conversation (nil: it
+	// names none).
+	Changes *changesView
 }
 
 // resultView is a finished run's result: the result itself (so the page can show everything the
@@ -188,6 +191,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 		v.FilesErr = readErr.Error()
 	} else {
 		v.setStartInput(ri.Status.Request, in.Request)
+		v.Changes = s.changes(r.Context(), ri, in)
 	}
 	// A run whose status is already final may not have closed when it was described (the
 	// workflow sets its last state, then returns): its result comes within a moment, so wait for

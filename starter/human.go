@@ -41,6 +41,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	for _, f := range human.Metadata(req.Metadata) {
 		row(f.K, "%s", terminal(f.V))
 	}
+	if req.Conversation != "" {
+		row("conversation", "%s (the orchestrator's label; what changed since its previous run is shown after the code)", terminal(req.Conversation))
+	}
 	if req.Digest == "" {
 		if err := tw.Flush(); err != nil {
 			return err
@@ -91,7 +94,10 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	if err := printNumbered(w, "code", req.Code, cols); err != nil {
 		return err
 	}
-	return printInputFiles(w, r.InputFiles, cols)
+	if err := printInputFiles(w, r.InputFiles, cols); err != nil {
+		return err
+	}
+	return printChanges(w, req.Conversation, r.Changes, r.ChangesError)
 }
 
 // terminalColumns returns how many columns w shows in a row: the terminal's width when w is one,

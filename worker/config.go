@@ -48,6 +48,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.IntVar(&c.InboxPort, "inbox-port", 8235, "--dev: serve the reviewers' inbox on 127.0.0.1:PORT, opened as http://localhost:PORT (negative: none)")
 
 	emptyOK := service.BackendFlags(fs, c)
+	service.NotifyFlags(fs, c)
 	fs.DurationVar(&c.ReapInterval, "reap-interval", 5*time.Minute, "how often orphaned sandboxes (Docker containers, E2B sandboxes) are looked for")
 
 	fs.StringVar(&c.Languages, "languages", guard.Python, "languages offered: python, sh, or python,sh")

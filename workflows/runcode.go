@@ -61,6 +61,9 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	if err := r.announce(ctx, in, check, info.TaskQueueName); err != nil {
 		return guard.Result{}, err
 	}
+	if err := r.notifyRun(ctx, check); err != nil {
+		return guard.Result{}, fmt.Errorf("workflows: notify: %w", err)
+	}
 
 	// 3. Wait for a decision.
 	signals := workflow.GetSignalChannel(ctx, contract.SignalApproval)

@@ -40,6 +40,8 @@ type session struct {
 	statementVersion int
 	approvalTimeout  time.Duration
 	opts             contract.RunOptions
+	// notify is how cells' waits are notified (nil: not at all; see notifyPlan).
+	notify *contract.NotifyOptions
 
 	cells     []guard.Cell         // every submitted cell, by index-1
 	decisions []*contract.Decision // the accepted decision of each cell, by index-1
@@ -77,6 +79,7 @@ func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionRe
 	}
 	r.checked = check.Session
 	r.reviewers = check.Reviewers
+	_, r.notify = notifyPlan(ctx, check.Notify)
 	r.statementVersion = max(check.StatementVersion, approval.StatementVersion)
 	r.approvalTimeout = check.ApprovalTimeout
 	r.opts = check.Run
@@ -383,6 +386,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	}
 	r.event(ctx, contract.EventApprovalRequested, "cell", cell.Index, "digest", digest, "language", cell.Language,
 		"code_bytes", len(cell.Code), "approval_timeout", r.approvalTimeout.String())
+	r.notifyCell(ctx, st)
 	return contract.CellSubmitted{Cell: cell.Index, CodeDigest: cell.CodeDigest, Chain: st.Chain, Digest: digest, ApprovalDeadline: st.ApprovalDeadline}, nil
 }
 

@@ -132,6 +132,9 @@ type Options struct {
 	// past the session lifetime cap).
 	sessionEnded func(ctx context.Context, workflowID, runID string) (bool, error)
 
+	// Notify are the notification channels (NotifyFlags). Optional: none.
+	Notify NotifyOptions
+
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// MetricsListen serves Prometheus metrics at http://MetricsListen/metrics. Optional: empty
@@ -172,6 +175,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if err := o.loadSecrets(); err != nil {
+		return err
+	}
+	if _, err := notifyActivities(o, nil, nil); err != nil {
 		return err
 	}
 	return o.Policy().Validate()

@@ -21,6 +21,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver"
+	"github.com/sandboxflow/sandboxflow/notify"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -33,6 +34,7 @@ const defaultDevCodecPort = 8234
 type Worker struct {
 	opts   Options
 	logger *slog.Logger
+	notify *notify.Activities
 }
 
 // New validates opts and returns the worker, or a guard.ConfigError.
@@ -119,7 +121,15 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if backend != nil && guard.SessionsOffered(backend) {
 		hostQueue = hostTaskQueue(cfg)
 	}
+	topts, err := conn.Options()
+	if err != nil {
+		return err
+	}
+	if w.notify, err = notifyActivities(cfg, topts.DataConverter, logger); err != nil {
+		return err
+	}
 	acts, err := activities.New(activities.Config{
+		Notify:           notifyRecorded(w.notify),
 		Policy:           cfg.Policy(),
 		Backend:          backend,
 		BackendName:      cfg.Backend,
@@ -235,6 +245,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		wf := worker.New(tc, cfg.TaskQueue, opts)
 		workflows.Register(wf)
 		acts.Register(wf)
+		w.notify.Register(wf)
 		workers = append(workers, wf)
 	}
 	if hasBackend && sandboxQueue != cfg.TaskQueue {

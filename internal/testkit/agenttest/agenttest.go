@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/local"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
@@ -83,6 +84,9 @@ type Options struct {
 	TaskQueue string
 	// Register registers more on the worker (another workflow, say). Optional.
 	Register func(worker.Registry)
+	// Notify is the worker's activities.Config.Notify: with it, checks record it and runs
+	// schedule the notify activity (which Register must then register). Optional.
+	Notify *contract.NotifyOptions
 }
 
 // Setup starts a server, a worker whose policy allows python, and builds the starter.
@@ -156,6 +160,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		HostKeyFile:         host.KeyFile,
 		HostName:            host.Name,
 		HostsFile:           host.File,
+		Notify:              o.Notify,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,189 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"mime"
+	"mime/quotedprintable"
+	"net/mail"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// hostile is what a model's code and its orchestrator can choose: the workflow id, the metadata,
+// file names, egress hosts and secret names end up in a notification.
+func hostile() contract.NotifyInput {
+	return contract.NotifyInput{
+		Event:      contract.EventRunAwaiting,
+		WorkflowID: "run-1 <!channel> <https://evil.example|click> *approved*\r\nBcc: attacker@evil.example",
+		RunID:      "r1", Digest: "sha256:ab", Language: "python",
+		Code:     "import os\r\nprint('\u202eevil')\nSubject: forged\n",
+		Files:    []guard.FileSummary{{Name: "<b>x.py", Size: 3}},
+		Egress:   []string{"api.example.com:443"},
+		Secrets:  []string{"GITHUB_TOKEN"},
+		Metadata: guard.Metadata{RequestedBy: "agent\nApproved-By: alice", Agent: "&lt;"},
+		Deadline: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC),
+	}
+}
+
+func TestSignKnownVector(t *testing.T) {
+	// The Standard Webhooks libraries' own test vector.
+	key, err := base64.StdEncoding.DecodeString("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330", []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Errorf("Sign = %s; want %s", got, want)
+	}
+}
+
+func TestMessageIDStablePerWait(t *testing.T) {
+	in := hostile()
+	a, b := MessageID(in), MessageID(in)
+	if a != b || !strings.HasPrefix(a, "msg_") {
+		t.Fatalf("MessageID = %q, %q; want one stable msg_ id", a, b)
+	}
+	cell := in
+	cell.Event, cell.Cell = contract.EventCellAwaiting, 2
+	other := in
+	other.RunID = "r2"
+	for _, o := range []contract.NotifyInput{cell, other} {
+		if MessageID(o) == a {
+			t.Errorf("MessageID(%+v) = %s, the same as another wait's", o, a)
+		}
+	}
+}
+
+func TestSlackBodyEscapesModelStrings(t *testing.T) {
+	for _, includeCode := range []bool{false, true} {
+		m := newMessage(hostile(), "https://inbox.example/", includeCode, time.Now())
+		b := slackBody(m)
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.Text, "<") || strings.Contains(b.Text, ">") || !strings.Contains(b.Text, "&lt;!channel&gt;") {
+			t.Errorf("fallback text %q: want < and > escaped", b.Text)
+		}
+		for _, blk := range b.Blocks {
+			texts := blk.Fields
+			if blk.Text != nil {
+				texts = append(texts, *blk.Text)
+			}
+			for _, tx := range texts {
+				if tx.Type == "mrkdwn" && tx.Text != "<https://inbox.example/run/run-1%20%3C%21channel%3E%20%3Chttps:%2F%2Fevil.example%7Cclick%3E%20%2Aapproved%2A%0D%0ABcc:%20attacker@evil.example|Open in the inbox to review and decide>" {
+					t.Errorf("a mrkdwn text holds %q; only the inbox link may be mrkdwn", tx.Text)
+				}
+				if strings.ContainsAny(tx.Text, "\r\u202e") {
+					t.Errorf("block text %q holds a raw CR or bidi control", tx.Text)
+				}
+			}
+		}
+		if got := bytes.Contains(raw, []byte("import os")); got != includeCode {
+			t.Errorf("includeCode=%t: the body holds the code: %t", includeCode, got)
+		}
+		if includeCode && !bytes.Contains(raw, []byte(`| print('\\u202eevil')`)) {
+			t.Errorf("the code is not escaped and prefixed in %s", raw)
+		}
+	}
+}
+
+func TestEmailHeadersHoldNoInjection(t *testing.T) {
+	e, err := NewEmail(EmailConfig{Addr: "127.0.0.1:25", From: "sandboxflow@example.com", To: []string{"reviewers@example.com"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, includeCode := range []bool{false, true} {
+		m := newMessage(hostile(), "", includeCode, time.Now())
+		msg, err := mail.ReadMessage(bytes.NewReader(e.render(m)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range []string{"Bcc", "Approved-By"} {
+			if v := msg.Header.Get(h); v != "" {
+				t.Errorf("header %s: %q was injected", h, v)
+			}
+		}
+		subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.ContainsAny(subject, "\r\n") || !strings.Contains(subject, "Bcc: attacker") {
+			t.Errorf("Subject %q: want the id on one line", subject)
+		}
+		if got := msg.Header["To"]; len(got) != 1 || got[0] != "reviewers@example.com" {
+			t.Errorf("To = %v", got)
+		}
+		body, err := io.ReadAll(quotedprintable.NewReader(msg.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(body), "\r\n", "\n")
+		if strings.Contains(text, "\nApproved-By") || strings.Contains(text, "\nSubject: forged") {
+			t.Errorf("a model's string starts a line of its own in the body:\n%s", text)
+		}
+		if got := strings.Contains(text, "import os"); got != includeCode {
+			t.Errorf("includeCode=%t: the body holds the code: %t\n%s", includeCode, got, text)
+		}
+		if includeCode && (!strings.Contains(text, "| import os\\r\n") || !strings.Contains(text, `| print('\u202eevil')`)) {
+			t.Errorf("the code is not escaped and prefixed:\n%s", text)
+		}
+	}
+}
+
+func TestLoadSecret(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		content string
+		ok      bool
+	}{
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n", true},
+		{"MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", false},
+		{"whsec_c2hvcnQ=", false},
+		{"whsec_!!!", false},
+	} {
+		p := filepath.Join(dir, "s")
+		if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadSecret(p)
+		if (err == nil) != tc.ok {
+			t.Errorf("LoadSecret(%q) error = %v; want ok=%t", tc.content, err, tc.ok)
+		}
+	}
+}
+
+// A conversation's diff holds code: text channels carry it prefixed, line by line, like the
+// code; the fields name the previous run and what changed.
+func TestChangesInTextChannels(t *testing.T) {
+	in := hostile()
+	in.Conversation = "task-1"
+	m := newMessage(in, "", true, time.Now())
+	m.Data.Changes = &Changes{PreviousWorkflowID: "run-0", PreviousOutcome: "denied by bob: no", ChangedFiles: []string{"code"}, Added: 1, Removed: 1,
+		Diff: "--- previous/code\n+++ this/code\n@@ -1 +1 @@\n-x = 1\n+Subject: forged\n"}
+	text := emailText(m)
+	for _, want := range []string{"Previous run: run-0, denied by bob: no\n", "Changes:      code (+1 -1 lines; a reading aid, not what is signed)\n", "| +Subject: forged\n", "| @@ -1 +1 @@\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the email lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "\n+Subject") {
+		t.Errorf("a diff line starts a line of its own:\n%s", text)
+	}
+	raw, err := json.Marshal(slackBody(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(`| +Subject: forged`)) {
+		t.Errorf("the Slack body lacks the prefixed diff: %s", raw)
+	}
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+)
+
+// printChanges writes what changed since the previous run of the request's conversation, after
+// the run's whole code: the previous run, how it was decided, and the unified diff (its lines
+// escaped by the client), with the notice that it is a reading aid only.
+func printChanges(w io.Writer, conversation string, ch *client.Changes, failed string) error {
+	if conversation == "" {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nconversation %s: ", terminal(conversation))
+	switch {
+	case failed != "":
+		fmt.Fprintf(&b, "what changed since its previous run could not be read: %s\n", terminal(failed))
+	case ch == nil || ch.Previous == nil:
+		b.WriteString("this is its first run (as far as visibility lists).\n")
+	default:
+		p := ch.Previous
+		fmt.Fprintf(&b, "what changed since its previous run, %s (run id %s, started %s), %s:\n",
+			terminal(p.WorkflowID), terminal(p.RunID), p.Started.UTC().Format(time.RFC3339), terminal(p.Outcome()))
+		if ch.Diff == "" {
+			b.WriteString("nothing: the same code, files and settings.\n")
+		} else {
+			fmt.Fprintf(&b, "%d line(s) added, %d removed, in %s\n", ch.Added, ch.Removed, terminal(strings.Join(ch.ChangedFiles, ", ")))
+			b.WriteString(ch.Diff)
+		}
+	}
+	if ch != nil {
+		fmt.Fprintf(&b, "NOTE: %s\n", ch.Notice)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
