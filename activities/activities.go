@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -281,9 +280,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	started.Time = time.Now()
 	a.sink.Emit(ctx, started)
 
-	stop := heartbeat(ctx, info.HeartbeatTimeout)
+	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
 	start := time.Now()
-	res, err := a.guarded.Run(ctx, c)
+	res, err := a.guarded.Run(runCtx, c)
 	elapsed := time.Since(start)
 	stop()
 	if guard.Retryable(err) {
@@ -352,33 +351,4 @@ func (a *Activities) refused(ctx context.Context, c guard.Checked, in contract.R
 	e := refusedEvent(c, in, ar)
 	e.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), e)
-}
-
-// heartbeat records a heartbeat at once and then every third of timeout (every 5 s without one)
-// until the returned stop is called; stop waits for the last heartbeat to finish.
-func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
-	interval := 5 * time.Second
-	if timeout > 0 {
-		interval = max(timeout/3, minHeartbeatInterval)
-	}
-	hbCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-hbCtx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
