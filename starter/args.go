@@ -38,6 +38,8 @@ type command struct {
 	// reviewer is the principal a reviewer signs as (statement, approve, deny).
 	reviewer    string
 	waitTimeout time.Duration
+	// follow: result --follow prints the output as it comes (watch.go)
+	follow bool
 
 	// statement, approve, deny
 	key        string
@@ -91,7 +93,7 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 			return c, &cli.UsageError{Msg: fmt.Sprintf("--page-size %d: want 1 to %d", c.pageSize, maxPageSize)}
 		}
 		return c, nil
-	case "show", "result":
+	case "show", "result", "watch":
 		return c, c.parseReview(fs, args)
 	case "statement", "approve", "deny":
 		return c, c.parseDecision(fs, args)
@@ -162,6 +164,7 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of text for a person")
 	} else {
 		fs.DurationVar(&c.waitTimeout, "timeout", 0, "wait at most this long for the result (default: until the run ends)")
+		c.addWatchFlags(fs)
 	}
 	pos, err := cli.Parse(fs, args, 1, 1)
 	if err != nil {

@@ -64,8 +64,13 @@ commands:
                        cell marked; code shown as show shows it (tabs, invisible characters, warnings)
   session close SESSION [--reason R]
                        close it: a waiting cell is dropped, the sandbox removed; prints its status
-  result ID [--timeout D]
-                       wait for the run's result (exit 1 with {"error": ...} when it did not run)
+  result ID [--timeout D] [--follow]
+                       wait for the run's result (exit 1 with {"error": ...} when it did not run);
+                       --follow prints its output on stderr as it comes (escaped), as watch does
+  watch ID [--cell N] [--timeout D]
+                       print the run's (or cell N's) output as it comes, escaped for the terminal
+                       (stdout on stdout, stderr on stderr; "[N bytes skipped]" where this reader
+                       missed some), then the result as result prints it
   tool-schema --format openai|anthropic [--languages python,sh] [--backend NAME]
   inbox --reviewers FILE [--listen 127.0.0.1:8235] [--tls-cert F --tls-key F]
                        serve the reviewers' inbox (a web page to read runs and sign with a passkey)
@@ -203,7 +208,12 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return statementCmd(ctx, sc, cmd, stdout, stderr)
 		}
 		return decideCmd(ctx, sc, cmd, stdout)
+	case "watch":
+		return watchCmd(ctx, sc, cmd, stdout, stderr)
 	case "result":
+		if cmd.follow {
+			return watchCmd(ctx, sc, cmd, stdout, stderr)
+		}
 		res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)
 		if err != nil {
 			return err

@@ -1,0 +1,239 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Live output (issue 29): while the code runs, its sandbox activity records contract.LiveOutput
+// as heartbeat details. This file reads them through the Temporal API only
+// (DescribeWorkflowExecution's pending activities, decoded with the client's data converter so the
+// payload codec applies), for every door: Watch for programs and the starter, ReadLive and
+// LiveCursor for a door that polls on its own (the inbox, the MCP server).
+
+// DefaultWatchPoll is how often Watch reads a running run's output unless WatchOptions says.
+const DefaultWatchPoll = 100 * time.Millisecond
+
+// Chunk is a piece of one stream of a run's output, in order: Bytes are the stream's bytes from
+// Offset on. Skipped counts the bytes of the stream just before Offset that the reader missed
+// (more output came between two reads than a heartbeat holds); they are in the result, up to
+// its caps.
+type Chunk struct {
+	// Seq is the heartbeat that carried the chunk (contract.LiveOutput.Seq); 0 for the last
+	// bytes, read from the result.
+	Seq     int64
+	Stream  guard.Stream
+	Offset  int64
+	Bytes   []byte
+	Skipped int64
+}
+
+// LiveCursor is where a reader is in each stream of one activity's output. The zero value starts
+// at the beginning.
+type LiveCursor struct {
+	// ActivityID is the activity whose output the offsets count; another one starts them again.
+	ActivityID     string
+	Stdout, Stderr int64
+}
+
+// Take returns the chunks of lo past the cursor and moves the cursor past them. A chunk whose
+// offsets do not add up (lo is what a worker recorded) is ignored.
+func (c *LiveCursor) Take(activityID string, lo contract.LiveOutput) []Chunk {
+	if activityID != c.ActivityID {
+		*c = LiveCursor{ActivityID: activityID}
+	}
+	var out []Chunk
+	for _, s := range []struct {
+		stream guard.Stream
+		chunk  contract.LiveChunk
+		pos    *int64
+	}{{guard.StreamStdout, lo.Stdout, &c.Stdout}, {guard.StreamStderr, lo.Stderr, &c.Stderr}} {
+		ch := s.chunk
+		if ch.Offset < 0 || ch.Offset+int64(len(ch.Bytes)) != ch.Total || ch.Total <= *s.pos {
+			continue
+		}
+		start := max(*s.pos, ch.Offset)
+		out = append(out, Chunk{Seq: lo.Seq, Stream: s.stream, Offset: start, Bytes: ch.Bytes[start-ch.Offset:], Skipped: ch.Offset - min(*s.pos, ch.Offset)})
+		*s.pos = ch.Total
+	}
+	return out
+}
+
+// Rest returns the bytes of res's streams past the cursor: what the run printed after the last
+// heartbeat the reader saw. A stream that was not valid UTF-8 has none (the result's text no
+// longer counts the same bytes); nor has a stream the result cut shorter than the live output.
+func (c *LiveCursor) Rest(res guard.Result) []Chunk {
+	var out []Chunk
+	for _, s := range []struct {
+		stream guard.Stream
+		b      []byte
+		binary bool
+		pos    *int64
+	}{{guard.StreamStdout, res.Stdout, res.StdoutBinary, &c.Stdout}, {guard.StreamStderr, res.Stderr, res.StderrBinary, &c.Stderr}} {
+		if s.binary || int64(len(s.b)) <= *s.pos {
+			continue
+		}
+		out = append(out, Chunk{Stream: s.stream, Offset: *s.pos, Bytes: s.b[*s.pos:]})
+		*s.pos = int64(len(s.b))
+	}
+	return out
+}
+
+// LiveRead is one read of a run's (or a cell's) live output.
+type LiveRead struct {
+	// Open says the workflow is still open.
+	Open bool
+	// Running says its sandbox (or cell) activity is pending; then ActivityID names it and
+	// Output is its last heartbeat's details (nil before the first).
+	Running    bool
+	ActivityID string
+	Output     *contract.LiveOutput
+}
+
+// ReadLive reads the live output of workflowID's current run: of its sandbox activity when cell
+// is 0 (a RunCode run), or of its cell activity for cell when the workflow is a Session.
+func (c *Client) ReadLive(ctx context.Context, workflowID string, cell int) (LiveRead, error) {
+	resp, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
+	if err != nil {
+		return LiveRead{}, fmt.Errorf("client: describe %s: %w", workflowID, err)
+	}
+	info := resp.GetWorkflowExecutionInfo()
+	wantType, activityType := contract.WorkflowName, contract.RunActivityName
+	if cell > 0 {
+		wantType, activityType = contract.SessionWorkflowName, contract.SessionCellActivityName
+	}
+	if typ := info.GetType().GetName(); typ != wantType {
+		if cell > 0 {
+			return LiveRead{}, &NotSessionError{WorkflowID: workflowID, Type: typ}
+		}
+		return LiveRead{}, &NotRunCodeError{WorkflowID: workflowID, Type: typ}
+	}
+	read := LiveRead{Open: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING}
+	for _, pa := range resp.GetPendingActivities() {
+		if pa.GetActivityType().GetName() != activityType {
+			continue
+		}
+		var lo *contract.LiveOutput
+		if d := pa.GetHeartbeatDetails(); len(d.GetPayloads()) > 0 {
+			lo = new(contract.LiveOutput)
+			if err := c.dc.FromPayloads(d, lo); err != nil {
+				return LiveRead{}, fmt.Errorf("client: decode the live output of %s: %w", workflowID, err)
+			}
+		}
+		if cell > 0 && (lo == nil || lo.Cell != cell) {
+			continue
+		}
+		read.Running, read.ActivityID, read.Output = true, pa.GetActivityId(), lo
+	}
+	return read, nil
+}
+
+// WatchOptions adjust Watch.
+type WatchOptions struct {
+	// Cell watches cell Cell of a session instead of a RunCode run. Optional: 0 watches a run.
+	Cell int
+	// Poll is how often the output is read while the code runs. Optional: defaults to
+	// DefaultWatchPoll. Output is published at most every 200 ms, so reading more often only
+	// lowers the delay.
+	Poll time.Duration
+}
+
+// WatchEvent is one step of Watch: a chunk of output, or (the last one) the result.
+type WatchEvent struct {
+	Chunk  *Chunk
+	Result *guard.Result
+}
+
+// Watch follows a run (or a session's cell, WatchOptions.Cell) as it runs: it yields its output
+// in chunks as the sandbox publishes it, then the last bytes from the result, then the result
+// itself; or, as the last step, the error that ended it (the run's typed error, as Result returns
+// it, a CellNotRunError for a cell that did not run, or a failure to read). A run that waits for
+// its decision yields nothing until it runs. It reads the Temporal API only.
+func (c *Client) Watch(ctx context.Context, workflowID string, opts WatchOptions) iter.Seq2[WatchEvent, error] {
+	poll := opts.Poll
+	if poll <= 0 {
+		poll = DefaultWatchPoll
+	}
+	return func(yield func(WatchEvent, error) bool) {
+		var cur LiveCursor
+		for {
+			read, err := c.ReadLive(ctx, workflowID, opts.Cell)
+			if err != nil {
+				yield(WatchEvent{}, err)
+				return
+			}
+			if read.Output != nil {
+				for _, ch := range cur.Take(read.ActivityID, *read.Output) {
+					if !yield(WatchEvent{Chunk: &ch}, nil) {
+						return
+					}
+				}
+			}
+			wait := poll
+			if !read.Running {
+				done, err := c.watchDone(ctx, workflowID, opts.Cell, read)
+				if err != nil {
+					yield(WatchEvent{}, err)
+					return
+				}
+				if done {
+					break
+				}
+				wait = max(poll, 500*time.Millisecond) // waiting for a decision or a worker
+			}
+			select {
+			case <-ctx.Done():
+				yield(WatchEvent{}, fmt.Errorf("client: watch %s: %w", workflowID, ctx.Err()))
+				return
+			case <-time.After(wait):
+			}
+		}
+		res, err := c.watchResult(ctx, workflowID, opts.Cell)
+		if err != nil {
+			yield(WatchEvent{}, err)
+			return
+		}
+		for _, ch := range cur.Rest(res) {
+			if !yield(WatchEvent{Chunk: &ch}, nil) {
+				return
+			}
+		}
+		yield(WatchEvent{Result: &res}, nil)
+	}
+}
+
+// watchDone reports whether what Watch follows has ended, when read shows nothing running.
+func (c *Client) watchDone(ctx context.Context, workflowID string, cell int, read LiveRead) (bool, error) {
+	if cell == 0 || !read.Open {
+		return !read.Open, nil
+	}
+	st, err := c.SessionStatus(ctx, workflowID)
+	if err != nil {
+		return false, err
+	}
+	cs, ok := sessionCell(st, cell)
+	return ok && cs.Final(), nil
+}
+
+// watchResult is the result of the run or cell Watch follows, once it ended.
+func (c *Client) watchResult(ctx context.Context, workflowID string, cell int) (guard.Result, error) {
+	if cell == 0 {
+		return c.Result(ctx, workflowID)
+	}
+	st, err := c.SessionStatus(ctx, workflowID)
+	if err != nil {
+		return guard.Result{}, err
+	}
+	cs, ok := sessionCell(st, cell)
+	if !ok {
+		return guard.Result{}, fmt.Errorf("client: session %s has no cell %d", workflowID, cell)
+	}
+	return CellOutcome(workflowID, cs)
+}
