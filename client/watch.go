@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/api/enums/v1"
 
@@ -236,4 +237,23 @@ func (c *Client) watchResult(ctx context.Context, workflowID string, cell int) (
 		return guard.Result{}, fmt.Errorf("client: session %s has no cell %d", workflowID, cell)
 	}
 	return CellOutcome(workflowID, cs)
+}
+
+// SplitIncomplete splits b before the bytes at its end that start a UTF-8 character b does not
+// finish (at most 3), so that a door printing chunks as text holds them for the next chunk
+// instead of showing one character as two broken halves.
+func SplitIncomplete(b []byte) (whole, rest []byte) {
+	for n := 1; n <= min(3, len(b)); n++ {
+		c := b[len(b)-n]
+		if c < utf8.RuneSelf {
+			return b, nil
+		}
+		if utf8.RuneStart(c) {
+			if utf8.FullRune(b[len(b)-n:]) {
+				return b, nil
+			}
+			return b[:len(b)-n], b[len(b)-n:]
+		}
+	}
+	return b, nil
 }

@@ -50,3 +50,21 @@ func TestLiveCursorCountsWhatItMissed(t *testing.T) {
 		t.Errorf("Rest of a binary stream = %+v; want none (its text counts other bytes)", rest)
 	}
 }
+
+func TestSplitIncompleteHoldsASplitCharacter(t *testing.T) {
+	for _, tc := range []struct{ in, whole, rest string }{
+		{"", "", ""},
+		{"abc", "abc", ""},
+		{"a€", "a€", ""},
+		{"a\xe2\x82", "a", "\xe2\x82"},
+		{"a\xe2", "a", "\xe2"},
+		{"a\xf0\x9f\x98", "a", "\xf0\x9f\x98"},
+		{"a\xff", "a\xff", ""},                 // not a start of anything: printed (escaped) now
+		{"a\x82\x82\x82", "a\x82\x82\x82", ""}, // continuation bytes with no start
+	} {
+		whole, rest := SplitIncomplete([]byte(tc.in))
+		if string(whole) != tc.whole || string(rest) != tc.rest {
+			t.Errorf("SplitIncomplete(%q) = %q, %q; want %q, %q", tc.in, whole, rest, tc.whole, tc.rest)
+		}
+	}
+}

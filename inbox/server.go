@@ -160,6 +160,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /run/{id}", s.reviewer(s.handleRun))
 	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.handleDownload))
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
+	m.HandleFunc("GET /run/{id}/live", s.reviewer(s.handleLive))
 	m.HandleFunc("GET /session/{id}", s.reviewer(s.handleSession))
 	m.HandleFunc("GET /session/{id}/download/{what}", s.reviewer(s.handleSessionDownload))
 	m.HandleFunc("POST /session/{id}/decide", s.reviewer(s.handleCellDecide))
@@ -243,7 +244,7 @@ func (s *Server) reviewer(h func(http.ResponseWriter, *http.Request, *session)) 
 }
 
 func (s *Server) denyAccess(w http.ResponseWriter, r *http.Request, msg string) {
-	if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/download/") && r.URL.Path != "/pending" {
+	if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/download/") && r.URL.Path != "/pending" && !strings.HasSuffix(r.URL.Path, "/live") {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"unicode/utf8"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -91,12 +90,8 @@ func (l *liveWriter) write(ch client.Chunk) error {
 		l.print(fmt.Sprintf("%s[%d bytes skipped]\n", nl, ch.Skipped))
 		l.midLine = false
 	}
-	b := append(l.held, ch.Bytes...)
-	l.held = nil
-	if cut := incompleteTail(b); cut > 0 {
-		l.held = append([]byte(nil), b[len(b)-cut:]...)
-		b = b[:len(b)-cut]
-	}
+	b, rest := client.SplitIncomplete(append(l.held, ch.Bytes...))
+	l.held = append([]byte(nil), rest...)
 	if len(b) > 0 {
 		l.print(terminal(string(b)))
 		l.midLine = b[len(b)-1] != '\n'
@@ -117,22 +112,4 @@ func (l *liveWriter) print(s string) {
 	if l.err == nil {
 		_, l.err = io.WriteString(l.w, s)
 	}
-}
-
-// incompleteTail is how many bytes at the end of b start a UTF-8 character that b does not
-// finish (0 to 3).
-func incompleteTail(b []byte) int {
-	for n := 1; n <= min(3, len(b)); n++ {
-		c := b[len(b)-n]
-		if c < 0x80 {
-			return 0 // ASCII: nothing pending
-		}
-		if utf8.RuneStart(c) {
-			if utf8.FullRune(b[len(b)-n:]) {
-				return 0
-			}
-			return n
-		}
-	}
-	return 0
 }
