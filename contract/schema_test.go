@@ -34,6 +34,7 @@ var schemas = []struct {
 	{"cell-decision.schema.json", "Reviewer decision for one cell (update \"decide-cell\")", reflect.TypeFor[contract.CellDecision]()},
 	{"session-status.schema.json", "Session status (query \"session-status\")", reflect.TypeFor[contract.SessionStatus]()},
 	{"session-result.schema.json", "Session result", reflect.TypeFor[contract.SessionResult]()},
+	{"live-output.schema.json", "Live output (the sandbox and cell activities' heartbeat details, read with DescribeWorkflowExecution)", reflect.TypeFor[contract.LiveOutput]()},
 }
 
 // extra are properties that a type's MarshalJSON adds beyond its Go fields, and overrides those
