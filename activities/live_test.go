@@ -248,3 +248,36 @@ func TestWorkerOptionsThrottleHeartbeatsBelowTheLiveInterval(t *testing.T) {
 		t.Errorf("throttle %s is not under the live interval %s: the SDK would hold back live output", HeartbeatThrottleInterval, LiveInterval)
 	}
 }
+
+// The backend's writes never wait for a heartbeat: while the heartbeat call hangs (a slow
+// server), 20 MiB of output still go through the tap at once.
+func TestLiveWritesNeverWaitForAHeartbeat(t *testing.T) {
+	rec := newLiveRecorder(0)
+	release := make(chan struct{})
+	var calls sync.WaitGroup
+	calls.Add(1)
+	var once sync.Once
+	stop := beat(context.Background(), 3*time.Second, rec, func(contract.LiveOutput) {
+		once.Do(calls.Done)
+		<-release
+	})
+	calls.Wait() // the first heartbeat hangs from here on
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p := bytes.Repeat([]byte("z"), 64<<10)
+		for range 320 {
+			rec.write(guard.StreamStdout, p)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("writes blocked while a heartbeat hung")
+	}
+	close(release)
+	stop()
+	if d := rec.snapshot(); d.Stdout.Total != 320*64<<10 || len(d.Stdout.Bytes) != contract.MaxLiveChunkBytes {
+		t.Errorf("after the flood: total %d, chunk %d; want %d and %d", d.Stdout.Total, len(d.Stdout.Bytes), 320*64<<10, contract.MaxLiveChunkBytes)
+	}
+}
