@@ -12,22 +12,18 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
-// The run page shows a running run's output live, to a signed-in reviewer only. Hostile code in a
-// real Docker sandbox (runc) prints ANSI and OSC escape sequences, bytes that are not UTF-8 and
-// HTML, then, seconds after the page showed its first lines, one more line: the page appends
-// it without a reload, every byte as text (no element is made, no control character reaches
-// the page), then shows the result. The live endpoint refuses a read without a session, from
-// another origin, from another site's fetch and without the page's CSRF token.
-func TestBrowserInboxLiveOutput(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+// liveDockerBackend is the Docker backend (runc) on the real daemon, closed when t ends.
+func liveDockerBackend(t *testing.T) *docker.Backend {
+	t.Helper()
 	need.Need(t, need.Docker)
 	img := os.Getenv("SANDBOXFLOW_TEST_PYTHON_IMAGE")
 	if img == "" {
@@ -42,7 +38,19 @@ func TestBrowserInboxLiveOutput(t *testing.T) {
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	e := startEnvWith(t, ctx, b)
+	return b
+}
+
+// The run page shows a running run's output live, to a signed-in reviewer only. Hostile code in a
+// real Docker sandbox (runc) prints ANSI and OSC escape sequences, bytes that are not UTF-8 and
+// HTML, then, seconds after the page showed its first lines, one more line: the page appends
+// it without a reload, every byte as text (no element is made, no control character reaches
+// the page), then shows the result. The live endpoint refuses a read without a session, from
+// another origin, from another site's fetch and without the page's CSRF token.
+func TestBrowserInboxLiveOutput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnvWith(t, ctx, liveDockerBackend(t))
 	signInAlice(t, e)
 
 	code := "import sys, time\n" +
@@ -142,5 +150,44 @@ func checkLiveReads(t *testing.T, e *env, ctx context.Context, csrf string) {
 		if tc.want == http.StatusOK && !strings.Contains(string(body[:n]), "first line") {
 			t.Errorf("%s: %q; want the output", tc.name, body[:n])
 		}
+	}
+}
+
+// A session's page shows its running cell's output live the same way: a line the cell prints
+// seconds after the page showed its first one is appended without a reload, as text.
+func TestBrowserSessionLiveOutput(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnvWith(t, ctx, liveDockerBackend(t))
+	signInAlice(t, e)
+	const id = "inbox-live-session"
+	if _, err := e.c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, contract.SessionWorkflowName,
+		contract.SessionInput{Request: guard.SessionRequest{}}); err != nil {
+		t.Fatal(err)
+	}
+	requireSessionWorkflow(t, e, ctx, id)
+	submit(t, e, ctx, id, "import time\nprint('cell first <i>x</i> \\x1b[1m', flush=True)\ntime.sleep(6)\nprint('cell late', flush=True)\ntime.sleep(1)\n")
+	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
+	e.WaitFor("cell 1's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "1"`, 20*time.Second)
+	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.WaitFor("the cell's first line, live", `!!document.getElementById("live-stdout") && document.getElementById("live-stdout").textContent.includes("cell first")`, 60*time.Second)
+	e.Text(`(window.__sameDocument = "yes")`)
+	if got := e.Text(`document.getElementById("live-stdout").textContent`); strings.Contains(got, "cell late") {
+		t.Fatalf("the late line was on the page before it was printed: %q", got)
+	}
+	e.WaitFor("the late line, appended", `document.getElementById("live-stdout").textContent.includes("cell late")`, 20*time.Second)
+	if mark := e.Text(`String(window.__sameDocument)`); mark != "yes" {
+		t.Fatalf("the page reloaded to show the late line (mark %q); want it appended live", mark)
+	}
+	if got, want := e.Text(`document.getElementById("live-stdout").textContent`), "cell first <i>x</i> \\x1b[1m\ncell late\n"; got != want {
+		t.Errorf("live stdout %q; want %q", got, want)
+	}
+	if n := e.Text(`String(document.querySelectorAll("#live-stdout *").length)`); n != "0" {
+		t.Errorf("%s elements made from the output; want none", n)
+	}
+	e.WaitFor("the cell's result", `!!document.querySelector("#result-1 pre.stdout") && document.querySelector("#result-1 pre.stdout").textContent.includes("cell late")`, 60*time.Second)
+	if _, err := e.c.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: contract.UpdateCloseSession,
+		Args: []any{contract.CloseSession{Reason: "test over"}}, WaitForStage: tclient.WorkflowUpdateStageAccepted}); err != nil {
+		t.Errorf("close the session: %v", err)
 	}
 }

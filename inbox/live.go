@@ -12,7 +12,8 @@ import (
 )
 
 // Live output on the run page (issue 29): while the code runs, the page polls GET /run/{id}/live
-// with where it is in each stream, and appends what came as text (textContent, never HTML). The
+// (a session's page: GET /session/{id}/live?cell=N for its running cell) with where it is in
+// each stream, and appends what came as text (textContent, never HTML). The
 // endpoint is a reviewer's page like the others, and answers only the page's own script: the
 // session's CSRF token in X-CSRF-Token (which another origin's page cannot send without a CORS
 // preflight the inbox never answers) and no cross-site fetch metadata.
@@ -37,6 +38,22 @@ type liveAnswer struct {
 }
 
 func (s *Server) handleLive(w http.ResponseWriter, r *http.Request, sess *session) {
+	s.serveLive(w, r, sess, 0)
+}
+
+// handleSessionLive is handleLive for the running cell of a session's page
+// (GET /session/{id}/live?cell=N).
+func (s *Server) handleSessionLive(w http.ResponseWriter, r *http.Request, sess *session) {
+	cell, err := strconv.Atoi(r.URL.Query().Get("cell"))
+	if err != nil || cell < 1 {
+		writeRefusal(w, http.StatusBadRequest, "cell: want the index of a cell, from 1")
+		return
+	}
+	s.serveLive(w, r, sess, cell)
+}
+
+// serveLive answers a live-output read of run {id} (cell 0) or of cell of session {id}.
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, sess *session, cell int) {
 	if err := s.checkOwnScript(r, sess); err != nil {
 		s.log.Warn("inbox: refused a live-output read", "path", r.URL.Path, "error", err)
 		writeRefusal(w, http.StatusForbidden, "forbidden: "+err.Error())
@@ -58,9 +75,10 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	id := r.PathValue("id")
-	read, err := s.runs.ReadLive(r.Context(), id, 0)
+	read, err := s.runs.ReadLive(r.Context(), id, cell)
 	if err != nil {
-		if isNotFound(err) {
+		var ns *client.NotSessionError
+		if isNotFound(err) || errors.As(err, &ns) {
 			writeRefusal(w, http.StatusNotFound, "no such run")
 			return
 		}

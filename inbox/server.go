@@ -164,6 +164,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /session/{id}", s.reviewer(s.handleSession))
 	m.HandleFunc("GET /session/{id}/download/{what}", s.reviewer(s.handleSessionDownload))
 	m.HandleFunc("POST /session/{id}/decide", s.reviewer(s.handleCellDecide))
+	m.HandleFunc("GET /session/{id}/live", s.reviewer(s.handleSessionLive))
 	m.HandleFunc("GET /signin", s.handleSignInPage)
 	m.HandleFunc("POST /passkey/register/begin", s.withSession(s.handleRegisterBegin))
 	m.HandleFunc("POST /passkey/register/finish", s.withChallenge(challengeRegister, "registration", s.handleRegisterFinish))

@@ -139,16 +139,17 @@
     }, 5000);
   }
 
-  // followLive appends a running run's output as text (never HTML) until the code ends, then
-  // reloads the page for the result.
+  // followLive appends a running run's (or session cell's) output as text (never HTML) until the
+  // code ends, then reloads the page for the result.
   function followLive(box) {
     var cur = { activity: '', stdout: 0, stderr: 0 };
     var pre = { stdout: document.getElementById('live-stdout'), stderr: document.getElementById('live-stderr') };
     async function poll() {
       try {
-        var q = '?activity=' + encodeURIComponent(cur.activity) + '&stdout=' + cur.stdout + '&stderr=' + cur.stderr;
-        var r = await fetch('/run/' + encodeURIComponent(box.dataset.run) + '/live' + q,
-          { credentials: 'same-origin', headers: { 'X-CSRF-Token': csrf() } });
+        var q = 'activity=' + encodeURIComponent(cur.activity) + '&stdout=' + cur.stdout + '&stderr=' + cur.stderr;
+        var url = box.dataset.run ? '/run/' + encodeURIComponent(box.dataset.run) + '/live?' + q
+          : '/session/' + encodeURIComponent(box.dataset.session) + '/live?cell=' + Number(box.dataset.cell) + '&' + q;
+        var r = await fetch(url, { credentials: 'same-origin', headers: { 'X-CSRF-Token': csrf() } });
         if (r.status === 401) { location.assign('/signin'); return; }
         if (r.ok) {
           var a = await r.json();
@@ -172,7 +173,7 @@
     var st = document.getElementById('run-state');
     var ss = document.getElementById('session-state');
     var live = document.getElementById('live');
-    if (st && st.dataset.state === 'running' && live) {
+    if (live && (st && st.dataset.state === 'running' || ss && ss.dataset.busy === 'true')) {
       followLive(live);
       return;
     }
