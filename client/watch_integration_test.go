@@ -5,18 +5,23 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
@@ -71,7 +76,7 @@ func (o *spyOutbound) RecordHeartbeat(ctx context.Context, details ...any) {
 	o.Next.RecordHeartbeat(ctx, details...)
 }
 
-func dockerEnv(t *testing.T, spy *heartbeatSpy) *agenttest.Env {
+func dockerEnv(t *testing.T, spy *heartbeatSpy, keyFile string) *agenttest.Env {
 	t.Helper()
 	need.Need(t, need.Docker)
 	img := os.Getenv("SANDBOXFLOW_TEST_PYTHON_IMAGE")
@@ -87,7 +92,7 @@ func dockerEnv(t *testing.T, spy *heartbeatSpy) *agenttest.Env {
 		defer cancel()
 		_ = b.Close(ctx)
 	})
-	return agenttest.Setup(t, agenttest.Options{Backend: b, NoStarter: true, Interceptors: []interceptor.WorkerInterceptor{spy}})
+	return agenttest.Setup(t, agenttest.Options{Backend: b, NoStarter: true, Interceptors: []interceptor.WorkerInterceptor{spy}, KeyFile: keyFile})
 }
 
 // watchAll runs Watch to its end and returns every chunk with when it came, and the result.
@@ -119,7 +124,7 @@ func watchAll(t *testing.T, ctx context.Context, c *client.Client, id string, op
 // the watcher sees the bytes it missed counted, and a truncated result.
 func TestIntegrationWatchRunLiveAndFlood(t *testing.T) {
 	spy := &heartbeatSpy{}
-	e := dockerEnv(t, spy)
+	e := dockerEnv(t, spy, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -243,5 +248,89 @@ func TestIntegrationWatchCell(t *testing.T) {
 	}
 	if _, err := e.Client.CloseSession(ctx, s.WorkflowID, "done"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With payload encryption the live output is encrypted like every other payload: the worker's
+// heartbeat details reach the server sealed (a client without the keys reads the metadata
+// "binary/encrypted" and not one byte of what the code printed), and Watch, with the keys, reads
+// them.
+func TestIntegrationWatchEncrypted(t *testing.T) {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte("k1:"+base64.StdEncoding.EncodeToString(k)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := dockerEnv(t, &heartbeatSpy{}, keyFile)
+	ring, err := codec.LoadKeyRing(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed, err := client.New(client.Options{Temporal: e.Temporal, TaskQueue: e.TaskQueue, Reviewer: e.Reviewer.Principal,
+		DataConverter: codec.ClientOptions(tclient.Options{}, ring).DataConverter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const secret = "s3cret-live-marker"
+	started, err := keyed.Start(ctx, guard.Request{Code: "import time\nfor i in range(20):\n    print('" + secret + "', i, flush=True)\n    time.sleep(0.2)\n"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keyed.Approve(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, ""); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := tclient.Dial(tclient.Options{HostPort: e.Address, Namespace: e.Namespace}) // no codec
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var sealed int
+	deadline := time.Now().Add(30 * time.Second)
+	for sealed < 3 && time.Now().Before(deadline) {
+		resp, err := raw.DescribeWorkflowExecution(ctx, started.WorkflowID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pa := range resp.GetPendingActivities() {
+			for _, p := range pa.GetHeartbeatDetails().GetPayloads() {
+				if bytes.Contains(p.GetData(), []byte(secret)) || bytes.Contains(p.GetData(), []byte(base64.StdEncoding.EncodeToString([]byte(secret))[:12])) {
+					t.Fatalf("the server holds the live output in the clear: %q", p.GetData())
+				}
+				if string(p.GetMetadata()["encoding"]) != "binary/encrypted" {
+					t.Fatalf("heartbeat details encoded %q; want binary/encrypted", p.GetMetadata()["encoding"])
+				}
+				sealed++
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sealed == 0 {
+		t.Fatal("no heartbeat details seen while the code ran")
+	}
+	// Without the keys a reader cannot decode them.
+	noKeys, err := client.New(client.Options{Temporal: raw, TaskQueue: e.TaskQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if read, err := noKeys.ReadLive(ctx, started.WorkflowID, 0); err == nil {
+		t.Errorf("a client without the keys read the live output: %+v; want a decode error", read)
+	}
+	chunks, res, err := watchAll(t, ctx, keyed, started.WorkflowID, client.WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live int
+	for _, ch := range chunks {
+		if ch.Seq > 0 && bytes.Contains(ch.Bytes, []byte(secret)) {
+			live++
+		}
+	}
+	if live == 0 || !bytes.Contains(res.Stdout, []byte(secret+" 19")) {
+		t.Errorf("Watch with the keys read %d live chunks with the output, result %q", live, res.Stdout)
 	}
 }

@@ -174,6 +174,9 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	if c.waitTimeout < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s is negative", c.waitTimeout)}
 	}
+	if c.cell < 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
+	}
 	return nil
 }
 

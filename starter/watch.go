@@ -29,9 +29,6 @@ func (c *command) addWatchFlags(fs *flag.FlagSet) {
 
 // watchCmd runs watch, and result --follow.
 func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	if cmd.cell < 0 {
-		return fmt.Errorf("starter: --cell %d: cells are numbered from 1", cmd.cell)
-	}
 	if cmd.waitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cmd.waitTimeout)
