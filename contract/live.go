@@ -8,8 +8,13 @@ package contract
 // it means the reader missed bytes (the heartbeats between two reads held more than one chunk's
 // worth), which it reports as skipped. The result still holds all output up to the caps.
 
-// MaxLiveChunkBytes bounds the bytes of output (both streams together) in one LiveOutput.
-const MaxLiveChunkBytes = 16 << 10
+// MaxLiveChunkBytes bounds the bytes of output (both streams together) in one LiveOutput: 12 KiB,
+// whose base64 in the JSON payload is at most MaxLiveEncodedBytes (16 KiB), so that every
+// heartbeat's details are at most 16 KiB and a small header.
+const MaxLiveChunkBytes = 12 << 10
+
+// MaxLiveEncodedBytes is the most the chunk bytes of one LiveOutput take in its JSON encoding.
+const MaxLiveEncodedBytes = 16 << 10
 
 // LiveOutput is one heartbeat's view of a running sandbox's output: the newest bytes of each
 // stream, at most MaxLiveChunkBytes in all, and where they sit in the stream.
