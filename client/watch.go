@@ -163,9 +163,22 @@ func (c *Client) Watch(ctx context.Context, workflowID string, opts WatchOptions
 		poll = DefaultWatchPoll
 	}
 	return func(yield func(WatchEvent, error) bool) {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		// A run's result is waited for beside the polls (a long poll), so that it is yielded as
+		// soon as the run ends, not at the next poll; a cell's end is seen by polling.
+		var ended chan watchOutcome
+		if opts.Cell == 0 {
+			ended = make(chan watchOutcome, 1)
+			go func() {
+				res, err := c.Result(wctx, workflowID)
+				ended <- watchOutcome{res, err}
+			}()
+		}
 		var cur LiveCursor
-		for {
-			read, err := c.ReadLive(ctx, workflowID, opts.Cell)
+		var out *watchOutcome
+		for out == nil {
+			read, err := c.ReadLive(wctx, workflowID, opts.Cell)
 			if err != nil {
 				yield(WatchEvent{}, err)
 				return
@@ -179,55 +192,61 @@ func (c *Client) Watch(ctx context.Context, workflowID string, opts WatchOptions
 			}
 			wait := poll
 			if !read.Running {
-				done, err := c.watchDone(ctx, workflowID, opts.Cell, read)
-				if err != nil {
-					yield(WatchEvent{}, err)
-					return
+				wait = max(poll, 500*time.Millisecond) // waiting for a decision, a worker or the result
+				if opts.Cell > 0 {
+					done, err := c.cellDone(wctx, workflowID, opts.Cell, read)
+					if err != nil {
+						yield(WatchEvent{}, err)
+						return
+					}
+					if done {
+						res, err := c.cellResult(wctx, workflowID, opts.Cell)
+						out = &watchOutcome{res, err}
+						break
+					}
 				}
-				if done {
-					break
-				}
-				wait = max(poll, 500*time.Millisecond) // waiting for a decision or a worker
 			}
 			select {
 			case <-ctx.Done():
 				yield(WatchEvent{}, fmt.Errorf("client: watch %s: %w", workflowID, ctx.Err()))
 				return
+			case o := <-ended:
+				out = &o
 			case <-time.After(wait):
 			}
 		}
-		res, err := c.watchResult(ctx, workflowID, opts.Cell)
-		if err != nil {
-			yield(WatchEvent{}, err)
+		if out.err != nil {
+			yield(WatchEvent{}, out.err)
 			return
 		}
-		for _, ch := range cur.Rest(res) {
+		for _, ch := range cur.Rest(out.res) {
 			if !yield(WatchEvent{Chunk: &ch}, nil) {
 				return
 			}
 		}
-		yield(WatchEvent{Result: &res}, nil)
+		yield(WatchEvent{Result: &out.res}, nil)
 	}
 }
 
-// watchDone reports whether what Watch follows has ended, when read shows nothing running.
-func (c *Client) watchDone(ctx context.Context, workflowID string, cell int, read LiveRead) (bool, error) {
-	if cell == 0 || !read.Open {
-		return !read.Open, nil
-	}
+// watchOutcome is how what Watch follows ended.
+type watchOutcome struct {
+	res guard.Result
+	err error
+}
+
+// cellDone reports whether cell of session workflowID has ended (or the session has), when read
+// shows it not running.
+func (c *Client) cellDone(ctx context.Context, workflowID string, cell int, read LiveRead) (bool, error) {
 	st, err := c.SessionStatus(ctx, workflowID)
 	if err != nil {
 		return false, err
 	}
 	cs, ok := sessionCell(st, cell)
-	return ok && cs.Final(), nil
+	return ok && cs.Final() || !read.Open, nil
 }
 
-// watchResult is the result of the run or cell Watch follows, once it ended.
-func (c *Client) watchResult(ctx context.Context, workflowID string, cell int) (guard.Result, error) {
-	if cell == 0 {
-		return c.Result(ctx, workflowID)
-	}
+// cellResult is the result of cell of session workflowID, once it ended.
+func (c *Client) cellResult(ctx context.Context, workflowID string, cell int) (guard.Result, error) {
 	st, err := c.SessionStatus(ctx, workflowID)
 	if err != nil {
 		return guard.Result{}, err

@@ -180,7 +180,7 @@ func TestIntegrationWatchRunLiveAndFlood(t *testing.T) {
 		}
 	}
 
-	flood := "import sys\nb = b'x' * 65536\nfor _ in range(3200):\n    sys.stdout.buffer.write(b)\nsys.stdout.flush()\n"
+	flood := "import sys\nb = b'x' * 65536\nfor _ in range(3200):\n    sys.stdout.buffer.write(b)\nsys.stdout.flush()\nimport time\ntime.sleep(1.5)  # still running: the watcher reads the flood's tail\n"
 	started, err = e.Client.Start(ctx, guard.Request{Code: flood}, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +198,20 @@ func TestIntegrationWatchRunLiveAndFlood(t *testing.T) {
 	if !res.StdoutTruncated || skipped == 0 || skipped+got != int64(len(res.Stdout)) {
 		t.Errorf("flood: truncated %t, watcher skipped %d and got %d of %d kept bytes; want truncated and a skip that adds up", res.StdoutTruncated, skipped, got, len(res.Stdout))
 	}
+	// The result comes when the run ends, not at the watcher's next read.
+	started, err = e.Client.Start(ctx, guard.Request{Code: "print('quick')"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttest.Decide(t, e, started.WorkflowID, true)
+	begin := time.Now()
+	if _, res, err = watchAll(t, ctx, e.Client, started.WorkflowID, client.WatchOptions{Poll: time.Minute}); err != nil || string(res.Stdout) != "quick\n" {
+		t.Fatalf("quick run: %q, %v", res.Stdout, err)
+	}
+	if d := time.Since(begin); d > 20*time.Second {
+		t.Errorf("Watch with a 1 min poll gave the result %s after the approval; want it when the run ends", d)
+	}
+
 	spy.mu.Lock()
 	defer spy.mu.Unlock()
 	t.Logf("%d heartbeats; largest chunk %d bytes, largest payload %d bytes", spy.beats, spy.maxChunk, spy.maxBytes)

@@ -185,7 +185,7 @@ func TestStarterWatchShowsOutputAsItIsPrinted(t *testing.T) {
 	}
 
 	// A 200 MiB flood: the watcher reads within the caps, counting what it missed.
-	flood := "import sys\nb = b'y' * 65536\nfor _ in range(3200):\n    sys.stdout.buffer.write(b)\nsys.stdout.flush()\n"
+	flood := "import sys\nb = b'y' * 65536\nfor _ in range(3200):\n    sys.stdout.buffer.write(b)\nsys.stdout.flush()\nimport time\ntime.sleep(1.5)  # still running: the watcher reads the flood's tail\n"
 	s.mustJSON(&started, "run", "--code", flood, "--timeout", "60s")
 	waitPending(t, s, started.WorkflowID)
 	watch, wOut, wErr = startStarter(t, s, "watch", started.WorkflowID)
