@@ -20,7 +20,7 @@ import (
 // LiveCursor for a door that polls on its own (the inbox, the MCP server).
 
 // DefaultWatchPoll is how often Watch reads a running run's output unless WatchOptions says.
-const DefaultWatchPoll = 100 * time.Millisecond
+const DefaultWatchPoll = 200 * time.Millisecond
 
 // Chunk is a piece of one stream of a run's output, in order: Bytes are the stream's bytes from
 // Offset on. Skipped counts the bytes of the stream just before Offset that the reader missed
@@ -141,8 +141,8 @@ type WatchOptions struct {
 	// Cell watches cell Cell of a session instead of a RunCode run. Optional: 0 watches a run.
 	Cell int
 	// Poll is how often the output is read while the code runs. Optional: defaults to
-	// DefaultWatchPoll. Output is published at most every 200 ms, so reading more often only
-	// lowers the delay.
+	// DefaultWatchPoll (200 ms, as often as output is published; reading more often only
+	// lowers the delay a little). The result comes when the run ends, whatever Poll is.
 	Poll time.Duration
 }
 
