@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -208,3 +210,48 @@ func TestStarterWatchShowsOutputAsItIsPrinted(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestStarterWatchFollowsACell drives a session's cell through the binaries (worker --dev with the
+// Docker backend, runc): `starter watch SESSION --cell 1`, started before the approval, prints
+// the cell's lines as it prints them, escaped, then the cell's result.
+func TestStarterWatchFollowsACell(t *testing.T) {
+	requireDocker(t)
+	workerBin, starterBin := binaries(t)
+	data := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=e2e-watch-cell", "USER=alice", devReviewerKeyEnv(data)}
+	startDevWorker(t, workerBin, env, "--data-dir", data, "--ui-port", "-1", "--backend", "docker",
+		"--docker-image", testPythonImage(), "--docker-runtime", "runc")
+	s := sessionCLI{starterCLI{t: t, bin: starterBin, env: env}}
+	sess := s.open()
+	var sub contract.CellSubmitted
+	s.mustJSON(&sub, "session", "cell", sess.WorkflowID, "--code",
+		"import time\nfor i in range(1, 9):\n    print('cell line %d at %.3f \\x1b[1m' % (i, time.time()), flush=True)\n    time.sleep(0.25)\n")
+	watch, wOut, wErr := startStarter(t, s.starterCLI, "watch", sess.WorkflowID, "--cell", strconv.Itoa(sub.Cell))
+	time.Sleep(300 * time.Millisecond)
+	var decided client.CellDecided
+	s.mustJSON(&decided, "approve", sess.WorkflowID, "--cell", strconv.Itoa(sub.Cell))
+	finish(t, watch, 60*time.Second, wOut, wErr)
+	var live []string
+	var result strings.Builder
+	for _, line := range wOut.lines {
+		if result.Len() > 0 || strings.HasPrefix(line, "{") {
+			result.WriteString(line)
+			continue
+		}
+		live = append(live, line)
+	}
+	if len(live) != 8 {
+		t.Fatalf("watch --cell printed %d lines before the result; want 8:\n%s", len(live), strings.Join(live, ""))
+	}
+	for i, line := range live {
+		if want := "cell line " + strconv.Itoa(i+1) + " at "; !strings.HasPrefix(line, want) || !strings.HasSuffix(line, ` \x1b[1m`+"\n") {
+			t.Errorf("line %d: %q; want it to start %q and end with the escape, escaped", i+1, line, want)
+		}
+	}
+	var res guard.Result
+	if err := json.Unmarshal([]byte(result.String()), &res); err != nil || !bytes.Contains(res.Stdout, []byte("cell line 8 at")) {
+		t.Fatalf("watch --cell's result %q: %v", result.String(), err)
+	}
+	s.mustJSON(&struct{}{}, "session", "close", sess.WorkflowID)
+}
