@@ -44,8 +44,9 @@ type LiveCursor struct {
 	Stdout, Stderr int64
 }
 
-// Take returns the chunks of lo past the cursor and moves the cursor past them. A chunk whose
-// offsets do not add up (lo is what a worker recorded) is ignored.
+// Take returns the chunks of lo past the cursor and moves the cursor past them. lo is what a
+// worker recorded: a chunk whose offsets do not add up is ignored, and of one longer than
+// contract.MaxLiveChunkBytes only its newest bytes are taken (the rest counted as skipped).
 func (c *LiveCursor) Take(activityID string, lo contract.LiveOutput) []Chunk {
 	if activityID != c.ActivityID {
 		*c = LiveCursor{ActivityID: activityID}
@@ -59,6 +60,9 @@ func (c *LiveCursor) Take(activityID string, lo contract.LiveOutput) []Chunk {
 		ch := s.chunk
 		if ch.Offset < 0 || ch.Offset+int64(len(ch.Bytes)) != ch.Total || ch.Total <= *s.pos {
 			continue
+		}
+		if cut := len(ch.Bytes) - contract.MaxLiveChunkBytes; cut > 0 {
+			ch.Bytes, ch.Offset = ch.Bytes[cut:], ch.Offset+int64(cut)
 		}
 		start := max(*s.pos, ch.Offset)
 		out = append(out, Chunk{Seq: lo.Seq, Stream: s.stream, Offset: start, Bytes: ch.Bytes[start-ch.Offset:], Skipped: ch.Offset - min(*s.pos, ch.Offset)})

@@ -42,6 +42,12 @@ func TestLiveCursorCountsWhatItMissed(t *testing.T) {
 			}
 		}
 	}
+	big := make([]byte, contract.MaxLiveChunkBytes+100)
+	got := c.Take("3", contract.LiveOutput{Seq: 9, Stdout: contract.LiveChunk{Offset: 0, Total: int64(len(big)), Bytes: big}})
+	if len(got) != 1 || len(got[0].Bytes) != contract.MaxLiveChunkBytes || got[0].Skipped != 100 || got[0].Offset != 100 {
+		t.Errorf("a chunk over the bound: %d bytes at %d, skipped %d; want the newest %d, 100 skipped", len(got[0].Bytes), got[0].Offset, got[0].Skipped, contract.MaxLiveChunkBytes)
+	}
+	c = LiveCursor{ActivityID: "2", Stdout: 3, Stderr: 0}
 	rest := c.Rest(guard.Result{Stdout: stream[:8], Stderr: []byte("01xyz")})
 	if len(rest) != 2 || string(rest[0].Bytes) != "34567" || rest[0].Stream != guard.StreamStdout || string(rest[1].Bytes) != "01xyz" || rest[1].Offset != 0 {
 		t.Errorf("Rest = %+v; want stdout 34567 at 3 and stderr 01xyz at 0 (the second activity read none of it)", rest)
