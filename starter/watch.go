@@ -36,8 +36,7 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 	}
 	out, errOut := &liveWriter{w: stdout}, &liveWriter{w: stderr}
 	if cmd.name != "watch" {
-		out = &liveWriter{w: stderr}
-		errOut = out
+		out = &liveWriter{w: stderr} // each stream holds back its own split character
 	}
 	for ev, err := range sc.Watch(ctx, cmd.id, client.WatchOptions{Cell: cmd.cell}) {
 		if err != nil {
