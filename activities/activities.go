@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -328,9 +327,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	started.Time = time.Now()
 	a.sink.Emit(ctx, started)
 
-	stop := heartbeat(ctx, info.HeartbeatTimeout)
+	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
 	start := time.Now()
-	runCtx, span := runSpan(ctx, c)
+	runCtx, span := runSpan(runCtx, c)
 	res, err := a.guarded.Run(runCtx, c)
 	elapsed := time.Since(start)
 	endRunSpan(span, res, err)
@@ -416,34 +415,4 @@ func (a *Activities) refused(ctx context.Context, c guard.Checked, in contract.R
 	e := refusedEvent(c, in, ar)
 	e.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), e)
-}
-
-// heartbeat records a heartbeat at once and then every third of timeout, at most
-// MaxHeartbeatInterval apart, until the returned stop is called; stop waits for the last
-// heartbeat to finish.
-func heartbeat(ctx context.Context, timeout time.Duration) (stop func()) {
-	interval := MaxHeartbeatInterval
-	if timeout > 0 {
-		interval = min(max(timeout/3, minHeartbeatInterval), MaxHeartbeatInterval)
-	}
-	hbCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			activity.RecordHeartbeat(ctx)
-			select {
-			case <-hbCtx.Done():
-				return
-			case <-ticker.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }

@@ -16,6 +16,7 @@
 //     (guard.Guarded) around the configured backend re-checks the request and its digest, runs
 //     it under the backstop of timeout + grace and re-applies every output and file limit to
 //     what comes back. SandboxRun heartbeats every third of its heartbeat timeout while the code runs,
+//     and within LiveInterval of new output, with the newest output as the details (live.go),
 //     emits sandbox.started and sandbox.finished, and refuses any Temporal retry of itself
 //     (attempt > 1), because an earlier attempt may have started the code: retries of failures
 //     from before the code could start are the workflow's, with a fresh activity each time.

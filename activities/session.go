@@ -295,10 +295,10 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	started := startedEvent(c, contract.RunInput{Decision: in.Decision}, info.Attempt)
 	a.cellEvent(ctx, &started, in, hs)
 
-	stop := heartbeat(ctx, info.HeartbeatTimeout)
+	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, cell.Index)
 	start := time.Now()
 	chainBefore := hs.chain
-	res, err := hs.box.RunCell(ctx, cell, hs.chain)
+	res, err := hs.box.RunCell(runCtx, cell, hs.chain)
 	elapsed := time.Since(start)
 	stop()
 	switch {

@@ -35,6 +35,7 @@ var schemas = []struct {
 	{"session-status.schema.json", "Session status (query \"session-status\")", reflect.TypeFor[contract.SessionStatus]()},
 	{"session-result.schema.json", "Session result", reflect.TypeFor[contract.SessionResult]()},
 	{"audit.schema.json", "A run's audit record (starter audit ID; starter audit --since T writes one a line)", reflect.TypeFor[contract.AuditRecord]()},
+	{"live-output.schema.json", "Live output (the sandbox and cell activities' heartbeat details, read with DescribeWorkflowExecution)", reflect.TypeFor[contract.LiveOutput]()},
 }
 
 // extra are properties that a type's MarshalJSON adds beyond its Go fields, and overrides those

@@ -50,6 +50,12 @@ type env struct {
 
 func startEnv(t *testing.T, ctx context.Context) *env {
 	t.Helper()
+	return startEnvWith(t, ctx, nil)
+}
+
+// startEnvWith is startEnv with backend b running the code (nil: the local backend).
+func startEnvWith(t *testing.T, ctx context.Context, b guard.Backend) *env {
+	t.Helper()
 	browsertest.Chromium(t) // skip (or fail under make test) before anything starts
 	const queue = "sandboxflow-inbox-it"
 	dir := t.TempDir()
@@ -61,6 +67,7 @@ func startEnv(t *testing.T, ctx context.Context) *env {
 	origin := fmt.Sprintf("http://localhost:%d", ln.Addr().(*net.TCPAddr).Port)
 	// The local backend with the host's python3 runs the code.
 	a := agenttest.Setup(t, agenttest.Options{
+		Backend: b,
 		// Mixed indentation is allowed here so that the tab attack reaches the page (the
 		// default policy refuses it); TOKEN's value is shown as its length only.
 		Policy: &guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour,

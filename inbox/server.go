@@ -161,9 +161,11 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.handleDownload))
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
 	m.HandleFunc("POST /run/{id}/cancel", s.reviewer(s.handleCancel))
+	m.HandleFunc("GET /run/{id}/live", s.reviewer(s.handleLive))
 	m.HandleFunc("GET /session/{id}", s.reviewer(s.handleSession))
 	m.HandleFunc("GET /session/{id}/download/{what}", s.reviewer(s.handleSessionDownload))
 	m.HandleFunc("POST /session/{id}/decide", s.reviewer(s.handleCellDecide))
+	m.HandleFunc("GET /session/{id}/live", s.reviewer(s.handleSessionLive))
 	m.HandleFunc("GET /signin", s.handleSignInPage)
 	m.HandleFunc("POST /passkey/register/begin", s.withSession(s.handleRegisterBegin))
 	m.HandleFunc("POST /passkey/register/finish", s.withChallenge(challengeRegister, "registration", s.handleRegisterFinish))
@@ -244,7 +246,7 @@ func (s *Server) reviewer(h func(http.ResponseWriter, *http.Request, *session)) 
 }
 
 func (s *Server) denyAccess(w http.ResponseWriter, r *http.Request, msg string) {
-	if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/download/") && r.URL.Path != "/pending" {
+	if r.Method == http.MethodGet && !strings.Contains(r.URL.Path, "/download/") && r.URL.Path != "/pending" && !strings.HasSuffix(r.URL.Path, "/live") {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}

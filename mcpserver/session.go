@@ -269,19 +269,27 @@ func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, session
 	token := req.Params.GetProgressToken()
 	tick := time.NewTicker(s.cfg.ProgressInterval)
 	defer tick.Stop()
+	live, liveTick := &liveOutput{c: s.cfg.Client, id: sessionID, cell: cell}, time.NewTicker(LivePoll)
+	defer liveTick.Stop()
 	step := 0
-	notify := func() {
+	notify := func(msg string) {
 		if token == nil || req.Session == nil {
 			return
 		}
 		step++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(step), Message: s.cellMessage(ctx, sessionID, cell, digest),
+			ProgressToken: token, Progress: float64(step), Message: msg,
 		})
 	}
-	notify()
+	notify(s.cellMessage(ctx, sessionID, cell, digest))
 	for {
 		select {
+		case <-liveTick.C:
+			if token != nil && req.Session != nil {
+				for _, m := range live.messages(ctx) {
+					notify(m)
+				}
+			}
 		case o := <-done:
 			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
 				return s.cellStillWaiting(ctx, sessionID, cell, digest), nil
@@ -291,7 +299,7 @@ func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, session
 			}
 			return cellContent(sessionID, o.c), nil
 		case <-tick.C:
-			notify()
+			notify(s.cellMessage(ctx, sessionID, cell, digest))
 		}
 	}
 }

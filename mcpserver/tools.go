@@ -53,19 +53,27 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest 
 	token := req.Params.GetProgressToken()
 	tick := time.NewTicker(s.cfg.ProgressInterval)
 	defer tick.Stop()
+	live, liveTick := &liveOutput{c: s.cfg.Client, id: id}, time.NewTicker(LivePoll)
+	defer liveTick.Stop()
 	step := 0
-	notify := func() {
+	notify := func(msg string) {
 		if token == nil || req.Session == nil {
 			return
 		}
 		step++
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(step), Message: s.waitingMessage(ctx, id, digest),
+			ProgressToken: token, Progress: float64(step), Message: msg,
 		})
 	}
-	notify()
+	notify(s.waitingMessage(ctx, id, digest))
 	for {
 		select {
+		case <-liveTick.C:
+			if token != nil && req.Session != nil {
+				for _, m := range live.messages(ctx) {
+					notify(m)
+				}
+			}
 		case o := <-done:
 			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
 				return s.stillWaiting(ctx, id, digest), nil
@@ -75,7 +83,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest 
 			}
 			return resultContent(id, o.res), nil
 		case <-tick.C:
-			notify()
+			notify(s.waitingMessage(ctx, id, digest))
 		}
 	}
 }

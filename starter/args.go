@@ -40,6 +40,8 @@ type command struct {
 	waitTimeout time.Duration
 	// hosts is result's hosts file (its receipt is verified against it).
 	hosts string
+	// follow: result --follow prints the output as it comes (watch.go)
+	follow bool
 
 	// statement, approve, deny
 	key        string
@@ -96,7 +98,7 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 			return c, &cli.UsageError{Msg: fmt.Sprintf("--page-size %d: want 1 to %d", c.pageSize, maxPageSize)}
 		}
 		return c, nil
-	case "show", "result":
+	case "show", "result", "watch":
 		return c, c.parseReview(fs, args)
 	case "cancel":
 		return c, c.parseCancel(fs, args)
@@ -171,6 +173,7 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	} else {
 		fs.DurationVar(&c.waitTimeout, "timeout", 0, "wait at most this long for the result (default: until the run ends)")
 		fs.StringVar(&c.hosts, "hosts", os.Getenv("SANDBOXFLOW_HOSTS"), "verify the result's receipt against these sandbox hosts' keys (default: the keys the run's check recorded)")
+		c.addWatchFlags(fs)
 	}
 	pos, err := cli.Parse(fs, args, 1, 1)
 	if err != nil {
@@ -179,6 +182,9 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	c.id = pos[0]
 	if c.waitTimeout < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s is negative", c.waitTimeout)}
+	}
+	if c.cell < 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
 	}
 	return nil
 }

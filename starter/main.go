@@ -64,17 +64,20 @@ commands:
                        cell marked; code shown as show shows it (tabs, invisible characters, warnings)
   session close SESSION [--reason R]
                        close it: a waiting cell is dropped, the sandbox removed; prints its status
-  result ID [--timeout D] [--hosts F]
+  result ID [--timeout D] [--hosts F] [--follow]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run, or
-                       when its receipt does not verify against the hosts the check recorded, or F)
+                       when its receipt does not verify against the hosts the check recorded, or F);
+                       --follow prints its output on stderr as it comes (escaped), as watch does
+  watch ID [--cell N] [--timeout D]
+                       print the run's (or cell N's) output as it comes, escaped for the terminal
+                       (stdout on stdout, stderr on stderr; "[N bytes skipped]" where this reader
+                       missed some), then the result as result prints it
   audit ID [--run-id R]
                        the run's whole record from its history, one JSON document (docs/audit.schema.json)
   audit verify FILE --reviewers F --hosts F
                        check a record offline against your key files: the digest, every signature,
                        the receipt and the result's hashes; prints {"ok", "checks"}; exit 1 says what failed
   audit --since T      the records of the runs that finished after T (RFC 3339 or 1h), as JSON Lines
-  result ID [--timeout D]
-                       wait for the run's result (exit 1 with {"error": ...} when it did not run)
   cancel ID [--reason R] [--by NAME] [--wait]
                        cancel a waiting or running run; prints {"state", "by"}: a waiting run ends
                        with nothing run, a running sandbox is stopped and the result holds the output
@@ -224,7 +227,12 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 			return statementCmd(ctx, sc, cmd, stdout, stderr)
 		}
 		return decideCmd(ctx, sc, cmd, stdout)
+	case "watch":
+		return watchCmd(ctx, sc, cmd, stdout, stderr)
 	case "result":
+		if cmd.follow {
+			return watchCmd(ctx, sc, cmd, stdout, stderr)
+		}
 		res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)
 		if err != nil {
 			return err

@@ -153,9 +153,44 @@
     }, 5000);
   }
 
+  // followLive appends a running run's (or session cell's) output as text (never HTML) until the
+  // code ends, then reloads the page for the result.
+  function followLive(box) {
+    var cur = { activity: '', stdout: 0, stderr: 0 };
+    var pre = { stdout: document.getElementById('live-stdout'), stderr: document.getElementById('live-stderr') };
+    async function poll() {
+      try {
+        var q = 'activity=' + encodeURIComponent(cur.activity) + '&stdout=' + cur.stdout + '&stderr=' + cur.stderr;
+        var url = box.dataset.run ? '/run/' + encodeURIComponent(box.dataset.run) + '/live?' + q
+          : '/session/' + encodeURIComponent(box.dataset.session) + '/live?cell=' + Number(box.dataset.cell) + '&' + q;
+        var r = await fetch(url, { credentials: 'same-origin', headers: { 'X-CSRF-Token': csrf() } });
+        if (r.status === 401) { location.assign('/signin'); return; }
+        if (r.ok) {
+          var a = await r.json();
+          if (a.activity !== cur.activity) { pre.stdout.textContent = ''; pre.stderr.textContent = ''; }
+          a.chunks.forEach(function (c) {
+            var el = pre[c.stream];
+            if (!el) return;
+            if (c.skipped) el.append(document.createTextNode('\n[' + c.skipped + ' bytes skipped]\n'));
+            el.append(document.createTextNode(c.text));
+          });
+          cur = { activity: a.activity, stdout: a.stdout, stderr: a.stderr };
+          if (!a.running) { setTimeout(function () { location.reload(); }, 1000); return; }
+        }
+      } catch (e) { /* offline: try again */ }
+      setTimeout(poll, 300);
+    }
+    poll();
+  }
+
   function refreshRunning() {
     var st = document.getElementById('run-state');
     var ss = document.getElementById('session-state');
+    var live = document.getElementById('live');
+    if (live && (st && st.dataset.state === 'running' || ss && ss.dataset.busy === 'true')) {
+      followLive(live);
+      return;
+    }
     if (st && (st.dataset.state === 'running' || st.dataset.state === 'checking') || ss && ss.dataset.busy === 'true') {
       setTimeout(function again() {
         // Not while the reviewer writes a reason to cancel: the reload would drop it.

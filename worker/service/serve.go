@@ -241,6 +241,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		opts := worker.Options{Interceptors: icpt, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval}
 		if sandboxQueue == cfg.TaskQueue && hasBackend {
 			opts.MaxConcurrentActivityExecutionSize = cfg.MaxSandboxes
+			opts = activities.WorkerOptions(opts) // live output within LiveInterval
 		}
 		wf := worker.New(tc, cfg.TaskQueue, opts)
 		workflows.Register(wf)
@@ -249,16 +250,14 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		workers = append(workers, wf)
 	}
 	if hasBackend && sandboxQueue != cfg.TaskQueue {
-		sw := worker.New(tc, sandboxQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt,
-			MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
+		sw := worker.New(tc, sandboxQueue, activities.WorkerOptions(worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxSandboxes, Interceptors: icpt}))
 		acts.Register(sw)
 		workers = append(workers, sw)
 	}
 	if hasBackend && acts.HostTaskQueue() != "" {
 		// This host's own queue, for its sessions' holds and cells: a hold and a cell for each
 		// of at most MaxSandboxes sessions.
-		hw := worker.New(tc, acts.HostTaskQueue(), worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt,
-			MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
+		hw := worker.New(tc, acts.HostTaskQueue(), activities.WorkerOptions(worker.Options{MaxConcurrentActivityExecutionSize: 2 * cfg.MaxSandboxes, Interceptors: icpt}))
 		acts.RegisterHost(hw)
 		workers = append(workers, hw)
 	}

@@ -165,7 +165,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := worker.New(tc, queue, worker.Options{Interceptors: o.Interceptors, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
+	w := worker.New(tc, queue, activities.WorkerOptions(worker.Options{Interceptors: o.Interceptors}))
 	workflows.Register(w)
 	acts.Register(w)
 	if o.Register != nil {
@@ -176,7 +176,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	}
 	t.Cleanup(w.Stop)
 	if hostQueue != "" {
-		hw := worker.New(tc, hostQueue, worker.Options{Interceptors: o.Interceptors, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
+		hw := worker.New(tc, hostQueue, activities.WorkerOptions(worker.Options{Interceptors: o.Interceptors}))
 		acts.RegisterHost(hw)
 		if err := hw.Start(); err != nil {
 			t.Fatal(err)

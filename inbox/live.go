@@ -1,0 +1,120 @@
+package inbox
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Live output on the run page (issue 29): while the code runs, the page polls GET /run/{id}/live
+// (a session's page: GET /session/{id}/live?cell=N for its running cell) with where it is in
+// each stream, and appends what came as text (textContent, never HTML). The
+// endpoint is a reviewer's page like the others, and answers only the page's own script: the
+// session's CSRF token in X-CSRF-Token (which another origin's page cannot send without a CORS
+// preflight the inbox never answers) and no cross-site fetch metadata.
+
+// liveChunk is one piece of output as the page appends it: the bytes as escaped text
+// (guard.VisibleText: escape sequences and bytes that are not UTF-8 as \x.. escapes).
+type liveChunk struct {
+	Stream  guard.Stream `json:"stream"`
+	Offset  int64        `json:"offset"`
+	Skipped int64        `json:"skipped,omitempty"`
+	Text    string       `json:"text"`
+}
+
+// liveAnswer is what GET /run/{id}/live answers: whether the code still runs, the new chunks,
+// and the cursor the page sends back next time.
+type liveAnswer struct {
+	Running  bool        `json:"running"`
+	Activity string      `json:"activity"`
+	Stdout   int64       `json:"stdout"`
+	Stderr   int64       `json:"stderr"`
+	Chunks   []liveChunk `json:"chunks"`
+}
+
+func (s *Server) handleLive(w http.ResponseWriter, r *http.Request, sess *session) {
+	s.serveLive(w, r, sess, 0)
+}
+
+// handleSessionLive is handleLive for the running cell of a session's page
+// (GET /session/{id}/live?cell=N).
+func (s *Server) handleSessionLive(w http.ResponseWriter, r *http.Request, sess *session) {
+	cell, err := strconv.Atoi(r.URL.Query().Get("cell"))
+	if err != nil || cell < 1 {
+		writeRefusal(w, http.StatusBadRequest, "cell: want the index of a cell, from 1")
+		return
+	}
+	s.serveLive(w, r, sess, cell)
+}
+
+// serveLive answers a live-output read of run {id} (cell 0) or of cell of session {id}.
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, sess *session, cell int) {
+	if err := s.checkOwnScript(r, sess); err != nil {
+		s.log.Warn("inbox: refused a live-output read", "path", r.URL.Path, "error", err)
+		writeRefusal(w, http.StatusForbidden, "forbidden: "+err.Error())
+		return
+	}
+	q := r.URL.Query()
+	cur := client.LiveCursor{ActivityID: q.Get("activity")}
+	for _, p := range []struct {
+		name string
+		v    *int64
+	}{{"stdout", &cur.Stdout}, {"stderr", &cur.Stderr}} {
+		if raw := q.Get(p.name); raw != "" {
+			n, err := strconv.ParseInt(raw, 10, 64)
+			if err != nil || n < 0 {
+				writeRefusal(w, http.StatusBadRequest, fmt.Sprintf("%s=%q: want a byte offset", p.name, raw))
+				return
+			}
+			*p.v = n
+		}
+	}
+	id := r.PathValue("id")
+	read, err := s.runs.ReadLive(r.Context(), id, cell)
+	if err != nil {
+		var ns *client.NotSessionError
+		if isNotFound(err) || errors.As(err, &ns) {
+			writeRefusal(w, http.StatusNotFound, "no such run")
+			return
+		}
+		s.log.Warn("inbox: read live output", "workflow_id", id, "error", err)
+		writeRefusal(w, http.StatusBadGateway, "the run's output could not be read")
+		return
+	}
+	ans := liveAnswer{Running: read.Running, Chunks: []liveChunk{}}
+	if read.Output != nil {
+		for _, ch := range cur.Take(read.ActivityID, *read.Output) {
+			// A character split across two heartbeats waits for the next read.
+			whole, rest := client.SplitIncomplete(ch.Bytes)
+			if ch.Stream == guard.StreamStderr {
+				cur.Stderr -= int64(len(rest))
+			} else {
+				cur.Stdout -= int64(len(rest))
+			}
+			ans.Chunks = append(ans.Chunks, liveChunk{Stream: ch.Stream, Offset: ch.Offset, Skipped: ch.Skipped, Text: guard.VisibleText(string(whole))})
+		}
+	}
+	ans.Activity, ans.Stdout, ans.Stderr = cur.ActivityID, cur.Stdout, cur.Stderr
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// checkOwnScript refuses a read that is not the inbox page's own script: one from another site
+// (Origin or Sec-Fetch-Site), or without the session's CSRF token in X-CSRF-Token.
+func (s *Server) checkOwnScript(r *http.Request, sess *session) error {
+	if origin := r.Header.Get("Origin"); origin != "" && origin != s.cfg.Origin {
+		return fmt.Errorf("origin %q is not the inbox's %s", origin, s.cfg.Origin)
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return fmt.Errorf("sec-fetch-site %q", site)
+	}
+	token := r.Header.Get("X-CSRF-Token")
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.csrf)) != 1 {
+		return errors.New("missing or wrong CSRF token")
+	}
+	return nil
+}

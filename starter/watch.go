@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// `starter watch ID [--cell N]` and `starter result ID --follow` print a run's (or a cell's)
+// output as it comes, escaped for the terminal as show escapes code (the model's code may print
+// escape sequences), with "[N bytes skipped]" where the reader missed some, then the result as
+// result prints it. watch prints the code's stdout on stdout and its stderr on stderr;
+// result --follow prints both on stderr, so that its stdout stays the one JSON document.
+
+// addWatchFlags adds the flags of watch (--cell) and of result (--follow).
+func (c *command) addWatchFlags(fs *flag.FlagSet) {
+	if c.name == "watch" {
+		fs.IntVar(&c.cell, "cell", 0, "watch cell N of a session instead of a run")
+	} else {
+		fs.BoolVar(&c.follow, "follow", false, "print the run's output (escaped, on stderr) as it comes, then the result")
+	}
+}
+
+// watchCmd runs watch, and result --follow.
+func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	if cmd.waitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cmd.waitTimeout)
+		defer cancel()
+	}
+	out, errOut := &liveWriter{w: stdout}, &liveWriter{w: stderr}
+	if cmd.name != "watch" {
+		out = &liveWriter{w: stderr} // each stream holds back its own split character
+	}
+	for ev, err := range sc.Watch(ctx, cmd.id, client.WatchOptions{Cell: cmd.cell}) {
+		if err != nil {
+			out.flush()
+			errOut.flush()
+			var nr *client.NotRunCodeError
+			if errors.As(err, &nr) && nr.Type == contract.SessionWorkflowName {
+				return fmt.Errorf("starter: %s is a session: watch one of its cells with --cell N: %w", cmd.id, err)
+			}
+			if ctx.Err() != nil && cmd.waitTimeout > 0 {
+				return &client.WaitTimeoutError{WorkflowID: cmd.id, Timeout: cmd.waitTimeout, Err: err}
+			}
+			return err
+		}
+		if ev.Result != nil {
+			out.flush()
+			errOut.flush()
+			return printResult(stdout, *ev.Result)
+		}
+		w := out
+		if ev.Chunk.Stream == guard.StreamStderr {
+			w = errOut
+		}
+		if err := w.write(*ev.Chunk); err != nil {
+			return fmt.Errorf("starter: print output: %w", err)
+		}
+	}
+	return fmt.Errorf("starter: watch %s ended without a result", cmd.id)
+}
+
+// liveWriter prints one stream's chunks escaped for a terminal. It holds back the bytes of a
+// character split across two chunks, so that it is printed whole, not as two escapes.
+type liveWriter struct {
+	w       io.Writer
+	held    []byte
+	midLine bool
+	err     error
+}
+
+func (l *liveWriter) write(ch client.Chunk) error {
+	if ch.Skipped > 0 {
+		l.flush()
+		nl := ""
+		if l.midLine {
+			nl = "\n"
+		}
+		l.print(fmt.Sprintf("%s[%d bytes skipped]\n", nl, ch.Skipped))
+		l.midLine = false
+	}
+	b, rest := client.SplitIncomplete(append(l.held, ch.Bytes...))
+	l.held = append([]byte(nil), rest...)
+	if len(b) > 0 {
+		l.print(terminal(string(b)))
+		l.midLine = b[len(b)-1] != '\n'
+	}
+	return l.err
+}
+
+// flush prints what write held back (escaped: it never became a whole character).
+func (l *liveWriter) flush() {
+	if len(l.held) > 0 {
+		l.print(terminal(string(l.held)))
+		l.held = nil
+		l.midLine = true
+	}
+}
+
+func (l *liveWriter) print(s string) {
+	if l.err == nil {
+		_, l.err = io.WriteString(l.w, s)
+	}
+}
