@@ -245,7 +245,7 @@ func (a *Activities) SandboxCheck(_ context.Context, in contract.CheckInput) (co
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion}, nil
+		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Quorum: a.policy.QuorumFor(&c)}, nil
 }
 
 // minHeartbeatInterval bounds how often Run heartbeats.
@@ -269,12 +269,12 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
-	claim, reviewer, err := a.admit(ctx, info, c, in)
+	claim, verified, err := a.admit(ctx, info, c, in)
 	if err != nil {
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	in.Decision.Reviewer = reviewer // as this host verified it
+	in.Decision.Reviewer = verified[0].Principal // as this host verified it
 	history := a.historyOf(ctx)
 
 	started := startedEvent(c, in, info.Attempt)
@@ -293,6 +293,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// The one place a result's approval fields are set (the guard sets its digest and backend).
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
+	res.Approvals, res.Edit = approvalsOf(in, verified), in.Edit
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
@@ -307,31 +308,34 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	return res, nil
 }
 
-// admit decides whether the activity info names may run in's code: only a first attempt, with an
-// approval that verifies on this host and that no other sandbox activity may have used, now
-// claimed. It returns the claim and the verified reviewer; a refusal is an ApprovalRefused.
-func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, string, error) {
+// admit decides whether the activity info names may run in's code: only a first attempt, with
+// approvals that verify on this host, as many as its own policy's quorum asks (verifyQuorum),
+// that no other sandbox activity may have used, now claimed. It returns the claim and the
+// verified approvals, the decision's first; a refusal is an ApprovalRefused.
+func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, []approval.Verified, error) {
 	switch {
 	case info.Attempt > 1:
-		return nil, "", &guard.IntegrationError{
+		return nil, nil, &guard.IntegrationError{
 			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
 			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
 			CodeMayHaveStarted: true,
 		}
 	case !in.Decision.Approve || in.Decision.ApprovalID == "":
-		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
+		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
 	case in.Decision.Digest != c.Digest:
-		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
+		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
 	}
-	v, err := a.verify(info, c, in)
+	vs, err := a.verifyQuorum(info, c, in)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, v)
+	// One claim covers the run: every approval names this run, and the claim makes its code
+	// run once.
+	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, allValid(vs))
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	return claim, v.Principal, nil
+	return claim, vs, nil
 }
 
 // historyOf is the run log the sandbox host claims approvals in: the activity's own client

@@ -161,6 +161,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["files_truncated"] = res.FilesTruncated
 	d["outcome"] = res.Outcome.String()
 	d["state_reset"] = res.StateReset
+	addApprovals(d, res)
 	if res.Outcome.LimitKill() {
 		d["limit_killed"] = res.Outcome.String()
 	}

@@ -114,6 +114,9 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 			Msg: fmt.Sprintf("sessions are not offered by the %s backend (it keeps no sandbox between runs)", a.backendName)})
 	}
 	s, err := a.policy.CheckSession(in.Request, a.backendName)
+	if err == nil {
+		err = a.sessionQuorum(s)
+	}
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
@@ -282,6 +285,11 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	c := session.CellChecked(in.Cell)
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
 	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
+	err = a.refuseCellQuorum(&c)
+	if err != nil {
+		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
+		return guard.Result{}, contract.ToFailure(err)
+	}
 	cell, claim, reviewer, err := a.admitCell(ctx, info, hs, in)
 	if err != nil {
 		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)

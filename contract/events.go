@@ -14,6 +14,10 @@ const (
 	EventApprovalExpired   EventType = "approval.expired"
 	EventApprovalRejected  EventType = "approval.rejected"
 	EventSandboxRetry      EventType = "sandbox.retry"
+	// EventApprovalCounted: an approval was accepted and the run waits for more (a quorum);
+	// EventApprovalEdited: a reviewer's edit of the code was checked and accepted.
+	EventApprovalCounted EventType = "approval.counted"
+	EventApprovalEdited  EventType = "approval.edited"
 
 	// Emitted by the sandbox host.
 	EventSandboxStarted  EventType = "sandbox.started"

@@ -218,6 +218,12 @@ type Result struct {
 	// StateReset says, for a session's cell, that the cell ran in a fresh interpreter because an
 	// earlier cell killed or wedged the last one: variables and imports are gone, /work is kept.
 	StateReset bool `json:"state_reset,omitempty"`
+	// Approvals lists every approval the run used, as the sandbox host verified them: more
+	// than one when the policy asks for a quorum. The first is ApprovalID and Reviewer.
+	Approvals []Approval `json:"approvals,omitempty"`
+	// Edit, when set, says the code that ran is a reviewer's edit of the code the run was
+	// started with: who edited it and both digests.
+	Edit *Edit `json:"edit,omitempty"`
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,0 +1,77 @@
+package activities
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+)
+
+// The sandbox host counts approvals against its own policy (quorum 2 here), whatever the
+// workflow accepted: one approval, the same approval twice, two by one principal (two keys),
+// two by one key (two principals), a denial among them, an edit whose editor approved nothing,
+// all refused as ApprovalRefused; two distinct reviewers' approvals are accepted, in order.
+func TestVerifyQuorumCountsOnTheHost(t *testing.T) {
+	alice, bob := testReviewer(), reviewertest.New(t, "bob")
+	alice2 := reviewertest.New(t, "alice") // a second key of principal alice
+	multi := reviewertest.New(t, "carol,ops")
+	file := reviewertest.WriteAllowedSigners(t, t.TempDir(), alice, bob, alice2, multi)
+	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: file, Policy: guard.Policy{Quorum: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	info := activity.Info{TaskQueue: testTaskQueue, ScheduledTime: time.Now()}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
+	sign := func(r *reviewertest.Reviewer, principal string, approve bool) contract.Decision {
+		f := fields(c.Digest)
+		f.ApprovalID, f.Reviewer, f.Approve = uuid.NewString(), principal, approve
+		return r.Decision(t, f)
+	}
+	da, db := sign(alice, "alice", true), sign(bob, "bob", true)
+	input := func(ds ...contract.Decision) contract.RunInput {
+		return contract.RunInput{Checked: c, Decision: ds[0], Decisions: ds}
+	}
+	edited := func(in contract.RunInput, editor string) contract.RunInput {
+		in.Edit = &guard.Edit{Editor: editor, OriginalDigest: "sha256:original", Digest: c.Digest}
+		return in
+	}
+	for _, tc := range []struct {
+		name string
+		in   contract.RunInput
+		want guard.RefusedReason
+	}{
+		{"one approval (Decision alone)", contract.RunInput{Checked: c, Decision: da}, guard.RefusedQuorum},
+		{"one approval", input(da), guard.RefusedQuorum},
+		{"the same approval twice", input(da, da), guard.RefusedQuorum},
+		{"one principal, two keys", input(da, sign(alice2, "alice", true)), guard.RefusedQuorum},
+		{"one key, two principals", input(sign(multi, "carol", true), sign(multi, "ops", true)), guard.RefusedQuorum},
+		{"a denial among them", input(da, sign(bob, "bob", false)), guard.RefusedNoApproval},
+		{"decision is not the first", contract.RunInput{Checked: c, Decision: db, Decisions: []contract.Decision{da, db}}, guard.RefusedMismatch},
+		{"an edit whose editor approved nothing", edited(input(da, db), "carol"), guard.RefusedQuorum},
+	} {
+		_, err := a.verifyQuorum(info, c, tc.in)
+		var ar *guard.ApprovalRefused
+		if !errors.As(err, &ar) || ar.Reason != tc.want {
+			t.Errorf("%s: %v; want an ApprovalRefused (%s)", tc.name, err, tc.want)
+		}
+	}
+	vs, err := a.verifyQuorum(info, c, edited(input(da, db), "bob"))
+	if err != nil || len(vs) != 2 || vs[0].Principal != "alice" || vs[1].Principal != "bob" {
+		t.Fatalf("alice and bob: %v, %v; want both verified, in order", vs, err)
+	}
+	got := approvalsOf(input(da, db), vs)
+	if len(got) != 2 || got[0].ApprovalID != da.ApprovalID || got[1].Reviewer != "bob" || got[1].Fingerprint == "" {
+		t.Errorf("approvals of the result %+v; want alice's then bob's, with fingerprints", got)
+	}
+	if err := allValid(vs).StillValid(time.Now().Add(2 * time.Hour)); !errors.Is(err, approval.ReasonExpired) {
+		t.Errorf("StillValid two hours on: %v; want expired", err)
+	}
+}
