@@ -117,6 +117,18 @@ type Input struct {
 	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
 }
 
+// MemoApprovals is the memo key under which a run checked with quorums keeps its ApprovalCount,
+// so that a list of waiting runs (starter pending) shows approvals had and needed without
+// querying each run. It is the workflow worker's word, shown only: the sandbox host counts the
+// approvals itself.
+const MemoApprovals = "sandboxflow_approvals"
+
+// ApprovalCount is how many approvals a run has and needs (memo MemoApprovals).
+type ApprovalCount struct {
+	Approvals int `json:"approvals"`
+	Quorum    int `json:"quorum"`
+}
+
 // DecideResult is what the update "decide" returns for an accepted decision.
 type DecideResult struct {
 	ApprovalID string `json:"approval_id"`

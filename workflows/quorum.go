@@ -42,6 +42,16 @@ func (r *runCode) startQuorum(ctx workflow.Context, in contract.Input, check con
 	r.request = in.Request
 	r.quorum = max(check.Quorum, 1)
 	r.status.Quorum = r.quorum
+	r.memoCount(ctx)
+}
+
+// memoCount keeps the run's approvals had and needed in its memo (contract.MemoApprovals), which
+// visibility lists with the run.
+func (r *runCode) memoCount(ctx workflow.Context) {
+	count := contract.ApprovalCount{Approvals: len(r.approvals), Quorum: r.quorum}
+	if err := workflow.UpsertMemo(ctx, map[string]any{contract.MemoApprovals: count}); err != nil {
+		workflow.GetLogger(ctx).Warn("memo of approvals not set", "error", err.Error())
+	}
 }
 
 func (r *runCode) versioned() bool { return r.version >= 1 }
@@ -51,6 +61,7 @@ func (r *runCode) versioned() bool { return r.version >= 1 }
 func (r *runCode) count(ctx workflow.Context, d contract.Decision, rec contract.DecisionRecord) {
 	r.approvals = append(r.approvals, d)
 	r.status.Approvals = append(r.status.Approvals, rec)
+	r.memoCount(ctx)
 	if len(r.approvals) < r.quorum {
 		r.event(ctx, contract.EventApprovalCounted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
 			"approvals", len(r.approvals), "quorum", r.quorum)
@@ -146,6 +157,7 @@ func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contrac
 	r.checked = check.Checked
 	r.quorum = max(r.quorum, check.Quorum)
 	r.approvals, r.status.Approvals = nil, nil
+	r.memoCount(ctx)
 	r.status.Request, r.status.Edit, r.status.Quorum = r.checked.Summary(), r.edit, r.quorum
 	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.DigestKey.ValueSet(r.checked.Digest)); err != nil {
 		return contract.DecideResult{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrDigest, err)
