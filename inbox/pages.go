@@ -78,6 +78,13 @@ type runView struct {
 	Error             string
 	Awaiting          bool
 	Approve, Deny     statementView
+	// Quorum is how many approvals the run needs (0 for runs checked before quorums);
+	// Approvals those it has; Edit the reviewer's edit its code is, if any.
+	Quorum    int
+	Approvals []contract.DecisionRecord
+	Edit      *guard.Edit
+	// Code is the code as text, for the editor (approve with edits).
+	Code string
 	// ApproveRefused says why the page offers no approval (the status does not hash to its
 	// digest); a denial stays possible.
 	ApproveRefused string
@@ -221,6 +228,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,
 		LastRejection: st.LastRejection, RunAttempts: st.RunAttempts, Error: st.Error,
 		Awaiting: ri.Running && st.State == contract.StatusAwaitingApproval,
+		Quorum:   st.Quorum, Approvals: st.Approvals, Edit: st.Edit, Code: req.Code,
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")
