@@ -61,6 +61,21 @@ func TestIntegrationStarterApproveWithEdit(t *testing.T) {
 	if r := starterIn(t, addr, ns, "approve", "cli-edit", "--digest", original, "--key", bob.KeyFile, "--reviewer", "bob"); r.code != 0 || !strings.Contains(r.stdout, `"approvals":1`) {
 		t.Fatalf("bob approves the original: exit %d, %s %s; want 1 of 2", r.code, r.stdout, r.stderr)
 	}
+	// pending lists approvals had and needed (visibility is eventually consistent: poll).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r := starterIn(t, addr, ns, "pending", "--json")
+		var page client.PendingPage
+		_ = json.Unmarshal([]byte(r.stdout), &page)
+		if len(page.Runs) == 1 && page.Runs[0].Approvals == 1 && page.Runs[0].Quorum == 2 {
+			if r := starterIn(t, addr, ns, "pending"); !strings.Contains(r.stdout, "1 of 2") {
+				t.Errorf("pending table %q; want 1 of 2", r.stdout)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending --json: %s; want cli-edit with 1 of 2 approvals", r.stdout)
+		}
+	}
 	dir := t.TempDir()
 	write := func(name, code string) string {
 		p := filepath.Join(dir, name)

@@ -255,3 +255,74 @@ func errorText(err error) string {
 	}
 	return guard.TypeOf(contract.FromFailure(err)) + ": " + err.Error()
 }
+
+// A namespace writer's RunCode swaps an edit's code and signatures on the real sandbox host
+// (Docker): alice's approval of the original code sent with the edited code (under the edit's
+// record, or relabelled with the edited digest), and her approval of the edited code sent with
+// the original code, are each refused (ApprovalRefused) and nothing runs. (Her genuine approval
+// of the edited code with it would now be refused too: the refused activities used the run.)
+func TestIntegrationHostRefusesSwappedEditSignatures(t *testing.T) {
+	it := newITest(t)
+	b := quorumDocker(t, "it-quorum-edit")
+	hostQueue := it.queue + "-edit-host"
+	it.worker(hostQueue, b, nil)
+	policy := integrationConfig(nil, nil, "").Policy
+	orig, err := policy.Check(guard.Request{Code: "print('original')"}, b.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, err := policy.Check(guard.Request{Code: "print('edited')"}, b.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := &guard.Edit{Editor: "alice", OriginalDigest: orig.Digest, Digest: edited.Digest}
+	rogue := func(ctx workflow.Context, _ contract.Input) ([]string, error) {
+		var dOrig, dEdited contract.Decision
+		ch := workflow.GetSignalChannel(ctx, contract.SignalApproval)
+		ch.Receive(ctx, &dOrig)
+		ch.Receive(ctx, &dEdited)
+		relabelled := dOrig
+		relabelled.Digest = edited.Digest
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: hostQueue, StartToCloseTimeout: time.Minute,
+			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+		var out []string
+		for _, in := range []contract.RunInput{
+			{Checked: edited, Decision: dOrig, Decisions: []contract.Decision{dOrig}, Edit: edit},
+			{Checked: edited, Decision: relabelled, Decisions: []contract.Decision{relabelled}, Edit: edit},
+			{Checked: orig, Decision: dEdited, Decisions: []contract.Decision{dEdited}},
+		} {
+			err := workflow.ExecuteActivity(actx, contract.RunActivityName, in).Get(ctx, nil)
+			out = append(out, errorText(err))
+		}
+		return out, nil
+	}
+	const rogueQueue = "sandboxflow-it-rogue-edit"
+	it.ts.NewWorker(rogueQueue, func(r worker.Registry) {
+		r.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.WorkflowName})
+	})
+	const id = "it-quorum-swapped-edit"
+	run, err := it.c.ExecuteWorkflow(it.ctx(10*time.Second), client.StartWorkflowOptions{ID: id, TaskQueue: rogueQueue}, contract.WorkflowName, contract.Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(digest string) contract.Decision {
+		f := reviewertest.Fields(id, run.GetRunID(), digest, hostQueue, true)
+		f.Reviewer = "alice"
+		return it.alice.Decision(t, f)
+	}
+	it.signal(id, sign(orig.Digest))
+	it.signal(id, sign(edited.Digest))
+	var out []string
+	if err := run.Get(it.ctx(2*time.Minute), &out); err != nil {
+		t.Fatalf("rogue: %v", err)
+	}
+	want := []string{"the approval is for " + orig.Digest, "does not verify", "the approval is for " + edited.Digest}
+	for i, w := range want {
+		if i >= len(out) || !strings.Contains(out[i], w) || !strings.HasPrefix(out[i], guard.TypeApprovalRefused) {
+			t.Errorf("run %d: %q; want %q", i+1, out, w)
+		}
+	}
+	if n := started(it.sink, id); n != 0 {
+		t.Errorf("the host started code %d times; want never", n)
+	}
+}
