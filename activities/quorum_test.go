@@ -1,7 +1,9 @@
 package activities
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,5 +75,28 @@ func TestVerifyQuorumCountsOnTheHost(t *testing.T) {
 	}
 	if err := allValid(vs).StillValid(time.Now().Add(2 * time.Hour)); !errors.Is(err, approval.ReasonExpired) {
 		t.Errorf("StillValid two hours on: %v; want expired", err)
+	}
+}
+
+// A session's cell carries one reviewer's decision: a worker whose policy needs more for the
+// session's request refuses the session when it is checked (ConfigError), and a sandbox host
+// whose own policy needs more refuses each cell (ApprovalRefused, quorum) even when the session
+// was checked by a workflow worker that needed one.
+func TestSessionsUnderAQuorum(t *testing.T) {
+	h := newSessionHost(t)
+	h.a.policy.Quorum = 2
+	_, err := h.run(h.cell(1, "print(1)", h.chain, nil))
+	wantRefused(t, "a cell on a host that needs 2", err, guard.RefusedQuorum)
+	if n := h.backend.Cells(); n != 0 {
+		t.Errorf("%d cells ran; want none", n)
+	}
+	_, err = h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}})
+	var ce *guard.ConfigError
+	if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "quorum") {
+		t.Errorf("SessionCheck under quorum 2: %v; want a ConfigError naming the quorum", err)
+	}
+	h.a.policy.Quorum, h.a.policy.RiskyQuorum = 1, 2
+	if _, err := h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}}); err != nil {
+		t.Errorf("SessionCheck of a session without network, egress or secrets under risky quorum 2: %v; want it checked", err)
 	}
 }
