@@ -8,10 +8,14 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -325,4 +329,52 @@ func TestIntegrationHostRefusesSwappedEditSignatures(t *testing.T) {
 	if n := started(it.sink, id); n != 0 {
 		t.Errorf("the host started code %d times; want never", n)
 	}
+}
+
+// TestRecordQuorumHistory records testdata/runcode_quorum_edit.json (only with
+// SANDBOXFLOW_RECORD_HISTORY=1): a quorum-of-2 run on the local backend where bob approves the
+// started code, alice's edit replaces it (checked again, bob's approval dropped), bob's approval
+// of the original is refused, and bob approves the edited code, which runs.
+func TestRecordQuorumHistory(t *testing.T) {
+	if os.Getenv(envRecordHistory) != "1" {
+		t.Skip("re-records testdata/runcode_quorum_edit.json only when " + envRecordHistory + "=1")
+	}
+	it := newITest(t)
+	q := newQuorumReviewers(it)
+	it.worker(it.queue, it.localBackend(), func(c *activities.Config) { c.Policy.Quorum = 2 })
+	req := guard.Request{Code: "print('started')"}
+	const id = "recorded-quorum" // workflows.recordedQuorumID
+	run := it.start(id, it.queue, req)
+	if _, err := it.decide(id, it.signedAs(id, q.bob, "bob", true)); err != nil {
+		t.Fatal(err)
+	}
+	edited := req
+	edited.Code = "print('edited')"
+	f := it.fields(id, true)
+	original := f.Digest
+	f.Digest, f.Reviewer = digestOf(t, edited), "alice"
+	d := q.alice.Decision(t, f)
+	d.Edit = &contract.DecisionEdit{Code: edited.Code, OriginalDigest: original}
+	if res, err := it.decide(id, d); err != nil || res.Digest != f.Digest {
+		t.Fatalf("alice's edit: %+v, %v", res, err)
+	}
+	old := reviewertest.Fields(id, run.GetRunID(), original, it.queue, true)
+	old.Reviewer = "bob"
+	it.signal(id, q.bob.Decision(t, old))
+	it.waitStatus(id, "one rejection", func(st contract.Status) bool { return st.RejectedDecisions == 1 })
+	if _, err := it.decide(id, it.signedAs(id, q.bob, "bob", true)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := it.result(run); err != nil || res.Edit == nil || len(res.Approvals) != 2 {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	hist := &historypb.History{Events: it.history(id)}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "runcode_quorum_edit.json"), append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events", len(hist.Events))
 }
