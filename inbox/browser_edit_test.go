@@ -36,6 +36,9 @@ func TestBrowserInboxApproveWithEdit(t *testing.T) {
 	e.start(ctx, "inbox-edit", fmt.Sprintf("open(%q, 'a').write('original ran\\n')\n", e.counter), nil)
 	e.Do(chromedp.Click(chromedp.ID("signin")))
 	e.WaitFor("the pending list", `location.pathname === "/" && !!document.querySelector('a[href="/run/inbox-edit"]')`, 60*time.Second)
+	if rows := e.Text(`document.getElementById("pending-rows").innerText`); !strings.Contains(rows, "0 of 1") {
+		t.Errorf("the pending list %q; want the run's approvals, 0 of 1", rows)
+	}
 
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-edit"))
 	e.WaitFor("the editor", `!!document.getElementById("edit-code")`, 20*time.Second)
