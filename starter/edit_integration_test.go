@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
@@ -97,7 +98,16 @@ func TestIntegrationStarterApproveWithEdit(t *testing.T) {
 	}
 
 	// An attacker's relays: alice's signed edit carrying other code; bob's approval of the
-	// original digest sent as an edit.
+	// original digest sent as an edit. Each is sent as an update of its own id (the Go client
+	// uses the approval id, which the server would answer again with its first outcome).
+	relay := func(d contract.Decision) error {
+		h, err := env.Temporal.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{WorkflowID: "cli-edit", UpdateName: contract.UpdateDecide,
+			UpdateID: uuid.NewString(), Args: []any{d}, WaitForStage: tclient.WorkflowUpdateStageCompleted})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
 	editedCode := "print('edited by alice')"
 	f, edit, err := sc.EditedStatement(ctx, "cli-edit", original, editedCode, client.StatementOptions{Reviewer: "alice"})
 	if err != nil {
@@ -109,12 +119,12 @@ func TestIntegrationStarterApproveWithEdit(t *testing.T) {
 	}
 	swapped := signedEdit
 	swapped.Edit = &contract.DecisionEdit{Code: "import os; os.system('id')", OriginalDigest: original}
-	if _, err := sc.Decide(ctx, "cli-edit", swapped); err == nil || !strings.Contains(err.Error(), "checks to digest") {
+	if err := relay(swapped); err == nil || !strings.Contains(err.Error(), "checks to digest") {
 		t.Errorf("alice's signed edit with other code: %v; want refused, the digest signed is not the code's", err)
 	}
 	backToOriginal := signedEdit
 	backToOriginal.Edit = &contract.DecisionEdit{Code: "print('original')", OriginalDigest: original}
-	if _, err := sc.Decide(ctx, "cli-edit", backToOriginal); err == nil || !strings.Contains(err.Error(), "checks to digest") {
+	if err := relay(backToOriginal); err == nil || !strings.Contains(err.Error(), "checks to digest") {
 		t.Errorf("alice's signed edit with the original code: %v; want refused", err)
 	}
 	bobF, err := sc.Statement(ctx, "cli-edit", client.StatementOptions{Reviewer: "bob"})
@@ -126,12 +136,37 @@ func TestIntegrationStarterApproveWithEdit(t *testing.T) {
 		t.Fatal(err)
 	}
 	bobD.Edit = &contract.DecisionEdit{Code: editedCode, OriginalDigest: original}
-	if _, err := sc.Decide(ctx, "cli-edit", bobD); err == nil || !strings.Contains(err.Error(), "own digest") {
+	if err := relay(bobD); err == nil || !strings.Contains(err.Error(), "own digest") {
 		t.Errorf("bob's approval of the original sent as an edit: %v; want refused", err)
 	}
 	bobD.Digest = f.Digest
-	if _, err := sc.Decide(ctx, "cli-edit", bobD); err == nil || !strings.Contains(err.Error(), "statement_mismatch") {
+	if err := relay(bobD); err == nil || !strings.Contains(err.Error(), "statement_mismatch") {
 		t.Errorf("bob's approval of the original sent as an edit under the edited digest: %v; want refused", err)
+	}
+	// An edit signed by a key the reviewers file does not list, and alice's genuine edit sent
+	// as the signal (which takes no edits): refused, the second recorded as rejected.
+	mallory := reviewertest.New(t, "alice")
+	forged, err := client.EditedDecision(mallory.Signer, f, edit, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := relay(forged); err == nil || !strings.Contains(err.Error(), "unknown_key") {
+		t.Errorf("an edit signed by an unlisted key: %v; want refused (unknown_key)", err)
+	}
+	if err := env.Temporal.SignalWorkflow(ctx, "cli-edit", "", contract.SignalApproval, signedEdit); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st, err := sc.Status(ctx, "cli-edit")
+		if err == nil && st.RejectedDecisions == 1 {
+			if !strings.Contains(st.LastRejection, "only as the update") || st.Edit != nil || st.Request.Digest != original {
+				t.Errorf("the signalled edit: %q, edit %+v; want refused, the run unchanged", st.LastRejection, st.Edit)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the signalled edit was never rejected: %+v, %v", st, err)
+		}
 	}
 
 	// alice's edit, through the starter.
