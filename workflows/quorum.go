@@ -121,6 +121,16 @@ func (r *runCode) editRefusal(d contract.Decision) *contract.Rejection {
 	return d.EditProblem(r.checked.Digest)
 }
 
+// cellEditRefusal refuses a session cell's decision that carries an edit (a run's, not a
+// cell's): it would approve the cell as submitted, not the edit. Only the validator refuses it,
+// so an accepted update of a recorded history replays as it ran.
+func cellEditRefusal(cd contract.CellDecision) *contract.Rejection {
+	if cd.Decision.Edit == nil {
+		return nil
+	}
+	return &contract.Rejection{Reason: contract.RejectEdit, Msg: "a session's cells take no edits: submit the edited code as a cell of its own"}
+}
+
 // decideEdit is the update's handler for an approval of edited code: the edited request (the
 // run's request with the edit's code) is checked against the policy in the check local activity,
 // recorded in history; when the policy accepts it and its digest is the one the reviewer signed,
