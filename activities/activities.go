@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -93,6 +94,11 @@ type Config struct {
 	// fails before anything started (the workflow tries again with backoff). Optional: zero
 	// means no cap.
 	MaxSessions int
+	// DataConverter decodes the run's start input, which a sandbox host reads to check an edit
+	// of its code (the edit changes only the code, and its original digest is the started
+	// request's). Optional: Temporal's default; give the worker's own (with its payload codec)
+	// when payloads are encrypted.
+	DataConverter converter.DataConverter
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -112,6 +118,7 @@ type Activities struct {
 	noSessions  bool
 	maxSessions int
 	sessions    *sessions
+	dc          converter.DataConverter
 	// holdStart and lifetimeExtra are holdStartTimeout and the margin past a session's lifetime
 	// after which this host removes a sandbox by itself (tests shorten them).
 	holdStart     time.Duration
@@ -133,6 +140,7 @@ func New(cfg Config) (*Activities, error) {
 		noSessions:  cfg.NoSessions,
 		maxSessions: cfg.MaxSessions,
 		sessions:    &sessions{},
+		dc:          cfg.DataConverter,
 		holdStart:   holdStartTimeout,
 		run: contract.RunOptions{
 			TaskQueue:              cfg.SandboxTaskQueue,
@@ -177,6 +185,9 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if a.sink == nil {
 		a.sink = SlogSink{}
+	}
+	if a.dc == nil {
+		a.dc = converter.GetDefaultDataConverter()
 	}
 	for _, d := range []struct {
 		name string
@@ -326,6 +337,9 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
 	}
 	vs, err := a.verifyQuorum(info, c, in)
+	if err == nil && in.Edit != nil {
+		err = a.checkEdit(ctx, a.historyOf(ctx), info, c, in.Edit)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -68,6 +70,44 @@ func (a *Activities) verifyQuorum(info activity.Info, c guard.Checked, in contra
 		}
 	}
 	return vs, nil
+}
+
+// checkEdit checks an edit against the run's start input, which the server wrote from the
+// orchestrator's start: the edited request c differs from the started one in its code only, and
+// the edit's original digest is the started request's (under c's effective limits and backend).
+// So the result's edit names what the orchestrator sent, whatever the workflow says. A history
+// that cannot be read is a retryable IntegrationError (nothing started); a mismatch is an
+// ApprovalRefused.
+func (a *Activities) checkEdit(ctx context.Context, h HistoryReader, info activity.Info, c guard.Checked, e *guard.Edit) error {
+	refuse := func(format string, args ...any) error {
+		return &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "sandbox activity: edit: " + fmt.Sprintf(format, args...)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
+	defer cancel()
+	iter := h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !iter.HasNext() {
+		return &guard.IntegrationError{Op: "sandbox activity: read the run's start", Err: fmt.Errorf("the history of %s is empty", info.WorkflowExecution.ID)}
+	}
+	ev, err := iter.Next()
+	if err != nil {
+		return &guard.IntegrationError{Op: "sandbox activity: read the run's start", Err: err}
+	}
+	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
+	var start contract.Input
+	if attrs == nil || a.dc.FromPayloads(attrs.GetInput(), &start) != nil {
+		return refuse("the run's first event is no RunCode start this host can read")
+	}
+	req := start.Request
+	req.Code = c.Code
+	if _, err := contract.ShownChecked(c.Summary(), req); err != nil {
+		return refuse("the request differs from the run's start in more than its code: %v", err)
+	}
+	orig := c
+	orig.Code = start.Request.Code
+	if d := guard.Digest(&orig); d != e.OriginalDigest {
+		return refuse("the edit names original digest %s but the run was started with %s", e.OriginalDigest, d)
+	}
+	return nil
 }
 
 func approvedBy(vs []approval.Verified, principal string) bool {

@@ -2,17 +2,23 @@ package activities
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/codec"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
@@ -98,5 +104,90 @@ func TestSessionsUnderAQuorum(t *testing.T) {
 	h.a.policy.Quorum, h.a.policy.RiskyQuorum = 1, 2
 	if _, err := h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}}); err != nil {
 		t.Errorf("SessionCheck of a session without network, egress or secrets under risky quorum 2: %v; want it checked", err)
+	}
+}
+
+// The sandbox host checks an edit against the run's start (its first event, which the server
+// wrote): the edit's original digest must be the started request's, and the edited request may
+// differ from it in its code only. A forged original digest, an "edit" that changes an env value
+// too, and a history whose first event is no start are refused; the true edit is taken.
+func TestCheckEditAgainstTheStart(t *testing.T) {
+	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := guard.Request{Code: "print('started')", Env: map[string]string{"MODE": "dry"}}
+	orig := checked(t, a, started)
+	editedReq := started
+	editedReq.Code = "print('edited')"
+	edited := checked(t, a, editedReq)
+	widerReq := editedReq
+	widerReq.Env = map[string]string{"MODE": "wet"}
+	wider := checked(t, a, widerReq)
+	input, err := converter.GetDefaultDataConverter().ToPayloads(contract.Input{Request: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+	info := activity.Info{TaskQueue: testTaskQueue}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
+	edit := func(c guard.Checked, original string) *guard.Edit {
+		return &guard.Edit{Editor: "alice", OriginalDigest: original, Digest: c.Digest}
+	}
+	if err := a.checkEdit(context.Background(), start, info, edited, edit(edited, orig.Digest)); err != nil {
+		t.Fatalf("the true edit: %v; want it taken", err)
+	}
+	for _, tc := range []struct {
+		name string
+		h    HistoryReader
+		c    guard.Checked
+		e    *guard.Edit
+	}{
+		{"a forged original digest", start, edited, edit(edited, edited.Digest)},
+		{"an edit that changes an env value too", start, wider, edit(wider, orig.Digest)},
+		{"a history that starts with no start", historytest.Events{historytest.Other(1, "x")}, edited, edit(edited, orig.Digest)},
+	} {
+		err := a.checkEdit(context.Background(), tc.h, info, tc.c, tc.e)
+		var ar *guard.ApprovalRefused
+		if !errors.As(err, &ar) || ar.Reason != guard.RefusedMismatch {
+			t.Errorf("%s: %v; want an ApprovalRefused (mismatch)", tc.name, err)
+		}
+	}
+}
+
+// With payloads encrypted, the host reads the start with the data converter it is given (the
+// worker's, with its payload codec); without it, it cannot read the start and refuses the edit.
+func TestCheckEditReadsAnEncryptedStart(t *testing.T) {
+	ring, err := codec.ParseKeyRing([]byte("k1:" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := codec.DataConverter(ring)
+	plain, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCodec, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), DataConverter: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := guard.Request{Code: "print('started')"}
+	orig := checked(t, plain, started)
+	edited := checked(t, plain, guard.Request{Code: "print('edited')"})
+	input, err := dc.ToPayloads(contract.Input{Request: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+	info := activity.Info{TaskQueue: testTaskQueue}
+	e := &guard.Edit{Editor: "alice", OriginalDigest: orig.Digest, Digest: edited.Digest}
+	if err := withCodec.checkEdit(context.Background(), start, info, edited, e); err != nil {
+		t.Errorf("with the codec: %v; want the edit taken", err)
+	}
+	var ar *guard.ApprovalRefused
+	if err := plain.checkEdit(context.Background(), start, info, edited, e); !errors.As(err, &ar) {
+		t.Errorf("without the codec: %v; want an ApprovalRefused", err)
 	}
 }

@@ -110,7 +110,12 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if backend != nil && guard.SessionsOffered(backend) {
 		hostQueue = hostTaskQueue(cfg)
 	}
+	copts, err := conn.Options()
+	if err != nil {
+		return err
+	}
 	acts, err := activities.New(activities.Config{
+		DataConverter:    copts.DataConverter,
 		Policy:           cfg.Policy(),
 		Backend:          backend,
 		BackendName:      cfg.Backend,
