@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -110,6 +111,11 @@ type Config struct {
 	// (contract.NotifyActivityName, registered by notify.Activities) when the run or a cell
 	// starts waiting. Optional: nil notifies nobody.
 	Notify *contract.NotifyOptions
+	// DataConverter decodes the run's start input, which a sandbox host reads to check an edit
+	// of its code (the edit changes only the code, and its original digest is the started
+	// request's). Optional: Temporal's default; give the worker's own (with its payload codec)
+	// when payloads are encrypted.
+	DataConverter converter.DataConverter
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -130,6 +136,7 @@ type Activities struct {
 	maxSessions int
 	notify      *contract.NotifyOptions
 	sessions    *sessions
+	dc          converter.DataConverter
 	// holdStart and lifetimeExtra are holdStartTimeout and the margin past a session's lifetime
 	// after which this host removes a sandbox by itself (tests shorten them).
 	holdStart     time.Duration
@@ -155,6 +162,7 @@ func New(cfg Config) (*Activities, error) {
 		maxSessions: cfg.MaxSessions,
 		notify:      notifyOptions(cfg.Notify),
 		sessions:    &sessions{},
+		dc:          cfg.DataConverter,
 		holdStart:   holdStartTimeout,
 		run: contract.RunOptions{
 			TaskQueue:              cfg.SandboxTaskQueue,
@@ -202,6 +210,9 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if a.sink == nil {
 		a.sink = SlogSink{}
+	}
+	if a.dc == nil {
+		a.dc = converter.GetDefaultDataConverter()
 	}
 	for _, d := range []struct {
 		name string
@@ -276,7 +287,8 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify}, nil
+		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify,
+		Quorum: a.policy.QuorumFor(&c)}, nil
 }
 
 // notifyOptions is o with its defaults, or nil.
@@ -315,12 +327,12 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
-	claim, reviewer, err := a.admit(ctx, info, c, in)
+	claim, verified, err := a.admit(ctx, info, c, in)
 	if err != nil {
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	in.Decision.Reviewer = reviewer // as this host verified it
+	in.Decision.Reviewer = verified[0].Principal // as this host verified it
 	history := a.historyOf(ctx)
 
 	started := startedEvent(c, in, info.Attempt)
@@ -341,8 +353,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// The one place a result's approval fields are set (the guard sets its digest and backend).
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
+	res.Approvals, res.Edit = approvalsOf(in, verified), in.Edit
 	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
-		approvals: approvalsOf(claim), started: start, ended: start.Add(elapsed)}, res, err)
+		approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
@@ -368,33 +381,39 @@ func cancelRequested(ctx context.Context) bool {
 	return ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx))
 }
 
-// admit decides whether the activity info names may run in's code: only a first attempt, with an
-// approval that verifies on this host and that no other sandbox activity may have used, now
-// claimed. It returns the claim and the verified reviewer; a refusal is an ApprovalRefused.
-func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, string, error) {
+// admit decides whether the activity info names may run in's code: only a first attempt, with
+// approvals that verify on this host, as many as its own policy's quorum asks (verifyQuorum),
+// that no other sandbox activity may have used, now claimed. It returns the claim and the
+// verified approvals, the decision's first; a refusal is an ApprovalRefused.
+func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, []approval.Verified, error) {
 	switch {
 	case info.Attempt > 1:
-		return nil, "", &guard.IntegrationError{
+		return nil, nil, &guard.IntegrationError{
 			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
 			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
 			CodeMayHaveStarted: true,
 		}
 	case !in.Decision.Approve || in.Decision.ApprovalID == "":
-		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
+		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
 	case in.Decision.Digest != c.Digest:
-		return nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
+		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
 	}
-	v, err := a.verify(info, c, in)
+	vs, err := a.verifyQuorum(info, c, in)
+	if err == nil && in.Edit != nil {
+		err = a.checkEdit(ctx, a.historyOf(ctx), info, c, in.Edit)
+	}
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
+	// One claim covers the run: every approval names this run, and the claim makes its code
+	// run once.
 	_, span := tracing.Start(ctx, tracing.SpanClaim)
-	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, v)
+	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, allValid(vs))
 	endSpan(span, err)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	return claim, v.Principal, nil
+	return claim, vs, nil
 }
 
 // historyOf is the run log the sandbox host claims approvals in: the activity's own client

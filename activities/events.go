@@ -165,6 +165,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	// Who cancelled is the workflow's record (Result.Cancelled); the host knows only that it
 	// stopped the code because the run was cancelled.
 	d["cancelled"] = res.Outcome == guard.OutcomeCancelled
+	addApprovals(d, res)
 	if res.Outcome.LimitKill() {
 		d["limit_killed"] = res.Outcome.String()
 	}

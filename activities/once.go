@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/google/uuid"
+
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -124,7 +125,7 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 // been used, or when it lapsed (v.StillValid on this host's clock, after the history read, which
 // can wait for the claim to show), a retryable IntegrationError when the claim could not be made
 // or checked (a claim made is then released).
-func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string, v approval.Verified) (*claim, error) {
+func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string, v validity) (*claim, error) {
 	return claimIn(ctx, log, info, runScope(), approvalID, v)
 }
 
@@ -143,10 +144,12 @@ func cellScope(index int) useScope {
 }
 
 // claimIn is claimApproval for the activities and claims scope counts.
-func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v approval.Verified) (*claim, error) {
+func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v validity) (*claim, error) {
 	c := newClaim(info, approvalID)
 	c.msg.Cell = scope.cell
-	c.verified = v
+	if one, ok := v.(approval.Verified); ok {
+		c.verified = one // a cell's one approval, which its receipt names
+	}
 	err := c.send(ctx, log, false)
 	if err != nil {
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}

@@ -98,11 +98,21 @@ func (a *Activities) sign(r runReceipt, res guard.Result, runErr error) (*guard.
 	return &rec, nil
 }
 
-// approvalsOf are the approvals the claims verified, for a receipt.
-func approvalsOf(claims ...*claim) []receipt.Approval {
+// claimApprovals are the approvals the claims verified, for a cell's receipt.
+func claimApprovals(claims ...*claim) []receipt.Approval {
 	var out []receipt.Approval
 	for _, c := range claims {
 		out = append(out, receipt.Approval{ID: c.msg.ApprovalID, Reviewer: c.verified.Principal, Fingerprint: c.verified.Fingerprint})
+	}
+	return out
+}
+
+// receiptApprovals is a run's approvals as its receipt names them: every approval the host
+// verified (a quorum's too), in order.
+func receiptApprovals(as []guard.Approval) []receipt.Approval {
+	out := make([]receipt.Approval, len(as))
+	for i, ap := range as {
+		out[i] = receipt.Approval{ID: ap.ApprovalID, Reviewer: ap.Reviewer, Fingerprint: ap.Fingerprint}
 	}
 	return out
 }

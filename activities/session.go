@@ -118,6 +118,9 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 			Msg: fmt.Sprintf("sessions are not offered by the %s backend (it keeps no sandbox between runs)", a.backendName)})
 	}
 	s, err := a.policy.CheckSession(in.Request, a.backendName)
+	if err == nil {
+		err = a.sessionQuorum(s)
+	}
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
@@ -286,6 +289,11 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	c := session.CellChecked(in.Cell)
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
 	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
+	err = a.refuseCellQuorum(&c)
+	if err != nil {
+		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
+		return guard.Result{}, contract.ToFailure(err)
+	}
 	cell, claim, reviewer, err := a.admitCell(ctx, info, hs, in)
 	if err != nil {
 		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
@@ -314,7 +322,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	res.Reviewer = in.Decision.Reviewer
 	if err == nil {
 		err = a.signCell(hs, runReceipt{info: info, digest: c.Digest, backend: session.Backend, secrets: session.Secrets,
-			approvals: approvalsOf(claim), started: start, ended: start.Add(elapsed),
+			approvals: claimApprovals(claim), started: start, ended: start.Add(elapsed),
 			cell: &receipt.Cell{Index: cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
 	}
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)

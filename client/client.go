@@ -385,6 +385,11 @@ type Pending struct {
 	Digest     string    `json:"digest"`
 	Language   string    `json:"language"`
 	Backend    string    `json:"backend"`
+	// Approvals and Quorum are how many approvals the run has and needs, as its workflow
+	// worker keeps them in the memo (contract.MemoApprovals). Absent for sessions and for runs
+	// checked before quorums.
+	Approvals int `json:"approvals,omitempty"`
+	Quorum    int `json:"quorum,omitempty"`
 }
 
 // Kinds of Pending.
@@ -455,6 +460,12 @@ func (c *Client) PendingPage(ctx context.Context, pageSize int, pageToken string
 		p.Digest = keyword(fields[contract.AttrDigest])
 		p.Language = keyword(fields[contract.AttrLanguage])
 		p.Backend = keyword(fields[contract.AttrBackend])
+		if m := e.GetMemo().GetFields()[contract.MemoApprovals]; m != nil {
+			var count contract.ApprovalCount
+			if c.dc.FromPayload(m, &count) == nil {
+				p.Approvals, p.Quorum = count.Approvals, count.Quorum
+			}
+		}
 		page.Runs = append(page.Runs, p)
 	}
 	return page, nil

@@ -214,7 +214,15 @@ func (c *Client) StartInput(ctx context.Context, workflowID, runID string) (cont
 // contents and env values of in, its run's start input (contract.ShownChecked): the status is
 // answered by whatever worker polls the run's task queue, and only the start was written by the
 // caller who started the run.
+//
+// A status that says its code was edited (Status.Edit) shows a reviewer's edit in place of the
+// started code: the code is then the status's, every other byte the start's, and the digest
+// must be theirs. (Which reviewer edited it is the workflow worker's word; the sandbox host
+// verifies that the editor approved the edited digest, and counts every approval itself.)
 func CheckShown(st contract.Status, in contract.Input) error {
+	if st.Edit != nil {
+		in.Request.Code = st.Request.Code
+	}
 	_, err := contract.ShownChecked(st.Request, in.Request)
 	return err
 }

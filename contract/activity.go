@@ -39,6 +39,9 @@ type CheckResult struct {
 	// nil when the checking worker has no notification channels (and in histories recorded
 	// before notifications).
 	Notify *NotifyOptions `json:"notify,omitempty"`
+	// Quorum is how many distinct reviewers must approve the run (guard.Policy.QuorumFor), fixed
+	// here so that it replays. Absent (1) in histories recorded before quorums.
+	Quorum int `json:"quorum,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.
@@ -72,4 +75,12 @@ type RunInput struct {
 	// Decision is the signed decision as the reviewer sent it, with Reviewer as the workflow
 	// verified it.
 	Decision Decision `json:"decision"`
+	// Decisions are every approval the workflow accepted, in order, when the run needed a
+	// quorum (the first is Decision); empty in inputs recorded before quorums, which carry
+	// Decision alone. The sandbox host verifies each and counts them against its own policy.
+	Decisions []Decision `json:"decisions,omitempty"`
+	// Edit, when set, says that Checked is a reviewer's edit of the request the run was
+	// started with: the sandbox host checks that its editor is one of the approvers and its
+	// digest the one they signed.
+	Edit *guard.Edit `json:"edit,omitempty"`
 }

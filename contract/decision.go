@@ -51,6 +51,11 @@ type Decision struct {
 	// Statement is the signed statement text. Optional: when given it must be this run's, and a
 	// difference is reported with the field that differs.
 	Statement string `json:"statement,omitempty"`
+	// Edit, when set, makes the decision an approval of an edited version of the code (sent as
+	// the update "decide" only): Digest and the signed statement are then the edited request's
+	// digest, and the workflow checks the edited request against the policy again before it
+	// accepts it. Optional.
+	Edit *DecisionEdit `json:"edit,omitempty"`
 }
 
 // Proof returns what approval.Verify checks of the decision.

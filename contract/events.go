@@ -20,6 +20,10 @@ const (
 	// EventRunCancelRequested: the update "cancel" was accepted (who asked, the reason's size,
 	// the state the run was in).
 	EventRunCancelRequested EventType = "run.cancel_requested"
+	// EventApprovalCounted: an approval was accepted and the run waits for more (a quorum);
+	// EventApprovalEdited: a reviewer's edit of the code was checked and accepted.
+	EventApprovalCounted EventType = "approval.counted"
+	EventApprovalEdited  EventType = "approval.edited"
 
 	// Emitted by the sandbox host.
 	EventSandboxStarted  EventType = "sandbox.started"

@@ -21,6 +21,12 @@ const (
 	RejectMissingDigest  RejectReason = "missing_digest"  // an approval without its digest
 	RejectWrongDigest    RejectReason = "wrong_digest"    // another request's digest
 	RejectOther          RejectReason = "other"           // anything else
+	// RejectDuplicate: a run that needs several approvals already has one by this principal,
+	// this key or this approval id.
+	RejectDuplicate RejectReason = "duplicate_approver"
+	// RejectEdit: an edit that cannot be taken (malformed, sent as a signal, the policy refuses
+	// the edited request, or its digest is not the one signed).
+	RejectEdit RejectReason = "edit"
 )
 
 // Rejection is the workflow's refusal of a decision: a typed reason and what was wrong. Its Error

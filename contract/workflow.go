@@ -123,15 +123,32 @@ type Input struct {
 	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
 }
 
+// MemoApprovals is the memo key under which a run checked with quorums keeps its ApprovalCount,
+// so that a list of waiting runs (starter pending) shows approvals had and needed without
+// querying each run. It is the workflow worker's word, shown only: the sandbox host counts the
+// approvals itself.
+const MemoApprovals = "sandboxflow_approvals"
+
+// ApprovalCount is how many approvals a run has and needs (memo MemoApprovals).
+type ApprovalCount struct {
+	Approvals int `json:"approvals"`
+	Quorum    int `json:"quorum"`
+}
+
 // DecideResult is what the update "decide" returns for an accepted decision.
 type DecideResult struct {
 	ApprovalID string `json:"approval_id"`
 	Approve    bool   `json:"approve"`
 	Reviewer   string `json:"reviewer"`
 	Digest     string `json:"digest"`
-	// State is where the decision leads: StatusRunning for an approval, StatusDenied for a
-	// denial.
+	// State is where the decision leads: StatusRunning for an approval that completes the
+	// quorum, StatusDenied for a denial, StatusAwaitingApproval for an approval that leaves
+	// the run waiting for more.
 	State string `json:"state"`
+	// Approvals is how many approvals the run has now; Quorum how many it needs. Absent for
+	// runs checked before quorums.
+	Approvals int `json:"approvals,omitempty"`
+	Quorum    int `json:"quorum,omitempty"`
 }
 
 // Status is what the query "status" returns.
@@ -153,8 +170,18 @@ type Status struct {
 	Request guard.Summary `json:"request"`
 	// ApprovalDeadline is when the wait for a decision ends (zero before the wait).
 	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
-	// Decision is the accepted decision, if any.
+	// Decision is the accepted decision, if any: the denial that ended the wait, or the first
+	// approval once the quorum is reached.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Quorum is how many approvals, by distinct reviewers with distinct keys, the run needs
+	// (fixed when it was checked); Approvals are those it has, in order. Absent for runs
+	// checked before quorums (which need one).
+	Quorum    int              `json:"quorum,omitempty"`
+	Approvals []DecisionRecord `json:"approvals,omitempty"`
+	// Edit, when set, says that Request is a reviewer's edit of the request the run was
+	// started with (Request.Code is the edited code): who edited it, and both digests.
+	// Approvals made before the edit no longer count.
+	Edit *guard.Edit `json:"edit,omitempty"`
 	// RejectedDecisions counts signalled decisions refused while waiting (wrong digest, missing
 	// id, a signature that does not verify); LastRejection says why the last one was. Updates
 	// refused by the validator never reach the workflow and are not counted (the worker logs

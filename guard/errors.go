@@ -128,6 +128,10 @@ const (
 	// RefusedAlreadyUsed: the run's history shows the approval used, or claimed and never
 	// released, by another sandbox activity: an approval runs code once.
 	RefusedAlreadyUsed RefusedReason = "already_used"
+	// RefusedQuorum: the input carries fewer approvals, by distinct reviewers with distinct
+	// keys, than this host's own policy asks of the request (Policy.QuorumFor), or approvals
+	// that do not agree with each other (another digest, an edit no approver made).
+	RefusedQuorum RefusedReason = "quorum"
 )
 
 // ApprovalRefused reports that a sandbox host refused to run a request although the workflow

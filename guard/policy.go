@@ -143,6 +143,12 @@ type Policy struct {
 	MaxSessionLifetime time.Duration `json:"max_session_lifetime"`
 	MaxSessionIdle     time.Duration `json:"max_session_idle"`
 	MaxSessionCells    int           `json:"max_session_cells"`
+	// Quorum is how many distinct reviewers (distinct principals and distinct keys) must
+	// approve every run; RiskyQuorum how many must approve a run that asks for an open network,
+	// egress or secrets (QuorumFor takes the larger that applies). Optional: zero means 1.
+	// At most MaxQuorum.
+	Quorum      int `json:"quorum,omitempty"`
+	RiskyQuorum int `json:"risky_quorum,omitempty"`
 }
 
 // WithDefaults returns p with every zero field set to its default.
@@ -242,6 +248,9 @@ func (p Policy) Validate() error {
 			return configf("policy: sensitive env name %q is not a plain name", name)
 		}
 	}
+	if err := p.validateQuorum(); err != nil {
+		return err
+	}
 	raw := p.MaxStdoutBytes + p.MaxStderrBytes + p.MaxTotalFileBytes
 	if raw > MaxRawPayloadBytes {
 		return configf("policy: stdout, stderr and file caps allow %d bytes in one result, over the %d-byte budget under Temporal's %d-byte payload limit; lower them",
@@ -295,7 +304,7 @@ func (p Policy) Offers(language string) bool {
 
 func (p Policy) String() string {
 	p = p.WithDefaults()
-	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s mixed_indentation=%t sensitive_env=%v",
+	return fmt.Sprintf("languages=%v timeout=%s/%s grace=%s stdout=%d stderr=%d files=%d/%d/%d network=%t approval=%s mixed_indentation=%t sensitive_env=%v quorum=%d/%d",
 		p.Languages, p.DefaultTimeout, p.MaxTimeout, p.Grace, p.MaxStdoutBytes, p.MaxStderrBytes,
-		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout, p.AllowMixedIndentation, p.SensitiveEnv)
+		p.MaxFiles, p.MaxFileBytes, p.MaxTotalFileBytes, p.AllowOpenNetwork, p.ApprovalTimeout, p.AllowMixedIndentation, p.SensitiveEnv, max(p.Quorum, 1), max(p.Quorum, p.RiskyQuorum, 1))
 }

@@ -237,6 +237,12 @@ type Result struct {
 	// workflow sets it from the cancel request it accepted (the sandbox host only stopped the
 	// code). Nil on a run cancelled through Temporal's own cancellation, which names no one.
 	Cancelled *Cancellation `json:"cancelled,omitempty"`
+	// Approvals lists every approval the run used, as the sandbox host verified them: more
+	// than one when the policy asks for a quorum. The first is ApprovalID and Reviewer.
+	Approvals []Approval `json:"approvals,omitempty"`
+	// Edit, when set, says the code that ran is a reviewer's edit of the code the run was
+	// started with: who edited it and both digests.
+	Edit *Edit `json:"edit,omitempty"`
 }
 
 // Cancellation is who cancelled a run, as the cancel request named them, why, and when the

@@ -26,6 +26,12 @@ type decideRequest struct {
 	Statement  string                      `json:"statement"`
 	Reason     string                      `json:"reason"`
 	WebAuthn   *approval.WebAuthnAssertion `json:"webauthn"`
+	// Edit is the reviewer's edit of the code, for an approval of the edited code (edit.go):
+	// the statement then signs the edited request's digest. Optional.
+	Edit *contract.DecisionEdit `json:"edit,omitempty"`
+	// start is the run's start input, read for an approval (the edited digest is computed
+	// from it).
+	start contract.Input
 }
 
 // handleDecide verifies the reviewer's passkey assertion over this run's statement, exactly as
@@ -52,8 +58,9 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		return
 	}
 	if in.Approve {
-		in, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
-		if err := checkShown(ri.Status, in, readErr); err != nil {
+		start, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
+		in.start = start
+		if err := checkShown(ri.Status, start, readErr); err != nil {
 			s.log.Warn("inbox: approval refused", "workflow_id", id, "principal", sess.principal, "error", err)
 			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
 			return
@@ -79,13 +86,21 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 // knows (workflow id, run id, digest, task queue), the decision and the reviewers file, and that
 // the passkey is the one the session signed in with.
 func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *session) (contract.Decision, error) {
-	return s.verifyAssertion(in, sess, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
+	d, err := s.verifyAssertion(in, sess, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
 		f, err := client.StatementFor(ri.Status, opts, now)
 		if err != nil {
 			return f, fmt.Errorf("inbox: %w", err)
 		}
+		if in.Edit != nil {
+			if !in.Approve {
+				return f, errors.New("inbox: an edit goes with an approval")
+			}
+			return editedFields(f, ri.Status, in.start, in.Edit.Code, in.Edit.OriginalDigest)
+		}
 		return f, nil
 	})
+	d.Edit = in.Edit
+	return d, err
 }
 
 // verifyAssertion checks in's assertion against the statement that statementFor builds from

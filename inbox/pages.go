@@ -81,6 +81,13 @@ type runView struct {
 	Cancellable   bool
 	Cancel        *guard.Cancellation
 	Approve, Deny statementView
+	// Quorum is how many approvals the run needs (0 for runs checked before quorums);
+	// Approvals those it has; Edit the reviewer's edit its code is, if any.
+	Quorum    int
+	Approvals []contract.DecisionRecord
+	Edit      *guard.Edit
+	// Code is the code as text, for the editor (approve with edits).
+	Code string
 	// ApproveRefused says why the page offers no approval (the status does not hash to its
 	// digest); a denial stays possible.
 	ApproveRefused string
@@ -229,6 +236,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 		LastRejection: st.LastRejection, RunAttempts: st.RunAttempts, Error: st.Error,
 		Awaiting:    ri.Running && st.State == contract.StatusAwaitingApproval,
 		Cancellable: cancellable(ri), Cancel: st.Cancel,
+		Quorum: st.Quorum, Approvals: st.Approvals, Edit: st.Edit, Code: req.Code,
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")

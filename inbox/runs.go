@@ -67,6 +67,9 @@ type pendingRow struct {
 	TimeLeft    string
 	Started     string
 	Digest      string
+	// Approvals is "n of M" for a run that needs M approvals (empty for runs checked before
+	// quorums, and for sessions).
+	Approvals string
 	// Session says the row is a Session workflow's, and Cell the index of its cell that waits
 	// (0 when its status shows none).
 	Session bool
@@ -133,6 +136,9 @@ func (s *Server) pendingRunRows(ctx context.Context) ([]pendingRow, error) {
 			row.Network = human.Network(req)
 			if !st.ApprovalDeadline.IsZero() {
 				row.TimeLeft = human.Duration(st.ApprovalDeadline.Sub(now))
+			}
+			if st.Quorum > 0 {
+				row.Approvals = fmt.Sprintf("%d of %d", len(st.Approvals), st.Quorum)
 			}
 		}
 		rows = append(rows, row)

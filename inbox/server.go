@@ -162,6 +162,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
 	m.HandleFunc("POST /run/{id}/cancel", s.reviewer(s.handleCancel))
 	m.HandleFunc("GET /run/{id}/live", s.reviewer(s.handleLive))
+	m.HandleFunc("POST /run/{id}/edit-statement", s.reviewer(s.handleEditStatement))
 	m.HandleFunc("GET /session/{id}", s.reviewer(s.handleSession))
 	m.HandleFunc("GET /session/{id}/download/{what}", s.reviewer(s.handleSessionDownload))
 	m.HandleFunc("POST /session/{id}/decide", s.reviewer(s.handleCellDecide))

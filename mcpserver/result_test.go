@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reflecttest"
 )
@@ -47,5 +49,19 @@ func TestStructuredResultKeepsEveryField(t *testing.T) {
 	}
 	if len(out.Content) != 4 {
 		t.Errorf("content has %d parts; want summary, stdout, stderr and one file", len(out.Content))
+	}
+}
+
+// The model reads the summary line: a result of edited code says so, naming the editor.
+func TestResultSummarySaysTheCodeWasEdited(t *testing.T) {
+	res := guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Edit: &guard.Edit{Editor: "alice", OriginalDigest: "sha256:aa", Digest: "sha256:bb"}}
+	out := resultContent("sandbox-1", res)
+	text := out.Content[0].(*mcp.TextContent).Text
+	if !strings.Contains(text, "reviewer alice's edit") || !strings.Contains(text, "sha256:aa") || !strings.Contains(text, "sha256:bb") {
+		t.Errorf("summary %q; want it to say alice edited the code, with both digests", text)
+	}
+	res.Edit = nil
+	if text := resultContent("sandbox-1", res).Content[0].(*mcp.TextContent).Text; strings.Contains(text, "edit") {
+		t.Errorf("summary of an unedited run %q mentions an edit", text)
 	}
 }

@@ -225,6 +225,9 @@ func resultContentAt(label, base string, r guard.Result) *mcp.CallToolResult {
 	if r.FilesTruncated {
 		summary += "; some produced files were dropped (limits or names)"
 	}
+	if e := r.Edit; e != nil {
+		summary += fmt.Sprintf("; the code that ran is reviewer %s's edit of yours (digest %s, yours %s), not what you sent", e.Editor, e.Digest, e.OriginalDigest)
+	}
 	content := []mcp.Content{&mcp.TextContent{Text: summary}}
 	content = append(content, &mcp.TextContent{Text: streamText("stdout", r.Stdout, r.StdoutTruncated)})
 	if len(r.Stderr) > 0 || r.StderrTruncated {

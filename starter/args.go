@@ -48,6 +48,8 @@ type command struct {
 	deny       bool
 	approvalID string
 	expiresIn  time.Duration
+	// editFile is approve --edit's file: the edited code the reviewer approves instead.
+	editFile string
 
 	// session: the subcommand, open's settings, cell's language; cell is the cell of a
 	// session that statement, approve and deny decide on (0: the waiting one)
@@ -222,6 +224,7 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 		mayBeEmpty = append(mayBeEmpty, "reason")
 		if c.name == "approve" {
 			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's (or the cell's) result and print it too")
+			fs.StringVar(&c.editFile, "edit", "", "approve your edit of the code instead, read from FILE: you sign the edited request's digest, the workflow checks it against its policy again, and the other approvals of a quorum must be of the edited code")
 		}
 	}
 	pos, err := cli.Parse(fs, args, 1, 1, mayBeEmpty...)
@@ -240,6 +243,8 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 		return &cli.UsageError{Msg: "--key FILE (or " + client.EnvReviewerKey + ") is required: decisions are signed with a reviewer's key"}
 	case c.name == "approve" && c.digest == "" && c.cell == 0:
 		return &cli.UsageError{Msg: "--digest is required (or, for a session, --cell N): approve the digest you read with `starter show` (`starter session show`)"}
+	case c.editFile != "" && c.cell > 0:
+		return &cli.UsageError{Msg: "--edit approves an edited run's code; a session's cells take no edits"}
 	case c.name == "deny" && c.reason == "":
 		return &cli.UsageError{Msg: "--reason is required"}
 	}

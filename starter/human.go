@@ -174,6 +174,7 @@ func printEnv(row func(k, format string, a ...any), names []string, values map[s
 }
 
 func printDecisions(row func(k, format string, a ...any), st contract.Status) {
+	printQuorum(row, st)
 	if d := st.Decision; d != nil {
 		verb := "denied"
 		if d.Approve {
@@ -271,13 +272,17 @@ func printPending(w io.Writer, page client.PendingPage, pageSize int, now time.T
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKFLOW ID\tKIND\tWAITING\tLANGUAGE\tBACKEND\tDIGEST")
+	fmt.Fprintln(tw, "WORKFLOW ID\tKIND\tWAITING\tAPPROVALS\tLANGUAGE\tBACKEND\tDIGEST")
 	sessions := false
 	for _, p := range pending {
 		kind := cmp.Or(p.Kind, client.PendingRun)
 		sessions = sessions || kind == client.PendingSession
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), terminal(kind), human.Duration(now.Sub(p.StartTime)),
-			terminal(p.Language), terminal(p.Backend), shortDigest(terminal(p.Digest)))
+		approvals := "-"
+		if p.Quorum > 0 {
+			approvals = fmt.Sprintf("%d of %d", p.Approvals, p.Quorum)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), terminal(kind), human.Duration(now.Sub(p.StartTime)),
+			approvals, terminal(p.Language), terminal(p.Backend), shortDigest(terminal(p.Digest)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -306,4 +311,23 @@ func shortDigest(d string) string {
 		return d
 	}
 	return d[:len("sha256:")+12] + "…"
+}
+
+// printQuorum writes the approvals a run has and needs, and the edit its code is, if any.
+func printQuorum(row func(k, format string, a ...any), st contract.Status) {
+	if e := st.Edit; e != nil {
+		row("edited", "by %s: this is their edit of the code the run was started with (digest %s); approvals of that code no longer count", terminal(e.Editor), terminal(e.OriginalDigest))
+	}
+	if st.Quorum == 0 {
+		return
+	}
+	var who []string
+	for _, a := range st.Approvals {
+		who = append(who, fmt.Sprintf("%s (%s)", terminal(a.Reviewer), terminal(a.Fingerprint)))
+	}
+	had := "none yet"
+	if len(who) > 0 {
+		had = strings.Join(who, ", ")
+	}
+	row("approvals", "%d of %d needed, by distinct reviewers with distinct keys: %s", len(st.Approvals), st.Quorum, had)
 }

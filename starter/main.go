@@ -40,7 +40,7 @@ commands:
   statement ID --reviewer P [--deny] [--approval-id U] [--expires-in D]
                        print the statement a reviewer signs (ssh-keygen -Y sign -n sandboxflow-approval);
                        it names P, the principal you sign as (--reviewer or SANDBOXFLOW_REVIEWER)
-  approve ID --digest D --key FILE --reviewer P [--reason R] [--wait]
+  approve ID --digest D --key FILE --reviewer P [--reason R] [--edit FILE] [--wait]
   deny ID --key FILE --reviewer P --reason R
                        sign the decision with your reviewer key (--key or SANDBOXFLOW_REVIEWER_KEY;
                        a .pub file signs through ssh-agent) as P and send it; approve --wait then

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
 // statementCmd prints the exact bytes a reviewer signs to decide on the run
@@ -56,9 +57,16 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 		sc = sc.WithReviewer(cmd.reviewer)
 	}
 	var res any
-	if cmd.name == "approve" {
+	switch {
+	case cmd.name == "approve" && cmd.editFile != "":
+		code, rerr := readFile(cmd.editFile)
+		if rerr != nil {
+			return &cli.UsageError{Msg: fmt.Sprintf("--edit: %v", rerr)}
+		}
+		res, err = sc.ApproveEdited(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
+	case cmd.name == "approve":
 		res, err = sc.Approve(ctx, cmd.id, cmd.digest, signer, cmd.reason)
-	} else {
+	default:
 		res, err = sc.Deny(ctx, cmd.id, signer, cmd.reason)
 	}
 	if err != nil {

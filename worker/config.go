@@ -60,6 +60,8 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.Int64Var(&c.MaxStderrBytes, "max-stderr-bytes", guard.DefaultMaxStderrBytes, "cap on stderr kept")
 	fs.BoolVar(&c.AllowOpenNetwork, "allow-open-network", false, "RISK: let requests ask for network=true, an open network (open egress: the host's services and cloud metadata included); prefer --egress-allow")
 	fs.BoolVar(&c.AllowMixedIndentation, "allow-mixed-indentation", false, "accept Python code and .py input files whose indentation mixes tabs and spaces (refused by default: Python's tab stops are 8 columns apart, a reviewer's screen's may not be)")
+	fs.IntVar(&c.Quorum, "quorum", 1, fmt.Sprintf("how many distinct reviewers (distinct principals and keys) must approve every run, 1 to %d; workflow workers and sandbox hosts each enforce their own", guard.MaxQuorum))
+	fs.IntVar(&c.RiskyQuorum, "risky-quorum", 0, fmt.Sprintf("how many distinct reviewers must approve a run that asks for network, egress or secrets (the larger of this and --quorum applies; 0: --quorum), up to %d", guard.MaxQuorum))
 	fs.StringVar(&c.SensitiveEnv, "sensitive-env", "", "env names, comma-separated, whose values reviewers are shown as \"sensitive, N bytes\" instead of as text")
 	fs.StringVar(&c.EgressAllow, "egress-allow", "", "egress patterns requests may ask for, comma-separated: host[:port], *.domain[:port], IP or CIDR (the most a request may get)")
 	fs.StringVar(&c.EgressPrivateOK, "egress-private-ok", "", "CIDRs egress may reach although private, loopback or link-local, comma-separated")

@@ -177,3 +177,29 @@ func TestConfigSessionCaps(t *testing.T) {
 		}
 	}
 }
+
+// --quorum and --risky-quorum reach the policy (flag or environment), and a quorum out of range
+// is refused at start-up.
+func TestConfigQuorum(t *testing.T) {
+	cfg, _, err := parseConfig("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Policy(); p.QuorumFor(&guard.Checked{Network: true}) != 1 {
+		t.Errorf("default quorum %d/%d; want 1", p.Quorum, p.RiskyQuorum)
+	}
+	t.Setenv("SANDBOXFLOW_RISKY_QUORUM", "3")
+	cfg, _, err = parseConfig("test", []string{"--quorum", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Policy()
+	if p.QuorumFor(&guard.Checked{}) != 2 || p.QuorumFor(&guard.Checked{Secrets: []string{"TOKEN"}}) != 3 {
+		t.Errorf("quorum %d, risky %d; want 2 (flag) and 3 (environment)", p.Quorum, p.RiskyQuorum)
+	}
+	for _, args := range [][]string{{"--quorum", "-1"}, {"--quorum", "17"}, {"--risky-quorum", "99"}} {
+		if _, _, err := parseConfig("test", args); guard.TypeOf(err) != guard.TypeConfigError {
+			t.Errorf("parseConfig(%q) = %v; want a ConfigError", args, err)
+		}
+	}
+}

@@ -34,17 +34,26 @@ func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.V
 	default:
 		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting, Msg: "not waiting for a decision: the run is " + r.status.State}
 	}
-	if rej := d.Problem(r.checked.Digest); rej != nil {
+	digest := r.checked.Digest
+	if d.Edit != nil {
+		if rej := r.editRefusal(d); rej != nil {
+			return approval.Verified{}, rej
+		}
+		digest = d.Digest // the edited request's, which its check must confirm (decideEdit)
+	} else if rej := d.Problem(digest); rej != nil {
 		return approval.Verified{}, rej
 	}
 	info := workflow.GetInfo(ctx)
-	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, r.checked.Digest, r.sandboxQueue)
+	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, r.sandboxQueue)
 	want.Version = r.statementVersion
 	// Verify is a pure function of its arguments (no clock, randomness or I/O); workflowcheck
 	// flags it only for the reflection inside crypto/ecdsa's ASN.1 parsing.
 	v, err := approval.Verify(r.reviewers, want, d.Proof(), workflow.Now(ctx)) //workflowcheck:ignore
 	if err != nil {
 		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectOther, Err: err}
+	}
+	if rej := r.duplicate(d, v); rej != nil {
+		return approval.Verified{}, rej
 	}
 	return v, nil
 }

@@ -27,6 +27,13 @@ func (r *runCode) checkReceipt(ctx workflow.Context, hosts *receipt.Hosts, res g
 	if r.status.Decision != nil {
 		want.Approvals[0].Fingerprint = r.status.Decision.Fingerprint
 	}
+	// Under a quorum the receipt must name every approval the workflow accepted, each with the
+	// key that verified it here.
+	for _, ap := range r.status.Approvals {
+		if ap.ApprovalID != d.ApprovalID {
+			want.Approvals = append(want.Approvals, receipt.Approval{ID: ap.ApprovalID, Fingerprint: ap.Fingerprint})
+		}
+	}
 	// Signature verification (ed25519, ecdsa) and encoding/json's reflection are deterministic;
 	// workflowcheck cannot tell.
 	st, err := receipt.Verify(hosts, res.Receipt) //workflowcheck:ignore

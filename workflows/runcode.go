@@ -34,6 +34,8 @@ type runCode struct {
 	statementVersion int
 	// cancel is the accepted cancel request (the update "cancel"), if any.
 	cancel *guard.Cancellation
+	// The quorum and edits of quorum.go.
+	quorumState
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
@@ -58,6 +60,7 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	}
 
 	// 2. Announce.
+	r.startQuorum(ctx, in, check)
 	if err := r.announce(ctx, in, check, info.TaskQueueName); err != nil {
 		return guard.Result{}, err
 	}
@@ -206,7 +209,7 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		WaitForCancellation:    true,
 	})
-	input := contract.RunInput{Checked: r.checked, Decision: d}
+	input := r.withApprovals(contract.RunInput{Checked: r.checked, Decision: d})
 	backoff := opts.StartBackoff
 	for attempt := 1; ; attempt++ {
 		r.status.RunAttempts = attempt
@@ -259,6 +262,9 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 // otherwise ignored), or ignored because a decision was already accepted.
 func (r *runCode) onSignal(ctx workflow.Context, d contract.Decision) {
 	v, rej := r.refusal(ctx, d)
+	if rej == nil && d.Edit != nil {
+		rej = &contract.Rejection{Reason: contract.RejectEdit, Msg: "an edit is taken only as the update " + contract.UpdateDecide + ", whose answer says whether the policy accepts the edited code"}
+	}
 	if rej == nil {
 		r.accept(ctx, d, v, contract.ViaSignal)
 		return
@@ -290,6 +296,9 @@ func (r *runCode) validateDecide(ctx workflow.Context, d contract.Decision) erro
 // another decision may have been accepted since, and a reset run replays an accepted update
 // without its validator, against its own, new run id.
 func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
+	if d.Edit != nil {
+		return r.decideEdit(ctx, d)
+	}
 	v, rej := r.refusal(ctx, d)
 	if rej != nil {
 		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
@@ -297,23 +306,39 @@ func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.De
 		return contract.DecideResult{}, rej.Failure()
 	}
 	r.accept(ctx, d, v, contract.ViaUpdate)
-	state := contract.StatusRunning
-	if !d.Approve {
-		state = contract.StatusDenied
+	return r.decideResult(d, v), nil
+}
+
+// decideResult is the update's answer for d, just accepted.
+func (r *runCode) decideResult(d contract.Decision, v approval.Verified) contract.DecideResult {
+	res := contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: r.checked.Digest, State: contract.StatusRunning}
+	switch {
+	case !d.Approve:
+		res.State = contract.StatusDenied
+	case r.decision == nil:
+		res.State = contract.StatusAwaitingApproval
 	}
-	return contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: r.checked.Digest, State: state}, nil
+	if r.versioned() {
+		res.Approvals, res.Quorum = len(r.approvals), r.quorum
+	}
+	return res
 }
 
 // accept records d as the decision, with the reviewer whose key verified it.
 func (r *runCode) accept(ctx workflow.Context, d contract.Decision, v approval.Verified, via string) {
 	d.Reviewer = v.Principal
-	r.decision = &d
-	r.status.Decision = &contract.DecisionRecord{
+	rec := contract.DecisionRecord{
 		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Reason: d.Reason,
 		Digest: d.Digest, Via: via, Time: workflow.Now(ctx),
 		Fingerprint: v.Fingerprint, KeyType: v.KeyType, Method: v.Method,
 		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
 	}
+	if d.Approve && r.versioned() {
+		r.count(ctx, d, rec)
+		return
+	}
+	r.decision = &d
+	r.status.Decision = &rec
 }
 
 // setState records the state in the status and the SandboxStatus search attribute, with any

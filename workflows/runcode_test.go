@@ -405,7 +405,7 @@ func TestApproveByUpdateRunsOnce(t *testing.T) {
 	if !acc || rej != nil {
 		t.Errorf("update accepted=%t rejected=%v; want accepted", acc, rej)
 	}
-	if want := (contract.DecideResult{ApprovalID: id1, Approve: true, Reviewer: "alice", Digest: dg, State: contract.StatusRunning}); dr != want {
+	if want := (contract.DecideResult{ApprovalID: id1, Approve: true, Reviewer: "alice", Digest: dg, State: contract.StatusRunning, Approvals: 1, Quorum: 1}); dr != want {
 		t.Errorf("update result = %+v; want %+v", dr, want)
 	}
 	h.wantRuns(1)

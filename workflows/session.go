@@ -428,6 +428,10 @@ func (r *session) rejected(ctx workflow.Context, cd contract.CellDecision, rej *
 }
 
 func (r *session) validateDecide(ctx workflow.Context, cd contract.CellDecision) error {
+	if rej := cellEditRefusal(cd); rej != nil {
+		r.rejected(ctx, cd, rej)
+		return rej.Failure()
+	}
 	if _, rej := r.refusal(ctx, cd); rej != nil {
 		r.rejected(ctx, cd, rej)
 		return rej.Failure()

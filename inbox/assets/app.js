@@ -139,6 +139,56 @@
     }
   }
 
+  // Approve with edits: the server builds the statement of the edited code (its digest is
+  // the edited request's), the passkey signs it, and decide sends it with the edit.
+  var edited = null;
+  async function prepareEdit() {
+    var ta = document.getElementById('edit-code');
+    // A statement shown for other code must not be signed: hide it until the new one is in.
+    edited = null;
+    document.getElementById('statement-edit').hidden = true;
+    document.getElementById('edit-approve').hidden = true;
+    say('decide-msg', 'Building the statement of the edited code…');
+    try {
+      var path = location.pathname.replace(/\/$/, '');
+      edited = await post(path + '/edit-statement', { code: ta.value, digest: ta.dataset.digest });
+      edited.code = ta.value;
+      var pre = document.getElementById('statement-edit');
+      pre.textContent = edited.statement;
+      pre.hidden = false;
+      document.getElementById('edit-approve').hidden = false;
+      say('decide-msg', 'Read the statement: it names the edited digest ' + edited.digest + '.', 'ok');
+    } catch (e) {
+      edited = null;
+      say('decide-msg', e.message, 'error');
+    }
+  }
+  async function approveEdit() {
+    var box = document.getElementById('decide');
+    var ta = document.getElementById('edit-code');
+    if (!edited || edited.code !== ta.value) {
+      say('decide-msg', 'The code changed since its statement was shown: show it again.', 'error');
+      return;
+    }
+    say('decide-msg', 'Follow your browser to sign with your passkey…');
+    try {
+      var digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(edited.statement));
+      var allow = box.dataset.credential ? [{ type: 'public-key', id: dec(box.dataset.credential) }] : [];
+      var cred = await navigator.credentials.get({ publicKey: {
+        challenge: new Uint8Array(digest), rpId: location.hostname, allowCredentials: allow,
+        userVerification: 'required', timeout: 120000
+      } });
+      var res = await post(location.pathname.replace(/\/$/, '') + '/decide', {
+        approve: true, approval_id: edited.approval_id, expires: edited.expires, statement: edited.statement,
+        reason: '', webauthn: assertion(cred), edit: { code: edited.code, original_digest: ta.dataset.digest }
+      });
+      say('decide-msg', 'Edited code approved by ' + res.reviewer + ' (digest ' + res.digest + ').', 'ok');
+      setTimeout(function () { location.reload(); }, 800);
+    } catch (e) {
+      say('decide-msg', e.message, 'error');
+    }
+  }
+
   function refreshList() {
     var body = document.getElementById('pending-rows');
     if (!body) return;
@@ -212,6 +262,10 @@
     if (d) d.addEventListener('click', function () { decide(false); });
     var cf = document.getElementById('cancel-form');
     if (cf) cf.addEventListener('submit', cancelRun);
+    var ep = document.getElementById('edit-prepare');
+    if (ep) ep.addEventListener('click', prepareEdit);
+    var ea = document.getElementById('edit-approve');
+    if (ea) ea.addEventListener('click', approveEdit);
     refreshList();
     refreshRunning();
   });

@@ -106,6 +106,11 @@ type Options struct {
 	// AllowMixedIndentation accepts Python source whose indentation mixes tabs and spaces
 	// (guard.Policy.AllowMixedIndentation). Off by default: such source is refused.
 	AllowMixedIndentation bool
+	// Quorum and RiskyQuorum are how many distinct reviewers must approve every run, and a run
+	// that asks for network, egress or secrets (guard.Policy.Quorum, RiskyQuorum). Optional:
+	// zero means one.
+	Quorum      int
+	RiskyQuorum int
 	// SensitiveEnv is a comma-separated list of env names whose values views show as
 	// "sensitive, N bytes" (guard.Policy.SensitiveEnv). Optional: none.
 	SensitiveEnv string
@@ -196,6 +201,8 @@ func (o *Options) Policy() guard.Policy {
 		AllowOpenNetwork:      o.AllowOpenNetwork,
 		AllowMixedIndentation: o.AllowMixedIndentation,
 		SensitiveEnv:          splitList(o.SensitiveEnv),
+		Quorum:                o.Quorum,
+		RiskyQuorum:           o.RiskyQuorum,
 		EgressAllow:           splitList(o.EgressAllow),
 		EgressPrivateOK:       splitList(o.EgressPrivateOK),
 		EgressMaxBytes:        o.EgressMaxBytes,

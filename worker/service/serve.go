@@ -130,6 +130,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 	}
 	acts, err := activities.New(activities.Config{
 		Notify:           notifyRecorded(w.notify),
+		DataConverter:    topts.DataConverter,
 		Policy:           cfg.Policy(),
 		Backend:          backend,
 		BackendName:      cfg.Backend,

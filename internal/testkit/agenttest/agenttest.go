@@ -17,6 +17,7 @@ import (
 	"time"
 
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
@@ -104,12 +105,14 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		ts = devtest.Start(t)
 	}
 	tc := ts.GetDefaultClient()
+	var dc converter.DataConverter // nil: Temporal's default
 	if o.KeyFile != "" {
 		ring, err := codec.LoadKeyRing(o.KeyFile)
 		if err != nil {
 			t.Fatal(err)
 		}
 		tc = ts.NewClientWithOptions(codec.ClientOptions(tclient.Options{}, ring))
+		dc = codec.DataConverter(ring)
 	}
 	b := o.Backend
 	if b == nil {
@@ -161,6 +164,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		HostName:            host.Name,
 		HostsFile:           host.File,
 		Notify:              o.Notify,
+		DataConverter:       dc,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,193 @@
+package activities
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+)
+
+// The sandbox host counts approvals against its own policy (quorum 2 here), whatever the
+// workflow accepted: one approval, the same approval twice, two by one principal (two keys),
+// two by one key (two principals), a denial among them, an edit whose editor approved nothing,
+// all refused as ApprovalRefused; two distinct reviewers' approvals are accepted, in order.
+func TestVerifyQuorumCountsOnTheHost(t *testing.T) {
+	alice, bob := testReviewer(), reviewertest.New(t, "bob")
+	alice2 := reviewertest.New(t, "alice") // a second key of principal alice
+	multi := reviewertest.New(t, "carol,ops")
+	file := reviewertest.WriteAllowedSigners(t, t.TempDir(), alice, bob, alice2, multi)
+	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: file, Policy: guard.Policy{Quorum: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	info := activity.Info{TaskQueue: testTaskQueue, ScheduledTime: time.Now()}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
+	sign := func(r *reviewertest.Reviewer, principal string, approve bool) contract.Decision {
+		f := fields(c.Digest)
+		f.ApprovalID, f.Reviewer, f.Approve = uuid.NewString(), principal, approve
+		return r.Decision(t, f)
+	}
+	da, db := sign(alice, "alice", true), sign(bob, "bob", true)
+	input := func(ds ...contract.Decision) contract.RunInput {
+		return contract.RunInput{Checked: c, Decision: ds[0], Decisions: ds}
+	}
+	edited := func(in contract.RunInput, editor string) contract.RunInput {
+		in.Edit = &guard.Edit{Editor: editor, OriginalDigest: "sha256:original", Digest: c.Digest}
+		return in
+	}
+	for _, tc := range []struct {
+		name string
+		in   contract.RunInput
+		want guard.RefusedReason
+	}{
+		{"one approval (Decision alone)", contract.RunInput{Checked: c, Decision: da}, guard.RefusedQuorum},
+		{"one approval", input(da), guard.RefusedQuorum},
+		{"the same approval twice", input(da, da), guard.RefusedQuorum},
+		{"one principal, two keys", input(da, sign(alice2, "alice", true)), guard.RefusedQuorum},
+		{"one key, two principals", input(sign(multi, "carol", true), sign(multi, "ops", true)), guard.RefusedQuorum},
+		{"a denial among them", input(da, sign(bob, "bob", false)), guard.RefusedNoApproval},
+		{"decision is not the first", contract.RunInput{Checked: c, Decision: db, Decisions: []contract.Decision{da, db}}, guard.RefusedMismatch},
+		{"an edit whose editor approved nothing", edited(input(da, db), "carol"), guard.RefusedQuorum},
+	} {
+		_, err := a.verifyQuorum(info, c, tc.in)
+		var ar *guard.ApprovalRefused
+		if !errors.As(err, &ar) || ar.Reason != tc.want {
+			t.Errorf("%s: %v; want an ApprovalRefused (%s)", tc.name, err, tc.want)
+		}
+	}
+	vs, err := a.verifyQuorum(info, c, edited(input(da, db), "bob"))
+	if err != nil || len(vs) != 2 || vs[0].Principal != "alice" || vs[1].Principal != "bob" {
+		t.Fatalf("alice and bob: %v, %v; want both verified, in order", vs, err)
+	}
+	got := approvalsOf(input(da, db), vs)
+	if len(got) != 2 || got[0].ApprovalID != da.ApprovalID || got[1].Reviewer != "bob" || got[1].Fingerprint == "" {
+		t.Errorf("approvals of the result %+v; want alice's then bob's, with fingerprints", got)
+	}
+	if err := allValid(vs).StillValid(time.Now().Add(2 * time.Hour)); !errors.Is(err, approval.ReasonExpired) {
+		t.Errorf("StillValid two hours on: %v; want expired", err)
+	}
+}
+
+// A session's cell carries one reviewer's decision: a worker whose policy needs more for the
+// session's request refuses the session when it is checked (ConfigError), and a sandbox host
+// whose own policy needs more refuses each cell (ApprovalRefused, quorum) even when the session
+// was checked by a workflow worker that needed one.
+func TestSessionsUnderAQuorum(t *testing.T) {
+	h := newSessionHost(t)
+	h.a.policy.Quorum = 2
+	_, err := h.run(h.cell(1, "print(1)", h.chain, nil))
+	wantRefused(t, "a cell on a host that needs 2", err, guard.RefusedQuorum)
+	if n := h.backend.Cells(); n != 0 {
+		t.Errorf("%d cells ran; want none", n)
+	}
+	_, err = h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}})
+	var ce *guard.ConfigError
+	if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "quorum") {
+		t.Errorf("SessionCheck under quorum 2: %v; want a ConfigError naming the quorum", err)
+	}
+	h.a.policy.Quorum, h.a.policy.RiskyQuorum = 1, 2
+	if _, err := h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}}); err != nil {
+		t.Errorf("SessionCheck of a session without network, egress or secrets under risky quorum 2: %v; want it checked", err)
+	}
+}
+
+// The sandbox host checks an edit against the run's start (its first event, which the server
+// wrote): the edit's original digest must be the started request's, and the edited request may
+// differ from it in its code only. A forged original digest, an "edit" that changes an env value
+// too, and a history whose first event is no start are refused; the true edit is taken.
+func TestCheckEditAgainstTheStart(t *testing.T) {
+	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := guard.Request{Code: "print('started')", Env: map[string]string{"MODE": "dry"}}
+	orig := checked(t, a, started)
+	editedReq := started
+	editedReq.Code = "print('edited')"
+	edited := checked(t, a, editedReq)
+	widerReq := editedReq
+	widerReq.Env = map[string]string{"MODE": "wet"}
+	wider := checked(t, a, widerReq)
+	input, err := converter.GetDefaultDataConverter().ToPayloads(contract.Input{Request: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+	info := activity.Info{TaskQueue: testTaskQueue}
+	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
+	edit := func(c guard.Checked, original string) *guard.Edit {
+		return &guard.Edit{Editor: "alice", OriginalDigest: original, Digest: c.Digest}
+	}
+	if err := a.checkEdit(context.Background(), start, info, edited, edit(edited, orig.Digest)); err != nil {
+		t.Fatalf("the true edit: %v; want it taken", err)
+	}
+	for _, tc := range []struct {
+		name string
+		h    HistoryReader
+		c    guard.Checked
+		e    *guard.Edit
+	}{
+		{"a forged original digest", start, edited, edit(edited, edited.Digest)},
+		{"an edit that changes an env value too", start, wider, edit(wider, orig.Digest)},
+		{"a history that starts with no start", historytest.Events{historytest.Other(1, "x")}, edited, edit(edited, orig.Digest)},
+	} {
+		err := a.checkEdit(context.Background(), tc.h, info, tc.c, tc.e)
+		var ar *guard.ApprovalRefused
+		if !errors.As(err, &ar) || ar.Reason != guard.RefusedMismatch {
+			t.Errorf("%s: %v; want an ApprovalRefused (mismatch)", tc.name, err)
+		}
+	}
+}
+
+// With payloads encrypted, the host reads the start with the data converter it is given (the
+// worker's, with its payload codec); without it, it cannot read the start and refuses the edit.
+func TestCheckEditReadsAnEncryptedStart(t *testing.T) {
+	ring, err := codec.ParseKeyRing([]byte("k1:" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := codec.DataConverter(ring)
+	plain, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withCodec, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), DataConverter: dc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := guard.Request{Code: "print('started')"}
+	orig := checked(t, plain, started)
+	edited := checked(t, plain, guard.Request{Code: "print('edited')"})
+	input, err := dc.ToPayloads(contract.Input{Request: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+	info := activity.Info{TaskQueue: testTaskQueue}
+	e := &guard.Edit{Editor: "alice", OriginalDigest: orig.Digest, Digest: edited.Digest}
+	if err := withCodec.checkEdit(context.Background(), start, info, edited, e); err != nil {
+		t.Errorf("with the codec: %v; want the edit taken", err)
+	}
+	var ar *guard.ApprovalRefused
+	if err := plain.checkEdit(context.Background(), start, info, edited, e); !errors.As(err, &ar) {
+		t.Errorf("without the codec: %v; want an ApprovalRefused", err)
+	}
+}

@@ -1,0 +1,179 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// quorumChange is the change id of quorums and edits (issue 30): runs recorded before it take
+// the first valid decision and no edit, as they did; runs after it count approvals up to the
+// quorum their check recorded and take a reviewer's edit of the code.
+const quorumChange = "quorum-v1"
+
+// quorumState is what a run keeps of its approvals and its edit.
+type quorumState struct {
+	// version is quorumChange's version for this run (workflow.DefaultVersion for histories
+	// recorded before it).
+	version workflow.Version
+	// quorum is how many approvals the run needs (1 before quorumChange).
+	quorum int
+	// approvals are the approvals accepted so far, of the request's current digest.
+	approvals []contract.Decision
+	// request is the request the run was started with, which an edit changes the code of.
+	request guard.Request
+	// edit is the accepted edit, if any; editing is true while an edit's check runs.
+	edit    *guard.Edit
+	editing bool
+}
+
+// startQuorum fixes the run's quorum from its check (recorded in history, so it replays) behind
+// quorumChange.
+func (r *runCode) startQuorum(ctx workflow.Context, in contract.Input, check contract.CheckResult) {
+	r.version = workflow.GetVersion(ctx, quorumChange, workflow.DefaultVersion, 1)
+	r.quorum = 1
+	if !r.versioned() {
+		return
+	}
+	r.request = in.Request
+	r.quorum = max(check.Quorum, 1)
+	r.status.Quorum = r.quorum
+	r.memoCount(ctx)
+}
+
+// memoCount keeps the run's approvals had and needed in its memo (contract.MemoApprovals), which
+// visibility lists with the run.
+func (r *runCode) memoCount(ctx workflow.Context) {
+	count := contract.ApprovalCount{Approvals: len(r.approvals), Quorum: r.quorum}
+	if err := workflow.UpsertMemo(ctx, map[string]any{contract.MemoApprovals: count}); err != nil {
+		workflow.GetLogger(ctx).Warn("memo of approvals not set", "error", err.Error())
+	}
+}
+
+func (r *runCode) versioned() bool { return r.version >= 1 }
+
+// count records an accepted approval; the wait ends (r.decision, the first approval) when the
+// run has its quorum.
+func (r *runCode) count(ctx workflow.Context, d contract.Decision, rec contract.DecisionRecord) {
+	r.approvals = append(r.approvals, d)
+	r.status.Approvals = append(r.status.Approvals, rec)
+	r.memoCount(ctx)
+	if len(r.approvals) < r.quorum {
+		r.event(ctx, contract.EventApprovalCounted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+			"approvals", len(r.approvals), "quorum", r.quorum)
+		return
+	}
+	first, firstRec := r.approvals[0], r.status.Approvals[0]
+	r.decision, r.status.Decision = &first, &firstRec
+}
+
+// duplicate refuses an approval by a principal, a key or an approval id that the run's
+// approvals already hold: a quorum counts distinct reviewers with distinct keys.
+func (r *runCode) duplicate(d contract.Decision, v approval.Verified) *contract.Rejection {
+	if !d.Approve || d.Edit != nil || !r.versioned() {
+		return nil
+	}
+	for _, a := range r.status.Approvals {
+		var same string
+		switch {
+		case a.ApprovalID == d.ApprovalID:
+			same = "approval id " + d.ApprovalID
+		case a.Reviewer == v.Principal:
+			same = "reviewer " + v.Principal
+		case a.Fingerprint == v.Fingerprint:
+			same = "key " + v.Fingerprint + " (which signed for " + a.Reviewer + ")"
+		default:
+			continue
+		}
+		return &contract.Rejection{Reason: contract.RejectDuplicate, Msg: fmt.Sprintf(
+			"already approved by %s: this run needs %d approvals by distinct reviewers with distinct keys and has %d; another reviewer must approve",
+			same, r.quorum, len(r.approvals))}
+	}
+	return nil
+}
+
+// withApprovals adds the run's approvals and its edit to the sandbox activity's input.
+func (r *runCode) withApprovals(in contract.RunInput) contract.RunInput {
+	if r.versioned() {
+		in.Decisions = r.approvals
+		in.Edit = r.edit
+	}
+	return in
+}
+
+// editRefusal says why an edit cannot be taken now, or nil; the signature is verified apart.
+func (r *runCode) editRefusal(d contract.Decision) *contract.Rejection {
+	reject := func(format string, args ...any) *contract.Rejection {
+		return &contract.Rejection{Reason: contract.RejectEdit, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case !r.versioned():
+		return reject("this run was checked by a worker without edits: approve or deny it as it is")
+	case r.edit != nil:
+		return reject("the code was already edited by %s: approve or deny the edited code (digest %s)", r.edit.Editor, r.edit.Digest)
+	case r.editing:
+		return reject("another edit is being checked: read the run again")
+	}
+	return d.EditProblem(r.checked.Digest)
+}
+
+// cellEditRefusal refuses a session cell's decision that carries an edit (a run's, not a
+// cell's): it would approve the cell as submitted, not the edit. Only the validator refuses it,
+// so an accepted update of a recorded history replays as it ran.
+func cellEditRefusal(cd contract.CellDecision) *contract.Rejection {
+	if cd.Decision.Edit == nil {
+		return nil
+	}
+	return &contract.Rejection{Reason: contract.RejectEdit, Msg: "a session's cells take no edits: submit the edited code as a cell of its own"}
+}
+
+// decideEdit is the update's handler for an approval of edited code: the edited request (the
+// run's request with the edit's code) is checked against the policy in the check local activity,
+// recorded in history; when the policy accepts it and its digest is the one the reviewer signed,
+// it becomes the run's request, the approvals of the code before the edit stop counting, and
+// the editor's approval is the first of the edited code. Otherwise the edit is refused, and the
+// run still waits for the code as it was.
+func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
+	refuse := func(rej *contract.Rejection) (contract.DecideResult, error) {
+		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
+			"approve", d.Approve, "via", contract.ViaUpdate, "edit", true}, refusalKV(rej)...)...)
+		return contract.DecideResult{}, rej.Failure()
+	}
+	if _, rej := r.refusal(ctx, d); rej != nil {
+		return refuse(rej)
+	}
+	r.editing = true
+	req := r.request
+	req.Code = d.Edit.Code
+	check, err := r.check(ctx, contract.Input{Request: req})
+	r.editing = false
+	switch {
+	case err != nil:
+		return refuse(&contract.Rejection{Reason: contract.RejectEdit, Msg: "the policy refuses the edited request; the run still waits for the code as it was", Err: err})
+	case check.Checked.Digest != d.Digest:
+		return refuse(&contract.Rejection{Reason: contract.RejectEdit, Msg: fmt.Sprintf(
+			"the edited request checks to digest %s but the decision signs %.80q; the run still waits for the code as it was", check.Checked.Digest, d.Digest)})
+	}
+	// The run may have moved on while the check ran: verify again against it as it is now.
+	v, rej := r.refusal(ctx, d)
+	if rej != nil {
+		return refuse(rej)
+	}
+	r.edit = &guard.Edit{Editor: v.Principal, OriginalDigest: r.checked.Digest, Digest: check.Checked.Digest}
+	r.checked = check.Checked
+	r.quorum = max(r.quorum, check.Quorum)
+	r.approvals, r.status.Approvals = nil, nil
+	r.memoCount(ctx)
+	r.status.Request, r.status.Edit, r.status.Quorum = r.checked.Summary(), r.edit, r.quorum
+	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.DigestKey.ValueSet(r.checked.Digest)); err != nil {
+		return contract.DecideResult{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrDigest, err)
+	}
+	r.event(ctx, contract.EventApprovalEdited, "approval_id", d.ApprovalID, "editor", v.Principal,
+		"original_digest", r.edit.OriginalDigest, "code_bytes", len(r.checked.Code))
+	r.accept(ctx, d, v, contract.ViaUpdate)
+	return r.decideResult(d, v), nil
+}
