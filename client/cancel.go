@@ -45,12 +45,12 @@ func (c *Client) Cancel(ctx context.Context, workflowID, reason string) (contrac
 // cancel read off one run's page never reaches another.
 func (c *Client) CancelRun(ctx context.Context, workflowID, runID, reason string) (contract.CancelResult, error) {
 	var out contract.CancelResult
-	if err := c.RequireRunCode(ctx, workflowID); err != nil {
-		return out, err
-	}
 	req := contract.CancelRequest{By: c.canceller, Reason: reason}
 	if why := req.Refusal(); why != "" {
 		return out, &CancelRefusedError{WorkflowID: workflowID, Reason: why}
+	}
+	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+		return out, err
 	}
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,

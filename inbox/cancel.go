@@ -6,7 +6,6 @@ import (
 	"errors"
 	"mime"
 	"net/http"
-	"net/url"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -19,20 +18,20 @@ type cancelRequest struct {
 
 // handleCancel cancels the run the page was read from as the signed-in reviewer (the same origin
 // and CSRF checks as a decision, in ServeHTTP; the reviewer check in s.reviewer), who is then who
-// the run records as having cancelled it. A cancel runs nothing: a waiting run ends with nothing
-// run, a running sandbox is stopped. A form post is sent back to the run page; a JSON post gets
-// the run's answer.
+// the run records as having cancelled it, and answers with the run's answer. A cancel runs
+// nothing: a waiting run ends with nothing run, a running sandbox is stopped. The page posts JSON
+// (a form post would carry the origin "null" under the inbox's no-referrer policy, and is refused
+// before it gets here).
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, sess *session) {
 	id := r.PathValue("id")
-	asJSON := isJSON(r)
+	if !isJSON(r) {
+		writeRefusal(w, http.StatusUnsupportedMediaType, "inbox: cancel: post JSON")
+		return
+	}
 	var in cancelRequest
-	if asJSON {
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-			writeRefusal(w, http.StatusBadRequest, "inbox: cancel: "+err.Error())
-			return
-		}
-	} else {
-		in.Reason = r.PostFormValue("reason")
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		writeRefusal(w, http.StatusBadRequest, "inbox: cancel: "+err.Error())
+		return
 	}
 	ri, err := s.loadRun(r.Context(), id)
 	if err != nil {
@@ -57,11 +56,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, sess *sess
 		return
 	}
 	s.log.Info("inbox: run cancelled", "workflow_id", id, "principal", sess.principal, "state", res.State)
-	if asJSON {
-		writeJSON(w, http.StatusOK, res)
-		return
-	}
-	http.Redirect(w, r, "/run/"+url.PathEscape(id), http.StatusSeeOther)
+	writeJSON(w, http.StatusOK, res)
 }
 
 // cancellable says whether the run page offers Cancel: the run is open, not yet cancelled, and

@@ -32,8 +32,21 @@
 // The run's error, when there is one, is a Temporal application error whose Type is one of
 // guard.TypeToolUsageError, guard.TypeConfigError, guard.TypeIntegrationError,
 // guard.TypeApprovalDenied or guard.TypeApprovalRefused, with contract.ErrorDetails as its details;
-// contract.FromFailure turns it back into the typed guard error. A cancelled run ends with
-// Temporal's cancellation.
+// contract.FromFailure turns it back into the typed guard error. A run cancelled by the update
+// contract.UpdateCancel before its code could start ends with guard.TypeCancelled (who asked, and
+// why); one cancelled while it waits through Temporal's own cancellation ends with Temporal's
+// cancellation.
+//
+// # Cancel
+//
+// The update contract.UpdateCancel (a contract.CancelRequest: who asks, why) is accepted while
+// the run is checked, waits or runs, once; it is recorded in contract.Status.Cancel and cancels
+// the run's own context. A cancel accepted before or together with a decision wins: the decision
+// is never used and the run ends with guard.Cancelled, nothing run. Once the sandbox activity is
+// scheduled it is cancelled (WaitForCancellation): one no host has started ends the run with
+// guard.Cancelled; a host running the code stops it and answers with the output so far (Outcome
+// cancelled), to which the workflow adds Result.Cancelled. The update never touches a decision,
+// so a cancel cannot make code run. Its handler records the version marker "cancel-v1".
 //
 // # Steps
 //
@@ -64,7 +77,7 @@
 //     A payload that does not decode as a contract.Decision is dropped by the SDK and logged by it.
 //     A denial ends the run with ApprovalDenied (reason "denied", the reviewer, the reason
 //     text); no decision before the approval timeout ends it with ApprovalDenied (reason
-//     "expired"); cancellation ends it cancelled. In each case nothing runs. SandboxReviewer
+//     "expired"); a cancel ends it cancelled (see Cancel). In each case nothing runs. SandboxReviewer
 //     names the reviewer of the accepted decision. There is no auto-approve of any kind.
 //  4. Run. The sandbox activity contract.RunActivityName is scheduled on the sandbox task
 //     queue (contract.Input.SandboxTaskQueue, else the checking worker's configured queue, else the
@@ -91,7 +104,8 @@
 //     event receipt.refused: a namespace writer who completes the sandbox activity by id gets no
 //     output accepted.
 //     SandboxStatus ends at succeeded, failed (non-zero exit or a resource-limit kill),
-//     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error.
+//     timed_out, denied, expired, cancelled or error. A timeout is a result, not an error; so is
+//     a cancel while the code ran (Outcome cancelled, the output printed before).
 //
 // # Events
 //

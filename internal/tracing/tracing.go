@@ -91,10 +91,7 @@ func On(ctx context.Context, service string) (Setup, error) {
 		return off, fmt.Errorf("tracing: resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	icpt, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
-		Tracer:         tp.Tracer("temporal-sdk-go"),
-		SpanContextKey: spanKey{},
-	})
+	icpt, err := NewInterceptor(tp)
 	if err != nil {
 		_ = tp.Shutdown(ctx)
 		return off, fmt.Errorf("tracing: interceptor: %w", err)
@@ -105,6 +102,20 @@ func On(ctx context.Context, service string) (Setup, error) {
 		}
 		return nil
 	}}, nil
+}
+
+// NewInterceptor returns the Temporal SDK's tracing interceptor over tp, keeping the workflow's
+// span where RecordSpan finds it. On uses it with the OTLP exporter; tests give their own
+// provider.
+func NewInterceptor(tp trace.TracerProvider) (interceptor.Interceptor, error) {
+	icpt, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+		Tracer:         tp.Tracer("temporal-sdk-go"),
+		SpanContextKey: spanKey{},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	return icpt, nil
 }
 
 func protocol() string {

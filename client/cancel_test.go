@@ -1,0 +1,53 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	tclient "go.temporal.io/sdk/client"
+
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// TestCancelNamesWhoAsks: a client cancels as its canceller, else its reviewer, else
+// $USER@hostname, and refuses a malformed request before it sends anything (the client here
+// reaches no server).
+func TestCancelNamesWhoAsks(t *testing.T) {
+	tc, err := tclient.NewLazyClient(tclient.Options{HostPort: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	t.Setenv("USER", "orchestrator")
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Temporal: tc, Canceller: "agent-7", Reviewer: "alice"}, "agent-7"},
+		{Options{Temporal: tc, Reviewer: "alice"}, "alice"},
+		{Options{Temporal: tc}, "orchestrator@"},
+	} {
+		c, err := New(tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(c.canceller, tc.want) {
+			t.Errorf("canceller %q; want %q", c.canceller, tc.want)
+		}
+	}
+	c, _ := New(Options{Temporal: tc})
+	if got := c.WithReviewer("bob").canceller; got != "bob" {
+		t.Errorf("WithReviewer cancels as %q; want bob", got)
+	}
+	_, err = c.Cancel(context.Background(), "sandbox-1", strings.Repeat("x", 2000))
+	var refused *CancelRefusedError
+	if !errors.As(err, &refused) || ErrorType(err) != TypeCancelRefused {
+		t.Errorf("an oversized reason: %v; want a CancelRefused before anything is sent", err)
+	}
+	out := NewErrorOutput(&guard.Cancelled{By: "agent-7", Reason: "done"})
+	if out.Error.Type != guard.TypeCancelled || out.Error.By != "agent-7" || out.Error.Reason != "done" {
+		t.Errorf("error output %+v; want type Cancelled, by agent-7, reason done", out.Error)
+	}
+}
