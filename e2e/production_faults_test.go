@@ -573,15 +573,15 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		case err == nil:
 			results++
 			switch {
-			case n != 1:
-				t.Errorf("run %d: a result after %d starts of its code; want exactly one", i, n)
-			case res.OK && string(res.Stdout) != fmt.Sprintf("done %d\n", i):
-				t.Errorf("run %d: succeeded with stdout %q; want done %d", i, res.Stdout, i)
+			case res.OK && (n != 1 || string(res.Stdout) != fmt.Sprintf("done %d\n", i)):
+				t.Errorf("run %d: succeeded with stdout %q after %d starts of its code; want done %d, begun once", i, res.Stdout, n, i)
 			case !res.OK:
-				// dockerd's restart kills the containers it runs: the code began, and the result
-				// says how it was stopped.
+				// A fault stopped the code (a dockerd restart kills its containers; the guard's
+				// backstop reports a backend that hung past timeout + grace as timed out; a cut
+				// egress tunnel fails the code's first call, so the upstream may count none): the
+				// result says how. Twice is counted below.
 				cutShort++
-				t.Logf("run %d: %s, stderr %q", i, res.Outcome, res.Stderr)
+				t.Logf("run %d: %s after %d starts, stderr %q", i, res.Outcome, n, res.Stderr)
 			}
 		case guard.TypeOf(err) != "":
 			typed++
@@ -621,7 +621,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	// No labelled container is left once the reaper's interval has passed (the live hosts' warm
 	// pools aside, which they empty when they stop).
 	reapBy := lastFault.Add(pfReapAge + 20*time.Second)
-	left := d.managed(t, "")
+	var left []string
 	livePools := func() map[string]bool {
 		hostMu.Lock()
 		defer hostMu.Unlock()
