@@ -121,6 +121,7 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		{"exit code", "exit_code", func(r *guard.Result) { r.ExitCode = 3 }},
 		{"egress bytes", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].BytesIn++ }},
 		{"egress host", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Host = "evil.example" }},
+		{"egress secret", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Secrets = []string{"OTHER"} }},
 		{"egress hidden", "egress", func(r *guard.Result) { r.Egress = nil }},
 		{"truncation", "stdout_truncated", func(r *guard.Result) { r.StdoutTruncated = false }},
 		{"image", "image_id", func(r *guard.Result) { r.ImageID = "sha256:" + strings.Repeat("2", 64) }},
