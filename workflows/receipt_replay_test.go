@@ -77,4 +77,3 @@ func TestReplayRefusesAnEditedResult(t *testing.T) {
 		t.Fatalf("replaying an edited result: %v; want the replay to fail the run with a ReceiptRefused for stdout", err)
 	}
 }
-
