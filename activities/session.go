@@ -128,8 +128,12 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
+	hosts, err := a.loadHosts()
+	if err != nil {
+		return contract.SessionCheckResult{}, contract.ToFailure(err)
+	}
 	return contract.SessionCheckResult{Session: s, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify}, nil
+		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify, Hosts: hosts}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session

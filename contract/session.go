@@ -5,6 +5,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // Sessions (issue 28). A Session workflow keeps one sandbox, on one sandbox host, for one task:
@@ -98,6 +99,10 @@ type SessionCheckResult struct {
 	StatementVersion int                    `json:"statement_version"`
 	// Notify is CheckResult.Notify, for each cell's wait.
 	Notify *NotifyOptions `json:"notify,omitempty"`
+	// Hosts are the sandbox hosts' keys: the workflow refuses a cell result whose receipt does
+	// not verify against them, or does not chain to the previous cell's. Absent without a hosts
+	// file, and in histories recorded before receipts.
+	Hosts *receipt.Hosts `json:"hosts,omitempty"`
 }
 
 // SessionOpenInput is SessionOpen's input.

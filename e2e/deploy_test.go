@@ -77,7 +77,7 @@ func TestSandboxWorkersRespectTheirCap(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		// The sandbox hosts verify every approval against their own reviewers file.
 		startWorker(t, workerBin, env, append([]string{"--role", "sandboxes", "--max-sandboxes", "1",
-			"--reviewers", filepath.Join(data, "reviewer", "allowed_signers")}, common...)...)
+			"--reviewers", filepath.Join(data, "reviewer", "allowed_signers"), "--host-key", filepath.Join(data, "host", "id_ed25519")}, common...)...)
 	}
 	s := starterCLI{t: t, bin: starterBin, env: env}
 

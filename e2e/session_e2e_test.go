@@ -146,7 +146,7 @@ func sessionsThroughTheBinaries(t *testing.T, runtime string) {
 		"--egress-allow", target, "--egress-private-ok", "127.0.0.0/8", "--sandbox-task-queue", queue + "-sbx"}
 	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
 	hostArgs := append([]string{"--role", "sandboxes", "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
-		"--warm-sandboxes", "0"}, common...)
+		"--host-key", filepath.Join(data, "host", "id_ed25519"), "--warm-sandboxes", "0"}, common...)
 	host := startWorker(t, workerBin, env, append(hostArgs, "--reap-interval", "1h")...)
 	s := sessionCLI{starterCLI{t: t, bin: starterBin, env: env}}
 

@@ -213,7 +213,7 @@ func TestFaultSoak(t *testing.T) {
 		"--default-timeout", "5s", "--grace", "2s", "--heartbeat-timeout", "3s"}
 	devArgs := append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, policy...)
 	sbArgs := append([]string{"--role", "sandboxes", "--backend", "docker", "--docker-image", image,
-		"--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
+		"--reviewers", filepath.Join(data, "reviewer", "allowed_signers"), "--host-key", filepath.Join(data, "host", "id_ed25519"),
 		"--reap-interval", "5s", "--max-sandboxes", "2", "--warm-sandboxes", "2", "--warm-max-age", "10s"}, policy...)
 
 	dev := startDevWorker(t, workerBin, env, devArgs...)

@@ -121,6 +121,7 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		{"exit code", "exit_code", func(r *guard.Result) { r.ExitCode = 3 }},
 		{"egress bytes", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].BytesIn++ }},
 		{"egress host", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Host = "evil.example" }},
+		{"egress secret", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Secrets = []string{"OTHER"} }},
 		{"egress hidden", "egress", func(r *guard.Result) { r.Egress = nil }},
 		{"truncation", "stdout_truncated", func(r *guard.Result) { r.StdoutTruncated = false }},
 		{"image", "image_id", func(r *guard.Result) { r.ImageID = "sha256:" + strings.Repeat("2", 64) }},
@@ -285,5 +286,37 @@ func TestSSHKeygenVerifiesReceipt(t *testing.T) {
 	}
 	if err := verify(Namespace, strings.Replace(rec.Statement, `"exit_code":0`, `"exit_code":1`, 1)); err == nil {
 		t.Error("ssh-keygen verified a changed statement")
+	}
+}
+
+// TestHostKeyMadeAsTheREADMESays: a host key made with ssh-keygen and its hosts line written with
+// the README's echo verify a receipt signed with that key.
+func TestHostKeyMadeAsTheREADMESays(t *testing.T) {
+	if _, err := exec.LookPath("ssh-keygen"); err != nil {
+		t.Skip("ssh-keygen not found (apt-get install openssh-client)")
+	}
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-ec", `ssh-keygen -q -t ed25519 -N '' -C host-1 -f host-1.key
+echo "host-1 namespaces=\"sandboxflow-receipt\" $(cat host-1.key.pub)" >> hosts`)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	signer, err := approval.LoadSigner(filepath.Join(dir, "host-1.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := LoadHosts(filepath.Join(dir, "hosts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, res := sample()
+	run.Host = hostOf("host-1", signer)
+	rec, err := Sign(signer, New(run, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(hosts, &rec); err != nil {
+		t.Fatalf("a receipt by the ssh-keygen host key: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -121,6 +122,8 @@ type Egress struct {
 	Reason   string `json:"reason"`
 	BytesOut int64  `json:"bytes_out"`
 	BytesIn  int64  `json:"bytes_in"`
+	// Secrets are the secrets whose headers the proxy added to this attempt.
+	Secrets []string `json:"secrets"`
 }
 
 // Cell binds a session's cell to its place in the session.
@@ -150,6 +153,12 @@ func (s Statement) Bytes() ([]byte, error) {
 	}
 	if s.Egress == nil {
 		s.Egress = []Egress{}
+	}
+	s.Egress = slices.Clone(s.Egress) // not the caller's
+	for i := range s.Egress {
+		if s.Egress[i].Secrets == nil {
+			s.Egress[i].Secrets = []string{}
+		}
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -251,7 +260,7 @@ func New(run Run, res guard.Result) Statement {
 	}
 	if res.Egress != nil {
 		for _, a := range res.Egress.Attempts {
-			s.Egress = append(s.Egress, Egress{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, BytesOut: a.BytesOut, BytesIn: a.BytesIn})
+			s.Egress = append(s.Egress, egressOf(a))
 		}
 		s.EgressDropped = res.Egress.Dropped
 	}
@@ -262,4 +271,13 @@ func New(run Run, res guard.Result) Statement {
 func stream(kept []byte, binary, truncated bool, written *guard.StreamMeasure) Stream {
 	text, bin := guard.TextOf(kept, binary)
 	return Stream{Written: written, Kept: guard.MeasureBytes([]byte(text)), Truncated: truncated, Binary: bin}
+}
+
+// egressOf is an attempt as a statement lists it.
+func egressOf(a guard.EgressAttempt) Egress {
+	secrets := a.Secrets
+	if secrets == nil {
+		secrets = []string{}
+	}
+	return Egress{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, BytesOut: a.BytesOut, BytesIn: a.BytesIn, Secrets: secrets}
 }

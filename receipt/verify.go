@@ -216,8 +216,9 @@ func CheckResult(st Statement, res guard.Result) error {
 		return refused("egress", nil, "the result lists %d egress attempts (%d dropped); the receipt signs %d (%d dropped)", len(attempts), dropped, len(st.Egress), st.EgressDropped)
 	}
 	for i, a := range attempts {
-		got := Egress{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, BytesOut: a.BytesOut, BytesIn: a.BytesIn}
-		if got != st.Egress[i] {
+		got, want := egressOf(a), st.Egress[i]
+		if got.Host != want.Host || got.Port != want.Port || got.Allowed != want.Allowed || got.Reason != want.Reason ||
+			got.BytesOut != want.BytesOut || got.BytesIn != want.BytesIn || !slices.Equal(got.Secrets, want.Secrets) {
 			return refused(fmt.Sprintf("egress[%d]", i), nil, "the result's attempt %+v is not the receipt's %+v", got, st.Egress[i])
 		}
 	}

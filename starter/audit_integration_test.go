@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
@@ -134,6 +136,12 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 	}
 
 	doc := []byte(exp.stdout)
+	if err := validateAudit(t, doc); err != nil {
+		t.Errorf("the export does not match docs/schema/audit.schema.json: %v", err)
+	}
+	if err := validateAudit(t, []byte(strings.Replace(exp.stdout, `"decisions":[`, `"decisions":"none","x":[`, 1))); err == nil {
+		t.Error("a record whose decisions are a string matched the schema")
+	}
 	if v := verify(doc, e.Host.File); !v.OK {
 		t.Fatalf("the export does not verify: %v", v.failed())
 	}
@@ -317,3 +325,25 @@ func TestIntegrationAuditSince(t *testing.T) {
 }
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o644) }
+
+// validateAudit checks an exported record against docs/schema/audit.schema.json.
+func validateAudit(t *testing.T, doc []byte) error {
+	t.Helper()
+	b, err := os.ReadFile("../docs/schema/audit.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatal(err)
+	}
+	return rs.Validate(v)
+}

@@ -51,6 +51,9 @@ func TestIntegrationAuditSessionCellsChain(t *testing.T) {
 	if exp.code != 0 {
 		t.Fatalf("starter audit: exit %d: %s %s", exp.code, exp.stdout, exp.stderr)
 	}
+	if err := validateAudit(t, []byte(exp.stdout)); err != nil {
+		t.Errorf("the session's export does not match docs/schema/audit.schema.json: %v", err)
+	}
 	var rec contract.AuditRecord
 	if err := json.Unmarshal([]byte(exp.stdout), &rec); err != nil || len(rec.Cells) != 3 {
 		t.Fatalf("the export holds %d cells (%v); want the 3 that ran", len(rec.Cells), err)

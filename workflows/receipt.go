@@ -49,3 +49,30 @@ func (r *runCode) checkReceipt(ctx workflow.Context, hosts *receipt.Hosts, res g
 	}
 	return nil
 }
+
+// checkCellReceipt is checkReceipt for a session's cell st: the receipt must also be for the
+// cell's digest as the workflow computed it and its index, and chain to the receipt of the cell
+// that ran before it. A refusal ends the session (the sandbox's state is unknown).
+func (r *session) checkCellReceipt(ctx workflow.Context, res guard.Result, st *contract.CellStatus) error {
+	if workflow.GetVersion(ctx, receiptChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion || r.hosts == nil {
+		return nil
+	}
+	want := receipt.Expect{WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Digest: st.Digest,
+		Cell: &receipt.Cell{Index: st.Cell, Previous: r.lastReceipt}}
+	if st.Decision != nil {
+		want.Approvals = []receipt.Approval{{ID: st.Decision.ApprovalID, Fingerprint: st.Decision.Fingerprint}}
+	}
+	got, err := receipt.Verify(r.hosts, res.Receipt) //workflowcheck:ignore (as in checkReceipt)
+	if err == nil {
+		err = receipt.CheckRun(got, want)
+	}
+	if err == nil {
+		err = receipt.CheckResult(got, res)
+	}
+	if err != nil {
+		r.event(ctx, contract.EventReceiptRefused, "cell", st.Cell, "error", err.Error())
+		return err
+	}
+	r.lastReceipt = receipt.Hash(*res.Receipt)
+	return nil
+}

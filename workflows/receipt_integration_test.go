@@ -10,12 +10,16 @@ package workflows_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/activities"
@@ -172,4 +176,35 @@ func TestIntegrationForgedCompletionsGetNoResult(t *testing.T) {
 		complete(changed, strings.Replace(string(b), "the real output", "the fake output", 1))
 		wantReceiptRefused(t, it, changed, "workflow_id")
 	})
+}
+
+// TestRecordReceiptHistory re-records testdata/runcode_receipt.json, a run whose result's receipt
+// the workflow verified (receipt-v1), when SANDBOXFLOW_RECORD_HISTORY=1;
+// TestReplayReceiptHistory replays the committed file.
+func TestRecordReceiptHistory(t *testing.T) {
+	if os.Getenv(envRecordHistory) != "1" {
+		t.Skip("re-records testdata/runcode_receipt.json only when " + envRecordHistory + "=1")
+	}
+	it := newITest(t)
+	host := hosttest.New(t, "recorded-host")
+	it.worker(it.queue, it.localBackend(), func(c *activities.Config) {
+		c.HostKeyFile, c.HostName, c.HostsFile = host.KeyFile, host.Name, host.File
+	})
+	const id = "recorded-receipt" // workflows.recordedReceiptWorkflowID
+	run := it.start(id, it.queue, guard.Request{Code: "print('the real output')"})
+	if _, err := it.decide(id, it.signed(id, true)); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := it.result(run); err != nil || res.Receipt == nil {
+		t.Fatalf("result %+v, %v; want one with a receipt", res, err)
+	}
+	hist := &historypb.History{Events: it.history(id)}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "runcode_receipt.json"), append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recorded %d events", len(hist.Events))
 }

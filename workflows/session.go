@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // Timeouts of the Session workflow's activities that no setting gives.
@@ -55,6 +56,11 @@ type session struct {
 	// wake counts changes the main loop must look at.
 	wake int
 
+	// hosts are the sandbox hosts' keys the check recorded (nil: none); lastReceipt is the hash
+	// of the last cell's receipt, which the next cell's must chain to (receipt.go).
+	hosts       *receipt.Hosts
+	lastReceipt string
+
 	closeRequested bool
 	closeReason    string
 	holdEnded      bool
@@ -80,6 +86,7 @@ func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionRe
 	r.checked = check.Session
 	r.reviewers = check.Reviewers
 	_, r.notify = notifyPlan(ctx, check.Notify)
+	r.hosts = check.Hosts
 	r.statementVersion = max(check.StatementVersion, approval.StatementVersion)
 	r.approvalTimeout = check.ApprovalTimeout
 	r.opts = check.Run
@@ -516,6 +523,10 @@ func (r *session) runCell(ctx workflow.Context) error {
 	var res guard.Result
 	err := workflow.ExecuteActivity(actx, acts.SessionCell, contract.CellRunInput{Cell: cell, Chain: st.Chain, Decision: *r.decisions[r.current-1]}).Get(actx, &res)
 	if err == nil {
+		if rerr := r.checkCellReceipt(ctx, res, st); rerr != nil {
+			r.endCell(ctx, contract.StatusError, rerr.Error())
+			return rerr // what the sandbox holds now is unknown
+		}
 		rd := guard.ResultDigest(res)
 		st.Result = &res
 		st.ResultDigest = rd

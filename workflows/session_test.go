@@ -53,12 +53,18 @@ type sessionHarness struct {
 
 func newSessionHarness(t *testing.T, policy guard.Policy) *sessionHarness {
 	t.Helper()
+	return newSessionHarnessWith(t, policy, nil)
+}
+
+// newSessionHarnessWith is newSessionHarness with the activities' configuration changed by mod.
+func newSessionHarnessWith(t *testing.T, policy guard.Policy, mod func(*activities.Config)) *sessionHarness {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	h := &sessionHarness{t: t, backend: &sessiontest.Backend{}, policy: policy, sink: &activities.MemorySink{}, metrics: metrics.New()}
 	suite.SetLogger(&captureLogger{})
 	h.env = suite.NewTestWorkflowEnvironment()
 	h.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{h.metrics.WorkerInterceptor()}})
-	acts, err := activities.New(activities.Config{
+	cfg := activities.Config{
 		Policy:           policy,
 		Backend:          h.backend,
 		Sink:             h.sink,
@@ -66,7 +72,11 @@ func newSessionHarness(t *testing.T, policy guard.Policy) *sessionHarness {
 		ReviewersFile:    reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer()),
 		HostTaskQueue:    testHostQueue,
 		HeartbeatTimeout: 2 * time.Second,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	acts, err := activities.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

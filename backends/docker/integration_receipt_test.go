@@ -4,12 +4,18 @@ package docker
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // TestDockerMeasuresWholeStreams: the supervisor hashes every byte the code writes, past the
@@ -57,4 +63,69 @@ err.write(b"e" * 100000)
 			t.Errorf("runtime %q; want %q", m.Runtime, rt)
 		}
 	})
+}
+
+// TestDockerEgressAuditInReceipt: a real run's egress audit (an allowed and a refused attempt
+// through the proxy) goes into the receipt entry by entry, and a result whose audit was changed
+// afterwards (bytes, host, an attempt hidden) no longer matches it.
+func TestDockerEgressAuditInReceipt(t *testing.T) {
+	needDocker(t)
+	plain := newUpstream(t, nil)
+	h := plain.port()
+	b := newTestBackend(t, "runc", func(c *Config) {
+		c.Egress = EgressConfig{PrivateOK: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, MaxBytes: 1 << 20, Resolver: egressResolver}
+	})
+	code := `import urllib.request, urllib.error
+for host in ("allowed.test", "denied.test"):
+    try:
+        print(urllib.request.urlopen("http://%s:` + h + `/" % host, timeout=20).read().decode())
+    except urllib.error.HTTPError as e:
+        print("http", e.code)
+`
+	c := egressChecked(t, code, []string{"allowed.test:" + h}, nil)
+	res, err := guard.New(b, guard.Policy{Languages: []string{guard.Python}, EgressAllow: []string{"allowed.test:" + h},
+		MaxStdoutBytes: 1_200_000, MaxFileBytes: 10_000, MaxTotalFileBytes: 10_000}).Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Egress == nil || len(res.Egress.Attempts) != 2 {
+		t.Fatalf("egress %+v, stdout %q; want two attempts", res.Egress, res.Stdout)
+	}
+	host := hosttest.New(t, "docker-host")
+	rec, err := receipt.Sign(host.Signer, receipt.New(receipt.Run{WorkflowID: c.Owner.WorkflowID, RunID: c.Owner.RunID, Digest: c.Digest,
+		Host: host.Receipt(), Backend: Name, Started: time.Now(), Ended: time.Now()}, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := receipt.LoadHosts(host.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := receipt.Verify(hosts, &rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := receipt.CheckResult(st, res); err != nil {
+		t.Fatalf("the real result does not match its receipt: %v", err)
+	}
+	if len(st.Egress) != 2 || !st.Egress[0].Allowed || st.Egress[0].BytesIn == 0 || st.Egress[1].Allowed || st.Egress[1].Host != "denied.test" {
+		t.Errorf("receipt egress %+v; want allowed.test allowed with bytes, denied.test refused", st.Egress)
+	}
+	if st.Runtime != "default" || st.Stdout.Written == nil {
+		t.Errorf("runtime %q, stdout written %v; want the daemon's default runtime and the whole stream measured", st.Runtime, st.Stdout.Written)
+	}
+	for name, change := range map[string]func(a []guard.EgressAttempt) []guard.EgressAttempt{
+		"bytes":  func(a []guard.EgressAttempt) []guard.EgressAttempt { a[0].BytesIn--; return a },
+		"host":   func(a []guard.EgressAttempt) []guard.EgressAttempt { a[1].Host = "innocent.test"; return a },
+		"hidden": func(a []guard.EgressAttempt) []guard.EgressAttempt { return a[:1] },
+	} {
+		forged := res
+		eg := *res.Egress
+		eg.Attempts = change(append([]guard.EgressAttempt(nil), res.Egress.Attempts...))
+		forged.Egress = &eg
+		var rr *guard.ReceiptRefused
+		if err := receipt.CheckResult(st, forged); !errors.As(err, &rr) || !strings.HasPrefix(rr.Field, "egress") {
+			t.Errorf("egress %s changed: %v; want an egress refusal", name, err)
+		}
+	}
 }

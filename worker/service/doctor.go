@@ -72,6 +72,9 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 	}
 
 	add("sessions", nil, sessionsLine(cfg))
+	if detail, ok, err := checkReceipts(cfg); ok {
+		add("receipts", err, detail)
+	}
 	if cfg.Role != RoleWorkflows {
 		how, err := cfg.sizeToHost(ctx)
 		add("sandboxes", err, how)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -80,4 +82,48 @@ func devHostKey(dataDir, name string) (key, hosts string, err error) {
 		return "", "", fmt.Errorf("worker: dev hosts file: %w", err)
 	}
 	return key, hosts, nil
+}
+
+// checkReceipts is doctor's receipts line: the host key loads, and when a hosts file is given
+// too, a receipt the key signs under the host's name verifies against it. ok is false when
+// neither is configured (the line is then left out).
+func checkReceipts(cfg *Options) (detail string, ok bool, err error) {
+	if cfg.HostKey == "" && cfg.Hosts == "" {
+		return "", false, nil
+	}
+	name := cfg.HostName
+	if name == "" {
+		if name, err = os.Hostname(); err != nil {
+			return "", true, fmt.Errorf("--host-name: %v", err)
+		}
+	}
+	var hosts *receipt.Hosts
+	if cfg.Hosts != "" {
+		if hosts, err = receipt.LoadHosts(cfg.Hosts); err != nil {
+			return "", true, fmt.Errorf("--hosts %s: %v", cfg.Hosts, err)
+		}
+	}
+	if cfg.HostKey == "" {
+		return fmt.Sprintf("results verified against %d host keys in %s (this worker signs none)", hosts.Len(), cfg.Hosts), true, nil
+	}
+	signer, err := approval.LoadSigner(cfg.HostKey, nil)
+	if err != nil {
+		return "", true, fmt.Errorf("--host-key: %v", err)
+	}
+	pub := signer.PublicKey()
+	fp := ssh.FingerprintSHA256(pub)
+	if hosts == nil {
+		return fmt.Sprintf("host %s signs receipts with %s (no --hosts here to check them)", name, fp), true, nil
+	}
+	now := time.Now()
+	rec, err := receipt.Sign(signer, receipt.New(receipt.Run{WorkflowID: "doctor", RunID: "doctor", Started: now, Ended: now,
+		Host: receipt.Host{Name: name, PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), Fingerprint: fp}}, guard.Result{}))
+	if err != nil {
+		return "", true, err
+	}
+	if _, err := receipt.Verify(hosts, &rec); err != nil {
+		return "", true, fmt.Errorf("a receipt by host %s (%s) does not verify against %s: %v; add its line: %s", name, fp, cfg.Hosts, err,
+			strings.TrimSpace(receipt.HostLine(name, pub)))
+	}
+	return fmt.Sprintf("host %s signs receipts with %s, listed in %s", name, fp, cfg.Hosts), true, nil
 }

@@ -77,3 +77,30 @@ func TestDevMakesTheHostKeyOnce(t *testing.T) {
 		t.Errorf("a bad hosts file: %v; want a ConfigError", err)
 	}
 }
+
+// TestDoctorChecksTheHostKeyAgainstTheHostsFile: doctor's receipts line passes for a host key
+// its hosts file lists under the host's name, and fails, saying which line to add, for one it
+// does not.
+func TestDoctorChecksTheHostKeyAgainstTheHostsFile(t *testing.T) {
+	if _, ok, _ := checkReceipts(&Options{}); ok {
+		t.Error("a worker without host key or hosts file has a receipts line")
+	}
+	data := t.TempDir()
+	key, hosts, err := devHostKey(data, "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if detail, ok, err := checkReceipts(&Options{HostKey: key, Hosts: hosts, HostName: "host-a"}); !ok || err != nil || !strings.Contains(detail, "listed in") {
+		t.Errorf("a listed key: %q, %v", detail, err)
+	}
+	if _, _, err := checkReceipts(&Options{HostKey: key, Hosts: hosts, HostName: "host-b"}); err == nil || !strings.Contains(err.Error(), "add its line: host-b namespaces=") {
+		t.Errorf("a key listed under another name: %v; want a failure naming the line to add", err)
+	}
+	other, _, err := devHostKey(t.TempDir(), "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := checkReceipts(&Options{HostKey: other, Hosts: hosts, HostName: "host-a"}); err == nil || !strings.Contains(err.Error(), "not in the hosts file") {
+		t.Errorf("an unlisted key: %v; want a failure", err)
+	}
+}
