@@ -162,6 +162,7 @@ func heapRun(b *testing.B, bin string, set benchSettings, n, burst int) (perSeco
 	defer stopDev()
 	stopSB := startWorkerProcess(b, bin, append([]string{"--role", "sandboxes", "--address", addr,
 		"--reviewers", filepath.Join(dataDir, "reviewer", "allowed_signers"), "--docker-image", testPythonImage(),
+		"--host-key", filepath.Join(dataDir, "host", "id_ed25519"), // worker --dev's hosts file lists it
 		"--max-sandboxes", strconv.Itoa(set.maxSandboxes), "--warm-sandboxes", strconv.Itoa(set.warm), "--metrics-listen", sbMetrics}, queues...)...)
 	defer stopSB()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
