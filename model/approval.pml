@@ -5,8 +5,9 @@
  * Checked by model_test.go: spin -a approval.pml; cc -DSAFETY pan.c; ./pan. Properties:
  *   P1 code starts at most once per approval (an approval is bound to one run id):
  *      assert(starts[r] <= 1) at each start;
- *   P2 code never starts without a decision that verifies for its run and digest:
- *      assert(act_valid[a] && approved[r]) at each start;
+ *   P2 code never starts without decisions that verify for its run and digest from as many
+ *      distinct reviewers as the quorum (QUORUM, 2 by default) asks:
+ *      assert(act_valid[a] == FULL && approved[r] == FULL) at each start;
  *   P3 the workflow accepts only a decision that verifies (first valid decision wins, a wrong
  *      digest is rejected): assert(v) where it accepts one;
  *   P4 an approved run with a live host ends: when nothing can move any more (timeout), every
@@ -24,7 +25,9 @@
  *   NO_VERIFY        the host does not verify the signed decision;
  *   NO_DIGEST_CHECK  the workflow accepts the first decision, whatever digest it names;
  *   NO_HEARTBEAT_TIMEOUT  the sandbox activity has no heartbeat timeout: a run whose host died
- *                    never ends (P4).
+ *                    never ends (P4);
+ *   NO_HOST_QUORUM   the host verifies the approvals it gets but does not count them against its
+ *                    own quorum (a workflow worker whose quorum is 1 gets one approval through).
  */
 
 #define NRUN   2   /* the run, and the run a reset makes */
@@ -34,6 +37,10 @@
 #define NC     10  /* claim commitments (1..NC-1; 0 is none) */
 #define NFL    3   /* signals in flight at once */
 #define MAXATT 2   /* contract.RunOptions.StartAttempts (5 by default: 2 shows the retry) */
+#ifndef QUORUM
+#define QUORUM 2   /* reviewers a run needs (guard.Policy.QuorumFor): 1 or 2 */
+#endif
+#define FULL ((1 << QUORUM) - 1) /* the approvals of every reviewer a run needs, as a set */
 
 /* firstClaim's answer */
 #define FC_OK       1
@@ -92,17 +99,17 @@ Hist hist[NRUN];
 byte act_run[NACT];
 byte act_state[NACT];
 byte act_kind[NACT];
-bit  act_valid[NACT];  /* its input carries a decision signed for its run and digest */
+byte act_valid[NACT]; /* the reviewers (a set) whose decisions, signed for its run and digest, its input carries */
 bit  act_orphan[NACT]; /* started, but no host works on it any more (crash, lost answer) */
 byte nact;
 
 /* runs */
 bit  alive[NRUN];   /* open: signals land, workflow tasks run */
-bit  approved[NRUN];  /* a reviewer signed an approval for this run */
+byte approved[NRUN]; /* the reviewers (a set) who signed an approval for this run */
 byte starts[NRUN];  /* code starts, counted outside every host */
 byte wf_end[NRUN];
 byte cur;           /* the newest run */
-chan dec[NRUN] = [3] of { bit };  /* decisions sent to a run: 1 verifies, 0 names a wrong digest */
+chan dec[NRUN] = [4] of { byte }; /* decisions sent to a run: reviewer i's (1, 2) verifies, 0 names a wrong digest */
 
 /* the network: signals in flight (c != 0), delivered later or lost */
 byte fl_c[NFL];
@@ -184,27 +191,31 @@ inline schedule(sr, sact, svalid) {
 /* The workflow (workflows.RunCode): decision, then the sandbox activity, retried while it failed
  * before the code could start. */
 proctype Workflow(byte r) {
-	bit v;
-	byte a, att;
+	byte v, got, a, att;
 	do
 	:: dec[r] ? v ->
 #ifdef NO_DIGEST_CHECK
-		break
+		got = FULL; break
 #else
 		if
-		:: v -> break
-		:: else -> skip /* rejected: counted, logged, ignored */
+		:: v != 0 && v <= QUORUM && (got & (1 << (v - 1))) == 0 ->
+			got = got | (1 << (v - 1)); /* counted (quorum.go: a new reviewer) */
+			if
+			:: got == FULL -> break
+			:: else -> skip
+			fi
+		:: else -> skip /* rejected: a wrong digest, or a reviewer already counted */
 		fi
 #endif
 	:: !alive[r] -> goto out
 	od;
-	assert(v); /* P3 */
+	assert(v != 0 && got == FULL); /* P3 */
 	att = 1;
 sched:
 	atomic {
 		if
 		:: !alive[r] -> goto out
-		:: else -> schedule(r, a, v)
+		:: else -> schedule(r, a, got)
 		fi
 	};
 	if
@@ -254,7 +265,11 @@ end_poll:
 		/* verify: a ConfigError, nothing claimed */
 #ifndef NO_VERIFY
 		if
-		:: !act_valid[a] -> atomic { finish(a, K_FAILED); goto next }
+#ifdef NO_HOST_QUORUM
+		:: act_valid[a] == 0 -> atomic { finish(a, K_FAILED); goto next } /* one verified approval suffices */
+#else
+		:: act_valid[a] != FULL -> atomic { finish(a, K_FAILED); goto next } /* verifyQuorum: fewer than its own quorum */
+#endif
 		:: else -> skip
 		fi;
 #endif
@@ -373,7 +388,7 @@ checked:
 		:: atomic {
 			starts[r]++;
 			assert(starts[r] <= 1);          /* P1 */
-			assert(act_valid[a] && approved[r]) /* P2 */
+			assert(act_valid[a] == FULL && approved[r] == FULL) /* P2 */
 		   }
 		fi;
 		if
@@ -486,6 +501,7 @@ end_writer:
 		if
 		:: schedule(cur, a, approved[cur]) /* the genuine input, copied */
 		:: schedule(cur, a, 0)           /* a forged input */
+		:: schedule(cur, a, 1)           /* one genuine approval: a workflow worker whose quorum is 1 */
 		fi }
 	WEND(0) WEND(1) WEND(2) WEND(3) WEND(4)
 	:: atomic { !w_claim && wacts < WACTS && alive[cur] && ncommit < NC - 1 -> w_claim = 1; wacts++;
@@ -501,7 +517,11 @@ end_writer:
 		:: i >= hist[cur].n -> break
 		od;
 		i = 0 }
-	:: atomic { !w_dec && wacts < WACTS -> w_dec = 1; wacts++; dec[cur] ! 0 }
+	:: atomic { !w_dec && wacts < WACTS -> w_dec = 1; wacts++;
+		if
+		:: dec[cur] ! 0 /* a wrong digest */
+		:: dec[cur] ! 1 /* reviewer 1's decision again */
+		fi }
 	:: atomic { RESETS && !w_reset && wacts < WACTS && cur == 0 -> w_reset = 1; wacts++;
 		/* reset to a workflow task of run 0: run 0 ends, run 1 gets run 0's signals (claims
 		 * keep their run id; the decision, signed for run 0, does not verify in run 1) */
@@ -525,8 +545,12 @@ end_writer:
 		dec[1] ! 0;
 		run Workflow(1);
 		/* a reviewer approves the new run */
-		approved[1] = 1;
-		dec[1] ! 1 }
+		approved[1] = FULL;
+		dec[1] ! 1;
+		if
+		:: QUORUM > 1 -> dec[1] ! 2
+		:: else -> skip
+		fi }
 	od
 }
 
@@ -556,8 +580,12 @@ proctype Final() {
 init {
 	atomic {
 		alive[0] = 1;
-		approved[0] = 1;
-		dec[0] ! 1; /* the reviewer's decision */
+		approved[0] = FULL;
+		dec[0] ! 1; /* the reviewers' decisions */
+		if
+		:: QUORUM > 1 -> dec[0] ! 2
+		:: else -> skip
+		fi;
 		run Workflow(0);
 		run Host(0);
 		run Host(1);

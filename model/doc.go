@@ -1,9 +1,9 @@
 // Package model holds approval.pml, a Promela model of the approval protocol of a RunCode run as
 // the code implements it, session.pml, one of a session's cells (below, "Sessions"), and the tests
 // that check them with spin (make test; model_test.go,
-// integration-tagged): spin -a, cc -DSAFETY, then an exhaustive search by pan in each of four
-// budgets, failing on any counterexample and printing its trail. It takes about a minute here
-// (2 cores, shared; the largest budget is 7.5 million states), and the variants below half a
+// integration-tagged): spin -a, cc -DSAFETY, then an exhaustive search by pan in each of five
+// budgets, failing on any counterexample and printing its trail. It takes about 1-1.5 minutes
+// here (2 cores, shared; the largest budget is 8.7 million states), and the variants below a
 // minute more.
 //
 // # What it proves
@@ -13,9 +13,11 @@
 // step:
 //
 //   - P1: code starts at most once per approval (an approval is signed for one run id, so per run);
-//   - P2: code never starts without a decision that verifies for its run and digest;
-//   - P3: the workflow accepts only a decision that verifies: the first valid one wins, one with a
-//     wrong digest is rejected;
+//   - P2: code never starts without decisions that verify for its run and digest from as many
+//     distinct reviewers as its quorum asks (QUORUM: 2, and 1 in one budget), counted again by
+//     the host;
+//   - P3: the workflow accepts only decisions that verify, from distinct reviewers: one with a
+//     wrong digest, or a second from a reviewer already counted, is rejected;
 //   - P4: an approved run with a live host ends (every run of the model ends when nothing can
 //     move any more, and every loop of the model spends a bounded budget or activity, so every
 //     execution gets there);
@@ -23,14 +25,17 @@
 //     a result ran its code exactly once, and one that ends "approval unused" never started it.
 //
 // The budgets (FAULTS, WACTS, RESETS) are: two faults; one fault and one writer action, a reset
-// among them; two writer actions, with or without a reset. A writer action is one of: schedule
-// SandboxRun with the run's genuine input or a forged one (answering a workflow task), complete
-// or fail an activity by id (also typed as a failure from before the start), send a claim
-// signal, replay a release it saw, send a decision with a wrong digest, reset the run.
+// among them; two writer actions, with or without a reset; and one fault and one writer action
+// under a quorum of 1. A writer action is one of: schedule SandboxRun with the run's genuine
+// input, a forged one, or one carrying a single genuine approval (what a workflow worker whose
+// quorum is 1 sends; answering a workflow task), complete or fail an activity by id (also typed
+// as a failure from before the start), send a claim signal, replay a release it saw, send a
+// decision with a wrong digest or a reviewer's decision again, reset the run.
 //
 // TestModelFindsRemovedChecks builds the model with one check of the code removed at a time
 // (-DNO_HISTORY_READ, -DNO_SECRET, -DNO_STARTED_RULE, -DNO_CLAIM_WAIT, -DNO_VERIFY,
-// -DNO_DIGEST_CHECK, and for P4 -DNO_HEARTBEAT_TIMEOUT, the timeout (*runCode).run sets) and
+// -DNO_DIGEST_CHECK, -DNO_HOST_QUORUM (the host verifies the approvals but does not count them
+// against its own quorum), and for P4 -DNO_HEARTBEAT_TIMEOUT, the timeout (*runCode).run sets) and
 // requires spin to find the counterexample each allows; -DSHOW_RAN and
 // -DSHOW_UNUSED show that runs do end with a result and with the approval unused.
 //
@@ -38,12 +43,13 @@
 //
 //	model (approval.pml)                        code
 //	Workflow: dec[r]?v, accept if v             workflows: (*runCode).onSignal, validateDecide, decide → refusal (decision.go: the first accepted decision wins; Decision.Problem, approval.Verify bind digest, run id, task queue)
+//	Workflow: got |= v until got == FULL        workflows: quorum.go (a reviewer, key or approval id already counted is refused: duplicate_approver), CheckResult.Quorum
 //	Workflow: schedule(r, a, v)                 workflows: (*runCode).run: workflow.ExecuteActivity(acts.SandboxRun) with MaximumAttempts 1
 //	Workflow: K_NOTSTARTED → schedule again     workflows: (*runCode).run: guard.Retryable, attempt < StartAttempts
 //	Workflow: K_S2S → W_UNUSED                  workflows: (*runCode).notPickedUp
 //	Workflow: other ends → W_RAN / W_FAILED     workflows: (*runCode).run's switch (outcome unknown, the approval was used)
 //	Host: poll (A_QUEUED → A_STARTED)           the Temporal worker; activities: (*Activities).SandboxRun
-//	Host: !act_valid → K_FAILED                 activities: (*Activities).verify (verify.go), before any claim
+//	Host: act_valid != FULL → K_FAILED          activities: (*Activities).verifyQuorum (quorum.go: each signature, distinct principals and keys, the host's own Policy.QuorumFor), before any claim
 //	Host: ncommit++; send(c, r, 0, ok)          activities: claimApproval → newClaim, commitment, (*claim).send (once.go)
 //	Host: !ok → release, K_NOTSTARTED           activities: claimApproval: guard.Retryable → (*claim).release
 //	Host: read (one atomic step)                activities: firstUse → readRun, (*runRecord).add (a claim's run id, a release's secret), activityEnd

@@ -24,14 +24,15 @@ const checkTimeout = 5 * time.Minute
 // maxDepth is pan's search depth bound; the model's executions are under 600 steps deep.
 const maxDepth = 20000
 
-// budgets are the configurations the model is checked in, each exhaustively: faults and writer
-// actions are spent from one budget per execution, so each configuration bounds the state space
-// (the largest, two writer actions with a reset, is about 7.5 million states).
+// budgets are the configurations the model is checked in, each exhaustively, with a quorum of two
+// reviewers unless it says otherwise: faults and writer actions are spent from one budget per
+// execution, so each configuration bounds the state space.
 var budgets = []struct{ name, defs string }{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
 	{"one fault, one writer action (a reset among them)", "-DFAULTS=1 -DWACTS=1"},
 	{"two writer actions, no reset", "-DFAULTS=0 -DWACTS=2 -DRESETS=0"},
 	{"two writer actions (a reset among them)", "-DFAULTS=0 -DWACTS=2"},
+	{"one fault, one writer action, a quorum of 1", "-DQUORUM=1 -DFAULTS=1 -DWACTS=1"},
 }
 
 // tools returns spin's and cc's paths; without them the test fails under make test and skips
@@ -175,9 +176,12 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		// own.
 		{"NO_CLAIM_WAIT", "-DFAULTS=1 -DWACTS=1", "starts[r]<=1"},
 		// A writer schedules SandboxRun with a forged input.
-		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "act_valid[a]&&approved[r]"},
+		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "act_valid[a]==((1<<2)-1)"},
 		// A writer's decision names a wrong digest, and the workflow takes it.
-		{"NO_DIGEST_CHECK", "-DFAULTS=0 -DWACTS=1", "violated v"},
+		{"NO_DIGEST_CHECK", "-DFAULTS=0 -DWACTS=1", "violated ((v!=0)"},
+		// A writer's workflow worker, whose quorum is 1, schedules SandboxRun with one genuine
+		// approval; a host that does not count approvals against its own quorum runs it.
+		{"NO_HOST_QUORUM", "-DFAULTS=0 -DWACTS=1", "act_valid[a]==((1<<2)-1)"},
 		// The host that took the activity crashes and nothing times it out: the run never ends.
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=0"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
