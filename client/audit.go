@@ -303,6 +303,7 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 			want.Approvals = []receipt.Approval{{ID: accepted.Decision.ApprovalID, Fingerprint: verified.Fingerprint}}
 		}
 		add("receipt run", receipt.CheckRun(st, want))
+		add("approvals", receiptApprovalsSigned(rec, reviewers, st))
 		add("result", receipt.CheckResult(st, *rec.Result))
 	}
 	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })

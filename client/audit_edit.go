@@ -7,8 +7,10 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // auditEdits is what an audit reads of a run's edit (issue 30): the decide updates that carry an
@@ -74,6 +76,29 @@ func editedRequest(rec contract.AuditRecord, edit contract.DecisionEdit) error {
 	original.Code = rec.Request.Code
 	if got := guard.Digest(&original); got != edit.OriginalDigest {
 		return fmt.Errorf("the edit is of digest %s but the started request's is %s", edit.OriginalDigest, got)
+	}
+	return nil
+}
+
+// receiptApprovalsSigned checks every approval the receipt names (a quorum's are several): the
+// record holds a decision with its approval id whose signature verifies against reviewers, over
+// this run's statement, by the key the receipt names.
+func receiptApprovalsSigned(rec contract.AuditRecord, reviewers *approval.Reviewers, st receipt.Statement) error {
+	for _, a := range st.Approvals {
+		found := false
+		for _, d := range rec.Decisions {
+			if d.Decision.ApprovalID != a.ID || !d.Decision.Approve {
+				continue
+			}
+			v, err := approval.Verify(reviewers, statementFields(rec, d.Decision), d.Decision.Proof(), d.Time)
+			if err == nil && v.Fingerprint == a.Fingerprint {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("the receipt names approval %s by key %s, which no decision in the record signs for this run", a.ID, a.Fingerprint)
+		}
 	}
 	return nil
 }

@@ -100,9 +100,31 @@ func TestIntegrationAuditOfAnEditedQuorumRunVerifies(t *testing.T) {
 		t.Errorf("audit verify of an honest edited run: exit %d, failed %v; want ok", v.code, got.failed())
 	}
 
+	// A record without bob's approval (the receipt names two) fails the approvals check.
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(exp.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Approvals) != 2 || res.Approvals[1].Reviewer != "bob" {
+		t.Fatalf("result's approvals %+v; want alice's edit, then bob's", res.Approvals)
+	}
+	var kept []any
+	for _, d := range doc["decisions"].([]any) {
+		if d.(map[string]any)["decision"].(map[string]any)["approval_id"] != res.Approvals[1].ApprovalID {
+			kept = append(kept, d)
+		}
+	}
+	if len(kept) == len(doc["decisions"].([]any)) {
+		t.Fatalf("the record holds no decision %s", res.Approvals[1].ApprovalID)
+	}
+	doc["decisions"] = kept
+	if got := verifyDoc(t, addr, ns, p, doc, reviewers, env.Host.File); got.failed()["approvals"] == "" {
+		t.Errorf("audit verify without bob's approval: failed %v; want the approvals check failed", got.failed())
+	}
+
 	// A database writer who changes the started request (the code the edit was made of) in the
 	// export is caught: the edit names the started request's digest.
-	var doc map[string]any
+	doc = nil
 	if err := json.Unmarshal([]byte(exp.stdout), &doc); err != nil {
 		t.Fatal(err)
 	}
@@ -122,4 +144,25 @@ func TestIntegrationAuditOfAnEditedQuorumRunVerifies(t *testing.T) {
 	if v.code != 1 || got.failed()["request"] == "" {
 		t.Errorf("audit verify with the started code changed: exit %d, failed %v; want the request check failed", v.code, got.failed())
 	}
+}
+
+// verifyDoc writes doc to p and returns starter audit verify's verdict on it (exit 1 expected).
+func verifyDoc(t *testing.T, addr, ns, p string, doc map[string]any, reviewers, hosts string) verdict {
+	t.Helper()
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := starterIn(t, addr, ns, "audit", "verify", p, "--reviewers", reviewers, "--hosts", hosts)
+	var got verdict
+	if err := json.Unmarshal([]byte(v.stdout), &got); err != nil {
+		t.Fatalf("audit verify: %q: %v (%s)", v.stdout, err, v.stderr)
+	}
+	if v.code != 1 || got.OK {
+		t.Errorf("audit verify: exit %d, ok %t; want 1, not ok", v.code, got.OK)
+	}
+	return got
 }
