@@ -32,6 +32,7 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 		workflowTQ  string
 		activityIDs = map[int64]bool{}
 		decisions   []contract.AuditDecision
+		edits       auditEdits
 	)
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
@@ -63,7 +64,11 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 			rec.Request = in.Request
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
 			a := e.GetMarkerRecordedEventAttributes()
-			if a.GetMarkerName() != localActivityMarker || check != nil {
+			if a.GetMarkerName() != localActivityMarker {
+				continue
+			}
+			if check != nil {
+				edits.check(c.dc, a.GetDetails()["result"])
 				continue
 			}
 			var cr contract.CheckResult
@@ -71,6 +76,11 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 				continue
 			}
 			check = &cr
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+			a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
+			if a.GetOutcome().GetSuccess() != nil {
+				edits.completed(a.GetMeta().GetUpdateId())
+			}
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			a := e.GetWorkflowExecutionSignaledEventAttributes()
 			switch a.GetSignalName() {
@@ -97,6 +107,7 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 				continue
 			}
 			decisions = append(decisions, contract.AuditDecision{Via: contract.ViaUpdate, Time: at, Decision: d})
+			edits.accepted(req.GetMeta().GetUpdateId(), d)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := e.GetActivityTaskScheduledEventAttributes()
 			if a.GetActivityType().GetName() == contract.RunActivityName {
@@ -135,7 +146,7 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 	if check == nil {
 		return rec, fmt.Errorf("client: audit: the history of %s records no check", workflowID)
 	}
-	rec.Checked, rec.StatementVersion = check.Checked, max(check.StatementVersion, approval.StatementVersion1)
+	rec.Checked, rec.StatementVersion = edits.ran(check.Checked), max(check.StatementVersion, approval.StatementVersion1)
 	rec.SandboxTaskQueue = in.SandboxTaskQueue
 	if rec.SandboxTaskQueue == "" {
 		rec.SandboxTaskQueue = check.Run.TaskQueue
@@ -232,13 +243,6 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
 		return v
 	}
-	add("request", sameRequest(rec.Request, rec.Checked))
-	var digestErr error
-	if got := guard.Digest(&rec.Checked); got != rec.Checked.Digest {
-		digestErr = fmt.Errorf("the checked request's digest is %s; the record says %s", got, rec.Checked.Digest)
-	}
-	add("digest", digestErr)
-	var approvalErr error
 	var accepted *contract.AuditDecision
 	for i := range rec.Decisions {
 		if rec.Decisions[i].Accepted {
@@ -246,6 +250,17 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 			break
 		}
 	}
+	if accepted != nil && accepted.Decision.Edit != nil {
+		add("request", editedRequest(rec, *accepted.Decision.Edit))
+	} else {
+		add("request", sameRequest(rec.Request, rec.Checked))
+	}
+	var digestErr error
+	if got := guard.Digest(&rec.Checked); got != rec.Checked.Digest {
+		digestErr = fmt.Errorf("the checked request's digest is %s; the record says %s", got, rec.Checked.Digest)
+	}
+	add("digest", digestErr)
+	var approvalErr error
 	var verified approval.Verified
 	switch {
 	case accepted == nil:
@@ -288,6 +303,7 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 			want.Approvals = []receipt.Approval{{ID: accepted.Decision.ApprovalID, Fingerprint: verified.Fingerprint}}
 		}
 		add("receipt run", receipt.CheckRun(st, want))
+		add("approvals", receiptApprovalsSigned(rec, reviewers, st))
 		add("result", receipt.CheckResult(st, *rec.Result))
 	}
 	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })

@@ -42,6 +42,8 @@ type LiveCursor struct {
 	// ActivityID is the activity whose output the offsets count; another one starts them again.
 	ActivityID     string
 	Stdout, Stderr int64
+	// shown are the chunks Take handed out of each stream, for Verify (livecheck.go).
+	shown [2][]liveSpan
 }
 
 // Take returns the chunks of lo past the cursor and moves the cursor past them. lo is what a
@@ -52,7 +54,7 @@ func (c *LiveCursor) Take(activityID string, lo contract.LiveOutput) []Chunk {
 		*c = LiveCursor{ActivityID: activityID}
 	}
 	var out []Chunk
-	for _, s := range []struct {
+	for i, s := range []struct {
 		stream guard.Stream
 		chunk  contract.LiveChunk
 		pos    *int64
@@ -66,6 +68,7 @@ func (c *LiveCursor) Take(activityID string, lo contract.LiveOutput) []Chunk {
 		}
 		start := max(*s.pos, ch.Offset)
 		out = append(out, Chunk{Seq: lo.Seq, Stream: s.stream, Offset: start, Bytes: ch.Bytes[start-ch.Offset:], Skipped: ch.Offset - min(*s.pos, ch.Offset)})
+		c.note(i, out[len(out)-1])
 		*s.pos = ch.Total
 	}
 	return out
@@ -154,6 +157,9 @@ type WatchOptions struct {
 type WatchEvent struct {
 	Chunk  *Chunk
 	Result *guard.Result
+	// LiveMismatch, with the result, says that output Watch yielded while the code ran is not
+	// the result's (a *LiveMismatchError): someone other than the run's sandbox host recorded it.
+	LiveMismatch error
 }
 
 // Watch follows a run (or a session's cell, WatchOptions.Cell) as it runs: it yields its output
@@ -228,7 +234,7 @@ func (c *Client) Watch(ctx context.Context, workflowID string, opts WatchOptions
 				return
 			}
 		}
-		yield(WatchEvent{Result: &out.res}, nil)
+		yield(WatchEvent{Result: &out.res, LiveMismatch: cur.Verify(out.res)}, nil)
 	}
 }
 

@@ -109,6 +109,9 @@ func watchAll(t *testing.T, ctx context.Context, c *client.Client, id string, op
 			return chunks, guard.Result{}, err
 		}
 		if ev.Result != nil {
+			if ev.LiveMismatch != nil {
+				t.Errorf("an honest run's live output does not match its result: %v", ev.LiveMismatch)
+			}
 			return chunks, *ev.Result, nil
 		}
 		chunks = append(chunks, seenChunk{*ev.Chunk, time.Now()})

@@ -54,6 +54,9 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 		if ev.Result != nil {
 			out.flush()
 			errOut.flush()
+			if ev.LiveMismatch != nil {
+				fmt.Fprintf(stderr, "starter: warning: %v\n", ev.LiveMismatch)
+			}
 			return printResult(stdout, *ev.Result)
 		}
 		w := out

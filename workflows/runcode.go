@@ -36,6 +36,8 @@ type runCode struct {
 	cancel *guard.Cancellation
 	// The quorum and edits of quorum.go.
 	quorumState
+	// The sandbox hosts' claims (claims.go).
+	claimsSeen
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
@@ -115,6 +117,9 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 			return guard.Result{}, r.cancelled(ctx, err)
 		}
 		if r.cancel != nil && stoppedBeforeStart(err) {
+			if cerr := r.cancelledAfterClaim(ctx, err); cerr != nil {
+				return guard.Result{}, r.fail(ctx, cerr)
+			}
 			return guard.Result{}, r.cancelledBeforeRun(ctx)
 		}
 		return guard.Result{}, r.fail(ctx, err)
@@ -143,12 +148,9 @@ func (r *runCode) setHandlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: r.validateDecide}); err != nil {
 		return fmt.Errorf("workflows: set update handler: %w", err)
 	}
-	// Sandbox hosts' claims are for them to read in the history; the workflow drops them.
-	claims := workflow.GetSignalChannel(ctx, contract.SignalSandboxClaim)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		for claims.Receive(ctx, nil) {
-		}
-	})
+	// Sandbox hosts' claims are for them to read in the history; the workflow notes which are
+	// held, for a sandbox activity that ends cancelled (claims.go).
+	r.readClaims(ctx, workflow.GetSignalChannel(ctx, contract.SignalSandboxClaim))
 	return nil
 }
 
