@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -44,6 +46,10 @@ type LiveCursor struct {
 	Stdout, Stderr int64
 	// shown are the chunks Take handed out of each stream, for Verify (livecheck.go).
 	shown [2][]liveSpan
+	// raw is each stream's bytes handed out, from its start, while no chunk was skipped (gapped
+	// says one was): Rest finds where they end in a result that holds the stream as text.
+	raw    [2][]byte
+	gapped [2]bool
 }
 
 // Take returns the chunks of lo past the cursor and moves the cursor past them. lo is what a
@@ -69,23 +75,44 @@ func (c *LiveCursor) Take(activityID string, lo contract.LiveOutput) []Chunk {
 		start := max(*s.pos, ch.Offset)
 		out = append(out, Chunk{Seq: lo.Seq, Stream: s.stream, Offset: start, Bytes: ch.Bytes[start-ch.Offset:], Skipped: ch.Offset - min(*s.pos, ch.Offset)})
 		c.note(i, out[len(out)-1])
+		if last := out[len(out)-1]; last.Skipped > 0 || c.gapped[i] || int64(len(c.raw[i])) != last.Offset {
+			c.gapped[i], c.raw[i] = true, nil
+		} else {
+			c.raw[i] = append(c.raw[i], last.Bytes...)
+		}
 		*s.pos = ch.Total
 	}
 	return out
 }
 
 // Rest returns the bytes of res's streams past the cursor: what the run printed after the last
-// heartbeat the reader saw. A stream that was not valid UTF-8 has none (the result's text no
-// longer counts the same bytes); nor has a stream the result cut shorter than the live output.
+// heartbeat the reader saw. A stream the result holds as text because it was not valid UTF-8
+// (each run of invalid bytes one U+FFFD) counts other bytes than the live output: its rest is the
+// text past the bytes shown so far, made text the same way, when the reader saw them all (a split
+// character at their end is taken again from the text); after a gap it has none. Nor has a stream
+// the result cut shorter than the live output.
 func (c *LiveCursor) Rest(res guard.Result) []Chunk {
 	var out []Chunk
-	for _, s := range []struct {
+	for i, s := range []struct {
 		stream guard.Stream
 		b      []byte
 		binary bool
 		pos    *int64
 	}{{guard.StreamStdout, res.Stdout, res.StdoutBinary, &c.Stdout}, {guard.StreamStderr, res.Stderr, res.StderrBinary, &c.Stderr}} {
-		if s.binary || int64(len(s.b)) <= *s.pos {
+		if s.binary {
+			if c.gapped[i] || int64(len(c.raw[i])) != *s.pos {
+				continue // the reader did not see every byte before the cursor
+			}
+			whole, _ := SplitIncomplete(c.raw[i])
+			text := strings.ToValidUTF8(string(whole), "\uFFFD")
+			at := len(text)
+			if at >= len(s.b) || !bytes.HasPrefix(s.b, []byte(text)) {
+				continue
+			}
+			out = append(out, Chunk{Stream: s.stream, Offset: *s.pos, Bytes: s.b[at:]})
+			continue
+		}
+		if int64(len(s.b)) <= *s.pos {
 			continue
 		}
 		out = append(out, Chunk{Stream: s.stream, Offset: *s.pos, Bytes: s.b[*s.pos:]})
