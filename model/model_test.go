@@ -27,7 +27,7 @@ const maxDepth = 20000
 // budgets are the configurations the model is checked in, each exhaustively, with a quorum of two
 // reviewers unless it says otherwise: faults and writer actions are spent from one budget per
 // execution, so each configuration bounds the state space.
-var budgets = []struct{ name, defs string }{
+var budgets = []budget{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
 	{"one fault, one writer action (a reset among them)", "-DFAULTS=1 -DWACTS=1"},
 	{"two writer actions, no reset", "-DFAULTS=0 -DWACTS=2 -DRESETS=0"},
@@ -59,13 +59,8 @@ type verdict struct {
 
 var errorsLine = regexp.MustCompile(`errors: (\d+)`)
 
-// check builds approval.pml with defs (spin -a, cc) in a fresh folder and runs pan on it,
-// stopping at the first counterexample, whose trail it replays.
-func check(ctx context.Context, t *testing.T, defs string) (verdict, error) {
-	return checkModel(ctx, t, "approval.pml", defs)
-}
-
-// checkModel is check for the model in file.
+// checkModel builds the model in file with defs (spin -a, cc) in a fresh folder and runs pan on
+// it, stopping at the first counterexample, whose trail it replays.
 func checkModel(ctx context.Context, t *testing.T, file, defs string) (verdict, error) {
 	spin, cc := tools(t)
 	src, err := os.ReadFile(file)
@@ -137,20 +132,7 @@ func summary(out string) string {
 func TestModelHolds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	for _, b := range budgets {
-		start := time.Now()
-		v, err := check(ctx, t, b.defs)
-		if err != nil {
-			t.Fatalf("%s: %v", b.name, err)
-		}
-		if v.errors != 0 {
-			t.Fatalf("%s (%s): spin found a counterexample:\n%s\ntrail:\n%s", b.name, b.defs, v.output, v.trail)
-		}
-		if !strings.Contains(v.output, "Full statespace search") {
-			t.Fatalf("%s: not a full search:\n%s", b.name, v.output)
-		}
-		t.Logf("%s (%s): %s [%s with spin and cc]", b.name, b.defs, summary(v.output), time.Since(start).Round(100*time.Millisecond))
-	}
+	holds(ctx, t, "approval.pml", budgets)
 }
 
 // TestModelFindsRemovedChecks builds the model without one of the code's checks at a time, and
@@ -160,9 +142,7 @@ func TestModelHolds(t *testing.T) {
 func TestModelFindsRemovedChecks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	for _, c := range []struct {
-		macro, defs, violated string
-	}{
+	findsRemoved(ctx, t, "approval.pml", []removed{
 		// A writer schedules a second SandboxRun with the genuine input: both run.
 		{"NO_HISTORY_READ", "-DFAULTS=0 -DWACTS=1", "starts[r]<=1"},
 		// A writer fails the running activity by id as "before the start" and releases its
@@ -186,27 +166,12 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=0"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
 		{"SHOW_UNUSED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=2"},
-	} {
-		v, err := check(ctx, t, "-D"+c.macro+" "+c.defs)
-		if err != nil {
-			t.Fatalf("%s: %v", c.macro, err)
-		}
-		if v.errors == 0 || v.trail == "" {
-			t.Fatalf("%s (%s): spin found no counterexample:\n%s", c.macro, c.defs, v.output)
-		}
-		if !strings.Contains(v.output, c.violated) {
-			t.Fatalf("%s: spin found another counterexample than %q:\n%s\ntrail:\n%s", c.macro, c.violated, v.output, v.trail)
-		}
-		t.Logf("%s (%s): %s; trail of %d lines", c.macro, c.defs, summary(v.output), strings.Count(v.trail, "\n"))
-		if testing.Verbose() {
-			t.Logf("%s trail:\n%s", c.macro, v.trail)
-		}
-	}
+	})
 }
 
 // sessionBudgets are the configurations session.pml is checked in, each exhaustively (the
 // largest, two writer actions, is about 3.5 million states).
-var sessionBudgets = []struct{ name, defs string }{
+var sessionBudgets = []budget{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
 	{"one fault, one writer action", "-DFAULTS=1 -DWACTS=1"},
 	{"two writer actions (a reset among them)", "-DFAULTS=0 -DWACTS=2"},
@@ -216,20 +181,7 @@ var sessionBudgets = []struct{ name, defs string }{
 func TestSessionModelHolds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	for _, b := range sessionBudgets {
-		start := time.Now()
-		v, err := checkModel(ctx, t, "session.pml", b.defs)
-		if err != nil {
-			t.Fatalf("%s: %v", b.name, err)
-		}
-		if v.errors != 0 {
-			t.Fatalf("%s (%s): spin found a counterexample:\n%s\ntrail:\n%s", b.name, b.defs, v.output, v.trail)
-		}
-		if !strings.Contains(v.output, "Full statespace search") {
-			t.Fatalf("%s: not a full search:\n%s", b.name, v.output)
-		}
-		t.Logf("session %s (%s): %s [%s with spin and cc]", b.name, b.defs, summary(v.output), time.Since(start).Round(100*time.Millisecond))
-	}
+	holds(ctx, t, "session.pml", sessionBudgets)
 }
 
 // TestSessionModelFindsRemovedChecks builds session.pml without some of the host's checks and
@@ -238,9 +190,7 @@ func TestSessionModelHolds(t *testing.T) {
 func TestSessionModelFindsRemovedChecks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
-	for _, c := range []struct {
-		macros, defs, violated string
-	}{
+	findsRemoved(ctx, t, "session.pml", []removed{
 		// A writer schedules a cell activity with a forged decision.
 		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "sig_chain[s]==sb_chain[r]"},
 		// A writer duplicates cell 1's activity; the host runs the copy and refuses the
@@ -254,19 +204,7 @@ func TestSessionModelFindsRemovedChecks(t *testing.T) {
 		// A cell whose host crashed is never timed out: the session never ends.
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[0]!=0"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "ran[0]!=2"},
-	} {
-		v, err := checkModel(ctx, t, "session.pml", "-D"+c.macros+" "+c.defs)
-		if err != nil {
-			t.Fatalf("%s: %v", c.macros, err)
-		}
-		if v.errors == 0 || v.trail == "" {
-			t.Fatalf("%s (%s): spin found no counterexample:\n%s", c.macros, c.defs, v.output)
-		}
-		if !strings.Contains(v.output, c.violated) {
-			t.Fatalf("%s: spin found another counterexample than %q:\n%s\ntrail:\n%s", c.macros, c.violated, v.output, v.trail)
-		}
-		t.Logf("session %s (%s): %s; trail of %d lines", c.macros, c.defs, summary(v.output), strings.Count(v.trail, "\n"))
-	}
+	})
 	// The index and used-approval checks are a second line: with them removed, the host's own
 	// chain still refuses every copy (the copy's decision binds the chain before the cell ran).
 	v, err := checkModel(ctx, t, "session.pml", "-DNO_INDEX -DNO_USED -DFAULTS=0 -DWACTS=2")
@@ -275,5 +213,54 @@ func TestSessionModelFindsRemovedChecks(t *testing.T) {
 	}
 	if v.errors != 0 {
 		t.Fatalf("NO_INDEX NO_USED: spin found a counterexample:\n%s\ntrail:\n%s", v.output, v.trail)
+	}
+}
+
+// budget is one configuration a model is checked in.
+type budget struct{ name, defs string }
+
+// holds checks every property of the model in file in every budget, exhaustively, and fails on
+// any counterexample, printing its trail.
+func holds(ctx context.Context, t *testing.T, file string, budgets []budget) {
+	t.Helper()
+	for _, b := range budgets {
+		start := time.Now()
+		v, err := checkModel(ctx, t, file, b.defs)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", file, b.name, err)
+		}
+		if v.errors != 0 {
+			t.Fatalf("%s: %s (%s): spin found a counterexample:\n%s\ntrail:\n%s", file, b.name, b.defs, v.output, v.trail)
+		}
+		if !strings.Contains(v.output, "Full statespace search") {
+			t.Fatalf("%s: %s: not a full search:\n%s", file, b.name, v.output)
+		}
+		t.Logf("%s: %s (%s): %s [%s with spin and cc]", file, b.name, b.defs, summary(v.output), time.Since(start).Round(100*time.Millisecond))
+	}
+}
+
+// removed is a variant of a model without some of the code's checks (macros, "-D"-joined after
+// the first) and the assertion spin must find violated within defs.
+type removed struct{ macros, defs, violated string }
+
+// findsRemoved builds the model in file as each variant and requires spin to find its
+// counterexample.
+func findsRemoved(ctx context.Context, t *testing.T, file string, variants []removed) {
+	t.Helper()
+	for _, c := range variants {
+		v, err := checkModel(ctx, t, file, "-D"+c.macros+" "+c.defs)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", file, c.macros, err)
+		}
+		if v.errors == 0 || v.trail == "" {
+			t.Fatalf("%s: %s (%s): spin found no counterexample:\n%s", file, c.macros, c.defs, v.output)
+		}
+		if !strings.Contains(v.output, c.violated) {
+			t.Fatalf("%s: %s: spin found another counterexample than %q:\n%s\ntrail:\n%s", file, c.macros, c.violated, v.output, v.trail)
+		}
+		t.Logf("%s: %s (%s): %s; trail of %d lines", file, c.macros, c.defs, summary(v.output), strings.Count(v.trail, "\n"))
+		if testing.Verbose() {
+			t.Logf("%s trail:\n%s", c.macros, v.trail)
+		}
 	}
 }
