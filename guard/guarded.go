@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,6 +16,25 @@ type Backend interface {
 	// Name identifies the backend; it is part of the digest.
 	Name() string
 	Run(ctx context.Context, c Checked) (Result, error)
+}
+
+// An Acquirer is a Backend that can take the sandbox for a request before the request may run,
+// so that the sandbox activity takes it while it claims the approval and sends the request the
+// moment the claim is confirmed. Backend.Run stays the whole of a run.
+type Acquirer interface {
+	Backend
+	// Acquire takes a sandbox for c (a started one from a warm pool, or one created now) and
+	// runs nothing in it. Errors are typed like Run's; the code never started.
+	Acquire(ctx context.Context, c Checked) (Acquired, error)
+}
+
+// Acquired is a sandbox an Acquirer took for one request. Exactly one of Run or Discard is
+// called, once.
+type Acquired interface {
+	// Run sends the request to the sandbox and returns what Backend.Run would, under ctx.
+	Run(ctx context.Context) (Result, error)
+	// Discard removes the sandbox with nothing run in it: it is never handed to another run.
+	Discard()
 }
 
 // Check is one line of a backend's doctor report (`worker doctor`): what was checked, whether it
@@ -74,6 +94,11 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	if err := g.policy.Recheck(c); err != nil {
 		return Result{}, err
 	}
+	return g.run(ctx, c, func(ctx context.Context) (Result, error) { return g.backend.Run(ctx, c) })
+}
+
+// run is Run's part from the backend's run on, which run makes.
+func (g *Guarded) run(ctx context.Context, c Checked, run func(context.Context) (Result, error)) (Result, error) {
 	backstop := c.Limits.Timeout + g.policy.Grace
 	runCtx, cancel := context.WithTimeout(ctx, backstop)
 	defer cancel()
@@ -83,7 +108,7 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	start := time.Now()
 	done := make(chan backendOutcome, 1)
 	go func() {
-		res, err := g.backend.Run(runCtx, c)
+		res, err := run(runCtx)
 		done <- backendOutcome{res, err}
 	}()
 
@@ -119,6 +144,63 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	res.Digest = c.Digest
 	res.Backend = g.backend.Name()
 	return res, nil
+}
+
+// Prepared is a request Acquire checked again and took a sandbox for; nothing of it ran yet.
+// Call Run or Discard.
+type Prepared struct {
+	g        *Guarded
+	c        Checked
+	acquired Acquired // nil when the backend is no Acquirer: Run then calls its Run
+	used     atomic.Bool
+}
+
+// Acquire checks c again as Run does and, when the backend is an Acquirer, takes its sandbox
+// (bounded by the backstop, timeout + grace), so that Prepared.Run only sends the request. It
+// runs nothing. Errors are typed like Run's.
+func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
+	if c.Backend != g.backend.Name() {
+		return nil, configf("request was checked for backend %q but this worker runs %q", c.Backend, g.backend.Name())
+	}
+	if err := g.policy.Recheck(c); err != nil {
+		return nil, err
+	}
+	p := &Prepared{g: g, c: c}
+	a, ok := g.backend.(Acquirer)
+	if !ok {
+		return p, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, c.Limits.Timeout+g.policy.Grace)
+	defer cancel()
+	acquired, err := a.Acquire(actx, c)
+	if err != nil {
+		return nil, typed(g.backend.Name(), err)
+	}
+	if acquired == nil {
+		return nil, &IntegrationError{Op: "backend " + g.backend.Name(), Err: errors.New("acquire returned no sandbox and no error")}
+	}
+	p.acquired = acquired
+	return p, nil
+}
+
+// Run runs the prepared request as Guarded.Run does (the backstop counts from now). A second
+// call, or a call after Discard, runs nothing and fails.
+func (p *Prepared) Run(ctx context.Context) (Result, error) {
+	if !p.used.CompareAndSwap(false, true) {
+		return Result{}, &IntegrationError{Op: "guard: run a prepared request", Err: errors.New("it was run or discarded already")}
+	}
+	if p.acquired == nil {
+		return p.g.run(ctx, p.c, func(ctx context.Context) (Result, error) { return p.g.backend.Run(ctx, p.c) })
+	}
+	return p.g.run(ctx, p.c, p.acquired.Run)
+}
+
+// Discard gives up the prepared request with nothing run: its sandbox is removed. It is a no-op
+// after Run or a first Discard.
+func (p *Prepared) Discard() {
+	if p.used.CompareAndSwap(false, true) && p.acquired != nil {
+		p.acquired.Discard()
+	}
 }
 
 // awaitStop waits up to the grace for a cancelled backend to return (it kills and removes its
