@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -191,28 +192,63 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
-	if err := refuseNativeLoaders(c); err != nil {
+	a, err := b.acquireFor(ctx, c)
+	if err != nil {
 		return guard.Result{}, err
 	}
+	a.start = start
+	return a.Run(ctx)
+}
+
+// Acquire is the first part of Run (guard.Acquirer): it checks c as Run does, waits for a free
+// sandbox slot and takes a container for c, a started one from the warm pool or one created now.
+// Nothing runs in it: the Acquired's Run sends the request, and its Discard removes the container
+// (it never goes back to the pool). Errors are Run's from before the start.
+func (b *Backend) Acquire(ctx context.Context, c guard.Checked) (guard.Acquired, error) {
+	a, err := b.acquireFor(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+var _ guard.Acquirer = (*Backend)(nil)
+
+// acquired is a container Acquire took for one request, with its sandbox slot.
+type acquired struct {
+	b           *Backend
+	c           guard.Checked
+	sb          *sandbox
+	warm        *warmSandbox
+	request     []byte
+	releaseSlot func()
+	start       time.Time
+	used        atomic.Bool
+}
+
+func (b *Backend) acquireFor(ctx context.Context, c guard.Checked) (*acquired, error) {
+	if err := refuseNativeLoaders(c); err != nil {
+		return nil, err
+	}
 	if _, err := encodeRequest(c, 0, nil); err != nil {
-		return guard.Result{}, err
+		return nil, err
 	}
 	if len(c.Egress) > 0 {
 		if _, err := b.proxyConfig(c); err != nil {
-			return guard.Result{}, err
+			return nil, err
 		}
 	}
 	releaseSlot, err := b.takeSlot(ctx)
 	if err != nil {
-		return guard.Result{}, err
+		return nil, err
 	}
-	defer releaseSlot()
 	_, span := tracing.Start(ctx, tracing.SpanTakeSandbox, attribute.String("sandboxflow.runtime", b.cfg.Runtime))
 	sb, warm, err := b.acquire(ctx, c)
 	span.SetAttributes(attribute.Bool("sandboxflow.warm", warm != nil))
 	tracing.End(span, err, guard.TypeOf(err))
 	if err != nil {
-		return guard.Result{}, err
+		releaseSlot()
+		return nil, err
 	}
 	request, err := encodeRequest(c, sb.uid, b.egressPlan(c))
 	if err != nil {
@@ -221,9 +257,20 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 		}
 		sb.release()
 		_ = b.remove(ctx, sb.id, warm != nil)
-		return guard.Result{}, err
+		releaseSlot()
+		return nil, err
 	}
-	res, removeNow, err := b.execute(ctx, sb, c, request, warm)
+	return &acquired{b: b, c: c, sb: sb, warm: warm, request: request, releaseSlot: releaseSlot, start: time.Now()}, nil
+}
+
+// Run sends the request and runs it, then removes the container (Backend.Run's second part).
+func (a *acquired) Run(ctx context.Context) (guard.Result, error) {
+	if !a.used.CompareAndSwap(false, true) {
+		return guard.Result{}, &guard.IntegrationError{Op: "docker: run on an acquired container", Err: errors.New("it was run or discarded already")}
+	}
+	b, sb, c := a.b, a.sb, a.c
+	defer a.releaseSlot()
+	res, removeNow, err := b.execute(ctx, sb, c, a.request, a.warm)
 	if removeNow {
 		if rerr := b.remove(ctx, sb.id, true); rerr != nil {
 			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", rerr)
@@ -238,11 +285,24 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 	// The one place the backend applies the limits (the guard wrapper re-applies them to
 	// whatever a backend returns).
 	res = guard.Enforce(res, c.Limits)
-	res.Duration = time.Since(start)
+	res.Duration = time.Since(a.start)
 	res.Digest = c.Digest
 	res.Backend = Name
 	res.ImageID = sb.image.ID
 	return res, nil
+}
+
+// Discard removes the container with nothing run in it (killing a warm one) and frees its slot;
+// a warm container never goes back to the pool.
+func (a *acquired) Discard() {
+	if !a.used.CompareAndSwap(false, true) {
+		return
+	}
+	if a.warm != nil {
+		a.warm.att.Close()
+	}
+	a.b.removeLater(a.sb, a.warm != nil)
+	a.releaseSlot()
 }
 
 // spec is the container c runs in (nil for one the warm pool starts ahead): every hardening
