@@ -327,13 +327,31 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
+	if err := precheck(info, c, in); err != nil {
+		a.refused(ctx, c, in, err)
+		return guard.Result{}, contract.ToFailure(err)
+	}
+	// The sandbox is taken while the approval is claimed, so that the request goes the moment
+	// the claim is confirmed; nothing runs in it before, and it is removed if the claim is not.
+	acquireCtx, stopAcquire := context.WithCancel(ctx)
+	defer stopAcquire()
+	acquiring := make(chan acquiredSandbox, 1)
+	go func() {
+		p, err := a.guarded.Acquire(acquireCtx, c)
+		acquiring <- acquiredSandbox{p, err}
+	}()
 	claim, verified, err := a.admit(ctx, info, c, in)
 	if err != nil {
+		stopAcquire()
+		if got := <-acquiring; got.err == nil {
+			got.prepared.Discard()
+		}
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
 	in.Decision.Reviewer = verified[0].Principal // as this host verified it
 	history := a.historyOf(ctx)
+	got := <-acquiring
 
 	started := startedEvent(c, in, info.Attempt)
 	started.Time = time.Now()
@@ -342,7 +360,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
 	start := time.Now()
 	runCtx, span := runSpan(runCtx, c)
-	res, err := a.guarded.Run(runCtx, c)
+	res, err := got.run(runCtx)
 	elapsed := time.Since(start)
 	endRunSpan(span, res, err)
 	stop()
@@ -375,6 +393,21 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	return res, nil
 }
 
+// acquiredSandbox is the outcome of the guard's Acquire for a run.
+type acquiredSandbox struct {
+	prepared *guard.Prepared
+	err      error
+}
+
+// run runs the prepared request, or returns the error that kept the sandbox from being taken
+// (nothing started).
+func (s acquiredSandbox) run(ctx context.Context) (guard.Result, error) {
+	if s.err != nil {
+		return guard.Result{}, s.err
+	}
+	return s.prepared.Run(ctx)
+}
+
 // cancelRequested reports whether ctx, an activity's, was cancelled because the workflow asked
 // (the server's answer to a heartbeat), not because the worker is stopping.
 func cancelRequested(ctx context.Context) bool {
@@ -386,17 +419,8 @@ func cancelRequested(ctx context.Context) bool {
 // that no other sandbox activity may have used, now claimed. It returns the claim and the
 // verified approvals, the decision's first; a refusal is an ApprovalRefused.
 func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, []approval.Verified, error) {
-	switch {
-	case info.Attempt > 1:
-		return nil, nil, &guard.IntegrationError{
-			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
-			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
-			CodeMayHaveStarted: true,
-		}
-	case !in.Decision.Approve || in.Decision.ApprovalID == "":
-		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
-	case in.Decision.Digest != c.Digest:
-		return nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
+	if err := precheck(info, c, in); err != nil {
+		return nil, nil, err
 	}
 	vs, err := a.verifyQuorum(info, c, in)
 	if err == nil && in.Edit != nil {
@@ -414,6 +438,24 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 		return nil, nil, err
 	}
 	return claim, vs, nil
+}
+
+// precheck is admit's first part, which needs neither the reviewers' keys nor the history: only
+// a first attempt, of an approving decision for c's digest.
+func precheck(info activity.Info, c guard.Checked, in contract.RunInput) error {
+	switch {
+	case info.Attempt > 1:
+		return &guard.IntegrationError{
+			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
+			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
+			CodeMayHaveStarted: true,
+		}
+	case !in.Decision.Approve || in.Decision.ApprovalID == "":
+		return &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
+	case in.Decision.Digest != c.Digest:
+		return &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
+	}
+	return nil
 }
 
 // historyOf is the run log the sandbox host claims approvals in: the activity's own client
