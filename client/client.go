@@ -513,8 +513,14 @@ func (c *Client) DecideRun(ctx context.Context, workflowID, runID string, d cont
 // Result waits for the run to end and returns its result, or its typed error: errors.As finds
 // *guard.ApprovalDenied, *guard.ToolUsageError, *guard.ConfigError or *guard.IntegrationError.
 func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, error) {
+	return c.resultOf(ctx, workflowID, "")
+}
+
+// resultOf is Result for run runID of workflowID (empty: its current run, and the runs it
+// continues as).
+func (c *Client) resultOf(ctx context.Context, workflowID, runID string) (guard.Result, error) {
 	var res guard.Result
-	err := c.tc.GetWorkflow(ctx, workflowID, "").Get(ctx, &res)
+	err := c.tc.GetWorkflow(ctx, workflowID, runID).Get(ctx, &res)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("client: result of %s: %w", workflowID, ctx.Err())

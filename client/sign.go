@@ -161,17 +161,27 @@ func SignDecision(signer ssh.Signer, f approval.Fields, reason string) (contract
 // update "decide". The digest is the one the reviewer read; it must be the run's. The workflow
 // refuses a decision whose signature does not verify, and says why.
 func (c *Client) Approve(ctx context.Context, workflowID, digest string, signer ssh.Signer, reason string) (contract.DecideResult, error) {
-	if digest == "" {
-		return contract.DecideResult{}, errors.New("client: approve: the digest you read is required")
-	}
-	f, err := c.Statement(ctx, workflowID, StatementOptions{})
+	f, err := c.approvalStatement(ctx, workflowID, digest)
 	if err != nil {
 		return contract.DecideResult{}, err
 	}
-	if f.Digest != digest {
-		return contract.DecideResult{}, fmt.Errorf("client: approve %s: you read digest %s but the run's is %s; read it again (starter show)", workflowID, digest, f.Digest)
-	}
 	return c.signAndDecide(ctx, workflowID, signer, f, reason)
+}
+
+// approvalStatement is the statement that approves workflowID's run, whose digest the reviewer
+// read as digest.
+func (c *Client) approvalStatement(ctx context.Context, workflowID, digest string) (approval.Fields, error) {
+	if digest == "" {
+		return approval.Fields{}, errors.New("client: approve: the digest you read is required")
+	}
+	f, err := c.Statement(ctx, workflowID, StatementOptions{})
+	if err != nil {
+		return approval.Fields{}, err
+	}
+	if f.Digest != digest {
+		return approval.Fields{}, fmt.Errorf("client: approve %s: you read digest %s but the run's is %s; read it again (starter show)", workflowID, digest, f.Digest)
+	}
+	return f, nil
 }
 
 // Deny signs a denial of the run with the reviewer's key and sends it as the update "decide".

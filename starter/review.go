@@ -57,13 +57,22 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 		sc = sc.WithReviewer(cmd.reviewer)
 	}
 	var res any
+	// approve --wait: the wait for the result (one long poll on the approved run) starts with
+	// the decision, in this process and connection.
+	var wait *client.ResultWait
 	switch {
 	case cmd.name == "approve" && cmd.editFile != "":
 		code, rerr := readFile(cmd.editFile)
 		if rerr != nil {
 			return &cli.UsageError{Msg: fmt.Sprintf("--edit: %v", rerr)}
 		}
-		res, err = sc.ApproveEdited(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
+		if cmd.wait {
+			res, wait, err = sc.ApproveEditedAndWait(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
+		} else {
+			res, err = sc.ApproveEdited(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
+		}
+	case cmd.name == "approve" && cmd.wait:
+		res, wait, err = sc.ApproveAndWait(ctx, cmd.id, cmd.digest, signer, cmd.reason)
 	case cmd.name == "approve":
 		res, err = sc.Approve(ctx, cmd.id, cmd.digest, signer, cmd.reason)
 	default:
@@ -72,11 +81,13 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", cmd.name, cmd.id, err)
 	}
-	if err := printOr(stdout, res, nil); err != nil || !cmd.wait {
+	if wait != nil {
+		defer wait.Stop()
+	}
+	if err := printOr(stdout, res, nil); err != nil || wait == nil {
 		return err
 	}
-	// approve --wait: the result in the same process, without a second start and dial.
-	out, err := sc.WaitResult(ctx, cmd.id, 0)
+	out, err := wait.Get(ctx)
 	if err != nil {
 		return startedError{workflowID: cmd.id, err: err}
 	}

@@ -1,0 +1,91 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// ResultWait is the wait for a run's result that DecideAndWait started with the decision: one
+// long poll on the run's close, already under way. Call Get once, or Stop.
+type ResultWait struct {
+	done   chan resultOutcome
+	cancel context.CancelFunc
+}
+
+type resultOutcome struct {
+	res guard.Result
+	err error
+}
+
+// Get waits for the run to end and returns its result or typed error, as Result does.
+func (w *ResultWait) Get(ctx context.Context) (guard.Result, error) {
+	defer w.cancel()
+	select {
+	case o := <-w.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		return guard.Result{}, fmt.Errorf("client: result: %w", ctx.Err())
+	}
+}
+
+// Stop gives up the wait.
+func (w *ResultWait) Stop() { w.cancel() }
+
+// DecideAndWait sends d on run runID of the RunCode run workflowID (DecideRun) and, once the
+// workflow accepted it, returns its answer and the wait for that run's result. The wait (the long
+// poll on the run's close that Result makes) starts with the update, in the same connection, so
+// that the result comes back the moment the run ends: no describe, no second dial, no polling.
+// runID is required (Statement's Fields.RunID): the wait must be for the run decided on, and the
+// caller must know it is a RunCode run (Statement checks). When the decision is refused, the wait
+// is stopped and the refusal returned.
+func (c *Client) DecideAndWait(ctx context.Context, workflowID, runID string, d contract.Decision) (contract.DecideResult, *ResultWait, error) {
+	if runID == "" {
+		return contract.DecideResult{}, nil, errors.New("client: decide and wait: the run id is required (the statement's run_id)")
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	w := &ResultWait{done: make(chan resultOutcome, 1), cancel: cancel}
+	go func() {
+		res, err := c.resultOf(wctx, workflowID, runID)
+		w.done <- resultOutcome{res, err}
+	}()
+	out, err := c.DecideRun(ctx, workflowID, runID, d)
+	if err != nil {
+		cancel()
+		return out, nil, err
+	}
+	return out, w, nil
+}
+
+// ApproveAndWait is Approve, on the run the statement names, then the wait for its result
+// (DecideAndWait).
+func (c *Client) ApproveAndWait(ctx context.Context, workflowID, digest string, signer ssh.Signer, reason string) (contract.DecideResult, *ResultWait, error) {
+	f, err := c.approvalStatement(ctx, workflowID, digest)
+	if err != nil {
+		return contract.DecideResult{}, nil, err
+	}
+	d, err := SignDecision(signer, f, reason)
+	if err != nil {
+		return contract.DecideResult{}, nil, err
+	}
+	return c.DecideAndWait(ctx, workflowID, f.RunID, d)
+}
+
+// ApproveEditedAndWait is ApproveEdited, on the run the statement names, then the wait for its
+// result (DecideAndWait).
+func (c *Client) ApproveEditedAndWait(ctx context.Context, workflowID, digest, code string, signer ssh.Signer, reason string) (contract.DecideResult, *ResultWait, error) {
+	f, edit, err := c.EditedStatement(ctx, workflowID, digest, code, StatementOptions{})
+	if err != nil {
+		return contract.DecideResult{}, nil, err
+	}
+	d, err := EditedDecision(signer, f, edit, reason)
+	if err != nil {
+		return contract.DecideResult{}, nil, err
+	}
+	return c.DecideAndWait(ctx, workflowID, f.RunID, d)
+}
