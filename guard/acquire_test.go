@@ -114,3 +114,21 @@ func TestGuardedAcquireOnAPlainBackend(t *testing.T) {
 		t.Fatalf("run: %+v, %v, %d runs; want one run of 1", res, err, b.calls.Load())
 	}
 }
+
+// An Acquirer with no sandbox free (ErrAcquireLater) is run whole: its Run takes one, waiting
+// under the run's context.
+func TestGuardedAcquireLater(t *testing.T) {
+	p := Policy{}
+	c, err := p.Check(Request{Code: "print(1)"}, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &acquirer{fakeBackend: fakeBackend{name: "fake", res: Result{Stdout: []byte("1\n")}}, acquireErr: ErrAcquireLater}
+	prepared, err := New(b, p).Acquire(context.Background(), c)
+	if err != nil {
+		t.Fatalf("acquire with none free: %v; want the request prepared for Run to take one", err)
+	}
+	if res, err := prepared.Run(context.Background()); err != nil || string(res.Stdout) != "1\n" || b.calls.Load() != 1 || b.runs.Load() != 0 {
+		t.Fatalf("run: %+v, %v; backend runs %d, acquired runs %d; want the backend's whole Run once", res, err, b.calls.Load(), b.runs.Load())
+	}
+}

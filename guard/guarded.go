@@ -24,9 +24,15 @@ type Backend interface {
 type Acquirer interface {
 	Backend
 	// Acquire takes a sandbox for c (a started one from a warm pool, or one created now) and
-	// runs nothing in it. Errors are typed like Run's; the code never started.
+	// runs nothing in it; it never waits for a sandbox to be free (ErrAcquireLater). Errors are
+	// typed like Run's; the code never started.
 	Acquire(ctx context.Context, c Checked) (Acquired, error)
 }
+
+// ErrAcquireLater is what an Acquirer's Acquire returns when it could take a sandbox only by
+// waiting (all of its sandboxes in use): the request then takes one when it runs, as Backend.Run
+// does, so that the wait is heartbeated as the run is.
+var ErrAcquireLater = errors.New("no sandbox free now: take one when the request runs")
 
 // Acquired is a sandbox an Acquirer took for one request. Exactly one of Run or Discard is
 // called, once.
@@ -156,8 +162,9 @@ type Prepared struct {
 }
 
 // Acquire checks c again as Run does and, when the backend is an Acquirer, takes its sandbox
-// (bounded by the backstop, timeout + grace), so that Prepared.Run only sends the request. It
-// runs nothing. Errors are typed like Run's.
+// (bounded by the backstop, timeout + grace), so that Prepared.Run only sends the request; when
+// none is free without waiting (ErrAcquireLater), Prepared.Run takes one. It runs nothing.
+// Errors are typed like Run's.
 func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
 	if c.Backend != g.backend.Name() {
 		return nil, configf("request was checked for backend %q but this worker runs %q", c.Backend, g.backend.Name())
@@ -173,6 +180,9 @@ func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
 	actx, cancel := context.WithTimeout(ctx, c.Limits.Timeout+g.policy.Grace)
 	defer cancel()
 	acquired, err := a.Acquire(actx, c)
+	if errors.Is(err, ErrAcquireLater) {
+		return p, nil // Run takes one, as the backend's Run does
+	}
 	if err != nil {
 		return nil, typed(g.backend.Name(), err)
 	}

@@ -192,7 +192,7 @@ type sandbox struct {
 // timeout is a result.
 func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error) {
 	start := time.Now()
-	a, err := b.acquireFor(ctx, c)
+	a, err := b.acquireFor(ctx, c, true)
 	if err != nil {
 		return guard.Result{}, err
 	}
@@ -203,9 +203,11 @@ func (b *Backend) Run(ctx context.Context, c guard.Checked) (guard.Result, error
 // Acquire is the first part of Run (guard.Acquirer): it checks c as Run does, waits for a free
 // sandbox slot and takes a container for c, a started one from the warm pool or one created now.
 // Nothing runs in it: the Acquired's Run sends the request, and its Discard removes the container
-// (it never goes back to the pool). Errors are Run's from before the start.
+// (it never goes back to the pool). It never waits for a slot: with all in use it returns
+// guard.ErrAcquireLater, and the request takes one when it runs. Errors are Run's from before the
+// start.
 func (b *Backend) Acquire(ctx context.Context, c guard.Checked) (guard.Acquired, error) {
-	a, err := b.acquireFor(ctx, c)
+	a, err := b.acquireFor(ctx, c, false)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +228,9 @@ type acquired struct {
 	used        atomic.Bool
 }
 
-func (b *Backend) acquireFor(ctx context.Context, c guard.Checked) (*acquired, error) {
+// acquireFor is Acquire; wait says whether to wait for a free slot (Run's own acquire) or to
+// return guard.ErrAcquireLater.
+func (b *Backend) acquireFor(ctx context.Context, c guard.Checked, wait bool) (*acquired, error) {
 	if err := refuseNativeLoaders(c); err != nil {
 		return nil, err
 	}
@@ -238,9 +242,15 @@ func (b *Backend) acquireFor(ctx context.Context, c guard.Checked) (*acquired, e
 			return nil, err
 		}
 	}
-	releaseSlot, err := b.takeSlot(ctx)
-	if err != nil {
-		return nil, err
+	releaseSlot, free := b.tryTakeSlot()
+	if !free {
+		if !wait {
+			return nil, guard.ErrAcquireLater
+		}
+		var err error
+		if releaseSlot, err = b.takeSlot(ctx); err != nil {
+			return nil, err
+		}
 	}
 	_, span := tracing.Start(ctx, tracing.SpanTakeSandbox, attribute.String("sandboxflow.runtime", b.cfg.Runtime))
 	sb, warm, err := b.acquire(ctx, c)

@@ -71,6 +71,20 @@ func (w sessionStream) Write(p []byte) (int, error) {
 	return s.cur.Write(p)
 }
 
+// tryTakeSlot takes a sandbox slot when one is free now.
+func (b *Backend) tryTakeSlot() (release func(), ok bool) {
+	if b.slots == nil {
+		return func() {}, true
+	}
+	select {
+	case b.slots <- struct{}{}:
+		var once sync.Once
+		return func() { once.Do(func() { <-b.slots }) }, true
+	default:
+		return nil, false
+	}
+}
+
 // takeSlot waits for one of the backend's Config.MaxSandboxes slots; release gives it back.
 func (b *Backend) takeSlot(ctx context.Context) (release func(), err error) {
 	if b.slots == nil {
