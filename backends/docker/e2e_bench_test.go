@@ -64,7 +64,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	workerBin, starterBin := buildBinaries(b)
 	var rows []e2eRow
-	for _, rt := range []string{"runc", RuntimeRunsc, runtimeRunscCurrent} {
+	runtimes := []string{"runc", RuntimeRunsc, runtimeRunscCurrent}
+	if v := os.Getenv("SANDBOXFLOW_BENCH_RUNTIMES"); v != "" {
+		runtimes = strings.Split(v, ",") // e.g. runc only
+	}
+	for _, rt := range runtimes {
 		if !slices.Contains(dockerInfo.Runtimes, rt) {
 			b.Fatalf("the docker daemon has no runtime %s", rt)
 		}
@@ -109,17 +113,25 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	defer tc.Close()
 	dockerRun := dockerRunBaseline(b, rt)
 
-	session, err := sc.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}}, client.SessionOptions{})
-	if err != nil {
-		b.Fatalf("open a session: %v", err)
+	// SANDBOXFLOW_BENCH_CELLS=0 leaves the session's cells out (they hold a sandbox slot).
+	cells := os.Getenv("SANDBOXFLOW_BENCH_CELLS") != "0"
+	var session client.SessionStarted
+	if cells {
+		var err error
+		session, err = sc.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}}, client.SessionOptions{})
+		if err != nil {
+			b.Fatalf("open a session: %v", err)
+		}
 	}
 
 	// One warm-up of each kind, not counted.
 	dockerRun(-1)
 	cliPath(cli)
 	clientPath(ctx, b, sc)
-	cellClientPath(ctx, b, sc, session.WorkflowID)
-	cellCLIPath(ctx, b, sc, cli, session.WorkflowID)
+	if cells {
+		cellClientPath(ctx, b, sc, session.WorkflowID)
+		cellCLIPath(ctx, b, sc, cli, session.WorkflowID)
+	}
 	row := e2eRow{runtime: rt}
 	var dr, ac, ap, wh, cc, cl []time.Duration
 	var cs []clientSample
@@ -129,14 +141,21 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 		wh, ac = append(wh, whole), append(ac, approve)
 		s := clientPath(ctx, b, sc)
 		cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
-		cc = append(cc, cellClientPath(ctx, b, sc, session.WorkflowID))
-		cl = append(cl, cellCLIPath(ctx, b, sc, cli, session.WorkflowID))
+		if cells {
+			cc = append(cc, cellClientPath(ctx, b, sc, session.WorkflowID))
+			cl = append(cl, cellCLIPath(ctx, b, sc, cli, session.WorkflowID))
+		}
 	}
 	row.dockerRun, row.approveCLI, row.approve, row.whole = median(dr), median(ac), median(ap), median(wh)
-	row.cellClient, row.cellCLI = median(cc), median(cl)
+	if cells {
+		row.cellClient, row.cellCLI = median(cc), median(cl)
+	}
+	b.Logf("%s: p99 (of %d) docker run %s, approve→result (binaries) %s, (Go client) %s", rt, samples, quantile(dr, 0.99), quantile(ac, 0.99), quantile(ap, 0.99))
 	// The session holds a sandbox slot: closed before the throughput burst, which needs them all.
-	if _, err := sc.CloseSession(ctx, session.WorkflowID, "bench done"); err != nil {
-		b.Fatalf("close the session: %v", err)
+	if cells {
+		if _, err := sc.CloseSession(ctx, session.WorkflowID, "bench done"); err != nil {
+			b.Fatalf("close the session: %v", err)
+		}
 	}
 	row.phases = phases(ctx, b, tc, cs)
 	row.perSecond = throughput(ctx, b, sc, burst)
@@ -321,12 +340,19 @@ func clientPath(ctx context.Context, b *testing.B, sc *client.Client) clientSamp
 	if err != nil {
 		b.Fatal(err)
 	}
+	signer, closer, err := client.LoadReviewerKey("") // SANDBOXFLOW_REVIEWER_KEY
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closer.Close()
 	s := clientSample{workflowID: started.WorkflowID, approve: time.Now()}
-	if err := approveClient(ctx, sc, started.WorkflowID, started.Digest); err != nil {
+	// The result's long poll starts with the decision (ApproveAndWait).
+	_, wait, err := sc.ApproveAndWait(ctx, started.WorkflowID, started.Digest, signer, "")
+	if err != nil {
 		b.Fatal(err)
 	}
 	s.approved = time.Now()
-	res, err := sc.Result(ctx, started.WorkflowID)
+	res, err := wait.Get(ctx)
 	s.end = time.Now()
 	if err != nil || string(res.Stdout) != "1\n" {
 		b.Fatalf("result: %+v, %v", res, err)
@@ -522,10 +548,17 @@ func envInt(b *testing.B, name string, def int) int {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
+	if err != nil || n < 1 && (n != 0 || name != "SANDBOXFLOW_BENCH_HEAP_RUNS") { // 0 heap runs: none
 		b.Fatalf("%s=%q: want a positive integer", name, v)
 	}
 	return n
+}
+
+// quantile is the q-quantile of ds (nearest rank).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // phase is one step of approve→result and its median.
@@ -543,6 +576,7 @@ func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clie
 		"update accepted → activity scheduled",
 		"activity scheduled → started (task queue dispatch)",
 		"activity started → completed",
+		"  of which activity started → its claim in the history",
 		"  of which the Docker backend (warm or cold container, run)",
 		"activity completed → workflow completed (workflow task)",
 		"workflow completed → result returned to the client",
@@ -550,6 +584,7 @@ func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clie
 	steps := make([][]time.Duration, len(names))
 	for _, s := range samples {
 		ev := map[enumspb.EventType]time.Time{}
+		var claimed time.Time
 		it := tc.GetWorkflowHistory(ctx, s.workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			e, err := it.Next()
@@ -559,6 +594,9 @@ func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clie
 			if _, seen := ev[e.GetEventType()]; !seen {
 				ev[e.GetEventType()] = e.GetEventTime().AsTime()
 			}
+			if sig := e.GetWorkflowExecutionSignaledEventAttributes(); sig.GetSignalName() == contract.SignalSandboxClaim && claimed.IsZero() {
+				claimed = e.GetEventTime().AsTime()
+			}
 		}
 		accepted := ev[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED]
 		scheduled := ev[enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
@@ -567,7 +605,7 @@ func phases(ctx context.Context, b *testing.B, tc tclient.Client, samples []clie
 		closed := ev[enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED]
 		for i, d := range []time.Duration{
 			accepted.Sub(s.approve), s.approved.Sub(accepted), scheduled.Sub(accepted), started.Sub(scheduled),
-			completed.Sub(started), s.backend, closed.Sub(completed), s.end.Sub(closed),
+			completed.Sub(started), claimed.Sub(started), s.backend, closed.Sub(completed), s.end.Sub(closed),
 		} {
 			steps[i] = append(steps[i], d)
 		}
