@@ -105,6 +105,15 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 }
 
+// The benchmark's task queues are its own: a worker's Docker deployment is NAMESPACE/TASK_QUEUE,
+// and its reaper removes the containers of its deployment it does not know (a session's, once its
+// own server does not know the session), so two benchmarks on one Docker daemon that shared a
+// queue name would remove each other's sandboxes.
+var (
+	benchQueue = "bench-e2e-" + suiteID
+	heapQueue  = "bench-heap-" + suiteID
+)
+
 // The two worker settings a row runs with.
 const (
 	configDefault = "default"
@@ -239,11 +248,11 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 	if dataRoot != "" {
 		row.sizing += ", store in " + dataRoot
 	}
-	env := []string{"TEMPORAL_ADDRESS=" + w.addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=bench-e2e"}
+	env := []string{"TEMPORAL_ADDRESS=" + w.addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + benchQueue}
 	cli := starterCLI{b: b, bin: starterBin, env: env}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tc, sc := dialBench(ctx, b, w.addr, "bench-e2e")
+	tc, sc := dialBench(ctx, b, w.addr, benchQueue)
 	defer tc.Close()
 	dockerRun := dockerRunBaseline(b, rt)
 	sess := &benchSession{sc: sc}
@@ -424,7 +433,7 @@ func heapRun(b *testing.B, bin string, set benchSettings, burst int) heapFigures
 		}
 	}
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
-	queues := []string{"--task-queue", "bench-heap", "--sandbox-task-queue", "bench-heap-sb"}
+	queues := []string{"--task-queue", heapQueue, "--sandbox-task-queue", heapQueue + "-sb"}
 	stopDev, _ := startWorkerLogged(b, bin, append([]string{"--dev", "--role", "workflows", "--data-dir", dataDir, "--ui-port", "-1",
 		"--inbox-port", "-1", "--address", addr, "--metrics-listen", devMetrics}, queues...)...)
 	defer stopDev()
@@ -439,7 +448,7 @@ func heapRun(b *testing.B, bin string, set benchSettings, burst int) heapFigures
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tc, sc := dialBench(ctx, b, addr, "bench-heap")
+	tc, sc := dialBench(ctx, b, addr, heapQueue)
 	defer tc.Close()
 	throughput(ctx, b, sc, burst) // warm-up
 	h.sandboxWorker[0], h.dev[0] = liveHeap(b, "http://"+sbMetrics+"/metrics")/(1<<20), liveHeap(b, "http://"+devMetrics+"/metrics")/(1<<20)
@@ -704,7 +713,7 @@ func startBenchWorker(b *testing.B, bin, rt, dataRoot string, sandboxFlags ...st
 	// worker --dev makes its development reviewer key here; the benchmark signs with it.
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
 	args := append([]string{"--dev", "--backend", "docker", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
-		"--task-queue", "bench-e2e", "--docker-image", testPythonImage(), "--docker-runtime", rt,
+		"--task-queue", benchQueue, "--docker-image", testPythonImage(), "--docker-runtime", rt,
 		"--metrics-listen", metricsAddr}, sandboxFlags...)
 	stop, logs := startWorkerLogged(b, bin, args...)
 	return benchWorker{addr: addr, metricsURL: "http://" + metricsAddr + "/metrics", sizing: sizingFrom(b, logs.String()), stop: stop}
