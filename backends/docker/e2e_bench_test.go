@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -734,7 +735,15 @@ var sizingRE = regexp.MustCompile(`--max-sandboxes (\d+), --warm-sandboxes (\d+)
 
 // sizingFrom is the sandbox counts the worker logged at start, e.g. "--max-sandboxes 4
 // --warm-sandboxes 4 (from 2 CPUs and 24104 MiB)".
-func sizingFrom(b *testing.B, logs string) string {
+func sizingFrom(b testing.TB, logs string) string {
+	s, err := parseSizing(logs)
+	if err != nil {
+		b.Fatalf("%v:\n%s", err, logs)
+	}
+	return s
+}
+
+func parseSizing(logs string) (string, error) {
 	for _, line := range strings.Split(logs, "\n") {
 		if !strings.Contains(line, "sandbox counts") {
 			continue
@@ -744,20 +753,48 @@ func sizingFrom(b *testing.B, logs string) string {
 			if from := strings.TrimPrefix(m[3], ", "); from != "" {
 				s += " (" + strings.TrimSpace(from) + ")"
 			}
-			return s
+			return s, nil
 		}
 	}
-	b.Fatalf("the worker logged no sandbox counts:\n%s", logs)
-	return ""
+	return "", errors.New("the worker logged no sandbox counts")
 }
 
-// startWorkerProcess starts bin/worker with args and waits until it runs; stop ends it.
-func startWorkerProcess(b *testing.B, bin string, args ...string) (stop func()) {
-	stop, _ = startWorkerLogged(b, bin, args...)
-	return stop
+// TestBenchHelpers checks the benchmark's own arithmetic and parsing: nearest-rank percentiles
+// and the sandbox counts read from the worker's log line as worker/service logs it.
+func TestBenchHelpers(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- { // 100 ms .. 1 ms, unsorted
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if p50, p99 := percentile(ds, 0.50), percentile(ds, 0.99); p50 != 50*time.Millisecond || p99 != 99*time.Millisecond {
+		t.Errorf("of 1..100 ms: p50 %s, p99 %s; want 50 ms and 99 ms (nearest rank)", p50, p99)
+	}
+	if p99 := percentile(ds[:20], 0.99); p99 != 100*time.Millisecond {
+		t.Errorf("of 20 samples p99 = %s; want the largest, 100 ms", p99)
+	}
+	if ds[0] != 100*time.Millisecond {
+		t.Error("percentile sorted its argument")
+	}
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	logger.Info("starting")
+	logger.Info("sandbox counts", "sizing", "--max-sandboxes 4, --warm-sandboxes 4, from 2 CPUs and 24105 MiB (the Docker daemon's info) against 1 CPUs and 256 MiB a sandbox: "+
+		"max = min(2×CPUs/sandbox CPUs, 0.75×memory/sandbox memory, 256), warm = min(max, 0.75×memory/sandbox memory − max); a flag given wins")
+	if got, err := parseSizing(logs.String()); err != nil || got != "--max-sandboxes 4 --warm-sandboxes 4 (from 2 CPUs and 24105 MiB)" {
+		t.Errorf("from the host: %q, %v", got, err)
+	}
+	logs.Reset()
+	logger.Info("sandbox counts", "sizing", "--max-sandboxes 8, --warm-sandboxes 8 (as given)")
+	if got, err := parseSizing(logs.String()); err != nil || got != "--max-sandboxes 8 --warm-sandboxes 8" {
+		t.Errorf("as given: %q, %v", got, err)
+	}
+	if _, err := parseSizing("level=INFO msg=\"worker running\"\n"); err == nil {
+		t.Error("no sandbox counts line: no error")
+	}
 }
 
-// startWorkerLogged is startWorkerProcess that also returns the worker's output.
+// startWorkerLogged starts bin/worker with args and waits until it runs; stop ends it (also
+// when b ends, then printing the end of its log if b failed). logs is what it printed.
 func startWorkerLogged(b *testing.B, bin string, args ...string) (stop func(), logs *lockedBuffer) {
 	logs = &lockedBuffer{}
 	cmd := exec.Command(bin, args...)
