@@ -77,7 +77,7 @@ bench: setup
 ## table (README "End to end"). Knobs: SANDBOXFLOW_BENCH_RUNTIMES, _CONFIGS, _SAMPLES, _BURST,
 ## _MAX_SANDBOXES, _WARM, _TUNED_DATA_ROOT, _HEAP_RUNS, _WAITING.
 bench-e2e: setup
-	SANDBOXFLOW_BENCH_E2E=1 $(GO) test -tags integration -run '^$$' -bench EndToEnd -benchtime 1x -count 1 -timeout 60m ./backends/docker/
+	SANDBOXFLOW_BENCH_E2E=1 $(GO) test -tags integration -run '^$$' -bench EndToEnd -benchtime 1x -count 1 -timeout 100m ./backends/docker/
 
 ## demo: the main job: embedded Temporal + UI, a worker, and a run that waits for your approval.
 demo: build

@@ -984,7 +984,7 @@ func waitingLoad(b *testing.B, n int) waitingFigures {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command("go", "test", "-tags", "integration", "-count", "1", "-v", "-timeout", "30m",
+	cmd := exec.Command("go", "test", "-tags", "integration", "-count", "1", "-v", "-timeout", "70m",
 		"-run", "^"+waitingTest+"$", waitingTestPackage)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), waitingCountEnv+"="+strconv.Itoa(n))
