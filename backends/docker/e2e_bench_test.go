@@ -93,6 +93,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 			rep.rows = append(rep.rows, benchRow(b, rt, c, workerBin, starterBin, samples, burst, set))
 		}
 	}
+	if runs, _ := benchKinds(); !runs {
+		set.heapRuns, set.waitingRuns = 0, 0
+	}
 	if set.heapRuns > 0 {
 		rep.heap = heapRun(b, workerBin, set, burst)
 	}
@@ -110,10 +113,22 @@ func BenchmarkEndToEnd(b *testing.B) {
 // and its reaper removes the containers of its deployment it does not know (a session's, once its
 // own server does not know the session), so two benchmarks on one Docker daemon that shared a
 // queue name would remove each other's sandboxes.
-var (
-	benchQueue = "bench-e2e-" + suiteID
-	heapQueue  = "bench-heap-" + suiteID
-)
+// SANDBOXFLOW_BENCH_TASK_QUEUE names the rows' queue instead (the heap run's stays its own).
+func benchQueue() string {
+	if q := os.Getenv("SANDBOXFLOW_BENCH_TASK_QUEUE"); q != "" {
+		return q
+	}
+	return "bench-e2e-" + suiteID
+}
+
+var heapQueue = "bench-heap-" + suiteID
+
+// benchKinds says which kinds of samples a row takes: SANDBOXFLOW_BENCH_CELLS=0 leaves the
+// session's cells out, SANDBOXFLOW_BENCH_CELLS_ONLY=1 the runs (and the burst, the heap run and
+// the waiting load): quick local before/after measurements of one path.
+func benchKinds() (runs, cells bool) {
+	return os.Getenv("SANDBOXFLOW_BENCH_CELLS_ONLY") != "1", os.Getenv("SANDBOXFLOW_BENCH_CELLS") != "0"
+}
 
 // The two worker settings a row runs with.
 const (
@@ -168,7 +183,11 @@ type dist struct {
 	n        int
 }
 
+// distOf is ds's distribution; none (n 0) when ds is empty (a kind not measured).
 func distOf(ds []time.Duration) dist {
+	if len(ds) == 0 {
+		return dist{}
+	}
 	return dist{p50: percentile(ds, 0.50), p99: percentile(ds, 0.99), n: len(ds)}
 }
 
@@ -212,6 +231,9 @@ const (
 // missed lists the targets the row misses.
 func (r e2eRow) missed() []string {
 	var m []string
+	if r.approveCLI.n == 0 {
+		return nil // runs not measured
+	}
 	p50, p99 := ratio(r.approveCLI.p50, r.dockerRun.p50), ratio(r.approveCLI.p99, r.dockerRun.p99)
 	switch r.config {
 	case configDefault:
@@ -249,39 +271,50 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 	if dataRoot != "" {
 		row.sizing += ", store in " + dataRoot
 	}
-	env := []string{"TEMPORAL_ADDRESS=" + w.addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + benchQueue}
+	env := []string{"TEMPORAL_ADDRESS=" + w.addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + benchQueue()}
 	cli := starterCLI{b: b, bin: starterBin, env: env}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tc, sc := dialBench(ctx, b, w.addr, benchQueue)
+	tc, sc := dialBench(ctx, b, w.addr, benchQueue())
 	defer tc.Close()
 	dockerRun := dockerRunBaseline(b, rt)
 	sess := &benchSession{sc: sc}
 	defer sess.close(ctx, b)
 
+	runs, cells := benchKinds()
 	// One warm-up of each kind, not counted.
 	dockerRun(-1)
-	cliPath(cli)
-	clientPath(ctx, b, sc)
-	cellClientPath(ctx, b, sc, sess.next(ctx, b))
-	cellCLIPath(ctx, b, sc, cli, sess.next(ctx, b))
+	if runs {
+		cliPath(cli)
+		clientPath(ctx, b, sc)
+	}
+	if cells {
+		cellClientPath(ctx, b, sc, sess.next(ctx, b))
+		cellCLIPath(ctx, b, sc, cli, sess.next(ctx, b))
+	}
 	var dr, ac, ap, wh, cc, cl []time.Duration
 	var cs []clientSample
 	for i := range samples {
 		dr = append(dr, dockerRun(i))
-		whole, approve := cliPath(cli)
-		wh, ac = append(wh, whole), append(ac, approve)
-		s := clientPath(ctx, b, sc)
-		cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
-		cc = append(cc, cellClientPath(ctx, b, sc, sess.next(ctx, b)))
-		cl = append(cl, cellCLIPath(ctx, b, sc, cli, sess.next(ctx, b)))
+		if runs {
+			whole, approve := cliPath(cli)
+			wh, ac = append(wh, whole), append(ac, approve)
+			s := clientPath(ctx, b, sc)
+			cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
+		}
+		if cells {
+			cc = append(cc, cellClientPath(ctx, b, sc, sess.next(ctx, b)))
+			cl = append(cl, cellCLIPath(ctx, b, sc, cli, sess.next(ctx, b)))
+		}
 	}
 	row.dockerRun, row.approveCLI, row.approve, row.whole = distOf(dr), distOf(ac), distOf(ap), distOf(wh)
 	row.cellClient, row.cellCLI = distOf(cc), distOf(cl)
 	// The session holds a sandbox slot: closed before the throughput burst, which needs them all.
 	sess.close(ctx, b)
-	row.phases = phases(ctx, b, tc, cs)
-	row.perSecond = throughput(ctx, b, sc, burst)
+	if runs {
+		row.phases = phases(ctx, b, tc, cs)
+		row.perSecond = throughput(ctx, b, sc, burst)
+	}
 	row.loadAfter = loadAvg(b)
 	row.took = time.Since(t0)
 	b.Logf("%s %s (%s): live heap of worker --dev after the row: %.1f MiB", rt, config, row.sizing, liveHeap(b, w.metricsURL)/(1<<20))
@@ -370,6 +403,9 @@ func (rep e2eReport) print(w io.Writer) {
 		return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 0, 64)
 	}
 	cell := func(d, base dist) string {
+		if d.n == 0 {
+			return "not measured"
+		}
 		return fmt.Sprintf("%s / %s ms (%.2f× / %.2f×)", ms(d.p50), ms(d.p99), ratio(d.p50, base.p50), ratio(d.p99, base.p99))
 	}
 	fmt.Fprintf(w, "\nsandboxflow end to end, %s: print(1), image %s; p50 / p99 (nearest rank) of %d samples of each kind, "+
@@ -380,15 +416,22 @@ func (rep e2eReport) print(w io.Writer) {
 		"`starter run` → `approve --wait` | cell, `starter approve --cell N --wait` | cell, Go client | %d approved at once | load before → after |\n", rep.burst)
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rep.rows {
-		fmt.Fprintf(w, "| %s | %s: %s | %s / %s ms | %s | %s | %s | %s | %s | %.1f runs/s | %s → %s |\n",
+		burst := "not measured"
+		if r.perSecond > 0 {
+			burst = fmt.Sprintf("%.1f runs/s", r.perSecond)
+		}
+		fmt.Fprintf(w, "| %s | %s: %s | %s / %s ms | %s | %s | %s | %s | %s | %s | %s → %s |\n",
 			r.runtime, r.config, r.sizing, ms(r.dockerRun.p50), ms(r.dockerRun.p99),
 			cell(r.approveCLI, r.dockerRun), cell(r.approve, r.dockerRun), cell(r.whole, r.dockerRun),
-			cell(r.cellCLI, r.dockerRun), cell(r.cellClient, r.dockerRun), r.perSecond, r.loadBefore, r.loadAfter)
+			cell(r.cellCLI, r.dockerRun), cell(r.cellClient, r.dockerRun), burst, r.loadBefore, r.loadAfter)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rep.rows {
 		m := r.missed()
 		status := "met"
+		if r.approveCLI.n == 0 {
+			status = "not judged (runs not measured)"
+		}
 		if len(m) > 0 {
 			status = "missed: " + strings.Join(m, "; ")
 		}
@@ -714,7 +757,7 @@ func startBenchWorker(b *testing.B, bin, rt, dataRoot string, sandboxFlags ...st
 	// worker --dev makes its development reviewer key here; the benchmark signs with it.
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
 	args := append([]string{"--dev", "--backend", "docker", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
-		"--task-queue", benchQueue, "--docker-image", testPythonImage(), "--docker-runtime", rt,
+		"--task-queue", benchQueue(), "--docker-image", testPythonImage(), "--docker-runtime", rt,
 		"--metrics-listen", metricsAddr}, sandboxFlags...)
 	stop, logs := startWorkerLogged(b, bin, args...)
 	return benchWorker{addr: addr, metricsURL: "http://" + metricsAddr + "/metrics", sizing: sizingFrom(b, logs.String()), stop: stop}
