@@ -30,6 +30,11 @@ const (
 // of the dev server's state.
 const DatabaseFileName = "temporal.db"
 
+// DatabaseSideFiles are the suffixes of the files SQLite keeps beside DatabaseFileName: the
+// write-ahead log and its index (the store writes ahead), and a rollback journal (a database made
+// before it did). They hold recent history as the database does.
+var DatabaseSideFiles = []string{"-wal", "-shm", "-journal"}
+
 // Config configures the embedded server. The zero value is a working dev
 // server on the default ports.
 type Config struct {

@@ -207,6 +207,7 @@ func TestLifecycle(t *testing.T) {
 	if got, want := srv.DatabasePath(), filepath.Join(dataDir, devserver.DatabaseFileName); got != want {
 		t.Errorf("DatabasePath() = %q; want %q", got, want)
 	}
+	checkWriteAhead(t, srv.DatabasePath())
 	if got, want := srv.UIURL(), "http://127.0.0.1:"+strconv.Itoa(cfg.UIPort); got != want {
 		t.Errorf("UIURL() = %q; want %q", got, want)
 	}
@@ -533,5 +534,34 @@ func TestReadyTimeoutStopsServer(t *testing.T) {
 	srv = start(t, &cfg)
 	if got, want := srv.FrontendAddress(), cfg.Address; got != want {
 		t.Errorf("FrontendAddress() = %q; want %q", got, want)
+	}
+}
+
+// checkWriteAhead: the store writes ahead (the database header's read and write versions are 2,
+// SQLite's WAL mode), and its log has the database's own mode.
+func checkWriteAhead(t *testing.T, db string) {
+	t.Helper()
+	f, err := os.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	header := make([]byte, 20)
+	if _, err := io.ReadFull(f, header); err != nil {
+		t.Fatalf("read %s's header: %v", db, err)
+	}
+	if header[18] != 2 || header[19] != 2 {
+		t.Errorf("%s: file format versions %d/%d; want 2/2 (journal_mode=wal)", db, header[18], header[19])
+	}
+	dbInfo, err := os.Stat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	walInfo, err := os.Stat(db + "-wal")
+	if err != nil {
+		t.Fatalf("the write-ahead log: %v", err)
+	}
+	if walInfo.Mode().Perm() != dbInfo.Mode().Perm() {
+		t.Errorf("%s-wal has mode %v; want the database's %v", db, walInfo.Mode().Perm(), dbInfo.Mode().Perm())
 	}
 }

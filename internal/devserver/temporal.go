@@ -52,11 +52,18 @@ func dynamicConfig() dynamicconfig.StaticClient {
 // visibility. The server's SQLite plugin keeps one connection per distinct
 // config for the life of the process, so the same values must be used for
 // schema set-up, namespace creation and the server.
+//
+// The store writes ahead (journal_mode=wal) with synchronous=full: every commit still waits for
+// its write to reach the disk (a power cut loses no committed transaction), but with one sync of
+// the log instead of the rollback journal's several, which cut a commit from 3.6 to 0.7 ms on this
+// machine's disk; every workflow task commits more than once, and this was the largest part of a
+// dev run's approve→result (issue 33). The log and its index sit beside the database
+// (temporal.db-wal, temporal.db-shm) with the database's own mode.
 func sqliteConfig(dbPath string) *config.SQL {
 	return &config.SQL{
 		PluginName:        sqliteplugin.PluginName,
 		DatabaseName:      dbPath,
-		ConnectAttributes: map[string]string{"mode": "rwc"},
+		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "full"},
 	}
 }
 
@@ -75,7 +82,9 @@ func ensureSchema(sqlCfg *config.SQL) (created bool, err error) {
 		// Remove the half-made file so the next start sets it up again
 		// instead of running on an incomplete schema.
 		_ = os.Remove(dbPath)
-		_ = os.Remove(dbPath + "-journal")
+		for _, side := range DatabaseSideFiles {
+			_ = os.Remove(dbPath + side)
+		}
 		return false, fmt.Errorf("devserver: create schema in %s: %w", dbPath, err)
 	}
 	return true, nil

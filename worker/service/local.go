@@ -56,7 +56,11 @@ func localConfig(o *Options, logger *slog.Logger) local.Config {
 	reviewers := o.Reviewers
 	unchangeable := []string{passkeyCounters(o)}
 	if o.Dev {
-		unreadable = append(unreadable, filepath.Join(o.DataDir, "reviewer", "id_ed25519"), filepath.Join(o.DataDir, devserver.DatabaseFileName))
+		db := filepath.Join(o.DataDir, devserver.DatabaseFileName)
+		unreadable = append(unreadable, filepath.Join(o.DataDir, "reviewer", "id_ed25519"), db)
+		for _, side := range devserver.DatabaseSideFiles {
+			unreadable = append(unreadable, db+side)
+		}
 		if reviewers == "" {
 			reviewers = filepath.Join(o.DataDir, "reviewer", "allowed_signers")
 		}
