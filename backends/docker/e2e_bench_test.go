@@ -64,17 +64,25 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 	workerBin, starterBin := buildBinaries(b)
 	var rows []e2eRow
-	for _, rt := range []string{"runc", RuntimeRunsc, runtimeRunscCurrent} {
+	runtimes := []string{"runc", RuntimeRunsc, runtimeRunscCurrent}
+	if v := os.Getenv("SANDBOXFLOW_BENCH_RUNTIMES"); v != "" {
+		runtimes = strings.Split(v, ",") // a local knob: e.g. runc,runsc
+	}
+	for _, rt := range runtimes {
 		if !slices.Contains(dockerInfo.Runtimes, rt) {
 			b.Fatalf("the docker daemon has no runtime %s", rt)
 		}
 		rows = append(rows, benchRuntime(b, rt, workerBin, starterBin, samples, burst, set))
 	}
-	if set.heapRuns > 0 {
+	if set.heapRuns > 0 && !cellsOnly() {
 		rows[0].sustained, rows[0].heapGrowth, rows[0].devHeapGrowth = heapRun(b, workerBin, set, set.heapRuns, burst)
 	}
 	printE2ETable(os.Stdout, rows, samples, burst, set)
 }
+
+// cellsOnly is a local knob (SANDBOXFLOW_BENCH_CELLS_ONLY=1): only docker run and the session's
+// cells are measured (no runs, throughput or heap run).
+func cellsOnly() bool { return os.Getenv("SANDBOXFLOW_BENCH_CELLS_ONLY") == "1" }
 
 // benchSettings are the worker's settings in the benchmark and the length of the heap run.
 type benchSettings struct {
@@ -116,8 +124,10 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 
 	// One warm-up of each kind, not counted.
 	dockerRun(-1)
-	cliPath(cli)
-	clientPath(ctx, b, sc)
+	if !cellsOnly() {
+		cliPath(cli)
+		clientPath(ctx, b, sc)
+	}
 	cellClientPath(ctx, b, sc, session.WorkflowID)
 	cellCLIPath(ctx, b, sc, cli, session.WorkflowID)
 	row := e2eRow{runtime: rt}
@@ -125,10 +135,12 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	var cs []clientSample
 	for i := range samples {
 		dr = append(dr, dockerRun(i))
-		whole, approve := cliPath(cli)
-		wh, ac = append(wh, whole), append(ac, approve)
-		s := clientPath(ctx, b, sc)
-		cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
+		if !cellsOnly() {
+			whole, approve := cliPath(cli)
+			wh, ac = append(wh, whole), append(ac, approve)
+			s := clientPath(ctx, b, sc)
+			cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
+		}
 		cc = append(cc, cellClientPath(ctx, b, sc, session.WorkflowID))
 		cl = append(cl, cellCLIPath(ctx, b, sc, cli, session.WorkflowID))
 	}
@@ -137,6 +149,9 @@ func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst
 	// The session holds a sandbox slot: closed before the throughput burst, which needs them all.
 	if _, err := sc.CloseSession(ctx, session.WorkflowID, "bench done"); err != nil {
 		b.Fatalf("close the session: %v", err)
+	}
+	if cellsOnly() {
+		return row
 	}
 	row.phases = phases(ctx, b, tc, cs)
 	row.perSecond = throughput(ctx, b, sc, burst)
