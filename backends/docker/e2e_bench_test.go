@@ -283,7 +283,7 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 }
 
 // cellClientPath submits print(1) as the next cell of a live session (not timed) and times its
-// approval to its result through the Go client.
+// approval to its result through the Go client (ApproveCellWait: one update).
 func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, session string) time.Duration {
 	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
 	if err != nil {
@@ -295,13 +295,10 @@ func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, sessio
 	}
 	defer closer.Close()
 	start := time.Now()
-	if _, err := sc.ApproveCell(ctx, session, sub.Cell, sub.Digest, signer, ""); err != nil {
-		b.Fatal(err)
-	}
-	cell, err := sc.AwaitCell(ctx, session, sub.Cell)
+	decided, err := sc.ApproveCellWait(ctx, session, sub.Cell, sub.Digest, signer, "")
 	d := time.Since(start)
-	if err != nil || cell.Result == nil || string(cell.Result.Stdout) != "1\n" {
-		b.Fatalf("cell %d: %+v, %v", sub.Cell, cell, err)
+	if err != nil || decided.CellStatus == nil || decided.CellStatus.Result == nil || string(decided.CellStatus.Result.Stdout) != "1\n" {
+		b.Fatalf("cell %d: %+v, %v", sub.Cell, decided, err)
 	}
 	return d
 }
