@@ -287,7 +287,8 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, session string) time.Duration {
 	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
 	if err != nil {
-		b.Fatal(err)
+		st, serr := sc.SessionStatus(ctx, session)
+		b.Fatalf("%v (the session: %s, %s, %s; %v)", err, st.State, st.End, st.Error, serr)
 	}
 	signer, closer, err := client.LoadReviewerKey("") // SANDBOXFLOW_REVIEWER_KEY
 	if err != nil {
@@ -308,7 +309,8 @@ func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, sessio
 func cellCLIPath(ctx context.Context, b *testing.B, sc *client.Client, s starterCLI, session string) time.Duration {
 	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
 	if err != nil {
-		b.Fatal(err)
+		st, serr := sc.SessionStatus(ctx, session)
+		b.Fatalf("%v (the session: %s, %s, %s; %v)", err, st.State, st.End, st.Error, serr)
 	}
 	start := time.Now()
 	out := s.mustRun("approve", session, "--cell", strconv.Itoa(sub.Cell), "--wait")
