@@ -84,6 +84,16 @@ func BenchmarkEndToEnd(b *testing.B) {
 // cells are measured (no runs, throughput or heap run).
 func cellsOnly() bool { return os.Getenv("SANDBOXFLOW_BENCH_CELLS_ONLY") == "1" }
 
+// benchQueue is the workers' task queue (and so their containers' deployment): a local knob,
+// SANDBOXFLOW_BENCH_TASK_QUEUE, keeps two benchmarks on one Docker daemon out of each other's
+// reaper.
+func benchQueue() string {
+	if q := os.Getenv("SANDBOXFLOW_BENCH_TASK_QUEUE"); q != "" {
+		return q
+	}
+	return "bench-e2e"
+}
+
 // benchSettings are the worker's settings in the benchmark and the length of the heap run.
 type benchSettings struct {
 	maxSandboxes, warm int
@@ -109,11 +119,11 @@ type e2eRow struct {
 func benchRuntime(b *testing.B, rt, workerBin, starterBin string, samples, burst int, set benchSettings) e2eRow {
 	addr, metricsURL, stopWorker := startBenchWorker(b, workerBin, rt, set)
 	defer stopWorker()
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=bench-e2e"}
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + benchQueue()}
 	cli := starterCLI{b: b, bin: starterBin, env: env}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	tc, sc := dialBench(ctx, b, addr, "bench-e2e")
+	tc, sc := dialBench(ctx, b, addr, benchQueue())
 	defer tc.Close()
 	dockerRun := dockerRunBaseline(b, rt)
 
@@ -476,7 +486,7 @@ func startBenchWorker(b *testing.B, bin, rt string, set benchSettings) (addr, me
 	// worker --dev makes its development reviewer key here; the benchmark signs with it.
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", filepath.Join(dataDir, "reviewer", "id_ed25519"))
 	stop = startWorkerProcess(b, bin, "--dev", "--data-dir", dataDir, "--ui-port", "-1", "--inbox-port", "-1", "--address", addr,
-		"--task-queue", "bench-e2e", "--docker-image", testPythonImage(), "--docker-runtime", rt,
+		"--task-queue", benchQueue(), "--docker-image", testPythonImage(), "--docker-runtime", rt,
 		"--max-sandboxes", strconv.Itoa(set.maxSandboxes), "--warm-sandboxes", strconv.Itoa(set.warm), "--metrics-listen", metricsAddr)
 	return addr, "http://" + metricsAddr + "/metrics", stop
 }
