@@ -139,10 +139,6 @@ type useScope struct {
 
 func runScope() useScope { return useScope{activityType: contract.RunActivityName} }
 
-func cellScope(index int) useScope {
-	return useScope{activityType: contract.SessionCellActivityName, cell: index}
-}
-
 // claimIn is claimApproval for the activities and claims scope counts.
 func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v validity) (*claim, error) {
 	c := newClaim(info, approvalID)

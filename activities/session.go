@@ -385,12 +385,15 @@ func (a *Activities) admitCell(ctx context.Context, info activity.Info, hs *host
 	if err != nil {
 		return guard.Cell{}, nil, "", err
 	}
-	cl, err := claimIn(ctx, a.historyOf(ctx), info, cellScope(cell.Index), in.Decision.ApprovalID, v)
+	// The index and the approval are used from the claim's sending on, whatever its outcome: the
+	// workflow never sends a cell again, and a claim that may stand unreleased in the history is
+	// then never followed by another start for the same cell or approval.
+	hs.last = cell.Index
+	hs.used[in.Decision.ApprovalID] = true
+	cl, err := claimCell(ctx, a.historyOf(ctx), info, cell.Index, in.Decision.ApprovalID, v)
 	if err != nil {
 		return guard.Cell{}, nil, "", err
 	}
-	hs.last = cell.Index
-	hs.used[in.Decision.ApprovalID] = true
 	return cell, cl, v.Principal, nil
 }
 
@@ -415,4 +418,32 @@ func (a *Activities) cellEvent(ctx context.Context, e *Event, in contract.CellRu
 	e.Data["settings_digest"] = hs.box.Session().Digest
 	e.Data["sandbox_id"] = hs.box.ID()
 	a.sink.Emit(ctx, *e)
+}
+
+// claimCell adds this host's claim on a cell's approval to the session's history (the record an
+// auditor and the receipt read) and returns it, or an error when the cell must not start: an
+// ApprovalRefused when the approval lapsed (v.StillValid on this host's clock), a retryable
+// IntegrationError when the claim could not be sent (a claim the server may have recorded is
+// then released).
+//
+// Unlike a run's claim (claimIn), it does not read the history back: the host keeps the
+// session's only sandbox and its own record of it (the indexes it admitted, the approval ids it
+// used, the chain over the results it returned), which admitCell checks before the claim, and a
+// host that lost that record has lost the sandbox too (SandboxLost). model/session.pml proves a
+// cell's at-most-once and its decision binding (S1, S2) from those checks alone, and that a
+// cell starts only after its claim was recorded (S4): a signal the server acknowledged is
+// durable, in the history at the latest when the workflow task in flight, if any, completes.
+func claimCell(ctx context.Context, log RunLog, info activity.Info, index int, approvalID string, v approval.Verified) (*claim, error) {
+	c := newClaim(info, approvalID)
+	c.msg.Cell = index
+	c.verified = v
+	if err := c.send(ctx, log, false); err != nil {
+		// The signal may stand (recorded though its answer was lost): release it.
+		return nil, c.release(ctx, log, &guard.IntegrationError{Op: "cell activity: claim the approval in the session's history", Err: err})
+	}
+	if lapsed := v.StillValid(time.Now()); lapsed != nil {
+		_ = c.send(context.WithoutCancel(ctx), log, true) // a refusal stays one whatever the release did
+		return nil, refusal(lapsed)
+	}
+	return c, nil
 }

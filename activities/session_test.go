@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -197,9 +198,11 @@ func TestSessionCellRefusals(t *testing.T) {
 	h.next("print(x)") // the genuine cell 2 still runs
 }
 
-// TestSessionCellScheduledAgainIsRefused: a namespace writer's SessionCell for a cell whose
-// claim stands in the history (on any host, before any restart), or while another cell's
-// activity is open, is refused; a claim of another cell and approval does not count.
+// TestSessionCellScheduledAgainIsRefused: a namespace writer's SessionCell for a cell that ran
+// (a copy of its activity, or its decision for the next index) is refused by the host's own
+// record of the sandbox; the history is not read for it, so what a writer put there (a claim
+// signal of the cell or of its approval, another cell activity left open) neither refuses a
+// genuine cell nor lets a copy through.
 func TestSessionCellScheduledAgainIsRefused(t *testing.T) {
 	claim := func(cell int, approvalID string) contract.SandboxClaim {
 		return contract.SandboxClaim{RunID: testRunID, ApprovalID: approvalID, ActivityID: "cell-earlier", Cell: cell, Commitment: "sha256:0a0b"}
@@ -207,35 +210,38 @@ func TestSessionCellScheduledAgainIsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		events func(in contract.CellRunInput) historytest.Events
-		runs   bool
 	}{
-		{"an earlier claim of the same cell", func(contract.CellRunInput) historytest.Events {
+		{"nothing else in the history", func(contract.CellRunInput) historytest.Events { return nil }},
+		{"a writer's claim of the same cell", func(contract.CellRunInput) historytest.Events {
 			return historytest.Events{historytest.Claimed(3, claim(1, uuid.NewString()))}
-		}, false},
-		{"an earlier claim of the same approval", func(in contract.CellRunInput) historytest.Events {
+		}},
+		{"a writer's claim of the same approval", func(in contract.CellRunInput) historytest.Events {
 			return historytest.Events{historytest.Claimed(3, claim(7, in.Decision.ApprovalID))}
-		}, false},
-		{"another cell's activity still open", func(contract.CellRunInput) historytest.Events {
+		}},
+		{"another cell activity left open", func(contract.CellRunInput) historytest.Events {
 			return historytest.Events{historytest.ScheduledAs(3, "cell-open", contract.SessionCellActivityName)}
-		}, false},
-		{"a claim of another cell and approval", func(contract.CellRunInput) historytest.Events {
-			return historytest.Events{historytest.Claimed(3, claim(7, uuid.NewString()))}
-		}, true},
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newSessionHost(t)
 			in := h.cell(1, "x = 1", h.chain, nil)
 			h.log.Events = tc.events(in)
-			_, err := h.run(in)
-			if tc.runs {
-				if err != nil {
-					t.Fatalf("cell: %v; want it to run", err)
-				}
-				return
+			res, err := h.run(in)
+			if err != nil {
+				t.Fatalf("cell 1: %v; want it to run", err)
 			}
-			wantRefused(t, tc.name, err, guard.RefusedAlreadyUsed)
-			if n := h.backend.Cells(); n != 0 {
-				t.Errorf("%d cells ran; want none", n)
+			_, err = h.run(in)
+			wantRefused(t, "a copy of cell 1's activity", err, guard.RefusedAlreadyUsed)
+			next := in
+			next.Cell, err = h.a.policy.CheckCell(h.session, 2, "", "x = 1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			next.Chain = guard.ChainNext(h.chain, res.Digest, guard.ResultDigest(res))
+			_, err = h.run(next)
+			wantRefused(t, "cell 1's decision for cell 2", err, guard.RefusedAlreadyUsed)
+			if n := h.backend.Cells(); n != 1 {
+				t.Errorf("%d cells ran; want 1", n)
 			}
 		})
 	}
@@ -411,5 +417,52 @@ func TestSessionHostRemovesSandboxesByItself(t *testing.T) {
 				t.Errorf("session.ended reason %v; want %q", why, tc.why)
 			}
 		})
+	}
+}
+
+// A cell's claim is signalled into the session's history before the cell starts, and the host
+// does not read the history back (its own record of the sandbox decides): one claim signal per
+// cell, naming the cell and its approval, and no history read.
+func TestSessionCellClaimsWithoutReadingTheHistory(t *testing.T) {
+	h := newSessionHost(t)
+	h.next("x = 1")
+	in := h.cell(2, "print(x)", h.chain, nil)
+	if _, err := h.run(in); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.log.Reads(); n != 0 {
+		t.Errorf("%d history reads for two cells; want none", n)
+	}
+	signals := h.log.Signals(testWorkflowID, testRunID)
+	if len(signals) != 2 {
+		t.Fatalf("%d signals; want one claim per cell", len(signals))
+	}
+	var claim contract.SandboxClaim
+	s := signals[1].GetWorkflowExecutionSignaledEventAttributes()
+	if err := converter.GetDefaultDataConverter().FromPayloads(s.GetInput(), &claim); err != nil || s.GetSignalName() != contract.SignalSandboxClaim {
+		t.Fatalf("signal %s: %v", s.GetSignalName(), err)
+	}
+	if claim.Cell != 2 || claim.ApprovalID != in.Decision.ApprovalID || claim.Commitment == "" || claim.Secret != "" {
+		t.Errorf("cell 2's claim = %+v; want cell 2, its approval id and a commitment, unreleased", claim)
+	}
+}
+
+// A claim that cannot be signalled runs nothing (the cell ends as failed before the start), and
+// it uses the cell's index and approval: a copy of the activity is refused though the history
+// was never read, since the claim may stand unreleased.
+func TestSessionCellClaimNotMadeRunsNothing(t *testing.T) {
+	h := newSessionHost(t)
+	h.log.SignalErr = errors.New("unavailable")
+	in := h.cell(1, "print(1)", h.chain, nil)
+	_, err := h.run(in)
+	var ie *guard.IntegrationError
+	if !errors.As(contract.FromFailure(err), &ie) || ie.CodeMayHaveStarted || h.backend.Cells() != 0 {
+		t.Fatalf("cell 1 with its claim unsent: %v, %d cells ran; want an IntegrationError from before the start and none", err, h.backend.Cells())
+	}
+	h.log.SignalErr = nil
+	_, err = h.run(in)
+	wantRefused(t, "the same cell again", err, guard.RefusedAlreadyUsed)
+	if h.backend.Cells() != 0 {
+		t.Errorf("%d cells ran; want none", h.backend.Cells())
 	}
 }

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -242,7 +244,9 @@ func (c *Client) SessionRunStatus(ctx context.Context, sessionID, runID string) 
 // SubmitCell submits a cell to the session (update "submit-cell") and waits until the workflow
 // accepted it: it returns the cell's index and the digest its reviewer approves. The workflow
 // refuses a cell while another waits or runs, after the session ended, at its cell cap, or when
-// the code fails its check (a ToolUsageError).
+// the code fails its check (a ToolUsageError). A submit with req.RequestID is idempotent: the
+// id is the update's id too, and a retry with it (after an answer was lost) gets the cell the
+// first submit made, never a second one; the same id with other code is refused.
 func (c *Client) SubmitCell(ctx context.Context, sessionID string, req contract.CellRequest) (contract.CellSubmitted, error) {
 	var out contract.CellSubmitted
 	if err := guard.CheckEncodable(guard.Request{Code: req.Code, Language: req.Language, Metadata: req.Metadata}); err != nil {
@@ -251,7 +255,18 @@ func (c *Client) SubmitCell(ctx context.Context, sessionID string, req contract.
 	if err := checkPayloadSize(c.dc, "the cell", len(req.Code), req); err != nil {
 		return out, err
 	}
-	if err := c.update(ctx, sessionID, "", contract.UpdateSubmitCell, uuid.NewString(), req, &out); err != nil {
+	if !utf8.ValidString(req.RequestID) || len(req.RequestID) > contract.MaxRequestIDBytes {
+		return out, &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the request id must be valid UTF-8 of at most %d bytes", contract.MaxRequestIDBytes)}
+	}
+	updateID := uuid.NewString()
+	if req.RequestID != "" {
+		// The server answers a retried update id with the first one's outcome, even from a
+		// worker from before request ids; the id binds the code and language too, so that the
+		// same request id with other code reaches the workflow, which refuses it.
+		sum := sha256.Sum256([]byte(req.Language + "\x00" + req.Code))
+		updateID = "submit-cell:" + req.RequestID + ":" + hex.EncodeToString(sum[:8])
+	}
+	if err := c.update(ctx, sessionID, "", contract.UpdateSubmitCell, updateID, req, &out); err != nil {
 		return out, fmt.Errorf("client: submit a cell to %s: %w", sessionID, err)
 	}
 	return out, nil
@@ -296,7 +311,9 @@ func (c *Client) CloseSession(ctx context.Context, sessionID, reason string) (co
 
 // DecideCell sends a reviewer's decision for one cell (update "decide-cell") to run runID of
 // sessionID only (empty: its current run), so that a decision read off one run never reaches
-// another, and waits until the workflow accepted or refused it.
+// another, and waits until the workflow accepted or refused it. With d.Wait the answer comes
+// once the cell has ended, with its status (out.CellStatus); a worker from before that answers
+// at once, and the cell is then awaited with "await-cell". ctx bounds the wait.
 func (c *Client) DecideCell(ctx context.Context, sessionID, runID string, d contract.CellDecision) (contract.DecideResult, error) {
 	var out contract.DecideResult
 	if err := checkDecision(c.dc, d.Decision); err != nil {
@@ -304,6 +321,13 @@ func (c *Client) DecideCell(ctx context.Context, sessionID, runID string, d cont
 	}
 	if err := c.update(ctx, sessionID, runID, contract.UpdateDecideCell, d.Decision.ApprovalID, d, &out); err != nil {
 		return out, fmt.Errorf("client: decide on cell %d of %s: %w", d.Cell, sessionID, err)
+	}
+	if d.Wait && out.CellStatus == nil {
+		cs, err := c.AwaitCell(ctx, sessionID, d.Cell)
+		if err != nil {
+			return out, err
+		}
+		out.CellStatus = &cs
 	}
 	return out, nil
 }

@@ -278,16 +278,23 @@ type CellDecided struct {
 // key and sends it, pinned to the run it read, as the update "decide-cell". digest, when not
 // empty, is the cell digest the reviewer read: it must be the one signed.
 func (c *Client) ApproveCell(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string) (CellDecided, error) {
-	return c.decideCell(ctx, sessionID, cell, digest, signer, reason, false)
+	return c.decideCell(ctx, sessionID, cell, digest, signer, reason, false, false)
+}
+
+// ApproveCellWait is ApproveCell whose answer comes once the cell has ended, with its status in
+// CellDecided.CellStatus (its result, or why it has none; CellOutcome reads it): the approval
+// and the result in one update, decide-cell with CellDecision.Wait. ctx bounds the wait.
+func (c *Client) ApproveCellWait(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string) (CellDecided, error) {
+	return c.decideCell(ctx, sessionID, cell, digest, signer, reason, false, true)
 }
 
 // DenyCell signs a denial of cell (0: the waiting one) of sessionID and sends it. A denied cell
 // does not end the session.
 func (c *Client) DenyCell(ctx context.Context, sessionID string, cell int, signer ssh.Signer, reason string) (CellDecided, error) {
-	return c.decideCell(ctx, sessionID, cell, "", signer, reason, true)
+	return c.decideCell(ctx, sessionID, cell, "", signer, reason, true, false)
 }
 
-func (c *Client) decideCell(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string, deny bool) (CellDecided, error) {
+func (c *Client) decideCell(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string, deny, wait bool) (CellDecided, error) {
 	f, st, err := c.CellStatement(ctx, sessionID, cell, StatementOptions{Deny: deny})
 	if err != nil {
 		return CellDecided{}, err
@@ -302,6 +309,6 @@ func (c *Client) decideCell(ctx context.Context, sessionID string, cell int, dig
 	if err != nil {
 		return CellDecided{}, err
 	}
-	res, err := c.DecideCell(ctx, sessionID, st.RunID, contract.CellDecision{Cell: cell, Decision: d})
+	res, err := c.DecideCell(ctx, sessionID, st.RunID, contract.CellDecision{Cell: cell, Decision: d, Wait: wait})
 	return CellDecided{Cell: cell, DecideResult: res}, err
 }

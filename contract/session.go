@@ -134,7 +134,16 @@ type CellRequest struct {
 	Language string `json:"language,omitempty"`
 	// Metadata says who asked (a tool call id); recorded, not part of any digest.
 	Metadata guard.Metadata `json:"metadata"`
+	// RequestID is the caller's idempotency key. Optional: a submit whose request id names a
+	// cell of the session gets that cell back (CellSubmitted as it was) instead of a new one,
+	// so a retry after a lost answer submits nothing twice; the same id with other code or
+	// language is refused. The Go client also sends it as the update's id. At most
+	// MaxRequestIDBytes of UTF-8; recorded in the cell's status, not part of any digest.
+	RequestID string `json:"request_id,omitempty"`
 }
+
+// MaxRequestIDBytes bounds CellRequest.RequestID.
+const MaxRequestIDBytes = 200
 
 // CellSubmitted is what "submit-cell" returns: the cell's index and what its reviewer approves.
 type CellSubmitted struct {
@@ -153,6 +162,11 @@ type CellSubmitted struct {
 type CellDecision struct {
 	Cell     int      `json:"cell"`
 	Decision Decision `json:"decision"`
+	// Wait asks the workflow to answer an accepted decision only once the cell has ended, with
+	// its status (DecideResult.CellStatus): the approval and the cell's result in one call. It
+	// is not part of what the reviewer signs (a sender chooses how long it waits, not what
+	// runs). A worker from before it ignores it and answers at once, without CellStatus.
+	Wait bool `json:"wait,omitempty"`
 }
 
 // AwaitCell names the cell update "await-cell" waits for.
@@ -192,7 +206,9 @@ type CellStatus struct {
 	Digest     string         `json:"digest"`
 	State      string         `json:"state"`
 	Metadata   guard.Metadata `json:"metadata"`
-	Submitted  time.Time      `json:"submitted"`
+	// RequestID is the submit's CellRequest.RequestID (empty: none given).
+	RequestID string    `json:"request_id,omitempty"`
+	Submitted time.Time `json:"submitted"`
 	// ApprovalDeadline is when the wait for this cell's decision ends.
 	ApprovalDeadline time.Time       `json:"approval_deadline,omitzero"`
 	Decision         *DecisionRecord `json:"decision,omitempty"`

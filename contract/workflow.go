@@ -149,6 +149,9 @@ type DecideResult struct {
 	// runs checked before quorums.
 	Approvals int `json:"approvals,omitempty"`
 	Quorum    int `json:"quorum,omitempty"`
+	// CellStatus is, for a session's cell decided with CellDecision.Wait, the cell's status once
+	// it ended (its result, or why it has none); State stays where the decision led.
+	CellStatus *CellStatus `json:"cell_status,omitempty"`
 }
 
 // Status is what the query "status" returns.

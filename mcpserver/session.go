@@ -39,6 +39,9 @@ type RunCellArguments struct {
 	SessionID string `json:"session_id"`
 	Code      string `json:"code"`
 	Language  string `json:"language,omitempty"`
+	// RequestID is an idempotency key (contract.CellRequest.RequestID): a run_cell retried with
+	// the same one waits for the cell the first call submitted instead of submitting another.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // CellStatusArguments name one cell of a session.
@@ -88,6 +91,8 @@ func (s *Server) sessionTools() {
 	cellProps := map[string]any{
 		"session_id": map[string]any{"type": "string", "description": "The session's id, as open_session returned it."},
 		"code":       map[string]any{"type": "string", "description": "The cell's code. Python cells share one interpreter: variables and imports of earlier cells are kept."},
+		"request_id": map[string]any{"type": "string", "maxLength": contract.MaxRequestIDBytes,
+			"description": "Optional idempotency key: a call retried with the same one gets the cell the first call submitted (and its result), never a second cell."},
 	}
 	cellRequired := []string{"session_id", "code"}
 	if len(s.cfg.Languages) > 1 {
@@ -224,7 +229,7 @@ func (s *Server) runCell(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err := checkSessionID(a.SessionID); err != nil {
 		return errorResult(err), nil
 	}
-	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language,
+	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID,
 		Metadata: guard.Metadata{Agent: s.cfg.Base.Metadata.Agent, RequestedBy: s.cfg.Base.Metadata.RequestedBy}})
 	if err != nil {
 		return errorResult(err), nil

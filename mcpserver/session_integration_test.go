@@ -44,23 +44,36 @@ func TestIntegrationMCPSession(t *testing.T) {
 			Name string `json:"name"`
 		} `json:"files"`
 	}
-	runCell := func(code, lang string, approve bool) (*mcp.CallToolResult, cellOut) {
-		t.Helper()
-		ch := call(cs, "run_cell", map[string]any{"session_id": id, "code": code, "language": lang})
-		sessionenv.Decide(t, e, id, approve)
-		res := <-ch
+	decoded := func(res *mcp.CallToolResult) cellOut {
 		var out cellOut
 		if b, err := json.Marshal(res.StructuredContent); err == nil {
 			_ = json.Unmarshal(b, &out)
 		}
-		return res, out
+		return out
+	}
+	runCellArgs := func(args map[string]any, approve bool) (*mcp.CallToolResult, cellOut) {
+		t.Helper()
+		ch := call(cs, "run_cell", args)
+		sessionenv.Decide(t, e, id, approve)
+		res := <-ch
+		return res, decoded(res)
+	}
+	runCell := func(code, lang string, approve bool) (*mcp.CallToolResult, cellOut) {
+		t.Helper()
+		return runCellArgs(map[string]any{"session_id": id, "code": code, "language": lang}, approve)
 	}
 	res, out := runCell("x = 41\nopen('kept.txt', 'w').write('kept')\n", "python", true)
 	if res.IsError || len(out.Files) != 1 || out.Files[0].Name != "kept.txt" {
 		t.Fatalf("cell 1: isError %t, %s, %+v; want kept.txt among its files", res.IsError, texts(res), out)
 	}
-	if res, out = runCell("print(x + 1)\n", "python", true); res.IsError || out.Stdout != "42\n" || out.StateReset {
+	cell2 := map[string]any{"session_id": id, "code": "print(x + 1)\n", "language": "python", "request_id": "tool-call-2"}
+	if res, out = runCellArgs(cell2, true); res.IsError || out.Stdout != "42\n" || out.StateReset {
 		t.Errorf("cell 2: isError %t, %s, %+v; want 42 from cell 1's x", res.IsError, texts(res), out)
+	}
+	// The same call retried with its request_id (its answer lost) gets cell 2's result back,
+	// without a second cell or a second decision.
+	if res = <-call(cs, "run_cell", cell2); res.IsError || decoded(res).Stdout != "42\n" {
+		t.Errorf("run_cell retried with its request_id: isError %t, %s; want cell 2's result", res.IsError, texts(res))
 	}
 	if res, _ = runCell("print('never')\n", "python", false); !res.IsError || !strings.Contains(texts(res), "ApprovalDenied") || !strings.Contains(texts(res), "stays open") {
 		t.Errorf("denied cell: isError %t, %s; want ApprovalDenied, the session open", res.IsError, texts(res))

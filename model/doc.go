@@ -108,11 +108,13 @@
 //   - S1: a cell runs at most once (per run and index);
 //   - S2: a cell runs only under a decision its reviewer signed for that run, that index and the
 //     chain over the results of the cells that really ran before it in that sandbox;
-//   - S3: a session with a live host ends.
+//   - S3: a session with a live host ends;
+//   - S4: a cell starts only after its host's claim is in the history (signalled, not read back).
 //
 // TestSessionModelFindsRemovedChecks removes the host's checks (NO_VERIFY; NO_HOST_CHAIN, where
-// the host takes the chain the input carries; with NO_INDEX and NO_USED as well; and for S3
-// NO_HEARTBEAT_TIMEOUT) and requires the counterexample each allows.
+// the host takes the chain the input carries; with NO_INDEX and NO_USED as well; for S3
+// NO_HEARTBEAT_TIMEOUT; for S4 NO_CLAIM, a host that starts without its claim) and requires the
+// counterexample each allows.
 //
 //	model (session.pml)                          code
 //	Workflow: sign over wf_chain, schedule       workflows: the Session's cell loop (submit-cell, decide-cell) and (*session).runCell with MaximumAttempts 1; client: CellStatementFor, VerifyCells
@@ -124,6 +126,8 @@
 //	Host: sb_used → K_REFUSED                    activities: admitCell: hs.used[approval id]
 //	Host: act_chain != sb_chain → K_REFUSED      activities: admitCell: in.Chain != hs.chain
 //	Host: verify over sb_chain                   activities: admitCell: guard.CellDigest over hs.chain, verifyFor
+//	Host: sb_last, sb_used set; claimed[a] = 1   activities: admitCell sets hs.last, hs.used, then claimCell: (*claim).send (once.go), no history read
+//	Host: claim fails → K_REFUSED                activities: claimCell: a send error → (*claim).release, a retryable IntegrationError (nothing started)
 //	Host: run; sb_chain*2+res                    activities: SessionCell: RunCell, then hs.chain = guard.ChainNext
 //	Host: crash                                  a host process killed: every sandbox it keeps is gone (SandboxLost)
 //	Server: orphan → K_TIMEOUT                   the Temporal server's heartbeat timeout (runCell's HeartbeatTimeout)
@@ -133,7 +137,11 @@
 // decision binds the chain before its cell ran). It also shows what the chain is for: a writer
 // who copies cell 1's activity gets the copy run and the workflow's own refused, so the status
 // shows cell 1 as not run; cell 2's reviewer then signs a chain without cell 1's result, and only
-// the host's own chain (which has it) refuses cell 2. Left out: the cell's claim in history
-// (once.go, cellScope), which approval.pml checks for runs; the contents of code and results (a
-// result is one bit, the chain a number that grows with each).
+// the host's own chain (which has it) refuses cell 2. The host does not read the history
+// for a cell (a run's host does: approval.pml's read): S1-S3 hold from the host's own record of
+// the sandbox, which only that host keeps and which is lost with it (a restarted host has no
+// sandbox: K_LOST), and a claim signal the server acknowledged is durable (in the history at the
+// latest when the workflow task in flight, if any, completes), which is S4's step. A writer's
+// claim signals are not modelled: no host reads them. Left out: the contents of code and results
+// (a result is one bit, the chain a number that grows with each).
 package model

@@ -203,6 +203,9 @@ func TestSessionModelFindsRemovedChecks(t *testing.T) {
 		{"NO_HOST_CHAIN -DNO_INDEX -DNO_USED", "-DFAULTS=0 -DWACTS=1", "starts["},
 		// A cell whose host crashed is never timed out: the session never ends.
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[0]!=0"},
+		// A host that starts a cell without its claim leaves no record of the start in the
+		// history.
+		{"NO_CLAIM", "-DFAULTS=0 -DWACTS=0", "claimed[a]"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "ran[0]!=2"},
 	})
 	// The index and used-approval checks are a second line: with them removed, the host's own

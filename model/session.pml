@@ -9,7 +9,9 @@
  *      chain over the results of the cells that really ran before it in that sandbox (what the
  *      reviewer read is what ran): assert at each start;
  *   S3 a session with a live host ends: when nothing can move any more (timeout), every session
- *      run that started has ended.
+ *      run that started has ended;
+ *   S4 a cell starts only after its host's claim is in the history (the signal was recorded; the
+ *      host does not read the history back): assert at each start.
  *
  * Each -D macro below removes checks of the code; model_test.go shows spin finds a counterexample:
  *   NO_VERIFY       the host does not verify the decision's signature;
@@ -17,7 +19,8 @@
  *                   the digest computed over the input's);
  *   NO_INDEX        the host does not require the cell's index above the last it admitted;
  *   NO_USED         the host does not remember the approval ids it used;
- *   NO_HEARTBEAT_TIMEOUT  a cell activity whose host died is never timed out (S3).
+ *   NO_HEARTBEAT_TIMEOUT  a cell activity whose host died is never timed out (S3);
+ *   NO_CLAIM        the host starts the cell without signalling its claim (S4).
  */
 
 #define NRUN  2  /* the session's run, and the run a reset makes */
@@ -61,6 +64,7 @@ byte act_state[NACT];
 byte act_kind[NACT];
 bit  act_res[NACT];   /* the result its completion reports */
 bit  act_orphan[NACT];
+bit  claimed[NACT];   /* the host's claim for the activity is in the history */
 byte nact;
 byte queued;  /* activities in A_QUEUED */
 byte orphans; /* started activities no host answers for */
@@ -180,20 +184,37 @@ proctype Host() {
 		   !(s != 0 && sig_run[s] == r && sig_idx[s] == act_idx[a] && sig_chain[s] == c) -> finish(a, K_REFUSED, 0)
 #endif
 		:: else ->
-			/* admitted: the cell runs */
+			/* admitted: the index and the approval are used from here on, whatever the claim
+			 * does; the claim signal goes to the history (no read back) */
 			sb_last[r] = act_idx[a]; sb_used[r * NSIG + s] = 1;
-			starts[r * (NIDX + 2) + act_idx[a]]++;
-			assert(starts[r * (NIDX + 2) + act_idx[a]] <= 1);                                     /* S1 */
-			assert(s != 0 && sig_run[s] == r && sig_idx[s] == act_idx[a] && sig_chain[s] == sb_chain[r]); /* S2 */
+#ifndef NO_CLAIM
 			if
-			:: res = 0
-			:: res = 1
+			:: claimed[a] = 1
+			:: CAN_FAULT -> faults++;
+				if
+				:: claimed[a] = 1 /* recorded, its answer lost */
+				:: skip
+				fi;
+				finish(a, K_REFUSED, 0) /* not sent: nothing runs */
 			fi;
-			sb_chain[r] = sb_chain[r] * 2 + res;
+#endif
 			if
-			:: finish(a, K_DONE, res)
-			:: CAN_FAULT -> faults++; act_orphan[a] = 1; orphans++ /* the answer is lost */
-			:: CAN_FAULT -> faults++; act_orphan[a] = 1; orphans++; sb_alive[0] = 0; sb_alive[1] = 0 /* crash */
+			:: act_state[a] == A_STARTED ->
+				starts[r * (NIDX + 2) + act_idx[a]]++;
+				assert(starts[r * (NIDX + 2) + act_idx[a]] <= 1);                                     /* S1 */
+				assert(s != 0 && sig_run[s] == r && sig_idx[s] == act_idx[a] && sig_chain[s] == sb_chain[r]); /* S2 */
+				assert(claimed[a]);                                                                    /* S4 */
+				if
+				:: res = 0
+				:: res = 1
+				fi;
+				sb_chain[r] = sb_chain[r] * 2 + res;
+				if
+				:: finish(a, K_DONE, res)
+				:: CAN_FAULT -> faults++; act_orphan[a] = 1; orphans++ /* the answer is lost */
+				:: CAN_FAULT -> faults++; act_orphan[a] = 1; orphans++; sb_alive[0] = 0; sb_alive[1] = 0 /* crash */
+				fi
+			:: else -> skip
 			fi
 		fi
 	   }

@@ -26,6 +26,7 @@ type command struct {
 	code, file string
 	inputs     cli.Pairs
 	wait       bool
+	requestID  string
 	workflowID string
 
 	// show, approve, deny, result

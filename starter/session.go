@@ -38,6 +38,7 @@ func (c *command) parseSession(stderr io.Writer, args []string) error {
 		fs.StringVar(&c.code, "code", "", "the cell's code (or give FILE, or - for stdin)")
 		fs.StringVar(&c.language, "language", "", "the cell's language, one the session offers (default: python when offered, else its one)")
 		fs.StringVar(&c.req.Metadata.ToolCallID, "tool-call-id", "", "metadata: the tool call")
+		fs.StringVar(&c.requestID, "request-id", "", "an idempotency key: a retry with the same one gets the cell it submitted, never a second cell")
 		fs.BoolVar(&c.wait, "wait", false, "wait for the cell's decision and run, and print its result")
 		pos, err := cli.Parse(fs, args, 1, 2)
 		if err != nil {
@@ -165,7 +166,7 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 		}
 		return client.WriteJSON(stdout, started)
 	case sessionCell:
-		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata})
+		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata, RequestID: cmd.requestID})
 		if err != nil {
 			return err
 		}
@@ -242,18 +243,31 @@ func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout,
 		}
 	}
 	var res client.CellDecided
-	if cmd.name == "approve" {
+	switch {
+	case cmd.name == "approve" && cmd.wait:
+		// One update: the answer comes once the cell has ended, with its status.
+		res, err = sc.ApproveCellWait(ctx, cmd.id, cmd.cell, cmd.digest, signer, cmd.reason)
+	case cmd.name == "approve":
 		res, err = sc.ApproveCell(ctx, cmd.id, cmd.cell, cmd.digest, signer, cmd.reason)
-	} else {
+	default:
 		res, err = sc.DenyCell(ctx, cmd.id, cmd.cell, signer, cmd.reason)
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", cmd.name, cmd.id, err)
 	}
+	ended := res.CellStatus
+	res.CellStatus = nil // printed below as a result, as `starter result` prints a run's
 	if err := client.WriteJSON(stdout, res); err != nil || !cmd.wait {
 		return err
 	}
-	return printCellOutcome(ctx, sc, cmd.id, res.Cell, stdout)
+	if ended == nil {
+		return printCellOutcome(ctx, sc, cmd.id, res.Cell, stdout)
+	}
+	out, err := client.CellOutcome(cmd.id, *ended)
+	if err != nil {
+		return startedError{workflowID: cmd.id, err: err}
+	}
+	return printResult(stdout, out)
 }
 
 // cellStatementCmd prints the statement of a session's cell (cmd.cell, or the waiting one).

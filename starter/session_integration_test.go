@@ -91,7 +91,11 @@ func TestIntegrationSessionThroughStarter(t *testing.T) {
 	if err := os.WriteFile(file, []byte("log.write('two\\n')\nlog.flush()\nprint(len(rows), csv.__name__)\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c2 := cell("", file)
+	c2 := cell("", file, "--request-id", "call-2")
+	// A retried submit with the same --request-id (its answer lost) gets the same cell.
+	if again := cell("", file, "--request-id", "call-2"); again != c2 {
+		t.Fatalf("session cell retried with its --request-id = %+v; want cell %+v", again, c2)
+	}
 	if res := approve(c2.Cell); string(res.Stdout) != "2 csv\n" {
 		t.Errorf("cell 2 printed %q; want the rows and the import of cell 1", res.Stdout)
 	}

@@ -50,6 +50,8 @@ type session struct {
 	// submitted cell is being checked.
 	current    int
 	submitting bool
+	// submittingID is the request id of the cell being checked (empty: none given).
+	submittingID string
 	// lastActive is when the last cell ended (or the session opened): the idle timeout counts
 	// from it while no cell waits or runs.
 	lastActive time.Time
@@ -288,9 +290,30 @@ func (r *session) setHandlers(ctx workflow.Context) error {
 	return nil
 }
 
+// submitted returns, for a request whose RequestID names a submitted cell, that cell's answer
+// (ok), or why the id cannot be used again (another cell's code or language under the same id).
+// A request id that names no cell, or none, gives !ok and no error.
+func (r *session) submitted(req contract.CellRequest) (out contract.CellSubmitted, ok bool, err error) {
+	if req.RequestID == "" {
+		return out, false, nil
+	}
+	for _, st := range r.status.Cells {
+		if st.RequestID != req.RequestID {
+			continue
+		}
+		if st.Code != req.Code || req.Language != "" && req.Language != st.Language {
+			return out, false, &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: request id %q was used for cell %d, whose code or language differ; give a new request id for a new cell", req.RequestID, st.Cell)}
+		}
+		return contract.CellSubmitted{Cell: st.Cell, CodeDigest: st.CodeDigest, Chain: st.Chain, Digest: st.Digest, ApprovalDeadline: st.ApprovalDeadline}, true, nil
+	}
+	return out, false, nil
+}
+
 // submitRefusal says why a cell cannot be submitted now, or nil.
 func (r *session) submitRefusal(req contract.CellRequest) error {
 	switch {
+	case len(req.RequestID) > contract.MaxRequestIDBytes:
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the request id has %d bytes, past %d", len(req.RequestID), contract.MaxRequestIDBytes)}
 	case r.ended || r.status.State != contract.SessionOpen || r.closeRequested:
 		return &guard.ToolUsageError{Msg: "submit cell: the session is " + r.status.State + ", not open"}
 	case r.current != 0 || r.submitting:
@@ -309,6 +332,12 @@ func (r *session) submitRefusal(req contract.CellRequest) error {
 // budget is checked here only, where no history is written: a replayed submit is not checked
 // again.
 func (r *session) validateSubmit(req contract.CellRequest) error {
+	if _, ok, err := r.submitted(req); ok || err != nil {
+		return contract.ToFailure(err)
+	}
+	if r.submitting && req.RequestID != "" && req.RequestID == r.submittingID {
+		return nil // the same request while it is checked: its handler waits for it
+	}
 	if err := r.submitRefusal(req); err != nil {
 		return contract.ToFailure(err)
 	}
@@ -352,10 +381,19 @@ func (r *session) budgetRefusal(req contract.CellRequest) error {
 // submit checks the cell in a local activity, gives it the next index, and starts its wait for a
 // decision.
 func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contract.CellSubmitted, error) {
+	if r.submitting && req.RequestID != "" && req.RequestID == r.submittingID {
+		// A retry of the request being checked: it gets that request's cell, once it has one.
+		if err := workflow.Await(ctx, func() bool { return !r.submitting }); err != nil {
+			return contract.CellSubmitted{}, err
+		}
+	}
+	if out, ok, err := r.submitted(req); ok || err != nil {
+		return out, contract.ToFailure(err)
+	}
 	if err := r.submitRefusal(req); err != nil {
 		return contract.CellSubmitted{}, contract.ToFailure(err)
 	}
-	r.submitting = true
+	r.submitting, r.submittingID = true, req.RequestID
 	r.wake++
 	index := len(r.cells) + 1
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
@@ -365,7 +403,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	var cell guard.Cell
 	err := workflow.ExecuteLocalActivity(lctx, acts.SessionCellCheck, contract.CellCheckInput{
 		Session: r.checked, Index: index, Language: req.Language, Code: req.Code}).Get(lctx, &cell)
-	r.submitting = false
+	r.submitting, r.submittingID = false, ""
 	r.wake++
 	if err != nil {
 		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
@@ -380,7 +418,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	digest := guard.CellDigest(r.checked.Digest, cell.Index, cell.CodeDigest, r.status.Chain)
 	st := contract.CellStatus{
 		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
-		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata,
+		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID,
 		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: guard.SuspiciousCharacters(cell.Code),
 	}
 	r.cells = append(r.cells, cell)
@@ -474,7 +512,7 @@ func (r *session) decide(ctx workflow.Context, cd contract.CellDecision) (contra
 		r.event(ctx, contract.EventApprovalDenied, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal, "reason_bytes", len(d.Reason))
 		r.endCell(ctx, contract.StatusDenied, "")
 		res.State = contract.StatusDenied
-		return res, nil
+		return r.answerWhenEnded(ctx, cd, res)
 	}
 	r.event(ctx, contract.EventApprovalGranted, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal)
 	st.State = contract.StatusRunning
@@ -483,6 +521,25 @@ func (r *session) decide(ctx workflow.Context, cd contract.CellDecision) (contra
 		return contract.DecideResult{}, err
 	}
 	res.State = contract.StatusRunning
+	return r.answerWhenEnded(ctx, cd, res)
+}
+
+// decideWaitChange is the change id of decide-cell's wait: a decision sent with Wait is answered
+// once its cell has ended. A history from before it answered such a decision at once.
+const decideWaitChange = "decide-wait-v1"
+
+// answerWhenEnded answers an accepted decision: at once, or with Wait once its cell has ended,
+// with the cell's status. The wait holds no command of its own; the session's end waits for
+// every handler (finish), and every cell has ended by then.
+func (r *session) answerWhenEnded(ctx workflow.Context, cd contract.CellDecision, res contract.DecideResult) (contract.DecideResult, error) {
+	if !cd.Wait || workflow.GetVersion(ctx, decideWaitChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return res, nil
+	}
+	if err := workflow.Await(ctx, func() bool { return r.status.Cells[cd.Cell-1].Final() }); err != nil {
+		return res, err
+	}
+	st := r.status.Cells[cd.Cell-1]
+	res.CellStatus = &st
 	return res, nil
 }
 

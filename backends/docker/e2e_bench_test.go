@@ -592,11 +592,12 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 }
 
 // cellClientPath submits print(1) as the next cell of a live session (not timed) and times its
-// approval to its result through the Go client.
+// approval to its result through the Go client (ApproveCellWait: one update).
 func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, session string) time.Duration {
 	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
 	if err != nil {
-		b.Fatal(err)
+		st, serr := sc.SessionStatus(ctx, session)
+		b.Fatalf("%v (the session: %s, %s, %s; %v)", err, st.State, st.End, st.Error, serr)
 	}
 	signer, closer, err := client.LoadReviewerKey("") // SANDBOXFLOW_REVIEWER_KEY
 	if err != nil {
@@ -604,13 +605,10 @@ func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, sessio
 	}
 	defer closer.Close()
 	start := time.Now()
-	if _, err := sc.ApproveCell(ctx, session, sub.Cell, sub.Digest, signer, ""); err != nil {
-		b.Fatal(err)
-	}
-	cell, err := sc.AwaitCell(ctx, session, sub.Cell)
+	decided, err := sc.ApproveCellWait(ctx, session, sub.Cell, sub.Digest, signer, "")
 	d := time.Since(start)
-	if err != nil || cell.Result == nil || string(cell.Result.Stdout) != "1\n" {
-		b.Fatalf("cell %d: %+v, %v", sub.Cell, cell, err)
+	if err != nil || decided.CellStatus == nil || decided.CellStatus.Result == nil || string(decided.CellStatus.Result.Stdout) != "1\n" {
+		b.Fatalf("cell %d: %+v, %v", sub.Cell, decided, err)
 	}
 	return d
 }
@@ -620,7 +618,8 @@ func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, sessio
 func cellCLIPath(ctx context.Context, b *testing.B, sc *client.Client, s starterCLI, session string) time.Duration {
 	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
 	if err != nil {
-		b.Fatal(err)
+		st, serr := sc.SessionStatus(ctx, session)
+		b.Fatalf("%v (the session: %s, %s, %s; %v)", err, st.State, st.End, st.Error, serr)
 	}
 	start := time.Now()
 	out := s.mustRun("approve", session, "--cell", strconv.Itoa(sub.Cell), "--wait")
