@@ -22,9 +22,11 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
 	"github.com/sandboxflow/sandboxflow/metrics"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // testHostQueue is the sandbox host's own task queue in the session tests.
@@ -673,14 +675,16 @@ func decideResult(t *testing.T, o *outcome) (contract.DecideResult, error) {
 // Cells under a quorum of 2 (issue 32): one approval runs nothing (the answer says 1 of 2 and
 // the cell still waits); the same reviewer again, with a fresh approval id or the same one, is
 // refused (duplicate_approver); a second reviewer's approval runs the cell once, with both
-// approvals in its input and its result. On the next cell, a denial after one approval denies
-// it and nothing runs.
+// approvals in its input, its result and its host's receipt (which the workflow checks names
+// both). On the next cell, a denial after one approval denies it and nothing runs.
 func TestSessionCellQuorum(t *testing.T) {
 	bob := reviewertest.New(t, "bob")
+	host := hosttest.New(t, "host-a")
 	policy := sessionPolicy
 	policy.Quorum = 2
 	h := newSessionHarnessWith(t, policy, func(c *activities.Config) {
 		c.ReviewersFile = reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer(), bob)
+		withHost(host)(c)
 	})
 	req := sessionRequest()
 	bobs := func(digest string, approve bool) contract.Decision {
@@ -758,6 +762,14 @@ func TestSessionCellQuorum(t *testing.T) {
 	if c1.State != contract.StatusSucceeded || c1.Result == nil || len(c1.Result.Approvals) != 2 ||
 		c1.Result.Approvals[0].Reviewer != "alice" || c1.Result.Approvals[1].Reviewer != "bob" || c1.Decision == nil || c1.Decision.Reviewer != "alice" {
 		t.Errorf("cell 1: %s, result %+v, decision %+v; want succeeded with alice's and bob's approvals, alice's the decision", c1.State, c1.Result, c1.Decision)
+	}
+	hosts, err := receipt.LoadHosts(host.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := receipt.Verify(hosts, c1.Result.Receipt); err != nil || len(rs.Approvals) != 2 ||
+		rs.Approvals[0].ID != c1.Approvals[0].ApprovalID || rs.Approvals[1].ID != c1.Approvals[1].ApprovalID || rs.Approvals[1].Fingerprint != c1.Approvals[1].Fingerprint {
+		t.Errorf("cell 1's receipt approvals %+v, %v; want alice's and bob's, as the status records them", rs.Approvals, err)
 	}
 	if c2.State != contract.StatusDenied || c2.Result != nil || c2.Decision == nil || c2.Decision.Reviewer != "bob" || c2.Decision.Approve {
 		t.Errorf("cell 2: %s, decision %+v; want denied by bob, nothing run", c2.State, c2.Decision)
