@@ -19,7 +19,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -60,9 +59,6 @@ type claim struct {
 	info   activity.Info
 	secret []byte
 	msg    contract.SandboxClaim
-	// verified is the decision this host verified for the claim (its key's fingerprint goes in
-	// the run's receipt).
-	verified approval.Verified
 }
 
 // newClaim makes a claim with a fresh secret.
@@ -143,9 +139,6 @@ func runScope() useScope { return useScope{activityType: contract.RunActivityNam
 func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v validity) (*claim, error) {
 	c := newClaim(info, approvalID)
 	c.msg.Cell = scope.cell
-	if one, ok := v.(approval.Verified); ok {
-		c.verified = one // a cell's one approval, which its receipt names
-	}
 	err := c.send(ctx, log, false)
 	if err != nil {
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}

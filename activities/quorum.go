@@ -23,43 +23,10 @@ func (a *Activities) verifyQuorum(info activity.Info, c guard.Checked, in contra
 	refuse := func(reason guard.RefusedReason, format string, args ...any) error {
 		return &guard.ApprovalRefused{Reason: reason, Msg: "sandbox activity: " + fmt.Sprintf(format, args...)}
 	}
-	decisions := in.Decisions
-	if len(decisions) == 0 {
-		decisions = []contract.Decision{in.Decision}
-	}
-	if decisions[0].ApprovalID != in.Decision.ApprovalID {
-		return nil, refuse(guard.RefusedMismatch, "the input's decision %s is not the first of its approvals (%s)", in.Decision.ApprovalID, decisions[0].ApprovalID)
-	}
-	if len(decisions) > guard.MaxQuorum {
-		return nil, refuse(guard.RefusedQuorum, "the input carries %d approvals, over %d", len(decisions), guard.MaxQuorum)
-	}
-	reviewers, err := a.loadReviewers()
+	digest := guard.Digest(&c)
+	vs, err := a.verifyApprovals("sandbox activity", info, in.Decision, in.Decisions, c.Digest, digest, &c)
 	if err != nil {
 		return nil, err
-	}
-	digest := guard.Digest(&c)
-	var vs []approval.Verified
-	for i, d := range decisions {
-		switch {
-		case !d.Approve || d.ApprovalID == "":
-			return nil, refuse(guard.RefusedNoApproval, "approval %d of the input is no approving decision with an approval id", i+1)
-		case d.Digest != c.Digest:
-			return nil, refuse(guard.RefusedMismatch, "approval %d is for %s but the request carries %s", i+1, d.Digest, c.Digest)
-		}
-		v, err := a.verifyFor(reviewers, info, d, digest)
-		if err != nil {
-			return nil, err
-		}
-		for j, w := range vs {
-			if w.Principal == v.Principal || w.Fingerprint == v.Fingerprint || decisions[j].ApprovalID == d.ApprovalID {
-				return nil, refuse(guard.RefusedQuorum, "approvals %d and %d are by the same reviewer (%s), key or approval id: a quorum counts distinct reviewers with distinct keys", j+1, i+1, v.Principal)
-			}
-		}
-		vs = append(vs, v)
-	}
-	if need := a.policy.QuorumFor(&c); len(vs) < need {
-		return nil, refuse(guard.RefusedQuorum, "this host's policy needs %d approvals by distinct reviewers with distinct keys for this request (risky: %t); the input carries %d",
-			need, guard.Risky(&c), len(vs))
 	}
 	if e := in.Edit; e != nil {
 		if e.Digest != digest {
@@ -108,6 +75,74 @@ func (a *Activities) checkEdit(ctx context.Context, h HistoryReader, info activi
 		return refuse("the edit names original digest %s but the run was started with %s", e.OriginalDigest, d)
 	}
 	return nil
+}
+
+// verifyApprovals verifies every approval of decisions (or first alone, in inputs recorded
+// before quorums) over digest, each claiming to be for claimed, and counts them against this
+// host's policy for c: at least Policy.QuorumFor(c), by distinct principals with distinct keys and
+// distinct approval ids. who names the activity in a refusal, an ApprovalRefused.
+func (a *Activities) verifyApprovals(who string, info activity.Info, first contract.Decision, decisions []contract.Decision, claimed, digest string, c *guard.Checked) ([]approval.Verified, error) {
+	refuse := func(reason guard.RefusedReason, format string, args ...any) error {
+		return &guard.ApprovalRefused{Reason: reason, Msg: who + ": " + fmt.Sprintf(format, args...)}
+	}
+	if len(decisions) == 0 {
+		decisions = []contract.Decision{first}
+	}
+	if decisions[0].ApprovalID != first.ApprovalID {
+		return nil, refuse(guard.RefusedMismatch, "the input's decision %s is not the first of its approvals (%s)", first.ApprovalID, decisions[0].ApprovalID)
+	}
+	if len(decisions) > guard.MaxQuorum {
+		return nil, refuse(guard.RefusedQuorum, "the input carries %d approvals, over %d", len(decisions), guard.MaxQuorum)
+	}
+	reviewers, err := a.loadReviewers()
+	if err != nil {
+		return nil, err
+	}
+	var vs []approval.Verified
+	for i, d := range decisions {
+		switch {
+		case !d.Approve || d.ApprovalID == "":
+			return nil, refuse(guard.RefusedNoApproval, "approval %d of the input is no approving decision with an approval id", i+1)
+		case d.Digest != claimed:
+			return nil, refuse(guard.RefusedMismatch, "approval %d is for %s but the request carries %s", i+1, d.Digest, claimed)
+		}
+		v, err := a.verifyFor(reviewers, info, d, digest)
+		if err != nil {
+			return nil, err
+		}
+		for j, w := range vs {
+			if w.Principal == v.Principal || w.Fingerprint == v.Fingerprint || decisions[j].ApprovalID == d.ApprovalID {
+				return nil, refuse(guard.RefusedQuorum, "approvals %d and %d are by the same reviewer (%s), key or approval id: a quorum counts distinct reviewers with distinct keys", j+1, i+1, v.Principal)
+			}
+		}
+		vs = append(vs, v)
+	}
+	if need := a.policy.QuorumFor(c); len(vs) < need {
+		return nil, refuse(guard.RefusedQuorum, "this host's policy needs %d approvals by distinct reviewers with distinct keys for this request (risky: %t); the input carries %d",
+			need, guard.Risky(c), len(vs))
+	}
+	return vs, nil
+}
+
+// verifyCellApprovals is verifyApprovals for a session's cell (in) that this host computed the
+// digest of: every approval must verify over it and be counted against this host's policy for
+// the session's cells.
+func (a *Activities) verifyCellApprovals(info activity.Info, s guard.CheckedSession, in contract.CellRunInput, digest string) ([]approval.Verified, error) {
+	c := s.CellChecked(in.Cell)
+	return a.verifyApprovals("cell activity", info, in.Decision, in.Decisions, digest, digest, &c)
+}
+
+// cellApprovalIDs are the approval ids a cell's input carries (its decision's alone, in inputs
+// recorded before session quorums).
+func cellApprovalIDs(in contract.CellRunInput) []string {
+	if len(in.Decisions) == 0 {
+		return []string{in.Decision.ApprovalID}
+	}
+	ids := make([]string, len(in.Decisions))
+	for i, d := range in.Decisions {
+		ids[i] = d.ApprovalID
+	}
+	return ids
 }
 
 func approvedBy(vs []approval.Verified, principal string) bool {
@@ -163,23 +198,9 @@ func (vs allValid) StillValid(now time.Time) error {
 	return nil
 }
 
-// refuseCellQuorum refuses a session's cell (c, as the cell would run) when this host's policy
-// needs more than one approval for it: a cell carries one reviewer's decision.
-func (a *Activities) refuseCellQuorum(c *guard.Checked) error {
-	if need := a.policy.QuorumFor(c); need > 1 {
-		return &guard.ApprovalRefused{Reason: guard.RefusedQuorum, Msg: fmt.Sprintf(
-			"cell activity: this host's policy needs %d approvals for this request and a session's cell carries one; run it as a RunCode run", need)}
-	}
-	return nil
-}
-
-// sessionQuorum refuses, when it is checked, a session whose cells this worker's policy would
-// need more than one approval for.
-func (a *Activities) sessionQuorum(s guard.CheckedSession) error {
+// cellQuorum is how many approvals this worker's policy needs for each cell of s (the session's
+// network, egress and secrets decide; every cell has them).
+func (a *Activities) cellQuorum(s guard.CheckedSession) int {
 	c := s.CellChecked(guard.Cell{Index: 1, Language: guard.Python})
-	if need := a.policy.QuorumFor(&c); need > 1 {
-		return &guard.ConfigError{Msg: fmt.Sprintf(
-			"sessions take one approval per cell, and this worker's policy needs %d approvals for such a request (quorum); run the code as RunCode runs", need)}
-	}
-	return nil
+	return a.policy.QuorumFor(&c)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -84,26 +83,61 @@ func TestVerifyQuorumCountsOnTheHost(t *testing.T) {
 	}
 }
 
-// A session's cell carries one reviewer's decision: a worker whose policy needs more for the
-// session's request refuses the session when it is checked (ConfigError), and a sandbox host
-// whose own policy needs more refuses each cell (ApprovalRefused, quorum) even when the session
-// was checked by a workflow worker that needed one.
+// A session's cells under a quorum (issue 32): a worker whose policy needs 2 for the session's
+// cells records it when the session is checked; a sandbox host whose own policy needs 2 counts
+// each cell's approvals again: one approval (as an input recorded before session quorums
+// carries it, or alone in Decisions), the same reviewer twice, or one key for two principals
+// are refused (ApprovalRefused, quorum) and nothing runs; two distinct reviewers' approvals run
+// the cell once, and its result names both.
 func TestSessionsUnderAQuorum(t *testing.T) {
 	h := newSessionHost(t)
+	bob, multi := reviewertest.New(t, "bob"), reviewertest.New(t, "carol,ops")
+	h.a.reviewers = reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer(), bob, multi)
 	h.a.policy.Quorum = 2
-	_, err := h.run(h.cell(1, "print(1)", h.chain, nil))
-	wantRefused(t, "a cell on a host that needs 2", err, guard.RefusedQuorum)
-	if n := h.backend.Cells(); n != 0 {
-		t.Errorf("%d cells ran; want none", n)
-	}
-	_, err = h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}})
-	var ce *guard.ConfigError
-	if !errors.As(contract.FromFailure(err), &ce) || !strings.Contains(err.Error(), "quorum") {
-		t.Errorf("SessionCheck under quorum 2: %v; want a ConfigError naming the quorum", err)
+	check, err := h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}})
+	if err != nil || check.Quorum != 2 {
+		t.Fatalf("SessionCheck under quorum 2: quorum %d, %v; want 2 recorded", check.Quorum, err)
 	}
 	h.a.policy.Quorum, h.a.policy.RiskyQuorum = 1, 2
-	if _, err := h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}}); err != nil {
-		t.Errorf("SessionCheck of a session without network, egress or secrets under risky quorum 2: %v; want it checked", err)
+	if check, err := h.a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{}}); err != nil || check.Quorum != 1 {
+		t.Errorf("SessionCheck of a session without network, egress or secrets under risky quorum 2: quorum %d, %v; want 1", check.Quorum, err)
+	}
+	h.a.policy.Quorum, h.a.policy.RiskyQuorum = 2, 0
+
+	in := h.cell(1, "print(1)", h.chain, nil)
+	sign := func(r *reviewertest.Reviewer, principal string) contract.Decision {
+		f := reviewertest.Fields(testWorkflowID, testRunID, in.Decision.Digest, testTaskQueue, true)
+		f.ApprovalID, f.Reviewer = uuid.NewString(), principal
+		return r.Decision(t, f)
+	}
+	with := func(ds ...contract.Decision) contract.CellRunInput {
+		out := in
+		out.Decision, out.Decisions = ds[0], ds
+		return out
+	}
+	db := sign(bob, "bob")
+	for _, tc := range []struct {
+		name string
+		in   contract.CellRunInput
+	}{
+		{"one approval (Decision alone)", in},
+		{"one approval", with(in.Decision)},
+		{"the same approval twice", with(in.Decision, in.Decision)},
+		{"one key, two principals", with(sign(multi, "carol"), sign(multi, "ops"))},
+	} {
+		_, err := h.run(tc.in)
+		wantRefused(t, tc.name+" on a host that needs 2", err, guard.RefusedQuorum)
+	}
+	if n := h.backend.Cells(); n != 0 {
+		t.Fatalf("%d cells ran; want none", n)
+	}
+	res, err := h.run(with(in.Decision, db))
+	if err != nil {
+		t.Fatalf("alice's and bob's approvals: %v; want the cell run", err)
+	}
+	if h.backend.Cells() != 1 || res.ApprovalID != in.Decision.ApprovalID || res.Reviewer != "alice" || len(res.Approvals) != 2 ||
+		res.Approvals[0].Reviewer != "alice" || res.Approvals[1].Reviewer != "bob" || res.Approvals[1].ApprovalID != db.ApprovalID {
+		t.Fatalf("%d cells ran; result approval %s by %s, approvals %+v; want one, alice's first then bob's", h.backend.Cells(), res.ApprovalID, res.Reviewer, res.Approvals)
 	}
 }
 

@@ -98,15 +98,6 @@ func (a *Activities) sign(r runReceipt, res guard.Result, runErr error) (*guard.
 	return &rec, nil
 }
 
-// claimApprovals are the approvals the claims verified, for a cell's receipt.
-func claimApprovals(claims ...*claim) []receipt.Approval {
-	var out []receipt.Approval
-	for _, c := range claims {
-		out = append(out, receipt.Approval{ID: c.msg.ApprovalID, Reviewer: c.verified.Principal, Fingerprint: c.verified.Fingerprint})
-	}
-	return out
-}
-
 // receiptApprovals is a run's approvals as its receipt names them: every approval the host
 // verified (a quorum's too), in order.
 func receiptApprovals(as []guard.Approval) []receipt.Approval {

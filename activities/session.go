@@ -118,9 +118,6 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 			Msg: fmt.Sprintf("sessions are not offered by the %s backend (it keeps no sandbox between runs)", a.backendName)})
 	}
 	s, err := a.policy.CheckSession(in.Request, a.backendName)
-	if err == nil {
-		err = a.sessionQuorum(s)
-	}
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
@@ -133,7 +130,8 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
 	return contract.SessionCheckResult{Session: s, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify, Hosts: hosts}, nil
+		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify, Hosts: hosts,
+		Quorum: a.cellQuorum(s)}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session
@@ -293,17 +291,12 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	c := session.CellChecked(in.Cell)
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
 	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
-	err = a.refuseCellQuorum(&c)
+	cell, claim, verified, err := a.admitCell(ctx, info, hs, in)
 	if err != nil {
 		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	cell, claim, reviewer, err := a.admitCell(ctx, info, hs, in)
-	if err != nil {
-		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
-		return guard.Result{}, contract.ToFailure(err)
-	}
-	in.Decision.Reviewer = reviewer
+	in.Decision.Reviewer = verified[0].Principal // as this host verified it
 	started := startedEvent(c, contract.RunInput{Decision: in.Decision}, info.Attempt)
 	a.cellEvent(ctx, &started, in, hs)
 
@@ -324,9 +317,10 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	}
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
+	res.Approvals = approvalsOf(contract.RunInput{Decision: in.Decision, Decisions: in.Decisions}, verified)
 	if err == nil {
 		err = a.signCell(hs, runReceipt{info: info, digest: c.Digest, backend: session.Backend, secrets: session.Secrets,
-			approvals: claimApprovals(claim), started: start, ended: start.Add(elapsed),
+			approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed),
 			cell: &receipt.Cell{Index: cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
 	}
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
@@ -341,35 +335,35 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 }
 
 // admitCell decides whether in's cell may run in hs now, and claims its approval. It returns the
-// cell as this host checked it, the claim and the verified reviewer.
-func (a *Activities) admitCell(ctx context.Context, info activity.Info, hs *hostSandbox, in contract.CellRunInput) (guard.Cell, *claim, string, error) {
+// cell as this host checked it, the claim and the verified approvals (the decision's first).
+func (a *Activities) admitCell(ctx context.Context, info activity.Info, hs *hostSandbox, in contract.CellRunInput) (guard.Cell, *claim, []approval.Verified, error) {
 	s := hs.box.Session()
-	refuse := func(reason guard.RefusedReason, format string, args ...any) (guard.Cell, *claim, string, error) {
-		return guard.Cell{}, nil, "", &guard.ApprovalRefused{Reason: reason, Msg: "cell activity: " + fmt.Sprintf(format, args...)}
+	refuse := func(reason guard.RefusedReason, format string, args ...any) (guard.Cell, *claim, []approval.Verified, error) {
+		return guard.Cell{}, nil, nil, &guard.ApprovalRefused{Reason: reason, Msg: "cell activity: " + fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case info.Attempt > 1:
-		return guard.Cell{}, nil, "", &guard.IntegrationError{
+		return guard.Cell{}, nil, nil, &guard.IntegrationError{
 			Op:                 fmt.Sprintf("cell activity attempt %d", info.Attempt),
 			Err:                fmt.Errorf("refused: an earlier attempt may have started the cell; the approval was used"),
 			CodeMayHaveStarted: true,
 		}
 	case hs.unknown:
-		return guard.Cell{}, nil, "", &guard.SandboxLost{Msg: "an earlier cell's outcome is unknown; the sandbox takes no more cells"}
+		return guard.Cell{}, nil, nil, &guard.SandboxLost{Msg: "an earlier cell's outcome is unknown; the sandbox takes no more cells"}
 	case !in.Decision.Approve || in.Decision.ApprovalID == "":
 		return refuse(guard.RefusedNoApproval, "the input carries no approving decision with an approval id")
 	}
 	cell, err := a.policy.CheckCell(s, in.Cell.Index, in.Cell.Language, in.Cell.Code)
 	if err != nil {
-		return guard.Cell{}, nil, "", &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "cell activity: the cell does not pass this host's check", Err: err}
+		return guard.Cell{}, nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "cell activity: the cell does not pass this host's check", Err: err}
 	}
 	switch {
 	case cell != in.Cell:
 		return refuse(guard.RefusedMismatch, "the cell carries code digest %s but its code is %s", in.Cell.CodeDigest, cell.CodeDigest)
 	case cell.Index <= hs.last:
 		return refuse(guard.RefusedAlreadyUsed, "cell %d is not above cell %d, the last this sandbox admitted", cell.Index, hs.last)
-	case hs.used[in.Decision.ApprovalID]:
-		return refuse(guard.RefusedAlreadyUsed, "approval %s was already used in this sandbox; an approval runs one cell once", in.Decision.ApprovalID)
+	case usedIn(hs.used, cellApprovalIDs(in)) != "":
+		return refuse(guard.RefusedAlreadyUsed, "approval %s was already used in this sandbox; an approval runs one cell once", usedIn(hs.used, cellApprovalIDs(in)))
 	case in.Chain != hs.chain:
 		return refuse(guard.RefusedMismatch, "the cell's chain %s is not this sandbox's %s (the cells before it are not the ones that ran here)", in.Chain, hs.chain)
 	}
@@ -377,24 +371,32 @@ func (a *Activities) admitCell(ctx context.Context, info activity.Info, hs *host
 	if in.Decision.Digest != digest {
 		return refuse(guard.RefusedMismatch, "the approval is for %s but the cell's digest here is %s", in.Decision.Digest, digest)
 	}
-	reviewers, err := a.loadReviewers()
+	vs, err := a.verifyCellApprovals(info, s, in, digest)
 	if err != nil {
-		return guard.Cell{}, nil, "", err
+		return guard.Cell{}, nil, nil, err
 	}
-	v, err := a.verifyFor(reviewers, info, in.Decision, digest)
-	if err != nil {
-		return guard.Cell{}, nil, "", err
-	}
-	// The index and the approval are used from the claim's sending on, whatever its outcome: the
+	// The index and the approvals are used from the claim's sending on, whatever its outcome: the
 	// workflow never sends a cell again, and a claim that may stand unreleased in the history is
 	// then never followed by another start for the same cell or approval.
 	hs.last = cell.Index
-	hs.used[in.Decision.ApprovalID] = true
-	cl, err := claimCell(ctx, a.historyOf(ctx), info, cell.Index, in.Decision.ApprovalID, v)
-	if err != nil {
-		return guard.Cell{}, nil, "", err
+	for _, id := range cellApprovalIDs(in) {
+		hs.used[id] = true
 	}
-	return cell, cl, v.Principal, nil
+	cl, err := claimCell(ctx, a.historyOf(ctx), info, cell.Index, in.Decision.ApprovalID, allValid(vs))
+	if err != nil {
+		return guard.Cell{}, nil, nil, err
+	}
+	return cell, cl, vs, nil
+}
+
+// usedIn is the first of ids that used holds, or "".
+func usedIn(used map[string]bool, ids []string) string {
+	for _, id := range ids {
+		if used[id] {
+			return id
+		}
+	}
+	return ""
 }
 
 // refusedCellEvent is the sandbox.refused event of a refused cell, or nil when err is not a
@@ -433,10 +435,9 @@ func (a *Activities) cellEvent(ctx context.Context, e *Event, in contract.CellRu
 // cell's at-most-once and its decision binding (S1, S2) from those checks alone, and that a
 // cell starts only after its claim was recorded (S4): a signal the server acknowledged is
 // durable, in the history at the latest when the workflow task in flight, if any, completes.
-func claimCell(ctx context.Context, log RunLog, info activity.Info, index int, approvalID string, v approval.Verified) (*claim, error) {
+func claimCell(ctx context.Context, log RunLog, info activity.Info, index int, approvalID string, v validity) (*claim, error) {
 	c := newClaim(info, approvalID)
 	c.msg.Cell = index
-	c.verified = v
 	if err := c.send(ctx, log, false); err != nil {
 		// The signal may stand (recorded though its answer was lost): release it.
 		return nil, c.release(ctx, log, &guard.IntegrationError{Op: "cell activity: claim the approval in the session's history", Err: err})

@@ -103,6 +103,10 @@ type SessionCheckResult struct {
 	// not verify against them, or does not chain to the previous cell's. Absent without a hosts
 	// file, and in histories recorded before receipts.
 	Hosts *receipt.Hosts `json:"hosts,omitempty"`
+	// Quorum is how many approvals by distinct reviewers each cell needs under this worker's
+	// policy (guard.Policy.QuorumFor of the session's cells). Absent (one) in histories recorded
+	// before session quorums.
+	Quorum int `json:"quorum,omitempty"`
 }
 
 // SessionOpenInput is SessionOpen's input.
@@ -193,6 +197,10 @@ type CellRunInput struct {
 	Cell     guard.Cell `json:"cell"`
 	Chain    string     `json:"chain"`
 	Decision Decision   `json:"decision"`
+	// Decisions are every approval the workflow accepted for the cell, in order (the first is
+	// Decision); empty in inputs recorded before session quorums, which carry Decision alone.
+	// The host verifies each and counts them against its own policy, as a run's.
+	Decisions []Decision `json:"decisions,omitempty"`
 }
 
 // CellStatus is one cell as the status reports it.
@@ -210,8 +218,14 @@ type CellStatus struct {
 	RequestID string    `json:"request_id,omitempty"`
 	Submitted time.Time `json:"submitted"`
 	// ApprovalDeadline is when the wait for this cell's decision ends.
-	ApprovalDeadline time.Time       `json:"approval_deadline,omitzero"`
-	Decision         *DecisionRecord `json:"decision,omitempty"`
+	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
+	// Decision is the cell's decision: its denial, or the first of its approvals once it has
+	// its quorum (nil until then).
+	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Quorum is how many approvals by distinct reviewers the cell needs; Approvals are those it
+	// has, in order. Absent for sessions checked before session quorums.
+	Quorum    int              `json:"quorum,omitempty"`
+	Approvals []DecisionRecord `json:"approvals,omitempty"`
 	// Result is the cell's result, as the sandbox host returned it; ResultDigest is
 	// guard.ResultDigest of it, which the next cell's chain binds.
 	Result       *guard.Result `json:"result,omitempty"`
@@ -233,6 +247,9 @@ type SessionStatus struct {
 	SandboxTaskQueue string `json:"sandbox_task_queue,omitempty"`
 	SandboxID        string `json:"sandbox_id,omitempty"`
 	StatementVersion int    `json:"statement_version,omitempty"`
+	// Quorum is how many approvals by distinct reviewers each cell needs (absent for sessions
+	// checked before session quorums).
+	Quorum int `json:"quorum,omitempty"`
 	// Settings are the checked session's settings as a reviewer reads them; its Digest is the
 	// settings digest.
 	Settings guard.SessionSummary `json:"settings"`

@@ -33,7 +33,6 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	tclient "go.temporal.io/sdk/client"
-	"golang.org/x/crypto/ssh"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -314,24 +313,28 @@ func pfRetry[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 	}
 }
 
-// pfApprove signs and sends the decision for a run; a resend carries the same approval id, which
-// Temporal deduplicates.
-func pfApprove(ctx context.Context, sc *client.Client, signer ssh.Signer, s client.Started) error {
-	f, err := pfRetry(ctx, func(ctx context.Context) (approval.Fields, error) {
-		return sc.Statement(ctx, s.WorkflowID, client.StatementOptions{})
-	})
-	if err != nil {
-		return fmt.Errorf("statement of %s: %w", s.WorkflowID, err)
+// pfApprove signs and sends each reviewer's decision for a run (the workers' --risky-quorum 2
+// asks both); a resend carries the same approval id, which Temporal deduplicates.
+func pfApprove(ctx context.Context, sc *client.Client, reviewers []*reviewertest.Reviewer, s client.Started) error {
+	for _, r := range reviewers {
+		f, err := pfRetry(ctx, func(ctx context.Context) (approval.Fields, error) {
+			return sc.Statement(ctx, s.WorkflowID, client.StatementOptions{Reviewer: r.Principal})
+		})
+		if err != nil {
+			return fmt.Errorf("statement of %s: %w", s.WorkflowID, err)
+		}
+		if f.Digest != s.Digest {
+			return fmt.Errorf("approve %s: the run's digest is %s, not %s", s.WorkflowID, f.Digest, s.Digest)
+		}
+		d, err := client.SignDecision(r.Signer, f, "fault test")
+		if err != nil {
+			return err
+		}
+		if _, err := pfRetry(ctx, func(ctx context.Context) (contract.DecideResult, error) { return sc.Decide(ctx, s.WorkflowID, d) }); err != nil {
+			return fmt.Errorf("%s's approval of %s: %w", r.Principal, s.WorkflowID, err)
+		}
 	}
-	if f.Digest != s.Digest {
-		return fmt.Errorf("approve %s: the run's digest is %s, not %s", s.WorkflowID, f.Digest, s.Digest)
-	}
-	d, err := client.SignDecision(signer, f, "fault test")
-	if err != nil {
-		return err
-	}
-	_, err = pfRetry(ctx, func(ctx context.Context) (contract.DecideResult, error) { return sc.Decide(ctx, s.WorkflowID, d) })
-	return err
+	return nil
 }
 
 func TestFaultsOnTheProductionShape(t *testing.T) {
@@ -379,9 +382,13 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	target := up.Listener.Addr().String()
 
 	// Two workflow workers and two sandbox hosts, each through a proxy of its own.
-	reviewer := reviewertest.New(t, "pf-reviewer")
+	// Every run and every cell asks for egress, so under --risky-quorum 2 each needs both
+	// reviewers (the workflow workers count them, and the hosts again).
+	reviewer, reviewer2 := reviewertest.New(t, "pf-reviewer"), reviewertest.New(t, "pf-reviewer-2")
+	reviewers := []*reviewertest.Reviewer{reviewer, reviewer2}
+	reviewersFile := reviewertest.WriteAllowedSigners(t, t.TempDir(), reviewers...)
 	policy := []string{"--backend", "docker", "--task-queue", "pf-workflows", "--sandbox-task-queue", "pf-sandboxes",
-		"--reviewers", reviewer.File, "--max-timeout", "10s", "--default-timeout", "5s", "--grace", "2s",
+		"--reviewers", reviewersFile, "--risky-quorum", "2", "--max-timeout", "10s", "--default-timeout", "5s", "--grace", "2s",
 		"--heartbeat-timeout", pfHeartbeat.String(), "--egress-allow", target, "--egress-private-ok", "127.0.0.0/8",
 		"--max-session-lifetime", "5m", "--max-session-idle", "5m"}
 	env := func(p *faultProxy) []string {
@@ -533,7 +540,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 			}
 			for n := 1; n <= pfCells; n++ {
 				path := fmt.Sprintf("/session/%d/%d", k, n)
-				res, err := pfCell(phase, sc, reviewer.Signer, id, pfCode(target, path, 0.5, fmt.Sprintf("cell %d", n)))
+				res, err := pfCell(phase, sc, reviewers, id, pfCode(target, path, 0.5, fmt.Sprintf("cell %d", n)))
 				cellMu.Lock()
 				cellEnds = append(cellEnds, cellEnd{path: path, res: res, err: err})
 				cellMu.Unlock()
@@ -549,7 +556,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			approveErrs[i] = pfApprove(phase, sc, reviewer.Signer, s)
+			approveErrs[i] = pfApprove(phase, sc, reviewers, s)
 		}()
 		time.Sleep(time.Duration(300+rand.IntN(600)) * time.Millisecond)
 	}
@@ -560,7 +567,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	}
 
 	// Every run ends with a result or a typed error, and began at most once.
-	var results, typed, twice, cutShort int
+	var results, typed, twice, cutShort, quorumRuns, quorumCells int
 	typedBy := map[string]int{}
 	for i, s := range started {
 		res, err := pfRetry(ctx, func(ctx context.Context) (guard.Result, error) {
@@ -572,6 +579,11 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		switch {
 		case err == nil:
 			results++
+			if pfApprovedByBoth(res) {
+				quorumRuns++
+			} else {
+				t.Errorf("run %d: result approved by %+v; want both reviewers", i, res.Approvals)
+			}
 			switch {
 			case res.OK && (n != 1 || string(res.Stdout) != fmt.Sprintf("done %d\n", i)):
 				t.Errorf("run %d: succeeded with stdout %q after %d starts of its code; want done %d, begun once", i, res.Stdout, n, i)
@@ -603,6 +615,11 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		switch {
 		case c.err == nil:
 			cellResults++
+			if pfApprovedByBoth(c.res) {
+				quorumCells++
+			} else {
+				t.Errorf("%s: result approved by %+v; want both reviewers", c.path, c.res.Approvals)
+			}
 			if !c.res.OK || n != 1 {
 				t.Errorf("%s: result ok=%t stdout %q stderr %q after %d starts; want ok, begun once", c.path, c.res.OK, c.res.Stdout, c.res.Stderr, n)
 			}
@@ -691,9 +708,10 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	faultsMu.Unlock()
 	sort.Strings(fl)
 	t.Logf("production-shape faults: %d runs, %d sessions (%d cells ended); %d faults injected (%s); "+
-		"runs: %d results (%d cut short by a fault), %d typed errors %v; cells: %d results, %d typed errors; run twice %d (upstream), %d (containers, of %d created); "+
+		"runs: %d results (%d cut short by a fault), %d typed errors %v; cells: %d results, %d typed errors; "+
+		"under a quorum of 2: %d runs' and %d cells' results approved by both reviewers; run twice %d (upstream), %d (containers, of %d created); "+
 		"%d labelled containers left after the reaper's interval",
-		pfRuns, len(sessionIDs), len(cellEnds), total, strings.Join(fl, ", "), results, cutShort, typed, typedBy, cellResults, cellTyped,
+		pfRuns, len(sessionIDs), len(cellEnds), total, strings.Join(fl, ", "), results, cutShort, typed, typedBy, cellResults, cellTyped, quorumRuns, quorumCells,
 		twice, containerTwice, created, len(left))
 	if results+typed != pfRuns {
 		t.Errorf("%d of %d runs ended with a result or a typed error", results+typed, pfRuns)
@@ -709,11 +727,17 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	}
 }
 
+// pfApprovedByBoth reports whether res names two approvals by distinct reviewers, as the
+// sandbox host verified them.
+func pfApprovedByBoth(res guard.Result) bool {
+	return len(res.Approvals) == 2 && res.Approvals[0].Reviewer != res.Approvals[1].Reviewer
+}
+
 // pfCell submits a cell, approves it and waits for its end through the faults; the cell's end is
 // its result or its typed error. A call whose answer the faults lost is not simply sent again
 // (a second submit is a second cell, a second approval another decision): the session's status
 // says whether it took effect.
-func pfCell(ctx context.Context, sc *client.Client, signer ssh.Signer, id, code string) (guard.Result, error) {
+func pfCell(ctx context.Context, sc *client.Client, reviewers []*reviewertest.Reviewer, id, code string) (guard.Result, error) {
 	status := func() (contract.SessionStatus, error) {
 		return pfRetry(ctx, func(ctx context.Context) (contract.SessionStatus, error) { return sc.SessionStatus(ctx, id) })
 	}
@@ -739,8 +763,10 @@ func pfCell(ctx context.Context, sc *client.Client, signer ssh.Signer, id, code 
 		}
 	}
 	for cell.State == contract.StatusAwaitingApproval {
+		// The next reviewer whose approval the cell does not hold yet (a quorum of 2).
+		r := reviewers[min(len(cell.Approvals), len(reviewers)-1)]
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		_, err := sc.ApproveCell(cctx, id, cell.Cell, cell.Digest, signer, "fault test")
+		_, err := sc.WithReviewer(r.Principal).ApproveCell(cctx, id, cell.Cell, cell.Digest, r.Signer, "fault test")
 		cancel()
 		st, serr := status()
 		if serr != nil {

@@ -82,6 +82,10 @@ type cellView struct {
 	Digest    string
 	Metadata  []kv
 	Decision  *contract.DecisionRecord
+	// Quorum is how many approvals the cell needs (0 for sessions checked before session
+	// quorums); Approvals those it has.
+	Quorum    int
+	Approvals []contract.DecisionRecord
 	Result    *resultView
 	Error     string
 	// Diff is the waiting cell's line diff against the cell before it (DiffFrom); nil for the
@@ -234,7 +238,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 
 func newCellView(c *contract.CellStatus, now time.Time) *cellView {
 	cv := &cellView{Index: c.Cell, Language: c.Language, CodeSize: human.Bytes(int64(len(c.Code))), State: c.State,
-		Digest: c.Digest, Decision: c.Decision, Error: c.Error}
+		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error}
 	cv.Lines, cv.Invisible = highlight(c.Code, c.Language)
 	cv.Tabs = strings.Contains(c.Code, "\t")
 	for _, n := range guard.ConfusableNames(c.Code) {

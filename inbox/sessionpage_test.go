@@ -666,3 +666,26 @@ func TestMergePendingListsASessionOnce(t *testing.T) {
 		t.Errorf("merged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestSessionPageShowsACellsQuorum: a cell that needs two approvals and has one shows "1 of 2"
+// and who approved, so the second reviewer knows the cell waits for them.
+func TestSessionPageShowsACellsQuorum(t *testing.T) {
+	f := newSessionFixture(t, "session-quorum")
+	f.threeCells()
+	f.status.Cells[2].Quorum = 2
+	f.status.Cells[2].Approvals = []contract.DecisionRecord{{ApprovalID: "a-1", Approve: true, Reviewer: "bob", Fingerprint: "SHA256:bobskey"}}
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	code, page := b.get("/session/session-quorum")
+	if code != http.StatusOK {
+		t.Fatalf("GET /session/session-quorum: %d %s", code, page)
+	}
+	m := regexp.MustCompile(`(?s)id="cell-3-approvals">(.*?)</dd>`).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(m[1], "<strong>1 of 2</strong> needed") || !strings.Contains(m[1], "bob") || !strings.Contains(m[1], "SHA256:bobskey") {
+		t.Errorf("cell 3's approvals %q; want 1 of 2 needed, by bob (SHA256:bobskey)", m)
+	}
+	if strings.Contains(page, `id="cell-1-approvals"`) {
+		t.Error("cell 1, checked without a quorum, shows approvals")
+	}
+}

@@ -14,7 +14,11 @@
  *      run that started has ended; every loop of the model consumes a bounded budget, so every
  *      execution reaches that point;
  *   P5 when nobody forged an activity's end or scheduled one, a run that ends "ran" started its
- *      code exactly once and one that ends "approval unused" never started it.
+ *      code exactly once and one that ends "approval unused" never started it;
+ *   P6 edits (EDITS, 1 by default): a reviewer's edit replaces the run's code, the approvals of
+ *      the code before it stop counting, and no code runs that fewer than QUORUM reviewers
+ *      approved as edited: assert(act_valid1[a] == FULL && approved1[r] == FULL) at each start
+ *      of edited code (and P2 for the code as it was).
  *
  * Each -D macro below removes one check of the code; model_test.go shows spin finds a
  * counterexample for each:
@@ -27,7 +31,10 @@
  *   NO_HEARTBEAT_TIMEOUT  the sandbox activity has no heartbeat timeout: a run whose host died
  *                    never ends (P4);
  *   NO_HOST_QUORUM   the host verifies the approvals it gets but does not count them against its
- *                    own quorum (a workflow worker whose quorum is 1 gets one approval through).
+ *                    own quorum (a workflow worker whose quorum is 1 gets one approval through);
+ *   NO_CODE_DIGEST   the host verifies each approval over the digest the approval names, not
+ *                    over the request it received (P6: the approvals of the code before an edit
+ *                    run the edited code).
  */
 
 #define NRUN   2   /* the run, and the run a reset makes */
@@ -41,6 +48,9 @@
 #define QUORUM 2   /* reviewers a run needs (guard.Policy.QuorumFor): 1 or 2 */
 #endif
 #define FULL ((1 << QUORUM) - 1) /* the approvals of every reviewer a run needs, as a set */
+#ifndef EDITS
+#define EDITS 1 /* 0: no reviewer edits the code */
+#endif
 
 /* firstClaim's answer */
 #define FC_OK       1
@@ -100,16 +110,20 @@ byte act_run[NACT];
 byte act_state[NACT];
 byte act_kind[NACT];
 byte act_valid[NACT]; /* the reviewers (a set) whose decisions, signed for its run and digest, its input carries */
+byte act_valid1[NACT]; /* the same, of the edited code */
+bit  act_ver[NACT];    /* the code its input carries: 0 as started, 1 as a reviewer edited it */
 bit  act_orphan[NACT]; /* started, but no host works on it any more (crash, lost answer) */
 byte nact;
 
 /* runs */
 bit  alive[NRUN];   /* open: signals land, workflow tasks run */
 byte approved[NRUN]; /* the reviewers (a set) who signed an approval for this run */
+byte approved1[NRUN]; /* the reviewers (a set) who signed an approval of its edited code */
 byte starts[NRUN];  /* code starts, counted outside every host */
 byte wf_end[NRUN];
 byte cur;           /* the newest run */
-chan dec[NRUN] = [4] of { byte }; /* decisions sent to a run: reviewer i's (1, 2) verifies, 0 names a wrong digest */
+chan dec[NRUN] = [4] of { byte }; /* decisions sent to a run: reviewer i's (1, 2) verifies, 0 names a wrong digest;
+                                     3 is reviewer QUORUM's edit (an approval of the edited code), 4 reviewer 1's approval of the edited code */
 
 /* the network: signals in flight (c != 0), delivered later or lost */
 byte fl_c[NFL];
@@ -182,29 +196,56 @@ inline finish(fa, fk) {
 
 /* schedule is an ActivityTaskScheduled of SandboxRun in run r */
 inline schedule(sr, sact, svalid) {
+	schedule_v(sr, sact, 0, svalid, 0)
+}
+
+/* schedule SandboxRun with code sver and the approvals of each code the input carries */
+inline schedule_v(sr, sact, sver, svalid, svalid1) {
 	assert(nact < NACT);
 	sact = nact; nact++;
-	act_run[sact] = sr; act_state[sact] = A_QUEUED; act_valid[sact] = svalid;
+	act_run[sact] = sr; act_state[sact] = A_QUEUED; act_ver[sact] = sver; act_valid[sact] = svalid; act_valid1[sact] = svalid1;
 	append(sr, EV_SCHED, sact, 0, 0)
 }
+
+/* the approvals the host verifies of activity x: those signed over the code it carries */
+#ifdef NO_CODE_DIGEST
+#define HOST_VALID(x) (act_valid[x] | act_valid1[x])
+#else
+#define HOST_VALID(x) (act_ver[x] == 0 -> act_valid[x] : act_valid1[x])
+#endif
 
 /* The workflow (workflows.RunCode): decision, then the sandbox activity, retried while it failed
  * before the code could start. */
 proctype Workflow(byte r) {
 	byte v, got, a, att;
+	bit ver; /* the run's code: 0 as started, 1 as edited (one edit per run) */
 	do
 	:: dec[r] ? v ->
 #ifdef NO_DIGEST_CHECK
 		got = FULL; break
 #else
 		if
-		:: v != 0 && v <= QUORUM && (got & (1 << (v - 1))) == 0 ->
+		:: v != 0 && v <= QUORUM && ver == 0 && (got & (1 << (v - 1))) == 0 ->
 			got = got | (1 << (v - 1)); /* counted (quorum.go: a new reviewer) */
 			if
 			:: got == FULL -> break
 			:: else -> skip
 			fi
-		:: else -> skip /* rejected: a wrong digest, or a reviewer already counted */
+		:: EDITS && v == 3 && ver == 0 ->
+			/* decideEdit: the policy takes the edited request; it becomes the run's code, the
+			 * approvals before it stop counting, the editor's is the first of the edited code */
+			ver = 1; got = 1 << (QUORUM - 1);
+			if
+			:: got == FULL -> break
+			:: else -> skip
+			fi
+		:: v == 4 && ver == 1 && (got & 1) == 0 ->
+			got = got | 1; /* reviewer 1 approves the edited code */
+			if
+			:: got == FULL -> break
+			:: else -> skip
+			fi
+		:: else -> skip /* rejected: a wrong digest, a reviewer already counted, a digest of the code before the edit */
 		fi
 #endif
 	:: !alive[r] -> goto out
@@ -215,7 +256,8 @@ sched:
 	atomic {
 		if
 		:: !alive[r] -> goto out
-		:: else -> schedule(r, a, got)
+		:: ver == 0 -> schedule(r, a, got)
+		:: ver == 1 -> schedule_v(r, a, 1, 0, got) /* withApprovals: the approvals of the edited code */
 		fi
 	};
 	if
@@ -266,9 +308,9 @@ end_poll:
 #ifndef NO_VERIFY
 		if
 #ifdef NO_HOST_QUORUM
-		:: act_valid[a] == 0 -> atomic { finish(a, K_FAILED); goto next } /* one verified approval suffices */
+		:: HOST_VALID(a) == 0 -> atomic { finish(a, K_FAILED); goto next } /* one verified approval suffices */
 #else
-		:: act_valid[a] != FULL -> atomic { finish(a, K_FAILED); goto next } /* verifyQuorum: fewer than its own quorum */
+		:: HOST_VALID(a) != FULL -> atomic { finish(a, K_FAILED); goto next } /* verifyQuorum: fewer than its own quorum, over the code it received */
 #endif
 		:: else -> skip
 		fi;
@@ -388,7 +430,8 @@ checked:
 		:: atomic {
 			starts[r]++;
 			assert(starts[r] <= 1);          /* P1 */
-			assert(act_valid[a] == FULL && approved[r] == FULL) /* P2 */
+			assert(act_ver[a] != 0 || act_valid[a] == FULL && approved[r] == FULL);  /* P2 */
+			assert(act_ver[a] != 1 || act_valid1[a] == FULL && approved1[r] == FULL) /* P6 */
 		   }
 		fi;
 		if
@@ -500,6 +543,8 @@ end_writer:
 	:: atomic { !w_sched && wacts < WACTS && alive[cur] -> w_sched = 1; wacts++; forged = 1;
 		if
 		:: schedule(cur, a, approved[cur]) /* the genuine input, copied */
+		:: approved1[cur] != 0 -> schedule_v(cur, a, 1, 0, approved1[cur]) /* the genuine input of the edited code */
+		:: EDITS -> schedule_v(cur, a, 1, approved[cur], 0) /* the edited code with the approvals of the code before it */
 		:: schedule(cur, a, 0)           /* a forged input */
 		:: schedule(cur, a, 1)           /* one genuine approval: a workflow worker whose quorum is 1 */
 		fi }
@@ -580,11 +625,21 @@ proctype Final() {
 init {
 	atomic {
 		alive[0] = 1;
-		approved[0] = FULL;
-		dec[0] ! 1; /* the reviewers' decisions */
 		if
-		:: QUORUM > 1 -> dec[0] ! 2
-		:: else -> skip
+		:: approved[0] = FULL;
+			dec[0] ! 1; /* the reviewers' decisions */
+			if
+			:: QUORUM > 1 -> dec[0] ! 2
+			:: else -> skip
+			fi
+		:: EDITS ->
+			/* reviewer 1 approves the code as started, reviewer QUORUM approves it edited,
+			 * reviewer 1 approves the edited code */
+			approved1[0] = FULL;
+			if
+			:: QUORUM > 1 -> approved[0] = 1; dec[0] ! 1; dec[0] ! 3; dec[0] ! 4
+			:: else -> dec[0] ! 3
+			fi
 		fi;
 		run Workflow(0);
 		run Host(0);

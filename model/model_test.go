@@ -25,14 +25,16 @@ const checkTimeout = 5 * time.Minute
 const maxDepth = 20000
 
 // budgets are the configurations the model is checked in, each exhaustively, with a quorum of two
-// reviewers unless it says otherwise: faults and writer actions are spent from one budget per
-// execution, so each configuration bounds the state space.
+// reviewers and an edit among the reviewers' decisions unless it says otherwise: faults and
+// writer actions are spent from one budget per execution, so each configuration bounds the state
+// space. The largest (two writer actions with a reset, 8.7 million states) has no edit: with one
+// it would be twice as large.
 var budgets = []budget{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
 	{"one fault, one writer action (a reset among them)", "-DFAULTS=1 -DWACTS=1"},
 	{"two writer actions, no reset", "-DFAULTS=0 -DWACTS=2 -DRESETS=0"},
-	{"two writer actions (a reset among them)", "-DFAULTS=0 -DWACTS=2"},
-	{"one fault, one writer action, a quorum of 1", "-DQUORUM=1 -DFAULTS=1 -DWACTS=1"},
+	{"two writer actions (a reset among them), no edit", "-DFAULTS=0 -DWACTS=2 -DEDITS=0"},
+	{"one fault, one writer action, a quorum of 1, no edit", "-DQUORUM=1 -DFAULTS=1 -DWACTS=1 -DEDITS=0"},
 }
 
 // tools returns spin's and cc's paths; without them the test fails under make test and skips
@@ -156,12 +158,17 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		// own.
 		{"NO_CLAIM_WAIT", "-DFAULTS=1 -DWACTS=1", "starts[r]<=1"},
 		// A writer schedules SandboxRun with a forged input.
-		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "act_valid[a]==((1<<2)-1)"},
+		{"NO_VERIFY", "-DFAULTS=0 -DWACTS=1", "act_valid"},
 		// A writer's decision names a wrong digest, and the workflow takes it.
 		{"NO_DIGEST_CHECK", "-DFAULTS=0 -DWACTS=1", "violated ((v!=0)"},
 		// A writer's workflow worker, whose quorum is 1, schedules SandboxRun with one genuine
 		// approval; a host that does not count approvals against its own quorum runs it.
 		{"NO_HOST_QUORUM", "-DFAULTS=0 -DWACTS=1", "act_valid[a]==((1<<2)-1)"},
+		// A writer schedules SandboxRun with edited code (a reviewer's edit, or its own) and the
+		// approvals of the code before it; a host that verifies each approval over the digest it
+		// names, not over the request it received, runs code fewer than two reviewers approved
+		// as edited.
+		{"NO_CODE_DIGEST", "-DFAULTS=0 -DWACTS=1", "act_valid1[a]==((1<<2)-1)"},
 		// The host that took the activity crashes and nothing times it out: the run never ends.
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=0"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
@@ -169,12 +176,14 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 	})
 }
 
-// sessionBudgets are the configurations session.pml is checked in, each exhaustively (the
-// largest, two writer actions, is about 3.5 million states).
+// sessionBudgets are the configurations session.pml is checked in, each exhaustively, with a
+// quorum of two reviewers a cell (the largest, two writer actions, is about 3.5 million states;
+// with the writer's lowered quorum among them it would be 6.4 million, so that action is in the
+// one-action budget, where the removed host count shows it matters).
 var sessionBudgets = []budget{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
-	{"one fault, one writer action", "-DFAULTS=1 -DWACTS=1"},
-	{"two writer actions (a reset among them)", "-DFAULTS=0 -DWACTS=2"},
+	{"one fault, one writer action (a lowered quorum among them)", "-DFAULTS=1 -DWACTS=1"},
+	{"two writer actions (a reset among them, no lowered quorum)", "-DFAULTS=0 -DWACTS=2 -DLOWER=0"},
 }
 
 // TestSessionModelHolds checks every property of session.pml in every budget, exhaustively.
@@ -201,6 +210,9 @@ func TestSessionModelFindsRemovedChecks(t *testing.T) {
 		// Without the host's own chain, its index and its used approvals, the copy runs the
 		// cell a second time.
 		{"NO_HOST_CHAIN -DNO_INDEX -DNO_USED", "-DFAULTS=0 -DWACTS=1", "starts["},
+		// A writer's workflow worker, whose quorum is 1, schedules a cell with one reviewer's
+		// genuine approval; a host that does not count approvals against its own quorum runs it.
+		{"NO_HOST_QUORUM", "-DFAULTS=0 -DWACTS=1", "sig_rev["},
 		// A cell whose host crashed is never timed out: the session never ends.
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[0]!=0"},
 		// A host that starts a cell without its claim leaves no record of the start in the
@@ -210,7 +222,7 @@ func TestSessionModelFindsRemovedChecks(t *testing.T) {
 	})
 	// The index and used-approval checks are a second line: with them removed, the host's own
 	// chain still refuses every copy (the copy's decision binds the chain before the cell ran).
-	v, err := checkModel(ctx, t, "session.pml", "-DNO_INDEX -DNO_USED -DFAULTS=0 -DWACTS=2")
+	v, err := checkModel(ctx, t, "session.pml", "-DNO_INDEX -DNO_USED -DFAULTS=0 -DWACTS=2 -DLOWER=0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,9 @@
  *   S1 a cell runs at most once: assert(starts[..] <= 1) at each start, per run and index;
  *   S2 a cell runs only under a decision its reviewer signed for that run, that index and the
  *      chain over the results of the cells that really ran before it in that sandbox (what the
- *      reviewer read is what ran): assert at each start;
+ *      reviewer read is what ran): assert at each start; and under a quorum (QUORUM, 2 by
+ *      default) only with approvals so signed by as many distinct reviewers: assert at each
+ *      start;
  *   S3 a session with a live host ends: when nothing can move any more (timeout), every session
  *      run that started has ended;
  *   S4 a cell starts only after its host's claim is in the history (the signal was recorded; the
@@ -19,6 +21,9 @@
  *                   the digest computed over the input's);
  *   NO_INDEX        the host does not require the cell's index above the last it admitted;
  *   NO_USED         the host does not remember the approval ids it used;
+ *   NO_HOST_QUORUM  the host verifies the approvals the input carries but does not count them
+ *                   against its own quorum (a writer's workflow worker whose quorum is 1 gets one
+ *                   reviewer's approval of a cell through);
  *   NO_HEARTBEAT_TIMEOUT  a cell activity whose host died is never timed out (S3);
  *   NO_CLAIM        the host starts the cell without signalling its claim (S4).
  */
@@ -26,13 +31,19 @@
 #define NRUN  2  /* the session's run, and the run a reset makes */
 #define NIDX  2  /* cells the orchestrator submits, one after the other */
 #define NACT  6  /* cell activities, over both runs */
-#define NSIG  6  /* reviewers' decisions (1..NSIG-1; 0 is none, or forged) */
+#ifndef QUORUM
+#define QUORUM 2 /* reviewers each cell needs (guard.Policy.QuorumFor): 1 or 2 */
+#endif
+#define NSIG  (2 * NIDX * QUORUM + 1) /* reviewers' approvals (1..NSIG-1; 0 is none, or forged) */
 
 #ifndef FAULTS
 #define FAULTS 2
 #endif
 #ifndef WACTS
 #define WACTS 2
+#endif
+#ifndef LOWER
+#define LOWER 1 /* 0: the writer's workflow worker does not lower the quorum */
 #endif
 #define CAN_FAULT (faults < FAULTS)
 #define CAN_ACT   (wacts < WACTS)
@@ -58,7 +69,9 @@
 /* the server's cell activities */
 byte act_run[NACT];
 byte act_idx[NACT];
-byte act_sig[NACT];
+byte act_sig[NACT];   /* the first approval the input carries */
+byte act_sig2[NACT];  /* its second (0: none) */
+byte act_n[NACT];     /* how many approvals the input carries */
 byte act_chain[NACT]; /* the chain the input carries */
 byte act_state[NACT];
 byte act_kind[NACT];
@@ -69,7 +82,8 @@ byte nact;
 byte queued;  /* activities in A_QUEUED */
 byte orphans; /* started activities no host answers for */
 
-/* the reviewers' decisions: each binds a run, an index and a chain */
+/* the reviewers' approvals: each binds a run, an index and a chain, and names its reviewer */
+byte sig_rev[NSIG];
 byte sig_run[NSIG];
 byte sig_idx[NSIG];
 byte sig_chain[NSIG];
@@ -91,14 +105,24 @@ byte ran[NRUN];        /* cells the workflow recorded a result for */
 byte cur;
 
 byte faults, wacts;
-bit  w_dup, w_forge, w_replay, w_complete, w_fail, w_reset;
+bit  w_dup, w_forge, w_replay, w_complete, w_fail, w_reset, w_lower;
 
-inline schedule(sr, sidx, ssig, schain, sa) {
+inline schedule(sr, sidx, ssig, ssig2, sn, schain, sa) {
 	assert(nact < NACT);
 	sa = nact; nact++;
-	act_run[sa] = sr; act_idx[sa] = sidx; act_sig[sa] = ssig; act_chain[sa] = schain;
+	act_run[sa] = sr; act_idx[sa] = sidx; act_sig[sa] = ssig; act_sig2[sa] = ssig2; act_n[sa] = sn; act_chain[sa] = schain;
 	act_state[sa] = A_QUEUED; queued++
 }
+
+/* reviewer sr_'s approval of cell sidx_ of run sr over chain sc_ */
+inline sign(srev_, sr_, sidx_, sc_) {
+	assert(nsig < NSIG);
+	sig_rev[nsig] = srev_; sig_run[nsig] = sr_; sig_idx[nsig] = sidx_; sig_chain[nsig] = sc_;
+	nsig++
+}
+
+/* approval s_ verifies for run r_, cell i_ and chain c_ */
+#define VALID(s_, r_, i_, c_) (s_ != 0 && sig_run[s_] == r_ && sig_idx[s_] == i_ && sig_chain[s_] == c_)
 
 inline finish(fa, fk, fres) {
 	if
@@ -118,18 +142,25 @@ inline finish(fa, fk, fres) {
  * the cell and the session goes on, anything else ends the session. */
 proctype Workflow(byte r) {
 	byte idx = 1;
-	byte a, k;
+	byte a, k, s1;
 	wf_chain[r] = 1;
 	sb_alive[r] = 1; sb_chain[r] = 1; /* SessionOpen: the host opened the run's sandbox */
 	do
 	:: idx > NIDX -> wf_end[r] = W_DONE; break
 	:: idx <= NIDX && !alive[r] -> wf_end[r] = W_RESET; break
 	:: idx <= NIDX && alive[r] ->
+		/* the reviewers' approvals, counted (session_quorum.go countCell: a reviewer already
+		 * counted is refused), then the cell activity with every approval; a writer may take
+		 * any one of them (Writer) */
 		atomic {
-			assert(nsig < NSIG);
-			sig_run[nsig] = r; sig_idx[nsig] = idx; sig_chain[nsig] = wf_chain[r];
-			schedule(r, idx, nsig, wf_chain[r], a);
-			nsig++
+			s1 = nsig; sign(1, r, idx, wf_chain[r]);
+			if
+			:: QUORUM == 1 -> schedule(r, idx, s1, 0, 1, wf_chain[r], a)
+			:: QUORUM > 1 ->
+				sign(2, r, idx, wf_chain[r]);
+				schedule(r, idx, s1, nsig - 1, 2, wf_chain[r], a)
+			fi;
+			s1 = 0
 		}
 		(act_state[a] == A_ENDED || !alive[r]);
 		if
@@ -174,19 +205,29 @@ proctype Host() {
 		:: sb_alive[r] && !sb_unknown[r] && act_idx[a] <= sb_last[r] -> finish(a, K_REFUSED, 0)
 #endif
 #ifndef NO_USED
-		:: sb_alive[r] && !sb_unknown[r] && sb_used[r * NSIG + s] -> finish(a, K_REFUSED, 0)
+		:: sb_alive[r] && !sb_unknown[r] && (sb_used[r * NSIG + s] || act_sig2[a] != 0 && sb_used[r * NSIG + act_sig2[a]]) -> finish(a, K_REFUSED, 0)
 #endif
 #ifndef NO_HOST_CHAIN
 		:: sb_alive[r] && !sb_unknown[r] && act_chain[a] != sb_chain[r] -> finish(a, K_REFUSED, 0)
 #endif
+#ifndef NO_HOST_QUORUM
+		/* verifyApprovals: fewer approvals than this host's own quorum */
+		:: sb_alive[r] && !sb_unknown[r] && act_n[a] < QUORUM -> finish(a, K_REFUSED, 0)
+#endif
 #ifndef NO_VERIFY
+		/* verifyApprovals: each approval must verify, by distinct reviewers */
 		:: sb_alive[r] && !sb_unknown[r] &&
-		   !(s != 0 && sig_run[s] == r && sig_idx[s] == act_idx[a] && sig_chain[s] == c) -> finish(a, K_REFUSED, 0)
+		   !(VALID(s, r, act_idx[a], c) &&
+		     (act_n[a] < 2 || VALID(act_sig2[a], r, act_idx[a], c) && sig_rev[act_sig2[a]] != sig_rev[s])) -> finish(a, K_REFUSED, 0)
 #endif
 		:: else ->
 			/* admitted: the index and the approval are used from here on, whatever the claim
 			 * does; the claim signal goes to the history (no read back) */
 			sb_last[r] = act_idx[a]; sb_used[r * NSIG + s] = 1;
+			if
+			:: act_sig2[a] != 0 -> sb_used[r * NSIG + act_sig2[a]] = 1
+			:: else -> skip
+			fi;
 #ifndef NO_CLAIM
 			if
 			:: claimed[a] = 1
@@ -203,6 +244,7 @@ proctype Host() {
 				starts[r * (NIDX + 2) + act_idx[a]]++;
 				assert(starts[r * (NIDX + 2) + act_idx[a]] <= 1);                                     /* S1 */
 				assert(s != 0 && sig_run[s] == r && sig_idx[s] == act_idx[a] && sig_chain[s] == sb_chain[r]); /* S2 */
+				assert(QUORUM == 1 || VALID(act_sig2[a], r, act_idx[a], sb_chain[r]) && sig_rev[act_sig2[a]] != sig_rev[s]); /* S2, a quorum */
 				assert(claimed[a]);                                                                    /* S4 */
 				if
 				:: res = 0
@@ -252,15 +294,24 @@ proctype Writer() {
 	:: atomic { CAN_ACT && !w_dup && nact > 0 && nact < NACT ->
 		w_dup = 1; wacts++;
 		select(b : 0 .. nact - 1);
-		schedule(act_run[b], act_idx[b], act_sig[b], act_chain[b], a) }
+		schedule(act_run[b], act_idx[b], act_sig[b], act_sig2[b], act_n[b], act_chain[b], a) }
 	:: atomic { CAN_ACT && !w_forge && nact < NACT ->
 		w_forge = 1; wacts++;
 		select(i : 1 .. NIDX);
-		schedule(cur, i, 0, wf_chain[cur], a) }
+		schedule(cur, i, 0, 0, QUORUM, wf_chain[cur], a) }
 	:: atomic { CAN_ACT && !w_replay && nact > 0 && nact < NACT ->
 		w_replay = 1; wacts++;
 		select(b : 0 .. nact - 1);
-		schedule(act_run[b], act_idx[b] + 1, act_sig[b], wf_chain[act_run[b]], a) }
+		schedule(act_run[b], act_idx[b] + 1, act_sig[b], act_sig2[b], act_n[b], wf_chain[act_run[b]], a) }
+	:: atomic { LOWER && CAN_ACT && !w_lower && nsig > 1 && nact < NACT ->
+		/* a writer's workflow worker whose quorum is 1: one reviewer's genuine approval, alone
+		 * or given twice */
+		w_lower = 1; wacts++;
+		select(b : 1 .. nsig - 1);
+		if
+		:: schedule(sig_run[b], sig_idx[b], b, 0, 1, sig_chain[b], a)
+		:: schedule(sig_run[b], sig_idx[b], b, b, 2, sig_chain[b], a)
+		fi }
 	:: atomic { CAN_ACT && !w_complete && nact > 0 ->
 		w_complete = 1; wacts++;
 		select(b : 0 .. nact - 1);

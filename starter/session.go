@@ -257,8 +257,14 @@ func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout,
 	}
 	ended := res.CellStatus
 	res.CellStatus = nil // printed below as a result, as `starter result` prints a run's
-	if err := client.WriteJSON(stdout, res); err != nil || !cmd.wait {
+	if err := client.WriteJSON(stdout, res); err != nil {
 		return err
+	}
+	if res.Quorum > 0 && res.State == contract.StatusAwaitingApproval {
+		fmt.Fprintf(stderr, "starter: cell %d of %s has %d of %d approvals: it waits for another reviewer's\n", res.Cell, cmd.id, res.Approvals, res.Quorum)
+	}
+	if !cmd.wait {
+		return nil
 	}
 	if ended == nil {
 		return printCellOutcome(ctx, sc, cmd.id, res.Cell, stdout)

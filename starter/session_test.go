@@ -289,3 +289,24 @@ func TestSessionShowShowsWhatEarlierCellsWrote(t *testing.T) {
 		}
 	}
 }
+
+// A cell under a quorum shows how many approvals it has and needs, and whose.
+func TestPrintCellShowsItsQuorum(t *testing.T) {
+	c := contract.CellStatus{Cell: 2, Language: guard.Python, Code: "print(1)", Digest: "sha256:cell", State: contract.StatusAwaitingApproval,
+		Quorum: 2, Approvals: []contract.DecisionRecord{{ApprovalID: "a-1", Approve: true, Reviewer: "bob"}}}
+	var buf bytes.Buffer
+	if err := printCell(&buf, c, client.CellView{Cell: 2}, true, time.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "1 of 2 needed, by distinct reviewers with distinct keys: bob") {
+		t.Errorf("cell printed as:\n%s\nwant its approvals, 1 of 2 by bob", buf.String())
+	}
+	c.Quorum, c.Approvals = 0, nil
+	buf.Reset()
+	if err := printCell(&buf, c, client.CellView{Cell: 2}, true, time.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "approvals") {
+		t.Errorf("a cell checked without a quorum printed approvals:\n%s", buf.String())
+	}
+}

@@ -153,6 +153,13 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 	if waiting && !c.ApprovalDeadline.IsZero() {
 		row("deadline", "%s (%s left)", c.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(c.ApprovalDeadline.Sub(now)))
 	}
+	if c.Quorum > 0 {
+		had := make([]string, len(c.Approvals))
+		for i, a := range c.Approvals {
+			had[i] = terminal(a.Reviewer)
+		}
+		row("approvals", "%d of %d needed, by distinct reviewers with distinct keys: %s", len(c.Approvals), c.Quorum, strings.Join(had, ", "))
+	}
 	if d := c.Decision; d != nil {
 		verb := "denied"
 		if d.Approve {

@@ -77,7 +77,14 @@ func (r *runCode) duplicate(d contract.Decision, v approval.Verified) *contract.
 	if !d.Approve || d.Edit != nil || !r.versioned() {
 		return nil
 	}
-	for _, a := range r.status.Approvals {
+	return duplicateOf(r.status.Approvals, d, v, "run", r.quorum)
+}
+
+// duplicateOf refuses an approval d (verified as v) by a principal, a key or an approval id
+// that had, the approvals accepted so far for what (a run, or a cell) needing quorum, already
+// hold.
+func duplicateOf(had []contract.DecisionRecord, d contract.Decision, v approval.Verified, what string, quorum int) *contract.Rejection {
+	for _, a := range had {
 		var same string
 		switch {
 		case a.ApprovalID == d.ApprovalID:
@@ -90,8 +97,8 @@ func (r *runCode) duplicate(d contract.Decision, v approval.Verified) *contract.
 			continue
 		}
 		return &contract.Rejection{Reason: contract.RejectDuplicate, Msg: fmt.Sprintf(
-			"already approved by %s: this run needs %d approvals by distinct reviewers with distinct keys and has %d; another reviewer must approve",
-			same, r.quorum, len(r.approvals))}
+			"already approved by %s: this %s needs %d approvals by distinct reviewers with distinct keys and has %d; another reviewer must approve",
+			same, what, quorum, len(had))}
 	}
 	return nil
 }

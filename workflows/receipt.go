@@ -61,6 +61,12 @@ func (r *session) checkCellReceipt(ctx workflow.Context, res guard.Result, st *c
 		Cell: &receipt.Cell{Index: st.Cell, Previous: r.lastReceipt}}
 	if st.Decision != nil {
 		want.Approvals = []receipt.Approval{{ID: st.Decision.ApprovalID, Fingerprint: st.Decision.Fingerprint}}
+		// Under a quorum the receipt must name every approval of the cell, as a run's.
+		for _, ap := range st.Approvals {
+			if ap.ApprovalID != st.Decision.ApprovalID {
+				want.Approvals = append(want.Approvals, receipt.Approval{ID: ap.ApprovalID, Fingerprint: ap.Fingerprint})
+			}
+		}
 	}
 	got, err := receipt.Verify(r.hosts, res.Receipt) //workflowcheck:ignore (as in checkReceipt)
 	if err == nil {

@@ -62,6 +62,8 @@ type session struct {
 	// of the last cell's receipt, which the next cell's must chain to (receipt.go).
 	hosts       *receipt.Hosts
 	lastReceipt string
+	// The cells' quorum (session_quorum.go).
+	cellQuorum
 
 	closeRequested bool
 	closeReason    string
@@ -95,6 +97,7 @@ func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionRe
 	r.status.StatementVersion = r.statementVersion
 	r.status.Settings = r.checked.Summary()
 	r.status.Chain = guard.ChainStart(r.checked.Digest)
+	r.startCellQuorum(ctx, check)
 
 	// 2. Announce, and open the sandbox.
 	if err := r.setState(ctx, contract.SessionOpening,
@@ -370,7 +373,7 @@ func (r *session) budgetRefusal(req contract.CellRequest) error {
 	if err != nil {
 		return fmt.Errorf("workflows: encode the cell's metadata: %w", err)
 	}
-	next := int64(cellStatusOverheadBytes+len(code)+len(meta)) + guard.WorstResultEncodingBytes(r.checked.Limits)
+	next := int64(cellStatusOverheadBytes+r.quorumBytes()+len(code)+len(meta)) + guard.WorstResultEncodingBytes(r.checked.Limits)
 	if int64(len(b))+next > statusBudgetBytes {
 		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's status holds %d bytes and one more cell could add %d, past the %d bytes a status answer may carry; close this session and open another (lower output and file limits leave room for more cells)",
 			len(b), next, statusBudgetBytes)}
@@ -423,6 +426,10 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	}
 	r.cells = append(r.cells, cell)
 	r.decisions = append(r.decisions, nil)
+	r.approvals = append(r.approvals, nil)
+	if r.quorumCounted() {
+		st.Quorum = r.quorum
+	}
 	r.status.Cells = append(r.status.Cells, st)
 	r.current = cell.Index
 	r.status.IdleDeadline = time.Time{}
@@ -464,6 +471,9 @@ func (r *session) refusal(ctx workflow.Context, cd contract.CellDecision) (appro
 	if err != nil {
 		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectOther, Err: err}
 	}
+	if rej := r.duplicateCell(cd.Cell, d, v); rej != nil {
+		return approval.Verified{}, rej
+	}
 	return v, nil
 }
 
@@ -496,25 +506,34 @@ func (r *session) decide(ctx workflow.Context, cd contract.CellDecision) (contra
 	}
 	d := cd.Decision
 	d.Reviewer = v.Principal
-	r.decisions[cd.Cell-1] = &d
 	st := &r.status.Cells[cd.Cell-1]
-	st.Decision = &contract.DecisionRecord{
+	rec := contract.DecisionRecord{
 		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Reason: d.Reason,
 		Digest: d.Digest, Via: contract.ViaUpdate, Time: workflow.Now(ctx),
 		Fingerprint: v.Fingerprint, KeyType: v.KeyType, Method: v.Method,
 		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(v.Principal)); err != nil {
+	if d.Approve && r.quorumCounted() {
+		if !r.countCell(ctx, cd.Cell, d, rec) {
+			// The cell waits for more approvals: its decision is not made yet.
+			return r.withCount(contract.DecideResult{ApprovalID: d.ApprovalID, Approve: true, Reviewer: v.Principal, Digest: st.Digest,
+				State: contract.StatusAwaitingApproval}, cd.Cell), nil
+		}
+		d = *r.decisions[cd.Cell-1] // the first approval, which the cell's decision names
+	} else {
+		r.decisions[cd.Cell-1], st.Decision = &d, &rec
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(d.Reviewer)); err != nil {
 		return contract.DecideResult{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
 	}
-	res := contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: st.Digest}
+	res := r.withCount(contract.DecideResult{ApprovalID: cd.Decision.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: st.Digest}, cd.Cell)
 	if !d.Approve {
 		r.event(ctx, contract.EventApprovalDenied, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal, "reason_bytes", len(d.Reason))
 		r.endCell(ctx, contract.StatusDenied, "")
 		res.State = contract.StatusDenied
 		return r.answerWhenEnded(ctx, cd, res)
 	}
-	r.event(ctx, contract.EventApprovalGranted, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal)
+	r.event(ctx, contract.EventApprovalGranted, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
 	st.State = contract.StatusRunning
 	r.wake++
 	if err := r.setState(ctx, contract.SessionOpen); err != nil {
@@ -568,7 +587,6 @@ func (r *session) endCell(ctx workflow.Context, state, why string) {
 // sandbox (or host) or a failure whose cell may have started is returned and ends the session.
 func (r *session) runCell(ctx workflow.Context) error {
 	st := r.cell()
-	cell := r.cells[r.current-1]
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              r.status.SandboxTaskQueue,
 		ScheduleToStartTimeout: hostScheduleToStart,
@@ -578,7 +596,7 @@ func (r *session) runCell(ctx workflow.Context) error {
 		WaitForCancellation:    true,
 	})
 	var res guard.Result
-	err := workflow.ExecuteActivity(actx, acts.SessionCell, contract.CellRunInput{Cell: cell, Chain: st.Chain, Decision: *r.decisions[r.current-1]}).Get(actx, &res)
+	err := workflow.ExecuteActivity(actx, acts.SessionCell, r.cellRunInput()).Get(actx, &res)
 	if err == nil {
 		if rerr := r.checkCellReceipt(ctx, res, st); rerr != nil {
 			r.endCell(ctx, contract.StatusError, rerr.Error())

@@ -22,9 +22,11 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
 	"github.com/sandboxflow/sandboxflow/metrics"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // testHostQueue is the sandbox host's own task queue in the session tests.
@@ -646,4 +648,133 @@ func refusals(t *testing.T, m *metrics.Metrics, reason string) float64 {
 		}
 	}
 	return 0
+}
+
+// decideResult is an update's DecideResult, once it completed.
+func decideResult(t *testing.T, o *outcome) (contract.DecideResult, error) {
+	t.Helper()
+	_, rejected, done, v, err := o.get()
+	switch {
+	case rejected != nil:
+		return contract.DecideResult{}, rejected
+	case err != nil:
+		return contract.DecideResult{}, err
+	case !done:
+		return contract.DecideResult{}, errors.New("the update did not complete")
+	}
+	switch r := v.(type) {
+	case contract.DecideResult:
+		return r, nil
+	case converter.EncodedValue:
+		var res contract.DecideResult
+		return res, r.Get(&res)
+	}
+	return contract.DecideResult{}, fmt.Errorf("update result %T", v)
+}
+
+// Cells under a quorum of 2 (issue 32): one approval runs nothing (the answer says 1 of 2 and
+// the cell still waits); the same reviewer again, with a fresh approval id or the same one, is
+// refused (duplicate_approver); a second reviewer's approval runs the cell once, with both
+// approvals in its input, its result and its host's receipt (which the workflow checks names
+// both). On the next cell, a denial after one approval denies it and nothing runs.
+func TestSessionCellQuorum(t *testing.T) {
+	bob := reviewertest.New(t, "bob")
+	host := hosttest.New(t, "host-a")
+	policy := sessionPolicy
+	policy.Quorum = 2
+	h := newSessionHarnessWith(t, policy, func(c *activities.Config) {
+		c.ReviewersFile = reviewertest.WriteAllowedSigners(t, t.TempDir(), testReviewer(), bob)
+		withHost(host)(c)
+	})
+	req := sessionRequest()
+	bobs := func(digest string, approve bool) contract.Decision {
+		f := reviewertest.Fields(testWorkflowID, testRunID, digest, testHostQueue, approve)
+		f.Reviewer = "bob"
+		f.Expires = time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+		d, err := bob.Sign(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var digest string
+	var first, again, same, second, deny1, deny2 *outcome
+	var firstD contract.Decision
+	h.at(time.Minute, func() { h.submit("print('ran once')") })
+	h.at(2*time.Minute, func() {
+		st := h.status()
+		if st.Quorum != 2 || len(st.Cells) != 1 || st.Cells[0].Quorum != 2 {
+			t.Errorf("status quorum %d, cells %+v; want 2, one cell needing 2", st.Quorum, st.Cells)
+		}
+		digest = st.Cells[0].Digest
+		firstD = approve(digest)
+		first = h.decide(1, firstD)
+	})
+	h.at(3*time.Minute, func() {
+		st := h.status()
+		c := st.Cells[0]
+		if c.State != contract.StatusAwaitingApproval || len(c.Approvals) != 1 || c.Approvals[0].Reviewer != "alice" || c.Decision != nil {
+			t.Errorf("cell after one approval: %s, approvals %+v, decision %+v; want waiting, alice's alone, no decision", c.State, c.Approvals, c.Decision)
+		}
+		if n := h.startedCount(contract.SessionCellActivityName); n != 0 {
+			t.Errorf("%d cell activities after one approval of two; want none", n)
+		}
+		again = h.decide(1, approve(digest))
+		same = h.decide(1, firstD)
+	})
+	h.at(4*time.Minute, func() { second = h.decide(1, bobs(digest, true)) })
+	h.at(6*time.Minute, func() { h.submit("print('never')") })
+	h.at(7*time.Minute, func() {
+		d := h.status().Cells[1].Digest
+		deny1 = h.decide(2, approve(d))
+	})
+	h.at(8*time.Minute, func() { deny2 = h.decide(2, bobs(h.status().Cells[1].Digest, false)) })
+	h.at(10*time.Minute, func() { h.closeSession() })
+	h.run(req)
+
+	res, err := decideResult(t, first)
+	if err != nil || res.State != contract.StatusAwaitingApproval || res.Approvals != 1 || res.Quorum != 2 {
+		t.Errorf("alice's approval: %+v, %v; want accepted, 1 of 2, still waiting", res, err)
+	}
+	for name, o := range map[string]*outcome{"alice again": again, "the same approval again": same} {
+		_, rejected, _, _, err := o.get()
+		if rejected == nil {
+			rejected = err
+		}
+		if rej, ok := contract.RejectionOf(rejected); !ok || rej.Reason != contract.RejectDuplicate {
+			t.Errorf("%s: %v; want a rejection of reason %s", name, rejected, contract.RejectDuplicate)
+		}
+	}
+	if res, err := decideResult(t, second); err != nil || res.State != contract.StatusRunning || res.Approvals != 2 || res.Quorum != 2 || res.Reviewer != "bob" {
+		t.Errorf("bob's approval: %+v, %v; want accepted, 2 of 2, running", res, err)
+	}
+	if res, err := decideResult(t, deny1); err != nil || res.State != contract.StatusAwaitingApproval {
+		t.Errorf("alice's approval of cell 2: %+v, %v; want accepted, still waiting", res, err)
+	}
+	if res, err := decideResult(t, deny2); err != nil || res.State != contract.StatusDenied {
+		t.Errorf("bob's denial of cell 2: %+v, %v; want accepted, denied", res, err)
+	}
+	out, err := h.result()
+	if err != nil || len(out.Cells) != 2 {
+		t.Fatalf("result %+v, %v; want two cells", out, err)
+	}
+	c1, c2 := out.Cells[0], out.Cells[1]
+	if c1.State != contract.StatusSucceeded || c1.Result == nil || len(c1.Result.Approvals) != 2 ||
+		c1.Result.Approvals[0].Reviewer != "alice" || c1.Result.Approvals[1].Reviewer != "bob" || c1.Decision == nil || c1.Decision.Reviewer != "alice" {
+		t.Errorf("cell 1: %s, result %+v, decision %+v; want succeeded with alice's and bob's approvals, alice's the decision", c1.State, c1.Result, c1.Decision)
+	}
+	hosts, err := receipt.LoadHosts(host.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs, err := receipt.Verify(hosts, c1.Result.Receipt); err != nil || len(rs.Approvals) != 2 ||
+		rs.Approvals[0].ID != c1.Approvals[0].ApprovalID || rs.Approvals[1].ID != c1.Approvals[1].ApprovalID || rs.Approvals[1].Fingerprint != c1.Approvals[1].Fingerprint {
+		t.Errorf("cell 1's receipt approvals %+v, %v; want alice's and bob's, as the status records them", rs.Approvals, err)
+	}
+	if c2.State != contract.StatusDenied || c2.Result != nil || c2.Decision == nil || c2.Decision.Reviewer != "bob" || c2.Decision.Approve {
+		t.Errorf("cell 2: %s, decision %+v; want denied by bob, nothing run", c2.State, c2.Decision)
+	}
+	if n := h.startedCount(contract.SessionCellActivityName); n != 1 || h.backend.Cells() != 1 {
+		t.Errorf("%d cell activities, %d cells ran; want the one approved cell once", n, h.backend.Cells())
+	}
 }

@@ -118,7 +118,9 @@
       // a page read before a newer cell came is refused.
       if (box.dataset.cell) { body.cell = Number(box.dataset.cell); body.digest = box.dataset.digest; }
       var res = await post(location.pathname.replace(/\/$/, '') + '/decide', body);
-      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + '.', 'ok');
+      var count = res.quorum ? ' (' + res.approvals + ' of ' + res.quorum + ' approvals' +
+        (res.state === 'awaiting_approval' ? '; another reviewer must approve' : '') + ')' : '';
+      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + count + '.', 'ok');
       setTimeout(function () { location.reload(); }, 800);
     } catch (e) {
       say('decide-msg', e.message, 'error');
