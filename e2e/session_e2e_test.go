@@ -90,6 +90,33 @@ func sessionContainers(t *testing.T, id string) []string {
 	return strings.Fields(string(out))
 }
 
+// sessionLabel returns a label of a session's container.
+func sessionLabel(t *testing.T, id, key string) string {
+	t.Helper()
+	out, err := exec.Command("docker", "ps", "-a", "--filter", "label="+docker.LabelSession+"="+id, "--format", "{{.Label \""+key+"\"}}").Output()
+	if err != nil {
+		t.Fatalf("docker ps: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// namespaceIDOf returns the id of the namespace default on the server at addr.
+func namespaceIDOf(t *testing.T, addr string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc, err := client.Dial(ctx, client.Connection{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	resp, err := tc.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetNamespaceInfo().GetId()
+}
+
 // waitNoContainers waits until no container of the sessions is left.
 func waitNoContainers(t *testing.T, within time.Duration, ids ...string) {
 	t.Helper()
@@ -197,6 +224,10 @@ func sessionsThroughTheBinaries(t *testing.T, runtime string) {
 	}
 	if c := sessionContainers(t, b.WorkflowID); len(c) != 1 {
 		t.Fatalf("session b has containers %v; want one", c)
+	}
+	// Its container names the server's namespace id, by which the reapers of other servers leave it.
+	if got, want := sessionLabel(t, b.WorkflowID, docker.LabelNamespaceID), namespaceIDOf(t, addr); got != want || want == "" {
+		t.Errorf("session b's container has namespace id %q; want the server's %q", got, want)
 	}
 	if err := host.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)

@@ -378,6 +378,9 @@ func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
 		LabelRuntime:    runtime,
 		LabelImageID:    sb.image.ID,
 	}
+	if b.cfg.NamespaceID != "" {
+		labels[LabelNamespaceID] = b.cfg.NamespaceID
+	}
 	if c == nil {
 		labels[LabelWarm] = b.pool.id
 	} else {

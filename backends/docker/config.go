@@ -60,6 +60,10 @@ const (
 	// LabelDeployment carries Config.Deployment: the reaper removes only its own deployment's
 	// containers.
 	LabelDeployment = LabelPrefix + "deployment"
+	// LabelNamespaceID carries Config.NamespaceID (when set): the id of the Temporal namespace
+	// whose server the container's worker asks about its runs and sessions. The reaper asks its
+	// own server only about containers with its own id (see Reap).
+	LabelNamespaceID = LabelPrefix + "namespace-id"
 	// LabelWarm marks a container the warm pool created before any run asked for it, with the
 	// pool's id (logged when the pool starts). It names no run (labels cannot change after
 	// create): the worker logs which run took it. While it waits in the pool its name starts with
@@ -128,8 +132,17 @@ type Config struct {
 	// Deployment names this deployment on the Docker host; every container carries it as
 	// LabelDeployment and the reaper removes only containers with the same value. Deployments
 	// that share a daemon must use different names (for example the Temporal namespace and
-	// task queue). Optional: defaults to "default".
+	// task queue), unless their NamespaceIDs differ. Optional: defaults to "default".
 	Deployment string
+	// NamespaceID is the id of the Temporal namespace SessionEnded asks about (DescribeNamespace's
+	// NamespaceInfo.Id: unique per namespace and server, shared by the workers of one deployment
+	// on one server). Every container carries it as LabelNamespaceID, and the reaper asks
+	// SessionEnded only about containers with the same id: one of another id belongs to a worker
+	// on another server (two dev servers on one machine with the same namespace and task queue),
+	// whose runs and sessions this server does not know, so it is reaped by age alone, as without
+	// the hook. Optional: without it containers carry no id, and this backend asks no hook about
+	// a container that carries one.
+	NamespaceID string
 	// SeccompProfile is a seccomp profile in Docker's JSON format, applied to every sandbox.
 	// Optional: defaults to DefaultSeccompProfile(). "unconfined" is refused.
 	SeccompProfile []byte
@@ -258,6 +271,9 @@ func (c Config) Validate() error {
 	}
 	if !plainLabelValue(c.Deployment) {
 		return bad("deployment %q must be 1 to 128 letters, digits or - _ . / :", c.Deployment)
+	}
+	if c.NamespaceID != "" && !plainLabelValue(c.NamespaceID) {
+		return bad("namespace id %q must be 1 to 128 letters, digits or - _ . / :", c.NamespaceID)
 	}
 	if err := checkImageRef(c.Image); err != nil {
 		return bad("%v", err)

@@ -54,8 +54,8 @@
 //     checks a pin (NAME@sha256:D must match a repo digest or the image ID), creates the
 //     container from the ID it saw and reports that ID in guard.Result.ImageID;
 //   - no host mounts and no Docker socket;
-//   - labels: LabelManaged, LabelDeployment (Config.Deployment), the Temporal workflow id, run id
-//     and activity id, the creation time, the runtime, the digest and the image ID, plus
+//   - labels: LabelManaged, LabelDeployment (Config.Deployment), LabelNamespaceID (Config.NamespaceID,
+//     when set), the Temporal workflow id, run id and activity id, the creation time, the runtime, the digest and the image ID, plus
 //     Config.Labels; a session's container also LabelSession (the session's workflow id), with
 //     the session's run id and its settings digest as LabelRunID and LabelDigest.
 //
@@ -329,7 +329,13 @@
 // A session's container (LabelSession) lives as long as its session, so no age takes it: Reap
 // asks Config.SessionEnded (the worker asks Temporal whether that workflow run has ended) and
 // removes it only when the answer is yes; without the hook, only once it is older than
-// Config.MaxSessionLifetime plus the threshold.
+// Config.MaxSessionLifetime plus the threshold. The hook is asked only about containers of
+// Config.NamespaceID (and unlabelled ones, made before that label): the worker sets it to its
+// Temporal namespace's id, unique per server, so two workers of one deployment name on different
+// servers (two dev servers on one machine) do not take each other's live sessions and runs, which
+// neither's server knows; a container of another id is reaped by age alone, as without the hook
+// (by this worker's threshold and session lifetime, which such workers should share, so a lost
+// worker's sandboxes still go in the end).
 //
 // # What leaks, and known limits
 //

@@ -109,10 +109,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 	}
 }
 
-// The benchmark's task queues are its own: a worker's Docker deployment is NAMESPACE/TASK_QUEUE,
-// and its reaper removes the containers of its deployment it does not know (a session's, once its
-// own server does not know the session), so two benchmarks on one Docker daemon that shared a
-// queue name would remove each other's sandboxes.
+// The benchmark's task queues are its own, so its workers' Docker deployments (NAMESPACE/TASK_QUEUE)
+// are too: its rows' containers are told apart from any other worker's on the daemon by name (the
+// reapers of workers on other servers leave them anyway, by their namespace id).
 // SANDBOXFLOW_BENCH_TASK_QUEUE names the rows' queue instead (the heap run's stays its own).
 func benchQueue() string {
 	if q := os.Getenv("SANDBOXFLOW_BENCH_TASK_QUEUE"); q != "" {

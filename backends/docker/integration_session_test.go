@@ -449,6 +449,105 @@ func TestDockerSessionReap(t *testing.T) {
 	})
 }
 
+// Two workers with the same deployment name (namespace/queue) on one daemon but different
+// Temporal servers: each reaper asks its own server only about its own namespace id's
+// containers, so neither takes the other's live session or running run, which its server does
+// not know; the owner's reap takes its session's container once that session has ended.
+func TestDockerReapLeavesAnotherServersSandboxes(t *testing.T) {
+	needDocker(t)
+	deployment := "default/shared-queue-" + suiteID
+	var mu sync.Mutex
+	ended := map[string]bool{}
+	var askedA, askedB []string
+	a := newTestBackend(t, "runc", func(c *Config) {
+		c.Deployment, c.NamespaceID = deployment, "0b7c1e52-9d1a-4f0e-8a43-5c2f6d9e1a01"
+		c.SessionEnded = func(_ context.Context, wf, run string) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			askedA = append(askedA, wf)
+			return ended[wf+"/"+run], nil
+		}
+	})
+	// B's server knows none of A's runs: to it every one of them has ended (NotFound).
+	b := newTestBackend(t, "runc", func(c *Config) {
+		c.Deployment, c.NamespaceID = deployment, "9e4d2b17-3c6f-4a8b-b2e0-7f1a5d3c8b02"
+		c.SessionEnded = func(_ context.Context, wf, run string) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			askedB = append(askedB, wf)
+			return true, nil
+		}
+	})
+	live := openSession(t, a, nil)
+	wf := live.cs.Owner.WorkflowID
+	if got := containersOf(t, wf); len(got) != 1 || got[0].Labels[LabelNamespaceID] != a.cfg.NamespaceID || got[0].Labels[LabelDeployment] != deployment {
+		t.Fatalf("session container: got %+v; want one labelled with A's deployment and namespace id", got)
+	}
+	// A run of A's, running while B reaps with a threshold longer than any run.
+	run := checked(t, guard.Python, "import time\ntime.sleep(5)\nprint('done')", nil)
+	type outcome struct {
+		res guard.Result
+		err error
+	}
+	ran := make(chan outcome, 1)
+	go func() {
+		res, err := a.Run(context.Background(), run)
+		ran <- outcome{res, err}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(containersOf(t, run.Owner.WorkflowID)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the run's container did not appear")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1100 * time.Millisecond) // Docker records creation times in whole seconds
+	select {
+	case o := <-ran:
+		t.Fatalf("the run ended before the other server's reap: %+v, %v", o.res, o.err)
+	default:
+	}
+	if n, err := b.Reap(context.Background(), time.Hour); err != nil || n != 0 {
+		t.Errorf("the other server's reap: got %d, %v; want 0", n, err)
+	}
+	select {
+	case o := <-ran:
+		if o.err != nil || o.res.ExitCode != 0 || string(o.res.Stdout) != "done\n" {
+			t.Errorf("the run during the other server's reap: got %+v, %v; want it done", o.res, o.err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the run did not end")
+	}
+	mu.Lock()
+	if len(askedB) != 0 {
+		t.Errorf("the other server was asked about %v; want about none of A's containers", askedB)
+	}
+	mu.Unlock()
+	if got := containersOf(t, wf); len(got) != 1 {
+		t.Fatalf("the live session's container after the other server's reap: got %d; want it kept", len(got))
+	}
+	expect(t, "live session after the other server's reap", live.must(guard.Python, "print('alive')"), 0, "alive\n")
+
+	// A's own reap keeps its live session, and takes its container once the session has ended.
+	if n, err := a.Reap(context.Background(), time.Hour); err != nil || n != 0 {
+		t.Errorf("own reap of a live session: got %d, %v; want 0", n, err)
+	}
+	mu.Lock()
+	ended[wf+"/"+live.cs.Owner.RunID] = true
+	mu.Unlock()
+	if n, err := a.Reap(context.Background(), time.Hour); err != nil || n != 1 {
+		t.Errorf("own reap after the session ended: got %d, %v; want 1", n, err)
+	}
+	if left := containersOf(t, wf); len(left) != 0 {
+		t.Errorf("the ended session's container is left: %+v", left)
+	}
+	mu.Lock()
+	if !slices.Contains(askedA, wf) {
+		t.Errorf("A's server was asked about %v; want its session among them", askedA)
+	}
+	mu.Unlock()
+}
+
 func TestDockerSessionSandboxLimit(t *testing.T) {
 	needDocker(t)
 	b := newTestBackend(t, "runc", func(c *Config) { c.MaxSandboxes = 1 })

@@ -29,6 +29,13 @@ import (
 // hook says its workflow run has ended (whatever its age), and kept while it says not; without
 // the hook only once older than Config.MaxSessionLifetime plus olderThan. A run's container younger
 // than olderThan is removed too when that hook says its workflow run has ended.
+//
+// The hook asks this worker's Temporal server, which knows only its own runs and sessions, so it
+// is asked only about containers of this backend's Config.NamespaceID: a container whose
+// LabelNamespaceID differs (a worker of the same deployment name on another server, or any id
+// when this backend has none) is taken by age alone, as without the hook, so a live session or
+// run of the other server is kept while a lost one still goes in the end. A container without
+// the label (made before it existed) is treated as this backend's own, as before.
 func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	if olderThan <= 0 {
 		return 0, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: reap threshold must be positive, got %s", olderThan)}
@@ -45,13 +52,17 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 	removed := 0
 	var errs []error
 	for _, c := range list {
+		sessionEnded := b.cfg.SessionEnded
+		if id, ok := c.Labels[LabelNamespaceID]; ok && id != b.cfg.NamespaceID {
+			sessionEnded = nil // another server's: this one cannot tell whether its run has ended
+		}
 		age := olderThan
 		if c.Labels[LabelWarm] != "" && strings.HasPrefix(c.Name, WarmNamePrefix) {
 			age = min(age, b.cfg.WarmMaxAge+warmReapSlack)
 		}
 		if wf := c.Labels[LabelSession]; wf != "" {
-			if b.cfg.SessionEnded != nil {
-				ended, err := b.cfg.SessionEnded(ctx, wf, c.Labels[LabelRunID])
+			if sessionEnded != nil {
+				ended, err := sessionEnded(ctx, wf, c.Labels[LabelRunID])
 				if err != nil {
 					errs = append(errs, fmt.Errorf("docker: has session %s (run %s) of container %s ended: %w", wf, c.Labels[LabelRunID], c.ID, err))
 					continue
@@ -62,10 +73,10 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			} else if !c.Created.Before(now.Add(-(b.cfg.MaxSessionLifetime + olderThan))) {
 				continue
 			}
-		} else if young := !c.Created.Before(now.Add(-age)); young && b.cfg.SessionEnded != nil && c.Labels[LabelWorkflowID] != "" && c.Labels[LabelRunID] != "" {
+		} else if young := !c.Created.Before(now.Add(-age)); young && sessionEnded != nil && c.Labels[LabelWorkflowID] != "" && c.Labels[LabelRunID] != "" {
 			// A run's container: young for the threshold, which must outlast the longest run,
 			// but its run may have ended (its worker lost): then nothing waits for it.
-			ended, err := b.cfg.SessionEnded(ctx, c.Labels[LabelWorkflowID], c.Labels[LabelRunID])
+			ended, err := sessionEnded(ctx, c.Labels[LabelWorkflowID], c.Labels[LabelRunID])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("docker: has run %s (workflow %s) of container %s ended: %w", c.Labels[LabelRunID], c.Labels[LabelWorkflowID], c.ID, err))
 				continue

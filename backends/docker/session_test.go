@@ -406,3 +406,80 @@ func TestBackendCloseClosesSessions(t *testing.T) {
 		t.Errorf("the session's own Close after the backend's: %v, removed %v", err, f.removedIDs())
 	}
 }
+
+// Reap asks SessionEnded only about containers of its own namespace id (or none, made before the
+// label): another server's session or run is not known here, so it goes by age alone.
+func TestReapAsksOnlyAboutItsOwnNamespace(t *testing.T) {
+	now := time.Now()
+	container := func(id, ns string, session bool, age time.Duration) containerSummary {
+		labels := map[string]string{LabelWorkflowID: "wf-" + id, LabelRunID: "r-" + id}
+		if session {
+			labels[LabelSession] = "wf-" + id
+		}
+		if ns != "" {
+			labels[LabelNamespaceID] = ns
+		}
+		return containerSummary{ID: id, Created: now.Add(-age), Labels: labels}
+	}
+	f := newFake()
+	f.list = []containerSummary{
+		container("mine", "ns-a", true, time.Second),
+		container("legacy", "", true, time.Second),
+		container("mine-run", "ns-a", false, time.Minute),
+		container("other", "ns-b", true, time.Second),
+		container("other-run", "ns-b", false, time.Minute),
+		container("other-old", "ns-b", true, 2*time.Hour+time.Second),
+		container("other-old-run", "ns-b", false, time.Hour+time.Second),
+	}
+	var asked []string
+	// This server knows none of them: every one it is asked about has ended.
+	b := fakeBackend(t, f, Config{NamespaceID: "ns-a", SessionEnded: func(_ context.Context, wf, run string) (bool, error) {
+		asked = append(asked, wf)
+		return true, nil
+	}})
+	n, err := b.Reap(context.Background(), time.Hour)
+	if n != 5 || err != nil {
+		t.Errorf("reap: got %d, %v; want 5", n, err)
+	}
+	if got := strings.Join(f.removedIDs(), ","); got != "mine,legacy,mine-run,other-old,other-old-run" {
+		t.Errorf("removed %s; want mine,legacy,mine-run,other-old,other-old-run (another namespace's only past their age)", got)
+	}
+	if got := strings.Join(asked, ","); got != "wf-mine,wf-legacy,wf-mine-run" {
+		t.Errorf("asked about %s; want only this namespace's and the unlabelled", got)
+	}
+
+	// A backend without a namespace id asks about no container that carries one.
+	f = newFake()
+	f.list = []containerSummary{container("other", "ns-b", true, time.Second), container("legacy", "", true, time.Second)}
+	asked = nil
+	b = fakeBackend(t, f, Config{SessionEnded: func(_ context.Context, wf, run string) (bool, error) {
+		asked = append(asked, wf)
+		return true, nil
+	}})
+	if n, err := b.Reap(context.Background(), time.Hour); n != 1 || err != nil || strings.Join(asked, ",") != "wf-legacy" {
+		t.Errorf("reap without a namespace id: got %d, %v, asked %v; want 1 (legacy), asked only about it", n, err, asked)
+	}
+}
+
+// Every container of a backend with a namespace id carries it; a bad one is refused.
+func TestNamespaceIDLabel(t *testing.T) {
+	f := newFake()
+	b := fakeBackend(t, f, Config{NamespaceID: "3f1c2a9e-0d4b-4c55-9a61-2b7d8e0f4a12"})
+	if _, err := b.Run(context.Background(), testChecked("print(1)")); err == nil {
+		t.Fatal("run without output: got no error")
+	}
+	if got := f.created[0].Labels[LabelNamespaceID]; got != "3f1c2a9e-0d4b-4c55-9a61-2b7d8e0f4a12" {
+		t.Errorf("container's namespace id label: got %q", got)
+	}
+	f = newFake()
+	b = fakeBackend(t, f, Config{})
+	if _, err := b.Run(context.Background(), testChecked("print(1)")); err == nil {
+		t.Fatal("run without output: got no error")
+	}
+	if got, ok := f.created[0].Labels[LabelNamespaceID]; ok {
+		t.Errorf("container of a backend without a namespace id carries one: %q", got)
+	}
+	if _, err := New(Config{Image: "python:3.12-slim", NamespaceID: "a b"}); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Errorf("namespace id with a space: got %v; want a ConfigError", err)
+	}
+}

@@ -142,6 +142,7 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 		// once its workflow run has ended (or, without Temporal to ask, past the lifetime cap).
 		MaxSandboxes:       cfg.MaxSandboxes,
 		SessionEnded:       cfg.sessionEnded,
+		NamespaceID:        cfg.namespaceID,
 		MaxSessionLifetime: cfg.Policy().WithDefaults().MaxSessionLifetime,
 	}, nil
 }

@@ -136,6 +136,10 @@ type Options struct {
 	// sets it from its Temporal client; without it a session's container is reaped by age only,
 	// past the session lifetime cap).
 	sessionEnded func(ctx context.Context, workflowID, runID string) (bool, error)
+	// namespaceID is the Temporal namespace's id on the server sessionEnded asks (Serve sets it
+	// with sessionEnded); the Docker backend labels its containers with it and its reaper asks
+	// that server only about containers with the same id.
+	namespaceID string
 
 	// Notify are the notification channels (NotifyFlags). Optional: none.
 	Notify NotifyOptions

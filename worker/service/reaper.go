@@ -45,6 +45,23 @@ func reapEvery(ctx context.Context, r reaper, interval, olderThan time.Duration,
 	return done
 }
 
+// namespaceID returns the id of namespace on the server ws talks to (NamespaceInfo.Id: unique per
+// server's namespace, shared by every worker of it). The Docker backend labels its containers with
+// it, so its reaper asks this server only about containers whose runs this server knows.
+func namespaceID(ctx context.Context, ws workflowservice.WorkflowServiceClient, namespace string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
+	if err != nil {
+		return "", fmt.Errorf("describe namespace %s (for the id the sandbox reaper goes by): %w", namespace, err)
+	}
+	id := resp.GetNamespaceInfo().GetId()
+	if id == "" {
+		return "", fmt.Errorf("describe namespace %s: the server gave no namespace id", namespace)
+	}
+	return id, nil
+}
+
 // workflowDescriber is the one Temporal client method sessionEnded calls.
 type workflowDescriber interface {
 	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	namespacepb "go.temporal.io/api/namespace/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc"
 )
 
 type countingReaper struct{ calls atomic.Int32 }
@@ -74,5 +77,44 @@ func TestSessionEndedAsksTemporal(t *testing.T) {
 	ended, err := sessionEnded(describer{err: serviceerror.NewUnavailable("down")})(context.Background(), "session-1", "running")
 	if err == nil || ended {
 		t.Errorf("Temporal unreachable: ended %v, %v; want an error and the container kept", ended, err)
+	}
+}
+
+// namespaceService answers DescribeNamespace with info, or err; its other methods are not called.
+type namespaceService struct {
+	workflowservice.WorkflowServiceClient
+	info *namespacepb.NamespaceInfo
+	err  error
+}
+
+func (s namespaceService) DescribeNamespace(_ context.Context, req *workflowservice.DescribeNamespaceRequest, _ ...grpc.CallOption) (*workflowservice.DescribeNamespaceResponse, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return &workflowservice.DescribeNamespaceResponse{NamespaceInfo: s.info}, nil
+}
+
+func TestNamespaceID(t *testing.T) {
+	id, err := namespaceID(context.Background(), namespaceService{info: &namespacepb.NamespaceInfo{Name: "default", Id: "5b0f3c1e-2a4d-4e6f-8a9b-0c1d2e3f4a5b"}}, "default")
+	if err != nil || id != "5b0f3c1e-2a4d-4e6f-8a9b-0c1d2e3f4a5b" {
+		t.Errorf("got %q, %v; want the namespace's id", id, err)
+	}
+	if _, err := namespaceID(context.Background(), namespaceService{info: &namespacepb.NamespaceInfo{Name: "default"}}, "default"); err == nil {
+		t.Error("a namespace without an id: got no error")
+	}
+	if _, err := namespaceID(context.Background(), namespaceService{err: serviceerror.NewNamespaceNotFound("nope")}, "nope"); err == nil || !strings.Contains(err.Error(), "describe namespace nope") {
+		t.Errorf("an unknown namespace: got %v; want the describe error", err)
+	}
+}
+
+// The Docker backend's config carries the namespace id Serve found.
+func TestDockerConfigCarriesNamespaceID(t *testing.T) {
+	o := &Options{Backend: "docker", TaskQueue: "q", namespaceID: "5b0f3c1e-2a4d-4e6f-8a9b-0c1d2e3f4a5b"}
+	dc, err := dockerConfig(o, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dc.NamespaceID != o.namespaceID || dc.Deployment != "default/q" {
+		t.Errorf("docker config: namespace id %q, deployment %q; want %q and default/q", dc.NamespaceID, dc.Deployment, o.namespaceID)
 	}
 }

@@ -106,6 +106,9 @@ func (w *Worker) Serve(ctx context.Context) error {
 			return err
 		}
 		logSizing(logger, how)
+		if cfg.namespaceID, err = namespaceID(ctx, tc.WorkflowService(), conn.Namespace); err != nil {
+			return err
+		}
 		cfg.sessionEnded = sessionEnded(tc)
 		b, closeBackend, err := NewBackend(ctx, cfg, logger)
 		if err != nil {
