@@ -14,7 +14,7 @@ WORKFLOWCHECK_VERSION := v0.6.0
 TEMPORAL_CLI := $(GOBIN)/temporal
 TEMPORAL_CLI_VERSION := v1.5.1
 
-.PHONY: test setup check vet staticcheck fmt workflowcheck temporal-cli unit build bench bench-e2e demo clean
+.PHONY: test setup check vet staticcheck fmt workflowcheck temporal-cli unit build bench bench-e2e bench-waiting demo clean
 
 ## test: install and start what the tests need (Docker, gVisor, test images), then every check.
 test: setup check
@@ -78,6 +78,13 @@ bench: setup
 ## _MAX_SANDBOXES, _WARM, _TUNED_DATA_ROOT, _HEAP_RUNS, _WAITING.
 bench-e2e: setup
 	SANDBOXFLOW_BENCH_E2E=1 $(GO) test -tags integration -run '^$$' -bench EndToEnd -benchtime 1x -count 1 -timeout 100m ./backends/docker/
+
+## bench-waiting: 10,000 runs started by 16 clients at once on one worker --dev --backend local, all
+## waiting for approval: every start returns (bounded), a new run's start before and after, the dev
+## process's memory (README "The worker"). make test runs the same test with 2,000 runs;
+## SANDBOXFLOW_WAITING_RUNS changes the count.
+bench-waiting:
+	SANDBOXFLOW_WAITING_RUNS=$${SANDBOXFLOW_WAITING_RUNS:-10000} $(GO) test -tags integration -run '^TestManyWaitingRuns$$' -count 1 -v -timeout 70m ./e2e/
 
 ## demo: the main job: embedded Temporal + UI, a worker, and a run that waits for your approval.
 demo: build

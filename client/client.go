@@ -43,10 +43,12 @@ type Options struct {
 	// after 10 ms, then twice as long each time up to CheckPoll). Optional: defaults
 	// to 100 ms.
 	CheckPoll time.Duration
-	// CheckWait bounds how long Start keeps asking while the status query fails with a transient
-	// error (unavailable, deadline exceeded, resource exhausted: a busy server); past it Start
-	// returns a *CheckUnansweredError, with the run started. Start never waits for the result of
-	// a run that is still open. Optional: defaults to 1 minute.
+	// CheckWait bounds how long Start waits for the answer of the update that starts a run
+	// (update-with-start, see Start) and, when Start polls the status instead, how long it keeps
+	// asking while the query fails with a transient error (unavailable, deadline exceeded,
+	// resource exhausted: a busy server); past it Start returns a *CheckUnansweredError, with the
+	// run started. Start never waits for the result of a run that is still open. Optional:
+	// defaults to 1 minute.
 	CheckWait time.Duration
 	// Reviewer is the principal a reviewer signs as (a name their key's reviewers-file line
 	// allows) with Statement, Approve and Deny: a run's statement names it (statement version
@@ -127,8 +129,9 @@ type StartOptions struct {
 	WorkflowID string
 	// SandboxTaskQueue is the task queue of the sandbox activity. Optional: the workers' setting.
 	SandboxTaskQueue string
-	// OnStarted is called as soon as the run is started, before its check finished, with its ids
-	// (no digest yet). Optional.
+	// OnStarted is called once the run is known to be started, with its ids (no digest yet):
+	// when the server answers the start, which with update-with-start is usually once the check
+	// finished too. Optional.
 	OnStarted func(Started)
 	// SkipWorkerCheck starts the run even when no worker polls the task queue. Optional: defaults
 	// to false, which returns a *NoWorkerError at once instead of starting a run nobody checks.
@@ -143,8 +146,12 @@ type Started struct {
 }
 
 // Start starts a RunCode run and waits until the worker has checked the request, so that it can
-// return the digest. A request that fails its check returns the typed error (ToolUsageError or
-// ConfigError) and nothing waits. Before anything is sent, Start refuses bytes that are not UTF-8
+// return the digest. It starts the run with the update contract.UpdateAwaitCheck in the same call
+// (update-with-start), which the workflow answers once its check finished: one call, no status
+// query. A server that refuses update-with-start (before v1.26, or updates turned off) gets a
+// plain start and the status is polled, as is a run whose worker does not know the update. A
+// request that fails its check returns the typed error (ToolUsageError or ConfigError) and
+// nothing waits. Before anything is sent, Start refuses bytes that are not UTF-8
 // and a request over Temporal's payload limits (ToolUsageError), and a task queue no worker polls
 // (*NoWorkerError); an existing workflow id is a ConfigError.
 func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions) (Started, error) {
@@ -159,15 +166,7 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 	if err := checkPayloadSize(c.dc, "the request", requestBytes(req), in); err != nil {
 		return Started{}, err
 	}
-	run, err := c.startWorkflow(ctx, id, contract.WorkflowName, in, opts.SkipWorkerCheck)
-	if err != nil {
-		return Started{}, err
-	}
-	started := Started{WorkflowID: run.GetID(), RunID: run.GetRunID()}
-	if opts.OnStarted != nil {
-		opts.OnStarted(started)
-	}
-	return c.awaitCheck(ctx, started)
+	return c.startChecked(ctx, id, in, opts)
 }
 
 // startWorkflow starts workflow type typ with in under id on the client's task queue, once a
@@ -179,13 +178,7 @@ func (c *Client) startWorkflow(ctx context.Context, id, typ string, in any, skip
 			return nil, err
 		}
 	}
-	run, err := c.tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{
-		ID:                                       id,
-		TaskQueue:                                c.taskQueue,
-		WorkflowIDReusePolicy:                    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy:                 enums.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-	}, typ, in)
+	run, err := c.tc.ExecuteWorkflow(ctx, c.startOptions(id), typ, in)
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {

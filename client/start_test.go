@@ -56,6 +56,24 @@ func (f *fakeTemporal) ExecuteWorkflow(ctx context.Context, opts tclient.StartWo
 	return nil, f.startErr
 }
 
+// NewWithStartWorkflowOperation and UpdateWithStartWorkflow are Start's update-with-start: the
+// start is recorded, and fails with startErr.
+func (f *fakeTemporal) NewWithStartWorkflowOperation(opts tclient.StartWorkflowOptions, wf any, args ...any) tclient.WithStartWorkflowOperation {
+	f.started = append(f.started, opts)
+	return failedStart{}
+}
+
+func (f *fakeTemporal) UpdateWithStartWorkflow(ctx context.Context, opts tclient.UpdateWithStartWorkflowOptions) (tclient.WorkflowUpdateHandle, error) {
+	return nil, f.startErr
+}
+
+// failedStart is the start operation of an update-with-start that failed.
+type failedStart struct{}
+
+func (failedStart) Get(ctx context.Context) (tclient.WorkflowRun, error) {
+	return nil, errors.New("not started")
+}
+
 func (f *fakeTemporal) DescribeWorkflowExecution(ctx context.Context, id, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflow.WorkflowExecutionInfo{
 		Type: &commonpb.WorkflowType{Name: f.workflowType},

@@ -56,7 +56,7 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	}
 
 	// 1. Check.
-	check, err := r.check(ctx, in)
+	check, err := r.checkAnswering(ctx, in) // answers the update await-check (checkwait.go)
 	if err != nil {
 		return guard.Result{}, r.fail(ctx, err)
 	}

@@ -65,6 +65,14 @@ type Options struct {
 	// run ends with the approval unused. Optional: defaults to 10 minutes.
 	ScheduleToStartTimeout time.Duration
 
+	// WorkflowCache, WorkflowTasks and WorkflowPollers size the workflow worker: how many runs
+	// it keeps in memory between their tasks (the sticky workflow cache), how many workflow
+	// tasks it runs at once and how many long polls fetch them (workflowtasks.go). Optional: zero
+	// means DefaultWorkflowCache, DefaultWorkflowTasks, DefaultWorkflowPollers.
+	WorkflowCache   int
+	WorkflowTasks   int
+	WorkflowPollers int
+
 	// Dev starts an embedded Temporal server (SQLite in DataDir) and its Web UI on UIPort
 	// (negative: no UI), and runs the worker against it.
 	Dev     bool
@@ -179,6 +187,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxSandboxes < 1 {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--max-sandboxes must be at least 1, got %d", o.MaxSandboxes)}
+	}
+	if err := o.validateWorkflowSizing(); err != nil {
+		return err
 	}
 	if err := o.validateBackend(); err != nil {
 		return err

@@ -242,7 +242,7 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 		sandboxQueue = cfg.TaskQueue
 	}
 	if cfg.Role != RoleSandboxes {
-		opts := worker.Options{Interceptors: icpt, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval}
+		opts := cfg.workflowWorkerOptions(worker.Options{Interceptors: icpt, MaxHeartbeatThrottleInterval: activities.MaxHeartbeatInterval})
 		if sandboxQueue == cfg.TaskQueue && hasBackend {
 			opts.MaxConcurrentActivityExecutionSize = cfg.MaxSandboxes
 			opts = activities.WorkerOptions(opts) // live output within LiveInterval
