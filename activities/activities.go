@@ -327,7 +327,10 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
-	if err := precheck(info, c, in); err != nil {
+	// The signatures are verified before a sandbox is taken, so that an activity a namespace
+	// writer schedules with approvals that do not verify makes no Docker call at all.
+	verified, err := a.verifyRun(info, c, in)
+	if err != nil {
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
@@ -340,7 +343,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		p, err := a.guarded.Acquire(acquireCtx, c)
 		acquiring <- acquiredSandbox{p, err}
 	}()
-	claim, verified, err := a.admit(ctx, info, c, in)
+	claim, err := a.admit(ctx, info, c, in, verified)
 	if err != nil {
 		stopAcquire()
 		if got := <-acquiring; got.err == nil {
@@ -351,13 +354,15 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	}
 	in.Decision.Reviewer = verified[0].Principal // as this host verified it
 	history := a.historyOf(ctx)
-	got := <-acquiring
 
 	started := startedEvent(c, in, info.Attempt)
 	started.Time = time.Now()
 	a.sink.Emit(ctx, started)
 
+	// Heartbeated from here: a slow container create still ahead must not let the server time
+	// the activity out after the claim was confirmed.
 	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
+	got := <-acquiring
 	start := time.Now()
 	runCtx, span := runSpan(runCtx, c)
 	res, err := got.run(runCtx)
@@ -414,20 +419,15 @@ func cancelRequested(ctx context.Context) bool {
 	return ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx))
 }
 
-// admit decides whether the activity info names may run in's code: only a first attempt, with
-// approvals that verify on this host, as many as its own policy's quorum asks (verifyQuorum),
-// that no other sandbox activity may have used, now claimed. It returns the claim and the
-// verified approvals, the decision's first; a refusal is an ApprovalRefused.
-func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput) (*claim, []approval.Verified, error) {
-	if err := precheck(info, c, in); err != nil {
-		return nil, nil, err
-	}
-	vs, err := a.verifyQuorum(info, c, in)
-	if err == nil && in.Edit != nil {
-		err = a.checkEdit(ctx, a.historyOf(ctx), info, c, in.Edit)
-	}
-	if err != nil {
-		return nil, nil, err
+// admit decides whether the activity info names may run in's code, given its approvals vs that
+// verifyRun verified: an edit the host checks against the history (checkEdit), and approvals no
+// other sandbox activity may have used, now claimed. It returns the claim; a refusal is an
+// ApprovalRefused.
+func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput, vs []approval.Verified) (*claim, error) {
+	if in.Edit != nil {
+		if err := a.checkEdit(ctx, a.historyOf(ctx), info, c, in.Edit); err != nil {
+			return nil, err
+		}
 	}
 	// One claim covers the run: every approval names this run, and the claim makes its code
 	// run once.
@@ -435,9 +435,19 @@ func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Chec
 	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, allValid(vs))
 	endSpan(span, err)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return claim, vs, nil
+	return claim, nil
+}
+
+// verifyRun is admit's first part, which reads no history: only a first attempt, of an approving
+// decision for c's digest (precheck), with approvals that verify on this host, as many as its own
+// policy's quorum asks (verifyQuorum). It returns the verified approvals, the decision's first.
+func (a *Activities) verifyRun(info activity.Info, c guard.Checked, in contract.RunInput) ([]approval.Verified, error) {
+	if err := precheck(info, c, in); err != nil {
+		return nil, err
+	}
+	return a.verifyQuorum(info, c, in)
 }
 
 // precheck is admit's first part, which needs neither the reviewers' keys nor the history: only

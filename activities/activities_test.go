@@ -475,3 +475,48 @@ func TestRunPasskeyOriginAndCounter(t *testing.T) {
 		t.Errorf("New with a passkey origin and no counters file: %v; want a ConfigError", err)
 	}
 }
+
+// acquireCounter is an echoBackend that also takes sandboxes ahead (guard.Acquirer), counting
+// each take.
+type acquireCounter struct {
+	echoBackend
+	mu       sync.Mutex
+	acquired int
+}
+
+func (b *acquireCounter) Acquire(ctx context.Context, c guard.Checked) (guard.Acquired, error) {
+	b.mu.Lock()
+	b.acquired++
+	b.mu.Unlock()
+	return acquiredEcho{b: &b.echoBackend, ctx: ctx, c: c}, nil
+}
+
+type acquiredEcho struct {
+	b   *echoBackend
+	ctx context.Context
+	c   guard.Checked
+}
+
+func (a acquiredEcho) Run(ctx context.Context) (guard.Result, error) { return a.b.Run(ctx, a.c) }
+func (a acquiredEcho) Discard()                                      {}
+
+// A sandbox activity whose approvals do not verify (a namespace writer's, scheduled with a
+// forged decision) is refused before any sandbox is taken: it makes no backend call at all, so
+// such activities cannot drain the warm pool.
+func TestRunWithAnUnverifiedApprovalTakesNoSandbox(t *testing.T) {
+	b := &acquireCounter{}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	forged := contract.RunInput{Checked: c, Decision: contract.Decision{ApprovalID: approvalID, Digest: c.Digest, Approve: true, Reviewer: "alice"}}
+	if _, err := runActivity(t, a, forged); guard.TypeOf(contract.FromFailure(err)) != guard.TypeApprovalRefused {
+		t.Fatalf("Run: %v; want ApprovalRefused", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.acquired != 0 || len(b.ran) != 0 {
+		t.Errorf("acquired %d, ran %d; want no sandbox taken and nothing run", b.acquired, len(b.ran))
+	}
+}

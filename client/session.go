@@ -266,10 +266,29 @@ func (c *Client) SubmitCell(ctx context.Context, sessionID string, req contract.
 		sum := sha256.Sum256([]byte(req.Language + "\x00" + req.Code))
 		updateID = "submit-cell:" + req.RequestID + ":" + hex.EncodeToString(sum[:8])
 	}
-	if err := c.update(ctx, sessionID, "", contract.UpdateSubmitCell, updateID, req, &out); err != nil {
+	err := c.update(ctx, sessionID, "", contract.UpdateSubmitCell, updateID, req, &out)
+	if err != nil && req.RequestID != "" && ctx.Err() == nil && !deterministicRefusal(err) {
+		// The server keeps a completed update's outcome, failures too: a submit that failed in
+		// the handler (its check's activity, say) would fail every retry under the same update
+		// id. Sent again under a fresh one, the workflow's own request-id check still keeps the
+		// cell single.
+		out = contract.CellSubmitted{}
+		err = c.update(ctx, sessionID, "", contract.UpdateSubmitCell, updateID+":"+uuid.NewString(), req, &out)
+	}
+	if err != nil {
 		return out, fmt.Errorf("client: submit a cell to %s: %w", sessionID, err)
 	}
 	return out, nil
+}
+
+// deterministicRefusal says whether err refuses the request itself (its code, or the worker's
+// configuration), so that sending it again cannot change the answer.
+func deterministicRefusal(err error) bool {
+	switch guard.TypeOf(err) {
+	case guard.TypeToolUsageError, guard.TypeConfigError:
+		return true
+	}
+	return false
 }
 
 // AwaitCell waits until cell of the session has ended (ran, denied, expired, dropped or failed)
@@ -322,7 +341,9 @@ func (c *Client) DecideCell(ctx context.Context, sessionID, runID string, d cont
 	if err := c.update(ctx, sessionID, runID, contract.UpdateDecideCell, d.Decision.ApprovalID, d, &out); err != nil {
 		return out, fmt.Errorf("client: decide on cell %d of %s: %w", d.Cell, sessionID, err)
 	}
-	if d.Wait && out.CellStatus == nil {
+	// A worker from before decide-wait-v1 answers at once; an approval that leaves a quorum short
+	// is answered at once too, and is not waited for (the cell waits for another reviewer).
+	if d.Wait && out.CellStatus == nil && out.State != contract.StatusAwaitingApproval {
 		cs, err := c.AwaitCell(ctx, sessionID, d.Cell)
 		if err != nil {
 			return out, err

@@ -283,7 +283,10 @@ func (c *Client) ApproveCell(ctx context.Context, sessionID string, cell int, di
 
 // ApproveCellWait is ApproveCell whose answer comes once the cell has ended, with its status in
 // CellDecided.CellStatus (its result, or why it has none; CellOutcome reads it): the approval
-// and the result in one update, decide-cell with CellDecision.Wait. ctx bounds the wait.
+// and the result in one update, decide-cell with CellDecision.Wait. ctx bounds the wait. Under a
+// quorum, an approval that leaves the cell short of it is answered at once, with State
+// awaiting_approval, Approvals and Quorum, and no CellStatus: the cell waits for another
+// reviewer, whom this call does not wait for.
 func (c *Client) ApproveCellWait(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string) (CellDecided, error) {
 	return c.decideCell(ctx, sessionID, cell, digest, signer, reason, false, true)
 }

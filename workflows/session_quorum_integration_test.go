@@ -84,15 +84,18 @@ func TestIntegrationSessionQuorum(t *testing.T) {
 		f.Reviewer = principal
 		return r.Decision(t, f)
 	}
-	decide := func(cell int, d contract.Decision) (contract.DecideResult, error) {
+	decideWait := func(cell int, d contract.Decision, wait bool) (contract.DecideResult, error) {
 		var res contract.DecideResult
-		err := it.sessionUpdate(id, contract.UpdateDecideCell, contract.CellDecision{Cell: cell, Decision: d}, &res)
+		err := it.sessionUpdate(id, contract.UpdateDecideCell, contract.CellDecision{Cell: cell, Decision: d, Wait: wait}, &res)
 		return res, err
 	}
+	decide := func(cell int, d contract.Decision) (contract.DecideResult, error) { return decideWait(cell, d, false) }
 	first := sign(q.multi, "carol", sub.Digest, true)
-	res, err := decide(1, first)
-	if err != nil || res.State != contract.StatusAwaitingApproval || res.Approvals != 1 || res.Quorum != 2 {
-		t.Fatalf("carol's approval: %+v, %v; want accepted, 1 of 2, still waiting", res, err)
+	// With wait, an approval that leaves the quorum short is answered at once, not held until
+	// another reviewer decides.
+	res, err := decideWait(1, first, true)
+	if err != nil || res.State != contract.StatusAwaitingApproval || res.Approvals != 1 || res.Quorum != 2 || res.CellStatus != nil {
+		t.Fatalf("carol's approval: %+v, %v; want accepted, 1 of 2, still waiting, no cell status", res, err)
 	}
 	time.Sleep(time.Second) // were a cell to be scheduled after one approval, it would be by now
 	st = it.sessionStatus(id)
@@ -117,9 +120,12 @@ func TestIntegrationSessionQuorum(t *testing.T) {
 			t.Errorf("%s: rejection %v; want reason %s", tc.name, rej, contract.RejectDuplicate)
 		}
 	}
-	res, err = decide(1, sign(q.bob, "bob", sub.Digest, true))
+	res, err = decideWait(1, sign(q.bob, "bob", sub.Digest, true), true)
 	if err != nil || res.State != contract.StatusRunning || res.Approvals != 2 || res.Quorum != 2 {
 		t.Fatalf("bob's approval: %+v, %v; want accepted, 2 of 2, running", res, err)
+	}
+	if res.CellStatus == nil || res.CellStatus.State != contract.StatusSucceeded {
+		t.Fatalf("bob's approval with wait: cell status %+v; want the cell's end, succeeded", res.CellStatus)
 	}
 	var c1 contract.CellStatus
 	if err := it.sessionUpdate(id, contract.UpdateAwaitCell, contract.AwaitCell{Cell: 1}, &c1); err != nil || c1.State != contract.StatusSucceeded {

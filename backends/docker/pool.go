@@ -380,17 +380,11 @@ func (b *Backend) startWarm(ctx context.Context) (*warmSandbox, error) {
 	return w, nil
 }
 
-// takeWarm hands w to run r: r reads everything the container wrote and writes its request.
-// The container is renamed off the critical path, so that the reaper treats it as a run's.
-func (r *run) takeWarm(w *warmSandbox) error {
-	r.att, r.warm = w.att, true
-	r.demuxed = make(chan error, 1)
-	go func() {
-		<-w.ended
-		r.demuxed <- w.demuxErr
-	}()
-	err := errors.Join(w.out.pass(r.rep), w.errOut.pass(r.diag))
-	b, sb := r.b, r.sb
+// renameTaken renames a container taken from the pool, off the critical path, so that the reaper
+// treats it as a run's. It is renamed when taken, not when its request goes: a run may hold it
+// while the approval's claim and history read take their time (up to historyReadTimeout each on
+// a slow server), and a waiting container past WarmMaxAge + warmReapSlack is the reaper's.
+func (b *Backend) renameTaken(sb *sandbox) {
 	b.removals.Add(1)
 	go func() {
 		defer b.removals.Done()
@@ -402,6 +396,17 @@ func (r *run) takeWarm(w *warmSandbox) error {
 				"container", sb.id, "error", err)
 		}
 	}()
+}
+
+// takeWarm hands w to run r: r reads everything the container wrote and writes its request.
+func (r *run) takeWarm(w *warmSandbox) error {
+	r.att, r.warm = w.att, true
+	r.demuxed = make(chan error, 1)
+	go func() {
+		<-w.ended
+		r.demuxed <- w.demuxErr
+	}()
+	err := errors.Join(w.out.pass(r.rep), w.errOut.pass(r.diag))
 	if err != nil {
 		return r.fail("docker: hand over a warm container", err)
 	}
