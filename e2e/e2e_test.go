@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -58,14 +59,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// It picks below Linux's ephemeral range (32768-60999): a worker restarted on the same ports
+// (TestEndToEnd) would otherwise find one taken, between the stop and the start, as the local
+// port of some other test's outgoing connection.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		port := 20000 + mrand.IntN(12000)
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port in 20000-31999 on 127.0.0.1")
+	return 0
 }
 
 // devWorker is a `worker --dev` process.

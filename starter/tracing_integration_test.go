@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/tracing"
@@ -182,8 +183,10 @@ func TestIntegrationTracesOfARun(t *testing.T) {
 				t.Errorf("run %s: the trace lacks a %s span; it has %v", id, n, names)
 			}
 		}
-		if id == started.WorkflowID && names["StartWorkflow:RunCode"] == 0 {
-			t.Errorf("run %s: the starter's StartWorkflow span is not in the run's trace: %v", id, names)
+		// The starter starts a run with the update await-check (update-with-start), or with a
+		// plain start where the server takes no update-with-start.
+		if id == started.WorkflowID && names["UpdateWithStartWorkflow:"+contract.UpdateAwaitCheck] == 0 && names["StartWorkflow:RunCode"] == 0 {
+			t.Errorf("run %s: the starter's start span (UpdateWithStartWorkflow or StartWorkflow) is not in the run's trace: %v", id, names)
 		}
 		if id == second.WorkflowID && trace != parent.SpanContext().TraceID().String() {
 			t.Errorf("run %s: trace %s; want the orchestrator's %s", id, trace, parent.SpanContext().TraceID())
