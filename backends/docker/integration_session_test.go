@@ -858,6 +858,16 @@ print("flooding")`), 0, "flooding\n")
 				t.Errorf("round %d: two cells took %s", i, d)
 			}
 		}
+		// Nothing the code did reached the supervisor's stderr (a stream dockerd and the worker,
+		// which hashes it, would carry for the code): the kills from the sandbox uid fail with
+		// EPERM, and a wake-up pipe that fills is silent (quiet_wakeup_fd).
+		sess, ok := ts.sb.(*Session)
+		if !ok {
+			t.Fatalf("the session sandbox is a %T, not a *Session", ts.sb)
+		}
+		if n := sess.diag.Total(); n != 0 {
+			t.Errorf("the supervisor wrote %d bytes on stderr during the flood, beginning %q; want none", n, clip(sess.diag.Bytes()))
+		}
 		res, err := ts.cell(guard.Python, "import time\ntime.sleep(30)", func(l *guard.Limits) { l.Timeout = 2 * time.Second })
 		if err != nil || !res.TimedOut {
 			t.Fatalf("a cell past its timeout during the flood: got %+v, %v; want timed out", res, err)

@@ -463,6 +463,17 @@ def child_argv(req, env):
     raise ValueError("unknown language %r" % language)
 
 
+def quiet_wakeup_fd(fd):
+    """Makes fd the signal wake-up descriptor, silent when its pipe is full: a full pipe wakes a
+    poll as well as one byte does, and Python's default writes a traceback to stderr for every
+    signal past a full pipe, which code flooding PID 1 with SIGCHLD turns into a stream that the
+    supervisor, dockerd and the worker all pay for (between a session's cells no poll drains it)."""
+    try:
+        signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+    except TypeError:  # Python before 3.7 has no such argument, and no such warning
+        signal.set_wakeup_fd(fd)
+
+
 def spawn(libc, argv, env, pipes, extra=()):
     """Forks the code's process: stdin, stdout and stderr on pipes, and each (fd, target) of extra
     as descriptor target (a session's control pipes); every other descriptor closes on exec."""
@@ -841,7 +852,7 @@ def run(libc, req):
 
     wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
+    quiet_wakeup_fd(wake_w)
     streams = Streams([req["max_stdout_bytes"], req["max_stderr_bytes"]], stdin_data, wake_r)
     if tunnel is not None:
         streams.tunnel = tunnel
@@ -1270,7 +1281,7 @@ class Session:
         self.had_interp = False
         self.wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.set_wakeup_fd(wake_w)
+        quiet_wakeup_fd(wake_w)
 
     def next_cell(self):
         """Reads the worker's frames up to the next cell frame and returns its document, or None
