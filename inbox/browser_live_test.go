@@ -76,7 +76,9 @@ func TestBrowserInboxLiveOutput(t *testing.T) {
 	csrf := e.Text(`document.querySelector('meta[name="csrf-token"]').content`)
 	checkLiveReads(t, e, ctx, csrf)
 
-	e.WaitFor("the late line, appended", `document.getElementById("live-stdout").textContent.includes("late line")`, 20*time.Second)
+	// The whole line: under python -u, print writes the text and its newline with two writes,
+	// which may reach the page in two heartbeats.
+	e.WaitFor("the late line, appended", `document.getElementById("live-stdout").textContent.includes("late line\n")`, 20*time.Second)
 	if mark := e.Text(`String(window.__sameDocument)`); mark != "yes" {
 		t.Fatalf("the page reloaded to show the late line (mark %q); want it appended live", mark)
 	}
@@ -175,7 +177,7 @@ func TestBrowserSessionLiveOutput(t *testing.T) {
 	if got := e.Text(`document.getElementById("live-stdout").textContent`); strings.Contains(got, "cell late") {
 		t.Fatalf("the late line was on the page before it was printed: %q", got)
 	}
-	e.WaitFor("the late line, appended", `document.getElementById("live-stdout").textContent.includes("cell late")`, 20*time.Second)
+	e.WaitFor("the late line, appended", `document.getElementById("live-stdout").textContent.includes("cell late\n")`, 20*time.Second) // its newline may come a heartbeat later
 	if mark := e.Text(`String(window.__sameDocument)`); mark != "yes" {
 		t.Fatalf("the page reloaded to show the late line (mark %q); want it appended live", mark)
 	}
