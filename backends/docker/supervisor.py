@@ -466,8 +466,10 @@ def child_argv(req, env):
 def quiet_wakeup_fd(fd):
     """Makes fd the signal wake-up descriptor, silent when its pipe is full: a full pipe wakes a
     poll as well as one byte does, and Python's default writes a traceback to stderr for every
-    signal past a full pipe, which code flooding PID 1 with SIGCHLD turns into a stream that the
-    supervisor, dockerd and the worker all pay for (between a session's cells no poll drains it)."""
+    signal past a full pipe, a stream that the supervisor, dockerd and the worker would all pay
+    for. Defensive: between a session's cells no poll drains the pipe, but the code cannot kill(2)
+    PID 1 (another uid), and the SIGCHLDs it can cause (its orphans' exits) stop at the pids limit
+    until the next cell reaps them."""
     try:
         signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
     except TypeError:  # Python before 3.7 has no such argument, and no such warning
