@@ -281,13 +281,18 @@ func (a *acquired) Run(ctx context.Context) (guard.Result, error) {
 	b, sb, c := a.b, a.sb, a.c
 	defer a.releaseSlot()
 	res, removeNow, err := b.execute(ctx, sb, c, a.request, a.warm)
+	if a.warm != nil {
+		b.pool.refillAfter(refillAfterRun)
+	}
 	if removeNow {
 		if rerr := b.remove(ctx, sb.id, true); rerr != nil {
 			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", rerr)
 		}
 		sb.release()
 	} else {
-		b.removeLater(sb, false)
+		// The container is exiting on its own (its supervisor sent its last frame): removing it
+		// waits as the refill does, off the reviewer's path.
+		b.removeAfter(sb, false, removeAfterRun)
 	}
 	if err != nil {
 		return guard.Result{}, err
@@ -310,6 +315,7 @@ func (a *acquired) Discard() {
 	}
 	if a.warm != nil {
 		a.warm.att.Close()
+		a.b.pool.signal()
 	}
 	a.b.removeLater(a.sb, a.warm != nil)
 	a.releaseSlot()
@@ -588,11 +594,21 @@ func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 
 // removeLater removes a container off the critical path (killing it first when kill is set) and
 // then frees its uid; Close and WaitRemovals wait for it.
-func (b *Backend) removeLater(sb *sandbox, kill bool) {
+func (b *Backend) removeLater(sb *sandbox, kill bool) { b.removeAfter(sb, kill, 0) }
+
+// removeAfterRun is how long the removal of a container whose run ended waits (see
+// refillAfterRun): past the result's way back to its reviewer.
+const removeAfterRun = refillAfterRun
+
+// removeAfter is removeLater, starting after d.
+func (b *Backend) removeAfter(sb *sandbox, kill bool, d time.Duration) {
 	b.removals.Add(1)
 	go func() {
 		defer b.removals.Done()
 		defer sb.release()
+		if d > 0 {
+			time.Sleep(d)
+		}
 		if err := b.remove(context.Background(), sb.id, kill); err != nil {
 			b.log.Warn("sandbox container not removed; the reaper will retry", "container", sb.id, "error", err)
 		}

@@ -220,3 +220,42 @@ func TestDockerWarmPoolOrphansReaped(t *testing.T) {
 		t.Errorf("run after the reap: %+v", res)
 	}
 }
+
+// A run that takes a warm container does not start its replacement while it runs (a container's
+// start would compete with the run for the host's CPU, on the path its reviewer waits on): the
+// pool stays one short until the run ends, then refills (refillAfterRun).
+func TestDockerWarmPoolRefillsAfterTheRun(t *testing.T) {
+	b := warmBackend(t, "runc", 2, nil)
+	waitIdle(t, b, 2)
+	ctx := context.Background()
+	c := checked(t, guard.Python, "import time; time.sleep(0.8); print('done')", nil)
+	took := time.Now()
+	a, err := b.Acquire(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := b.WarmStats(); st.Taken != 1 {
+		t.Fatalf("the acquire took no warm container: %+v", st)
+	}
+	// Well before refillAfterTake, and while the run below sleeps: no container is started
+	// for the pool.
+	done := make(chan guard.Result, 1)
+	go func() {
+		res, err := a.Run(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	for time.Since(took) < refillAfterTake-300*time.Millisecond {
+		waiting, _ := poolContainers(t)
+		if since := time.Since(took); len(waiting) > 1 && since < refillAfterTake-200*time.Millisecond {
+			t.Fatalf("%s after the take, while its run runs, the pool started a replacement (%d waiting containers on the daemon; want 1)", since.Round(time.Millisecond), len(waiting))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if res := <-done; string(res.Stdout) != "done\n" {
+		t.Fatalf("run: %+v", res)
+	}
+	waitIdle(t, b, 2)
+}

@@ -262,7 +262,6 @@ func (p *pool) drop(w *warmSandbox) bool {
 // take returns a waiting container made from imageID, or nil (the run then creates one). It
 // never returns one that is past its age or whose output has ended.
 func (p *pool) take(imageID string) *warmSandbox {
-	defer p.signal()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.idle) > 0 {
@@ -274,11 +273,28 @@ func (p *pool) take(imageID string) *warmSandbox {
 			continue
 		}
 		p.stats.Taken++
+		p.refillAfter(refillAfterTake)
 		return w
 	}
 	p.stats.Cold++
+	p.signal()
 	return nil
 }
+
+// A take refills the pool later, not at once: starting a container (a create and a start, a few
+// hundred milliseconds of dockerd's, containerd's and runc's CPU) would compete for the host's
+// CPU with the run that took one, on the path its reviewer waits on (on two cores it made a warm
+// run of print(1) take 44 ms instead of 27). The run's end refills it refillAfterRun later, past
+// the activity's completion and the workflow task that answers the reviewer; a long run's pool
+// is refilled refillAfterTake after the take at the latest. A run that finds the pool empty
+// refills it at once: it starts a container itself anyway.
+const (
+	refillAfterRun  = 150 * time.Millisecond
+	refillAfterTake = time.Second
+)
+
+// refillAfter wakes the pool's refill after d.
+func (p *pool) refillAfter(d time.Duration) { time.AfterFunc(d, p.signal) }
 
 // cold counts a run that did not ask the pool (it wants the open network).
 func (p *pool) cold() {
