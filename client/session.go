@@ -178,14 +178,28 @@ type SessionInfo struct {
 // workflow and run id that were described: one that names others is refused (a workflow worker
 // answering with another session's status).
 func (c *Client) ReadSession(ctx context.Context, sessionID string) (SessionInfo, error) {
+	info, _, err := c.readSession(ctx, sessionID, nil)
+	return info, err
+}
+
+// readSession is ReadSession; with alsoRead, it calls alsoRead with the described run's id at
+// the same time as the status query, and returns its error if the status is good.
+func (c *Client) readSession(ctx context.Context, sessionID string, alsoRead func(runID string) error) (SessionInfo, string, error) {
 	info, err := c.describeSession(ctx, sessionID)
 	if err != nil {
-		return SessionInfo{}, err
+		return SessionInfo{}, "", err
 	}
 	runID := info.GetExecution().GetRunId()
+	readDone := make(chan error, 1)
+	if alsoRead != nil {
+		go func() { readDone <- alsoRead(runID) }()
+	} else {
+		readDone <- nil
+	}
 	st, err := c.SessionRunStatus(ctx, sessionID, runID)
+	readErr := <-readDone
 	if err != nil {
-		return SessionInfo{}, err
+		return SessionInfo{}, runID, err
 	}
 	if st.WorkflowID == "" {
 		st.WorkflowID = sessionID
@@ -194,10 +208,10 @@ func (c *Client) ReadSession(ctx context.Context, sessionID string) (SessionInfo
 		st.RunID = runID
 	}
 	if st.WorkflowID != sessionID || st.RunID != runID {
-		return SessionInfo{}, fmt.Errorf("client: the status of session %s (run %s) names session %s (run %s): do not approve; the session's workflow worker may not be sandboxflow's",
+		return SessionInfo{}, runID, fmt.Errorf("client: the status of session %s (run %s) names session %s (run %s): do not approve; the session's workflow worker may not be sandboxflow's",
 			sessionID, runID, st.WorkflowID, st.RunID)
 	}
-	return SessionInfo{Status: st, Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, Started: info.GetStartTime().AsTime()}, nil
+	return SessionInfo{Status: st, Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, Started: info.GetStartTime().AsTime()}, runID, readErr
 }
 
 // IsSession reports whether workflowID names a Session workflow (false for another type, and

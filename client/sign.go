@@ -59,22 +59,52 @@ type StatementOptions struct {
 // the run does not wait for a decision, or (for an approval) the status's digest is not the digest
 // of what it shows with the request the run was started with (contract.ShownChecked).
 func (c *Client) Statement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
-	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+	info, err := c.describeRunCode(ctx, workflowID)
+	if err != nil {
 		return approval.Fields{}, err
 	}
-	st, err := c.Status(ctx, workflowID)
+	// The status and, for an approval, the start it is checked against are read at once, both
+	// of the run just described: one round trip to the server instead of two, on the path a
+	// reviewer waits on.
+	runID := info.GetExecution().GetRunId()
+	var (
+		st       contract.Status
+		in       contract.Input
+		inErr    error
+		readDone = make(chan struct{})
+	)
+	if !opts.Deny {
+		go func() {
+			defer close(readDone)
+			in, inErr = c.StartInput(ctx, workflowID, runID)
+		}()
+	} else {
+		close(readDone)
+	}
+	st, err = c.RunStatus(ctx, workflowID, runID)
+	<-readDone
 	if err != nil {
 		return approval.Fields{}, err
 	}
 	if st.WorkflowID == "" {
 		st.WorkflowID = workflowID
 	}
+	if st.RunID == "" {
+		st.RunID = runID
+	}
+	if st.WorkflowID != workflowID || st.RunID != runID {
+		return approval.Fields{}, fmt.Errorf("client: the status of %s (run %s) names %s (run %s): do not approve; the run's workflow worker may not be sandboxflow's",
+			workflowID, runID, st.WorkflowID, st.RunID)
+	}
 	if st.State != contract.StatusAwaitingApproval {
 		return approval.Fields{}, fmt.Errorf("client: %s does not wait for a decision: it is %s", workflowID, st.State)
 	}
 	if !opts.Deny {
-		if _, err := c.startInput(ctx, workflowID, st, true); err != nil {
-			return approval.Fields{}, err
+		if inErr != nil {
+			return approval.Fields{}, inErr
+		}
+		if err := CheckShown(st, in); err != nil {
+			return approval.Fields{}, fmt.Errorf("client: %s: %w", workflowID, err)
 		}
 	}
 	opts.Reviewer = cmp.Or(opts.Reviewer, c.reviewer, os.Getenv(EnvReviewer), approval.DefaultPrincipal())
