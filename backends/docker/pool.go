@@ -273,7 +273,11 @@ func (p *pool) take(imageID string) *warmSandbox {
 			continue
 		}
 		p.stats.Taken++
-		p.refillAfter(refillAfterTake)
+		if len(p.idle) == 0 {
+			p.signal() // a burst drained it: the next run would start a container itself
+		} else {
+			p.refillAfter(refillAfterTake)
+		}
 		return w
 	}
 	p.stats.Cold++
@@ -286,8 +290,9 @@ func (p *pool) take(imageID string) *warmSandbox {
 // CPU with the run that took one, on the path its reviewer waits on (on two cores it made a warm
 // run of print(1) take 44 ms instead of 27). The run's end refills it refillAfterRun later, past
 // the activity's completion and the workflow task that answers the reviewer; a long run's pool
-// is refilled refillAfterTake after the take at the latest. A run that finds the pool empty
-// refills it at once: it starts a container itself anyway.
+// is refilled refillAfterTake after the take at the latest. A take that empties the pool, and a
+// run that finds it empty, refill it at once: in a burst the next run would start a container
+// itself anyway.
 const (
 	refillAfterRun  = 150 * time.Millisecond
 	refillAfterTake = time.Second
