@@ -129,6 +129,10 @@ func benchKinds() (runs, cells bool) {
 	return os.Getenv("SANDBOXFLOW_BENCH_CELLS_ONLY") != "1", os.Getenv("SANDBOXFLOW_BENCH_CELLS") != "0"
 }
 
+// benchFloorOn says whether a row measures the protocol's floor (e2e_floor_bench_test.go) beside
+// its runs and cells; SANDBOXFLOW_BENCH_FLOOR=0 leaves it out.
+func benchFloorOn() bool { return os.Getenv("SANDBOXFLOW_BENCH_FLOOR") != "0" }
+
 // The two worker settings a row runs with.
 const (
 	configDefault = "default"
@@ -211,6 +215,9 @@ type e2eRow struct {
 	// cellCLI and cellClient are approve→result of a cell print(1) in a live session, through
 	// `starter approve SESSION --cell N --wait` and through the Go client (issue 28).
 	cellCLI, cellClient dist
+	// floorRun and floorCell are the same dev server's floor for a run and a cell, with nothing
+	// of sandboxflow in them (benchFloor).
+	floorRun, floorCell dist
 	whole               dist
 	perSecond           float64
 	phases              []phase
@@ -225,6 +232,8 @@ const (
 	targetDefaultP99   = 0.60
 	targetTunedP50     = 0.25
 	targetDefaultBurst = 4.0
+	// targetCellP50 is issue 28's: approve→result of a cell in a live session.
+	targetCellP50 = 0.15
 )
 
 // missed lists the targets the row misses.
@@ -281,8 +290,21 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 	defer sess.close(ctx, b)
 
 	runs, cells := benchKinds()
+	var floor *benchFloor
+	if benchFloorOn() {
+		floor = startBenchFloor(b, tc)
+		defer floor.stop(ctx, b)
+	}
 	// One warm-up of each kind, not counted.
 	dockerRun(-1)
+	if floor != nil {
+		if runs {
+			floor.run(ctx, b)
+		}
+		if cells {
+			floor.cell(ctx, b)
+		}
+	}
 	if runs {
 		cliPath(cli)
 		clientPath(ctx, b, sc)
@@ -291,20 +313,39 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 		cellClientPath(ctx, b, sc, sess.next(ctx, b))
 		cellCLIPath(ctx, b, sc, cli, sess.next(ctx, b))
 	}
-	var dr, ac, ap, wh, cc, cl []time.Duration
+	var dr, ac, ap, wh, cc, cl, fr, fc []time.Duration
 	var cs []clientSample
 	for i := range samples {
+		w.settle(b)
 		dr = append(dr, dockerRun(i))
 		if runs {
+			w.settle(b)
 			whole, approve := cliPath(cli)
 			wh, ac = append(wh, whole), append(ac, approve)
+			w.settle(b)
 			s := clientPath(ctx, b, sc)
 			cs, ap = append(cs, s), append(ap, s.end.Sub(s.approve))
 		}
 		if cells {
-			cc = append(cc, cellClientPath(ctx, b, sc, sess.next(ctx, b)))
-			cl = append(cl, cellCLIPath(ctx, b, sc, cli, sess.next(ctx, b)))
+			session := sess.next(ctx, b)
+			w.settle(b)
+			cc = append(cc, cellClientPath(ctx, b, sc, session))
+			session = sess.next(ctx, b)
+			w.settle(b)
+			cl = append(cl, cellCLIPath(ctx, b, sc, cli, session))
 		}
+		if floor != nil && runs {
+			w.settle(b)
+			fr = append(fr, floor.run(ctx, b))
+		}
+		if floor != nil && cells {
+			w.settle(b)
+			fc = append(fc, floor.cell(ctx, b))
+		}
+	}
+	row.floorRun, row.floorCell = distOf(fr), distOf(fc)
+	if floor != nil {
+		floor.close(ctx, b)
 	}
 	row.dockerRun, row.approveCLI, row.approve, row.whole = distOf(dr), distOf(ac), distOf(ap), distOf(wh)
 	row.cellClient, row.cellCLI = distOf(cc), distOf(cl)
@@ -321,6 +362,8 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 		rt, config, row.dockerRun.p50, row.dockerRun.p99, row.approveCLI.p50, row.approveCLI.p99, row.approve.p50, row.approve.p99,
 		row.whole.p50, row.whole.p99, row.cellCLI.p50, row.cellCLI.p99, row.cellClient.p50, row.cellClient.p99,
 		row.perSecond, row.loadBefore, row.loadAfter, row.took.Round(time.Second))
+	b.Logf("%s %s: floor (nothing of sandboxflow) p50/p99 run %s/%s, cell %s/%s",
+		rt, config, row.floorRun.p50, row.floorRun.p99, row.floorCell.p50, row.floorCell.p99)
 	return row
 }
 
@@ -428,6 +471,22 @@ func (rep e2eReport) print(w io.Writer) {
 			cell(r.cellCLI, r.dockerRun), cell(r.cellClient, r.dockerRun), burst, r.loadBefore, r.loadAfter)
 	}
 	fmt.Fprintln(w)
+	if slices.ContainsFunc(rep.rows, func(r e2eRow) bool { return r.floorRun.n+r.floorCell.n > 0 }) {
+		fmt.Fprintln(w, "The floor: the same dev server in the same row, with nothing of sandboxflow: a workflow whose update "+
+			"schedules one activity that returns at once, its result recorded (a run: the update, then the workflow's result; "+
+			"a cell: one update answered after the activity).")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| runtime | worker | `docker run --rm` | floor of approve→result, a run | floor of a cell | "+
+			"issue 33's targets for a run (default p50 / tuned p50) | issue 28's target for a cell |")
+		fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+		for _, r := range rep.rows {
+			fmt.Fprintf(w, "| %s | %s | %s / %s ms | %s | %s | %s / %s ms | %s ms |\n", r.runtime, r.config, ms(r.dockerRun.p50), ms(r.dockerRun.p99),
+				cell(r.floorRun, r.dockerRun), cell(r.floorCell, r.dockerRun),
+				ms(time.Duration(targetDefaultP50*float64(r.dockerRun.p50))), ms(time.Duration(targetTunedP50*float64(r.dockerRun.p50))),
+				ms(time.Duration(targetCellP50*float64(r.dockerRun.p50))))
+		}
+		fmt.Fprintln(w)
+	}
 	for _, r := range rep.rows {
 		m := r.missed()
 		status := "met"
@@ -526,6 +585,11 @@ func dialBench(ctx context.Context, b *testing.B, addr, queue string) (tclient.C
 }
 
 func liveHeap(b *testing.B, metricsURL string) float64 {
+	return metric(b, metricsURL, "go_memstats_next_gc_bytes") / 2
+}
+
+// metric is the value of the unlabelled metric name at metricsURL.
+func metric(b *testing.B, metricsURL, name string) float64 {
 	resp, err := http.Get(metricsURL)
 	if err != nil {
 		b.Fatal(err)
@@ -536,17 +600,36 @@ func liveHeap(b *testing.B, metricsURL string) float64 {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_memstats_next_gc_bytes "); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {
 				b.Fatal(err)
 			}
-			return f / 2
+			return f
 		}
 	}
-	b.Fatalf("no go_memstats_next_gc_bytes at %s", metricsURL)
+	b.Fatalf("no %s at %s", name, metricsURL)
 	return 0
 }
+
+// settle waits, before each timed sample of every kind, until the worker has finished what the
+// sample before left it (the warm pool refilled, the used container removed), so that no
+// sample pays for another's teardown: the worker does that work after a result is back (see
+// refillAfterRun), and docker run --rm's own removal is inside its sample. It waits for the
+// pool to hold w.warm containers, then settleQuiet more (a removal starts refillAfterRun after
+// its run and takes tens of milliseconds), at most settleMax.
+func (w benchWorker) settle(b *testing.B) {
+	deadline := time.Now().Add(settleMax)
+	for metric(b, w.metricsURL, "sandboxflow_warm_sandboxes") < float64(w.warm) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(settleQuiet)
+}
+
+const (
+	settleQuiet = 150 * time.Millisecond
+	settleMax   = 10 * time.Second
+)
 
 // dockerRunBaseline returns a function that runs print(1) with `docker run --rm -i` of the
 // container the backend would create for rt, and returns how long it took.
@@ -746,8 +829,10 @@ func freeAddr(b *testing.B) string {
 // benchWorker is a running worker --dev.
 type benchWorker struct {
 	addr, metricsURL string
-	// sizing is the sandbox counts the worker runs with, from its log ("sandbox counts").
+	// sizing is the sandbox counts the worker runs with, from its log ("sandbox counts"), and
+	// warm the warm pool's size among them.
 	sizing string
+	warm   int
 	stop   func()
 }
 
@@ -768,7 +853,12 @@ func startBenchWorker(b *testing.B, bin, rt, dataRoot string, sandboxFlags ...st
 		"--task-queue", benchQueue(), "--docker-image", testPythonImage(), "--docker-runtime", rt,
 		"--metrics-listen", metricsAddr}, sandboxFlags...)
 	stop, logs := startWorkerLogged(b, bin, args...)
-	return benchWorker{addr: addr, metricsURL: "http://" + metricsAddr + "/metrics", sizing: sizingFrom(b, logs.String()), stop: stop}
+	sizing := sizingFrom(b, logs.String())
+	warm, err := warmOf(sizing)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return benchWorker{addr: addr, metricsURL: "http://" + metricsAddr + "/metrics", sizing: sizing, warm: warm, stop: stop}
 }
 
 // tmpfsDataDir is a new directory under root, removed when b ends.
@@ -792,6 +882,15 @@ func sizingFrom(b testing.TB, logs string) string {
 		b.Fatalf("%v:\n%s", err, logs)
 	}
 	return s
+}
+
+// warmOf is the --warm-sandboxes count of a sizing parseSizing returned.
+func warmOf(sizing string) (int, error) {
+	f := strings.Fields(sizing)
+	if i := slices.Index(f, "--warm-sandboxes"); i >= 0 && i+1 < len(f) {
+		return strconv.Atoi(f[i+1])
+	}
+	return 0, fmt.Errorf("no --warm-sandboxes in %q", sizing)
 }
 
 func parseSizing(logs string) (string, error) {
