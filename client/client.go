@@ -33,7 +33,10 @@ type Options struct {
 	// DataConverter decodes payloads read from history (a run's start input, for Review and
 	// Statement). Optional: the converter of Connection.Options, or Temporal's default.
 	DataConverter converter.DataConverter
-	// Namespace names the namespace in messages. Optional.
+	// Namespace is the namespace Temporal was dialled for: it names it in messages, and lets a
+	// run's or a session's start be read as its one event rather than its history's first page
+	// (a long session's every cell). Optional (Connect sets it); it must be Temporal's namespace
+	// when set.
 	Namespace string
 	// WorkerWait is how long Start waits for a worker to poll the task queue before it returns a
 	// *NoWorkerError (a worker that has just started is listed within a moment). Optional:

@@ -203,7 +203,7 @@ func (c *Client) startInput(ctx context.Context, workflowID string, st contract.
 // what the status shows of the request (file names and sizes, env names) with the file contents
 // and env values that were hashed into its digest.
 func (c *Client) StartInput(ctx context.Context, workflowID, runID string) (contract.Input, error) {
-	in, err := contract.ReadInput(ctx, c.tc, c.dc, workflowID, runID)
+	in, err := contract.ReadInput(ctx, c.tc, c.dc, c.namespace, workflowID, runID)
 	if err != nil {
 		return in, fmt.Errorf("client: %w", err)
 	}

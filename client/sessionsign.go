@@ -227,7 +227,7 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 // SessionStartInput reads the input run runID of sessionID was started with, from its start
 // event: the settings with the file contents and env values hashed into its settings digest.
 func (c *Client) SessionStartInput(ctx context.Context, sessionID, runID string) (contract.SessionInput, error) {
-	in, err := contract.ReadSessionInput(ctx, c.tc, c.dc, sessionID, runID)
+	in, err := contract.ReadSessionInput(ctx, c.tc, c.dc, c.namespace, sessionID, runID)
 	var wt *contract.WorkflowTypeError
 	if errors.As(err, &wt) {
 		return in, &NotSessionError{WorkflowID: sessionID, Type: wt.Type}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 )
@@ -12,18 +15,22 @@ import (
 // ReadInput returns the Input a run was started with, decoded by dc from the first event of its
 // history (runID empty: the latest run of workflowID). Values the status query never carries (env
 // values, input file contents) are read this way, by a reviewer who asks for them.
-func ReadInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID string) (Input, error) {
+//
+// namespace is the namespace tc was dialled for: with it, only the start event is fetched (one
+// event, however long the history); empty, the history's first page is (the SDK's iterator,
+// which knows the namespace but fetches up to a thousand events: a long session's every cell).
+func ReadInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID string) (Input, error) {
 	var in Input
-	err := readStart(ctx, tc, dc, workflowID, runID, "", &in)
+	err := readStart(ctx, tc, dc, namespace, workflowID, runID, "", &in)
 	return in, err
 }
 
 // ReadSessionInput returns the SessionInput a Session was started with, as ReadInput does for a
 // run: the settings with their file contents and env values. A run started as another workflow
 // type is refused.
-func ReadSessionInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID string) (SessionInput, error) {
+func ReadSessionInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID string) (SessionInput, error) {
 	var in SessionInput
-	err := readStart(ctx, tc, dc, workflowID, runID, SessionWorkflowName, &in)
+	err := readStart(ctx, tc, dc, namespace, workflowID, runID, SessionWorkflowName, &in)
 	return in, err
 }
 
@@ -39,14 +46,10 @@ func (e *WorkflowTypeError) Error() string {
 
 // readStart decodes the input of the first event of workflowID's history into in, refusing a run
 // started as another type than wantType (empty: any).
-func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, workflowID, runID, wantType string, in any) error {
-	iter := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	if !iter.HasNext() {
-		return fmt.Errorf("history of %s is empty", workflowID)
-	}
-	ev, err := iter.Next()
+func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID, wantType string, in any) error {
+	ev, err := firstEvent(ctx, tc, namespace, workflowID, runID)
 	if err != nil {
-		return fmt.Errorf("history of %s: %w", workflowID, err)
+		return err
 	}
 	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 	if attrs == nil {
@@ -59,4 +62,34 @@ func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverte
 		return fmt.Errorf("decode the input of %s: %w", workflowID, err)
 	}
 	return nil
+}
+
+// firstEvent is the first event of the history of run runID of workflowID (see ReadInput for
+// namespace).
+func firstEvent(ctx context.Context, tc tclient.Client, namespace, workflowID, runID string) (*historypb.HistoryEvent, error) {
+	if namespace == "" {
+		iter := tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		if !iter.HasNext() {
+			return nil, fmt.Errorf("history of %s is empty", workflowID)
+		}
+		ev, err := iter.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", workflowID, err)
+		}
+		return ev, nil
+	}
+	resp, err := tc.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+		Namespace:              namespace,
+		Execution:              &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID},
+		MaximumPageSize:        1,
+		HistoryEventFilterType: enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", workflowID, err)
+	}
+	events := resp.GetHistory().GetEvents()
+	if len(events) == 0 {
+		return nil, fmt.Errorf("history of %s is empty", workflowID)
+	}
+	return events[0], nil
 }

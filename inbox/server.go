@@ -41,6 +41,9 @@ type Config struct {
 	// DataConverter decodes payloads read from history (input file previews). Optional:
 	// Temporal's default.
 	DataConverter converter.DataConverter
+	// Namespace is Temporal's namespace (client.Options.Namespace): a run's start is then read
+	// as its one event. Optional.
+	Namespace string
 	// TaskQueue is the task queue of RunCode workflows. Optional: defaults to
 	// contract.DefaultTaskQueue.
 	TaskQueue string
@@ -105,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	cfg.Origin = origin
 	setDefaults(&cfg)
-	runs, err := client.New(client.Options{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, DataConverter: cfg.DataConverter})
+	runs, err := client.New(client.Options{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, DataConverter: cfg.DataConverter, Namespace: cfg.Namespace})
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}

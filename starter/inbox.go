@@ -53,7 +53,7 @@ func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sand
 	defer tc.Close()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv, err := inbox.New(inbox.Config{
-		Temporal: tc, DataConverter: opts.DataConverter, TaskQueue: c.taskQueue, SandboxTaskQueue: sandboxQueue,
+		Temporal: tc, DataConverter: opts.DataConverter, Namespace: opts.Namespace, TaskQueue: c.taskQueue, SandboxTaskQueue: sandboxQueue,
 		ReviewersPath: reviewers, Origin: origin, Logger: logger, PasskeyCountersPath: counters,
 	})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
@@ -212,6 +213,16 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		return sessionCmd(ctx, sc, cmd, stdout, stderr)
 	case "statement", "approve", "deny":
 		session := cmd.cell > 0
+		if !session && cmd.editFile == "" && (cmd.name == "deny" || cmd.name == "approve" && cmd.digest != "") {
+			// A decision is tried as a run's first: its statement describes the workflow anyway,
+			// and refuses a session by its type, so a run's decision costs no describe of its own.
+			err := decideCmd(ctx, sc, cmd, stdout)
+			var nr *client.NotRunCodeError
+			if !errors.As(err, &nr) || nr.Type != contract.SessionWorkflowName {
+				return err
+			}
+			session = true
+		}
 		if !session {
 			var err error
 			if session, err = sc.IsSession(ctx, cmd.id); err != nil {

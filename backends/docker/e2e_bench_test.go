@@ -221,7 +221,9 @@ type e2eRow struct {
 	whole               dist
 	perSecond           float64
 	phases              []phase
-	took                time.Duration
+	// cellPhases split a cell's approve→result through the Go client (cellPhases).
+	cellPhases []phase
+	took       time.Duration
 }
 
 // Issue 33's targets: approve→result (`approve --wait`) against docker run --rm of the same run,
@@ -315,6 +317,7 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 	}
 	var dr, ac, ap, wh, cc, cl, fr, fc []time.Duration
 	var cs []clientSample
+	var cellSamples []cellSample
 	for i := range samples {
 		w.settle(b)
 		dr = append(dr, dockerRun(i))
@@ -329,7 +332,9 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 		if cells {
 			session := sess.next(ctx, b)
 			w.settle(b)
-			cc = append(cc, cellClientPath(ctx, b, sc, session))
+			sample := cellClientSample(ctx, b, sc, session)
+			cellSamples = append(cellSamples, sample)
+			cc = append(cc, sample.end.Sub(sample.approve))
 			session = sess.next(ctx, b)
 			w.settle(b)
 			cl = append(cl, cellCLIPath(ctx, b, sc, cli, session))
@@ -349,6 +354,9 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 	}
 	row.dockerRun, row.approveCLI, row.approve, row.whole = distOf(dr), distOf(ac), distOf(ap), distOf(wh)
 	row.cellClient, row.cellCLI = distOf(cc), distOf(cl)
+	if len(cellSamples) > 0 {
+		row.cellPhases = cellPhases(ctx, b, tc, cellSamples)
+	}
 	// The session holds a sandbox slot: closed before the throughput burst, which needs them all.
 	sess.close(ctx, b)
 	if runs {
@@ -506,6 +514,16 @@ func (rep e2eReport) print(w io.Writer) {
 	fmt.Fprintln(w)
 	rep.waiting.print(w)
 	for _, r := range rep.rows {
+		if len(r.cellPhases) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nWhere a cell's approve→result goes, %s %s (Go client, p50 of each phase, from the sessions' histories):\n\n", r.runtime, r.config)
+		fmt.Fprintln(w, "| phase | p50 |\n| --- | --- |")
+		for _, p := range r.cellPhases {
+			fmt.Fprintf(w, "| %s | %s ms |\n", p.name, ms(p.median))
+		}
+	}
+	for _, r := range rep.rows {
 		if r.config != configDefault || len(r.missed()) == 0 {
 			continue
 		}
@@ -576,7 +594,7 @@ func dialBench(ctx context.Context, b *testing.B, addr, queue string) (tclient.C
 	if err != nil {
 		b.Fatal(err)
 	}
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue})
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Namespace: client.DefaultNamespace})
 	if err != nil {
 		tc.Close()
 		b.Fatal(err)
@@ -679,6 +697,12 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 // cellClientPath submits print(1) as the next cell of a live session (not timed) and times its
 // approval to its result through the Go client (ApproveCellWait: one update).
 func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, session string) time.Duration {
+	s := cellClientSample(ctx, b, sc, session)
+	return s.end.Sub(s.approve)
+}
+
+// cellClientSample is cellClientPath's sample, with what cellPhases needs.
+func cellClientSample(ctx context.Context, b *testing.B, sc *client.Client, session string) cellSample {
 	sub, err := sc.SubmitCell(ctx, session, contract.CellRequest{Code: "print(1)"})
 	if err != nil {
 		st, serr := sc.SessionStatus(ctx, session)
@@ -691,11 +715,11 @@ func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, sessio
 	defer closer.Close()
 	start := time.Now()
 	decided, err := sc.ApproveCellWait(ctx, session, sub.Cell, sub.Digest, signer, "")
-	d := time.Since(start)
+	end := time.Now()
 	if err != nil || decided.CellStatus == nil || decided.CellStatus.Result == nil || string(decided.CellStatus.Result.Stdout) != "1\n" {
 		b.Fatalf("cell %d: %+v, %v", sub.Cell, decided, err)
 	}
-	return d
+	return cellSample{session: session, cell: sub.Cell, approve: start, end: end}
 }
 
 // cellCLIPath submits print(1) as the next cell (not timed) and times `starter approve SESSION

@@ -40,7 +40,7 @@ func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn cl
 	}
 	reviewers := devInboxReviewers(cfg)
 	srv, err := inbox.New(inbox.Config{
-		Temporal: tc, DataConverter: opts.DataConverter, TaskQueue: cfg.TaskQueue, SandboxTaskQueue: cfg.SandboxTaskQueue,
+		Temporal: tc, DataConverter: opts.DataConverter, Namespace: opts.Namespace, TaskQueue: cfg.TaskQueue, SandboxTaskQueue: cfg.SandboxTaskQueue,
 		ReviewersPath: reviewers, Origin: origin, Logger: logger,
 		PasskeyCountersPath: devInboxPasskeyCounters(cfg),
 	})
