@@ -29,8 +29,17 @@ import (
 // worker on hostQueue, as worker/service does.
 func (it *itest) sessionWorkers(b guard.Backend, hostQueue string) *activities.Activities {
 	it.t.Helper()
+	return it.sessionWorkersWith(b, hostQueue, nil)
+}
+
+// sessionWorkersWith is sessionWorkers with mod applied to the activities' configuration.
+func (it *itest) sessionWorkersWith(b guard.Backend, hostQueue string, mod func(*activities.Config)) *activities.Activities {
+	it.t.Helper()
 	cfg := integrationConfig(b, it.sink, it.reviewers)
 	cfg.HostTaskQueue = hostQueue
+	if mod != nil {
+		mod(&cfg)
+	}
 	acts, err := activities.New(cfg)
 	if err != nil {
 		it.t.Fatal(err)
