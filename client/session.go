@@ -178,28 +178,26 @@ type SessionInfo struct {
 // workflow and run id that were described: one that names others is refused (a workflow worker
 // answering with another session's status).
 func (c *Client) ReadSession(ctx context.Context, sessionID string) (SessionInfo, error) {
-	info, _, err := c.readSession(ctx, sessionID, nil)
-	return info, err
+	return c.readSession(ctx, sessionID, nil)
 }
 
 // readSession is ReadSession; with alsoRead, it calls alsoRead with the described run's id at
 // the same time as the status query, and returns its error if the status is good.
-func (c *Client) readSession(ctx context.Context, sessionID string, alsoRead func(runID string) error) (SessionInfo, string, error) {
+func (c *Client) readSession(ctx context.Context, sessionID string, alsoRead func(runID string) error) (SessionInfo, error) {
 	info, err := c.describeSession(ctx, sessionID)
 	if err != nil {
-		return SessionInfo{}, "", err
+		return SessionInfo{}, err
 	}
 	runID := info.GetExecution().GetRunId()
-	readDone := make(chan error, 1)
+	var read func() error
 	if alsoRead != nil {
-		go func() { readDone <- alsoRead(runID) }()
-	} else {
-		readDone <- nil
+		read = func() error { return alsoRead(runID) }
 	}
+	wait := alongside(read)
 	st, err := c.SessionRunStatus(ctx, sessionID, runID)
-	readErr := <-readDone
+	readErr := wait()
 	if err != nil {
-		return SessionInfo{}, runID, err
+		return SessionInfo{}, err
 	}
 	if st.WorkflowID == "" {
 		st.WorkflowID = sessionID
@@ -208,10 +206,21 @@ func (c *Client) readSession(ctx context.Context, sessionID string, alsoRead fun
 		st.RunID = runID
 	}
 	if st.WorkflowID != sessionID || st.RunID != runID {
-		return SessionInfo{}, runID, fmt.Errorf("client: the status of session %s (run %s) names session %s (run %s): do not approve; the session's workflow worker may not be sandboxflow's",
+		return SessionInfo{}, fmt.Errorf("client: the status of session %s (run %s) names session %s (run %s): do not approve; the session's workflow worker may not be sandboxflow's",
 			sessionID, runID, st.WorkflowID, st.RunID)
 	}
-	return SessionInfo{Status: st, Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, Started: info.GetStartTime().AsTime()}, runID, readErr
+	return SessionInfo{Status: st, Running: info.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING, Started: info.GetStartTime().AsTime()}, readErr
+}
+
+// alongside starts read (nil: nothing) and returns the wait for its error: a statement's read of
+// the start, side by side with the status query it is checked against.
+func alongside(read func() error) (wait func() error) {
+	if read == nil {
+		return func() error { return nil }
+	}
+	done := make(chan error, 1)
+	go func() { done <- read() }()
+	return func() error { return <-done }
 }
 
 // IsSession reports whether workflowID names a Session workflow (false for another type, and

@@ -255,7 +255,7 @@ func (c *Client) CellStatement(ctx context.Context, sessionID string, cell int, 
 			return err
 		}
 	}
-	info, _, err := c.readSession(ctx, sessionID, readFrom)
+	info, err := c.readSession(ctx, sessionID, readFrom)
 	if err != nil {
 		return approval.Fields{}, info.Status, err
 	}

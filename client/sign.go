@@ -68,21 +68,18 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 	// reviewer waits on.
 	runID := info.GetExecution().GetRunId()
 	var (
-		st       contract.Status
-		in       contract.Input
-		inErr    error
-		readDone = make(chan struct{})
+		in   contract.Input
+		read func() error
 	)
 	if !opts.Deny {
-		go func() {
-			defer close(readDone)
-			in, inErr = c.StartInput(ctx, workflowID, runID)
-		}()
-	} else {
-		close(readDone)
+		read = func() (err error) {
+			in, err = c.StartInput(ctx, workflowID, runID)
+			return err
+		}
 	}
-	st, err = c.RunStatus(ctx, workflowID, runID)
-	<-readDone
+	wait := alongside(read)
+	st, err := c.RunStatus(ctx, workflowID, runID)
+	inErr := wait()
 	if err != nil {
 		return approval.Fields{}, err
 	}
