@@ -37,28 +37,35 @@ func (w *ResultWait) Get(ctx context.Context) (guard.Result, error) {
 // Stop gives up the wait.
 func (w *ResultWait) Stop() { w.cancel() }
 
-// DecideAndWait sends d on run runID of the RunCode run workflowID (DecideRun) and, once the
-// workflow accepted it, returns its answer and the wait for that run's result. The wait (the long
-// poll on the run's close that Result makes) starts with the update, in the same connection, so
-// that the result comes back the moment the run ends: no describe, no second dial, no polling.
-// runID is required (Statement's Fields.RunID): the wait must be for the run decided on, and the
-// caller must know it is a RunCode run (Statement checks). When the decision is refused, the wait
-// is stopped and the refusal returned.
+// DecideAndWait sends d on run runID of the RunCode run workflowID (DecideRun) with
+// Decision.Wait, and returns the workflow's answer and the wait for that run's result. An
+// approval that starts the run is answered once the run has ended, with its result: the
+// decision and the result in one call, no second request and no long poll (the answer comes
+// with the workflow task that ends the run). Otherwise (an approval that leaves the run waiting
+// for more, a worker from before Wait, a run that ended with an error or with more output than
+// the answer carries) the wait is one long poll on the run's close, started with the answer.
+// runID is required (Statement's Fields.RunID): the wait must be for the run decided on, and
+// the caller must know it is a RunCode run (Statement checks). When the decision is refused, the
+// refusal is returned and there is no wait.
 func (c *Client) DecideAndWait(ctx context.Context, workflowID, runID string, d contract.Decision) (contract.DecideResult, *ResultWait, error) {
 	if runID == "" {
 		return contract.DecideResult{}, nil, errors.New("client: decide and wait: the run id is required (the statement's run_id)")
 	}
+	d.Wait = true
+	out, err := c.DecideRun(ctx, workflowID, runID, d)
+	if err != nil {
+		return out, nil, err
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	w := &ResultWait{done: make(chan resultOutcome, 1), cancel: cancel}
+	if out.Ended && out.Result != nil {
+		w.done <- resultOutcome{res: *out.Result}
+		return out, w, nil
+	}
 	go func() {
 		res, err := c.resultOf(wctx, workflowID, runID)
 		w.done <- resultOutcome{res, err}
 	}()
-	out, err := c.DecideRun(ctx, workflowID, runID, d)
-	if err != nil {
-		cancel()
-		return out, nil, err
-	}
 	return out, w, nil
 }
 

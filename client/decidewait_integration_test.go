@@ -3,7 +3,10 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -60,14 +63,16 @@ func (l *callLog) len() int {
 	return len(l.calls)
 }
 
-// ApproveAndWait waits for the result with one long poll on the approved run, started with the
-// decide update: after the update nothing else is called (no describe, no query, no second poll),
-// and the result comes back once the code ends. A refused decision returns no wait.
+// ApproveAndWait gets the decision and the result from the decide update itself (Decision.Wait):
+// the update is answered once the code has ended, with its result, and nothing else is called
+// after the statement's reads (no long poll, no describe, no query). A refused decision returns
+// no wait.
 func TestIntegrationApproveAndWaitMakesOneCallForTheResult(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	release := make(chan struct{})
+	release, running := make(chan struct{}), make(chan struct{})
 	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+		close(running)
 		select {
 		case <-release:
 			return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
@@ -100,30 +105,41 @@ func TestIntegrationApproveAndWaitMakesOneCallForTheResult(t *testing.T) {
 		t.Errorf("DecideAndWait without a run id: %v; want it refused", err)
 	}
 	from := log.len()
-	dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
-	if err != nil || dr.State != contract.StatusRunning {
-		t.Fatalf("ApproveAndWait: %+v, %v; want the run running", dr, err)
+	type answer struct {
+		dr   contract.DecideResult
+		wait *client.ResultWait
+		err  error
 	}
-	calls := log.since(from)
-	update := -1
-	for i, name := range calls {
-		if name == "UpdateWorkflowExecution returned" {
-			update = i
-		}
-	}
-	if update < 0 || !containsCall(calls[:update], "long poll") {
-		t.Fatalf("calls %v; want the long poll on the result started before the decide update returned", calls)
+	answered := make(chan answer, 1)
+	go func() {
+		dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+		answered <- answer{dr, wait, err}
+	}()
+	<-running
+	select {
+	case a := <-answered:
+		t.Fatalf("ApproveAndWait answered while the code still runs: %+v, %v; want the answer once it ended", a.dr, a.err)
+	case <-time.After(500 * time.Millisecond):
 	}
 	close(release)
-	res, err := wait.Get(ctx)
+	a := <-answered
+	if a.err != nil || a.dr.State != contract.StatusRunning || !a.dr.Ended || a.dr.Result == nil || string(a.dr.Result.Stdout) != "ok\n" {
+		t.Fatalf("ApproveAndWait: %+v, %v; want the approval that started the run, ended, with its result", a.dr, a.err)
+	}
+	calls := log.since(from)
+	update := slices.Index(calls, "UpdateWorkflowExecution")
+	if update < 0 {
+		t.Fatalf("calls %v; want the decide update", calls)
+	}
+	res, err := a.wait.Get(ctx)
 	if err != nil || string(res.Stdout) != "ok\n" {
 		t.Fatalf("result: %q, %v; want ok", res.Stdout, err)
 	}
-	if after := log.since(from + update + 1); len(after) != 0 {
-		t.Errorf("calls after the decide update returned: %v; want none (the long poll was already waiting)", after)
-	}
-	if polls := countCall(log.since(from), "long poll"); polls != 1 {
-		t.Errorf("%d long polls; want 1", polls)
+	for _, name := range log.since(from + update) {
+		if name != "UpdateWorkflowExecution" && name != "UpdateWorkflowExecution returned" && name != "PollWorkflowExecutionUpdate" {
+			t.Errorf("calls from the decide update on: %v; want the update (and its polls) only: no long poll on the result", log.since(from+update))
+			break
+		}
 	}
 
 	// A decision the workflow refuses (the run was decided already) returns no wait.
@@ -141,14 +157,49 @@ func TestIntegrationApproveAndWaitMakesOneCallForTheResult(t *testing.T) {
 	}
 }
 
-func containsCall(calls []string, name string) bool { return countCall(calls, name) > 0 }
-
-func countCall(calls []string, name string) int {
-	n := 0
-	for _, c := range calls {
-		if c == name {
-			n++
+// What the decide update does not answer with, the run's result still gives: a result with more
+// output than MaxAnsweredResultBytes (not recorded twice) and a run that ended with an error
+// (typed, from the workflow's result). Each decision is answered once the run has ended.
+func TestIntegrationApproveAndWaitLeavesLargeAndFailedResultsToTheRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	big := bytes.Repeat([]byte("x"), contract.MaxAnsweredResultBytes+1)
+	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+		if c.Code == "fail" {
+			return guard.Result{}, &guard.ConfigError{Msg: "the backend is misconfigured"}
 		}
+		return guard.Result{OK: true, Stdout: big}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return n
+	e := agenttest.Setup(t, agenttest.Options{Backend: b, Policy: &guard.Policy{ApprovalTimeout: time.Hour, MaxStdoutBytes: contract.MaxAnsweredResultBytes + 1024},
+		Reviewer: reviewertest.New(t, "bob"), TaskQueue: "approve-wait-left", NoStarter: true})
+	c := e.Client.WithReviewer("bob")
+
+	started, err := e.Client.Start(ctx, guard.Request{Code: "big"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	if err != nil || !dr.Ended || dr.Result != nil {
+		t.Fatalf("ApproveAndWait of a large result: %+v, %v; want it answered once ended, without the result", dr, err)
+	}
+	res, err := wait.Get(ctx)
+	if err != nil || !bytes.Equal(res.Stdout, big) {
+		t.Fatalf("the large result: %d bytes, %v; want all %d", len(res.Stdout), err, len(big))
+	}
+
+	started, err = e.Client.Start(ctx, guard.Request{Code: "fail"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, wait, err = c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	if err != nil || !dr.Ended || dr.Result != nil {
+		t.Fatalf("ApproveAndWait of a run that fails: %+v, %v; want it answered once ended, without a result", dr, err)
+	}
+	var ce *guard.ConfigError
+	if _, err := wait.Get(ctx); !errors.As(err, &ce) {
+		t.Fatalf("the failed run's result: %v; want its ConfigError", err)
+	}
 }

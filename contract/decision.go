@@ -56,6 +56,15 @@ type Decision struct {
 	// digest, and the workflow checks the edited request against the policy again before it
 	// accepts it. Optional.
 	Edit *DecisionEdit `json:"edit,omitempty"`
+	// Wait asks the workflow to answer an accepted approval that starts the run (it completes
+	// the quorum) only once the run has ended, with the run's end (DecideResult.Ended and
+	// Result): the approval and the result in one call, as a reviewer who waits for the result
+	// wants them. A decision that leaves the run waiting for more approvals, and a denial, are
+	// answered at once. Sent as the update "decide" only (a signal has no answer). It is not
+	// part of what the reviewer signs: a sender chooses how long it waits for the answer, not
+	// what runs. A worker from before it ignores it and answers at once, without Ended.
+	// Optional.
+	Wait bool `json:"wait,omitempty"`
 }
 
 // Proof returns what approval.Verify checks of the decision.

@@ -152,7 +152,19 @@ type DecideResult struct {
 	// CellStatus is, for a session's cell decided with CellDecision.Wait, the cell's status once
 	// it ended (its result, or why it has none); State stays where the decision led.
 	CellStatus *CellStatus `json:"cell_status,omitempty"`
+	// Ended is, for an approval sent with Decision.Wait that started the run, that the run has
+	// ended: Result is then its result, unless the run ended with an error (the workflow's
+	// result returns it, typed) or its output was too large to be answered twice
+	// (MaxAnsweredResultBytes: the workflow's result holds it). State stays where the
+	// decision led.
+	Ended  bool          `json:"ended,omitempty"`
+	Result *guard.Result `json:"result,omitempty"`
 }
+
+// MaxAnsweredResultBytes bounds the output (stdout, stderr and produced files) of a result the
+// update "decide" answers with (Decision.Wait): the answer is recorded in the run's history
+// beside the workflow's result, so a larger result is left to the workflow's result alone.
+const MaxAnsweredResultBytes = 128 << 10
 
 // Status is what the query "status" returns.
 type Status struct {

@@ -182,5 +182,5 @@ func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contrac
 	r.event(ctx, contract.EventApprovalEdited, "approval_id", d.ApprovalID, "editor", v.Principal,
 		"original_digest", r.edit.OriginalDigest, "code_bytes", len(r.checked.Code))
 	r.accept(ctx, d, v, contract.ViaUpdate)
-	return r.decideResult(d, v), nil
+	return r.answerWhenEnded(ctx, d, r.decideResult(d, v))
 }

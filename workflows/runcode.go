@@ -38,6 +38,8 @@ type runCode struct {
 	quorumState
 	// The sandbox hosts' claims (claims.go).
 	claimsSeen
+	// The decisions answered once the run has ended (decidewait.go).
+	endWait
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
@@ -46,6 +48,14 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	info := workflow.GetInfo(ctx)
 	r := &runCode{status: contract.Status{State: contract.StatusChecking,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}
+	res, err := r.runCode(ctx, in)
+	r.finish(ctx, res, err)
+	return res, err
+}
+
+// runCode is RunCode's body: every step, from the check to the result.
+func (r *runCode) runCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
+	info := workflow.GetInfo(ctx)
 	if err := r.setHandlers(ctx); err != nil {
 		return guard.Result{}, err
 	}
@@ -308,7 +318,7 @@ func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.De
 		return contract.DecideResult{}, rej.Failure()
 	}
 	r.accept(ctx, d, v, contract.ViaUpdate)
-	return r.decideResult(d, v), nil
+	return r.answerWhenEnded(ctx, d, r.decideResult(d, v))
 }
 
 // decideResult is the update's answer for d, just accepted.
