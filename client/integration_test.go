@@ -135,7 +135,7 @@ func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := startWorker(t, nil, "pinned", nil)
-	tc, c, bob := e.Temporal, e.Client, e.Reviewer
+	c, bob := e.Client, e.Reviewer
 	started, err := c.Start(ctx, guard.Request{Code: "print(1)"}, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -152,27 +152,11 @@ func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var firstTask int64
-	for it := tc.GetWorkflowHistory(ctx, started.WorkflowID, started.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); it.HasNext() && firstTask == 0; {
-		ev, err := it.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
-			firstTask = ev.GetEventId()
-		}
-	}
-	reset, err := tc.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace: e.Namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: started.WorkflowID, RunId: started.RunID},
-		Reason: "a reviewer's page is stale", WorkflowTaskFinishEventId: firstTask, RequestId: uuid.NewString(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reset := resetToFirstTask(ctx, t, e, started)
 	var now client.RunInfo
-	for now, err = c.ReadRun(ctx, started.WorkflowID); err != nil || now.Status.State != contract.StatusAwaitingApproval || now.Status.RunID != reset.GetRunId(); now, err = c.ReadRun(ctx, started.WorkflowID) {
+	for now, err = c.ReadRun(ctx, started.WorkflowID); err != nil || now.Status.State != contract.StatusAwaitingApproval || now.Status.RunID != reset; now, err = c.ReadRun(ctx, started.WorkflowID) {
 		if ctx.Err() != nil {
-			t.Fatalf("the reset run %s never waited: %+v, %v", reset.GetRunId(), now, err)
+			t.Fatalf("the reset run %s never waited: %+v, %v", reset, now, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -196,4 +180,28 @@ func TestIntegrationDecideRunReachesOnlyTheRunRead(t *testing.T) {
 	if res, err := c.DecideRun(ctx, started.WorkflowID, now.Status.RunID, d); err != nil || res.State != contract.StatusRunning {
 		t.Fatalf("DecideRun on the new run = %+v, %v; want it running", res, err)
 	}
+}
+
+// resetToFirstTask resets the started run to the end of its first workflow task (before any
+// decision) and returns the new run's id.
+func resetToFirstTask(ctx context.Context, t *testing.T, e *agenttest.Env, started client.Started) string {
+	t.Helper()
+	var firstTask int64
+	for it := e.Temporal.GetWorkflowHistory(ctx, started.WorkflowID, started.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT); it.HasNext() && firstTask == 0; {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			firstTask = ev.GetEventId()
+		}
+	}
+	reset, err := e.Temporal.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: e.Namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: started.WorkflowID, RunId: started.RunID},
+		Reason: "a reviewer's page is stale", WorkflowTaskFinishEventId: firstTask, RequestId: uuid.NewString(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reset.GetRunId()
 }

@@ -203,11 +203,18 @@ func (c *Client) startInput(ctx context.Context, workflowID string, st contract.
 // what the status shows of the request (file names and sizes, env names) with the file contents
 // and env values that were hashed into its digest.
 func (c *Client) StartInput(ctx context.Context, workflowID, runID string) (contract.Input, error) {
-	in, err := contract.ReadInput(ctx, c.tc, c.dc, c.namespace, workflowID, runID)
+	in, _, err := c.startInputRun(ctx, workflowID, runID)
+	return in, err
+}
+
+// startInputRun is StartInput with the run id its start event was written for
+// (contract.ReadInputRun).
+func (c *Client) startInputRun(ctx context.Context, workflowID, runID string) (contract.Input, string, error) {
+	in, startRun, err := contract.ReadInputRun(ctx, c.tc, c.dc, c.namespace, workflowID, runID)
 	if err != nil {
-		return in, fmt.Errorf("client: %w", err)
+		return in, "", fmt.Errorf("client: %w", err)
 	}
-	return in, nil
+	return in, startRun, nil
 }
 
 // CheckShown refuses a status whose digest is not the digest of what it shows with the file

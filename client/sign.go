@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -59,27 +60,42 @@ type StatementOptions struct {
 // the run does not wait for a decision, or (for an approval) the status's digest is not the digest
 // of what it shows with the request the run was started with (contract.ShownChecked).
 func (c *Client) Statement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
-	info, err := c.describeRunCode(ctx, workflowID)
-	if err != nil {
-		return approval.Fields{}, err
-	}
-	// The status and, for an approval, the start it is checked against are read at once, both
-	// of the run just described: one round trip to the server instead of two, on the path a
-	// reviewer waits on.
-	runID := info.GetExecution().GetRunId()
+	// The describe, the status and, for an approval, the start it is checked against are read
+	// at once, the status and the start of the run the server calls current: one round trip to
+	// the server instead of two, on the path a reviewer waits on. Each is then held to the run
+	// the describe names, and read again of that run when it was of another (a reset came
+	// between the reads).
 	var (
-		in   contract.Input
-		read func() error
+		info    *workflowpb.WorkflowExecutionInfo
+		in      contract.Input
+		inRun   string
+		inErr   error
+		readIn  func() error
+		infoErr error
 	)
 	if !opts.Deny {
-		read = func() (err error) {
-			in, err = c.StartInput(ctx, workflowID, runID)
-			return err
+		readIn = func() error {
+			in, inRun, inErr = c.startInputRun(ctx, workflowID, "")
+			return nil
 		}
 	}
-	wait := alongside(read)
-	st, err := c.RunStatus(ctx, workflowID, runID)
-	inErr := wait()
+	waitIn := alongside(readIn)
+	waitInfo := alongside(func() error {
+		info, infoErr = c.describeRunCode(ctx, workflowID)
+		return nil
+	})
+	st, err := c.RunStatus(ctx, workflowID, "")
+	_, _ = waitInfo(), waitIn()
+	if infoErr != nil {
+		return approval.Fields{}, infoErr
+	}
+	runID := info.GetExecution().GetRunId()
+	if err != nil || st.RunID != runID {
+		st, err = c.RunStatus(ctx, workflowID, runID)
+	}
+	if !opts.Deny && inErr == nil && inRun != runID {
+		in, inErr = c.StartInput(ctx, workflowID, runID)
+	}
 	if err != nil {
 		return approval.Fields{}, err
 	}

@@ -22,6 +22,8 @@ import (
 	"go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/grpc"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -78,6 +80,22 @@ func (f *fakeTemporal) DescribeWorkflowExecution(ctx context.Context, id, runID 
 	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflow.WorkflowExecutionInfo{
 		Type: &commonpb.WorkflowType{Name: f.workflowType},
 	}}, nil
+}
+
+// QueryWorkflow and WorkflowService's history read are the reads a statement sends beside its
+// describe: the fake answers neither (the describe's refusal is what the tests want).
+func (f *fakeTemporal) QueryWorkflow(ctx context.Context, id, runID, name string, args ...any) (converter.EncodedValue, error) {
+	return nil, serviceerror.NewUnavailable("the fake answers no query")
+}
+
+func (f *fakeTemporal) WorkflowService() workflowservice.WorkflowServiceClient { return fakeService{} }
+
+type fakeService struct {
+	workflowservice.WorkflowServiceClient
+}
+
+func (fakeService) GetWorkflowExecutionHistory(ctx context.Context, req *workflowservice.GetWorkflowExecutionHistoryRequest, opts ...grpc.CallOption) (*workflowservice.GetWorkflowExecutionHistoryResponse, error) {
+	return nil, serviceerror.NewUnavailable("the fake keeps no history")
 }
 
 func newFake(t *testing.T, f *fakeTemporal) *Client {

@@ -20,9 +20,17 @@ import (
 // event, however long the history); empty, the history's first page is (the SDK's iterator,
 // which knows the namespace but fetches up to a thousand events: a long session's every cell).
 func ReadInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID string) (Input, error) {
-	var in Input
-	err := readStart(ctx, tc, dc, namespace, workflowID, runID, "", &in)
+	in, _, err := ReadInputRun(ctx, tc, dc, namespace, workflowID, runID)
 	return in, err
+}
+
+// ReadInputRun is ReadInput, with the run id the start event was written for (its
+// original_execution_run_id, which the server writes): the run read, or, for a run a reset made,
+// the run it was reset from, whose start event (and input) it copied.
+func ReadInputRun(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID string) (Input, string, error) {
+	var in Input
+	startRun, err := readStart(ctx, tc, dc, namespace, workflowID, runID, "", &in)
+	return in, startRun, err
 }
 
 // ReadSessionInput returns the SessionInput a Session was started with, as ReadInput does for a
@@ -30,7 +38,7 @@ func ReadInput(ctx context.Context, tc tclient.Client, dc converter.DataConverte
 // type is refused.
 func ReadSessionInput(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID string) (SessionInput, error) {
 	var in SessionInput
-	err := readStart(ctx, tc, dc, namespace, workflowID, runID, SessionWorkflowName, &in)
+	_, err := readStart(ctx, tc, dc, namespace, workflowID, runID, SessionWorkflowName, &in)
 	return in, err
 }
 
@@ -45,23 +53,24 @@ func (e *WorkflowTypeError) Error() string {
 }
 
 // readStart decodes the input of the first event of workflowID's history into in, refusing a run
-// started as another type than wantType (empty: any).
-func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID, wantType string, in any) error {
+// started as another type than wantType (empty: any), and returns the run id the event was
+// written for.
+func readStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID, wantType string, in any) (string, error) {
 	ev, err := firstEvent(ctx, tc, namespace, workflowID, runID)
 	if err != nil {
-		return err
+		return "", err
 	}
 	attrs := ev.GetWorkflowExecutionStartedEventAttributes()
 	if attrs == nil {
-		return fmt.Errorf("the first event of %s is not its start", workflowID)
+		return "", fmt.Errorf("the first event of %s is not its start", workflowID)
 	}
 	if typ := attrs.GetWorkflowType().GetName(); wantType != "" && typ != wantType {
-		return &WorkflowTypeError{WorkflowID: workflowID, Type: typ, Want: wantType}
+		return "", &WorkflowTypeError{WorkflowID: workflowID, Type: typ, Want: wantType}
 	}
 	if err := dc.FromPayloads(attrs.GetInput(), in); err != nil {
-		return fmt.Errorf("decode the input of %s: %w", workflowID, err)
+		return "", fmt.Errorf("decode the input of %s: %w", workflowID, err)
 	}
-	return nil
+	return attrs.GetOriginalExecutionRunId(), nil
 }
 
 // firstEvent is the first event of the history of run runID of workflowID (see ReadInput for
