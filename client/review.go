@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -205,6 +206,22 @@ func (c *Client) startInput(ctx context.Context, workflowID string, st contract.
 func (c *Client) StartInput(ctx context.Context, workflowID, runID string) (contract.Input, error) {
 	in, _, err := c.startInputRun(ctx, workflowID, runID)
 	return in, err
+}
+
+// runCodeStart reads the start of workflowID's current run as startInputRun does, refusing a
+// workflow started as another type than RunCode (*NotRunCodeError, from the start event the
+// server wrote).
+func (c *Client) runCodeStart(ctx context.Context, workflowID string) (contract.Input, string, error) {
+	var in contract.Input
+	startRun, err := contract.ReadStart(ctx, c.tc, c.dc, c.namespace, workflowID, "", contract.WorkflowName, &in)
+	var wt *contract.WorkflowTypeError
+	if errors.As(err, &wt) {
+		return in, "", &NotRunCodeError{WorkflowID: workflowID, Type: wt.Type}
+	}
+	if err != nil {
+		return in, "", fmt.Errorf("client: %w", err)
+	}
+	return in, startRun, nil
 }
 
 // startInputRun is StartInput with the run id its start event was written for

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -60,41 +59,40 @@ type StatementOptions struct {
 // the run does not wait for a decision, or (for an approval) the status's digest is not the digest
 // of what it shows with the request the run was started with (contract.ShownChecked).
 func (c *Client) Statement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
-	// The describe, the status and, for an approval, the start it is checked against are read
-	// at once, the status and the start of the run the server calls current: one round trip to
-	// the server instead of two, on the path a reviewer waits on. Each is then held to the run
-	// the describe names, and read again of that run when it was of another (a reset came
-	// between the reads).
+	// The status and the start are read at once, both of the run the server calls current: the
+	// start event, which the server wrote, names the workflow type and the run it was written for
+	// (its original_execution_run_id), and when the status names that same run nothing more is
+	// asked. Otherwise (a reset run, whose start names the run it was reset from; a status of
+	// another run; a failed read) the run is described and the status and start are read of the
+	// run described, as a reviewer's door always did.
 	var (
-		info    *workflowpb.WorkflowExecutionInfo
-		in      contract.Input
-		inRun   string
-		inErr   error
-		readIn  func() error
-		infoErr error
+		in    contract.Input
+		inRun string
+		inErr error
 	)
-	if !opts.Deny {
-		readIn = func() error {
-			in, inRun, inErr = c.startInputRun(ctx, workflowID, "")
-			return nil
-		}
-	}
-	waitIn := alongside(readIn)
-	waitInfo := alongside(func() error {
-		info, infoErr = c.describeRunCode(ctx, workflowID)
+	waitIn := alongside(func() error {
+		in, inRun, inErr = c.runCodeStart(ctx, workflowID)
 		return nil
 	})
 	st, err := c.RunStatus(ctx, workflowID, "")
-	_, _ = waitInfo(), waitIn()
-	if infoErr != nil {
-		return approval.Fields{}, infoErr
+	_ = waitIn()
+	var wrongType *NotRunCodeError
+	if errors.As(inErr, &wrongType) {
+		return approval.Fields{}, wrongType
 	}
-	runID := info.GetExecution().GetRunId()
-	if err != nil || st.RunID != runID {
-		st, err = c.RunStatus(ctx, workflowID, runID)
-	}
-	if !opts.Deny && inErr == nil && inRun != runID {
-		in, inErr = c.StartInput(ctx, workflowID, runID)
+	runID := inRun
+	if inErr != nil || err != nil || st.RunID == "" || st.RunID != inRun {
+		info, derr := c.describeRunCode(ctx, workflowID)
+		if derr != nil {
+			return approval.Fields{}, derr
+		}
+		runID = info.GetExecution().GetRunId()
+		if err != nil || st.RunID != runID {
+			st, err = c.RunStatus(ctx, workflowID, runID)
+		}
+		if inErr != nil || inRun != runID {
+			in, inErr = c.StartInput(ctx, workflowID, runID)
+		}
 	}
 	if err != nil {
 		return approval.Fields{}, err

@@ -52,6 +52,14 @@ func (e *WorkflowTypeError) Error() string {
 	return fmt.Sprintf("%s was started as a %s, not a %s", e.WorkflowID, e.Type, e.Want)
 }
 
+// ReadStart decodes the input of the first event of the history of run runID of workflowID
+// (empty: the latest run) into in, as ReadInput does, refusing a run started as another type than
+// wantType (a *WorkflowTypeError; empty wantType: any), and returns the run id the start event was
+// written for (see ReadInputRun).
+func ReadStart(ctx context.Context, tc tclient.Client, dc converter.DataConverter, namespace, workflowID, runID, wantType string, in any) (string, error) {
+	return readStart(ctx, tc, dc, namespace, workflowID, runID, wantType, in)
+}
+
 // readStart decodes the input of the first event of workflowID's history into in, refusing a run
 // started as another type than wantType (empty: any), and returns the run id the event was
 // written for.
