@@ -415,7 +415,7 @@ func (b *Backend) acquire(ctx context.Context, c guard.Checked) (*sandbox, *warm
 	if b.pool != nil {
 		if c.Network {
 			b.pool.cold()
-		} else if w := b.pool.take(img.ID); w != nil {
+		} else if w := b.pool.take(ctx, img.ID); w != nil {
 			b.renameTaken(w.sb) // now: the approval's claim may still take a while
 			return w.sb, w, nil
 		}

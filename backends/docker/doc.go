@@ -205,7 +205,7 @@
 //
 // # The warm pool
 //
-// With Config.WarmSandboxes (the worker's --warm-sandboxes, default 2) the backend keeps that
+// With Config.WarmSandboxes (the worker's --warm-sandboxes, sized to the host) the backend keeps that
 // many containers created, attached and started ahead of need (pool.go), built exactly as a cold
 // one (the same spec, seccomp profile, limits, a uid of their own), each with its supervisor
 // blocked on reading its request: nothing of any run has entered it, and the supervisor runs
@@ -215,7 +215,10 @@
 // older than Config.WarmMaxAge (default 5 minutes) or from an image the tag no longer names,
 // drops one whose output ends while it waits (it died, the daemon restarted) so that no run gets
 // a container that cannot answer, backs off when it cannot start one (runs then start cold), and
-// is emptied by Close. Runs that ask for the open network always start cold.
+// is emptied by Close. Runs that ask for the open network always start cold. It starts at most
+// as many containers at once as the host has CPUs (at least 2), and a run that finds it empty
+// waits for the next one it starts (the pool then starts one more for each waiting run) instead
+// of creating its own beside the refill: in a burst every run gets the earliest container.
 //
 // Docker labels cannot change after create, so a waiting container carries LabelWarm (the pool's
 // id, logged when it starts) and no run's labels; its name starts with WarmNamePrefix. The run

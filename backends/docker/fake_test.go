@@ -42,10 +42,14 @@ type fakeEngine struct {
 	replies [][]byte
 	replyCh chan []byte
 	// hang makes the container's output never end (until the attachment is closed).
-	hang     bool
-	exitCode int64
-	state    containerState
-	list     []containerSummary
+	hang bool
+	// startGate, when set, holds each Start until it receives (or its context ends);
+	// startsNow and startsMost count the Starts held at once, now and at most.
+	startGate             chan struct{}
+	startsNow, startsMost int
+	exitCode              int64
+	state                 containerState
+	list                  []containerSummary
 
 	// record
 	startAttempts int
@@ -107,9 +111,21 @@ func (f *fakeEngine) Attach(_ context.Context, id string) (attachment, error) {
 	return &fakeAttachment{f: f, done: make(chan struct{})}, nil
 }
 
-func (f *fakeEngine) Start(_ context.Context, id string) error {
+func (f *fakeEngine) Start(ctx context.Context, id string) error {
+	f.mu.Lock()
+	gate := f.startGate
+	f.startsNow++
+	f.startsMost = max(f.startsMost, f.startsNow)
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.startsNow--
 	f.startAttempts++
 	if f.startErr != nil {
 		return f.startErr

@@ -259,3 +259,31 @@ func TestDockerWarmPoolRefillsAfterTheRun(t *testing.T) {
 	}
 	waitIdle(t, b, 2)
 }
+
+// Two runs at once on a pool of one: the second finds it empty while it starts a replacement,
+// waits for that one instead of creating its own, and both run in containers of their own.
+func TestDockerWarmPoolBurstWaitsForThePoolsNextContainer(t *testing.T) {
+	b := warmBackend(t, "runc", 1, nil)
+	waitIdle(t, b, 1)
+	ctx := context.Background()
+	first, err := b.Acquire(ctx, checked(t, guard.Python, "import os; print(os.getpid())", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Acquire(ctx, checked(t, guard.Python, "print('second')", nil))
+	if err != nil {
+		first.Discard()
+		t.Fatal(err)
+	}
+	if st := b.WarmStats(); st.Taken != 2 || st.Waited != 1 || st.Cold != 0 {
+		first.Discard()
+		second.Discard()
+		t.Fatalf("warm pool %+v: want both runs served by the pool, the second after a wait", st)
+	}
+	r1, err1 := first.Run(ctx)
+	r2, err2 := second.Run(ctx)
+	if err1 != nil || err2 != nil || string(r2.Stdout) != "second\n" || len(r1.Stdout) == 0 {
+		t.Fatalf("runs: %q %v; %q %v", r1.Stdout, err1, r2.Stdout, err2)
+	}
+	waitIdle(t, b, 1)
+}

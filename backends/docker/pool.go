@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -103,9 +105,12 @@ type WarmStats struct {
 	// Idle is how many started containers wait now.
 	Idle int
 	// Taken counts runs that got a waiting container; Cold those that had to create one (the
-	// pool was empty, its containers were from another image, or the run asked for the open
-	// network).
+	// pool could not start one, its containers were from another image, or the run asked for
+	// the open network).
 	Taken, Cold uint64
+	// Waited counts the runs of Taken that found the pool empty and took the next container
+	// it started (a burst).
+	Waited uint64
 	// Discarded counts waiting containers removed without serving a run: too old, from an
 	// image that was replaced, ended on their own, or the pool closed.
 	Discarded uint64
@@ -124,6 +129,8 @@ type pool struct {
 	mu       sync.Mutex
 	idle     []*warmSandbox // oldest first
 	filling  int
+	parallel int           // how many it starts at once
+	waiters  []*poolWaiter // runs that found the pool empty, oldest first
 	closed   bool
 	failures int // consecutive failures to start one, for the back-off
 	retryAt  time.Time
@@ -131,6 +138,13 @@ type pool struct {
 
 	wake chan struct{}
 	wg   sync.WaitGroup
+}
+
+// poolWaiter is a run waiting for the next container the pool starts: ch gets it, or nil when
+// the pool cannot start one (the run then creates its own).
+type poolWaiter struct {
+	imageID string
+	ch      chan *warmSandbox
 }
 
 // warmTick is how often the pool looks for containers past WarmMaxAge.
@@ -143,7 +157,7 @@ func newPool(b *Backend) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	var id [6]byte
 	_, _ = rand.Read(id[:])
-	return &pool{id: hex.EncodeToString(id[:]), b: b, size: b.cfg.WarmSandboxes, maxAge: b.cfg.WarmMaxAge, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	return &pool{id: hex.EncodeToString(id[:]), b: b, size: b.cfg.WarmSandboxes, parallel: warmParallel(), maxAge: b.cfg.WarmMaxAge, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
 }
 
 func (p *pool) start() {
@@ -176,14 +190,15 @@ func (p *pool) loop() {
 	}
 }
 
-// refill starts as many containers as the pool lacks, unless it is backing off after failures.
+// refill starts as many containers as the pool lacks, and one for each run waiting for one, at
+// most parallel at once, unless it is backing off after failures.
 func (p *pool) refill() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || time.Now().Before(p.retryAt) {
 		return
 	}
-	for ; len(p.idle)+p.filling < p.size; p.filling++ {
+	for ; len(p.idle)+p.filling < p.size+len(p.waiters) && p.filling < p.parallel; p.filling++ {
 		p.wg.Add(1)
 		go p.startOne()
 	}
@@ -204,6 +219,7 @@ func (p *pool) startOne() {
 		backoff := min(time.Second<<min(p.failures-1, 6), time.Minute)
 		p.retryAt = time.Now().Add(backoff)
 		closed := p.closed
+		p.releaseWaitersLocked()
 		p.mu.Unlock()
 		if !closed {
 			p.b.log.Warn("warm sandbox not started; the pool retries later, runs meanwhile start cold", "retry_in", backoff, "error", err)
@@ -217,10 +233,47 @@ func (p *pool) startOne() {
 		return
 	}
 	p.failures = 0
-	p.idle = append(p.idle, w)
+	p.addLocked(w)
 	p.mu.Unlock()
+	p.signal() // the next one, if the pool still lacks some
+}
+
+// addLocked gives w, started and not yet handed to a run, to the oldest waiting run, or adds it
+// to the pool's waiting containers. A container whose output has ended already goes to the pool,
+// whose watch drops it.
+func (p *pool) addLocked(w *warmSandbox) {
+	if len(p.waiters) > 0 && !w.hasEnded() {
+		wt := p.waiters[0]
+		p.waiters = p.waiters[1:]
+		if wt.imageID == w.sb.image.ID {
+			p.stats.Taken++
+			p.stats.Waited++
+			wt.ch <- w
+			return
+		}
+		// Made from an image that was replaced since: that run creates its own, and the next
+		// take discards this one.
+		p.stats.Cold++
+		wt.ch <- nil
+	}
+	p.idle = append(p.idle, w)
 	p.wg.Add(1)
 	go p.watch(w)
+}
+
+// releaseWaitersLocked sends the runs waiting for more containers than are being started to
+// create their own: a start failed and the pool backs off (all of them, once it is closed).
+func (p *pool) releaseWaitersLocked() {
+	keep := p.filling
+	if p.closed {
+		keep = 0
+	}
+	for len(p.waiters) > keep {
+		last := len(p.waiters) - 1
+		p.stats.Cold++
+		p.waiters[last].ch <- nil
+		p.waiters = p.waiters[:last]
+	}
 }
 
 // watch drops a waiting container whose output ends before a run takes it (it died, or the
@@ -239,6 +292,7 @@ func (p *pool) watch(w *warmSandbox) {
 	p.failures++
 	backoff := min(time.Second<<min(p.failures-1, 6), time.Minute)
 	p.retryAt = time.Now().Add(backoff)
+	p.releaseWaitersLocked()
 	p.mu.Unlock()
 	p.discard(w, fmt.Sprintf("it ended before a run took it (%v); container stderr: %q, stdout: %q",
 		w.demuxErr, clip(w.errOut.held()), clip(w.out.held())))
@@ -260,10 +314,50 @@ func (p *pool) drop(w *warmSandbox) bool {
 }
 
 // take returns a waiting container made from imageID, or nil (the run then creates one). It
-// never returns one that is past its age or whose output has ended.
-func (p *pool) take(imageID string) *warmSandbox {
+// never returns one that is past its age or whose output has ended. When the pool is empty (a
+// burst took them all) and can start containers, the run waits for the next one it starts instead
+// of creating its own beside the pool's refill. ctx ends the wait (nil).
+func (p *pool) take(ctx context.Context, imageID string) *warmSandbox {
+	p.mu.Lock()
+	if w := p.takeIdleLocked(imageID); w != nil || p.closed || time.Now().Before(p.retryAt) {
+		if w == nil {
+			p.stats.Cold++
+			p.signal()
+		}
+		p.mu.Unlock()
+		return w
+	}
+	wt := &poolWaiter{imageID: imageID, ch: make(chan *warmSandbox, 1)}
+	p.waiters = append(p.waiters, wt)
+	p.mu.Unlock()
+	p.signal()
+	select {
+	case w := <-wt.ch:
+		if w != nil {
+			close(w.gone)
+		}
+		return w
+	case <-ctx.Done():
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if i := slices.Index(p.waiters, wt); i >= 0 {
+		p.waiters = slices.Delete(p.waiters, i, i+1)
+		p.stats.Cold++
+		return nil
+	}
+	// It was handed one as ctx ended: the next waiting run, or the pool, has it.
+	if w := <-wt.ch; w != nil {
+		p.stats.Taken--
+		p.stats.Waited--
+		p.addLocked(w)
+	}
+	return nil
+}
+
+// takeIdleLocked returns the oldest waiting container made from imageID, discarding older ones on
+// the way, or nil.
+func (p *pool) takeIdleLocked(imageID string) *warmSandbox {
 	for len(p.idle) > 0 {
 		w := p.idle[0]
 		p.idle = p.idle[1:]
@@ -274,14 +368,12 @@ func (p *pool) take(imageID string) *warmSandbox {
 		}
 		p.stats.Taken++
 		if len(p.idle) == 0 {
-			p.signal() // a burst drained it: the next run would start a container itself
+			p.signal() // a burst drained it: the next run would wait for a container
 		} else {
 			p.refillAfter(refillAfterTake)
 		}
 		return w
 	}
-	p.stats.Cold++
-	p.signal()
 	return nil
 }
 
@@ -297,6 +389,13 @@ const (
 	refillAfterRun  = 150 * time.Millisecond
 	refillAfterTake = time.Second
 )
+
+// warmParallel is how many containers the pool starts at once: the host's CPUs, at least 2.
+// Starting a container is mostly dockerd's, containerd's and runc's CPU (on a 2-core host about
+// 0.3 s of it each); started all at once, the 16 a drained pool of 16 lacks all came after
+// about 3 s, and the runs waiting for them waited as long, where two at a time gives the first
+// after 0.3 s.
+func warmParallel() int { return max(2, runtime.NumCPU()) }
 
 // refillAfter wakes the pool's refill after d.
 func (p *pool) refillAfter(d time.Duration) { time.AfterFunc(d, p.signal) }
@@ -353,6 +452,7 @@ func (p *pool) snapshot() WarmStats {
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
+	p.releaseWaitersLocked()
 	idle := p.idle
 	p.idle = nil
 	for _, w := range idle {
