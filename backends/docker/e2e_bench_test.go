@@ -42,7 +42,7 @@ import (
 //   - default: no sandbox flags, so the worker sizes --max-sandboxes and --warm-sandboxes from
 //     the host as a new user's does (the row names what it chose, read from the worker's log);
 //   - tuned: --max-sandboxes SANDBOXFLOW_BENCH_MAX_SANDBOXES and --warm-sandboxes
-//     SANDBOXFLOW_BENCH_WARM (default 8 and 8), and the dev server's SQLite store in a tmpfs
+//     SANDBOXFLOW_BENCH_WARM (default 8 and 32: four times max, as the default formula), and the dev server's SQLite store in a tmpfs
 //     (SANDBOXFLOW_BENCH_TUNED_DATA_ROOT, default /dev/shm; "-" keeps it on disk).
 //
 // In each row, SANDBOXFLOW_BENCH_SAMPLES rounds (default 100), each one of every kind in turn,
@@ -73,7 +73,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 	samples, burst := envInt(b, "SANDBOXFLOW_BENCH_SAMPLES", 100), envInt(b, "SANDBOXFLOW_BENCH_BURST", 20)
 	set := benchSettings{
 		maxSandboxes: envInt(b, "SANDBOXFLOW_BENCH_MAX_SANDBOXES", 8),
-		warm:         envInt(b, "SANDBOXFLOW_BENCH_WARM", 8),
+		warm:         envInt(b, "SANDBOXFLOW_BENCH_WARM", 32),
 		heapRuns:     envCount(b, "SANDBOXFLOW_BENCH_HEAP_RUNS", 1000),
 		waitingRuns:  envCount(b, "SANDBOXFLOW_BENCH_WAITING", 10000),
 		heapConfig:   envList(b, "SANDBOXFLOW_BENCH_HEAP_CONFIG", []string{configTuned}, []string{configDefault, configTuned})[0],
@@ -361,6 +361,7 @@ func benchRow(b *testing.B, rt, config, workerBin, starterBin string, samples, b
 	sess.close(ctx, b)
 	if runs {
 		row.phases = phases(ctx, b, tc, cs)
+		w.settle(b) // the burst starts with the pool full, as after a quiet spell
 		row.perSecond = throughput(ctx, b, sc, burst)
 	}
 	row.loadAfter = loadAvg(b)

@@ -57,7 +57,7 @@ func dockerKind() backendKind {
 			fs.StringVar(&d.IPC, "docker-ipc", "", "IPC mode: private (default: a private /dev/shm, so multiprocessing works) or none (no /dev/shm)")
 			fs.StringVar(&d.UIDRange, "docker-uid-range", "", "uids the sandboxes run as, one per concurrent sandbox (default 100000-100999; never 0)")
 			fs.StringVar(&d.Deployment, "docker-deployment", "", "this deployment's name on the Docker host; the reaper removes only its containers (default NAMESPACE/TASK_QUEUE)")
-			fs.IntVar(&d.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most --max-sandboxes, a larger value counts as that; unset: from the host, min(max, 0.75×memory/--docker-memory-bytes − max), logged at start and shown by doctor)")
+			fs.IntVar(&d.WarmSandboxes, "warm-sandboxes", 2, "Docker containers kept started ahead of need, each used for one run then removed (0: none; at most 64; unset: from the host, min(4×max, 0.75×memory/--docker-memory-bytes − max, 64), logged at start and shown by doctor)")
 			fs.DurationVar(&d.WarmMaxAge, "warm-max-age", docker.DefaultWarmMaxAge, "how long a started container may wait for a run before it is replaced")
 		},
 		emptyOK:  []string{"docker-network", "docker-ipc"},
@@ -91,8 +91,8 @@ func dockerKind() backendKind {
 // validateDocker checks the Docker settings that need no daemon.
 func validateDocker(o *Options) error {
 	d := &o.Docker
-	if d.WarmSandboxes < 0 {
-		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-sandboxes %d: want 0 (no pool) or more", d.WarmSandboxes)}
+	if d.WarmSandboxes < 0 || d.WarmSandboxes > docker.MaxWarmSandboxes {
+		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-sandboxes %d: want 0 (no pool) to %d", d.WarmSandboxes, docker.MaxWarmSandboxes)}
 	}
 	if d.WarmMaxAge < 0 || (d.WarmMaxAge > 0 && d.WarmMaxAge < time.Second) {
 		return &guard.ConfigError{Msg: fmt.Sprintf("--warm-max-age %s: want at least 1s", d.WarmMaxAge)}
@@ -134,7 +134,7 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 		PidsLimit:     d.Pids,
 		Network:       d.Network,
 		IPC:           d.IPC,
-		WarmSandboxes: min(d.WarmSandboxes, cfg.MaxSandboxes),
+		WarmSandboxes: d.WarmSandboxes,
 		WarmMaxAge:    d.WarmMaxAge,
 		Logger:        logger,
 		Egress:        eg,

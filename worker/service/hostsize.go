@@ -33,13 +33,19 @@ const (
 	sizeMemoryShare = 0.75
 	// sizeMax bounds the derived --max-sandboxes.
 	sizeMax = 256
+	// sizeWarmBurst is how many times max the derived --warm-sandboxes may be: a burst of that
+	// many runs approved at once finds their containers started. Containers are started in the
+	// pool's own time, a few at once (about 0.3 s of the host's CPU each on two cores); a run
+	// that finds the pool empty waits for the next one the pool starts.
+	sizeWarmBurst = 4
 )
 
 // SizeForHost is the formula that sizes --max-sandboxes and --warm-sandboxes when they are not
 // given: with byCPU = floor(2 × CPUs / per-sandbox CPUs) and byMemory = floor(0.75 × memory /
 // per-sandbox memory), max = byCPU and byMemory's smaller, at least 1 and at most 256, and warm
-// = what memory leaves beside max running sandboxes (byMemory − max), at most max and at
-// least 0. Running and warm containers together then fit in three quarters of the memory.
+// = what memory leaves beside max running sandboxes (byMemory − max), at most 4 × max and
+// docker.MaxWarmSandboxes (64), at least 0. Running and warm containers together then fit in
+// three quarters of the memory, and a burst of four times max runs finds its containers started.
 func SizeForHost(h Host, sandboxCPUs float64, sandboxMemory int64) (maxSandboxes, warm int) {
 	if sandboxCPUs <= 0 {
 		sandboxCPUs = docker.DefaultCPUs
@@ -51,8 +57,13 @@ func SizeForHost(h Host, sandboxCPUs float64, sandboxMemory int64) (maxSandboxes
 	byMemory := sizeFromMemory(h, sandboxMemory)
 	maxSandboxes = min(byCPU, byMemory, sizeMax)
 	maxSandboxes = max(maxSandboxes, 1)
-	warm = min(max(byMemory-maxSandboxes, 0), maxSandboxes)
-	return maxSandboxes, warm
+	return maxSandboxes, warmForHost(byMemory, maxSandboxes)
+}
+
+// warmForHost is SizeForHost's warm: byMemory − max, at most sizeWarmBurst × max and
+// docker.MaxWarmSandboxes, at least 0.
+func warmForHost(byMemory, maxSandboxes int) int {
+	return max(min(byMemory-maxSandboxes, sizeWarmBurst*maxSandboxes, docker.MaxWarmSandboxes), 0)
 }
 
 // readHost reads the host the sandboxes share: the Docker daemon's (what its containers get),
@@ -102,7 +113,7 @@ func memTotal(path string) (int64, error) {
 func (o *Options) sizeToHost(ctx context.Context) (string, error) {
 	given := fmt.Sprintf("--max-sandboxes %d", o.MaxSandboxes)
 	if o.Backend == kinds.Docker {
-		given += fmt.Sprintf(", --warm-sandboxes %d", min(o.Docker.WarmSandboxes, o.MaxSandboxes))
+		given += fmt.Sprintf(", --warm-sandboxes %d", o.Docker.WarmSandboxes)
 	}
 	if o.Backend != kinds.Docker || o.Role == RoleWorkflows {
 		return given + " (given, or the default; only --backend docker sizes them to the host)", nil
@@ -126,16 +137,15 @@ func (o *Options) sizeToHost(ctx context.Context) (string, error) {
 	if o.MaxSandboxesFromHost {
 		o.MaxSandboxes = m
 	} else {
-		w = min(sizeFromMemory(h, mem)-o.MaxSandboxes, o.MaxSandboxes)
-		w = max(w, 0)
+		w = warmForHost(sizeFromMemory(h, mem), o.MaxSandboxes)
 	}
 	if d.WarmSandboxesFromHost {
 		d.WarmSandboxes = w
 	}
 	o.MaxSandboxesFromHost, d.WarmSandboxesFromHost = false, false
 	return fmt.Sprintf("--max-sandboxes %d, --warm-sandboxes %d, from %d CPUs and %d MiB (%s) against %g CPUs and %d MiB a sandbox: "+
-		"max = min(2×CPUs/sandbox CPUs, 0.75×memory/sandbox memory, 256), warm = min(max, 0.75×memory/sandbox memory − max); a flag given wins",
-		o.MaxSandboxes, min(d.WarmSandboxes, o.MaxSandboxes), h.CPUs, h.MemoryBytes>>20, h.Source, cpus, mem>>20), nil
+		"max = min(2×CPUs/sandbox CPUs, 0.75×memory/sandbox memory, 256), warm = min(4×max, 0.75×memory/sandbox memory − max, 64); a flag given wins",
+		o.MaxSandboxes, d.WarmSandboxes, h.CPUs, h.MemoryBytes>>20, h.Source, cpus, mem>>20), nil
 }
 
 // sizeFromMemory is how many sandboxes of sandboxMemory fit, running and warm together, in the

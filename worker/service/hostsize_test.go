@@ -23,19 +23,21 @@ func TestSizeForHost(t *testing.T) {
 		mem       int64
 		max, warm int
 	}{
-		// byCPU 4, byMemory 72: CPUs bound it, memory leaves room for a full warm pool.
-		{"2 cores 24 GiB", Host{CPUs: 2, MemoryBytes: 24 * gib}, 1, 256 << 20, 4, 4},
+		// byCPU 4, byMemory 72: CPUs bound it, memory leaves room for a pool of four times max.
+		{"2 cores 24 GiB", Host{CPUs: 2, MemoryBytes: 24 * gib}, 1, 256 << 20, 4, 16},
 		// byCPU 2, byMemory 3: one warm container beside two running.
 		{"1 core 1 GiB", Host{CPUs: 1, MemoryBytes: 1 * gib}, 1, 256 << 20, 2, 1},
-		// byCPU 128, byMemory 1536.
-		{"64 cores 512 GiB", Host{CPUs: 64, MemoryBytes: 512 * gib}, 1, 256 << 20, 128, 128},
+		// byCPU 128, byMemory 1536: the pool's cap, 64.
+		{"64 cores 512 GiB", Host{CPUs: 64, MemoryBytes: 512 * gib}, 1, 256 << 20, 128, 64},
 		// 256 cores would give 512: the cap.
-		{"256 cores capped", Host{CPUs: 256, MemoryBytes: 1024 * gib}, 1, 256 << 20, 256, 256},
+		{"256 cores capped", Host{CPUs: 256, MemoryBytes: 1024 * gib}, 1, 256 << 20, 256, 64},
+		// byCPU 8, byMemory 12: memory leaves 4 warm beside 8 running, less than 4 × 8.
+		{"memory leaves less than the burst", Host{CPUs: 4, MemoryBytes: 4 * gib}, 1, 256 << 20, 8, 4},
 		// A sandbox's memory limit above the host's memory: still one, and no warm pool.
 		{"memory limit larger than host", Host{CPUs: 8, MemoryBytes: 2 * gib}, 1, 4 * gib, 1, 0},
 		// Half a CPU each doubles byCPU; 0 takes the backend's defaults (1 CPU, 256 MiB).
-		{"half CPU", Host{CPUs: 2, MemoryBytes: 24 * gib}, 0.5, 256 << 20, 8, 8},
-		{"defaults", Host{CPUs: 2, MemoryBytes: 24 * gib}, 0, 0, 4, 4},
+		{"half CPU", Host{CPUs: 2, MemoryBytes: 24 * gib}, 0.5, 256 << 20, 8, 32},
+		{"defaults", Host{CPUs: 2, MemoryBytes: 24 * gib}, 0, 0, 4, 16},
 		// Memory bounds max; warm gets what is left.
 		{"memory bound", Host{CPUs: 16, MemoryBytes: 4 * gib}, 1, 512 << 20, 6, 0},
 	} {
@@ -71,10 +73,10 @@ func TestSizeToHostDerivesUnsetCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.MaxSandboxes != 4 || o.Docker.WarmSandboxes != 4 {
-		t.Fatalf("max %d warm %d, want 4 and 4", o.MaxSandboxes, o.Docker.WarmSandboxes)
+	if o.MaxSandboxes != 4 || o.Docker.WarmSandboxes != 16 {
+		t.Fatalf("max %d warm %d, want 4 and 16", o.MaxSandboxes, o.Docker.WarmSandboxes)
 	}
-	for _, want := range []string{"--max-sandboxes 4", "--warm-sandboxes 4", "2 CPUs", "24576 MiB", "test host", "1 CPUs and 256 MiB a sandbox"} {
+	for _, want := range []string{"--max-sandboxes 4", "--warm-sandboxes 16", "2 CPUs", "24576 MiB", "test host", "1 CPUs and 256 MiB a sandbox"} {
 		if !strings.Contains(how, want) {
 			t.Errorf("sizing %q lacks %q", how, want)
 		}
@@ -83,14 +85,14 @@ func TestSizeToHostDerivesUnsetCounts(t *testing.T) {
 
 func TestSizeToHostFlagsWin(t *testing.T) {
 	fakeHost(t, Host{CPUs: 2, MemoryBytes: 24 * gib, Source: "test host"}, nil)
-	// --max-sandboxes 3 given: it stays; warm comes from memory beside it (72 − 3, at most 3).
+	// --max-sandboxes 3 given: it stays; warm comes from memory beside it (72 − 3, at most 4 × 3).
 	o := sizedOptions(kinds.Docker)
 	o.MaxSandboxes, o.MaxSandboxesFromHost = 3, false
 	if _, err := o.sizeToHost(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o.MaxSandboxes != 3 || o.Docker.WarmSandboxes != 3 {
-		t.Fatalf("max %d warm %d, want 3 and 3", o.MaxSandboxes, o.Docker.WarmSandboxes)
+	if o.MaxSandboxes != 3 || o.Docker.WarmSandboxes != 12 {
+		t.Fatalf("max %d warm %d, want 3 and 12", o.MaxSandboxes, o.Docker.WarmSandboxes)
 	}
 	// --warm-sandboxes 0 given keeps its meaning, no pool; max still from the host.
 	o = sizedOptions(kinds.Docker)
