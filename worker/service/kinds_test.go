@@ -96,6 +96,7 @@ func TestBackendKindValidation(t *testing.T) {
 	}{
 		{kinds.Docker, []string{"--docker-runtime", "kata"}, "--docker-runtime"},
 		{kinds.Docker, []string{"--warm-sandboxes", "-1"}, "--warm-sandboxes"},
+		{kinds.Docker, []string{"--warm-sandboxes", "65"}, "--warm-sandboxes 65: want 0 (no pool) to 64"},
 		{kinds.Docker, []string{"--warm-max-age", "10ms"}, "--warm-max-age"},
 		{kinds.HTTP, nil, "--http-url"},
 	} {
