@@ -528,6 +528,12 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 			cellMu.Lock()
 			sessionIDs = append(sessionIDs, id)
 			cellMu.Unlock()
+			// Closed whatever happened, as an orchestrator that chose the id closes its task's
+			// session: an open whose answer a fault lost took effect (its retry finds the id
+			// used), and a session a cell's error ended early still holds its container.
+			defer func() {
+				_, _ = pfRetry(phase, func(ctx context.Context) (contract.SessionStatus, error) { return sc.CloseSession(ctx, id, "done") })
+			}()
 			_, err := pfRetry(phase, func(ctx context.Context) (client.SessionStarted, error) {
 				return sc.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}, Egress: []string{target}},
 					client.SessionOptions{WorkflowID: id})
@@ -548,7 +554,6 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 					return // a lost sandbox ends its session
 				}
 			}
-			_, _ = pfRetry(phase, func(ctx context.Context) (contract.SessionStatus, error) { return sc.CloseSession(ctx, id, "done") })
 		}()
 	}
 	approveErrs := make([]error, pfRuns)
