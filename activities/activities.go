@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -327,6 +328,13 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	info := activity.GetInfo(ctx)
 	c := in.Checked
 	c.Owner = guard.Owner{WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID}
+	// Heartbeated from the start, while this host is alive: the claim's signal and history read
+	// on a loaded server (a clean-clone CI run saw them outlast a 2 s heartbeat timeout, which
+	// left the run "outcome unknown" with its approval used), or a slow container create after
+	// them, must not let the server time the activity out.
+	runCtx, stopBeat := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
+	stop := sync.OnceFunc(stopBeat)
+	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace
 	// writer schedules with approvals that do not verify makes no Docker call at all.
 	verified, err := a.verifyRun(info, c, in)
@@ -359,9 +367,6 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	started.Time = time.Now()
 	a.sink.Emit(ctx, started)
 
-	// Heartbeated from here: a slow container create still ahead must not let the server time
-	// the activity out after the claim was confirmed.
-	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
 	got := <-acquiring
 	start := time.Now()
 	runCtx, span := runSpan(runCtx, c)

@@ -291,6 +291,11 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	c := session.CellChecked(in.Cell)
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
 	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
+	// Heartbeated from the start, as a run's activity is: the claim's signal and history read
+	// on a loaded server must not let the server time the activity out.
+	runCtx, stopBeat := liveHeartbeat(ctx, info.HeartbeatTimeout, in.Cell.Index)
+	stop := sync.OnceFunc(stopBeat)
+	defer stop()
 	cell, claim, verified, err := a.admitCell(ctx, info, hs, in)
 	if err != nil {
 		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
@@ -300,7 +305,6 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	started := startedEvent(c, contract.RunInput{Decision: in.Decision}, info.Attempt)
 	a.cellEvent(ctx, &started, in, hs)
 
-	runCtx, stop := liveHeartbeat(ctx, info.HeartbeatTimeout, cell.Index)
 	start := time.Now()
 	chainBefore := hs.chain
 	res, err := hs.box.RunCell(runCtx, cell, hs.chain)
