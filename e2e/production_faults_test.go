@@ -726,6 +726,18 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Errorf("%d labelled containers left after the reaper's interval: %v", len(left), left)
+		// What each is, and what the hosts said of it: enough to tell whose it was.
+		for _, id := range left {
+			out, _ := d.docker("inspect", "--format", `{{.Name}} {{.State.Status}} created {{.Created}} labels {{json .Config.Labels}}`, id).CombinedOutput()
+			t.Logf("left %s: %s", id, strings.TrimSpace(string(out)))
+			for _, l := range logs {
+				for _, line := range strings.Split(l, "\n") {
+					if strings.Contains(line, id) {
+						t.Logf("  host log: %s", line)
+					}
+				}
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the fault test ran over its 9 minutes")

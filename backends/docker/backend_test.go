@@ -896,3 +896,25 @@ func TestRunDeadlineOfALostContainerIsNotATimeout(t *testing.T) {
 		})
 	}
 }
+
+// A session's container that has exited is reaped while its session still runs (its supervisor
+// is gone: no cell can run in it again); one that runs is kept for its live session.
+func TestReapTakesAnExitedContainerOfALiveSession(t *testing.T) {
+	f := newFake()
+	now := time.Now()
+	labels := func() map[string]string {
+		return map[string]string{LabelManaged: "true", LabelDeployment: "default/sandboxflow", LabelSession: "s1", LabelWorkflowID: "s1", LabelRunID: "r1"}
+	}
+	f.list = []containerSummary{
+		{ID: "exited", Name: "sandboxflow-a", Created: now, Labels: labels(), State: "exited"},
+		{ID: "running", Name: "sandboxflow-b", Created: now, Labels: labels(), State: "running"},
+	}
+	b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full", Deployment: "default/sandboxflow",
+		SessionEnded: func(context.Context, string, string) (bool, error) { return false, nil }})
+	if _, err := b.Reap(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.removedIDs(); !slices.Equal(got, []string{"exited"}) {
+		t.Fatalf("reaped %v; want only the exited container of the live session", got)
+	}
+}

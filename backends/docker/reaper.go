@@ -25,7 +25,8 @@ import (
 // own waiting containers that are past WarmMaxAge.
 //
 // A session's container (LabelSession) lives as long as its session, up to the policy's session
-// lifetime, so age alone never takes a live one: with Config.SessionEnded it is removed once that
+// lifetime, so age alone never takes a live one (one that has exited is removed at once: no cell
+// can run in it again): with Config.SessionEnded it is removed once that
 // hook says its workflow run has ended (whatever its age), and kept while it says not; without
 // the hook only once older than Config.MaxSessionLifetime plus olderThan. A run's container younger
 // than olderThan is removed too when that hook says its workflow run has ended.
@@ -61,7 +62,11 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			age = min(age, b.cfg.WarmMaxAge+warmReapSlack)
 		}
 		if wf := c.Labels[LabelSession]; wf != "" {
-			if sessionEnded != nil {
+			switch {
+			case c.State == "exited" || c.State == "dead":
+				// Its supervisor is gone (a dockerd restart, the code killed it): no cell can
+				// run in it again, and its session reports the sandbox lost. Nothing waits for it.
+			case sessionEnded != nil:
 				ended, err := sessionEnded(ctx, wf, c.Labels[LabelRunID])
 				if err != nil {
 					errs = append(errs, fmt.Errorf("docker: has session %s (run %s) of container %s ended: %w", wf, c.Labels[LabelRunID], c.ID, err))
@@ -70,7 +75,7 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 				if !ended {
 					continue
 				}
-			} else if !c.Created.Before(now.Add(-(b.cfg.MaxSessionLifetime + olderThan))) {
+			case !c.Created.Before(now.Add(-(b.cfg.MaxSessionLifetime + olderThan))):
 				continue
 			}
 		} else if young := !c.Created.Before(now.Add(-age)); young && sessionEnded != nil && c.Labels[LabelWorkflowID] != "" && c.Labels[LabelRunID] != "" {
