@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -58,8 +59,13 @@ type hostSandbox struct {
 
 	holdMu  sync.Mutex
 	holding bool
-	timers  []*time.Timer
-	endOnce sync.Once
+	// released is closed when the hold that holds the sandbox lets it go without ending the
+	// session (its attempt was lost by the server); holds counts the holds taken, so that a
+	// re-hold window armed for one release does not end a sandbox held again since.
+	released chan struct{}
+	holds    int
+	timers   []*time.Timer
+	endOnce  sync.Once
 }
 
 // sessions is this host's registry of open sandboxes.
@@ -239,19 +245,92 @@ func (a *Activities) SessionHold(ctx context.Context, in contract.SessionHoldInp
 	if in.SandboxID != hs.box.ID() {
 		return contract.ToFailure(&guard.SandboxLost{Msg: fmt.Sprintf("this host keeps sandbox %s for the run, not %s", hs.box.ID(), in.SandboxID)})
 	}
-	hs.holdMu.Lock()
-	if hs.holding {
-		hs.holdMu.Unlock()
+	heartbeat := DefaultHeartbeatTimeout
+	if info.HeartbeatTimeout > 0 {
+		heartbeat = info.HeartbeatTimeout
+	}
+	interval := max(heartbeat/3, minHeartbeatInterval)
+	beat := func() { activity.RecordHeartbeat(ctx) }
+	if !a.take(ctx, hs, 2*heartbeat+5*time.Second, interval, beat) {
+		if ctx.Err() != nil && !attemptLost(ctx) {
+			// The session ended while this hold waited for the one it follows.
+			a.endSession(hs, "closed")
+			return fmt.Errorf("session hold: %w", ctx.Err())
+		}
 		return contract.ToFailure(&guard.ConfigError{Msg: "session hold: the sandbox is already held by another hold activity"})
 	}
-	hs.holding = true
-	hs.holdMu.Unlock()
+	return a.hold(ctx, hs, interval, beat)
+}
 
-	interval := 5 * time.Second
-	if info.HeartbeatTimeout > 0 {
-		interval = max(info.HeartbeatTimeout/3, minHeartbeatInterval)
+// take marks hs held by the calling hold, which beats every interval while it waits. A sandbox
+// held by another hold is taken only if that hold lets it go within wait: the server times out
+// a hold whose heartbeats it did not get (a cut connection, a loaded server) and the session
+// schedules its next hold at once, while the host's side of the old one learns that it was lost
+// only when its heartbeats' retries run out (a heartbeat timeout) or are answered "not found".
+func (a *Activities) take(ctx context.Context, hs *hostSandbox, wait, interval time.Duration, beat func()) bool {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		hs.holdMu.Lock()
+		if !hs.holding {
+			hs.holding = true
+			hs.holds++
+			hs.released = make(chan struct{})
+			hs.holdMu.Unlock()
+			return true
+		}
+		released := hs.released
+		hs.holdMu.Unlock()
+		if released == nil {
+			return false
+		}
+		select {
+		case <-released:
+		case <-ticker.C:
+			beat()
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
-	return a.hold(ctx, hs, interval, func() { activity.RecordHeartbeat(ctx) })
+}
+
+// release lets hs go without ending its session, for the session's next hold; the sandbox is
+// removed if no hold takes it within a.holdStart.
+func (a *Activities) release(hs *hostSandbox) {
+	hs.holdMu.Lock()
+	defer hs.holdMu.Unlock()
+	hs.holding = false
+	if hs.released != nil {
+		close(hs.released)
+		hs.released = nil
+	}
+	holds := hs.holds
+	hs.timers = append(hs.timers, time.AfterFunc(a.holdStart, func() {
+		hs.holdMu.Lock()
+		again := hs.holding || hs.holds != holds
+		hs.holdMu.Unlock()
+		if !again {
+			a.endSession(hs, "hold lost")
+		}
+	}))
+}
+
+// attemptLost reports whether the hold's context ended because the server lost this attempt
+// (its heartbeat answered "not found", or failed for longer than the heartbeat timeout), not
+// because the session asked (a cancel), the worker is stopping or the attempt's time ran out:
+// the session and its sandbox may live on, and the session schedules its next hold.
+func attemptLost(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	var cancelled *temporal.CanceledError
+	switch {
+	case cause == nil, errors.As(cause, &cancelled), errors.Is(cause, context.Canceled), errors.Is(cause, context.DeadlineExceeded):
+		return false
+	}
+	return true
 }
 
 // hold beats every interval until ctx ends (the sandbox is removed) or the sandbox ends by
@@ -263,6 +342,10 @@ func (a *Activities) hold(ctx context.Context, hs *hostSandbox, interval time.Du
 		beat()
 		select {
 		case <-ctx.Done():
+			if attemptLost(ctx) {
+				a.release(hs)
+				return fmt.Errorf("session hold: the server lost this hold (%w); the sandbox waits %s for the session's next hold", context.Cause(ctx), a.holdStart)
+			}
 			a.endSession(hs, "closed")
 			return fmt.Errorf("session hold: %w", ctx.Err())
 		case <-hs.box.Done():

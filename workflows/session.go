@@ -65,10 +65,16 @@ type session struct {
 	// The cells' quorum (session_quorum.go).
 	cellQuorum
 
+	// finalCellBytes memoizes the encoded size of each cell's status once it is final (0: not
+	// yet), so the status budget re-encodes only the cells that can still change: a submit's
+	// work stays bounded however large earlier cells' outputs were.
+	finalCellBytes []int
+
 	closeRequested bool
 	closeReason    string
 	holdEnded      bool
 	holdErr        error
+	reholds        int // holds scheduled again after a heartbeat timeout (holdAgain)
 	ended          bool
 }
 
@@ -127,9 +133,17 @@ func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionRe
 	})
 	hold := workflow.ExecuteActivity(holdCtx, acts.SessionHold, contract.SessionHoldInput{SandboxID: opened.SandboxID})
 	workflow.Go(ctx, func(gctx workflow.Context) {
-		err := hold.Get(gctx, nil)
-		r.holdEnded, r.holdErr = true, err
-		r.wake++
+		for {
+			err := hold.Get(gctx, nil)
+			if !r.holdAgain(gctx, holdCtx, err) {
+				r.holdEnded, r.holdErr = true, err
+				r.wake++
+				return
+			}
+			r.reholds++
+			workflow.GetLogger(gctx).Warn("workflows: the session's hold timed out; holding the sandbox again", "error", err.Error(), "holds", r.reholds+1)
+			hold = workflow.ExecuteActivity(holdCtx, acts.SessionHold, contract.SessionHoldInput{SandboxID: opened.SandboxID})
+		}
 	})
 
 	now := workflow.Now(ctx)
@@ -253,6 +267,27 @@ func (r *session) finish(ctx workflow.Context, end string, endErr error, cancelH
 	return contract.SessionResult{End: end, SettingsDigest: r.checked.Digest, Chain: r.status.Chain, Cells: r.status.Cells}, nil
 }
 
+// sessionReholdChange marks histories whose session holds its sandbox again after a hold's
+// heartbeat timeout; before it, such a timeout ended the session SandboxLost.
+const sessionReholdChange = "session-rehold-v1"
+
+// maxReholds bounds how many times a session holds its sandbox again.
+const maxReholds = 20
+
+// holdAgain reports whether a hold that ended with err is followed by another: only when the
+// server timed it out for missing heartbeats (a cut connection, a loaded server or worker: the
+// host and its sandbox may be alive, and the host keeps the sandbox for the next hold), the
+// session still holds it, and fewer than maxReholds holds were lost. A host that no longer keeps
+// the sandbox refuses the next hold with a SandboxLost; a host that is gone never takes it.
+func (r *session) holdAgain(ctx, holdCtx workflow.Context, err error) bool {
+	var te *temporal.TimeoutError
+	if err == nil || holdCtx.Err() != nil || r.ended || r.reholds >= maxReholds ||
+		!errors.As(err, &te) || te.TimeoutType() != enumspb.TIMEOUT_TYPE_HEARTBEAT {
+		return false
+	}
+	return workflow.GetVersion(ctx, sessionReholdChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
+}
+
 // lostError is the SandboxLost that ends a session whose hold ended with err.
 func (r *session) lostError(err error) error {
 	var lost *guard.SandboxLost
@@ -361,9 +396,9 @@ const cellStatusOverheadBytes = 4096
 // status as it is now, plus the cell's code and metadata as encoded and the worst result the
 // session's limits let through.
 func (r *session) budgetRefusal(req contract.CellRequest) error {
-	b, err := json.Marshal(r.status)
+	size, err := r.statusBytes()
 	if err != nil {
-		return fmt.Errorf("workflows: encode the session status: %w", err)
+		return err
 	}
 	code, err := json.Marshal(req.Code)
 	if err != nil {
@@ -374,11 +409,41 @@ func (r *session) budgetRefusal(req contract.CellRequest) error {
 		return fmt.Errorf("workflows: encode the cell's metadata: %w", err)
 	}
 	next := int64(cellStatusOverheadBytes+r.quorumBytes()+len(code)+len(meta)) + guard.WorstResultEncodingBytes(r.checked.Limits)
-	if int64(len(b))+next > statusBudgetBytes {
+	if int64(size)+next > statusBudgetBytes {
 		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's status holds %d bytes and one more cell could add %d, past the %d bytes a status answer may carry; close this session and open another (lower output and file limits leave room for more cells)",
-			len(b), next, statusBudgetBytes)}
+			size, next, statusBudgetBytes)}
 	}
 	return nil
+}
+
+// statusBytes is the size of the status's JSON: the status without its cells, plus each cell's
+// encoding and its separator. A final cell's size is encoded once and memoized.
+func (r *session) statusBytes() (int, error) {
+	bare := r.status
+	bare.Cells = nil
+	b, err := json.Marshal(bare)
+	if err != nil {
+		return 0, fmt.Errorf("workflows: encode the session status: %w", err)
+	}
+	size := len(b) + 1 // "null" becomes "[]" plus the cells and their commas
+	for len(r.finalCellBytes) < len(r.status.Cells) {
+		r.finalCellBytes = append(r.finalCellBytes, 0)
+	}
+	for i, st := range r.status.Cells {
+		n := r.finalCellBytes[i]
+		if n == 0 {
+			cb, err := json.Marshal(st)
+			if err != nil {
+				return 0, fmt.Errorf("workflows: encode cell %d's status: %w", i+1, err)
+			}
+			n = len(cb) + 1
+			if st.Final() {
+				r.finalCellBytes[i] = n
+			}
+		}
+		size += n
+	}
+	return size, nil
 }
 
 // submit checks the cell in a local activity, gives it the next index, and starts its wait for a

@@ -9,6 +9,7 @@ package workflows_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -215,7 +216,8 @@ func TestIntegrationResetRunsNothingOnTheOldDecision(t *testing.T) {
 				it.signal(id, it.signed(id, true))
 			}
 			if r, err := it.result(run); err != nil || !r.OK {
-				t.Fatalf("first run: %+v, %v", r, err)
+				t.Fatalf("first run: outcome %q exit %d, stdout %q, stderr %q, error %v; want ok (history: %s)",
+					r.Outcome, r.ExitCode, r.Stdout, r.Stderr, err, it.describeEnd(id))
 			}
 			wantRuns(t, mark, 1)
 
@@ -503,4 +505,20 @@ func TestIntegrationPendingListsOnlyRunCode(t *testing.T) {
 	if len(pending) != 1 || pending[0].WorkflowID != "it-pending-real" {
 		t.Errorf("pending = %+v; want only it-pending-real", pending)
 	}
+}
+
+// describeEnd names how the sandbox activities of id's current run ended, for a failure message.
+func (it *itest) describeEnd(id string) string {
+	var ends []string
+	for _, e := range it.history(id) {
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+			ends = append(ends, fmt.Sprintf("event %d activity failed: %s", e.GetEventId(), e.GetActivityTaskFailedEventAttributes().GetFailure().GetMessage()))
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+			ends = append(ends, fmt.Sprintf("event %d activity timed out: %s", e.GetEventId(), e.GetActivityTaskTimedOutEventAttributes().GetFailure().GetMessage()))
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+			ends = append(ends, fmt.Sprintf("event %d activity completed", e.GetEventId()))
+		}
+	}
+	return strings.Join(ends, "; ")
 }
