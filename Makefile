@@ -1,4 +1,4 @@
-# One command runs every check: `make test` (see README.md). CI runs it through .ci/run.
+# One command runs every check: `make test` (see docs/testing.md). CI runs it through .ci/run.
 GO          ?= go
 GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 75m
 
 WORKFLOWCHECK := $(GOBIN)/workflowcheck
 WORKFLOWCHECK_VERSION := v0.6.0
-# The official temporal CLI, for the test that follows the README's OpenSSH + temporal CLI recipe.
+# The official temporal CLI, for the test that follows docs/reviewing.md's OpenSSH + temporal CLI recipe.
 # v1.5.1 is the newest release `go install` can build from the module proxy (later ones replace a
 # module of their own that the proxy does not serve).
 TEMPORAL_CLI := $(GOBIN)/temporal
@@ -74,14 +74,14 @@ bench: setup
 ## `docker run --rm` of the same container in the same run, under runc, runsc and runsc-current, each with
 ## the worker's defaults and with tuned settings: p50 and p99 of 100 samples of each kind, 20 approved at
 ## once, then 1,000 runs with the heap watched and 10,000 runs waiting for approval; prints a markdown
-## table (README "End to end"). Knobs: SANDBOXFLOW_BENCH_RUNTIMES, _CONFIGS, _SAMPLES, _BURST,
+## table (docs/benchmarks.md "End to end"). Knobs: SANDBOXFLOW_BENCH_RUNTIMES, _CONFIGS, _SAMPLES, _BURST,
 ## _MAX_SANDBOXES, _WARM, _TUNED_DATA_ROOT, _HEAP_RUNS, _WAITING.
 bench-e2e: setup
 	SANDBOXFLOW_BENCH_E2E=1 $(GO) test -tags integration -run '^$$' -bench EndToEnd -benchtime 1x -count 1 -timeout 100m ./backends/docker/
 
 ## bench-waiting: 10,000 runs started by 16 clients at once on one worker --dev --backend local, all
 ## waiting for approval: every start returns (bounded), a new run's start before and after, the dev
-## process's memory (README "The worker"). make test runs the same test with 2,000 runs;
+## process's memory (docs/operating.md "Many waiting runs"). make test runs the same test with 2,000 runs;
 ## SANDBOXFLOW_WAITING_RUNS changes the count.
 bench-waiting:
 	SANDBOXFLOW_WAITING_RUNS=$${SANDBOXFLOW_WAITING_RUNS:-10000} $(GO) test -tags integration -run '^TestManyWaitingRuns$$' -count 1 -v -timeout 70m ./e2e/

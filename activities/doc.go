@@ -27,8 +27,24 @@
 //     writer answering the run's workflow tasks, or failing a running activity by id, cannot run
 //     it twice on any host. Each refusal is a guard.ApprovalRefused with its reason, emitted as
 //     sandbox.refused; nothing ran.
-//     Package model checks this protocol with spin; its doc.go maps each step of the model to
-//     the function here that implements it.
+//     Package model checks this protocol with spin; docs/protocol.md maps each step of the
+//     model to the function here that implements it.
+//
+// Later additions, each written up in docs/ rather than here:
+//
+//   - Quorums and edits (quorum.go): the host verifies every approval over the request it
+//     received, counts distinct reviewers against its own Policy.QuorumFor, and checks an
+//     edit's record against the run's start (docs/reviewing.md).
+//   - Receipts (receipt.go): with Config's host key, every run and cell ends with a receipt the
+//     host signs over what ran (docs/receipts-and-audit.md).
+//   - Live output and cancel (live.go): the heartbeats carry the newest output, and a cancel
+//     comes back in their answer; the backend stops the code and the result keeps the output
+//     printed before (docs/orchestrators.md, docs/protocol.md "Stop a run").
+//   - Sessions (session.go): SessionCheck and SessionCellCheck, local activities like
+//     SandboxCheck; SessionOpen on the sandbox task queue, which opens the sandbox and answers
+//     with the host's own task queue; SessionHold and SessionCell, registered by RegisterHost
+//     on that queue only, which keep the sandbox and admit, claim and run each cell
+//     (docs/sessions.md).
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

@@ -14,7 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/testkit/browsertest"
 )
 
-// TestBrowserWebUIDecodesThroughTheCodecServer follows the README in a real browser: with a key
+// TestBrowserWebUIDecodesThroughTheCodecServer follows docs/operating.md in a real browser: with a key
 // file, worker --dev serves the Web UI and a codec server; the UI shows a run's code in the clear
 // only once this browser has signed in at the codec server's /login with its token. Before that,
 // and after a sign-in with a wrong token, the page shows nothing of the code.

@@ -290,7 +290,7 @@ func TestSSHKeygenVerifiesReceipt(t *testing.T) {
 }
 
 // TestHostKeyMadeAsTheREADMESays: a host key made with ssh-keygen and its hosts line written with
-// the README's echo verify a receipt signed with that key.
+// the echo of docs/receipts-and-audit.md (once in the README) verify a receipt signed with that key.
 func TestHostKeyMadeAsTheREADMESays(t *testing.T) {
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
 		t.Skip("ssh-keygen not found (apt-get install openssh-client)")

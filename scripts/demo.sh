@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job in one command (README: `make demo`): an embedded Temporal server with its Web UI, a
+# The main job in one command (README.md: `make demo`): an embedded Temporal server with its Web UI, a
 # worker with the hardened Docker backend, and a sample run that waits for a person. You read the
 # code and its digest, then approve or deny it here; nothing approves it for you. Your decision is
 # signed with the development reviewer key that worker --dev made in DATA_DIR/reviewer/ (the
@@ -66,7 +66,7 @@ cat <<MSG
 
 The run waits for a person. From another terminal you could also sign with the reviewer key:
   TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS bin/starter approve $ID --digest $DIGEST --key $REVIEWER_KEY
-or with nothing but OpenSSH and the temporal CLI (see the README):
+or with nothing but OpenSSH and the temporal CLI (see docs/reviewing.md):
   bin/starter statement $ID > st && ssh-keygen -Y sign -n sandboxflow-approval -f $REVIEWER_KEY st
 MSG
 printf '\nApprove this exact code? Type your name to approve (signed with the key of "%s"), "deny" to deny, or press Enter to leave it waiting: ' "$REVIEWER_NAME"

@@ -2,7 +2,7 @@
 # Installs what the tests need beside Docker and PostgreSQL, only when it is missing: Debian's
 # chromium (the reviewers' inbox browser tests drive it headless through the DevTools protocol),
 # openssh-client (ssh-keygen signs and verifies real SSH signatures in the approval tests),
-# nodejs with npm (the TypeScript examples), jq (the README's OpenSSH + temporal CLI recipe, run
+# nodejs with npm (the TypeScript examples), jq (docs/reviewing.md's OpenSSH + temporal CLI recipe, run
 # by a test), tmux (a real terminal for the test of what `starter show` draws), spin with a C
 # compiler (the approval protocol's model check, model/approval.pml; cc also builds an attack's
 # native library) and python3 (the tests that run python on the host: the egress proxy's urllib

@@ -23,22 +23,25 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
-// auditRecipe returns the README's ssh-keygen + jq recipe, the lines of the sh block after the
+// auditDoc is the document that holds the ssh-keygen + jq recipe.
+const auditDoc = "docs/receipts-and-audit.md"
+
+// auditRecipe returns auditDoc's ssh-keygen + jq recipe, the lines of the sh block after the
 // audit-recipe marker.
 func auditRecipe(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../" + auditDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "<!-- audit-recipe")
 	if !ok {
-		t.Fatal("README.md has no audit-recipe marker")
+		t.Fatal(auditDoc + " has no audit-recipe marker")
 	}
 	_, rest, _ = strings.Cut(rest, "```sh\n")
 	recipe, _, ok := strings.Cut(rest, "```")
 	if !ok || !strings.Contains(recipe, "ssh-keygen -Y verify") {
-		t.Fatalf("README.md's audit recipe is not an sh block with ssh-keygen: %q", recipe)
+		t.Fatalf("%s's audit recipe is not an sh block with ssh-keygen: %q", auditDoc, recipe)
 	}
 	return recipe
 }
@@ -63,10 +66,11 @@ func (v verdict) failed() map[string]string {
 	return out
 }
 
-// Must show (issue 31): a run's export verifies with starter audit verify and with the README's
-// ssh-keygen + jq recipe; changing a byte of the code, the output, a file, an egress entry or a
-// signature makes both fail, and starter audit verify names what; a receipt signed by a key the
-// hosts file lacks fails; a reviewer's SSH signature presented as a receipt fails.
+// Must show (issue 31): a run's export verifies with starter audit verify and with the
+// ssh-keygen + jq recipe of docs/receipts-and-audit.md; changing a byte of the code, the
+// output, a file, an egress entry or a signature makes both fail, and starter audit verify
+// names what; a receipt signed by a key the hosts file lacks fails; a reviewer's SSH signature
+// presented as a receipt fails.
 func TestIntegrationAuditExportVerifies(t *testing.T) {
 	need.Need(t, need.SSHKeygen)
 	if _, err := exec.LookPath("jq"); err != nil {
@@ -146,7 +150,7 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 		t.Fatalf("the export does not verify: %v", v.failed())
 	}
 	if err := runRecipe(doc); err != nil {
-		t.Fatalf("the README's recipe does not verify the export: %v", err)
+		t.Fatalf("the audit recipe of docs/receipts-and-audit.md does not verify the export: %v", err)
 	}
 
 	// edit returns the export with one change made on its decoded form.
@@ -245,7 +249,7 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 				defer write("hosts", hostsB)
 			}
 			if err := runRecipe(tc.doc); err == nil && tc.name != "the code" {
-				t.Errorf("the README's recipe verified the export with %s changed", tc.name)
+				t.Errorf("the audit recipe of docs/receipts-and-audit.md verified the export with %s changed", tc.name)
 			}
 		})
 	}

@@ -1,8 +1,11 @@
-// Command starter is how agent orchestrators and reviewers use sandboxflow from a terminal or a
-// script: run, pending, show, statement, approve, deny, result, cancel, session, tool-schema, inbox and mcp. Every
-// command but the servers prints JSON on stdout, a failure too ({"error": {"type": ...,
-// "message": ...}}), except that show and pending print for a person unless given --json; usage
-// errors exit 2, other failures 1.
+// Command starter is how agent orchestrators, reviewers and auditors use sandboxflow from a
+// terminal or a script: run, pending, show, statement, approve, deny, result, watch, cancel,
+// audit, session, tool-schema, and two servers, inbox (the reviewers' web page) and mcp (tools for
+// agents). Every command but the servers prints JSON on stdout, a failure too ({"error":
+// {"type": ..., "message": ...}}), except that show, pending and session show print for a person
+// unless given --json; usage errors exit 2, other failures 1. Each command goes through package
+// client; the commands are documented in docs/orchestrators.md, docs/reviewing.md,
+// docs/sessions.md and docs/receipts-and-audit.md, and `starter -h` lists their flags.
 //
 // It reaches Temporal through TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE (or --address and
 // --namespace), and reads the payload keys from SANDBOXFLOW_KEY_FILE (or --key-file) when the

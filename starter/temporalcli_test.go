@@ -23,13 +23,13 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
-// decisionJQ is the README's jq program ("Signing with OpenSSH and the temporal CLI only"): the
-// decision from a statement and its signature.
+// decisionJQ is the jq program of docs/reviewing.md ("Signing with OpenSSH and the temporal CLI
+// only"): the decision from a statement and its signature.
 const decisionJQ = `{approval_id: ($st | capture("approval_id: (?<v>[^\n]*)").v), digest: ($st | capture("digest: (?<v>[^\n]*)").v),
     approve: true, reason: "", statement: $st, signature: $sig}`
 
 // cliTest drives a run with the official temporal CLI, ssh-keygen and jq, and the starter only
-// where the README uses it (the statement).
+// where docs/reviewing.md uses it (the statement).
 type cliTest struct {
 	t   *testing.T
 	e   *agenttest.Env
@@ -86,7 +86,7 @@ func (c *cliTest) starter(args ...string) string {
 	return string(out)
 }
 
-// sign writes a statement and its signature by key (ssh-keygen -Y sign), and returns the README's
+// sign writes a statement and its signature by key (ssh-keygen -Y sign), and returns the recipe's
 // decision JSON (jq).
 func (c *cliTest) sign(name, statement, key string) string {
 	c.t.Helper()
@@ -104,7 +104,7 @@ func (c *cliTest) sign(name, statement, key string) string {
 	return string(out)
 }
 
-// statement is the README's `starter statement ID --reviewer P`: the bytes the reviewer signs,
+// statement is the recipe's `starter statement ID --reviewer P`: the bytes the reviewer signs,
 // naming the principal they sign as.
 func (c *cliTest) statement(id string) string {
 	c.t.Helper()
@@ -197,7 +197,7 @@ func (c *cliTest) approveAndWait(id string) cliRunResult {
 	return res
 }
 
-// TestIntegrationTemporalCLIAndOpenSSH does what the README says a reviewer and an orchestrator
+// TestIntegrationTemporalCLIAndOpenSSH does what docs/reviewing.md says a reviewer and an orchestrator
 // can do with nothing but the official temporal CLI, ssh-keygen and jq: start a run from JSON, read
 // its status, sign the statement, decide with the update, read the result. On the way, decisions
 // an attacker could send with the same tools are refused with their reason and run nothing: a key
@@ -278,7 +278,7 @@ func TestIntegrationTemporalCLIAndOpenSSH(t *testing.T) {
 	c.listed(id, `SandboxStatus = "succeeded" AND SandboxReviewer = "`+e.Reviewer.Principal+`"`)
 }
 
-// TestIntegrationTemporalCLIThroughTheCodecServer runs the README's encrypted set-up with the
+// TestIntegrationTemporalCLIThroughTheCodecServer runs docs/operating.md's encrypted set-up with the
 // official CLI: payloads encrypted with a key file, the CLI given --codec-endpoint and
 // --codec-auth for the codec server. The CLI's input is encrypted through the server, its query,
 // update and result decrypted through it, and the run's history read without the codec, or with

@@ -1,8 +1,13 @@
-// Command worker runs sandboxflow's Temporal worker: the RunCode workflow, its check and the
-// sandbox activity, over the configured backend and policy.
+// Command worker runs sandboxflow's Temporal worker: the RunCode and Session workflows, their
+// checks and notifications, and the sandbox host's activities (runs, sessions' sandboxes and
+// cells, each verified, claimed, run once and signed with a receipt), over the configured backend
+// and policy. --role workflows or --role sandboxes runs one side only. With --dev it also embeds a
+// Temporal server with its Web UI and the reviewers' inbox (and, with a key file, the codec
+// server), and makes development reviewer and host keys. Its flags are documented in docs/operating.md.
 //
 //	worker [flags]          run the worker (--dev: with an embedded Temporal server and Web UI)
-//	worker doctor [flags]   check Temporal, the namespace, the search attributes and the backend
+//	worker doctor [flags]   check Temporal, the namespace, the search attributes, the backend,
+//	                        the host key against the hosts file, sandbox counts and sessions
 //
 // Every flag falls back to the environment variable SANDBOXFLOW_<FLAG> (--docker-image reads
 // SANDBOXFLOW_DOCKER_IMAGE); --address and --namespace read TEMPORAL_ADDRESS and

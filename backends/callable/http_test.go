@@ -116,6 +116,6 @@ func TestHTTPBackendIsNoSessionBackend(t *testing.T) {
 	}
 	var backend guard.Backend = b
 	if _, ok := backend.(guard.SessionBackend); ok {
-		t.Fatal("the http backend implements guard.SessionBackend; its doc and the README say it refuses sessions")
+		t.Fatal("the http backend implements guard.SessionBackend; its doc and docs/backends.md say it refuses sessions")
 	}
 }

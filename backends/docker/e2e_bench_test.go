@@ -57,7 +57,7 @@ import (
 // the production split and both processes' live heap (heapRun), and the load of many runs waiting
 // for approval on one dev server (waitingLoad, SANDBOXFLOW_BENCH_WAITING runs, default 10,000; 0:
 // none). Where a default row misses issue 33's targets it prints where approve→result goes,
-// phases read from the Go client's runs' histories. It prints markdown the README takes as is.
+// phases read from the Go client's runs' histories. It prints markdown docs/benchmarks.md takes as is.
 // It runs only with SANDBOXFLOW_BENCH_E2E=1: it builds and starts worker --dev and takes minutes.
 func BenchmarkEndToEnd(b *testing.B) {
 	if os.Getenv("SANDBOXFLOW_BENCH_E2E") != "1" {

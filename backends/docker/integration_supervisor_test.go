@@ -207,7 +207,7 @@ func TestDockerOrdinaryPrograms(t *testing.T) {
 					strings.Contains(runscVersion(t, rt), "20221219") {
 					// Debian's gVisor (20221219) refuses statx with AT_NO_AUTOMOUNT (EINVAL), which
 					// GNU ls uses; no seccomp rule can help (gVisor turns every errno into EPERM).
-					// Known limit of that release only, in the package doc and the README; any
+					// Known limit of that release only, in the package doc and docs/security.md; any
 					// other gVisor must pass. Not a skip, so that CI (which allows none) runs the
 					// rest.
 					t.Logf("known limit of %s: %s", runscVersion(t, rt), res.Stderr)

@@ -22,7 +22,7 @@ type Host struct {
 	Source      string
 }
 
-// The sizing formula's constants (README, worker flags).
+// The sizing formula's constants (docs/operating.md, "Sandbox counts sized to the host").
 const (
 	// sizeCPUOversubscribe is how many sandboxes may share one CPU's worth of --docker-cpus: a
 	// sandbox spends much of its life being started, waiting for its request or its I/O, and its

@@ -9,7 +9,7 @@ import (
 )
 
 // Defaults of the workflow worker's sizing (Options.WorkflowCache, WorkflowTasks,
-// WorkflowPollers), documented in the README's "The worker".
+// WorkflowPollers), documented in docs/operating.md, "Many waiting runs".
 const (
 	// DefaultWorkflowCache keeps 10,000 runs in memory between their tasks (the SDK's own
 	// default): a run waiting for a person stays cached, so its status query is answered from

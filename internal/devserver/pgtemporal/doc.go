@@ -12,7 +12,7 @@
 //
 // The server has no authentication and no TLS: Start refuses a frontend address that is not
 // loopback. A production cluster is Temporal's own deployment (its Helm chart or
-// temporalio/server image, or Temporal Cloud) on the same schema; see README "Production".
+// temporalio/server image, or Temporal Cloud) on the same schema; see docs/operating.md.
 //
 // Typical use:
 //

@@ -6,7 +6,7 @@
 //	temporal-postgres --postgres 127.0.0.1:5432 --user temporal [--address 127.0.0.1:7233]
 //
 // The password is read from TEMPORAL_POSTGRES_PASSWORD. No authentication, loopback only: for
-// tests, benchmarks and single-host set-ups; see README "Production" for a cluster.
+// tests, benchmarks and single-host set-ups; see docs/operating.md for a cluster.
 package main
 
 import (
