@@ -377,7 +377,12 @@ func (c *Client) AuditSince(ctx context.Context, since time.Time, f func(contrac
 // run's (its digest, its accepted approval and the reviewer's key), and res must be what it
 // signs. A refusal is a *guard.ReceiptRefused.
 func (c *Client) VerifyResult(ctx context.Context, workflowID string, res guard.Result, hosts *receipt.Hosts) error {
-	rec, err := c.Audit(ctx, workflowID, "")
+	return c.verifyResultOf(ctx, workflowID, "", res, hosts)
+}
+
+// verifyResultOf is VerifyResult for run runID of workflowID (empty: its current run).
+func (c *Client) verifyResultOf(ctx context.Context, workflowID, runID string, res guard.Result, hosts *receipt.Hosts) error {
+	rec, err := c.Audit(ctx, workflowID, runID)
 	if err != nil {
 		return err
 	}
@@ -428,7 +433,7 @@ func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, run
 				continue
 			}
 			rec.Session, rec.StatementVersion = &cr.Session, cr.StatementVersion
-			rec.ReviewerKeys = cr.Reviewers.Keys()
+			rec.ReviewerKeys, rec.HostKeys = cr.Reviewers.Keys(), cr.Hosts.Keys()
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			a := e.GetActivityTaskScheduledEventAttributes()
 			if a.GetActivityType().GetName() != contract.SessionCellActivityName {
@@ -460,8 +465,53 @@ func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, run
 	if rec.ReviewerKeys == nil {
 		rec.ReviewerKeys = []approval.Key{}
 	}
-	rec.HostKeys = []approval.Key{}
+	if rec.HostKeys == nil {
+		rec.HostKeys = []approval.Key{}
+	}
 	return rec, nil
+}
+
+// VerifyCell checks res, the result of cell of session sessionID, as the session's workflow
+// does, from the session's history: every cell up to it verifies (verifySession: its receipt
+// against hosts, nil meaning the hosts the session's check recorded; its digest over the
+// chain of the results before it; the chain of receipts), and res is the result the cell's
+// receipt signs. A session whose check recorded no hosts, with none given, is not checked. A
+// refusal is a *guard.ReceiptRefused.
+func (c *Client) VerifyCell(ctx context.Context, sessionID string, cell int, res guard.Result, hosts *receipt.Hosts) error {
+	rec, err := c.Audit(ctx, sessionID, "")
+	if err != nil {
+		return err
+	}
+	if hosts == nil {
+		if len(rec.HostKeys) == 0 {
+			return nil
+		}
+		hosts = receipt.HostsOf(rec.HostKeys)
+	}
+	i := slices.IndexFunc(rec.Cells, func(ac contract.AuditCell) bool { return ac.Cell.Index == cell })
+	if i < 0 {
+		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("the history of session %s records no result of cell %d", sessionID, cell)}
+	}
+	upTo := rec
+	upTo.Cells = rec.Cells[:i+1]
+	var refusal error
+	verifySession(upTo, hosts, func(name string, err error) {
+		if err != nil && refusal == nil {
+			refusal = &guard.ReceiptRefused{Field: "receipt", Msg: name + ": " + err.Error(), Err: err}
+		}
+	})
+	if refusal != nil {
+		return refusal
+	}
+	recorded := rec.Cells[i].Result.Receipt
+	if res.Receipt == nil || recorded == nil || receipt.Hash(*res.Receipt) != receipt.Hash(*recorded) {
+		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("cell %d's result does not carry the receipt its host signed", cell)}
+	}
+	st, err := receipt.Verify(hosts, res.Receipt)
+	if err != nil {
+		return err
+	}
+	return receipt.CheckResult(st, res)
 }
 
 // verifySession checks a session's cells offline: each receipt verifies against hosts, is the

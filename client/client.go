@@ -19,6 +19,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // WorkflowIDPrefix starts the id of every run this package starts.
@@ -61,6 +62,11 @@ type Options struct {
 	// is the caller's word, for people to read, and decides nothing. Optional: Reviewer, or else
 	// "$USER@hostname".
 	Canceller string
+	// Hosts are the sandbox hosts' keys a run's result must carry a receipt of (VerifyResult):
+	// Result, WaitResult and the wait of DecideAndWait return a result only once it verified.
+	// Optional: nil takes the hosts the run's check recorded (a run that recorded none is not
+	// checked).
+	Hosts *receipt.Hosts
 }
 
 // Client starts and steers RunCode runs. Create it with New.
@@ -75,6 +81,7 @@ type Client struct {
 	workerWait time.Duration
 	reviewer   string
 	canceller  string
+	hosts      *receipt.Hosts
 }
 
 // New returns a Client, or an error when no Temporal client is given.
@@ -83,7 +90,7 @@ func New(opts Options) (*Client, error) {
 		return nil, errors.New("client: Options.Temporal is required")
 	}
 	c := &Client{tc: opts.Temporal, dc: opts.DataConverter, taskQueue: opts.TaskQueue, checkPoll: opts.CheckPoll, namespace: opts.Namespace,
-		reviewer: opts.Reviewer, canceller: opts.Canceller}
+		reviewer: opts.Reviewer, canceller: opts.Canceller, hosts: opts.Hosts}
 	if c.canceller == "" {
 		c.canceller = c.reviewer
 	}
@@ -516,7 +523,8 @@ func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, e
 // continues as).
 func (c *Client) resultOf(ctx context.Context, workflowID, runID string) (guard.Result, error) {
 	var res guard.Result
-	err := c.tc.GetWorkflow(ctx, workflowID, runID).Get(ctx, &res)
+	run := c.tc.GetWorkflow(ctx, workflowID, runID)
+	err := run.Get(ctx, &res)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("client: result of %s: %w", workflowID, ctx.Err())
@@ -526,5 +534,8 @@ func (c *Client) resultOf(ctx context.Context, workflowID, runID string) (guard.
 		}
 		return res, fmt.Errorf("client: result of %s: %w", workflowID, err)
 	}
-	return res, nil
+	if runID == "" {
+		runID = run.GetRunID()
+	}
+	return res, c.verifyResultOf(ctx, workflowID, runID, res, c.hosts)
 }

@@ -59,7 +59,12 @@ func (c *Client) DecideAndWait(ctx context.Context, workflowID, runID string, d 
 	wctx, cancel := context.WithCancel(ctx)
 	w := &ResultWait{done: make(chan resultOutcome, 1), cancel: cancel}
 	if out.Ended && out.Result != nil {
-		w.done <- resultOutcome{res: *out.Result}
+		// The workflow's answer is checked as the run's close would be: whoever answers the
+		// update is not trusted for the result, its receipt is.
+		go func() {
+			res := *out.Result
+			w.done <- resultOutcome{res, c.verifyResultOf(wctx, workflowID, runID, res, c.hosts)}
+		}()
 		return out, w, nil
 	}
 	go func() {

@@ -415,6 +415,19 @@ func sessionCell(st contract.SessionStatus, n int) (contract.CellStatus, bool) {
 	return st.Cells[i], true
 }
 
+// CellResult is CellOutcome for a door that gives the result on: a result is returned only once
+// it verified against its receipt (VerifyCell, against Options.Hosts).
+func (c *Client) CellResult(ctx context.Context, sessionID string, cs contract.CellStatus) (guard.Result, error) {
+	res, err := CellOutcome(sessionID, cs)
+	if err != nil {
+		return res, err
+	}
+	if err := c.VerifyCell(ctx, sessionID, cs.Cell, res, c.hosts); err != nil {
+		return guard.Result{}, err
+	}
+	return res, nil
+}
+
 // CellOutcome returns the result of a cell that ended with one (a timeout is a result), or why
 // it has none: a *guard.ApprovalDenied for a denied or expired cell, a *CellNotRunError for a
 // dropped or failed one, and an error for a cell that has not ended.

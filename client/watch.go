@@ -292,7 +292,7 @@ func (c *Client) cellResult(ctx context.Context, workflowID string, cell int) (g
 	if !ok {
 		return guard.Result{}, fmt.Errorf("client: session %s has no cell %d", workflowID, cell)
 	}
-	return CellOutcome(workflowID, cs)
+	return c.CellResult(ctx, workflowID, cs)
 }
 
 // SplitIncomplete splits b before the bytes at its end that start a UTF-8 character b does not

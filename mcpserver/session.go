@@ -302,7 +302,7 @@ func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, session
 			if o.err != nil {
 				return errorResult(o.err), nil
 			}
-			return cellContent(sessionID, o.c), nil
+			return s.cellContent(ctx, sessionID, o.c), nil
 		case <-tick.C:
 			notify(s.cellMessage(ctx, sessionID, cell, digest))
 		}
@@ -385,7 +385,7 @@ func (s *Server) cellStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 				StructuredContent: map[string]any{"session_id": a.SessionID, "cell": c.Cell, "state": c.State, "digest": c.Digest},
 			}, nil
 		}
-		return cellContent(a.SessionID, c), nil
+		return s.cellContent(ctx, a.SessionID, c), nil
 	}
 	return errorResult(&guard.ToolUsageError{Msg: fmt.Sprintf("session %s has no cell %d", a.SessionID, a.Cell)}), nil
 }
@@ -428,9 +428,15 @@ func closedContent(sessionID string, st contract.SessionStatus) *mcp.CallToolRes
 }
 
 // cellContent is an ended cell: its result as run_code gives a run's (with state_reset in the
-// summary and in the structured content), or why it did not run as an error.
-func cellContent(sessionID string, c contract.CellStatus) *mcp.CallToolResult {
-	res, err := client.CellOutcome(sessionID, c)
+// summary and in the structured content), once its receipt verified, or why it did not run (or
+// why its result is refused) as an error.
+func (s *Server) cellContent(ctx context.Context, sessionID string, c contract.CellStatus) *mcp.CallToolResult {
+	res, err := s.cfg.Client.CellResult(ctx, sessionID, c)
+	return cellResultContent(sessionID, c, res, err)
+}
+
+// cellResultContent is cellContent of a cell whose result, or the error in its place, was read.
+func cellResultContent(sessionID string, c contract.CellStatus, res guard.Result, err error) *mcp.CallToolResult {
 	if err != nil {
 		r := errorResult(err)
 		if c.State == contract.StatusDenied {

@@ -143,7 +143,9 @@ func TestSessionToolsRefuseBadArguments(t *testing.T) {
 func TestCellResultKeepsEveryField(t *testing.T) {
 	res := reflecttest.Filled[guard.Result](t)
 	res.Outcome, res.Duration = guard.OutcomeFailed, 1500*time.Millisecond
-	out := cellContent("session-1", contract.CellStatus{Cell: 2, State: contract.StatusFailed, Result: &res})
+	cs := contract.CellStatus{Cell: 2, State: contract.StatusFailed, Result: &res}
+	read, err := client.CellOutcome("session-1", cs)
+	out := cellResultContent("session-1", cs, read, err)
 	b, err := json.Marshal(out.StructuredContent)
 	if err != nil {
 		t.Fatal(err)
@@ -176,11 +178,15 @@ func TestCellResultKeepsEveryField(t *testing.T) {
 	}
 
 	// A denied cell is an error the model reads, and the session stays open.
-	denied := cellContent("session-1", contract.CellStatus{Cell: 3, State: contract.StatusDenied, Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}})
+	outcome := func(cs contract.CellStatus) *mcp.CallToolResult {
+		res, err := client.CellOutcome("session-1", cs)
+		return cellResultContent("session-1", cs, res, err)
+	}
+	denied := outcome(contract.CellStatus{Cell: 3, State: contract.StatusDenied, Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}})
 	if !denied.IsError || !strings.Contains(denied.Content[0].(*mcp.TextContent).Text, guard.TypeApprovalDenied) || !strings.Contains(denied.Content[1].(*mcp.TextContent).Text, "stays open") {
 		t.Errorf("denied cell: %+v; want an ApprovalDenied error saying the session stays open", denied.Content)
 	}
-	dropped := cellContent("session-1", contract.CellStatus{Cell: 3, State: contract.CellDropped})
+	dropped := outcome(contract.CellStatus{Cell: 3, State: contract.CellDropped})
 	if out, ok := dropped.StructuredContent.(client.ErrorOutput); !dropped.IsError || !ok || out.Error.Type != client.TypeCellNotRun {
 		t.Errorf("dropped cell: %+v; want a CellNotRun error", dropped.StructuredContent)
 	}

@@ -211,7 +211,7 @@ func printCellOutcome(ctx context.Context, sc *client.Client, sessionID string, 
 	if err != nil {
 		return startedError{workflowID: sessionID, err: err}
 	}
-	res, err := client.CellOutcome(sessionID, c)
+	res, err := sc.CellResult(ctx, sessionID, c)
 	if err != nil {
 		return startedError{workflowID: sessionID, err: err}
 	}
@@ -269,7 +269,7 @@ func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout,
 	if ended == nil {
 		return printCellOutcome(ctx, sc, cmd.id, res.Cell, stdout)
 	}
-	out, err := client.CellOutcome(cmd.id, *ended)
+	out, err := sc.CellResult(ctx, cmd.id, *ended)
 	if err != nil {
 		return startedError{workflowID: cmd.id, err: err}
 	}

@@ -1,0 +1,102 @@
+//go:build integration
+
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+
+	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+)
+
+// alterStdout rewrites, in every answer the client receives, a result's stdout "ok\n" into
+// "OK\n": what a namespace writer (or anyone between the server and the client) could make the
+// client read in place of what the host signed.
+func alterStdout(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+		return err
+	}
+	alter := func(p *commonpb.Payloads) {
+		for _, pl := range p.GetPayloads() {
+			pl.Data = bytes.ReplaceAll(pl.Data, []byte(`"stdout":"ok\n"`), []byte(`"stdout":"OK\n"`))
+		}
+	}
+	switch r := reply.(type) {
+	case *workflowservice.UpdateWorkflowExecutionResponse:
+		alter(r.GetOutcome().GetSuccess())
+	case *workflowservice.PollWorkflowExecutionUpdateResponse:
+		alter(r.GetOutcome().GetSuccess())
+	case *workflowservice.GetWorkflowExecutionHistoryResponse:
+		for _, e := range r.GetHistory().GetEvents() {
+			alter(e.GetWorkflowExecutionCompletedEventAttributes().GetResult())
+		}
+	}
+	return nil
+}
+
+// TestIntegrationResultDoorsVerifyTheReceipt: a result altered on its way to the client (one
+// byte of stdout) is refused with a ReceiptRefused at every result door of the client: the
+// answer of approve-and-wait (the decide update's result), the run's result (its close), and
+// WaitResult; the same run read without the alteration verifies.
+func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+		return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := agenttest.Setup(t, agenttest.Options{Backend: b, Policy: &guard.Policy{ApprovalTimeout: time.Hour},
+		Reviewer: reviewertest.New(t, "bob"), TaskQueue: "receipt-doors", NoStarter: true})
+	tc, err := tclient.Dial(tclient.Options{HostPort: e.Address, Namespace: e.Namespace,
+		ConnectionOptions: tclient.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(alterStdout)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	c, err := client.New(client.Options{Temporal: tc, Namespace: e.Namespace, TaskQueue: e.TaskQueue, Reviewer: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, err := e.Client.Start(ctx, guard.Request{Code: "print('ok')"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(door string, res guard.Result, err error) {
+		t.Helper()
+		var rr *guard.ReceiptRefused
+		if !errors.As(err, &rr) {
+			t.Errorf("%s: stdout %q, %v; want a ReceiptRefused", door, res.Stdout, err)
+		}
+	}
+	dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	if err != nil {
+		t.Fatalf("approve and wait: %v", err)
+	}
+	if dr.Result == nil || string(dr.Result.Stdout) != "OK\n" {
+		t.Fatalf("the answer's result %+v; want the altered stdout, or the test alters nothing", dr.Result)
+	}
+	res, err := wait.Get(ctx)
+	refused("approve and wait", res, err)
+	res, err = c.Result(ctx, started.WorkflowID)
+	refused("result", res, err)
+	res, err = c.WaitResult(ctx, started.WorkflowID, time.Minute)
+	refused("wait result", res, err)
+
+	if res, err := e.Client.Result(ctx, started.WorkflowID); err != nil || string(res.Stdout) != "ok\n" || res.Receipt == nil {
+		t.Errorf("the run read as it is: stdout %q, receipt %v, %v; want ok, verified", res.Stdout, res.Receipt != nil, err)
+	}
+}
