@@ -16,9 +16,11 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/backends/callable"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
 )
 
 // alterStdout rewrites, in every answer the client receives, a result's stdout "ok\n" into
@@ -99,4 +101,71 @@ func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
 	if res, err := e.Client.Result(ctx, started.WorkflowID); err != nil || string(res.Stdout) != "ok\n" || res.Receipt == nil {
 		t.Errorf("the run read as it is: stdout %q, receipt %v, %v; want ok, verified", res.Stdout, res.Receipt != nil, err)
 	}
+}
+
+// TestIntegrationCellResultDoorVerifiesTheReceipt: a cell's result altered on its way to the
+// client (one byte of stdout, in the decide-cell answer and the session's status) is refused by
+// CellResult, the door every tool that hands a cell's result on goes through; the same cell read
+// as it is verifies.
+func TestIntegrationCellResultDoorVerifiesTheReceipt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := &sessiontest.Backend{Result: func(guard.Cell, []guard.Cell) guard.Result {
+		return guard.Result{Outcome: guard.OutcomeSucceeded, Stdout: []byte("ok\n")}
+	}}
+	e := agenttest.Setup(t, agenttest.Options{Backend: b, Policy: &guard.Policy{ApprovalTimeout: time.Hour},
+		Reviewer: reviewertest.New(t, "bob"), TaskQueue: "receipt-cell-doors", NoStarter: true})
+	tc, err := tclient.Dial(tclient.Options{HostPort: e.Address, Namespace: e.Namespace,
+		ConnectionOptions: tclient.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(alterStdout, alterQueryStdout)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	c, err := client.New(client.Options{Temporal: tc, Namespace: e.Namespace, TaskQueue: e.TaskQueue, Reviewer: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.Client.OpenSession(ctx, guard.SessionRequest{}, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.Client.SubmitCell(ctx, s.WorkflowID, contract.CellRequest{Code: "print('ok')"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := c.ApproveCellWait(ctx, s.WorkflowID, sub.Cell, sub.Digest, e.Reviewer.Signer, "")
+	if err != nil || dec.CellStatus == nil || dec.CellStatus.Result == nil {
+		t.Fatalf("approve cell and wait: %+v, %v; want the ended cell", dec, err)
+	}
+	if got := string(dec.CellStatus.Result.Stdout); got != "OK\n" {
+		t.Fatalf("the answer's stdout %q; want the altered one, or the test alters nothing", got)
+	}
+	res, err := c.CellResult(ctx, s.WorkflowID, *dec.CellStatus)
+	var rr *guard.ReceiptRefused
+	if !errors.As(err, &rr) {
+		t.Errorf("cell result: stdout %q, %v; want a ReceiptRefused", res.Stdout, err)
+	}
+	cs, err := e.Client.AwaitCell(ctx, s.WorkflowID, sub.Cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Client.CellResult(ctx, s.WorkflowID, cs); err != nil || string(res.Stdout) != "ok\n" {
+		t.Errorf("the cell read as it is: stdout %q, %v; want ok, verified", res.Stdout, err)
+	}
+	if _, err := e.Client.CloseSession(ctx, s.WorkflowID, "done"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// alterQueryStdout is alterStdout for the answers of queries (a session's status).
+func alterQueryStdout(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+		return err
+	}
+	if r, ok := reply.(*workflowservice.QueryWorkflowResponse); ok {
+		for _, pl := range r.GetQueryResult().GetPayloads() {
+			pl.Data = bytes.ReplaceAll(pl.Data, []byte(`"stdout":"ok\n"`), []byte(`"stdout":"OK\n"`))
+		}
+	}
+	return nil
 }
