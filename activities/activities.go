@@ -178,36 +178,16 @@ func New(cfg Config) (*Activities, error) {
 	if a.reviewers == "" {
 		return nil, &guard.ConfigError{Msg: "activities: no reviewers file: every decision must be signed by a key listed in one (OpenSSH allowed_signers format)"}
 	}
-	if cfg.PasskeyOrigin != "" {
-		origin, err := approval.CanonicalOrigin(cfg.PasskeyOrigin)
-		if err != nil {
-			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: %v", err)}
-		}
-		a.origin = origin
-		if cfg.Backend != nil && cfg.PasskeyCountersFile == "" {
-			return nil, &guard.ConfigError{Msg: "activities: a passkey origin needs a passkey counters file on a worker that runs sandboxes"}
-		}
-	}
-	if cfg.PasskeyCountersFile != "" {
-		a.counters = approval.NewCounters(cfg.PasskeyCountersFile)
+	if err := a.setUpPasskeys(cfg); err != nil {
+		return nil, err
 	}
 	if err := a.setUpReceipts(cfg); err != nil {
 		return nil, err
 	}
 	a.run.Grace = a.policy.Grace
 	a.lifetimeExtra = a.policy.MaxTimeout + a.policy.Grace + lifetimeMargin
-	if cfg.Backend != nil {
-		if a.backendName == "" {
-			a.backendName = cfg.Backend.Name()
-		}
-		if a.backendName != cfg.Backend.Name() {
-			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: backend name %q does not match the backend %q", a.backendName, cfg.Backend.Name())}
-		}
-		a.guarded = guard.New(cfg.Backend, cfg.Policy)
-		a.noSessions = !guard.SessionsOffered(cfg.Backend)
-	}
-	if a.backendName == "" {
-		return nil, &guard.ConfigError{Msg: "activities: no backend: set Backend, or BackendName on a worker that runs no sandboxes"}
+	if err := a.setUpBackend(cfg); err != nil {
+		return nil, err
 	}
 	if a.sink == nil {
 		a.sink = SlogSink{}
@@ -215,6 +195,53 @@ func New(cfg Config) (*Activities, error) {
 	if a.dc == nil {
 		a.dc = converter.GetDefaultDataConverter()
 	}
+	if err := a.setUpRunOptions(cfg); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// setUpPasskeys takes the passkey origin, which a worker that runs sandboxes may only have with a
+// counters file, and the counters file.
+func (a *Activities) setUpPasskeys(cfg Config) error {
+	if cfg.PasskeyOrigin != "" {
+		origin, err := approval.CanonicalOrigin(cfg.PasskeyOrigin)
+		if err != nil {
+			return &guard.ConfigError{Msg: fmt.Sprintf("activities: %v", err)}
+		}
+		a.origin = origin
+		if cfg.Backend != nil && cfg.PasskeyCountersFile == "" {
+			return &guard.ConfigError{Msg: "activities: a passkey origin needs a passkey counters file on a worker that runs sandboxes"}
+		}
+	}
+	if cfg.PasskeyCountersFile != "" {
+		a.counters = approval.NewCounters(cfg.PasskeyCountersFile)
+	}
+	return nil
+}
+
+// setUpBackend guards the backend, whose name must be the configured one, or takes the backend's
+// name alone on a worker that runs no sandboxes.
+func (a *Activities) setUpBackend(cfg Config) error {
+	if cfg.Backend != nil {
+		if a.backendName == "" {
+			a.backendName = cfg.Backend.Name()
+		}
+		if a.backendName != cfg.Backend.Name() {
+			return &guard.ConfigError{Msg: fmt.Sprintf("activities: backend name %q does not match the backend %q", a.backendName, cfg.Backend.Name())}
+		}
+		a.guarded = guard.New(cfg.Backend, cfg.Policy)
+		a.noSessions = !guard.SessionsOffered(cfg.Backend)
+	}
+	if a.backendName == "" {
+		return &guard.ConfigError{Msg: "activities: no backend: set Backend, or BackendName on a worker that runs no sandboxes"}
+	}
+	return nil
+}
+
+// setUpRunOptions gives the sandbox activity's timeouts, backoffs and start attempts their
+// defaults, and refuses negative or inconsistent ones.
+func (a *Activities) setUpRunOptions(cfg Config) error {
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
@@ -227,25 +254,25 @@ func New(cfg Config) (*Activities, error) {
 		{"schedule-to-start timeout", &a.run.ScheduleToStartTimeout, DefaultScheduleToStartTimeout},
 	} {
 		if *d.v < 0 {
-			return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: %s must not be negative, got %s", d.name, *d.v)}
+			return &guard.ConfigError{Msg: fmt.Sprintf("activities: %s must not be negative, got %s", d.name, *d.v)}
 		}
 		if *d.v == 0 {
 			*d.v = d.def
 		}
 	}
 	if a.run.HeartbeatTimeout < time.Second {
-		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: heartbeat timeout %s is under 1 s", a.run.HeartbeatTimeout)}
+		return &guard.ConfigError{Msg: fmt.Sprintf("activities: heartbeat timeout %s is under 1 s", a.run.HeartbeatTimeout)}
 	}
 	if a.run.MaxStartBackoff < a.run.StartBackoff {
-		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: max start backoff %s is under the start backoff %s", a.run.MaxStartBackoff, a.run.StartBackoff)}
+		return &guard.ConfigError{Msg: fmt.Sprintf("activities: max start backoff %s is under the start backoff %s", a.run.MaxStartBackoff, a.run.StartBackoff)}
 	}
 	switch {
 	case cfg.StartAttempts < 0:
-		return nil, &guard.ConfigError{Msg: fmt.Sprintf("activities: start attempts must not be negative, got %d", cfg.StartAttempts)}
+		return &guard.ConfigError{Msg: fmt.Sprintf("activities: start attempts must not be negative, got %d", cfg.StartAttempts)}
 	case cfg.StartAttempts == 0:
 		a.run.StartAttempts = DefaultStartAttempts
 	}
-	return a, nil
+	return nil
 }
 
 // Register registers Check as contract.CheckActivityName and, when the worker has a backend, Run as
@@ -387,6 +414,13 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
+	return runAnswer(ctx, res, err)
+}
+
+// runAnswer is what the sandbox activity returns for a run that ended with res and err: the
+// context's error when it was cancelled, so that Temporal records a cancellation; an
+// application error; or the result.
+func runAnswer(ctx context.Context, res guard.Result, err error) (guard.Result, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			// Cancelled (the workflow was cancelled, or the worker is stopping): report the

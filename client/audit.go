@@ -8,7 +8,10 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -24,135 +27,182 @@ const localActivityMarker = "LocalActivity"
 // reviewer keys the check recorded, at the time of its event), the claims, the receipt and the
 // result. It trusts nothing the status query says.
 func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.AuditRecord, error) {
-	rec := contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
-		Decisions: []contract.AuditDecision{}, Claims: []contract.SandboxClaim{}}
-	var (
-		in          contract.Input
-		check       *contract.CheckResult
-		workflowTQ  string
-		activityIDs = map[int64]bool{}
-		decisions   []contract.AuditDecision
-		edits       auditEdits
-	)
+	h := &runHistory{dc: c.dc, activityIDs: map[int64]bool{}, rec: contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
+		Decisions: []contract.AuditDecision{}, Claims: []contract.SandboxClaim{}}}
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 		if err != nil {
-			return rec, fmt.Errorf("client: audit: describe %s: %w", workflowID, err)
+			return h.rec, fmt.Errorf("client: audit: describe %s: %w", workflowID, err)
 		}
 		runID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	}
-	rec.RunID = runID
+	h.rec.RunID = runID
 	iter := c.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		e, err := iter.Next()
 		if err != nil {
-			return rec, fmt.Errorf("client: audit: history of %s: %w", workflowID, err)
+			return h.rec, fmt.Errorf("client: audit: history of %s: %w", workflowID, err)
 		}
-		at := e.GetEventTime().AsTime()
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			a := e.GetWorkflowExecutionStartedEventAttributes()
-			if typ := a.GetWorkflowType().GetName(); typ == contract.SessionWorkflowName {
-				return c.auditSession(ctx, rec, runID)
-			} else if typ != contract.WorkflowName {
-				return rec, &contract.WorkflowTypeError{WorkflowID: workflowID, Type: typ, Want: contract.WorkflowName}
-			}
-			rec.Started, workflowTQ = at, a.GetTaskQueue().GetName()
-			if err := c.dc.FromPayloads(a.GetInput(), &in); err != nil {
-				return rec, fmt.Errorf("client: audit: decode the input of %s: %w", workflowID, err)
-			}
-			rec.Request = in.Request
-		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			a := e.GetMarkerRecordedEventAttributes()
-			if a.GetMarkerName() != localActivityMarker {
-				continue
-			}
-			if check != nil {
-				edits.check(c.dc, a.GetDetails()["result"])
-				continue
-			}
-			var cr contract.CheckResult
-			if err := c.dc.FromPayloads(a.GetDetails()["result"], &cr); err != nil || cr.Checked.Digest == "" {
-				continue
-			}
-			check = &cr
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
-			a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
-			if a.GetOutcome().GetSuccess() != nil {
-				edits.completed(a.GetMeta().GetUpdateId())
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			a := e.GetWorkflowExecutionSignaledEventAttributes()
-			switch a.GetSignalName() {
-			case contract.SignalApproval:
-				var d contract.Decision
-				if err := c.dc.FromPayloads(a.GetInput(), &d); err != nil {
-					decisions = append(decisions, contract.AuditDecision{Via: contract.ViaSignal, Time: at, Refused: "unreadable: " + err.Error()})
-					continue
-				}
-				decisions = append(decisions, contract.AuditDecision{Via: contract.ViaSignal, Time: at, Decision: d})
-			case contract.SignalSandboxClaim:
-				var cl contract.SandboxClaim
-				if err := c.dc.FromPayloads(a.GetInput(), &cl); err == nil {
-					rec.Claims = append(rec.Claims, cl)
-				}
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			req := e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest()
-			if req.GetInput().GetName() != contract.UpdateDecide {
-				continue
-			}
-			var d contract.Decision
-			if err := c.dc.FromPayloads(req.GetInput().GetArgs(), &d); err != nil {
-				continue
-			}
-			decisions = append(decisions, contract.AuditDecision{Via: contract.ViaUpdate, Time: at, Decision: d})
-			edits.accepted(req.GetMeta().GetUpdateId(), d)
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := e.GetActivityTaskScheduledEventAttributes()
-			if a.GetActivityType().GetName() == contract.RunActivityName {
-				activityIDs[e.GetEventId()] = true
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			if !activityIDs[a.GetScheduledEventId()] {
-				continue
-			}
-			var res guard.Result
-			if err := c.dc.FromPayloads(a.GetResult(), &res); err != nil {
-				return rec, fmt.Errorf("client: audit: decode the sandbox result of %s: %w", workflowID, err)
-			}
-			rec.Result, rec.Receipt = &res, res.Receipt
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-			// A run that failed after its code may have started carries the host's receipt of
-			// it in the failure's details.
-			a := e.GetActivityTaskFailedEventAttributes()
-			var d contract.ErrorDetails
-			if activityIDs[a.GetScheduledEventId()] && a.GetFailure().GetApplicationFailureInfo().GetDetails() != nil &&
-				c.dc.FromPayloads(a.GetFailure().GetApplicationFailureInfo().GetDetails(), &d) == nil && d.Receipt != nil {
-				rec.Receipt = d.Receipt
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			rec.Closed = at
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
-			rec.Closed = at
-			f := e.GetWorkflowExecutionFailedEventAttributes().GetFailure()
-			rec.Error = &contract.AuditError{Type: f.GetApplicationFailureInfo().GetType(), Message: f.GetMessage()}
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-			rec.Closed = at
-			rec.Error = &contract.AuditError{Type: e.GetEventType().String(), Message: "the run ended without a result"}
+		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED &&
+			e.GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName() == contract.SessionWorkflowName {
+			return c.auditSession(ctx, h.rec, runID)
+		}
+		if err := h.read(e); err != nil {
+			return h.rec, err
 		}
 	}
+	return h.record()
+}
+
+// runHistory is what Audit gathers from a RunCode run's history, one event at a time.
+type runHistory struct {
+	dc          converter.DataConverter
+	rec         contract.AuditRecord
+	in          contract.Input
+	check       *contract.CheckResult
+	workflowTQ  string
+	activityIDs map[int64]bool // the sandbox activities' scheduled events
+	decisions   []contract.AuditDecision
+	edits       auditEdits
+}
+
+// read takes what the record needs from one event of the history.
+func (h *runHistory) read(e *historypb.HistoryEvent) error {
+	at := e.GetEventTime().AsTime()
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+		return h.started(e.GetWorkflowExecutionStartedEventAttributes(), at)
+	case enumspb.EVENT_TYPE_MARKER_RECORDED:
+		h.marker(e.GetMarkerRecordedEventAttributes())
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+		a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
+		if a.GetOutcome().GetSuccess() != nil {
+			h.edits.completed(a.GetMeta().GetUpdateId())
+		}
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+		h.signaled(e.GetWorkflowExecutionSignaledEventAttributes(), at)
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+		h.updateAccepted(e.GetWorkflowExecutionUpdateAcceptedEventAttributes().GetAcceptedRequest(), at)
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		a := e.GetActivityTaskScheduledEventAttributes()
+		if a.GetActivityType().GetName() == contract.RunActivityName {
+			h.activityIDs[e.GetEventId()] = true
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		return h.activityCompleted(e.GetActivityTaskCompletedEventAttributes())
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		h.activityFailed(e.GetActivityTaskFailedEventAttributes())
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+		h.rec.Closed = at
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+		h.rec.Closed = at
+		f := e.GetWorkflowExecutionFailedEventAttributes().GetFailure()
+		h.rec.Error = &contract.AuditError{Type: f.GetApplicationFailureInfo().GetType(), Message: f.GetMessage()}
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		h.rec.Closed = at
+		h.rec.Error = &contract.AuditError{Type: e.GetEventType().String(), Message: "the run ended without a result"}
+	}
+	return nil
+}
+
+// started reads the run's request from its first event, and refuses a workflow that is not RunCode.
+func (h *runHistory) started(a *historypb.WorkflowExecutionStartedEventAttributes, at time.Time) error {
+	if typ := a.GetWorkflowType().GetName(); typ != contract.WorkflowName {
+		return &contract.WorkflowTypeError{WorkflowID: h.rec.WorkflowID, Type: typ, Want: contract.WorkflowName}
+	}
+	h.rec.Started, h.workflowTQ = at, a.GetTaskQueue().GetName()
+	if err := h.dc.FromPayloads(a.GetInput(), &h.in); err != nil {
+		return fmt.Errorf("client: audit: decode the input of %s: %w", h.rec.WorkflowID, err)
+	}
+	h.rec.Request = h.in.Request
+	return nil
+}
+
+// marker reads the check's result from the first local activity that recorded one; later local
+// activities are the checks of edits.
+func (h *runHistory) marker(a *historypb.MarkerRecordedEventAttributes) {
+	if a.GetMarkerName() != localActivityMarker {
+		return
+	}
+	if h.check != nil {
+		h.edits.check(h.dc, a.GetDetails()["result"])
+		return
+	}
+	var cr contract.CheckResult
+	if err := h.dc.FromPayloads(a.GetDetails()["result"], &cr); err != nil || cr.Checked.Digest == "" {
+		return
+	}
+	h.check = &cr
+}
+
+// signaled reads a decision or a sandbox claim sent as a signal.
+func (h *runHistory) signaled(a *historypb.WorkflowExecutionSignaledEventAttributes, at time.Time) {
+	switch a.GetSignalName() {
+	case contract.SignalApproval:
+		var d contract.Decision
+		if err := h.dc.FromPayloads(a.GetInput(), &d); err != nil {
+			h.decisions = append(h.decisions, contract.AuditDecision{Via: contract.ViaSignal, Time: at, Refused: "unreadable: " + err.Error()})
+			return
+		}
+		h.decisions = append(h.decisions, contract.AuditDecision{Via: contract.ViaSignal, Time: at, Decision: d})
+	case contract.SignalSandboxClaim:
+		var cl contract.SandboxClaim
+		if err := h.dc.FromPayloads(a.GetInput(), &cl); err == nil {
+			h.rec.Claims = append(h.rec.Claims, cl)
+		}
+	}
+}
+
+// updateAccepted reads a decision sent as the decide update.
+func (h *runHistory) updateAccepted(req *updatepb.Request, at time.Time) {
+	if req.GetInput().GetName() != contract.UpdateDecide {
+		return
+	}
+	var d contract.Decision
+	if err := h.dc.FromPayloads(req.GetInput().GetArgs(), &d); err != nil {
+		return
+	}
+	h.decisions = append(h.decisions, contract.AuditDecision{Via: contract.ViaUpdate, Time: at, Decision: d})
+	h.edits.accepted(req.GetMeta().GetUpdateId(), d)
+}
+
+// activityCompleted reads the result (and its receipt) of a sandbox activity.
+func (h *runHistory) activityCompleted(a *historypb.ActivityTaskCompletedEventAttributes) error {
+	if !h.activityIDs[a.GetScheduledEventId()] {
+		return nil
+	}
+	var res guard.Result
+	if err := h.dc.FromPayloads(a.GetResult(), &res); err != nil {
+		return fmt.Errorf("client: audit: decode the sandbox result of %s: %w", h.rec.WorkflowID, err)
+	}
+	h.rec.Result, h.rec.Receipt = &res, res.Receipt
+	return nil
+}
+
+// activityFailed reads the receipt a sandbox activity that failed after its code may have
+// started carries in the failure's details.
+func (h *runHistory) activityFailed(a *historypb.ActivityTaskFailedEventAttributes) {
+	var d contract.ErrorDetails
+	if h.activityIDs[a.GetScheduledEventId()] && a.GetFailure().GetApplicationFailureInfo().GetDetails() != nil &&
+		h.dc.FromPayloads(a.GetFailure().GetApplicationFailureInfo().GetDetails(), &d) == nil && d.Receipt != nil {
+		h.rec.Receipt = d.Receipt
+	}
+}
+
+// record completes the record once the whole history is read: what was checked and run, the
+// sandbox task queue, the keys the check recorded, and each decision judged.
+func (h *runHistory) record() (contract.AuditRecord, error) {
+	rec, check := h.rec, h.check
 	if check == nil {
-		return rec, fmt.Errorf("client: audit: the history of %s records no check", workflowID)
+		return rec, fmt.Errorf("client: audit: the history of %s records no check", rec.WorkflowID)
 	}
-	rec.Checked, rec.StatementVersion = edits.ran(check.Checked), max(check.StatementVersion, approval.StatementVersion1)
-	rec.SandboxTaskQueue = in.SandboxTaskQueue
+	rec.Checked, rec.StatementVersion = h.edits.ran(check.Checked), max(check.StatementVersion, approval.StatementVersion1)
+	rec.SandboxTaskQueue = h.in.SandboxTaskQueue
 	if rec.SandboxTaskQueue == "" {
 		rec.SandboxTaskQueue = check.Run.TaskQueue
 	}
 	if rec.SandboxTaskQueue == "" {
-		rec.SandboxTaskQueue = workflowTQ
+		rec.SandboxTaskQueue = h.workflowTQ
 	}
 	rec.ReviewerKeys, rec.HostKeys = check.Reviewers.Keys(), check.Hosts.Keys()
 	if rec.ReviewerKeys == nil {
@@ -161,7 +211,7 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 	if rec.HostKeys == nil {
 		rec.HostKeys = []approval.Key{}
 	}
-	rec.Decisions = judge(rec, check.Reviewers, decisions)
+	rec.Decisions = judge(rec, check.Reviewers, h.decisions)
 	return rec, nil
 }
 
@@ -243,13 +293,7 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
 		return v
 	}
-	var accepted *contract.AuditDecision
-	for i := range rec.Decisions {
-		if rec.Decisions[i].Accepted {
-			accepted = &rec.Decisions[i]
-			break
-		}
-	}
+	accepted := acceptedDecision(rec)
 	if accepted != nil && accepted.Decision.Edit != nil {
 		add("request", editedRequest(rec, *accepted.Decision.Edit))
 	} else {
@@ -260,54 +304,84 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		digestErr = fmt.Errorf("the checked request's digest is %s; the record says %s", got, rec.Checked.Digest)
 	}
 	add("digest", digestErr)
-	var approvalErr error
-	var verified approval.Verified
-	switch {
-	case accepted == nil:
-		approvalErr = errors.New("no decision was accepted")
-	case !accepted.Decision.Approve:
-		approvalErr = errors.New("the accepted decision denies the run")
-	default:
-		want := statementFields(rec, accepted.Decision)
-		if stmt, err := want.Statement(); err != nil || string(stmt) != accepted.Statement {
-			approvalErr = fmt.Errorf("the statement recorded for approval %s is not the one its fields make for this run", accepted.Decision.ApprovalID)
-		} else if verified, approvalErr = approval.Verify(reviewers, want, accepted.Decision.Proof(), accepted.Time); approvalErr != nil {
-			approvalErr = fmt.Errorf("approval %s: %w", accepted.Decision.ApprovalID, approvalErr)
-		}
-	}
+	verified, approvalErr := verifyApproval(rec, reviewers, accepted)
 	add("approval", approvalErr)
 	if rec.Result == nil {
-		// A run that failed after its code may have started: its receipt says so, and nothing
-		// the record holds is a result.
-		if rec.Receipt == nil {
-			add("receipt", errors.New("the record holds no result and no receipt"))
-		} else if st, err := receipt.Verify(hosts, rec.Receipt); err != nil {
-			add("receipt", err)
-		} else {
-			add("receipt run", receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}))
-			if st.Outcome != receipt.OutcomeError {
-				add("result", fmt.Errorf("the receipt signs outcome %s but the record holds no result", st.Outcome))
-			}
-		}
-		v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
-		return v
+		verifyNoResult(rec, hosts, add)
+	} else {
+		verifyResultReceipt(rec, reviewers, hosts, accepted, verified, add)
 	}
+	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+	return v
+}
+
+// acceptedDecision is the record's accepted decision, or nil.
+func acceptedDecision(rec contract.AuditRecord) *contract.AuditDecision {
+	for i := range rec.Decisions {
+		if rec.Decisions[i].Accepted {
+			return &rec.Decisions[i]
+		}
+	}
+	return nil
+}
+
+// verifyApproval checks that the accepted decision approves the run, that its recorded statement
+// is the one its fields make for this run, and that its signature verifies against reviewers.
+func verifyApproval(rec contract.AuditRecord, reviewers *approval.Reviewers, accepted *contract.AuditDecision) (approval.Verified, error) {
+	switch {
+	case accepted == nil:
+		return approval.Verified{}, errors.New("no decision was accepted")
+	case !accepted.Decision.Approve:
+		return approval.Verified{}, errors.New("the accepted decision denies the run")
+	}
+	want := statementFields(rec, accepted.Decision)
+	if stmt, err := want.Statement(); err != nil || string(stmt) != accepted.Statement {
+		return approval.Verified{}, fmt.Errorf("the statement recorded for approval %s is not the one its fields make for this run", accepted.Decision.ApprovalID)
+	}
+	verified, err := approval.Verify(reviewers, want, accepted.Decision.Proof(), accepted.Time)
+	if err != nil {
+		return verified, fmt.Errorf("approval %s: %w", accepted.Decision.ApprovalID, err)
+	}
+	return verified, nil
+}
+
+// verifyNoResult checks a run that failed after its code may have started: its receipt says
+// so, and nothing the record holds is a result.
+func verifyNoResult(rec contract.AuditRecord, hosts *receipt.Hosts, add func(string, error)) {
+	if rec.Receipt == nil {
+		add("receipt", errors.New("the record holds no result and no receipt"))
+		return
+	}
+	st, err := receipt.Verify(hosts, rec.Receipt)
+	if err != nil {
+		add("receipt", err)
+		return
+	}
+	add("receipt run", receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}))
+	if st.Outcome != receipt.OutcomeError {
+		add("result", fmt.Errorf("the receipt signs outcome %s but the record holds no result", st.Outcome))
+	}
+}
+
+// verifyResultReceipt checks the result's receipt: its signature, that it is this run's with
+// the accepted approval, the approvals it signs, and the result against its hashes.
+func verifyResultReceipt(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts *receipt.Hosts,
+	accepted *contract.AuditDecision, verified approval.Verified, add func(string, error)) {
 	if !sameReceipt(rec.Receipt, rec.Result.Receipt) {
 		add("receipt", errors.New("the record's receipt is not the result's"))
 	}
 	st, err := receipt.Verify(hosts, rec.Result.Receipt)
 	add("receipt", err)
-	if err == nil {
-		want := receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}
-		if accepted != nil {
-			want.Approvals = []receipt.Approval{{ID: accepted.Decision.ApprovalID, Fingerprint: verified.Fingerprint}}
-		}
-		add("receipt run", receipt.CheckRun(st, want))
-		add("approvals", receiptApprovalsSigned(rec, reviewers, st))
-		add("result", receipt.CheckResult(st, *rec.Result))
+	if err != nil {
+		return
 	}
-	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
-	return v
+	want := receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}
+	if accepted != nil {
+		want.Approvals = []receipt.Approval{{ID: accepted.Decision.ApprovalID, Fingerprint: verified.Fingerprint}}
+	}
+	add("receipt run", receipt.CheckRun(st, want))
+	add("approvals", receiptApprovalsSigned(rec, reviewers, st))
+	add("result", receipt.CheckResult(st, *rec.Result))
 }
 
 func sameReceipt(a, b *guard.Receipt) bool {

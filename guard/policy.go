@@ -191,6 +191,21 @@ func (p Policy) Validate() error {
 			return configf("policy: language %q is not offered (offered: %s, %s)", l, Python, Shell)
 		}
 	}
+	if err := p.validateLimits(); err != nil {
+		return err
+	}
+	if err := p.validateNames(); err != nil {
+		return err
+	}
+	if err := p.validateQuorum(); err != nil {
+		return err
+	}
+	return p.validatePayloads()
+}
+
+// validateLimits checks that every limit is positive, and the timeouts and egress connections
+// within their caps.
+func (p Policy) validateLimits() error {
 	type pos struct {
 		name string
 		v    int64
@@ -229,6 +244,11 @@ func (p Policy) Validate() error {
 	if p.EgressMaxConns > MaxEgressConns {
 		return configf("policy: egress max connections %d is over %d (the audit of one run must fit in its result)", p.EgressMaxConns, MaxEgressConns)
 	}
+	return nil
+}
+
+// validateNames checks the egress patterns, the secret names and the env names the policy lists.
+func (p Policy) validateNames() error {
 	if _, err := ParseEgressPatterns(p.EgressAllow); err != nil {
 		return configf("policy: --egress-allow: %v", err)
 	}
@@ -248,9 +268,12 @@ func (p Policy) Validate() error {
 			return configf("policy: sensitive env name %q is not a plain name", name)
 		}
 	}
-	if err := p.validateQuorum(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validatePayloads checks that no result or request the caps let through can be larger than
+// Temporal accepts.
+func (p Policy) validatePayloads() error {
 	raw := p.MaxStdoutBytes + p.MaxStderrBytes + p.MaxTotalFileBytes
 	if raw > MaxRawPayloadBytes {
 		return configf("policy: stdout, stderr and file caps allow %d bytes in one result, over the %d-byte budget under Temporal's %d-byte payload limit; lower them",

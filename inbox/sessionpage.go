@@ -159,6 +159,40 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	for _, f := range human.Metadata(set.Metadata) {
 		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})
 	}
+	v.addInputs(set, in, readErr)
+	now := s.cfg.Now()
+	for i := range st.Cells {
+		c := &st.Cells[i]
+		cv := newCellView(c, now)
+		v.Cells = append(v.Cells, cv)
+		if c.Result != nil {
+			v.addWritten(c.Cell, c.Result.Files)
+		}
+		if c.State == contract.StatusRunning {
+			v.Busy = si.Running
+		}
+	}
+	v.verify(st, in, readErr)
+	if wc := waitingCell(st); wc != nil && si.Running {
+		v.Waiting = v.Cells[len(v.Cells)-1]
+		if n := len(st.Cells); n > 1 {
+			v.Waiting.Diff, v.Waiting.DiffFrom = lineDiff(st.Cells[n-2].Code, wc.Code), st.Cells[n-2].Cell
+		}
+		s.cellStatements(st, v, principal)
+		if v.ApproveRefused == "" {
+			if err := checkSessionShown(st, in, readErr); err != nil {
+				v.Approve, v.ApproveRefused = statementView{}, err.Error()
+			}
+		}
+	}
+	return v
+}
+
+// addInputs shows the session's input files and env, with the warnings about the files' names
+// and contents. Files, env names and values and the warnings come from the start input, not
+// from the status's copy, which a workflow worker answered; without the input (readErr), the
+// status's names only.
+func (v *sessionView) addInputs(set guard.SessionSummary, in contract.SessionInput, readErr error) {
 	var inputNames []string
 	if readErr != nil {
 		v.FilesErr = readErr.Error()
@@ -167,8 +201,6 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 			inputNames = append(inputNames, f.Name)
 		}
 	} else {
-		// Files, env names and values and the warnings come from the start input, not from the
-		// status's copy, which a workflow worker answered.
 		req := in.Request
 		v.Files = inputFiles(guard.Request{Files: req.Files})
 		v.Env = envRows(slices.Sorted(maps.Keys(req.Env)), set.SensitiveEnv, req.Env)
@@ -184,32 +216,30 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	for _, w := range guard.StartupWarnings(inputNames) {
 		v.Warnings = append(v.Warnings, w.String())
 	}
-	now := s.cfg.Now()
-	for i := range st.Cells {
-		c := &st.Cells[i]
-		cv := newCellView(c, now)
-		v.Cells = append(v.Cells, cv)
-		if c.Result != nil {
-			// /work outlives the cell: what it wrote there can run in a later one.
-			var names []string
-			for _, f := range c.Result.Files {
-				names = append(names, f.Name)
-			}
-			for _, w := range guard.StartupWarnings(names) {
-				v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", c.Cell, guard.VisibleText(w.File), w.Reason))
-			}
-			var written []guard.InputFile
-			for _, f := range c.Result.Files {
-				written = append(written, guard.InputFile{Name: f.Name, Content: f.Content})
-			}
-			for _, n := range guard.InputConfusableNames(written) {
-				v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", c.Cell, guard.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
-			}
-		}
-		if c.State == contract.StatusRunning {
-			v.Busy = si.Running
-		}
+}
+
+// addWritten warns about the files a cell wrote: /work outlives the cell, so what it wrote
+// there can run in a later one.
+func (v *sessionView) addWritten(cell int, written []guard.File) {
+	var names []string
+	for _, f := range written {
+		names = append(names, f.Name)
 	}
+	for _, w := range guard.StartupWarnings(names) {
+		v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", cell, guard.VisibleText(w.File), w.Reason))
+	}
+	var files []guard.InputFile
+	for _, f := range written {
+		files = append(files, guard.InputFile{Name: f.Name, Content: f.Content})
+	}
+	for _, n := range guard.InputConfusableNames(files) {
+		v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", cell, guard.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+	}
+}
+
+// verify says whether the page shows the session as it is: its cells are consistent, and the
+// status agrees with the start input.
+func (v *sessionView) verify(st contract.SessionStatus, in contract.SessionInput, readErr error) {
 	var problems []string
 	if err := checkCells(st); err != nil {
 		problems = append(problems, err.Error())
@@ -221,19 +251,6 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	}
 	v.Problem = strings.Join(problems, "; ")
 	v.Verified = len(problems) == 0 && readErr == nil
-	if wc := waitingCell(st); wc != nil && si.Running {
-		v.Waiting = v.Cells[len(v.Cells)-1]
-		if n := len(st.Cells); n > 1 {
-			v.Waiting.Diff, v.Waiting.DiffFrom = lineDiff(st.Cells[n-2].Code, wc.Code), st.Cells[n-2].Cell
-		}
-		s.cellStatements(st, v, principal)
-		if v.ApproveRefused == "" {
-			if err := checkSessionShown(st, in, readErr); err != nil {
-				v.Approve, v.ApproveRefused = statementView{}, err.Error()
-			}
-		}
-	}
-	return v
 }
 
 func newCellView(c *contract.CellStatus, now time.Time) *cellView {

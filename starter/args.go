@@ -71,50 +71,23 @@ type command struct {
 	by string
 }
 
-// defaultPageSize and maxPageSize bound `starter pending --page-size`.
-const (
-	defaultPageSize = 100
-	maxPageSize     = 1000
-)
-
-// parseArgs parses a command line (without the program name). Every refusal is a *cli.UsageError,
-// or flag.ErrHelp for -h.
+// parseArgs parses a command line (without the program name) with its command's entry in the
+// command table. Every refusal is a *cli.UsageError, or flag.ErrHelp for -h.
 func parseArgs(args []string, stderr io.Writer) (*command, error) {
 	if len(args) == 0 {
 		return nil, &cli.UsageError{Msg: "no command given"}
 	}
 	c := &command{name: args[0]}
-	fs := cli.NewFlagSet("starter "+c.name, stderr)
-	args = args[1:]
 	switch c.name {
-	case "run":
-		return c, c.parseRun(fs, args)
-	case "pending":
-		c.addConnFlags(fs)
-		fs.BoolVar(&c.json, "json", false, "print JSON for programs instead of a table")
-		fs.IntVar(&c.pageSize, "page-size", defaultPageSize, "runs listed at most; the rest are on the next page")
-		fs.StringVar(&c.nextPage, "next-page", "", "list the page after the one whose next_page_token (or table footer) gave TOKEN")
-		if _, err := cli.Parse(fs, args, 0, 0, "next-page"); err != nil {
-			return c, err
-		}
-		if c.pageSize < 1 || c.pageSize > maxPageSize {
-			return c, &cli.UsageError{Msg: fmt.Sprintf("--page-size %d: want 1 to %d", c.pageSize, maxPageSize)}
-		}
-		return c, nil
-	case "show", "result", "watch":
-		return c, c.parseReview(fs, args)
-	case "cancel":
-		return c, c.parseCancel(fs, args)
-	case "statement", "approve", "deny":
-		return c, c.parseDecision(fs, args)
-	case "session":
-		return c, c.parseSession(stderr, args)
-	case "tool-schema":
-		return c, c.parseToolSchema(fs, args)
 	case "-h", "--help", "help":
 		return nil, flag.ErrHelp
 	}
-	return nil, &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", c.name)}
+	entry := lookupCommand(c.name)
+	if entry == nil || entry.parse == nil {
+		return nil, &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", c.name)}
+	}
+	fs := cli.NewFlagSet("starter "+c.name, stderr)
+	return c, entry.parse(c, fs, args[1:])
 }
 
 func (c *command) addConnFlags(fs *flag.FlagSet) {
@@ -130,41 +103,6 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
-	c.addConnFlags(fs)
-	env := &cli.Pairs{Flag: "--env"}
-	c.inputs = cli.Pairs{Flag: "--input", NonEmptyValues: true}
-	m := &c.req.Metadata
-	fs.StringVar(&c.code, "code", "", "the code to run")
-	fs.StringVar(&c.file, "file", "", "read the code from a file (- for stdin)")
-	fs.StringVar(&c.req.Language, "language", guard.Python, "python or sh")
-	fs.DurationVar(&c.req.Limits.Timeout, "timeout", 0, "time limit (default: the policy's, 30s)")
-	fs.BoolVar(&c.req.Network, "network", false, "ask for a network (the policy must allow it)")
-	fs.BoolVar(&c.req.CaptureContent, "capture-content", false, "let events carry code and output")
-	fs.BoolVar(&c.wait, "wait", false, "wait for the decision and print the result")
-	fs.StringVar(&c.workflowID, "workflow-id", "", "the run's workflow id, unused so far (default: sandbox-<uuid>)")
-	fs.StringVar(&m.Agent, "agent", "", "metadata: the agent")
-	fs.StringVar(&m.Session, "session", "", "metadata: the session")
-	fs.StringVar(&m.ToolCallID, "tool-call-id", "", "metadata: the tool call")
-	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
-	fs.StringVar(&c.req.Conversation, "conversation", "", "the conversation this run belongs to (letters, digits, . _ : @ -): reviewers see what changed since its previous run")
-	fs.Var(&c.inputs, "input", "input file NAME=PATH (repeatable, each name once)")
-	fs.Var(env, "env", "env var NAME=VALUE (repeatable, each name once)")
-	fs.Var((*cli.Strings)(&c.req.Egress), "allow-host", "egress: a host the code may reach through the worker's proxy: host[:port], *.domain[:port], IP or CIDR (repeatable; within the worker's --egress-allow)")
-	fs.Var((*cli.Strings)(&c.req.Secrets), "secret", "a worker secret, by name, the proxy adds to requests for its host; the sandbox never sees it (repeatable)")
-	if _, err := cli.Parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	c.req.Env = env.Map
-	switch {
-	case c.code != "" && c.file != "":
-		return &cli.UsageError{Msg: "give --code or --file, not both"}
-	case c.code == "" && c.file == "":
-		return &cli.UsageError{Msg: "give the code with --code CODE or --file F (--file - reads stdin)"}
-	}
-	return nil
 }
 
 func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
@@ -188,92 +126,6 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	}
 	if c.cell < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
-	}
-	return nil
-}
-
-// parseCancel parses cancel ID [--reason R] [--by NAME] [--wait].
-func (c *command) parseCancel(fs *flag.FlagSet, args []string) error {
-	c.addConnFlags(fs)
-	fs.StringVar(&c.reason, "reason", "", "why (recorded with the run)")
-	fs.StringVar(&c.by, "by", os.Getenv(client.EnvReviewer), "who cancels, as the run records it (default: "+client.EnvReviewer+", else $USER@hostname)")
-	fs.BoolVar(&c.wait, "wait", false, "then wait for the run to end and print its result (the output printed before the cancel)")
-	pos, err := cli.Parse(fs, args, 1, 1, "reason", "by")
-	if err != nil {
-		return err
-	}
-	c.id = pos[0]
-	return nil
-}
-
-// parseDecision parses statement, approve and deny. Approve and deny sign with the reviewer's
-// key (--key, else SANDBOXFLOW_REVIEWER_KEY).
-func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
-	c.addConnFlags(fs)
-	var mayBeEmpty []string
-	fs.IntVar(&c.cell, "cell", 0, "the cell of a session to decide on (default for a session: the one that waits, printed first)")
-	fs.StringVar(&c.reviewer, "reviewer", os.Getenv(client.EnvReviewer), "the principal you sign as, one your key's line in the reviewers file allows; the statement names it ["+client.EnvReviewer+"]")
-	mayBeEmpty = append(mayBeEmpty, "reviewer")
-	if c.name == "statement" {
-		fs.BoolVar(&c.deny, "deny", false, "the statement of a denial instead of an approval")
-		fs.StringVar(&c.approvalID, "approval-id", "", "the decision's UUID (default: a new one)")
-		fs.DurationVar(&c.expiresIn, "expires-in", 0, "how long the signature counts (default 1h, at most until the approval deadline)")
-	} else {
-		fs.StringVar(&c.key, "key", os.Getenv(client.EnvReviewerKey), "your reviewer key: an OpenSSH private key, or a .pub whose key is in ssh-agent ["+client.EnvReviewerKey+"]")
-		fs.StringVar(&c.digest, "digest", "", "the digest you read (approve: required)")
-		fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
-		mayBeEmpty = append(mayBeEmpty, "reason")
-		if c.name == "approve" {
-			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's (or the cell's) result and print it too")
-			fs.StringVar(&c.editFile, "edit", "", "approve your edit of the code instead, read from FILE: you sign the edited request's digest, the workflow checks it against its policy again, and the other approvals of a quorum must be of the edited code")
-		}
-	}
-	pos, err := cli.Parse(fs, args, 1, 1, mayBeEmpty...)
-	if err != nil {
-		return err
-	}
-	c.id = pos[0]
-	switch {
-	case c.cell < 0:
-		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
-	case c.name == "statement":
-		if c.expiresIn < 0 {
-			return &cli.UsageError{Msg: fmt.Sprintf("--expires-in %s is negative", c.expiresIn)}
-		}
-	case c.key == "":
-		return &cli.UsageError{Msg: "--key FILE (or " + client.EnvReviewerKey + ") is required: decisions are signed with a reviewer's key"}
-	case c.name == "approve" && c.digest == "" && c.cell == 0:
-		return &cli.UsageError{Msg: "--digest is required (or, for a session, --cell N): approve the digest you read with `starter show` (`starter session show`)"}
-	case c.editFile != "" && c.cell > 0:
-		return &cli.UsageError{Msg: "--edit approves an edited run's code; a session's cells take no edits"}
-	case c.name == "deny" && c.reason == "":
-		return &cli.UsageError{Msg: "--reason is required"}
-	}
-	return nil
-}
-
-func (c *command) parseToolSchema(fs *flag.FlagSet, args []string) error {
-	fs.StringVar(&c.format, "format", client.FormatOpenAI, "openai or anthropic")
-	langs := fs.String("languages", guard.Python, "languages offered, comma-separated")
-	fs.StringVar(&c.tool.Backend, "backend", "", "the backend that runs the code (local adds a warning)")
-	fs.DurationVar(&c.tool.Timeout, "timeout", guard.DefaultTimeout, "the run's time limit")
-	if _, err := cli.Parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	var err error
-	if c.tool.Languages, err = cli.List("languages", *langs); err != nil {
-		return err
-	}
-	for _, l := range c.tool.Languages {
-		if l != guard.Python && l != guard.Shell {
-			return &cli.UsageError{Msg: fmt.Sprintf("--languages: %q is not a language the backends offer (python, sh)", l)}
-		}
-	}
-	if c.format != client.FormatOpenAI && c.format != client.FormatAnthropic {
-		return &cli.UsageError{Msg: fmt.Sprintf("--format %q: want %s or %s", c.format, client.FormatOpenAI, client.FormatAnthropic)}
-	}
-	if c.tool.Timeout <= 0 {
-		return &cli.UsageError{Msg: fmt.Sprintf("--timeout %s must be positive", c.tool.Timeout)}
 	}
 	return nil
 }

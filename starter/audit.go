@@ -13,7 +13,6 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
-	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 	"github.com/sandboxflow/sandboxflow/internal/smallfile"
 	"github.com/sandboxflow/sandboxflow/receipt"
@@ -141,18 +140,4 @@ func auditVerify(file, reviewersFile, hostsFile string, stdout, stderr io.Writer
 		return 1
 	}
 	return 0
-}
-
-// verifyResult refuses a result whose receipt does not verify (client.VerifyResult), against
-// --hosts when given.
-func verifyResult(ctx context.Context, sc *client.Client, cmd *command, res guard.Result) error {
-	var hosts *receipt.Hosts
-	if cmd.hosts != "" {
-		h, err := receipt.LoadHosts(cmd.hosts)
-		if err != nil {
-			return fmt.Errorf("starter result: --hosts: %w", err)
-		}
-		hosts = h
-	}
-	return sc.VerifyResult(ctx, cmd.id, res, hosts)
 }

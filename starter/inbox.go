@@ -15,8 +15,8 @@ import (
 )
 
 // inboxMain serves the reviewers' inbox until ctx ends: `starter inbox --listen 127.0.0.1:8235`.
-// It returns the exit code: 2 for a usage error, 1 for a failure.
-func inboxMain(ctx context.Context, args []string, stderr io.Writer) int {
+// It prints no JSON document, and returns the exit code: 2 for a usage error, 1 for a failure.
+func inboxMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	var l inbox.Listen
 	fs, c := serverFlags("inbox", stderr)
 	fs.StringVar(&l.Addr, "listen", envOr("SANDBOXFLOW_INBOX_LISTEN", inbox.DefaultListen), "host:port to serve the inbox on (other than loopback needs --tls-cert and --tls-key)")

@@ -24,7 +24,7 @@ import (
 // run_cell, cell_status, close_session), over MCP until ctx ends: on stdin/stdout by
 // default, or as streamable HTTP with --http ADDR. Every setting but the code and its language is
 // a flag here, never the model's. It returns the exit code: 2 for a usage error, 1 for a failure.
-func mcpMain(ctx context.Context, args []string, stderr io.Writer) int {
+func mcpMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, c := serverFlags("mcp", stderr)
 	var (
 		httpAddr  = fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")

@@ -2,13 +2,115 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
+
+// showCmd prints everything a reviewer needs to decide on a run, for a person or, with --json,
+// for programs; the warnings about the code go to stderr first.
+func showCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	// Env values are always read: the code's behaviour can depend on them.
+	review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
+	if err == nil && review.Warning != "" {
+		fmt.Fprintln(stderr, "starter:", review.Warning)
+	}
+	if err == nil && review.NamesWarning != "" {
+		fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
+	}
+	if err == nil {
+		for _, w := range review.Request.Warnings {
+			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
+		}
+	}
+	if err != nil || cmd.json {
+		return printOr(stdout, review, err)
+	}
+	return printReview(stdout, review, time.Now())
+}
+
+// parseDecision parses statement, approve and deny. Approve and deny sign with the reviewer's
+// key (--key, else SANDBOXFLOW_REVIEWER_KEY).
+func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
+	c.addConnFlags(fs)
+	var mayBeEmpty []string
+	fs.IntVar(&c.cell, "cell", 0, "the cell of a session to decide on (default for a session: the one that waits, printed first)")
+	fs.StringVar(&c.reviewer, "reviewer", os.Getenv(client.EnvReviewer), "the principal you sign as, one your key's line in the reviewers file allows; the statement names it ["+client.EnvReviewer+"]")
+	mayBeEmpty = append(mayBeEmpty, "reviewer")
+	if c.name == "statement" {
+		fs.BoolVar(&c.deny, "deny", false, "the statement of a denial instead of an approval")
+		fs.StringVar(&c.approvalID, "approval-id", "", "the decision's UUID (default: a new one)")
+		fs.DurationVar(&c.expiresIn, "expires-in", 0, "how long the signature counts (default 1h, at most until the approval deadline)")
+	} else {
+		fs.StringVar(&c.key, "key", os.Getenv(client.EnvReviewerKey), "your reviewer key: an OpenSSH private key, or a .pub whose key is in ssh-agent ["+client.EnvReviewerKey+"]")
+		fs.StringVar(&c.digest, "digest", "", "the digest you read (approve: required)")
+		fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
+		mayBeEmpty = append(mayBeEmpty, "reason")
+		if c.name == "approve" {
+			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's (or the cell's) result and print it too")
+			fs.StringVar(&c.editFile, "edit", "", "approve your edit of the code instead, read from FILE: you sign the edited request's digest, the workflow checks it against its policy again, and the other approvals of a quorum must be of the edited code")
+		}
+	}
+	pos, err := cli.Parse(fs, args, 1, 1, mayBeEmpty...)
+	if err != nil {
+		return err
+	}
+	c.id = pos[0]
+	switch {
+	case c.cell < 0:
+		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
+	case c.name == "statement":
+		if c.expiresIn < 0 {
+			return &cli.UsageError{Msg: fmt.Sprintf("--expires-in %s is negative", c.expiresIn)}
+		}
+	case c.key == "":
+		return &cli.UsageError{Msg: "--key FILE (or " + client.EnvReviewerKey + ") is required: decisions are signed with a reviewer's key"}
+	case c.name == "approve" && c.digest == "" && c.cell == 0:
+		return &cli.UsageError{Msg: "--digest is required (or, for a session, --cell N): approve the digest you read with `starter show` (`starter session show`)"}
+	case c.editFile != "" && c.cell > 0:
+		return &cli.UsageError{Msg: "--edit approves an edited run's code; a session's cells take no edits"}
+	case c.name == "deny" && c.reason == "":
+		return &cli.UsageError{Msg: "--reason is required"}
+	}
+	return nil
+}
+
+// decisionCmd runs statement, approve and deny, on a run or on a session's cell.
+func decisionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	session := cmd.cell > 0
+	if !session && cmd.editFile == "" && (cmd.name == "deny" || cmd.name == "approve" && cmd.digest != "") {
+		// A decision is tried as a run's first: its statement describes the workflow anyway,
+		// and refuses a session by its type, so a run's decision costs no describe of its own.
+		err := decideCmd(ctx, sc, cmd, stdout)
+		var nr *client.NotRunCodeError
+		if !errors.As(err, &nr) || nr.Type != contract.SessionWorkflowName {
+			return err
+		}
+		session = true
+	}
+	if !session {
+		var err error
+		if session, err = sc.IsSession(ctx, cmd.id); err != nil {
+			return err
+		}
+	}
+	switch {
+	case session && cmd.name == "statement":
+		return cellStatementCmd(ctx, sc, cmd, stdout, stderr)
+	case session:
+		return decideCellCmd(ctx, sc, cmd, stdout, stderr)
+	case cmd.name == "statement":
+		return statementCmd(ctx, sc, cmd, stdout, stderr)
+	}
+	return decideCmd(ctx, sc, cmd, stdout)
+}
 
 // statementCmd prints the exact bytes a reviewer signs to decide on the run
 // (ssh-keygen -Y sign -n sandboxflow-approval), and on stderr, before an approval, the warnings

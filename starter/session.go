@@ -22,13 +22,14 @@ const (
 	sessionClose = "close"
 )
 
-// parseSession parses `session open|cell|show|close`.
-func (c *command) parseSession(stderr io.Writer, args []string) error {
+// parseSession parses `session open|cell|show|close`, with a flag set of the subcommand's own
+// name that prints where the command's does.
+func (c *command) parseSession(cmdFlags *flag.FlagSet, args []string) error {
 	if len(args) == 0 {
 		return &cli.UsageError{Msg: "session needs a subcommand: open, cell, show or close"}
 	}
 	c.sub = args[0]
-	fs := cli.NewFlagSet("starter session "+c.sub, stderr)
+	fs := cli.NewFlagSet("starter session "+c.sub, cmdFlags.Output())
 	c.addConnFlags(fs)
 	args = args[1:]
 	switch c.sub {

@@ -144,7 +144,26 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	printCellRows(func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }, c, waiting, now)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, warning := range []string{v.Warning, v.NamesWarning} {
+		if warning != "" {
+			if _, err := fmt.Fprintf(w, "\n%s\n", terminal(warning)); err != nil {
+				return err
+			}
+		}
+	}
+	if err := printNumbered(w, fmt.Sprintf("cell %d code", c.Cell), c.Code, cols); err != nil {
+		return err
+	}
+	return printCellOutput(w, c, cols)
+}
+
+// printCellRows writes a cell's facts as rows: its metadata, size and digest, its deadline while
+// it waits, its approvals, its decision, its error and its result's summary.
+func printCellRows(row func(k, format string, a ...any), c contract.CellStatus, waiting bool, now time.Time) {
 	for _, f := range human.Metadata(c.Metadata) {
 		row(f.K, "%s", terminal(f.V))
 	}
@@ -189,19 +208,10 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 			row("", "some files were left out (limits or names)")
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	for _, warning := range []string{v.Warning, v.NamesWarning} {
-		if warning != "" {
-			if _, err := fmt.Fprintf(w, "\n%s\n", terminal(warning)); err != nil {
-				return err
-			}
-		}
-	}
-	if err := printNumbered(w, fmt.Sprintf("cell %d code", c.Cell), c.Code, cols); err != nil {
-		return err
-	}
+}
+
+// printCellOutput writes the stdout and stderr of a cell that ran, numbered, each unless empty.
+func printCellOutput(w io.Writer, c contract.CellStatus, cols int) error {
 	if r := c.Result; r != nil {
 		for _, out := range []struct {
 			name      string

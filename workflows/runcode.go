@@ -81,6 +81,35 @@ func (r *runCode) runCode(ctx workflow.Context, in contract.Input) (guard.Result
 	}
 
 	// 3. Wait for a decision.
+	d, approved, err := r.awaitDecision(ctx, check)
+	if !approved {
+		return guard.Result{}, err
+	}
+
+	// 4. Run, at most once for this approval.
+	if err := r.setState(ctx, contract.StatusRunning); err != nil {
+		return guard.Result{}, err
+	}
+	res, ran, err := r.runApproved(ctx, runCtx, check, d)
+	if !ran {
+		return guard.Result{}, err
+	}
+	if res.Outcome == guard.OutcomeCancelled {
+		res.Cancelled = r.cancel // nil when Temporal's own cancellation stopped it
+	}
+
+	// 5. Result: the sandbox host set its approval fields (approval id, reviewer, digest), as it
+	// verified them.
+	if err := r.setState(ctx, contract.FinalState(res.Outcome)); err != nil {
+		return guard.Result{}, err
+	}
+	return res, nil
+}
+
+// awaitDecision waits for a reviewer's decision (a signal or the decide update), a cancel or the
+// approval timeout, and records it. approved is false when the run ends here (denied, expired,
+// cancelled), with err as the workflow's answer.
+func (r *runCode) awaitDecision(ctx workflow.Context, check contract.CheckResult) (d contract.Decision, approved bool, err error) {
 	signals := workflow.GetSignalChannel(ctx, contract.SignalApproval)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -94,59 +123,52 @@ func (r *runCode) runCode(ctx workflow.Context, in contract.Input) (guard.Result
 	r.waitSpan(ctx, waitStart, decided, err)
 	switch {
 	case err != nil:
-		return guard.Result{}, r.cancelled(ctx, err)
+		return contract.Decision{}, false, r.cancelled(ctx, err)
 	case r.cancel != nil:
 		// A cancel accepted before (or with) a decision: the decision is never used.
-		return guard.Result{}, r.cancelledBeforeRun(ctx)
+		return contract.Decision{}, false, r.cancelledBeforeRun(ctx)
 	case !decided:
 		r.event(ctx, contract.EventApprovalExpired, "approval_timeout", check.ApprovalTimeout.String())
-		return guard.Result{}, r.end(ctx, contract.StatusExpired, &guard.ApprovalDenied{
+		return contract.Decision{}, false, r.end(ctx, contract.StatusExpired, &guard.ApprovalDenied{
 			Reason:  guard.DeniedExpired,
 			Message: "no decision within the approval timeout of " + check.ApprovalTimeout.String(),
 		})
 	}
-	d := *r.decision
+	d = *r.decision
 	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(d.Reviewer)); err != nil {
-		return guard.Result{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
+		return contract.Decision{}, false, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
 	}
 	if !d.Approve {
 		r.event(ctx, contract.EventApprovalDenied, "approval_id", d.ApprovalID, "reviewer", d.Reviewer, "reason_bytes", len(d.Reason))
-		return guard.Result{}, r.end(ctx, contract.StatusDenied, &guard.ApprovalDenied{
+		return contract.Decision{}, false, r.end(ctx, contract.StatusDenied, &guard.ApprovalDenied{
 			Reason: guard.DeniedByReviewer, Reviewer: d.Reviewer, Message: d.Reason,
 		})
 	}
 	r.event(ctx, contract.EventApprovalGranted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
+	return d, true, nil
+}
 
-	// 4. Run, at most once for this approval.
-	if err := r.setState(ctx, contract.StatusRunning); err != nil {
-		return guard.Result{}, err
-	}
-	res, err := r.run(runCtx, check.Run, d)
+// runApproved runs the approved request in the sandbox activity (on runCtx, which an accepted
+// cancel cancels) and checks the host's receipt. ran is false when the run ends without a result,
+// with err as the workflow's answer.
+func (r *runCode) runApproved(ctx, runCtx workflow.Context, check contract.CheckResult, d contract.Decision) (res guard.Result, ran bool, err error) {
+	res, err = r.run(runCtx, check.Run, d)
 	if err != nil {
 		if ctx.Err() != nil {
-			return guard.Result{}, r.cancelled(ctx, err)
+			return guard.Result{}, false, r.cancelled(ctx, err)
 		}
 		if r.cancel != nil && stoppedBeforeStart(err) {
 			if cerr := r.cancelledAfterClaim(ctx, err); cerr != nil {
-				return guard.Result{}, r.fail(ctx, cerr)
+				return guard.Result{}, false, r.fail(ctx, cerr)
 			}
-			return guard.Result{}, r.cancelledBeforeRun(ctx)
+			return guard.Result{}, false, r.cancelledBeforeRun(ctx)
 		}
-		return guard.Result{}, r.fail(ctx, err)
+		return guard.Result{}, false, r.fail(ctx, err)
 	}
 	if err := r.checkReceipt(ctx, check.Hosts, res, d); err != nil {
-		return guard.Result{}, r.fail(ctx, err)
+		return guard.Result{}, false, r.fail(ctx, err)
 	}
-	if res.Outcome == guard.OutcomeCancelled {
-		res.Cancelled = r.cancel // nil when Temporal's own cancellation stopped it
-	}
-
-	// 5. Result: the sandbox host set its approval fields (approval id, reviewer, digest), as it
-	// verified them.
-	if err := r.setState(ctx, contract.FinalState(res.Outcome)); err != nil {
-		return guard.Result{}, err
-	}
-	return res, nil
+	return res, true, nil
 }
 
 // setHandlers registers the status query and the decide update with its validator.

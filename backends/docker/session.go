@@ -355,9 +355,6 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		s.cur = nil
 		s.mu.Unlock()
 	}()
-	fail := func(op string, err error, started bool) error {
-		return &guard.IntegrationError{Op: fmt.Sprintf("%s %s (%s)", op, s.sb.id, cell), Err: err, CodeMayHaveStarted: started}
-	}
 	if sent, err := s.write(ctx, request); err != nil {
 		// The supervisor runs nothing of a cell before its whole frame arrived; a frame cut
 		// short leaves the stream unusable. A frame handed over in full may have started.
@@ -371,7 +368,7 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		if ended && !sent {
 			return guard.Result{}, &guard.SandboxLost{Msg: fmt.Sprintf("session container %s ended before %s: %v", s.sb.id, cell, err)}
 		}
-		return guard.Result{}, fail("docker: write cell to session container", err, sent)
+		return guard.Result{}, s.cellError(cell, "docker: write cell to session container", err, sent)
 	}
 	deadline := time.NewTimer(l.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()
@@ -384,6 +381,15 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	case <-ctx.Done():
 		how = ctxDeadline
 	}
+	return s.cellOutcome(ctx, cell, rep, how, l, start)
+}
+
+// cellOutcome is the result of a cell whose wait ended how: the output so far of a cell the
+// worker abandoned (its session lost), else what the supervisor's report says, or why it cannot
+// be read.
+func (s *Session) cellOutcome(ctx context.Context, cell guard.Cell, rep *report, how ending, l guard.Limits, start time.Time) (guard.Result, error) {
+	b := s.b
+	fail := func(op string, err error, started bool) error { return s.cellError(cell, op, err, started) }
 	if how != streamEnded {
 		s.lose(fmt.Sprintf("%s was abandoned (%s)", cell, map[ending]string{workerDeadline: "no report within its timeout", ctxDeadline: "its context ended"}[how]))
 		if rep.tunnel != nil {
@@ -428,6 +434,12 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		res.Egress = &audit
 	}
 	return s.finish(res, l, start), nil
+}
+
+// cellError is the failure of a cell of the session at op: CodeMayHaveStarted says whether the
+// cell may have run.
+func (s *Session) cellError(cell guard.Cell, op string, err error, started bool) error {
+	return &guard.IntegrationError{Op: fmt.Sprintf("%s %s (%s)", op, s.sb.id, cell), Err: err, CodeMayHaveStarted: started}
 }
 
 // doneOrTimeout is Done, or a channel closed after the cleanup timeout.

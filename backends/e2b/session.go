@@ -263,26 +263,10 @@ func (ss *session) runShell(ctx context.Context, cell guard.Cell, limits guard.L
 // runPython sends the cell to the interpreter and waits for its end marker, the interpreter's
 // death, the timeout or ctx.
 func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.Limits) (guard.Result, error) {
-	fresh := false
-	if ip := ss.interp; ip != nil && ip.finished() {
-		// It died between cells (a thread of an earlier cell ended it, or a memory kill): the
-		// next cell starts afresh, unless the sandbox itself is gone.
-		ss.interp, ss.reset = nil, true
-		if ip.streamErr != nil || !ip.ended {
-			if err := ss.failed(ctx, "interpreter stream", fmt.Errorf("the interpreter's stream broke between cells: %v", ip.streamErr), false); guard.TypeOf(err) == guard.TypeSandboxLost {
-				return guard.Result{}, err
-			}
-		}
+	ip, fresh, err := ss.readyInterpreter(ctx, limits)
+	if err != nil {
+		return guard.Result{}, err
 	}
-	if ss.interp == nil {
-		ip, err := ss.startInterpreter(ctx, limits)
-		if err != nil {
-			return guard.Result{}, ss.failed(ctx, "start the interpreter", err, false)
-		}
-		ss.interp, fresh = ip, ss.reset
-		ss.reset = false
-	}
-	ip := ss.interp
 	out := guard.OutputOf(ctx)
 	stdout := guard.NewCapBuffer(limits.MaxStdoutBytes).Tee(out, guard.StreamStdout)
 	stderr := guard.NewCapBuffer(limits.MaxStderrBytes).Tee(out, guard.StreamStderr)
@@ -294,13 +278,9 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated(),
 			Measured: measured(stdout, stderr)}
 	}
-	dead := func() {
-		ip.stop()
-		ss.interp, ss.reset = nil, true
-	}
 	if err := ss.e.sendInput(ctx, ip.pid, celldriver.Command(nonce, cell.Index, cell.Code)); err != nil {
 		_ = ss.killInterpreter(ctx, ip)
-		dead()
+		ss.dropInterpreter(ip)
 		return guard.Result{}, ss.failed(ctx, "send the cell to the interpreter", err, true)
 	}
 	timer := time.NewTimer(limits.Timeout)
@@ -317,30 +297,13 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 			if !ip.finished() {
 				continue
 			}
-			// The interpreter died during the cell: os._exit, a signal, a memory kill, or the
-			// sandbox itself.
-			ip.stdout.Abandon()
-			ip.stderr.Abandon()
-			dead()
-			if ip.streamErr != nil || !ip.ended {
-				err := ip.streamErr
-				if err == nil {
-					err = errors.New("the stream ended without an end event")
-				}
-				return guard.Result{}, ss.failed(ctx, "interpreter stream", err, true)
-			}
-			res := result()
-			res.ExitCode = ip.exitCode
-			if !ip.exited && res.ExitCode == 0 {
-				res.ExitCode = -1
-			}
-			return res, nil
+			return ss.diedDuringCell(ctx, ip, result)
 		case <-timer.C:
 			killErr := ss.killInterpreter(ctx, ip)
 			ip.wait(ss.b.cfg.RequestTimeout)
 			ip.stdout.Abandon()
 			ip.stderr.Abandon()
-			dead()
+			ss.dropInterpreter(ip)
 			if killErr != nil {
 				if err := ss.failed(ctx, "kill the interpreter at the timeout", killErr, true); guard.TypeOf(err) == guard.TypeSandboxLost {
 					return guard.Result{}, err
@@ -354,11 +317,63 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 			_ = ss.killInterpreter(ctx, ip)
 			ip.stdout.Abandon()
 			ip.stderr.Abandon()
-			dead()
+			ss.dropInterpreter(ip)
 			return guard.Result{}, &guard.IntegrationError{Op: "e2b: session cell (outcome unknown; the approval was used)",
 				Err: fmt.Errorf("run cancelled: %w", ctx.Err()), CodeMayHaveStarted: true}
 		}
 	}
+}
+
+// readyInterpreter is the session's interpreter, started when there is none; fresh says that it
+// replaces one that died, so the cell starts without the earlier cells' state.
+func (ss *session) readyInterpreter(ctx context.Context, limits guard.Limits) (ip *interpreter, fresh bool, err error) {
+	if ip := ss.interp; ip != nil && ip.finished() {
+		// It died between cells (a thread of an earlier cell ended it, or a memory kill): the
+		// next cell starts afresh, unless the sandbox itself is gone.
+		ss.interp, ss.reset = nil, true
+		if ip.streamErr != nil || !ip.ended {
+			if err := ss.failed(ctx, "interpreter stream", fmt.Errorf("the interpreter's stream broke between cells: %v", ip.streamErr), false); guard.TypeOf(err) == guard.TypeSandboxLost {
+				return nil, false, err
+			}
+		}
+	}
+	if ss.interp == nil {
+		ip, err := ss.startInterpreter(ctx, limits)
+		if err != nil {
+			return nil, false, ss.failed(ctx, "start the interpreter", err, false)
+		}
+		ss.interp, fresh = ip, ss.reset
+		ss.reset = false
+	}
+	return ss.interp, fresh, nil
+}
+
+// dropInterpreter stops following ip, which is dead or killed: the next cell starts a fresh one.
+func (ss *session) dropInterpreter(ip *interpreter) {
+	ip.stop()
+	ss.interp, ss.reset = nil, true
+}
+
+// diedDuringCell ends a cell whose interpreter died during it (os._exit, a signal, a memory kill,
+// or the sandbox itself): its output so far with the interpreter's exit code, or the failure of
+// a stream that broke.
+func (ss *session) diedDuringCell(ctx context.Context, ip *interpreter, result func() guard.Result) (guard.Result, error) {
+	ip.stdout.Abandon()
+	ip.stderr.Abandon()
+	ss.dropInterpreter(ip)
+	if ip.streamErr != nil || !ip.ended {
+		err := ip.streamErr
+		if err == nil {
+			err = errors.New("the stream ended without an end event")
+		}
+		return guard.Result{}, ss.failed(ctx, "interpreter stream", err, true)
+	}
+	res := result()
+	res.ExitCode = ip.exitCode
+	if !ip.exited && res.ExitCode == 0 {
+		res.ExitCode = -1
+	}
+	return res, nil
 }
 
 // killInterpreter kills the interpreter's process through envd (a failure is logged: the stream

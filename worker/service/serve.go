@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/devserver"
+	"github.com/sandboxflow/sandboxflow/metrics"
 	"github.com/sandboxflow/sandboxflow/notify"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -69,11 +71,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 		}
 		defer stop()
 	}
-	reviewers, err := ReviewersFile(cfg, logger)
-	if err != nil {
-		return err
-	}
-	hostKey, hostName, hosts, err := receiptFiles(cfg, logger)
+	files, err := readTrustFiles(cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -98,32 +96,11 @@ func (w *Worker) Serve(ctx context.Context) error {
 	} else if err := checkSearchAttributes(ctx, tc, conn.Namespace); err != nil {
 		return err
 	}
-
-	var backend guard.Backend
-	if cfg.Role != RoleWorkflows {
-		how, err := cfg.sizeToHost(ctx)
-		if err != nil {
-			return err
-		}
-		logSizing(logger, how)
-		if cfg.namespaceID, err = namespaceID(ctx, tc.WorkflowService(), conn.Namespace); err != nil {
-			return err
-		}
-		cfg.sessionEnded = sessionEnded(tc)
-		b, closeBackend, err := NewBackend(ctx, cfg, logger)
-		if err != nil {
-			return err
-		}
-		defer closeBackend()
-		backend = b
-		observeBackend(cfg, b, met)
+	backend, closeBackend, err := w.openBackend(ctx, tc, conn.Namespace, met)
+	if err != nil {
+		return err
 	}
-	// A backend that keeps a sandbox for a session (guard.SessionBackend) gets this host's own
-	// queue for its sessions' holds and cells; any other refuses sessions.
-	hostQueue := ""
-	if backend != nil && guard.SessionsOffered(backend) {
-		hostQueue = hostTaskQueue(cfg)
-	}
+	defer closeBackend()
 	topts, err := conn.Options()
 	if err != nil {
 		return err
@@ -131,27 +108,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if w.notify, err = notifyActivities(cfg, topts.DataConverter, logger); err != nil {
 		return err
 	}
-	acts, err := activities.New(activities.Config{
-		Notify:           notifyRecorded(w.notify),
-		DataConverter:    topts.DataConverter,
-		Policy:           cfg.Policy(),
-		Backend:          backend,
-		BackendName:      cfg.Backend,
-		HostTaskQueue:    hostQueue,
-		NoSessions:       !cfg.kind().sessions,
-		MaxSessions:      cfg.MaxSandboxes,
-		Sink:             metricsSink(met, activities.SlogSink{Logger: logger}, cfg),
-		SandboxTaskQueue: cfg.SandboxTaskQueue,
-		HeartbeatTimeout: cfg.HeartbeatTimeout,
-		ReviewersFile:    reviewers,
-		HostKeyFile:      hostKey,
-		HostName:         hostName,
-		HostsFile:        hosts,
-
-		PasskeyOrigin:          passkeyOrigin(cfg),
-		PasskeyCountersFile:    passkeyCounters(cfg),
-		ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
-	})
+	acts, err := activities.New(w.activitiesConfig(files, topts.DataConverter, backend, met))
 	if err != nil {
 		return err
 	}
@@ -163,6 +120,79 @@ func (w *Worker) Serve(ctx context.Context) error {
 	<-ctx.Done()
 	logger.Info("worker stopping")
 	return nil
+}
+
+// trustFiles are the files the checks record and the receipts are signed with: the reviewers
+// file, and this host's key, name and hosts file.
+type trustFiles struct {
+	reviewers, hostKey, hostName, hosts string
+}
+
+// readTrustFiles finds the reviewers file and the receipt files (ReviewersFile, receiptFiles).
+func readTrustFiles(cfg *Options, logger *slog.Logger) (trustFiles, error) {
+	var f trustFiles
+	var err error
+	if f.reviewers, err = ReviewersFile(cfg, logger); err != nil {
+		return f, err
+	}
+	f.hostKey, f.hostName, f.hosts, err = receiptFiles(cfg, logger)
+	return f, err
+}
+
+// openBackend sizes this host and opens its sandbox backend, unless the worker runs workflows
+// only (then the backend is nil). closeBackend is never nil.
+func (w *Worker) openBackend(ctx context.Context, tc tclient.Client, namespace string, met *metrics.Metrics) (guard.Backend, func(), error) {
+	cfg, logger := &w.opts, w.logger
+	if cfg.Role == RoleWorkflows {
+		return nil, func() {}, nil
+	}
+	how, err := cfg.sizeToHost(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	logSizing(logger, how)
+	if cfg.namespaceID, err = namespaceID(ctx, tc.WorkflowService(), namespace); err != nil {
+		return nil, nil, err
+	}
+	cfg.sessionEnded = sessionEnded(tc)
+	b, closeBackend, err := NewBackend(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	observeBackend(cfg, b, met)
+	return b, closeBackend, nil
+}
+
+// activitiesConfig is the activities' configuration from the worker's options. A backend that
+// keeps a sandbox for a session (guard.SessionBackend) gets this host's own queue for its
+// sessions' holds and cells; any other refuses sessions.
+func (w *Worker) activitiesConfig(files trustFiles, dc converter.DataConverter, backend guard.Backend, met *metrics.Metrics) activities.Config {
+	cfg := &w.opts
+	hostQueue := ""
+	if backend != nil && guard.SessionsOffered(backend) {
+		hostQueue = hostTaskQueue(cfg)
+	}
+	return activities.Config{
+		Notify:           notifyRecorded(w.notify),
+		DataConverter:    dc,
+		Policy:           cfg.Policy(),
+		Backend:          backend,
+		BackendName:      cfg.Backend,
+		HostTaskQueue:    hostQueue,
+		NoSessions:       !cfg.kind().sessions,
+		MaxSessions:      cfg.MaxSandboxes,
+		Sink:             metricsSink(met, activities.SlogSink{Logger: w.logger}, cfg),
+		SandboxTaskQueue: cfg.SandboxTaskQueue,
+		HeartbeatTimeout: cfg.HeartbeatTimeout,
+		ReviewersFile:    files.reviewers,
+		HostKeyFile:      files.hostKey,
+		HostName:         files.hostName,
+		HostsFile:        files.hosts,
+
+		PasskeyOrigin:          passkeyOrigin(cfg),
+		PasskeyCountersFile:    passkeyCounters(cfg),
+		ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
+	}
 }
 
 // setUpCodec loads the payload keys (warning when there are none), completes the connection

@@ -104,40 +104,16 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if ts == nil {
 		ts = devtest.Start(t)
 	}
-	tc := ts.GetDefaultClient()
-	var dc converter.DataConverter // nil: Temporal's default
-	if o.KeyFile != "" {
-		ring, err := codec.LoadKeyRing(o.KeyFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tc = ts.NewClientWithOptions(codec.ClientOptions(tclient.Options{}, ring))
-		dc = codec.DataConverter(ring)
-	}
+	tc, dc := temporalClient(t, ts, o.KeyFile)
 	b := o.Backend
 	if b == nil {
-		need.Need(t, need.Python3)
-		py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
-		if err != nil {
-			t.Fatalf("agenttest: python3: %v", err)
-		}
-		if b, err = local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))}); err != nil {
-			t.Fatal(err)
-		}
+		b = localPython(t)
 	}
 	policy := guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour}
 	if o.Policy != nil {
 		policy = *o.Policy
 	}
-	reviewer, reviewers, principal := o.Reviewer, o.ReviewersFile, ""
-	if reviewers == "" {
-		if reviewer == nil {
-			reviewer = reviewertest.New(t, "test-reviewer")
-		}
-		reviewers, principal = reviewer.File, reviewer.Principal
-	} else if reviewer != nil {
-		t.Fatal("agenttest: Options.Reviewer and Options.ReviewersFile are both set")
-	}
+	reviewer, reviewers, principal := reviewerOf(t, o)
 	host := o.Host
 	if host == nil {
 		host = hosttest.New(t, "test-host")
@@ -169,6 +145,69 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	startWorkers(t, tc, queue, hostQueue, acts, o)
+	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Reviewer: principal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer, Host: host}
+	if !o.NoStarter {
+		e.Starter = buildStarter(t)
+	}
+	return e
+}
+
+// temporalClient is the server's client, encrypting every payload with keyFile's ring when given
+// (dc is then the ring's data converter, else nil: Temporal's default).
+func temporalClient(t *testing.T, ts *temporaltest.TestServer, keyFile string) (tclient.Client, converter.DataConverter) {
+	t.Helper()
+	tc := ts.GetDefaultClient()
+	if keyFile == "" {
+		return tc, nil
+	}
+	ring, err := codec.LoadKeyRing(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts.NewClientWithOptions(codec.ClientOptions(tclient.Options{}, ring)), codec.DataConverter(ring)
+}
+
+// localPython is the local backend with the host's python3.
+func localPython(t *testing.T) guard.Backend {
+	t.Helper()
+	need.Need(t, need.Python3)
+	py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatalf("agenttest: python3: %v", err)
+	}
+	b, err := local.New(local.Config{AllowUnsafeLocal: true, Python: strings.TrimSpace(string(py))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// reviewerOf is the worker's reviewers file and the reviewer it lists (Options.Reviewer, else a
+// fresh one), or Options.ReviewersFile with no reviewer and no principal.
+func reviewerOf(t *testing.T, o Options) (reviewer *reviewertest.Reviewer, file, principal string) {
+	t.Helper()
+	if o.ReviewersFile != "" {
+		if o.Reviewer != nil {
+			t.Fatal("agenttest: Options.Reviewer and Options.ReviewersFile are both set")
+		}
+		return nil, o.ReviewersFile, ""
+	}
+	reviewer = o.Reviewer
+	if reviewer == nil {
+		reviewer = reviewertest.New(t, "test-reviewer")
+	}
+	return reviewer, reviewer.File, reviewer.Principal
+}
+
+// startWorkers starts the worker on queue, and the host worker on hostQueue when there is one;
+// the test's cleanup stops them.
+func startWorkers(t *testing.T, tc tclient.Client, queue, hostQueue string, acts *activities.Activities, o Options) {
+	t.Helper()
 	w := worker.New(tc, queue, activities.WorkerOptions(worker.Options{Interceptors: o.Interceptors}))
 	workflows.Register(w)
 	acts.Register(w)
@@ -179,28 +218,26 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	if hostQueue != "" {
-		hw := worker.New(tc, hostQueue, activities.WorkerOptions(worker.Options{Interceptors: o.Interceptors}))
-		acts.RegisterHost(hw)
-		if err := hw.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(hw.Stop)
+	if hostQueue == "" {
+		return
 	}
-	sc, err := client.New(client.Options{Temporal: tc, TaskQueue: queue, Reviewer: principal})
-	if err != nil {
+	hw := worker.New(tc, hostQueue, activities.WorkerOptions(worker.Options{Interceptors: o.Interceptors}))
+	acts.RegisterHost(hw)
+	if err := hw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer, Host: host}
-	if !o.NoStarter {
-		dir := t.TempDir()
-		out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
-		if err != nil {
-			t.Fatalf("agenttest: go build starter: %v\n%s", err, out)
-		}
-		e.Starter = filepath.Join(dir, "starter")
+	t.Cleanup(hw.Stop)
+}
+
+// buildStarter builds the starter into a temporary folder and returns its path.
+func buildStarter(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "github.com/sandboxflow/sandboxflow/starter").CombinedOutput()
+	if err != nil {
+		t.Fatalf("agenttest: go build starter: %v\n%s", err, out)
 	}
-	return e
+	return filepath.Join(dir, "starter")
 }
 
 // Decide is the ONE place where these tests approve or deny a run, as a reviewer would. When

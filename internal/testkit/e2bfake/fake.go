@@ -659,9 +659,39 @@ func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeo
 		timer := time.AfterFunc(timeout, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 		defer timer.Stop()
 	}
-	events := make(chan map[string]any)
 	quit := make(chan struct{})
 	defer close(quit)
+	events := outputEvents(stdout, stderr, quit)
+	writeEvent(w, map[string]any{"start": map[string]any{"pid": cmd.Process.Pid}})
+	for ev := range events {
+		select {
+		case <-s.dead:
+			panic(http.ErrAbortHandler) // the sandbox was killed: its connections drop
+		default:
+		}
+		writeEvent(w, ev)
+		if cut {
+			panic(http.ErrAbortHandler) // the connection drops mid-run
+		}
+	}
+	_ = cmd.Wait()
+	f.mu.Lock()
+	delete(s.running, cmd.Process.Pid)
+	f.mu.Unlock()
+	select {
+	case <-s.dead:
+		panic(http.ErrAbortHandler)
+	default:
+	}
+	writeEvent(w, map[string]any{"end": endEvent(cmd.ProcessState)})
+	writeEnd(w, nil)
+	return nil
+}
+
+// outputEvents streams what a process prints on stdout and stderr as envd's data events, until
+// both end (then the channel closes) or quit closes.
+func outputEvents(stdout, stderr io.Reader, quit <-chan struct{}) <-chan map[string]any {
+	events := make(chan map[string]any)
 	var wg sync.WaitGroup
 	pump := func(r io.Reader, name string) {
 		defer wg.Done()
@@ -685,35 +715,16 @@ func (f *Server) run(w http.ResponseWriter, s *fakeSandbox, cmd *exec.Cmd, timeo
 	go pump(stdout, "stdout")
 	go pump(stderr, "stderr")
 	go func() { wg.Wait(); close(events) }()
-	writeEvent(w, map[string]any{"start": map[string]any{"pid": cmd.Process.Pid}})
-	for ev := range events {
-		select {
-		case <-s.dead:
-			panic(http.ErrAbortHandler) // the sandbox was killed: its connections drop
-		default:
-		}
-		writeEvent(w, ev)
-		if cut {
-			panic(http.ErrAbortHandler) // the connection drops mid-run
-		}
-	}
-	_ = cmd.Wait()
-	f.mu.Lock()
-	delete(s.running, cmd.Process.Pid)
-	f.mu.Unlock()
-	select {
-	case <-s.dead:
-		panic(http.ErrAbortHandler)
-	default:
-	}
-	st := cmd.ProcessState
+	return events
+}
+
+// endEvent is envd's end event of a process that exited with st.
+func endEvent(st *os.ProcessState) map[string]any {
 	end := map[string]any{"exited": st.Exited(), "status": st.String()}
 	if code := st.ExitCode(); code != 0 {
 		end["exitCode"] = code // proto JSON leaves zero values out
 	}
-	writeEvent(w, map[string]any{"end": end})
-	writeEnd(w, nil)
-	return nil
+	return end
 }
 
 // processSelector is process.ProcessSelector: a pid or a tag.

@@ -104,16 +104,32 @@ type Case struct {
 // write to). Every case's relative paths are relative to the working folder, where the input
 // files land and the code starts.
 func Cases(in Interp, markerDir string) []Case {
-	py := func(name string) []byte { return []byte(pyHook(markerDir, name)) }
-	pth := func(name string) []byte {
-		return []byte(fmt.Sprintf("import os; print('HOOK %s', flush=True); open(os.path.join(%s, '%s%s'), 'w').write('ran')\n",
-			name, pyQuote(markerDir), MarkerPrefix, name))
-	}
-	sh := func(name string) []byte {
-		return []byte(fmt.Sprintf("echo HOOK %s; echo ran > '%s/%s%s'\n", name, markerDir, MarkerPrefix, name))
-	}
-	site := ".local/lib/python" + in.Version + "/site-packages/"
-	modules := map[string][]byte{
+	h := hooks{dir: markerDir}
+	modules := forgedModules(in)
+	return append(pythonCases(in, h, modules), pythonEnvCase(in, h, modules), shellCase(in, h, modules))
+}
+
+// hooks make the files of the attacks: each prints "HOOK name" and writes its marker into dir.
+type hooks struct{ dir string }
+
+// py is a Python module that is a hook.
+func (h hooks) py(name string) []byte { return []byte(pyHook(h.dir, name)) }
+
+// pth is a .pth file whose import line is a hook.
+func (h hooks) pth(name string) []byte {
+	return []byte(fmt.Sprintf("import os; print('HOOK %s', flush=True); open(os.path.join(%s, '%s%s'), 'w').write('ran')\n",
+		name, pyQuote(h.dir), MarkerPrefix, name))
+}
+
+// sh is a shell script that is a hook.
+func (h hooks) sh(name string) []byte {
+	return []byte(fmt.Sprintf("echo HOOK %s; echo ran > '%s/%s%s'\n", name, h.dir, MarkerPrefix, name))
+}
+
+// forgedModules are the modules the code imports, each shown as ShownModule beside bytecode that
+// says otherwise.
+func forgedModules(in Interp) map[string][]byte {
+	return map[string][]byte{
 		"mod_u.py":                             []byte(ShownModule),
 		"__pycache__/mod_u." + in.Tag + ".pyc": in.Pyc["mod_u"],
 		"mod_c.py":                             []byte(ShownModule),
@@ -123,32 +139,48 @@ func Cases(in Interp, markerDir string) []Case {
 		"pkg/__init__.py":                      []byte(ShownModule),
 		"pkg/__pycache__/__init__." + in.Tag + ".pyc": in.Pyc["pkg"],
 	}
-	startup := merge(modules, map[string][]byte{
-		site + "hook.pth":         pth("user-site-pth"),
-		site + "usercustomize.py": py("user-site-usercustomize"),
-		"sitecustomize.py":        py("work-sitecustomize"),
-		"usercustomize.py":        py("work-usercustomize"),
-		".pythonrc.py":            py("pythonrc-py"),
-		".pythonrc":               py("pythonrc"),
-		"site-packages/hook.pth":  pth("work-site-packages-pth"),
+}
+
+// startupFiles are the forged modules and hooks in every place Python looks at start-up.
+func startupFiles(in Interp, h hooks, modules map[string][]byte) map[string][]byte {
+	site := ".local/lib/python" + in.Version + "/site-packages/"
+	return merge(modules, map[string][]byte{
+		site + "hook.pth":         h.pth("user-site-pth"),
+		site + "usercustomize.py": h.py("user-site-usercustomize"),
+		"sitecustomize.py":        h.py("work-sitecustomize"),
+		"usercustomize.py":        h.py("work-usercustomize"),
+		".pythonrc.py":            h.py("pythonrc-py"),
+		".pythonrc":               h.py("pythonrc"),
+		"site-packages/hook.pth":  h.pth("work-site-packages-pth"),
 		"pyvenv.cfg":              []byte("include-system-site-packages = false\n"),
-		"lib/python" + in.Version + "/site-packages/hook.pth": pth("work-lib-pth"),
+		"lib/python" + in.Version + "/site-packages/hook.pth": h.pth("work-lib-pth"),
 	})
-	// Modules the interpreter imports before the code (python3 -E -s -B -u - of the test image,
-	// sys.modules of an empty program) or may import at exit, shadowed in the working folder:
-	// they are imported before the working folder is on sys.path, or not at all.
-	shadows := map[string][]byte{"__main__.py": py("shadow-main"), "encodings/__init__.py": py("shadow-encodings")}
+}
+
+// shadowFiles are hooks named like the modules the interpreter imports before the code (python3
+// -E -s -B -u - of the test image, sys.modules of an empty program) or may import at exit,
+// shadowed in the working folder: they are imported before the working folder is on sys.path,
+// or not at all.
+func shadowFiles(h hooks) map[string][]byte {
+	shadows := map[string][]byte{"__main__.py": h.py("shadow-main"), "encodings/__init__.py": h.py("shadow-encodings")}
 	for _, m := range []string{"abc", "codecs", "genericpath", "io", "os", "posixpath", "site", "stat", "time", "zipimport",
 		"_collections_abc", "_sitebuiltins", "typing", "warnings", "linecache", "traceback", "tokenize", "re", "atexit",
 		"threading", "readline", "rlcompleter", "weakref"} {
-		shadows[m+".py"] = py("shadow-" + m)
+		shadows[m+".py"] = h.py("shadow-" + m)
 	}
+	return shadows
+}
+
+// pythonCases are the attacks through files alone: shadowed modules, start-up files and forged
+// bytecode, in the code's interpreter and in one it starts.
+func pythonCases(in Interp, h hooks, modules map[string][]byte) []Case {
+	startup := startupFiles(in, h, modules)
 	return []Case{
 		{
 			Name:     "python: files named like the modules Python imports at start-up or exit",
 			Language: "python",
 			Code:     "print('code')\n",
-			Files:    shadows,
+			Files:    shadowFiles(h),
 			Stdout:   "code\n",
 		},
 		{
@@ -171,49 +203,57 @@ print("child=%s|%s" % (r.stdout.strip(), r.stderr.strip()))
 			Files:  startup,
 			Stdout: "child=shown shown shown|\n",
 		},
-		{
-			Name:     "python: PYTHON* variables past the guard",
-			Language: "python",
-			Code: `import sys
+	}
+}
+
+// pythonEnvCase is the attack through PYTHON* variables that reach the interpreter past the guard.
+func pythonEnvCase(in Interp, h hooks, modules map[string][]byte) Case {
+	return Case{
+		Name:     "python: PYTHON* variables past the guard",
+		Language: "python",
+		Code: `import sys
 import mod_u
 print("values=%s" % mod_u.VALUE)
 print("debug=%s flags=%d%d%d%d" % (__debug__, sys.flags.optimize, sys.flags.inspect, sys.flags.verbose, sys.flags.dev_mode))
 print("digits=%d" % len(str(10**1000)))
 `,
-			Files: merge(modules, map[string][]byte{
-				"startup.py":          py("pythonstartup"),
-				"pp/sitecustomize.py": py("pythonpath-sitecustomize"),
-				"pp/usercustomize.py": py("pythonpath-usercustomize"),
-				"ub/lib/python" + in.Version + "/site-packages/hook.pth":         pth("pythonuserbase-pth"),
-				"ub/lib/python" + in.Version + "/site-packages/usercustomize.py": py("pythonuserbase-usercustomize"),
-			}),
-			Env: map[string]string{
-				"PYTHONSTARTUP": "startup.py", "PYTHONPATH": "pp", "PYTHONUSERBASE": "ub",
-				"PYTHONINSPECT": "1", "PYTHONOPTIMIZE": "2", "PYTHONVERBOSE": "1", "PYTHONDEVMODE": "1",
-				"PYTHONSAFEPATH": "1", "PYTHONWARNINGS": "error",
-				"PYTHONCASEOK": "1", "PYTHONHOME": "/nonexistent", "pythonpath": "pp",
-				// These change what the shown code does: its output's encoding, and whether a
-				// large integer may be printed.
-				"PYTHONIOENCODING": "utf-16", "PYTHONINTMAXSTRDIGITS": "640",
-			},
-			Stdout: "values=shown\ndebug=True flags=0000\ndigits=1001\n",
+		Files: merge(modules, map[string][]byte{
+			"startup.py":          h.py("pythonstartup"),
+			"pp/sitecustomize.py": h.py("pythonpath-sitecustomize"),
+			"pp/usercustomize.py": h.py("pythonpath-usercustomize"),
+			"ub/lib/python" + in.Version + "/site-packages/hook.pth":         h.pth("pythonuserbase-pth"),
+			"ub/lib/python" + in.Version + "/site-packages/usercustomize.py": h.py("pythonuserbase-usercustomize"),
+		}),
+		Env: map[string]string{
+			"PYTHONSTARTUP": "startup.py", "PYTHONPATH": "pp", "PYTHONUSERBASE": "ub",
+			"PYTHONINSPECT": "1", "PYTHONOPTIMIZE": "2", "PYTHONVERBOSE": "1", "PYTHONDEVMODE": "1",
+			"PYTHONSAFEPATH": "1", "PYTHONWARNINGS": "error",
+			"PYTHONCASEOK": "1", "PYTHONHOME": "/nonexistent", "pythonpath": "pp",
+			// These change what the shown code does: its output's encoding, and whether a
+			// large integer may be printed.
+			"PYTHONIOENCODING": "utf-16", "PYTHONINTMAXSTRDIGITS": "640",
 		},
-		{
-			Name:     "sh: profile and rc files, ENV and BASH_ENV, and a python3 it starts",
-			Language: "sh",
-			Code: `echo start
+		Stdout: "values=shown\ndebug=True flags=0000\ndigits=1001\n",
+	}
+}
+
+// shellCase is the attack on sh: profile and rc files, ENV and BASH_ENV, and a python3 it starts.
+func shellCase(in Interp, h hooks, modules map[string][]byte) Case {
+	return Case{
+		Name:     "sh: profile and rc files, ENV and BASH_ENV, and a python3 it starts",
+		Language: "sh",
+		Code: `echo start
 python3 -c 'import mod_u, mod_c; print(mod_u.VALUE, mod_c.VALUE)'
 echo end
 `,
-			Files: merge(modules, map[string][]byte{
-				".profile": sh("profile"), ".shrc": sh("shrc"), ".ashrc": sh("ashrc"), ".kshrc": sh("kshrc"),
-				".bashrc": sh("bashrc"), ".bash_profile": sh("bash-profile"), ".bash_login": sh("bash-login"),
-				"env.sh": sh("env"), "bash_env.sh": sh("bash-env"),
-				".local/lib/python" + in.Version + "/site-packages/hook.pth": pth("sh-user-site-pth"),
-			}),
-			Env:    map[string]string{"ENV": "env.sh", "BASH_ENV": "bash_env.sh"},
-			Stdout: "start\nshown shown\nend\n",
-		},
+		Files: merge(modules, map[string][]byte{
+			".profile": h.sh("profile"), ".shrc": h.sh("shrc"), ".ashrc": h.sh("ashrc"), ".kshrc": h.sh("kshrc"),
+			".bashrc": h.sh("bashrc"), ".bash_profile": h.sh("bash-profile"), ".bash_login": h.sh("bash-login"),
+			"env.sh": h.sh("env"), "bash_env.sh": h.sh("bash-env"),
+			".local/lib/python" + in.Version + "/site-packages/hook.pth": h.pth("sh-user-site-pth"),
+		}),
+		Env:    map[string]string{"ENV": "env.sh", "BASH_ENV": "bash_env.sh"},
+		Stdout: "start\nshown shown\nend\n",
 	}
 }
 
