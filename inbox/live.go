@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Live output on the run page (issue 29): while the code runs, the page polls GET /run/{id}/live
@@ -19,7 +20,7 @@ import (
 // preflight the inbox never answers) and no cross-site fetch metadata.
 
 // liveChunk is one piece of output as the page appends it: the bytes as escaped text
-// (guard.VisibleText: escape sequences and bytes that are not UTF-8 as \x.. escapes).
+// (pysource.VisibleText: escape sequences and bytes that are not UTF-8 as \x.. escapes).
 type liveChunk struct {
 	Stream  guard.Stream `json:"stream"`
 	Offset  int64        `json:"offset"`
@@ -96,7 +97,7 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, sess *session
 			} else {
 				cur.Stdout -= int64(len(rest))
 			}
-			ans.Chunks = append(ans.Chunks, liveChunk{Stream: ch.Stream, Offset: ch.Offset, Skipped: ch.Skipped, Text: guard.VisibleText(string(whole))})
+			ans.Chunks = append(ans.Chunks, liveChunk{Stream: ch.Stream, Offset: ch.Offset, Skipped: ch.Skipped, Text: pysource.VisibleText(string(whole))})
 		}
 	}
 	ans.Activity, ans.Stdout, ans.Stderr = cur.ActivityID, cur.Stdout, cur.Stderr

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // pageData is what every page template gets.
@@ -50,18 +51,18 @@ type runView struct {
 	CodeSize         string
 	Lines            []codeLine
 	Invisible        int
-	// Names are the code's names that can read as others (guard.ConfusableNames), one line each.
+	// Names are the code's names that can read as others (pysource.ConfusableNames), one line each.
 	Names []string
-	// Tabs says the code holds tabs, drawn as guard.TabMarker at Python's columns.
+	// Tabs says the code holds tabs, drawn as pysource.TabMarker at Python's columns.
 	Tabs     bool
 	Files    []inputFile
 	FilesErr string
-	// Env is each env var as "NAME" and its value quoted and escaped (guard.QuoteValue), a
+	// Env is each env var as "NAME" and its value quoted and escaped (pysource.QuoteValue), a
 	// sensitive one as its length (guard.SensitiveValue).
 	Env     []kv
 	Secrets []string
 	// Warnings are the input files the interpreter may run without the code calling them
-	// (guard.StartupWarnings), each as one line.
+	// (pysource.StartupWarnings), each as one line.
 	Warnings          []string
 	Limits            []kv
 	Network           string
@@ -240,7 +241,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")
-	for _, c := range guard.ConfusableNames(req.Code) {
+	for _, c := range pysource.ConfusableNames(req.Code) {
 		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
 	}
 	v.setEnv(req, nil)
@@ -274,15 +275,13 @@ func (v *runView) setStartInput(sum guard.Summary, req guard.Request) {
 	// The names too come from the start input: a status could leave one out.
 	sum.EnvNames = slices.Sorted(maps.Keys(req.Env))
 	v.setEnv(sum, req.Env)
-	var files []guard.InputFile
 	for _, n := range slices.Sorted(maps.Keys(req.Files)) {
-		files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
-	}
-	for _, c := range guard.InputConfusableNames(files) {
-		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+		for _, c := range pysource.FileConfusableNames(n, req.Files[n]) {
+			v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+		}
 	}
 	v.Warnings = v.Warnings[:0]
-	for _, w := range guard.StartupWarnings(slices.Sorted(maps.Keys(req.Files))) {
+	for _, w := range pysource.StartupWarnings(slices.Sorted(maps.Keys(req.Files))) {
 		v.Warnings = append(v.Warnings, w.String())
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // sessionView is the session page: the settings, every cell in order, and the sign form of the
@@ -173,15 +174,13 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 		v.Files = inputFiles(guard.Request{Files: req.Files})
 		v.Env = envRows(slices.Sorted(maps.Keys(req.Env)), set.SensitiveEnv, req.Env)
 		inputNames = slices.Sorted(maps.Keys(req.Files))
-		var files []guard.InputFile
 		for _, n := range inputNames {
-			files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
-		}
-		for _, c := range guard.InputConfusableNames(files) {
-			v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+			for _, c := range pysource.FileConfusableNames(n, req.Files[n]) {
+				v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+			}
 		}
 	}
-	for _, w := range guard.StartupWarnings(inputNames) {
+	for _, w := range pysource.StartupWarnings(inputNames) {
 		v.Warnings = append(v.Warnings, w.String())
 	}
 	now := s.cfg.Now()
@@ -195,15 +194,13 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 			for _, f := range c.Result.Files {
 				names = append(names, f.Name)
 			}
-			for _, w := range guard.StartupWarnings(names) {
-				v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", c.Cell, guard.VisibleText(w.File), w.Reason))
+			for _, w := range pysource.StartupWarnings(names) {
+				v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", c.Cell, pysource.VisibleText(w.File), w.Reason))
 			}
-			var written []guard.InputFile
 			for _, f := range c.Result.Files {
-				written = append(written, guard.InputFile{Name: f.Name, Content: f.Content})
-			}
-			for _, n := range guard.InputConfusableNames(written) {
-				v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", c.Cell, guard.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+				for _, n := range pysource.FileConfusableNames(f.Name, f.Content) {
+					v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", c.Cell, pysource.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+				}
 			}
 		}
 		if c.State == contract.StatusRunning {
@@ -241,7 +238,7 @@ func newCellView(c *contract.CellStatus, now time.Time) *cellView {
 		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error}
 	cv.Lines, cv.Invisible = highlight(c.Code, c.Language)
 	cv.Tabs = strings.Contains(c.Code, "\t")
-	for _, n := range guard.ConfusableNames(c.Code) {
+	for _, n := range pysource.ConfusableNames(c.Code) {
 		cv.Names = append(cv.Names, n.Where()+": "+n.Name+" "+n.Reason)
 	}
 	if !c.Submitted.IsZero() {
@@ -267,7 +264,7 @@ func newCellResultView(res guard.Result) *resultView {
 	for i, f := range res.Files {
 		of := &v.Files[i]
 		of.Preview, of.Binary, of.Cut = preview(f.Content, inputPreviewBytes)
-		of.Preview = guard.ShowTabsText(of.Preview)
+		of.Preview = pysource.ShowTabsText(of.Preview)
 	}
 	return v
 }
@@ -312,7 +309,7 @@ func (s *Server) cellStatements(st contract.SessionStatus, v *sessionView, princ
 }
 
 // envRows lists env vars for a page: each name with its value quoted and escaped
-// (guard.QuoteValue), a sensitive one as its length only, and "(value not read)" when values
+// (pysource.QuoteValue), a sensitive one as its length only, and "(value not read)" when values
 // is nil.
 func envRows(names, sensitive []string, values map[string]string) []kv {
 	var out []kv
@@ -324,7 +321,7 @@ func envRows(names, sensitive []string, values map[string]string) []kv {
 		case slices.Contains(sensitive, n):
 			out = append(out, kv{K: visible(n), V: "‹sensitive›"})
 		case ok:
-			out = append(out, kv{K: visible(n), V: guard.QuoteValue(val)})
+			out = append(out, kv{K: visible(n), V: pysource.QuoteValue(val)})
 		default:
 			out = append(out, kv{K: visible(n), V: "(value not read)"})
 		}

@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // which Python reads identifiers (a fullwidth "ｅｘｅｃ" is exec, "ﬁle" is file). Code may hold
 // them; a reviewer must be told, as of the characters IsSuspicious names.
 type ConfusableName struct {
-	// File is the input file the name is in (InputConfusableNames); empty for the code.
+	// File is the input file the name is in (FileConfusableNames); empty for the code.
 	File string `json:"file,omitempty"`
 	// Line and Column (1-based, in characters) are where the word starts.
 	Line   int `json:"line"`
@@ -175,18 +175,15 @@ func codePoints(s string) string {
 	return b.String()
 }
 
-// InputConfusableNames lists the confusable names of the input files Python may read as source
-// (IsSourceFile) that are valid UTF-8, with File set, in the order of files given.
-func InputConfusableNames(files []InputFile) []ConfusableName {
-	var out []ConfusableName
-	for _, f := range files {
-		if !IsSourceFile(f.Name, f.Content) || !utf8.Valid(f.Content) {
-			continue
-		}
-		for _, c := range ConfusableNames(string(f.Content)) {
-			c.File = f.Name
-			out = append(out, c)
-		}
+// FileConfusableNames lists the confusable names of an input file, with File set to name, when
+// Python may read it as source (IsSourceFile) and it is valid UTF-8; otherwise none.
+func FileConfusableNames(name string, content []byte) []ConfusableName {
+	if !IsSourceFile(name, content) || !utf8.Valid(content) {
+		return nil
+	}
+	out := ConfusableNames(string(content))
+	for i := range out {
+		out[i].File = name
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 import (
 	"os/exec"
@@ -55,14 +55,20 @@ func TestConfusableNamesMatchPython(t *testing.T) {
 }
 
 func TestInputConfusableNames(t *testing.T) {
-	files := []InputFile{
-		{Name: "data.txt", Content: []byte("p\u0430ypal\n")}, // not source: not listed
-		{Name: "m.py", Content: []byte("x = 1\n\uff45\uff58\uff45\uff43('1')\n")},
-		{Name: "bin.py", Content: []byte("\xff")},
+	files := []struct {
+		name    string
+		content string
+	}{
+		{"data.txt", "p\u0430ypal\n"}, // not source: not listed
+		{"m.py", "x = 1\n\uff45\uff58\uff45\uff43('1')\n"},
+		{"bin.py", "\xff"},
 	}
-	got := InputConfusableNames(files)
+	var got []ConfusableName
+	for _, f := range files {
+		got = append(got, FileConfusableNames(f.name, []byte(f.content))...)
+	}
 	if len(got) != 1 || got[0].File != "m.py" || got[0].Line != 2 || got[0].Where() != "input file m.py line 2 column 1" {
-		t.Errorf("InputConfusableNames: %+v; want m.py's fullwidth exec at line 2", got)
+		t.Errorf("FileConfusableNames: %+v; want m.py's fullwidth exec at line 2", got)
 	}
 }
 

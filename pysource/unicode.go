@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 import (
 	"fmt"
@@ -149,12 +149,12 @@ func VisibleText(s string) string {
 	return b.String()
 }
 
-// checkNameText refuses a name (what names a file or an env variable) that holds a suspicious
-// character: a reviewer would read a different name from the one that is used.
-func checkNameText(kind, name string) error {
+// CheckName reports an *Error for a name (kind says what it names: "file name", "env name") that
+// holds a suspicious character: a reviewer would read a different name from the one that is used.
+func CheckName(kind, name string) error {
 	for i, r := range name {
 		if IsSuspicious(r) {
-			return toolUsagef("%s %q contains %s %s at byte %d, which a reviewer cannot see", kind, VisibleText(name), runeCode(r), RuneName(r), i)
+			return errorf("%s %q contains %s %s at byte %d, which a reviewer cannot see", kind, VisibleText(name), runeCode(r), RuneName(r), i)
 		}
 	}
 	return nil

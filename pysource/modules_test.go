@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 import (
 	"errors"
@@ -26,10 +26,10 @@ func TestCheckModuleNames(t *testing.T) {
 		{[]string{"sub/.pdbrc"}, `"sub/.pdbrc" is a .pdbrc`},
 	}
 	for _, tt := range refused {
-		err := checkModuleNames(tt.files)
-		var te *ToolUsageError
+		err := CheckModuleNames(tt.files)
+		var te *Error
 		if !errors.As(err, &te) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%q: got %v; want a ToolUsageError saying %s", tt.files, err, tt.want)
+			t.Errorf("%q: got %v; want an *Error saying %s", tt.files, err, tt.want)
 		}
 	}
 	for _, files := range [][]string{
@@ -40,15 +40,8 @@ func TestCheckModuleNames(t *testing.T) {
 		{"mod.py", "mod.pyc", "pkg/__init__.py", "pkg/__init__.pyc"},
 		{"ext.so", "ext.abi3.so", "ext.pyc", "pkg2/__init__.py", "pkg2.pyc"},
 	} {
-		if err := checkModuleNames(files); err != nil {
+		if err := CheckModuleNames(files); err != nil {
 			t.Errorf("%q: got %v; want them accepted", files, err)
 		}
-	}
-	// Through Check, before approval.
-	_, err := Policy{}.Check(Request{Code: "import helper", Files: map[string][]byte{
-		"helper.py": []byte("VALUE = 1\n"), "helper/__init__.py": []byte("VALUE = 2\n")}}, "test")
-	var te *ToolUsageError
-	if !errors.As(err, &te) || !strings.Contains(err.Error(), "helper/__init__.py") {
-		t.Errorf("Check: got %v; want a ToolUsageError naming helper/__init__.py", err)
 	}
 }

@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 import (
 	"slices"
@@ -17,12 +17,8 @@ func TestPythonFlags(t *testing.T) {
 		{[]string{"a/b/__pycache__/README"}, []string{"-E", "-s", "-B", "-u", "-X", "pycache_prefix=/p"}},
 	}
 	for _, tt := range tests {
-		var files []InputFile
-		for _, n := range tt.files {
-			files = append(files, InputFile{Name: n})
-		}
-		if got := PythonFlags(files, "/p"); !slices.Equal(got, tt.want) {
-			t.Errorf("PythonFlags(%q): got %q; want %q", tt.files, got, tt.want)
+		if got := Flags(tt.files, "/p"); !slices.Equal(got, tt.want) {
+			t.Errorf("Flags(%q): got %q; want %q", tt.files, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 import (
 	"path"
@@ -50,7 +50,7 @@ func moduleExtKind(ext string) int {
 	return -1
 }
 
-// checkModuleNames refuses input files that a program the code starts reads as code without
+// CheckModuleNames reports an *Error for input files that a program the code starts reads as code without
 // the reviewer being able to tell which file it reads:
 //   - a source module that Python never imports because another file in its folder provides the
 //     same module first (helper.py beside helper/__init__.py, mod.py beside mod.abi3.so): a
@@ -61,7 +61,7 @@ func moduleExtKind(ext string) int {
 //     code calls breakpoint() or pdb.
 //
 // No run needs either.
-func checkModuleNames(names []string) error {
+func CheckModuleNames(names []string) error {
 	type provider struct {
 		name string
 		kind int
@@ -70,7 +70,7 @@ func checkModuleNames(names []string) error {
 	var keys [][2]string
 	for _, n := range names {
 		if path.Base(n) == ".pdbrc" {
-			return toolUsagef("input file %q is a .pdbrc: pdb runs its commands as Python when the code calls breakpoint() or pdb, and no view says so", n)
+			return errorf("input file %q is a .pdbrc: pdb runs its commands as Python when the code calls breakpoint() or pdb, and no view says so", n)
 		}
 		dir, module, kind, ok := moduleProvided(n)
 		if !ok {
@@ -93,7 +93,7 @@ func checkModuleNames(names []string) error {
 			if key[0] != "" {
 				where = "folder " + VisibleText(key[0])
 			}
-			return toolUsagef("input files %q and %q both provide module %s in %s: Python imports %q and never %q, which a reviewer may read instead; send one",
+			return errorf("input files %q and %q both provide module %s in %s: Python imports %q and never %q, which a reviewer may read instead; send one",
 				ps[0].name, lost.name, VisibleText(key[1]), where, ps[0].name, lost.name)
 		}
 	}

@@ -1,17 +1,16 @@
-package guard
+package pysource
 
 import (
 	"bytes"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// PythonTabSize is the distance between the tab stops of Python's tokenizer: a tab in
+// TabSize is the distance between the tab stops of Python's tokenizer: a tab in
 // indentation moves to the next column that is a multiple of 8.
-const PythonTabSize = 8
+const TabSize = 8
 
 // TabMarker is what the views draw where the code has a tab; spaces after it fill up to Python's
 // next tab stop. A literal TabMarker in the text is shown as its escape (\u21e5), so a marker
@@ -21,7 +20,7 @@ const TabMarker = "⇥"
 const tabMarkerRune = '⇥'
 
 // ShowTabs returns one line of text with each tab written as TabMarker followed by spaces up to
-// the next multiple of PythonTabSize, counted in characters from the start of the line, so that
+// the next multiple of TabSize, counted in characters from the start of the line, so that
 // indentation is drawn at the columns Python's tokenizer gives it whatever the terminal's or the
 // browser's tab stops. A literal TabMarker becomes \u21e5. Call it on text that VisibleText has
 // already escaped (escapes are counted as they are drawn).
@@ -34,7 +33,7 @@ func ShowTabs(line string) string {
 	for _, r := range line {
 		switch r {
 		case '\t':
-			n := PythonTabSize - col%PythonTabSize
+			n := TabSize - col%TabSize
 			b.WriteString(TabMarker)
 			b.WriteString(strings.Repeat(" ", n-1))
 			col += n
@@ -56,7 +55,7 @@ func physicalLines(s string) []string {
 	return strings.Split(s, "\n")
 }
 
-// CheckIndentation reports a ToolUsageError, naming file and line, for Python source whose
+// CheckIndentation reports an *Error, naming file and line, for Python source whose
 // indentation could be read two ways: a line whose leading white space holds both tabs and
 // spaces, a form feed before text (Python resets its column to 0 there), or a file that indents
 // some lines with tabs and others with spaces. Every physical line counts, continuation lines
@@ -75,7 +74,7 @@ func CheckIndentation(file, src string) error {
 		}
 		hasTab, hasSpace := strings.ContainsRune(ws, '\t'), strings.ContainsRune(ws, ' ')
 		if hasTab && hasSpace {
-			return toolUsagef("%s line %d: the indentation mixes tabs and spaces (Python's tab stops are 8 columns apart, a reader's may not be)", file, n)
+			return errorf("%s line %d: the indentation mixes tabs and spaces (Python's tab stops are 8 columns apart, a reader's may not be)", file, n)
 		}
 		if hasTab && firstTab == 0 {
 			firstTab = n
@@ -84,7 +83,7 @@ func CheckIndentation(file, src string) error {
 			firstSpace = n
 		}
 		if firstTab != 0 && firstSpace != 0 {
-			return toolUsagef("%s line %d: the file indents with tabs (line %d) and with spaces (line %d) (Python's tab stops are 8 columns apart, a reader's may not be)",
+			return errorf("%s line %d: the file indents with tabs (line %d) and with spaces (line %d) (Python's tab stops are 8 columns apart, a reader's may not be)",
 				file, n, firstTab, firstSpace)
 		}
 	}
@@ -92,13 +91,13 @@ func CheckIndentation(file, src string) error {
 }
 
 func formFeedError(file string, line int) error {
-	return toolUsagef("%s line %d: a form feed in the indentation (Python resets its column there, so the line is not where it is drawn)", file, line)
+	return errorf("%s line %d: a form feed in the indentation (Python resets its column there, so the line is not where it is drawn)", file, line)
 }
 
-// CheckFormFeeds reports a ToolUsageError, naming file and line, for a form feed in the
+// CheckFormFeeds reports an *Error, naming file and line, for a form feed in the
 // indentation of a line that holds text: Python's tokenizer resets its column to 0 there, which
 // no view can draw. A line holding nothing but white space (a page break) is fine. It applies
-// whatever Policy.AllowMixedIndentation says.
+// whether or not the caller checks indentation (CheckIndentation).
 func CheckFormFeeds(file, src string) error {
 	for i, line := range physicalLines(src) {
 		ws := line[:len(line)-len(strings.TrimLeft(line, " \t\f"))]
@@ -109,13 +108,13 @@ func CheckFormFeeds(file, src string) error {
 	return nil
 }
 
-// CheckLineEnds reports a ToolUsageError, naming file and line, for a carriage return that is
+// CheckLineEnds reports an *Error, naming file and line, for a carriage return that is
 // not followed by a line feed: Python ends the line there, while every view draws one line with
 // a \r in it. A CRLF line end is fine.
 func CheckLineEnds(file, src string) error {
 	for i := strings.IndexByte(src, '\r'); i >= 0; {
 		if i+1 >= len(src) || src[i+1] != '\n' {
-			return toolUsagef("%s line %d: a carriage return without a line feed (Python ends the line there; the views draw one line)",
+			return errorf("%s line %d: a carriage return without a line feed (Python ends the line there; the views draw one line)",
 				file, 1+strings.Count(src[:i], "\n"))
 		}
 		next := strings.IndexByte(src[i+1:], '\r')
@@ -138,7 +137,7 @@ func isUTF8Coding(name string) bool {
 	return n == "utf-8" || n == "utf8" || strings.HasPrefix(n, "utf-8-")
 }
 
-// CheckCoding reports a ToolUsageError, naming file and line, for a PEP 263 coding declaration
+// CheckCoding reports an *Error, naming file and line, for a PEP 263 coding declaration
 // that names anything but UTF-8, on any line of src. On the first two lines such a codec
 // (unicode_escape, utf-7, shift_jis, hz, latin-1 and every other) makes Python read other
 // characters than the ones every view draws: what reads as a comment or a string can be code
@@ -157,7 +156,7 @@ func CheckCoding(file string, src []byte) error {
 	for _, lines := range [][]string{strings.Split(string(src), "\n"), physicalLines(string(src))} {
 		for i, line := range lines {
 			if m := codingRE.FindStringSubmatch(line); m != nil && !isUTF8Coding(m[1]) {
-				return toolUsagef("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
+				return errorf("%s line %d: coding declaration %q: only UTF-8 is accepted (another codec makes Python read other characters than the ones shown)",
 					file, i+1, VisibleText(m[1]))
 			}
 		}
@@ -205,7 +204,7 @@ func isPythonIndented(name string, content []byte) bool {
 	return bytes.Contains(first, []byte("python"))
 }
 
-// CheckInputSource reports a ToolUsageError, naming the file, for an input file Python or sh could
+// CheckInputSource reports an *Error, naming the file, for an input file Python or sh could
 // read as something other than what the views show: any file with a coding declaration other than
 // UTF-8 (the code could run a file of any name), any text file that CheckHereDocs,
 // CheckLineEnds or CheckFormFeeds refuses, and a source file (IsSourceFile) that starts with a byte order mark
@@ -236,12 +235,12 @@ func CheckInputSource(name string, content []byte, indentation bool) error {
 	}
 	for _, b := range boms {
 		if bytes.HasPrefix(content, b.mark) {
-			return toolUsagef("%s: starts with a %s byte order mark: Python source must be UTF-8", file, b.name)
+			return errorf("%s: starts with a %s byte order mark: Python source must be UTF-8", file, b.name)
 		}
 	}
 	if !utf8.Valid(content) {
 		line := 1 + bytes.Count(content[:invalidUTF8At(content)], []byte("\n"))
-		return toolUsagef("%s line %d: not valid UTF-8 (Python source must be UTF-8)", file, line)
+		return errorf("%s line %d: not valid UTF-8 (Python source must be UTF-8)", file, line)
 	}
 	if !isPythonIndented(name, content) {
 		return nil
@@ -271,7 +270,7 @@ func invalidUTF8At(b []byte) int {
 // blanks, then the word up to a blank or a character that ends a shell word.
 var hereDocRE = regexp.MustCompile(`<<(-?)[ \t]*([^ \t;&|<>()]*)`)
 
-// CheckHereDocs reports a ToolUsageError, naming file and line, for shell code whose
+// CheckHereDocs reports an *Error, naming file and line, for shell code whose
 // here-documents sh hands on otherwise than every view draws them:
 //   - a line that starts with a tab, after a "<<-" operator: sh removes the leading tabs of such
 //     a here-document's lines, so a program it hands to Python (python3 - <<-EOF) is indented
@@ -303,14 +302,14 @@ func CheckHereDocs(file, src string) error {
 			joined += strings.TrimSuffix(lines[j], `\`)
 		}
 		if len(hereDocRE.FindAllString(joined, -1)) > parts {
-			return toolUsagef("%s line %d: a here-document operator (<<) broken across lines with a backslash: sh reads it as one, the views draw none", file, i+1)
+			return errorf("%s line %d: a here-document operator (<<) broken across lines with a backslash: sh reads it as one, the views draw none", file, i+1)
 		}
 		i = j + 1
 	}
 	tabsFrom := 0 // the first line after a "<<-" operator, 1-based; 0 for none
 	for i, line := range lines {
 		if tabsFrom != 0 && strings.HasPrefix(line, "\t") {
-			return toolUsagef("%s line %d: a tab at the start of a line after the \"<<-\" here-document of line %d (sh removes those tabs, so the lines are not indented as drawn; use \"<<\")",
+			return errorf("%s line %d: a tab at the start of a line after the \"<<-\" here-document of line %d (sh removes those tabs, so the lines are not indented as drawn; use \"<<\")",
 				file, i+1, tabsFrom-1)
 		}
 		for _, m := range hereDocRE.FindAllStringSubmatch(line, -1) {
@@ -340,7 +339,7 @@ func CheckHereDocs(file, src string) error {
 					break
 				}
 				if strings.HasSuffix(body, `\`) || strings.Contains(body, `\\`) || strings.Contains(body, `\$`) || strings.Contains(body, "\\`") {
-					return toolUsagef("%s line %d: a backslash in the here-document of line %d, whose delimiter is not quoted: sh reads \\\\, \\$, \\` and a \\ at the line end before handing the text on, so it is not what is drawn (quote the delimiter: <<'%s')",
+					return errorf("%s line %d: a backslash in the here-document of line %d, whose delimiter is not quoted: sh reads \\\\, \\$, \\` and a \\ at the line end before handing the text on, so it is not what is drawn (quote the delimiter: <<'%s')",
 						file, j+1, i+1, VisibleText(word))
 				}
 			}
@@ -354,46 +353,6 @@ func CheckHereDocs(file, src string) error {
 func oddBackslashesAtEnd(s string) bool {
 	n := len(s) - len(strings.TrimRight(s, `\`))
 	return n%2 == 1
-}
-
-// checkSources applies the source checks to the code (when it is Python) and to every input file.
-func (p Policy) checkSources(c *Checked) error {
-	indentation := !p.AllowMixedIndentation
-	// Shell code can hand Python its lines (python3 - <<EOF): its declarations count too.
-	if err := CheckCoding("code", []byte(c.Code)); err != nil {
-		return err
-	}
-	if c.Language == Shell {
-		if err := CheckHereDocs("code", c.Code); err != nil {
-			return err
-		}
-		// sh hands Python its lines as they are (python3 - <<'EOF', python3 -c "..."): a lone
-		// carriage return ends a line there, a form feed in the indentation resets the column.
-		if err := CheckLineEnds("code", c.Code); err != nil {
-			return err
-		}
-		if err := CheckFormFeeds("code", c.Code); err != nil {
-			return err
-		}
-	}
-	if c.Language == Python {
-		if err := CheckLineEnds("code", c.Code); err != nil {
-			return err
-		}
-		check := CheckFormFeeds
-		if indentation {
-			check = CheckIndentation
-		}
-		if err := check("code", c.Code); err != nil {
-			return err
-		}
-	}
-	for _, f := range c.Files {
-		if err := CheckInputSource(f.Name, f.Content, indentation); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // ShowTabsText applies ShowTabs to every line of s (lines end at \n).
@@ -436,17 +395,4 @@ func QuoteValue(v string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// SensitiveValue is how views show the value, n bytes long, of an env var the policy marks
-// sensitive: that it is there and how long, never the value.
-func SensitiveValue(n int) string {
-	return "‹sensitive, " + byteCount(n) + "›"
-}
-
-func byteCount(n int) string {
-	if n == 1 {
-		return "1 byte"
-	}
-	return strconv.Itoa(n) + " bytes"
 }

@@ -1,4 +1,4 @@
-package guard
+package pysource
 
 // Taken from CPython 3.12.1's sys.stdlib_module_names; stdlib_test.go checks it against
 // the python3 of the test image (or the host's).

@@ -1,6 +1,6 @@
 //go:build integration
 
-package guard
+package pysource
 
 import (
 	"os"
