@@ -134,10 +134,10 @@ func parsePages() (map[string]*template.Template, error) {
 	return pages, nil
 }
 
-func (s *Server) pageData(sess *session, title string) pageData {
+func (s *Server) pageData(who *signIn, title string) pageData {
 	d := pageData{Title: title}
-	if sess != nil {
-		d.CSRF, d.Principal = sess.csrf, sess.principal
+	if who != nil {
+		d.CSRF, d.Principal = who.csrf, who.principal
 	}
 	return d
 }
@@ -158,19 +158,19 @@ func (s *Server) render(w http.ResponseWriter, name string, data pageData) {
 	_, _ = w.Write(b.Bytes())
 }
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.renderPending(w, r, sess, "Pending runs", "list")
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, who *signIn) {
+	s.renderPending(w, r, who, "Pending runs", "list")
 }
 
 // handlePendingRows returns the table body alone, for the list's self-refresh.
-func (s *Server) handlePendingRows(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.renderPending(w, r, sess, "", "rows")
+func (s *Server) handlePendingRows(w http.ResponseWriter, r *http.Request, who *signIn) {
+	s.renderPending(w, r, who, "", "rows")
 }
 
 // renderPending renders the template named page with the pending runs, or the error that kept
 // them from being listed.
-func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, sess *session, title, page string) {
-	data := s.pageData(sess, title)
+func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, who *signIn, title, page string) {
+	data := s.pageData(who, title)
 	rows, err := s.pendingRows(r.Context())
 	if err != nil {
 		data.Err = err.Error()
@@ -179,21 +179,21 @@ func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, sess *ses
 	s.render(w, page, data)
 }
 
-func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	ri, err := s.loadRun(r.Context(), id)
 	if isNotFound(err) {
 		http.Error(w, "no such RunCode run", http.StatusNotFound)
 		return
 	}
-	data := s.pageData(sess, "Run "+visible(id))
+	data := s.pageData(who, "Run "+visible(id))
 	if err != nil {
 		data.Err = err.Error()
 		s.render(w, "run", data)
 		return
 	}
 	v := s.runView(ri)
-	v.CredentialID = sess.credentialID
+	v.CredentialID = who.credentialID
 	in, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
 	if readErr != nil {
 		v.FilesErr = readErr.Error()
@@ -213,7 +213,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 		}
 	}
 	if v.Awaiting {
-		if err := s.statements(ri, v, sess.principal); err != nil {
+		if err := s.statements(ri, v, who.principal); err != nil {
 			data.Err = err.Error()
 		}
 		if err := checkShown(ri.Status, in, readErr); err != nil {

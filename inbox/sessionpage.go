@@ -115,22 +115,22 @@ func isSessionNotFound(err error) bool {
 	return errors.As(err, &ns) || errors.As(err, &nf)
 }
 
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	si, err := s.loadSession(r.Context(), id)
 	if isSessionNotFound(err) {
 		http.Error(w, "no such Session workflow", http.StatusNotFound)
 		return
 	}
-	data := s.pageData(sess, "Session "+visible(id))
+	data := s.pageData(who, "Session "+visible(id))
 	if err != nil {
 		data.Err = err.Error()
 		s.render(w, "session", data)
 		return
 	}
 	in, readErr := s.readSessionInput(r.Context(), id, si.Status.RunID)
-	v := s.sessionView(si, in, readErr, sess.principal)
-	v.CredentialID = sess.credentialID
+	v := s.sessionView(si, in, readErr, who.principal)
+	v.CredentialID = who.credentialID
 	data.Session = v
 	s.render(w, "session", data)
 }

@@ -8,9 +8,9 @@ import (
 	"time"
 )
 
-// session is one browser's state. A session without principal is anonymous: it may register a
-// passkey and sign in, and sees no run.
-type session struct {
+// signIn is one browser's sign-in: its cookie's id, CSRF token and passkey ceremony. A sign-in
+// without principal is anonymous: it may register a passkey and sign in, and sees no run.
+type signIn struct {
 	id      string
 	csrf    string
 	created time.Time
@@ -28,10 +28,10 @@ type session struct {
 	registerName string
 }
 
-// sessionStore keeps sessions in memory: a restart signs everybody out.
-type sessionStore struct {
+// signIns keeps the sign-ins in memory: a restart signs everybody out.
+type signIns struct {
 	mu       sync.Mutex
-	byID     map[string]*session
+	byID     map[string]*signIn
 	ttl      time.Duration
 	idle     time.Duration
 	max      int
@@ -40,12 +40,12 @@ type sessionStore struct {
 	secure   bool
 }
 
-func newSessionStore(ttl, idle time.Duration, max int, now func() time.Time) *sessionStore {
-	return &sessionStore{byID: map[string]*session{}, ttl: ttl, idle: idle, max: max, now: now, cookieNm: "sandboxflow_inbox"}
+func newSignIns(ttl, idle time.Duration, max int, now func() time.Time) *signIns {
+	return &signIns{byID: map[string]*signIn{}, ttl: ttl, idle: idle, max: max, now: now, cookieNm: "sandboxflow_inbox"}
 }
 
 // useSecureCookies sets Secure and the __Host- prefix (over TLS).
-func (st *sessionStore) useSecureCookies() {
+func (st *signIns) useSecureCookies() {
 	st.secure = true
 	st.cookieNm = "__Host-sandboxflow_inbox"
 }
@@ -57,8 +57,8 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// get returns the request's live session, or nil. The returned session is a copy.
-func (st *sessionStore) get(r *http.Request) *session {
+// get returns the request's live sign-in, or nil. The returned sign-in is a copy.
+func (st *signIns) get(r *http.Request) *signIn {
 	c, err := r.Cookie(st.cookieNm)
 	if err != nil || c.Value == "" {
 		return nil
@@ -79,23 +79,23 @@ func (st *sessionStore) get(r *http.Request) *session {
 	return &cp
 }
 
-// getOrCreate returns the request's session, or starts an anonymous one and sets its cookie.
-func (st *sessionStore) getOrCreate(w http.ResponseWriter, r *http.Request) *session {
+// getOrCreate returns the request's sign-in, or starts an anonymous one and sets its cookie.
+func (st *signIns) getOrCreate(w http.ResponseWriter, r *http.Request) *signIn {
 	if s := st.get(r); s != nil {
 		return s
 	}
 	return st.create(w)
 }
 
-func (st *sessionStore) create(w http.ResponseWriter) *session {
+func (st *signIns) create(w http.ResponseWriter) *signIn {
 	now := st.now()
-	s := &session{id: randomToken(), csrf: randomToken(), created: now, used: now}
+	s := &signIn{id: randomToken(), csrf: randomToken(), created: now, used: now}
 	st.mu.Lock()
 	if len(st.byID) >= st.max {
 		st.sweepLocked(now)
 	}
 	if len(st.byID) >= st.max {
-		// Drop the anonymous sessions first; signed-in reviewers keep theirs.
+		// Drop the anonymous sign-ins first; signed-in reviewers keep theirs.
 		for id, o := range st.byID {
 			if o.principal == "" {
 				delete(st.byID, id)
@@ -109,7 +109,7 @@ func (st *sessionStore) create(w http.ResponseWriter) *session {
 	return &cp
 }
 
-func (st *sessionStore) sweepLocked(now time.Time) {
+func (st *signIns) sweepLocked(now time.Time) {
 	for id, s := range st.byID {
 		if now.Sub(s.created) > st.ttl || now.Sub(s.used) > st.idle {
 			delete(st.byID, id)
@@ -117,7 +117,7 @@ func (st *sessionStore) sweepLocked(now time.Time) {
 	}
 }
 
-func (st *sessionStore) setCookie(w http.ResponseWriter, value string, ttl time.Duration) {
+func (st *signIns) setCookie(w http.ResponseWriter, value string, ttl time.Duration) {
 	http.SetCookie(w, &http.Cookie{
 		Name:     st.cookieNm,
 		Value:    value,
@@ -129,8 +129,8 @@ func (st *sessionStore) setCookie(w http.ResponseWriter, value string, ttl time.
 	})
 }
 
-// update applies f to the stored session s.id; it reports false when the session is gone.
-func (st *sessionStore) update(id string, f func(*session)) bool {
+// update applies f to the stored sign-in id; it reports false when the sign-in is gone.
+func (st *signIns) update(id string, f func(*signIn)) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	s := st.byID[id]
@@ -141,11 +141,11 @@ func (st *sessionStore) update(id string, f func(*session)) bool {
 	return true
 }
 
-// signIn replaces the anonymous session old with a new signed-in one (a fresh id, so an id
+// signIn replaces the anonymous sign-in old with a new signed-in one (a fresh id, so an id
 // learned before the sign-in is worth nothing) and sets its cookie.
-func (st *sessionStore) signIn(w http.ResponseWriter, old *session, principal, fingerprint, credentialID string) {
+func (st *signIns) signIn(w http.ResponseWriter, old *signIn, principal, fingerprint, credentialID string) {
 	now := st.now()
-	s := &session{id: randomToken(), csrf: randomToken(), created: now, used: now,
+	s := &signIn{id: randomToken(), csrf: randomToken(), created: now, used: now,
 		principal: principal, fingerprint: fingerprint, credentialID: credentialID}
 	st.mu.Lock()
 	delete(st.byID, old.id)
@@ -154,17 +154,17 @@ func (st *sessionStore) signIn(w http.ResponseWriter, old *session, principal, f
 	st.setCookie(w, s.id, st.ttl)
 }
 
-// signOut ends the session.
-func (st *sessionStore) signOut(s *session) {
+// signOut ends the sign-in.
+func (st *signIns) signOut(s *signIn) {
 	st.mu.Lock()
 	delete(st.byID, s.id)
 	st.mu.Unlock()
 }
 
-// takeChallenge returns and clears the session's pending challenge of kind, if it is fresh.
-func (st *sessionStore) takeChallenge(id, kind string, maxAge time.Duration) []byte {
+// takeChallenge returns and clears the sign-in's pending challenge of kind, if it is fresh.
+func (st *signIns) takeChallenge(id, kind string, maxAge time.Duration) []byte {
 	var ch []byte
-	st.update(id, func(s *session) {
+	st.update(id, func(s *signIn) {
 		if s.challengeKind == kind && st.now().Sub(s.challengeAt) <= maxAge {
 			ch = s.challenge
 		}
