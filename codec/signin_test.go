@@ -34,7 +34,7 @@ func listen(t *testing.T, srv *Server) string {
 	return "http://" + ln.Addr().String()
 }
 
-// login posts the token to base's /login and returns the session cookie it sets.
+// login posts the token to base's /login and returns the sign-in cookie it sets.
 func login(t *testing.T, base string) *http.Cookie {
 	t.Helper()
 	resp, err := http.PostForm(base+"/login", url.Values{"token": {testToken}})
@@ -71,33 +71,33 @@ func decodeWith(t *testing.T, f *serverFixture, base string, c *http.Cookie) int
 
 // Finding 7 of issue 17: browsers send a 127.0.0.1 cookie to every port, and the cookie was
 // HMAC(token, constant), so a page on another local port received one that decoded history.
-// Now a session is random, held by the server and bound to the port it was started on.
+// Now a sign-in is random, held by the server and bound to the port it was started on.
 func TestSessionCookieDoesNotAuthorizeOnAnotherPort(t *testing.T) {
 	f := newServerFixture(t)
 	baseA, baseB := listen(t, f.srv), listen(t, f.srv)
 	c := login(t, baseA)
 	_, portA, _ := net.SplitHostPort(strings.TrimPrefix(baseA, "http://"))
-	if c.Name != SessionCookieName+"_"+portA || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
-		t.Errorf("cookie %+v; want %s_%s, HttpOnly, SameSite=Strict", c, SessionCookieName, portA)
+	if c.Name != SignInCookieName+"_"+portA || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		t.Errorf("cookie %+v; want %s_%s, HttpOnly, SameSite=Strict", c, SignInCookieName, portA)
 	}
 	if got := decodeWith(t, f, baseA, c); got != http.StatusOK {
 		t.Fatalf("decode on the login's port: %d; want 200", got)
 	}
-	// The same session under the other port's cookie name, and under its own name.
+	// The same sign-in under the other port's cookie name, and under its own name.
 	_, portB, _ := net.SplitHostPort(strings.TrimPrefix(baseB, "http://"))
-	for _, name := range []string{SessionCookieName + "_" + portB, c.Name, SessionCookieName} {
+	for _, name := range []string{SignInCookieName + "_" + portB, c.Name, SignInCookieName} {
 		if got := decodeWith(t, f, baseB, &http.Cookie{Name: name, Value: c.Value}); got != http.StatusUnauthorized {
 			t.Errorf("cookie %s from port %s on port %s: %d; want 401", name, portA, portB, got)
 		}
 	}
-	// Another server with the same token holds none of this server's sessions.
+	// Another server with the same token holds none of this server's sign-ins.
 	other, err := NewServer(f.ring, ServerOptions{Token: testToken, AllowedOrigins: []string{uiOrigin}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	baseC := listen(t, other)
 	_, portC, _ := net.SplitHostPort(strings.TrimPrefix(baseC, "http://"))
-	if got := decodeWith(t, f, baseC, &http.Cookie{Name: SessionCookieName + "_" + portC, Value: c.Value}); got != http.StatusUnauthorized {
+	if got := decodeWith(t, f, baseC, &http.Cookie{Name: SignInCookieName + "_" + portC, Value: c.Value}); got != http.StatusUnauthorized {
 		t.Errorf("cookie on another server with the same token: %d; want 401", got)
 	}
 }
@@ -107,7 +107,7 @@ func TestSessionsAreRandomExpireAndLogOut(t *testing.T) {
 	base := listen(t, f.srv)
 	c1, c2 := login(t, base), login(t, base)
 	if c1.Value == c2.Value {
-		t.Fatal("two logins got the same session id")
+		t.Fatal("two logins got the same sign-in id")
 	}
 	req, _ := http.NewRequest(http.MethodPost, base+"/logout", nil)
 	req.AddCookie(c1)
@@ -123,47 +123,47 @@ func TestSessionsAreRandomExpireAndLogOut(t *testing.T) {
 		t.Errorf("decode after logout: %d; want 401", got)
 	}
 	if got := decodeWith(t, f, base, c2); got != http.StatusOK {
-		t.Errorf("the other session after one logout: %d; want 200", got)
+		t.Errorf("the other sign-in after one logout: %d; want 200", got)
 	}
 
 	// Expiry, on a clock the test moves.
 	setNow := func(at time.Time) {
-		ss := f.srv.sessions
-		ss.mu.Lock()
-		defer ss.mu.Unlock()
-		ss.now = func() time.Time { return at }
+		st := f.srv.signIns
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.now = func() time.Time { return at }
 	}
 	now := time.Now()
 	setNow(now)
 	c3 := login(t, base)
-	if c3.MaxAge != int(defaultSessionTTL/time.Second) {
-		t.Errorf("cookie max age %d; want %d", c3.MaxAge, int(defaultSessionTTL/time.Second))
+	if c3.MaxAge != int(defaultSignInTTL/time.Second) {
+		t.Errorf("cookie max age %d; want %d", c3.MaxAge, int(defaultSignInTTL/time.Second))
 	}
-	setNow(now.Add(defaultSessionTTL + time.Second))
+	setNow(now.Add(defaultSignInTTL + time.Second))
 	if got := decodeWith(t, f, base, c3); got != http.StatusUnauthorized {
-		t.Errorf("decode with an expired session: %d; want 401", got)
+		t.Errorf("decode with an expired sign-in: %d; want 401", got)
 	}
 }
 
 func TestSessionsBounded(t *testing.T) {
-	ss := newSessions(time.Hour, 3)
+	st := newSignIns(time.Hour, 3)
 	var ids []string
 	for range 5 {
-		id, err := ss.start("1")
+		id, err := st.start("1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
-	if len(ss.byID) != 3 || ss.valid(ids[0], "1") || !ss.valid(ids[4], "1") || ss.valid(ids[4], "2") {
-		t.Errorf("sessions %d; want 3, the newest kept, bound to their port", len(ss.byID))
+	if len(st.byID) != 3 || st.valid(ids[0], "1") || !st.valid(ids[4], "1") || st.valid(ids[4], "2") {
+		t.Errorf("sign-ins %d; want 3, the newest kept, bound to their port", len(st.byID))
 	}
 }
 
 func TestCookieNameOverTLS(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "https://127.0.0.1:8234/login", nil)
 	req = req.WithContext(context.WithValue(req.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8234}))
-	if got, want := cookieName(req), "__Host-"+SessionCookieName+"_8234"; got != want {
+	if got, want := cookieName(req), "__Host-"+SignInCookieName+"_8234"; got != want {
 		t.Errorf("cookieName over TLS = %q; want %q", got, want)
 	}
 }

@@ -13,84 +13,84 @@ import (
 	"time"
 )
 
-// sessions are the server-side sessions /login starts: a random id in the browser's cookie, its
-// hash, expiry and port here. Nothing about a session can be derived from the token.
-type sessions struct {
+// signIns are the browsers' sign-ins that /login starts: a random id in the browser's cookie, its
+// hash, expiry and port here. Nothing about a sign-in can be derived from the token.
+type signIns struct {
 	ttl time.Duration
 	max int
 	now func() time.Time
 
 	mu   sync.Mutex
-	byID map[[sha256.Size]byte]session
+	byID map[[sha256.Size]byte]signIn
 }
 
-type session struct {
+type signIn struct {
 	port    string
 	expires time.Time
 }
 
-func newSessions(ttl time.Duration, maxSessions int) *sessions {
-	return &sessions{ttl: ttl, max: maxSessions, now: time.Now, byID: map[[sha256.Size]byte]session{}}
+func newSignIns(ttl time.Duration, maxSignIns int) *signIns {
+	return &signIns{ttl: ttl, max: maxSignIns, now: time.Now, byID: map[[sha256.Size]byte]signIn{}}
 }
 
-// start makes a session for port and returns its id.
-func (ss *sessions) start(port string) (string, error) {
+// start makes a sign-in for port and returns its id.
+func (st *signIns) start(port string) (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("codec server: random session id: %w", err)
 	}
 	id := base64.RawURLEncoding.EncodeToString(b)
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	for k, s := range ss.byID {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := st.now()
+	for k, s := range st.byID {
 		if !now.Before(s.expires) {
-			delete(ss.byID, k)
+			delete(st.byID, k)
 		}
 	}
-	for len(ss.byID) >= ss.max {
-		ss.dropOldest()
+	for len(st.byID) >= st.max {
+		st.dropOldest()
 	}
-	ss.byID[sha256.Sum256([]byte(id))] = session{port: port, expires: now.Add(ss.ttl)}
+	st.byID[sha256.Sum256([]byte(id))] = signIn{port: port, expires: now.Add(st.ttl)}
 	return id, nil
 }
 
-func (ss *sessions) dropOldest() {
+func (st *signIns) dropOldest() {
 	var (
 		oldest [sha256.Size]byte
 		first  = true
 		when   time.Time
 	)
-	for k, s := range ss.byID {
+	for k, s := range st.byID {
 		if first || s.expires.Before(when) {
 			oldest, when, first = k, s.expires, false
 		}
 	}
-	delete(ss.byID, oldest)
+	delete(st.byID, oldest)
 }
 
-// valid reports whether id names a live session started on port. The map is keyed by the id's
+// valid reports whether id names a live sign-in started on port. The map is keyed by the id's
 // hash, so a lookup's timing says nothing about the ids held.
-func (ss *sessions) valid(id, port string) bool {
+func (st *signIns) valid(id, port string) bool {
 	key := sha256.Sum256([]byte(id))
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.byID[key]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.byID[key]
 	if !ok {
 		return false
 	}
-	if !ss.now().Before(s.expires) {
-		delete(ss.byID, key)
+	if !st.now().Before(s.expires) {
+		delete(st.byID, key)
 		return false
 	}
 	return s.port == port
 }
 
-// end ends the session id, if there is one.
-func (ss *sessions) end(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.byID, sha256.Sum256([]byte(id)))
+// end ends the sign-in id, if there is one.
+func (st *signIns) end(id string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.byID, sha256.Sum256([]byte(id)))
 }
 
 // localPort returns the port r came in on ("" when the request did not come through a listener,
@@ -107,12 +107,12 @@ func localPort(r *http.Request) string {
 	return port
 }
 
-// cookieName is the session cookie's name for the port r came in on: SessionCookieName, then
+// cookieName is the sign-in cookie's name for the port r came in on: SignInCookieName, then
 // "_" and the port, so that servers on two ports of one host keep their cookies apart; over TLS
 // it starts with "__Host-", which browsers accept only from a secure page, for path /, with no
 // domain.
 func cookieName(r *http.Request) string {
-	name := SessionCookieName
+	name := SignInCookieName
 	if port := localPort(r); port != "" {
 		name += "_" + port
 	}
@@ -122,7 +122,7 @@ func cookieName(r *http.Request) string {
 	return name
 }
 
-// serveLogout ends the session of the request's cookie and clears the cookie.
+// serveLogout ends the sign-in of the request's cookie and clears the cookie.
 func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	if r.Method != http.MethodPost {
@@ -131,7 +131,7 @@ func (s *Server) serveLogout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(cookieName(r)); err == nil {
-		s.sessions.end(c.Value)
+		s.signIns.end(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: cookieName(r), Value: "", Path: "/", MaxAge: -1,
