@@ -1,4 +1,4 @@
-// Package model holds approval.pml, a Promela model of the approval protocol of a RunCode run as
+// Package promela holds approval.pml, a Promela model of the approval protocol of a RunCode run as
 // the code implements it, session.pml, one of a session's cells (below, "Sessions"), and the tests
 // that check them with spin (make test; model_test.go,
 // integration-tagged): spin -a, cc -DSAFETY, then an exhaustive search by pan in each of five
@@ -164,4 +164,4 @@
 // latest when the workflow task in flight, if any, completes), which is S4's step. A writer's
 // claim signals are not modelled: no host reads them. Left out: the contents of code and results
 // (a result is one bit, the chain a number that grows with each).
-package model
+package promela

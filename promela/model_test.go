@@ -1,6 +1,6 @@
 //go:build integration
 
-package model
+package promela
 
 import (
 	"context"
