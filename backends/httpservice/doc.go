@@ -1,5 +1,7 @@
-// Package callable runs code on any code-execution service behind a function: a hosted sandbox
-// (E2B, Modal, Daytona), a service of your own, or anything else that takes a checked request and
+// Package httpservice is the backend of `worker --backend http`: it runs code on a
+// code-execution service of the operator's own, one POST per run (NewHTTP, below). It is built on
+// New, which runs code on any code-execution service behind a function: a hosted sandbox (E2B,
+// Modal, Daytona), a service of your own, or anything else that takes a checked request and
 // returns a result.
 //
 // The adapter cannot see inside the service, so the service must honour two things itself: the
@@ -29,4 +31,4 @@
 // Sessions: a Backend (and so the "http" backend) runs each request on its own and keeps
 // nothing between calls, so it does not implement guard.SessionBackend; the Session workflow
 // refuses a session on it with a ConfigError. Use the docker, e2b or local backend for sessions.
-package callable
+package httpservice

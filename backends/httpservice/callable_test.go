@@ -1,4 +1,4 @@
-package callable
+package httpservice
 
 import (
 	"bytes"
