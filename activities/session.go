@@ -518,7 +518,7 @@ func (a *Activities) cellEvent(ctx context.Context, e *Event, in contract.CellRu
 // Unlike a run's claim (claimIn), it does not read the history back: the host keeps the
 // session's only sandbox and its own record of it (the indexes it admitted, the approval ids it
 // used, the chain over the results it returned), which admitCell checks before the claim, and a
-// host that lost that record has lost the sandbox too (SandboxLost). model/session.pml proves a
+// host that lost that record has lost the sandbox too (SandboxLost). promela/session.pml proves a
 // cell's at-most-once and its decision binding (S1, S2) from those checks alone, and that a
 // cell starts only after its claim was recorded (S4): a signal the server acknowledged is
 // durable, in the history at the latest when the workflow task in flight, if any, completes.

@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/linediff"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // ConversationNotice is what every door says beside a conversation's diff.
@@ -31,7 +32,7 @@ type Changes struct {
 	Previous *PreviousRun `json:"previous,omitempty"`
 	// Diff is the unified diff from the previous run to this one: its code, every input file
 	// (text files line by line, others by size), and its settings (language, network, egress,
-	// secret names, env names, never env values). Each line is escaped (guard.VisibleText; CR
+	// secret names, env names, never env values). Each line is escaped (pysource.VisibleText; CR
 	// as \r). Empty when nothing changed or there is no previous run.
 	Diff string `json:"diff,omitempty"`
 	// Added and Removed count the diff's lines; ChangedFiles names what changed ("code",
@@ -211,7 +212,7 @@ func (ch *Changes) diff(prev, cur guard.Request) {
 
 // showLine escapes a diff line: invisible characters as escapes, CR as \r.
 func showLine(s string) string {
-	return strings.ReplaceAll(guard.VisibleText(s), "\r", `\r`)
+	return strings.ReplaceAll(pysource.VisibleText(s), "\r", `\r`)
 }
 
 func isText(b []byte) bool { return utf8.Valid(b) && !slices.Contains(b, 0) }

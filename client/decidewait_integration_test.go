@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sandboxflow/sandboxflow/approval"
-	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/backends/httpservice"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -71,7 +71,7 @@ func TestIntegrationApproveAndWaitMakesOneCallForTheResult(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	release, running := make(chan struct{}), make(chan struct{})
-	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+	b, err := httpservice.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		close(running)
 		select {
 		case <-release:
@@ -169,7 +169,7 @@ func TestIntegrationApproveAndWaitLeavesLargeAndFailedResultsToTheRun(t *testing
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	big := bytes.Repeat([]byte("x"), contract.MaxAnsweredResultBytes+1)
-	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+	b, err := httpservice.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		if c.Code == "fail" {
 			return guard.Result{}, &guard.ConfigError{Msg: "the backend is misconfigured"}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 func ExampleToolSchema() {
@@ -25,7 +26,7 @@ func ExampleToolSchema() {
 // warning says where it is.
 func ExampleWriteJSON() {
 	code := "ok = False # \u202e ;ok = True\n"
-	list := guard.SuspiciousCharacters(code)
+	list := pysource.SuspiciousCharacters(code)
 	_ = client.WriteJSON(os.Stdout, map[string]any{"code": code, "suspicious_characters": list})
 	fmt.Println(client.SuspiciousWarning(list))
 	// Output:

@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/temporaltest"
 
-	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/backends/httpservice"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -31,7 +31,7 @@ import (
 // with bob as the one reviewer; more registers more on the worker (optional).
 func startWorker(t *testing.T, ts *temporaltest.TestServer, queue string, more func(worker.Registry)) *agenttest.Env {
 	t.Helper()
-	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+	b, err := httpservice.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
 	})
 	if err != nil {

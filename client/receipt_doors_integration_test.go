@@ -14,7 +14,7 @@ import (
 	tclient "go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
-	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/backends/httpservice"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -55,7 +55,7 @@ func alterStdout(ctx context.Context, method string, req, reply any, cc *grpc.Cl
 func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+	b, err := httpservice.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return guard.Result{OK: true, Stdout: []byte("ok\n")}, nil
 	})
 	if err != nil {

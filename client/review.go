@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandboxflow/sandboxflow/contract"
-	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Review is everything a reviewer reads about a run before deciding: its status (with the request
@@ -22,14 +22,14 @@ type Review struct {
 	WorkflowID string `json:"workflow_id"`
 	contract.Status
 	// SuspiciousCharacters lists invisible or direction-changing characters of the code (see
-	// guard.SuspiciousCharacters). They are allowed in code but must be seen.
-	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
+	// pysource.SuspiciousCharacters). They are allowed in code but must be seen.
+	SuspiciousCharacters []pysource.Suspicious `json:"suspicious_characters,omitempty"`
 	// Warning says, in one line, that the code holds such characters. Empty when it holds none.
 	Warning string `json:"warning,omitempty"`
 	// ConfusableNames lists the words of the code, and of the input files Python may read as
-	// source, that mix scripts or are not in NFKC (guard.ConfusableNames,
-	// guard.InputConfusableNames): they can read as other names.
-	ConfusableNames []guard.ConfusableName `json:"confusable_names,omitempty"`
+	// source, that mix scripts or are not in NFKC (pysource.ConfusableNames,
+	// pysource.FileConfusableNames): they can read as other names.
+	ConfusableNames []pysource.ConfusableName `json:"confusable_names,omitempty"`
 	// NamesWarning says, in one line, that the code holds such names. Empty when it holds none.
 	NamesWarning string `json:"names_warning,omitempty"`
 	// Env holds the env values, only when asked for, less those the policy marks sensitive.
@@ -75,19 +75,17 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 	if st.Request.Digest != "" {
 		// The start-up warnings are computed here, from the input files the digest just
 		// checked binds, not taken from the status a workflow worker answered.
-		st.Request.Warnings = guard.StartupWarnings(slices.Sorted(maps.Keys(in.Request.Files)))
+		st.Request.Warnings = pysource.StartupWarnings(slices.Sorted(maps.Keys(in.Request.Files)))
 		// So is the conversation, which the diff below is read for.
 		st.Request.Conversation = in.Request.Conversation
 	}
-	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: guard.SuspiciousCharacters(st.Request.Code)}
+	r := Review{WorkflowID: workflowID, Status: st, SuspiciousCharacters: pysource.SuspiciousCharacters(st.Request.Code)}
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
-	r.ConfusableNames = guard.ConfusableNames(st.Request.Code)
+	r.ConfusableNames = pysource.ConfusableNames(st.Request.Code)
 	if st.Request.Digest != "" {
-		var files []guard.InputFile
 		for _, n := range slices.Sorted(maps.Keys(in.Request.Files)) {
-			files = append(files, guard.InputFile{Name: n, Content: in.Request.Files[n]})
+			r.ConfusableNames = append(r.ConfusableNames, pysource.FileConfusableNames(n, in.Request.Files[n])...)
 		}
-		r.ConfusableNames = append(r.ConfusableNames, guard.InputConfusableNames(files)...)
 	}
 	r.NamesWarning = ConfusableWarning(r.ConfusableNames)
 	r.Changes, r.ChangesError = c.reviewChanges(ctx, workflowID, st, in)
@@ -116,23 +114,23 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 }
 
 // SuspiciousWarning returns a one-line warning about the listed characters, or "" for none.
-func SuspiciousWarning(list []guard.Suspicious) string {
+func SuspiciousWarning(list []pysource.Suspicious) string {
 	if len(list) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("WARNING: the code holds %d invisible or direction-changing character(s) that may make it read differently from how it runs: %s",
-		len(list), firstFew(list, func(s guard.Suspicious) string {
+		len(list), firstFew(list, func(s pysource.Suspicious) string {
 			return fmt.Sprintf("%s %s at line %d column %d", s.Rune, s.Name, s.Line, s.Column)
 		}))
 }
 
 // ConfusableWarning returns a one-line warning about the listed names, or "" for none.
-func ConfusableWarning(list []guard.ConfusableName) string {
+func ConfusableWarning(list []pysource.ConfusableName) string {
 	if len(list) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("WARNING: the code or its source input files hold %d name(s) that can read as other names: %s", len(list),
-		firstFew(list, func(n guard.ConfusableName) string { return fmt.Sprintf("%q at %s %s", n.Name, n.Where(), n.Reason) }))
+		firstFew(list, func(n pysource.ConfusableName) string { return fmt.Sprintf("%q at %s %s", n.Name, n.Where(), n.Reason) }))
 }
 
 // firstFew describes the first five items of list, then says how many more there are.
@@ -149,7 +147,7 @@ func firstFew[T any](list []T, describe func(T) string) string {
 }
 
 // WriteJSON writes v as one line of JSON to w, with every invisible or direction-changing
-// character (guard.IsSuspicious) written as a \u escape: the JSON means the same, and a person
+// character (pysource.IsSuspicious) written as a \u escape: the JSON means the same, and a person
 // reading it in a terminal sees each such character instead of its effect.
 func WriteJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
@@ -164,14 +162,14 @@ func WriteJSON(w io.Writer, v any) error {
 // visibleJSON escapes the suspicious characters of b, JSON text from encoding/json: it is valid
 // UTF-8, and every character that is not ASCII is inside a string, where a \u escape means it.
 func visibleJSON(b []byte) []byte {
-	if !strings.ContainsFunc(string(b), func(r rune) bool { return r >= utf8.RuneSelf && guard.IsSuspicious(r) }) {
+	if !strings.ContainsFunc(string(b), func(r rune) bool { return r >= utf8.RuneSelf && pysource.IsSuspicious(r) }) {
 		return b
 	}
 	out := make([]byte, 0, len(b)+32)
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
 		switch {
-		case r < utf8.RuneSelf || !guard.IsSuspicious(r):
+		case r < utf8.RuneSelf || !pysource.IsSuspicious(r):
 			out = append(out, b[i:i+size]...)
 		case r > 0xFFFF:
 			hi, lo := utf16.EncodeRune(r)

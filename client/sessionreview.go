@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // SessionReview is everything a reviewer reads about a session: its status (settings, every
@@ -30,17 +31,17 @@ type SessionReview struct {
 
 // CellView is what this client computed of one cell's code, as Review computes it of a run's.
 type CellView struct {
-	Cell                 int                    `json:"cell"`
-	SuspiciousCharacters []guard.Suspicious     `json:"suspicious_characters,omitempty"`
-	Warning              string                 `json:"warning,omitempty"`
-	ConfusableNames      []guard.ConfusableName `json:"confusable_names,omitempty"`
-	NamesWarning         string                 `json:"names_warning,omitempty"`
+	Cell                 int                       `json:"cell"`
+	SuspiciousCharacters []pysource.Suspicious     `json:"suspicious_characters,omitempty"`
+	Warning              string                    `json:"warning,omitempty"`
+	ConfusableNames      []pysource.ConfusableName `json:"confusable_names,omitempty"`
+	NamesWarning         string                    `json:"names_warning,omitempty"`
 	// WrittenStartup and WrittenNames are about the files the cell created or changed in /work,
 	// which outlives it: a file a later cell's interpreter may run without that cell calling it
-	// (guard.StartupWarnings), and names in those files that read as others. Cell 1 can write a
+	// (pysource.StartupWarnings), and names in those files that read as others. Cell 1 can write a
 	// module from bytes the reviewer never reads as code, and cell 2 import it.
-	WrittenStartup []guard.StartupWarning `json:"written_startup,omitempty"`
-	WrittenNames   []guard.ConfusableName `json:"written_confusable_names,omitempty"`
+	WrittenStartup []pysource.StartupWarning `json:"written_startup,omitempty"`
+	WrittenNames   []pysource.ConfusableName `json:"written_confusable_names,omitempty"`
 }
 
 // ReviewSession returns what a reviewer reads about sessionID, with what opts adds. It refuses a
@@ -69,7 +70,7 @@ func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts Revie
 			return SessionReview{}, err
 		}
 		names := slices.Sorted(maps.Keys(in.Request.Files))
-		st.Settings.Warnings = guard.StartupWarnings(names)
+		st.Settings.Warnings = pysource.StartupWarnings(names)
 		if opts.EnvValues {
 			r.Env = map[string]string{}
 			for n, v := range in.Request.Env {
@@ -92,7 +93,7 @@ func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts Revie
 	}
 	r.Views = make([]CellView, 0, len(st.Cells))
 	for i, cell := range st.Cells {
-		v := CellView{Cell: cell.Cell, SuspiciousCharacters: guard.SuspiciousCharacters(cell.Code), ConfusableNames: guard.ConfusableNames(cell.Code)}
+		v := CellView{Cell: cell.Cell, SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code), ConfusableNames: pysource.ConfusableNames(cell.Code)}
 		v.Warning = SuspiciousWarning(v.SuspiciousCharacters)
 		v.NamesWarning = ConfusableWarning(v.ConfusableNames)
 		st.Cells[i].SuspiciousCharacters = v.SuspiciousCharacters
@@ -105,15 +106,15 @@ func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts Revie
 
 // writtenWarnings returns the start-up warnings and confusable names of the files a cell's result
 // carries: what it left in /work for later cells.
-func writtenWarnings(res *guard.Result) ([]guard.StartupWarning, []guard.ConfusableName) {
+func writtenWarnings(res *guard.Result) ([]pysource.StartupWarning, []pysource.ConfusableName) {
 	if res == nil {
 		return nil, nil
 	}
 	var names []string
-	var written []guard.InputFile
+	var confusable []pysource.ConfusableName
 	for _, f := range res.Files {
 		names = append(names, f.Name)
-		written = append(written, guard.InputFile{Name: f.Name, Content: f.Content})
+		confusable = append(confusable, pysource.FileConfusableNames(f.Name, f.Content)...)
 	}
-	return guard.StartupWarnings(names), guard.InputConfusableNames(written)
+	return pysource.StartupWarnings(names), confusable
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // fakeTemporal is a Temporal client that answers the few calls Start, RequireRunCode and Review
@@ -235,7 +236,7 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 // Finding 6: what show prints names the code's invisible characters and shows each as an escape.
 func TestWriteJSONShowsSuspiciousCharacters(t *testing.T) {
 	code := "access = 'user' # \u202e \u2066// admin\u2069 \u2066\nprint('\U000E0041')\n"
-	r := Review{WorkflowID: "w", SuspiciousCharacters: guard.SuspiciousCharacters(code)}
+	r := Review{WorkflowID: "w", SuspiciousCharacters: pysource.SuspiciousCharacters(code)}
 	r.Request.Code = code
 	r.Warning = SuspiciousWarning(r.SuspiciousCharacters)
 	var buf bytes.Buffer

@@ -92,14 +92,14 @@
 // serves every namespace; X-Namespace is only logged.
 //
 // Every encode and decode needs the token: "Authorization: Bearer <token>" (compared in constant
-// time), or the session cookie that GET/POST /login sets after the token is entered in a browser.
+// time), or the sign-in cookie that GET/POST /login sets after the token is entered in a browser.
 // The cookie exists because the Temporal UI without OIDC cannot send a bearer token. It holds a
-// random session id that the server keeps with an expiry (ServerOptions.SessionTTL, 8 hours by
+// random sign-in id that the server keeps with an expiry (ServerOptions.SignInTTL, 8 hours by
 // default) and the port it was started on; POST /logout ends it, and a restart ends them all. It
 // is HttpOnly and SameSite=Strict, and its name carries the port
 // (sandboxflow_codec_session_8234; over TLS __Host-sandboxflow_codec_session_8234). Browsers send
 // a 127.0.0.1 cookie to every port of the host, so a page served on another local port can still
-// receive it: the session is refused on any other port and by any other server, and it expires,
+// receive it: the sign-in is refused on any other port and by any other server, and it expires,
 // but a local service that replays it to this port within its lifetime is let in. Log out when
 // done, and prefer the bearer token where the client can send one.
 //

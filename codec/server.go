@@ -30,24 +30,24 @@ const CodecTokenEnv = "SANDBOXFLOW_CODEC_TOKEN"
 // MinTokenLen is the shortest token the codec server accepts.
 const MinTokenLen = 16
 
-// SessionCookieName is the cookie the codec server's /login page sets, for browsers that cannot
+// SignInCookieName is the cookie the codec server's /login page sets, for browsers that cannot
 // send the token as a header (the Temporal UI without OIDC).
-const SessionCookieName = "sandboxflow_codec_session"
+const SignInCookieName = "sandboxflow_codec_session"
 
 const (
 	defaultMaxRequestBytes  = 4 << 20
 	defaultMaxPayloads      = 4096
 	defaultMaxResponseBytes = 8 << 20
 	defaultMaxConcurrent    = 4
-	defaultSessionTTL       = 8 * time.Hour
-	defaultMaxSessions      = 64
+	defaultSignInTTL        = 8 * time.Hour
+	defaultMaxSignIns       = 64
 	defaultLogInterval      = 10 * time.Second
 )
 
 // ServerOptions configure a codec server.
 type ServerOptions struct {
 	// Token is the shared secret every /encode and /decode request must carry, as
-	// "Authorization: Bearer <token>" or as the session cookie /login sets from it. Required: at
+	// "Authorization: Bearer <token>" or as the sign-in cookie /login sets from it. Required: at
 	// least MinTokenLen characters, no spaces.
 	Token string
 
@@ -72,12 +72,12 @@ type ServerOptions struct {
 	// 503 at once. Optional: defaults to 4.
 	MaxConcurrent int
 
-	// SessionTTL is how long a session from /login lasts. Optional: defaults to 8 hours.
-	SessionTTL time.Duration
+	// SignInTTL is how long a sign-in from /login lasts. Optional: defaults to 8 hours.
+	SignInTTL time.Duration
 
-	// MaxSessions bounds the sessions held; a login past it ends the oldest. Optional: defaults
+	// MaxSignIns bounds the sign-ins held; a login past it ends the oldest. Optional: defaults
 	// to 64.
-	MaxSessions int
+	MaxSignIns int
 
 	// LogInterval is the shortest time between two records of refused requests; refusals in
 	// between are counted in the next record. Optional: defaults to 10 seconds.
@@ -97,7 +97,7 @@ type Server struct {
 	origins   map[string]bool
 	opts      ServerOptions
 	logger    *slog.Logger
-	sessions  *sessions
+	signIns   *signIns
 	refusals  *refusalLog
 	slots     chan struct{}
 }
@@ -119,7 +119,7 @@ func NewServer(ring *KeyRing, opts ServerOptions) (*Server, error) {
 		origins:   map[string]bool{},
 		opts:      opts,
 		logger:    opts.Logger,
-		sessions:  newSessions(opts.SessionTTL, opts.MaxSessions),
+		signIns:   newSignIns(opts.SignInTTL, opts.MaxSignIns),
 		refusals:  &refusalLog{logger: opts.Logger, interval: opts.LogInterval},
 		slots:     make(chan struct{}, opts.MaxConcurrent),
 	}
@@ -161,8 +161,8 @@ func (o ServerOptions) withDefaults() ServerOptions {
 	o.MaxPayloads = positiveOr(o.MaxPayloads, defaultMaxPayloads)
 	o.MaxResponseBytes = positiveOr(o.MaxResponseBytes, defaultMaxResponseBytes)
 	o.MaxConcurrent = positiveOr(o.MaxConcurrent, defaultMaxConcurrent)
-	o.SessionTTL = positiveOr(o.SessionTTL, defaultSessionTTL)
-	o.MaxSessions = positiveOr(o.MaxSessions, defaultMaxSessions)
+	o.SignInTTL = positiveOr(o.SignInTTL, defaultSignInTTL)
+	o.MaxSignIns = positiveOr(o.MaxSignIns, defaultMaxSignIns)
 	o.LogInterval = positiveOr(o.LogInterval, defaultLogInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -180,11 +180,11 @@ func positiveOr[T int | int64 | time.Duration](v, def T) T {
 
 // ServeHTTP answers:
 //   - POST .../encode and POST .../decode (any prefix, such as /{namespace}/decode): the Temporal
-//     codec protocol, protobuf JSON Payloads in and out; the token or a session is required;
+//     codec protocol, protobuf JSON Payloads in and out; the token or a sign-in is required;
 //   - OPTIONS on those paths: the CORS preflight, for allowed origins only;
-//   - GET /login: a form that takes the token; POST /login: starts a session and sets its cookie,
+//   - GET /login: a form that takes the token; POST /login: starts a sign-in and sets its cookie,
 //     so that the Temporal UI (with codec includeCredentials) can call the server from a browser;
-//   - POST /logout: ends the session of the cookie.
+//   - POST /logout: ends the sign-in of the cookie.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/login":
@@ -323,7 +323,7 @@ func lastSegment(p string) string {
 }
 
 // authorized reports whether r carries the token as a bearer header (compared in constant time)
-// or the cookie of a live session started on the port r came in on.
+// or the cookie of a live sign-in started on the port r came in on.
 func (s *Server) authorized(r *http.Request) bool {
 	if scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
@@ -332,7 +332,7 @@ func (s *Server) authorized(r *http.Request) bool {
 		}
 	}
 	if c, err := r.Cookie(cookieName(r)); err == nil {
-		return s.sessions.valid(c.Value, localPort(r))
+		return s.signIns.valid(c.Value, localPort(r))
 	}
 	return false
 }
@@ -349,7 +349,7 @@ const loginPage = `<!doctype html>
 </body></html>
 `
 
-// serveLogin lets a browser trade the token for a session: a random id, held by the server with
+// serveLogin lets a browser trade the token for a sign-in: a random id, held by the server with
 // an expiry, in a cookie that is HttpOnly and SameSite=Strict and named for the server's port.
 func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
@@ -370,7 +370,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, loginPage, "Wrong token.")
 			return
 		}
-		id, err := s.sessions.start(localPort(r))
+		id, err := s.signIns.start(localPort(r))
 		if err != nil {
 			http.Error(w, "start a session", http.StatusInternalServerError)
 			return
@@ -379,7 +379,7 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 			Name:     cookieName(r),
 			Value:    id,
 			Path:     "/",
-			MaxAge:   int(s.opts.SessionTTL / time.Second),
+			MaxAge:   int(s.opts.SignInTTL / time.Second),
 			HttpOnly: true,
 			Secure:   r.TLS != nil,
 			SameSite: http.SameSiteStrictMode,

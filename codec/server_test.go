@@ -306,8 +306,8 @@ func TestServerLoginCookie(t *testing.T) {
 		t.Fatalf("login: %d, cookies %v; want 200 and one cookie", rec.Code, cookies)
 	}
 	c := cookies[0]
-	if c.Name != SessionCookieName || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.MaxAge <= 0 {
-		t.Errorf("cookie %+v; want %s, HttpOnly, SameSite=Strict, a max age", c, SessionCookieName)
+	if c.Name != SignInCookieName || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.MaxAge <= 0 {
+		t.Errorf("cookie %+v; want %s, HttpOnly, SameSite=Strict, a max age", c, SignInCookieName)
 	}
 	if strings.Contains(c.Value, testToken) {
 		t.Errorf("cookie holds the token itself")
@@ -316,10 +316,10 @@ func TestServerLoginCookie(t *testing.T) {
 	decode := func(cookie string) int {
 		return f.do(http.MethodPost, "/decode", payloadsJSON(t, f.encoded), map[string]string{"Origin": uiOrigin, "Cookie": cookie}).Code
 	}
-	if got := decode(SessionCookieName + "=" + c.Value); got != http.StatusOK {
+	if got := decode(SignInCookieName + "=" + c.Value); got != http.StatusOK {
 		t.Errorf("decode with session cookie: status %d; want 200", got)
 	}
-	if got := decode(SessionCookieName + "=forged"); got != http.StatusUnauthorized {
+	if got := decode(SignInCookieName + "=forged"); got != http.StatusUnauthorized {
 		t.Errorf("decode with forged cookie: status %d; want 401", got)
 	}
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
@@ -23,10 +24,10 @@ type CheckResult struct {
 	// Reviewers are the keys the workflow verifies decisions against: the checking worker's
 	// reviewers file as it was then, so that editing the file never changes a replay.
 	Reviewers *approval.Reviewers `json:"reviewers"`
-	// Warnings are the start-up warnings the check found (guard.StartupWarnings): recorded in
+	// Warnings are the start-up warnings the check found (pysource.StartupWarnings): recorded in
 	// the history with the check, for an audit of what reviewers were warned of. Empty in
 	// histories recorded before it existed; nothing the workflow decides depends on it.
-	Warnings []guard.StartupWarning `json:"warnings,omitempty"`
+	Warnings []pysource.StartupWarning `json:"warnings,omitempty"`
 	// StatementVersion is the statement version decisions must sign (approval.StatementVersion2:
 	// it names the reviewer). Absent in histories recorded before it, which replay with version
 	// 1.

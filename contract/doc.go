@@ -1,12 +1,25 @@
-// Package contract is the Temporal contract of sandboxflow in one place: the names of the
-// workflows (RunCode, Session), activities, signals, updates and queries; the types they carry
-// (Input, Decision, Status, the Session's requests and statuses, SandboxClaim, LiveOutput,
-// CancelRequest, the audit record); the search attributes and their registration; the default
-// task queue; the conversion between guard's typed errors and Temporal application failures
-// (ToFailure, FromFailure); a decision's well-formedness (Decision.Problem); and ShownChecked,
-// the reviewers' tools' check of a status against the run's start.
+// Package contract is sandboxflow's Temporal wire contract: the names and JSON shapes that
+// workflows, activities and clients share, so that each side can be written (in Go or in any
+// other language) without importing the others.
 //
-// Any Temporal client in any language can speak this contract: its JSON forms are described by
-// the JSON Schemas in docs/schema/, generated from these types and checked against them by a
-// test. The protocol these names take part in is written in docs/protocol.md.
+// It holds:
+//   - the names: workflow types (RunCode, Session), signals, updates, queries, activity names,
+//     the default task queue, search attributes and memo keys, and the states they take;
+//   - the one-struct-in, one-struct-out shapes that cross Temporal: workflow inputs, statuses
+//     and results, reviewers' decisions and edits, sandbox claims, activity inputs and outputs,
+//     session cells, live output, notification records and audit records;
+//   - how sandboxflow's typed errors (guard's, and a Rejection of a decision) cross Temporal as
+//     application errors and come back (ToFailure, FromFailure, ErrorDetails);
+//   - reading a run's start input from its history (ReadInput), for values a status never
+//     carries.
+//
+// These names and shapes are recorded in workflow histories and read by clients that are not
+// ours: a name, a JSON field or an error type string never changes (fields are only ever
+// added), so that every recorded history still replays (workflows/testdata) and every client
+// still reads what it wrote. docs/schema holds JSON Schemas generated from these types, which
+// TestSchemaFilesMatchTheGoTypes keeps in step. The protocol these names take part in is
+// written once, in docs/protocol.md.
+//
+// It imports the ground floor only (guard's vocabulary, approval, receipt, pysource) and the
+// Temporal SDK's types, never a workflow or an activity.
 package contract

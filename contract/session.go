@@ -5,6 +5,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
@@ -91,12 +92,12 @@ type SessionCheckInput struct {
 // SessionCheckResult is what SessionCheck records in history: the checked session and the
 // checking worker's settings (as CheckResult).
 type SessionCheckResult struct {
-	Session          guard.CheckedSession   `json:"session"`
-	ApprovalTimeout  time.Duration          `json:"approval_timeout"`
-	Run              RunOptions             `json:"run"`
-	Reviewers        *approval.Reviewers    `json:"reviewers"`
-	Warnings         []guard.StartupWarning `json:"warnings,omitempty"`
-	StatementVersion int                    `json:"statement_version"`
+	Session          guard.CheckedSession      `json:"session"`
+	ApprovalTimeout  time.Duration             `json:"approval_timeout"`
+	Run              RunOptions                `json:"run"`
+	Reviewers        *approval.Reviewers       `json:"reviewers"`
+	Warnings         []pysource.StartupWarning `json:"warnings,omitempty"`
+	StatementVersion int                       `json:"statement_version"`
 	// Notify is CheckResult.Notify, for each cell's wait.
 	Notify *NotifyOptions `json:"notify,omitempty"`
 	// Hosts are the sandbox hosts' keys: the workflow refuses a cell result whose receipt does
@@ -231,8 +232,8 @@ type CellStatus struct {
 	Result       *guard.Result `json:"result,omitempty"`
 	ResultDigest string        `json:"result_digest,omitempty"`
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code.
-	SuspiciousCharacters []guard.Suspicious `json:"suspicious_characters,omitempty"`
-	Error                string             `json:"error,omitempty"`
+	SuspiciousCharacters []pysource.Suspicious `json:"suspicious_characters,omitempty"`
+	Error                string                `json:"error,omitempty"`
 	// Notification is Status.Notification, for this cell's wait.
 	Notification *NotifyRecord `json:"notification,omitempty"`
 }

@@ -4,10 +4,13 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -129,7 +132,7 @@ func (p Policy) checkContent(c *Checked) error {
 		return err
 	}
 	if err := p.checkSources(c); err != nil {
-		return err
+		return misread(err)
 	}
 	return p.checkEnv(c.Env)
 }
@@ -167,7 +170,48 @@ func (p Policy) checkInputFiles(files []InputFile) error {
 	if err := CheckFileNames(names); err != nil {
 		return &ToolUsageError{Msg: "input " + err.Error()}
 	}
-	return checkModuleNames(names)
+	return misread(pysource.CheckModuleNames(names))
+}
+
+// checkSources applies pysource's checks to the code (when it is Python or sh) and to every input
+// file. It returns pysource's *Error, which Check reports as a ToolUsageError.
+func (p Policy) checkSources(c *Checked) error {
+	indentation := !p.AllowMixedIndentation
+	// Shell code can hand Python its lines (python3 - <<EOF): its declarations count too.
+	if err := pysource.CheckCoding("code", []byte(c.Code)); err != nil {
+		return err
+	}
+	if c.Language == Shell {
+		if err := pysource.CheckHereDocs("code", c.Code); err != nil {
+			return err
+		}
+		// sh hands Python its lines as they are (python3 - <<'EOF', python3 -c "..."): a lone
+		// carriage return ends a line there, a form feed in the indentation resets the column.
+		if err := pysource.CheckLineEnds("code", c.Code); err != nil {
+			return err
+		}
+		if err := pysource.CheckFormFeeds("code", c.Code); err != nil {
+			return err
+		}
+	}
+	if c.Language == Python {
+		if err := pysource.CheckLineEnds("code", c.Code); err != nil {
+			return err
+		}
+		check := pysource.CheckFormFeeds
+		if indentation {
+			check = pysource.CheckIndentation
+		}
+		if err := check("code", c.Code); err != nil {
+			return err
+		}
+	}
+	for _, f := range c.Files {
+		if err := pysource.CheckInputSource(f.Name, f.Content, indentation); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p Policy) checkEnv(env []EnvVar) error {
@@ -199,6 +243,19 @@ func (p Policy) IsSensitiveEnv(name string) bool {
 	return slices.ContainsFunc(p.SensitiveEnv, func(s string) bool { return strings.EqualFold(s, name) })
 }
 
+// SensitiveValue is how views show the value, n bytes long, of an env var the policy marks
+// sensitive: that it is there and how long, never the value.
+func SensitiveValue(n int) string {
+	return "‹sensitive, " + byteCount(n) + "›"
+}
+
+func byteCount(n int) string {
+	if n == 1 {
+		return "1 byte"
+	}
+	return strconv.Itoa(n) + " bytes"
+}
+
 // CheckEnvName reports a ToolUsageError for an env name that is not plain
 // ([A-Za-z_][A-Za-z0-9_]*) or that the policy does not allow.
 func (p Policy) CheckEnvName(name string) error {
@@ -206,8 +263,8 @@ func (p Policy) CheckEnvName(name string) error {
 	if !utf8.ValidString(name) {
 		return toolUsagef("env name %q is not valid UTF-8", name)
 	}
-	if err := checkNameText("env name", name); err != nil {
-		return err
+	if err := pysource.CheckName("env name", name); err != nil {
+		return misread(err)
 	}
 	if !envNameRE.MatchString(name) {
 		return toolUsagef("env name %q is not a plain name ([A-Za-z_][A-Za-z0-9_]*)", name)
@@ -286,7 +343,7 @@ var windowsDevices = func() map[string]bool {
 // CheckFileName reports why a file name is unsafe, or nil. A safe name is relative, clean
 // (path.Clean leaves it as it is), valid UTF-8, at most 255 bytes and 8 elements deep, and has no
 // empty, "." or ".." element, no drive or colon, no backslash, no control character, no invisible,
-// bidirectional or other suspicious character (see IsSuspicious), no element
+// bidirectional or other suspicious character (see pysource.IsSuspicious), no element
 // that starts with "-" or ends with a dot or space, and no Windows device name.
 func CheckFileName(name string) error {
 	switch {
@@ -305,8 +362,8 @@ func CheckFileName(name string) error {
 	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }):
 		return toolUsagef("file name %q contains a control character", name)
 	}
-	if err := checkNameText("file name", name); err != nil {
-		return err
+	if err := pysource.CheckName("file name", name); err != nil {
+		return misread(err)
 	}
 	elems := strings.Split(name, "/")
 	if len(elems) > DefaultMaxFileNameDepth {

@@ -1,6 +1,10 @@
 package guard
 
-import "regexp"
+import (
+	"regexp"
+
+	"github.com/sandboxflow/sandboxflow/pysource"
+)
 
 // MaxConversationBytes bounds a conversation id.
 const MaxConversationBytes = 128
@@ -19,7 +23,7 @@ func CheckConversation(id string) error {
 	case len(id) > MaxConversationBytes:
 		return toolUsagef("conversation is %d bytes; at most %d", len(id), MaxConversationBytes)
 	case !conversationRE.MatchString(id):
-		return toolUsagef("conversation %q: want ASCII letters, digits and . _ : @ -, starting with a letter or digit", VisibleText(id))
+		return toolUsagef("conversation %q: want ASCII letters, digits and . _ : @ -, starting with a letter or digit", pysource.VisibleText(id))
 	}
 	return nil
 }

@@ -15,10 +15,8 @@
 // Run re-checks the request against the policy, re-computes the digest, runs the backend under a
 // backstop of timeout + grace and re-applies every output and file limit to what comes back.
 //
-// What a reviewer reads must be what runs: Check refuses source that Python or sh would read other
-// than it is drawn (CheckCoding, CheckIndentation, CheckFormFeeds, CheckLineEnds,
-// CheckHereDocs, CheckInputSource), and
-// the views use the same package to draw the rest as Python reads it (VisibleText, ShowTabs,
-// QuoteValue) and to warn of what may run unseen (SuspiciousCharacters, StartupWarnings,
-// ConfusableNames).
+// What a reviewer reads must be what runs: Check refuses, as a ToolUsageError, source that
+// Python or sh would read other than it is drawn, by the checks of package pysource (which knows
+// how Python reads source); the views use pysource directly to draw the rest as Python reads it
+// and to warn of what may run unseen.
 package guard

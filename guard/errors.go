@@ -159,6 +159,15 @@ func toolUsagef(format string, args ...any) error {
 	return &ToolUsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
+// misread reports what pysource refuses (source or a name read other than it is drawn) as a
+// ToolUsageError with the same message: the caller can fix the request. A nil err stays nil.
+func misread(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ToolUsageError{Msg: err.Error()}
+}
+
 func configf(format string, args ...any) error {
 	return &ConfigError{Msg: fmt.Sprintf(format, args...)}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // FuzzCheck feeds arbitrary bytes to the request check: it never panics, every refusal is typed,
@@ -34,7 +36,7 @@ func FuzzCheck(f *testing.F) {
 		if encErr != nil {
 			t.Fatalf("Check accepted what CheckEncodable refused (%v)", encErr)
 		}
-		if !utf8.ValidString(c.Code) || len(SuspiciousCharacters(c.Files[0].Name)) > 0 || len(SuspiciousCharacters(c.Env[0].Name)) > 0 {
+		if !utf8.ValidString(c.Code) || len(pysource.SuspiciousCharacters(c.Files[0].Name)) > 0 || len(pysource.SuspiciousCharacters(c.Env[0].Name)) > 0 {
 			t.Fatalf("Check accepted %+v", c)
 		}
 		b, err := json.Marshal(c)

@@ -125,9 +125,9 @@ type Policy struct {
 	// Names starting with LD_, DYLD_, SANDBOXFLOW_ or PYTHON are always denied.
 	DeniedEnv []string `json:"denied_env,omitempty"`
 	// AllowMixedIndentation lets Python code and Python input files mix tabs and spaces in their
-	// indentation (CheckIndentation). Optional: defaults to false, refusing them: Python's tab
-	// stops are 8 columns apart and a reader's may not be, so such a line can run outside the
-	// block it is drawn in.
+	// indentation (pysource.CheckIndentation). Optional: defaults to false, refusing them:
+	// Python's tab stops are 8 columns apart and a reader's may not be, so such a line can run
+	// outside the block it is drawn in.
 	AllowMixedIndentation bool `json:"allow_mixed_indentation,omitempty"`
 	// SensitiveEnv lists env names whose values the views show as "sensitive, N bytes" rather
 	// than as text (a reviewer still sees that the value is there, and how long). Names match

@@ -3,6 +3,8 @@ package guard
 import (
 	"sort"
 	"time"
+
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Languages the backends offer.
@@ -75,6 +77,15 @@ type InputFile struct {
 	Content []byte `json:"content"`
 }
 
+// InputNames returns the names of files, in their order (pysource.Flags reads them).
+func InputNames(files []InputFile) []string {
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
 // EnvVar is one environment variable of a checked request.
 type EnvVar struct {
 	Name  string `json:"name"`
@@ -145,10 +156,10 @@ type Summary struct {
 	Conversation string `json:"conversation,omitempty"`
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code, which
 	// can make code read differently from how it runs; every view of the code shows them.
-	SuspiciousCharacters []Suspicious `json:"suspicious_characters,omitempty"`
+	SuspiciousCharacters []pysource.Suspicious `json:"suspicious_characters,omitempty"`
 	// Warnings lists the input files the interpreter may run without the code calling them
-	// (StartupWarnings); every view shows them.
-	Warnings []StartupWarning `json:"warnings,omitempty"`
+	// (pysource.StartupWarnings); every view shows them.
+	Warnings []pysource.StartupWarning `json:"warnings,omitempty"`
 }
 
 // FileSummary is an input file's name and size.
@@ -172,7 +183,7 @@ func (c *Checked) Summary() Summary {
 		Metadata:  c.Metadata,
 
 		Conversation:         c.Conversation,
-		SuspiciousCharacters: SuspiciousCharacters(c.Code),
+		SuspiciousCharacters: pysource.SuspiciousCharacters(c.Code),
 		SensitiveEnv:         c.SensitiveEnv,
 	}
 	names := make([]string, 0, len(c.Files))
@@ -180,7 +191,7 @@ func (c *Checked) Summary() Summary {
 		s.Files = append(s.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
 		names = append(names, f.Name)
 	}
-	s.Warnings = StartupWarnings(names)
+	s.Warnings = pysource.StartupWarnings(names)
 	for _, e := range c.Env {
 		s.EnvNames = append(s.EnvNames, e.Name)
 	}

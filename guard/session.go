@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Session policy defaults (issue 28): a session lives at most an hour, ends after ten minutes
@@ -99,7 +101,7 @@ type SessionSummary struct {
 	Digest       string        `json:"digest"`
 	Metadata     Metadata      `json:"metadata"`
 	// Warnings lists the input files the interpreter may run without a cell calling them.
-	Warnings []StartupWarning `json:"warnings,omitempty"`
+	Warnings []pysource.StartupWarning `json:"warnings,omitempty"`
 }
 
 // SessionBackend is a backend that can keep one sandbox for a session: cells run in it one after
@@ -292,7 +294,7 @@ func (s *CheckedSession) Summary() SessionSummary {
 		sum.Files = append(sum.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
 		names = append(names, f.Name)
 	}
-	sum.Warnings = StartupWarnings(names)
+	sum.Warnings = pysource.StartupWarnings(names)
 	for _, e := range s.Env {
 		sum.EnvNames = append(sum.EnvNames, e.Name)
 	}

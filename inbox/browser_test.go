@@ -168,7 +168,7 @@ func TestBrowserInbox(t *testing.T) {
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-approve"))
 	e.WaitFor("the sign-in page", `location.pathname === "/signin"`, 20*time.Second)
 	if body := e.Text(`document.documentElement.outerHTML`); strings.Contains(body, "hello from the sandbox") {
-		t.Fatal("an anonymous session saw the code")
+		t.Fatal("an anonymous sign-in saw the code")
 	}
 	checkNoSession(t, e)
 
@@ -509,7 +509,7 @@ func checkNoSession(t *testing.T, e *env) {
 	}
 }
 
-// crossSitePost replays the reviewer's own session cookie from another origin: refused, and the
+// crossSitePost replays the reviewer's own sign-in cookie from another origin: refused, and the
 // run still waits.
 func crossSitePost(t *testing.T, e *env, ctx context.Context) {
 	res, err := chromedp.Call(e.Ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{e.origin}})
@@ -518,7 +518,7 @@ func crossSitePost(t *testing.T, e *env, ctx context.Context) {
 	}
 	c := res.Cookies[0]
 	if !c.HTTPOnly || c.SameSite != network.CookieSameSiteStrict {
-		t.Errorf("session cookie %+v; want HttpOnly and SameSite=Strict", c)
+		t.Errorf("sign-in cookie %+v; want HttpOnly and SameSite=Strict", c)
 	}
 	for _, origin := range []string{"https://evil.example", ""} {
 		req, _ := http.NewRequestWithContext(ctx, "POST", e.origin+"/run/inbox-tamper/decide", strings.NewReader(`{"approve":true}`))

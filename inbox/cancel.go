@@ -22,7 +22,7 @@ type cancelRequest struct {
 // nothing: a waiting run ends with nothing run, a running sandbox is stopped. The page posts JSON
 // (a form post would carry the origin "null" under the inbox's no-referrer policy, and is refused
 // before it gets here).
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	if !isJSON(r) {
 		writeRefusal(w, http.StatusUnsupportedMediaType, "inbox: cancel: post JSON")
@@ -44,9 +44,9 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, sess *sess
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), temporalTimeout)
 	defer cancel()
-	res, err := s.runs.WithReviewer(sess.principal).CancelRun(ctx, ri.Status.WorkflowID, ri.Status.RunID, in.Reason)
+	res, err := s.runs.WithReviewer(who.principal).CancelRun(ctx, ri.Status.WorkflowID, ri.Status.RunID, in.Reason)
 	if err != nil {
-		s.log.Warn("inbox: cancel refused", "workflow_id", id, "principal", sess.principal, "error", err)
+		s.log.Warn("inbox: cancel refused", "workflow_id", id, "principal", who.principal, "error", err)
 		code := http.StatusBadGateway
 		var refused *client.CancelRefusedError
 		if errors.As(err, &refused) {
@@ -55,7 +55,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, sess *sess
 		writeRefusal(w, code, "cancel refused: "+err.Error())
 		return
 	}
-	s.log.Info("inbox: run cancelled", "workflow_id", id, "principal", sess.principal, "state", res.State)
+	s.log.Info("inbox: run cancelled", "workflow_id", id, "principal", who.principal, "state", res.State)
 	writeJSON(w, http.StatusOK, res)
 }
 

@@ -50,7 +50,7 @@ func TestBrowserInboxCancel(t *testing.T) {
 		"    print('tick', i, flush=True)\n    time.sleep(0.1)\n", e.counter), nil)
 
 	// Another origin's page, and a client with no page at all, posting with the reviewer's own
-	// cookie; a client with no cookie; an anonymous session with its own CSRF token.
+	// cookie; a client with no cookie; an anonymous sign-in with its own CSRF token.
 	res, err := chromedp.Call(e.Ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{e.origin}})
 	if err != nil || len(res.Cookies) == 0 {
 		t.Fatalf("cookies: %v", err)
@@ -95,7 +95,7 @@ func TestBrowserInboxCancel(t *testing.T) {
 	}
 	anon, anonCSRF := anonymousSession(t, ctx, e.origin)
 	if got := post(e.origin, anon, anonCSRF); got != http.StatusUnauthorized {
-		t.Errorf("an anonymous session with its own CSRF token: %d; want 401", got)
+		t.Errorf("an anonymous sign-in with its own CSRF token: %d; want 401", got)
 	}
 	if st, err := e.sc.Status(ctx, "inbox-cancel-wait"); err != nil || st.State != contract.StatusAwaitingApproval || st.Cancel != nil {
 		t.Fatalf("after the refused POSTs: state %q cancel %+v, %v; want still awaiting approval", st.State, st.Cancel, err)

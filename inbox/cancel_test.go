@@ -15,15 +15,15 @@ func TestCancelNeedsASignedInReviewer(t *testing.T) {
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/signin", nil))
 	cookie := w.Result().Cookies()[0]
-	sess := s.sessions.byID[cookie.Value]
+	who := s.signIns.byID[cookie.Value]
 	for _, tc := range []struct {
 		name, origin, token string
 		code                int
 	}{
-		{"cross-site", "https://evil.example", sess.csrf, http.StatusForbidden},
-		{"no origin", "", sess.csrf, http.StatusForbidden},
+		{"cross-site", "https://evil.example", who.csrf, http.StatusForbidden},
+		{"no origin", "", who.csrf, http.StatusForbidden},
 		{"no token", "http://localhost:8235", "", http.StatusForbidden},
-		{"not signed in", "http://localhost:8235", sess.csrf, http.StatusUnauthorized},
+		{"not signed in", "http://localhost:8235", who.csrf, http.StatusUnauthorized},
 	} {
 		r := httptest.NewRequest("POST", "/run/sandbox-1/cancel", strings.NewReader(`{"reason":"x"}`))
 		r.Header.Set("Content-Type", "application/json")

@@ -37,7 +37,7 @@ type decideRequest struct {
 // handleDecide verifies the reviewer's passkey assertion over this run's statement, exactly as
 // the workflow will, and sends the decision as the update "decide". A refusal is shown to the
 // reviewer and nothing is sent.
-func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	var in decideRequest
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
@@ -61,20 +61,20 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 		start, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
 		in.start = start
 		if err := checkShown(ri.Status, start, readErr); err != nil {
-			s.log.Warn("inbox: approval refused", "workflow_id", id, "principal", sess.principal, "error", err)
+			s.log.Warn("inbox: approval refused", "workflow_id", id, "principal", who.principal, "error", err)
 			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
 			return
 		}
 	}
-	d, err := s.verifyDecision(ri, in, sess)
+	d, err := s.verifyDecision(ri, in, who)
 	if err != nil {
-		s.log.Warn("inbox: decision refused", "workflow_id", id, "principal", sess.principal, "error", err)
+		s.log.Warn("inbox: decision refused", "workflow_id", id, "principal", who.principal, "error", err)
 		writeRefusal(w, http.StatusForbidden, "decision refused: "+err.Error())
 		return
 	}
 	res, err := s.sendDecision(r.Context(), ri, d)
 	if err != nil {
-		s.log.Warn("inbox: the workflow refused the decision", "workflow_id", id, "principal", sess.principal, "error", err)
+		s.log.Warn("inbox: the workflow refused the decision", "workflow_id", id, "principal", who.principal, "error", err)
 		writeRefusal(w, http.StatusForbidden, "the workflow refused the decision: "+err.Error())
 		return
 	}
@@ -84,9 +84,9 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, sess *sess
 
 // verifyDecision checks the assertion against the run's statement built from what the inbox
 // knows (workflow id, run id, digest, task queue), the decision and the reviewers file, and that
-// the passkey is the one the session signed in with.
-func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *session) (contract.Decision, error) {
-	d, err := s.verifyAssertion(in, sess, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
+// the passkey is the one the reviewer signed in with.
+func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, who *signIn) (contract.Decision, error) {
+	d, err := s.verifyAssertion(in, who, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
 		f, err := client.StatementFor(ri.Status, opts, now)
 		if err != nil {
 			return f, fmt.Errorf("inbox: %w", err)
@@ -105,9 +105,9 @@ func (s *Server) verifyDecision(ri *client.RunInfo, in decideRequest, sess *sess
 
 // verifyAssertion checks in's assertion against the statement that statementFor builds from
 // what the inbox read and in's decision, approval id and expiry, with the principal the
-// session signed in as, against the reviewers file; the passkey must be the one the session
-// signed in with, and its counter must grow. It returns the decision to send.
-func (s *Server) verifyAssertion(in decideRequest, sess *session, statementFor func(client.StatementOptions, time.Time) (approval.Fields, error)) (contract.Decision, error) {
+// reviewer signed in as, against the reviewers file; the passkey must be the one they signed
+// in with, and its counter must grow. It returns the decision to send.
+func (s *Server) verifyAssertion(in decideRequest, who *signIn, statementFor func(client.StatementOptions, time.Time) (approval.Fields, error)) (contract.Decision, error) {
 	expires, err := time.Parse(time.RFC3339, in.Expires)
 	if err != nil {
 		return contract.Decision{}, fmt.Errorf("inbox: expires %q: want RFC 3339", in.Expires)
@@ -117,15 +117,15 @@ func (s *Server) verifyAssertion(in decideRequest, sess *session, statementFor f
 		return contract.Decision{}, fmt.Errorf("inbox: reviewers file: %w", err)
 	}
 	now := s.cfg.Now()
-	want, err := statementFor(client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires, Reviewer: sess.principal}, now)
+	want, err := statementFor(client.StatementOptions{Deny: !in.Approve, ApprovalID: in.ApprovalID, Expires: expires, Reviewer: who.principal}, now)
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: sess.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, now)
+	v, err := approval.Verify(reviewers, want, approval.Proof{Reviewer: who.principal, WebAuthn: in.WebAuthn, Statement: in.Statement}, now)
 	if err != nil {
 		return contract.Decision{}, err
 	}
-	if v.Fingerprint != sess.fingerprint {
+	if v.Fingerprint != who.fingerprint {
 		return contract.Decision{}, errors.New("inbox: sign with the passkey you signed in with")
 	}
 	if err := s.counters.Advance(v); err != nil {
@@ -148,7 +148,7 @@ func (s *Server) sendDecision(ctx context.Context, ri *client.RunInfo, d contrac
 // handleDownload sends, as a plain-text attachment and never as a page, an input file of any
 // run (input-N, in name order: what the reviewer approves) or a finished run's stdout, stderr
 // or an output file (file-N).
-func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *signIn) {
 	id, what := r.PathValue("id"), r.PathValue("what")
 	ri, err := s.loadRun(r.Context(), id)
 	if err != nil {

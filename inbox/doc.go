@@ -5,7 +5,7 @@
 //
 // # Access
 //
-// Every page but the sign-in page needs a session, and a session sees runs only after its owner
+// Every page but the sign-in page needs a sign-in (a cookie), and it sees runs only after its owner
 // signed in with a passkey that the reviewers file lists (the same OpenSSH allowed_signers file
 // the workers read; it is read again when it changes, so removing a line ends access at once).
 // Registering a passkey shows only the line an operator adds to that file:
@@ -13,9 +13,9 @@
 //	alice sk-ecdsa-sha2-nistp256@openssh.com AAAAInNrLWVjZHNh... passkey rp=localhost
 //
 // The key is the passkey's P-256 public key with the relying party id as its application
-// (approval.PasskeyAuthorizedKey). Session cookies are HttpOnly and SameSite=Strict (and Secure,
-// with the __Host- prefix, over TLS); session ids are random and expire. Every POST must come from
-// the inbox's own origin (the Origin header) and carry the session's CSRF token. Responses carry a
+// (approval.PasskeyAuthorizedKey). Sign-in cookies are HttpOnly and SameSite=Strict (and Secure,
+// with the __Host- prefix, over TLS); their ids are random and expire. Every POST must come from
+// the inbox's own origin (the Origin header) and carry the sign-in's CSRF token. Responses carry a
 // strict Content-Security-Policy (default-src 'self', no inline script, frame-ancestors 'none').
 //
 // # Decisions

@@ -32,7 +32,7 @@ type editStatement struct {
 // client builds it (client.EditedDigest over the request the status shows, checked against the
 // run's start), for the reviewer signed in. Nothing is sent to the workflow: the page signs the
 // statement with the passkey and posts it to decide with the edit, where it is verified again.
-func (s *Server) handleEditStatement(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleEditStatement(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	var in editRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20)).Decode(&in); err != nil {
@@ -54,7 +54,7 @@ func (s *Server) handleEditStatement(w http.ResponseWriter, r *http.Request, ses
 		return
 	}
 	now := s.cfg.Now()
-	f, err := client.StatementFor(ri.Status, client.StatementOptions{Expires: now.Add(s.cfg.DecisionTTL), Reviewer: sess.principal}, now)
+	f, err := client.StatementFor(ri.Status, client.StatementOptions{Expires: now.Add(s.cfg.DecisionTTL), Reviewer: who.principal}, now)
 	if err == nil {
 		f, err = editedFields(f, ri.Status, start, in.Code, in.Digest)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Token classes, used as CSS classes (prefix "t-").
@@ -21,9 +21,9 @@ const (
 	// tokInvisible is a character that would be invisible or reorder the text (bidi controls,
 	// zero-width characters, other controls), shown as its \u escape.
 	tokInvisible = "inv"
-	// tokConfusable is a name that can read as another (guard.ConfusableNames).
+	// tokConfusable is a name that can read as another (pysource.ConfusableNames).
 	tokConfusable = "conf"
-	// tokTab is a tab, drawn as guard.TabMarker and spaces up to Python's next tab stop.
+	// tokTab is a tab, drawn as pysource.TabMarker and spaces up to Python's next tab stop.
 	tokTab = "tab"
 )
 
@@ -98,7 +98,7 @@ func highlight(code, language string) ([]codeLine, int) {
 	if len(cur.Tokens) > 0 || len(lines) == 0 {
 		lines = append(lines, cur)
 	}
-	names := guard.ConfusableNames(code)
+	names := pysource.ConfusableNames(code)
 	for i := range lines {
 		lines[i].Tokens = showTabs(markNames(lines[i].Tokens, lines[i].N, names))
 	}
@@ -108,8 +108,8 @@ func highlight(code, language string) ([]codeLine, int) {
 // markNames gives the characters of the confusable names on line n a class of their own, with
 // the reason as the title. Columns count the characters as written (an escaped invisible
 // character is one).
-func markNames(toks []token, n int, names []guard.ConfusableName) []token {
-	var onLine []guard.ConfusableName
+func markNames(toks []token, n int, names []pysource.ConfusableName) []token {
+	var onLine []pysource.ConfusableName
 	for _, c := range names {
 		if c.Line == n {
 			onLine = append(onLine, c)
@@ -118,7 +118,7 @@ func markNames(toks []token, n int, names []guard.ConfusableName) []token {
 	if len(onLine) == 0 {
 		return toks
 	}
-	in := func(col int) *guard.ConfusableName {
+	in := func(col int) *pysource.ConfusableName {
 		for i := range onLine {
 			if col >= onLine[i].Column && col < onLine[i].Column+onLine[i].Length {
 				return &onLine[i]
@@ -147,15 +147,15 @@ func markNames(toks []token, n int, names []guard.ConfusableName) []token {
 	return out
 }
 
-func nameToken(t token, text string, c *guard.ConfusableName) token {
+func nameToken(t token, text string, c *pysource.ConfusableName) token {
 	if c == nil {
 		return token{Class: t.Class, Text: text, Title: t.Title}
 	}
 	return token{Class: tokConfusable, Text: text, Title: "this name " + c.Reason}
 }
 
-// showTabs draws each tab of a line's tokens as a token of its own: guard.TabMarker and spaces
-// up to the next multiple of guard.PythonTabSize, counted in drawn characters from the start of
+// showTabs draws each tab of a line's tokens as a token of its own: pysource.TabMarker and spaces
+// up to the next multiple of pysource.TabSize, counted in drawn characters from the start of
 // the line, so that indentation sits at the columns Python gives it, whatever the browser's tab
 // stops.
 func showTabs(toks []token) []token {
@@ -176,8 +176,8 @@ func showTabs(toks []token) []token {
 			if i > start {
 				out = append(out, token{Class: t.Class, Text: t.Text[start:i]})
 			}
-			n := guard.PythonTabSize - col%guard.PythonTabSize
-			out = append(out, token{Class: tokTab, Text: guard.TabMarker + strings.Repeat(" ", n-1), Title: "tab (Python's tab stops are 8 columns apart)"})
+			n := pysource.TabSize - col%pysource.TabSize
+			out = append(out, token{Class: tokTab, Text: pysource.TabMarker + strings.Repeat(" ", n-1), Title: "tab (Python's tab stops are 8 columns apart)"})
 			col += n
 			start = i + 1
 		}
@@ -189,13 +189,13 @@ func showTabs(toks []token) []token {
 }
 
 // isInvisible reports characters a reader would not see, or that reorder what they see: every
-// character guard.IsSuspicious names (bidi controls, zero-width and other format characters,
+// character pysource.IsSuspicious names (bidi controls, zero-width and other format characters,
 // controls, separators, spaces other than U+0020, fillers, variation selectors, tags, private
 // use, U+FFFD), so that the page warns of what the statement and `starter show` list,
-// carriage return, which a browser would show as a line break, and a literal guard.TabMarker,
+// carriage return, which a browser would show as a line break, and a literal pysource.TabMarker,
 // which would read as a tab.
 func isInvisible(r rune) bool {
-	return r == '\r' || guard.IsSuspicious(r) || string(r) == guard.TabMarker
+	return r == '\r' || pysource.IsSuspicious(r) || string(r) == pysource.TabMarker
 }
 
 // splitInvisible splits s into tokens of class, with each invisible character (and each byte
@@ -213,10 +213,10 @@ func splitInvisible(s, class string) []token {
 		_, size := utf8.DecodeRuneInString(s[i:])
 		if size == 1 && r == utf8.RuneError {
 			out = append(out, token{Class: tokInvisible, Text: fmt.Sprintf(`\x%02x`, s[i]), Title: "a byte that is not UTF-8"})
-		} else if string(r) == guard.TabMarker {
-			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: "a literal " + guard.TabMarker + ", the character this page draws for a tab"})
+		} else if string(r) == pysource.TabMarker {
+			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: "a literal " + pysource.TabMarker + ", the character this page draws for a tab"})
 		} else {
-			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: fmt.Sprintf("invisible character U+%04X %s", r, guard.RuneName(r))})
+			out = append(out, token{Class: tokInvisible, Text: escapeRune(r), Title: fmt.Sprintf("invisible character U+%04X %s", r, pysource.RuneName(r))})
 		}
 		start = i + size
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 func classes(lines []codeLine) map[string][]string {
@@ -70,13 +71,13 @@ func TestInvisibleShown(t *testing.T) {
 }
 
 // TestInvisibleShownAsGuardListsThem: the inbox escapes and counts every character the
-// statement and `starter show` list (guard.SuspiciousCharacters), among them those that hide a
+// statement and `starter show` list (pysource.SuspiciousCharacters), among them those that hide a
 // payload in plain sight: variation selectors after an emoji ("emoji smuggling"), tag
 // characters, private use, a lone U+FFFD.
 func TestInvisibleShownAsGuardListsThem(t *testing.T) {
 	code := "greeting = '\U0001F600\U000E0100\U000E0142\uFE0F'\nflag = '\U000E0061\U000E0064'\nx = '\uE000\uFFFD'\n"
 	lines, inv := highlight(code, "python")
-	if want := len(guard.SuspiciousCharacters(code)); inv != want || want != 7 {
+	if want := len(pysource.SuspiciousCharacters(code)); inv != want || want != 7 {
 		t.Errorf("invisible = %d; guard lists %d (want 7)", inv, want)
 	}
 	got := strings.Join(classes(lines)[tokInvisible], " ")
@@ -85,7 +86,7 @@ func TestInvisibleShownAsGuardListsThem(t *testing.T) {
 	}
 	for _, l := range lines {
 		for _, tk := range l.Tokens {
-			if tk.Class != tokInvisible && strings.ContainsFunc(tk.Text, guard.IsSuspicious) {
+			if tk.Class != tokInvisible && strings.ContainsFunc(tk.Text, pysource.IsSuspicious) {
 				t.Errorf("token %q still holds a character guard lists", tk.Text)
 			}
 		}

@@ -9,17 +9,18 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Live output on the run page (issue 29): while the code runs, the page polls GET /run/{id}/live
 // (a session's page: GET /session/{id}/live?cell=N for its running cell) with where it is in
 // each stream, and appends what came as text (textContent, never HTML). The
 // endpoint is a reviewer's page like the others, and answers only the page's own script: the
-// session's CSRF token in X-CSRF-Token (which another origin's page cannot send without a CORS
+// sign-in's CSRF token in X-CSRF-Token (which another origin's page cannot send without a CORS
 // preflight the inbox never answers) and no cross-site fetch metadata.
 
 // liveChunk is one piece of output as the page appends it: the bytes as escaped text
-// (guard.VisibleText: escape sequences and bytes that are not UTF-8 as \x.. escapes).
+// (pysource.VisibleText: escape sequences and bytes that are not UTF-8 as \x.. escapes).
 type liveChunk struct {
 	Stream  guard.Stream `json:"stream"`
 	Offset  int64        `json:"offset"`
@@ -37,24 +38,24 @@ type liveAnswer struct {
 	Chunks   []liveChunk `json:"chunks"`
 }
 
-func (s *Server) handleLive(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.serveLive(w, r, sess, 0)
+func (s *Server) handleLive(w http.ResponseWriter, r *http.Request, who *signIn) {
+	s.serveLive(w, r, who, 0)
 }
 
 // handleSessionLive is handleLive for the running cell of a session's page
 // (GET /session/{id}/live?cell=N).
-func (s *Server) handleSessionLive(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleSessionLive(w http.ResponseWriter, r *http.Request, who *signIn) {
 	cell, err := strconv.Atoi(r.URL.Query().Get("cell"))
 	if err != nil || cell < 1 {
 		writeRefusal(w, http.StatusBadRequest, "cell: want the index of a cell, from 1")
 		return
 	}
-	s.serveLive(w, r, sess, cell)
+	s.serveLive(w, r, who, cell)
 }
 
 // serveLive answers a live-output read of run {id} (cell 0) or of cell of session {id}.
-func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, sess *session, cell int) {
-	if err := s.checkOwnScript(r, sess); err != nil {
+func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, who *signIn, cell int) {
+	if err := s.checkOwnScript(r, who); err != nil {
 		s.log.Warn("inbox: refused a live-output read", "path", r.URL.Path, "error", err)
 		writeRefusal(w, http.StatusForbidden, "forbidden: "+err.Error())
 		return
@@ -96,7 +97,7 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, sess *session
 			} else {
 				cur.Stdout -= int64(len(rest))
 			}
-			ans.Chunks = append(ans.Chunks, liveChunk{Stream: ch.Stream, Offset: ch.Offset, Skipped: ch.Skipped, Text: guard.VisibleText(string(whole))})
+			ans.Chunks = append(ans.Chunks, liveChunk{Stream: ch.Stream, Offset: ch.Offset, Skipped: ch.Skipped, Text: pysource.VisibleText(string(whole))})
 		}
 	}
 	ans.Activity, ans.Stdout, ans.Stderr = cur.ActivityID, cur.Stdout, cur.Stderr
@@ -104,8 +105,8 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, sess *session
 }
 
 // checkOwnScript refuses a read that is not the inbox page's own script: one from another site
-// (Origin or Sec-Fetch-Site), or without the session's CSRF token in X-CSRF-Token.
-func (s *Server) checkOwnScript(r *http.Request, sess *session) error {
+// (Origin or Sec-Fetch-Site), or without the sign-in's CSRF token in X-CSRF-Token.
+func (s *Server) checkOwnScript(r *http.Request, who *signIn) error {
 	if origin := r.Header.Get("Origin"); origin != "" && origin != s.cfg.Origin {
 		return fmt.Errorf("origin %q is not the inbox's %s", origin, s.cfg.Origin)
 	}
@@ -113,7 +114,7 @@ func (s *Server) checkOwnScript(r *http.Request, sess *session) error {
 		return fmt.Errorf("sec-fetch-site %q", site)
 	}
 	token := r.Header.Get("X-CSRF-Token")
-	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.csrf)) != 1 {
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(who.csrf)) != 1 {
 		return errors.New("missing or wrong CSRF token")
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // pageData is what every page template gets.
@@ -50,18 +51,18 @@ type runView struct {
 	CodeSize         string
 	Lines            []codeLine
 	Invisible        int
-	// Names are the code's names that can read as others (guard.ConfusableNames), one line each.
+	// Names are the code's names that can read as others (pysource.ConfusableNames), one line each.
 	Names []string
-	// Tabs says the code holds tabs, drawn as guard.TabMarker at Python's columns.
+	// Tabs says the code holds tabs, drawn as pysource.TabMarker at Python's columns.
 	Tabs     bool
 	Files    []inputFile
 	FilesErr string
-	// Env is each env var as "NAME" and its value quoted and escaped (guard.QuoteValue), a
+	// Env is each env var as "NAME" and its value quoted and escaped (pysource.QuoteValue), a
 	// sensitive one as its length (guard.SensitiveValue).
 	Env     []kv
 	Secrets []string
 	// Warnings are the input files the interpreter may run without the code calling them
-	// (guard.StartupWarnings), each as one line.
+	// (pysource.StartupWarnings), each as one line.
 	Warnings          []string
 	Limits            []kv
 	Network           string
@@ -133,10 +134,10 @@ func parsePages() (map[string]*template.Template, error) {
 	return pages, nil
 }
 
-func (s *Server) pageData(sess *session, title string) pageData {
+func (s *Server) pageData(who *signIn, title string) pageData {
 	d := pageData{Title: title}
-	if sess != nil {
-		d.CSRF, d.Principal = sess.csrf, sess.principal
+	if who != nil {
+		d.CSRF, d.Principal = who.csrf, who.principal
 	}
 	return d
 }
@@ -157,19 +158,19 @@ func (s *Server) render(w http.ResponseWriter, name string, data pageData) {
 	_, _ = w.Write(b.Bytes())
 }
 
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.renderPending(w, r, sess, "Pending runs", "list")
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request, who *signIn) {
+	s.renderPending(w, r, who, "Pending runs", "list")
 }
 
 // handlePendingRows returns the table body alone, for the list's self-refresh.
-func (s *Server) handlePendingRows(w http.ResponseWriter, r *http.Request, sess *session) {
-	s.renderPending(w, r, sess, "", "rows")
+func (s *Server) handlePendingRows(w http.ResponseWriter, r *http.Request, who *signIn) {
+	s.renderPending(w, r, who, "", "rows")
 }
 
 // renderPending renders the template named page with the pending runs, or the error that kept
 // them from being listed.
-func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, sess *session, title, page string) {
-	data := s.pageData(sess, title)
+func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, who *signIn, title, page string) {
+	data := s.pageData(who, title)
 	rows, err := s.pendingRows(r.Context())
 	if err != nil {
 		data.Err = err.Error()
@@ -178,21 +179,21 @@ func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, sess *ses
 	s.render(w, page, data)
 }
 
-func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	ri, err := s.loadRun(r.Context(), id)
 	if isNotFound(err) {
 		http.Error(w, "no such RunCode run", http.StatusNotFound)
 		return
 	}
-	data := s.pageData(sess, "Run "+visible(id))
+	data := s.pageData(who, "Run "+visible(id))
 	if err != nil {
 		data.Err = err.Error()
 		s.render(w, "run", data)
 		return
 	}
 	v := s.runView(ri)
-	v.CredentialID = sess.credentialID
+	v.CredentialID = who.credentialID
 	in, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
 	if readErr != nil {
 		v.FilesErr = readErr.Error()
@@ -212,7 +213,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, sess *session
 		}
 	}
 	if v.Awaiting {
-		if err := s.statements(ri, v, sess.principal); err != nil {
+		if err := s.statements(ri, v, who.principal); err != nil {
 			data.Err = err.Error()
 		}
 		if err := checkShown(ri.Status, in, readErr); err != nil {
@@ -240,7 +241,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	}
 	v.Lines, v.Invisible = highlight(req.Code, req.Language)
 	v.Tabs = strings.Contains(req.Code, "\t")
-	for _, c := range guard.ConfusableNames(req.Code) {
+	for _, c := range pysource.ConfusableNames(req.Code) {
 		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
 	}
 	v.setEnv(req, nil)
@@ -274,15 +275,13 @@ func (v *runView) setStartInput(sum guard.Summary, req guard.Request) {
 	// The names too come from the start input: a status could leave one out.
 	sum.EnvNames = slices.Sorted(maps.Keys(req.Env))
 	v.setEnv(sum, req.Env)
-	var files []guard.InputFile
 	for _, n := range slices.Sorted(maps.Keys(req.Files)) {
-		files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
-	}
-	for _, c := range guard.InputConfusableNames(files) {
-		v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+		for _, c := range pysource.FileConfusableNames(n, req.Files[n]) {
+			v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+		}
 	}
 	v.Warnings = v.Warnings[:0]
-	for _, w := range guard.StartupWarnings(slices.Sorted(maps.Keys(req.Files))) {
+	for _, w := range pysource.StartupWarnings(slices.Sorted(maps.Keys(req.Files))) {
 		v.Warnings = append(v.Warnings, w.String())
 	}
 }

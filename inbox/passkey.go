@@ -40,13 +40,13 @@ func writeRefusal(w http.ResponseWriter, code int, msg string) {
 
 func b64url(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
-// handleSignInPage shows sign-in and registration. It starts an anonymous session, whose CSRF
+// handleSignInPage shows sign-in and registration. It starts an anonymous sign-in, whose CSRF
 // token the page's requests carry.
 func (s *Server) handleSignInPage(w http.ResponseWriter, r *http.Request) {
-	sess := s.sessions.getOrCreate(w, r)
-	data := s.pageData(sess, "Sign in")
-	if sess.principal != "" {
-		if s.reviewers.lists(sess.principal, sess.fingerprint) {
+	who := s.signIns.getOrCreate(w, r)
+	data := s.pageData(who, "Sign in")
+	if who.principal != "" {
+		if s.reviewers.lists(who.principal, who.fingerprint) {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
@@ -65,13 +65,13 @@ type registerBegin struct {
 }
 
 // handleRegisterBegin returns the options of navigator.credentials.create for a new passkey.
-func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request, who *signIn) {
 	var in registerBegin
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil || !principalRE.MatchString(in.Name) {
 		writeRefusal(w, http.StatusBadRequest, "a name of letters, digits and . _ @ + - (at most 64)")
 		return
 	}
-	ch := s.newChallenge(sess, challengeRegister, in.Name)
+	ch := s.newChallenge(who, challengeRegister, in.Name)
 	userID := []byte(randomToken())[:16]
 	writeJSON(w, http.StatusOK, map[string]any{
 		"challenge": b64url(ch),
@@ -87,10 +87,10 @@ func (s *Server) handleRegisterBegin(w http.ResponseWriter, r *http.Request, ses
 }
 
 // handleRegisterFinish checks the new passkey and returns the reviewers-file line for it. It
-// grants nothing: the session stays anonymous until an operator adds the line and its owner
+// grants nothing: the sign-in stays anonymous until an operator adds the line and its owner
 // signs in.
-func (s *Server) handleRegisterFinish(w http.ResponseWriter, r *http.Request, sess *session, ch []byte) {
-	name := sess.registerName
+func (s *Server) handleRegisterFinish(w http.ResponseWriter, r *http.Request, who *signIn, ch []byte) {
+	name := who.registerName
 	line, err := s.passkeyLine(r.Body, ch, name)
 	if err != nil {
 		s.log.Warn("inbox: passkey registration refused", "error", err)
@@ -134,8 +134,8 @@ func (s *Server) passkeyLine(body io.Reader, challenge []byte, name string) (str
 }
 
 // handleLoginBegin returns the options of navigator.credentials.get for signing in.
-func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request, sess *session) {
-	ch := s.newChallenge(sess, challengeLogin, "")
+func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request, who *signIn) {
+	ch := s.newChallenge(who, challengeLogin, "")
 	writeJSON(w, http.StatusOK, map[string]any{
 		"challenge":        b64url(ch),
 		"rpId":             s.rpID,
@@ -145,8 +145,8 @@ func (s *Server) handleLoginBegin(w http.ResponseWriter, r *http.Request, sess *
 }
 
 // handleLoginFinish verifies a sign-in assertion against the reviewers file and, when it is a
-// listed reviewer's passkey, replaces the session with a signed-in one.
-func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request, sess *session, ch []byte) {
+// listed reviewer's passkey, replaces the anonymous sign-in with a signed-in one.
+func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request, who *signIn, ch []byte) {
 	var a approval.WebAuthnAssertion
 	if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
 		writeRefusal(w, http.StatusBadRequest, "inbox: sign-in: "+err.Error())
@@ -166,50 +166,51 @@ func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request, sess 
 		writeRefusal(w, http.StatusForbidden, "sign-in refused: "+err.Error())
 		return
 	}
-	s.sessions.signIn(w, sess, v.Principal, v.Fingerprint, a.CredentialID)
+	s.signIns.signIn(w, who, v.Principal, v.Fingerprint, a.CredentialID)
 	s.log.Info("inbox: reviewer signed in", "principal", v.Principal, "fingerprint", v.Fingerprint)
 	writeJSON(w, http.StatusOK, map[string]string{"principal": v.Principal})
 }
 
-// handleSignOut ends the session.
+// handleSignOut ends the sign-in.
 func (s *Server) handleSignOut(w http.ResponseWriter, r *http.Request) {
-	if sess := s.sessions.get(r); sess != nil {
-		s.sessions.signOut(sess)
+	if who := s.signIns.get(r); who != nil {
+		s.signIns.signOut(who)
 	}
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// withSession serves h to a request that has a session (signed in or not), and refuses any other.
-func (s *Server) withSession(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+// withSignIn serves h to a request that has a sign-in (signed in or anonymous), and refuses any
+// other.
+func (s *Server) withSignIn(h func(http.ResponseWriter, *http.Request, *signIn)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		sess := s.sessions.get(r)
-		if sess == nil {
+		who := s.signIns.get(r)
+		if who == nil {
 			writeRefusal(w, http.StatusUnauthorized, "no session")
 			return
 		}
-		h(w, r, sess)
+		h(w, r, who)
 	}
 }
 
 // withChallenge serves h, the end of a passkey ceremony of kind, with the challenge its begin
-// handler gave the request's session, taken once. Without one (no session, no ceremony of that
+// handler gave the request's sign-in, taken once. Without one (no sign-in, no ceremony of that
 // kind in progress, or it took longer than challengeTTL) the request is refused.
-func (s *Server) withChallenge(kind, what string, h func(http.ResponseWriter, *http.Request, *session, []byte)) http.HandlerFunc {
-	return s.withSession(func(w http.ResponseWriter, r *http.Request, sess *session) {
-		ch := s.sessions.takeChallenge(sess.id, kind, challengeTTL)
+func (s *Server) withChallenge(kind, what string, h func(http.ResponseWriter, *http.Request, *signIn, []byte)) http.HandlerFunc {
+	return s.withSignIn(func(w http.ResponseWriter, r *http.Request, who *signIn) {
+		ch := s.signIns.takeChallenge(who.id, kind, challengeTTL)
 		if ch == nil {
 			writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (or it took too long); start again")
 			return
 		}
-		h(w, r, sess, ch)
+		h(w, r, who, ch)
 	})
 }
 
-// newChallenge gives sess a fresh challenge for a ceremony of kind (and, for a registration, the
+// newChallenge gives who a fresh challenge for a ceremony of kind (and, for a registration, the
 // name being registered), replacing any earlier one; takeChallenge takes it once.
-func (s *Server) newChallenge(sess *session, kind, registerName string) []byte {
+func (s *Server) newChallenge(who *signIn, kind, registerName string) []byte {
 	ch := []byte(randomToken())
-	s.sessions.update(sess.id, func(x *session) {
+	s.signIns.update(who.id, func(x *signIn) {
 		x.challenge, x.challengeKind, x.challengeAt, x.registerName = ch, kind, s.cfg.Now(), registerName
 	})
 	return ch

@@ -52,11 +52,11 @@ func TestPasskeyAssertionsAreBoundToTheInboxOrigin(t *testing.T) {
 		r := httptest.NewRequest("POST", origin+path, strings.NewReader(string(b)))
 		r.AddCookie(cookie)
 		r.Header.Set("Origin", origin)
-		sess := s.sessions.get(r)
-		if sess == nil {
+		who := s.signIns.get(r)
+		if who == nil {
 			t.Fatalf("POST %s: no session for cookie %v", path, cookie)
 		}
-		r.Header.Set("X-CSRF-Token", sess.csrf)
+		r.Header.Set("X-CSRF-Token", who.csrf)
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, r)
 		if c := w.Result().Cookies(); len(c) > 0 && c[0].Value != "" {
@@ -64,7 +64,7 @@ func TestPasskeyAssertionsAreBoundToTheInboxOrigin(t *testing.T) {
 		}
 		return w
 	}
-	signIn := func(pageOrigin string, counter uint32) *httptest.ResponseRecorder {
+	signInFrom := func(pageOrigin string, counter uint32) *httptest.ResponseRecorder {
 		t.Helper()
 		w := post("/passkey/login/begin", map[string]string{})
 		var begin struct{ Challenge string }
@@ -85,7 +85,7 @@ func TestPasskeyAssertionsAreBoundToTheInboxOrigin(t *testing.T) {
 		{"the same counter again", origin, 3, string(approval.ReasonCounterReplayed)},
 		{"a grown counter", origin, 4, ""},
 	} {
-		w := signIn(tc.origin, tc.counter)
+		w := signInFrom(tc.origin, tc.counter)
 		switch {
 		case tc.want == "" && w.Code != http.StatusOK:
 			t.Errorf("sign-in, %s: %d %s; want it signed in", tc.name, w.Code, w.Body)
@@ -95,14 +95,14 @@ func TestPasskeyAssertionsAreBoundToTheInboxOrigin(t *testing.T) {
 	}
 
 	// Decisions, verified by the inbox before it sends them to the workflow.
-	var sess *session
-	for _, x := range s.sessions.byID {
+	var who *signIn
+	for _, x := range s.signIns.byID {
 		if x.principal == "alice" {
-			sess = x
+			who = x
 		}
 	}
-	if sess == nil {
-		t.Fatal("no signed-in session")
+	if who == nil {
+		t.Fatal("no signed-in reviewer")
 	}
 	ri := &client.RunInfo{Running: true, Status: contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: "sandbox-1", RunID: uuid.NewString(), StatementVersion: approval.StatementVersion,
 		SandboxTaskQueue: "sandboxflow", Request: guard.Summary{Digest: "sha256:" + strings.Repeat("ab", 32)}}}
@@ -110,7 +110,7 @@ func TestPasskeyAssertionsAreBoundToTheInboxOrigin(t *testing.T) {
 		f := reviewertest.Fields(ri.Status.WorkflowID, ri.Status.RunID, ri.Status.Request.Digest, ri.Status.SandboxTaskQueue, true)
 		d := alice.Decision(t, f, pageOrigin, counter)
 		_, err := s.verifyDecision(ri, decideRequest{Approve: true, ApprovalID: f.ApprovalID, Expires: f.Expires.Format(time.RFC3339),
-			Statement: d.Statement, WebAuthn: d.WebAuthn}, sess)
+			Statement: d.Statement, WebAuthn: d.WebAuthn}, who)
 		return err
 	}
 	for _, tc := range []struct {

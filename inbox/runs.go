@@ -17,6 +17,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 const (
@@ -210,7 +211,7 @@ func inputFiles(req guard.Request) []inputFile {
 		f := inputFile{N: i, Name: visible(n), Size: human.Bytes(int64(len(b)))}
 		f.Preview, f.Binary, f.Cut = preview(b, inputPreviewBytes)
 		// An input file can be a module: its tabs are drawn at Python's columns, as the code's.
-		f.Preview = guard.ShowTabsText(f.Preview)
+		f.Preview = pysource.ShowTabsText(f.Preview)
 		out = append(out, f)
 	}
 	return out

@@ -27,10 +27,10 @@ var embedded embed.FS
 // Defaults of Config.
 const (
 	DefaultListen       = "127.0.0.1:8235"
-	DefaultSessionTTL   = 12 * time.Hour
+	DefaultSignInTTL    = 12 * time.Hour
 	DefaultIdleTTL      = time.Hour
 	DefaultDecisionTTL  = 15 * time.Minute
-	defaultMaxSessions  = 10000
+	defaultMaxSignIns   = 10000
 	maxRequestBodyBytes = 64 << 10
 )
 
@@ -62,9 +62,9 @@ type Config struct {
 	// assertion whose counter did not grow (a replay, a cloned authenticator) is refused.
 	// Optional: empty keeps them in memory, forgotten when the process ends.
 	PasskeyCountersPath string
-	// SessionTTL is how long a session lives at most. Optional: defaults to 12 h.
-	SessionTTL time.Duration
-	// IdleTTL ends a session unused this long. Optional: defaults to 1 h.
+	// SignInTTL is how long a browser's sign-in lives at most. Optional: defaults to 12 h.
+	SignInTTL time.Duration
+	// IdleTTL ends a sign-in unused this long. Optional: defaults to 1 h.
 	IdleTTL time.Duration
 	// DecisionTTL is how long a signed statement stays valid. Optional: defaults to 15 min.
 	DecisionTTL time.Duration
@@ -81,7 +81,7 @@ type Server struct {
 	secure    bool
 	runs      *client.Client
 	door      sessionDoor
-	sessions  *sessionStore
+	signIns   *signIns
 	reviewers *reviewersFile
 	counters  *approval.Counters
 	pages     map[string]*template.Template
@@ -122,14 +122,14 @@ func New(cfg Config) (*Server, error) {
 		secure:    secure,
 		runs:      runs,
 		door:      clientSessions{c: runs},
-		sessions:  newSessionStore(cfg.SessionTTL, cfg.IdleTTL, defaultMaxSessions, cfg.Now),
+		signIns:   newSignIns(cfg.SignInTTL, cfg.IdleTTL, defaultMaxSignIns, cfg.Now),
 		reviewers: &reviewersFile{path: cfg.ReviewersPath, origin: origin},
 		counters:  approval.NewCounters(cfg.PasskeyCountersPath),
 		pages:     pages,
 		log:       cfg.Logger,
 	}
 	if s.secure {
-		s.sessions.useSecureCookies()
+		s.signIns.useSecureCookies()
 	}
 	s.routes()
 	return s, nil
@@ -143,7 +143,7 @@ func setDefaults(cfg *Config) {
 		cfg.SandboxTaskQueue = cfg.TaskQueue
 	}
 	defaults.NotPositive(cfg, Config{
-		SessionTTL: DefaultSessionTTL, IdleTTL: DefaultIdleTTL, DecisionTTL: DefaultDecisionTTL,
+		SignInTTL: DefaultSignInTTL, IdleTTL: DefaultIdleTTL, DecisionTTL: DefaultDecisionTTL,
 		Logger: slog.Default(), Now: time.Now,
 	})
 	if cfg.DataConverter == nil {
@@ -171,9 +171,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /session/{id}/decide", s.reviewer(s.handleCellDecide))
 	m.HandleFunc("GET /session/{id}/live", s.reviewer(s.handleSessionLive))
 	m.HandleFunc("GET /signin", s.handleSignInPage)
-	m.HandleFunc("POST /passkey/register/begin", s.withSession(s.handleRegisterBegin))
+	m.HandleFunc("POST /passkey/register/begin", s.withSignIn(s.handleRegisterBegin))
 	m.HandleFunc("POST /passkey/register/finish", s.withChallenge(challengeRegister, "registration", s.handleRegisterFinish))
-	m.HandleFunc("POST /passkey/login/begin", s.withSession(s.handleLoginBegin))
+	m.HandleFunc("POST /passkey/login/begin", s.withSignIn(s.handleLoginBegin))
 	m.HandleFunc("POST /passkey/login/finish", s.withChallenge(challengeLogin, "sign-in", s.handleLoginFinish))
 	m.HandleFunc("POST /signout", s.handleSignOut)
 	s.mux = m
@@ -207,7 +207,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkSameOrigin refuses a state-changing request from another origin, or without the
-// session's CSRF token (header X-CSRF-Token, or form field csrf).
+// sign-in's CSRF token (header X-CSRF-Token, or form field csrf).
 func (s *Server) checkSameOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
 	if origin != s.cfg.Origin {
@@ -216,15 +216,15 @@ func (s *Server) checkSameOrigin(r *http.Request) error {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		return fmt.Errorf("sec-fetch-site %q", site)
 	}
-	sess := s.sessions.get(r)
-	if sess == nil {
+	who := s.signIns.get(r)
+	if who == nil {
 		return errors.New("no session")
 	}
 	token := r.Header.Get("X-CSRF-Token")
 	if token == "" {
 		token = r.PostFormValue("csrf")
 	}
-	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(sess.csrf)) != 1 {
+	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(who.csrf)) != 1 {
 		return errors.New("missing or wrong CSRF token")
 	}
 	return nil
@@ -232,20 +232,20 @@ func (s *Server) checkSameOrigin(r *http.Request) error {
 
 // reviewer wraps a page that only a signed-in, listed reviewer may see. Anyone else is sent to
 // the sign-in page and sees nothing of any run.
-func (s *Server) reviewer(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+func (s *Server) reviewer(h func(http.ResponseWriter, *http.Request, *signIn)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		sess := s.sessions.get(r)
-		if sess == nil || sess.principal == "" {
+		who := s.signIns.get(r)
+		if who == nil || who.principal == "" {
 			s.denyAccess(w, r, "")
 			return
 		}
-		if !s.reviewers.lists(sess.principal, sess.fingerprint) {
-			s.log.Warn("inbox: session of a key no longer in the reviewers file", "principal", sess.principal, "fingerprint", sess.fingerprint)
-			s.sessions.signOut(sess)
+		if !s.reviewers.lists(who.principal, who.fingerprint) {
+			s.log.Warn("inbox: session of a key no longer in the reviewers file", "principal", who.principal, "fingerprint", who.fingerprint)
+			s.signIns.signOut(who)
 			s.denyAccess(w, r, "Your passkey is no longer in the reviewers file.")
 			return
 		}
-		h(w, r, sess)
+		h(w, r, who)
 	}
 }
 

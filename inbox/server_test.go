@@ -83,16 +83,16 @@ func TestPostNeedsOriginAndCSRF(t *testing.T) {
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/signin", nil))
 	cookie := w.Result().Cookies()[0]
-	sess := s.sessions.byID[cookie.Value]
+	who := s.signIns.byID[cookie.Value]
 	for _, tc := range []struct {
 		name, origin, token string
 		code                int
 	}{
-		{"no origin", "", sess.csrf, http.StatusForbidden},
-		{"cross-site", "https://evil.example", sess.csrf, http.StatusForbidden},
+		{"no origin", "", who.csrf, http.StatusForbidden},
+		{"cross-site", "https://evil.example", who.csrf, http.StatusForbidden},
 		{"no token", "http://localhost:8235", "", http.StatusForbidden},
-		{"wrong token", "http://localhost:8235", "x" + sess.csrf, http.StatusForbidden},
-		{"same origin with token", "http://localhost:8235", sess.csrf, http.StatusOK},
+		{"wrong token", "http://localhost:8235", "x" + who.csrf, http.StatusForbidden},
+		{"same origin with token", "http://localhost:8235", who.csrf, http.StatusOK},
 	} {
 		r := httptest.NewRequest("POST", "/passkey/login/begin", strings.NewReader("{}"))
 		r.AddCookie(cookie)

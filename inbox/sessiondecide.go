@@ -41,7 +41,7 @@ func reasonProblem(in decideRequest) string {
 // update "decide-cell" to the session's run the page was read from. A decision for a cell that
 // does not wait (the page was read before a newer cell came, or the cell was decided since),
 // or for a cell whose digest is not the one the page showed, is refused and nothing is sent.
-func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	var in cellDecideRequest
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
@@ -77,12 +77,12 @@ func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, sess *
 	if in.Approve {
 		input, readErr := s.readSessionInput(r.Context(), id, st.RunID)
 		if err := checkSessionShown(st, input, readErr); err != nil {
-			s.log.Warn("inbox: cell approval refused", "workflow_id", id, "cell", in.Cell, "principal", sess.principal, "error", err)
+			s.log.Warn("inbox: cell approval refused", "workflow_id", id, "cell", in.Cell, "principal", who.principal, "error", err)
 			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
 			return
 		}
 	}
-	d, err := s.verifyAssertion(in.decideRequest, sess, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
+	d, err := s.verifyAssertion(in.decideRequest, who, func(opts client.StatementOptions, now time.Time) (approval.Fields, error) {
 		f, err := cellStatementFor(st, in.Cell, opts, now)
 		if err != nil {
 			return f, fmt.Errorf("inbox: %w", err)
@@ -95,13 +95,13 @@ func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, sess *
 		if errors.Is(err, errNotShown) || errors.As(err, &stale) {
 			code = http.StatusConflict
 		}
-		s.log.Warn("inbox: cell decision refused", "workflow_id", id, "cell", in.Cell, "principal", sess.principal, "error", err)
+		s.log.Warn("inbox: cell decision refused", "workflow_id", id, "cell", in.Cell, "principal", who.principal, "error", err)
 		writeRefusal(w, code, "decision refused: "+err.Error())
 		return
 	}
 	res, err := s.sendCellDecision(r.Context(), st, contract.CellDecision{Cell: in.Cell, Decision: d})
 	if err != nil {
-		s.log.Warn("inbox: the session refused the decision", "workflow_id", id, "cell", in.Cell, "principal", sess.principal, "error", err)
+		s.log.Warn("inbox: the session refused the decision", "workflow_id", id, "cell", in.Cell, "principal", who.principal, "error", err)
 		writeRefusal(w, http.StatusForbidden, "the session refused the decision: "+err.Error())
 		return
 	}
@@ -119,7 +119,7 @@ func (s *Server) sendCellDecision(ctx context.Context, st contract.SessionStatus
 // handleSessionDownload sends, as a plain-text attachment and never as a page, an input file of
 // a session (input-N, in name order) or a cell's stdout, stderr or output file
 // (cell-C-stdout, cell-C-stderr, cell-C-file-N).
-func (s *Server) handleSessionDownload(w http.ResponseWriter, r *http.Request, _ *session) {
+func (s *Server) handleSessionDownload(w http.ResponseWriter, r *http.Request, _ *signIn) {
 	id, what := r.PathValue("id"), r.PathValue("what")
 	si, err := s.loadSession(r.Context(), id)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // sessionView is the session page: the settings, every cell in order, and the sign form of the
@@ -114,22 +115,22 @@ func isSessionNotFound(err error) bool {
 	return errors.As(err, &ns) || errors.As(err, &nf)
 }
 
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, sess *session) {
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	si, err := s.loadSession(r.Context(), id)
 	if isSessionNotFound(err) {
 		http.Error(w, "no such Session workflow", http.StatusNotFound)
 		return
 	}
-	data := s.pageData(sess, "Session "+visible(id))
+	data := s.pageData(who, "Session "+visible(id))
 	if err != nil {
 		data.Err = err.Error()
 		s.render(w, "session", data)
 		return
 	}
 	in, readErr := s.readSessionInput(r.Context(), id, si.Status.RunID)
-	v := s.sessionView(si, in, readErr, sess.principal)
-	v.CredentialID = sess.credentialID
+	v := s.sessionView(si, in, readErr, who.principal)
+	v.CredentialID = who.credentialID
 	data.Session = v
 	s.render(w, "session", data)
 }
@@ -205,15 +206,13 @@ func (v *sessionView) addInputs(set guard.SessionSummary, in contract.SessionInp
 		v.Files = inputFiles(guard.Request{Files: req.Files})
 		v.Env = envRows(slices.Sorted(maps.Keys(req.Env)), set.SensitiveEnv, req.Env)
 		inputNames = slices.Sorted(maps.Keys(req.Files))
-		var files []guard.InputFile
 		for _, n := range inputNames {
-			files = append(files, guard.InputFile{Name: n, Content: req.Files[n]})
-		}
-		for _, c := range guard.InputConfusableNames(files) {
-			v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+			for _, c := range pysource.FileConfusableNames(n, req.Files[n]) {
+				v.Names = append(v.Names, c.Where()+": "+c.Name+" "+c.Reason)
+			}
 		}
 	}
-	for _, w := range guard.StartupWarnings(inputNames) {
+	for _, w := range pysource.StartupWarnings(inputNames) {
 		v.Warnings = append(v.Warnings, w.String())
 	}
 }
@@ -225,15 +224,13 @@ func (v *sessionView) addWritten(cell int, written []guard.File) {
 	for _, f := range written {
 		names = append(names, f.Name)
 	}
-	for _, w := range guard.StartupWarnings(names) {
-		v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", cell, guard.VisibleText(w.File), w.Reason))
+	for _, w := range pysource.StartupWarnings(names) {
+		v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d wrote %s: %s", cell, pysource.VisibleText(w.File), w.Reason))
 	}
-	var files []guard.InputFile
 	for _, f := range written {
-		files = append(files, guard.InputFile{Name: f.Name, Content: f.Content})
-	}
-	for _, n := range guard.InputConfusableNames(files) {
-		v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", cell, guard.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+		for _, n := range pysource.FileConfusableNames(f.Name, f.Content) {
+			v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", cell, pysource.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
+		}
 	}
 }
 
@@ -258,7 +255,7 @@ func newCellView(c *contract.CellStatus, now time.Time) *cellView {
 		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error}
 	cv.Lines, cv.Invisible = highlight(c.Code, c.Language)
 	cv.Tabs = strings.Contains(c.Code, "\t")
-	for _, n := range guard.ConfusableNames(c.Code) {
+	for _, n := range pysource.ConfusableNames(c.Code) {
 		cv.Names = append(cv.Names, n.Where()+": "+n.Name+" "+n.Reason)
 	}
 	if !c.Submitted.IsZero() {
@@ -284,7 +281,7 @@ func newCellResultView(res guard.Result) *resultView {
 	for i, f := range res.Files {
 		of := &v.Files[i]
 		of.Preview, of.Binary, of.Cut = preview(f.Content, inputPreviewBytes)
-		of.Preview = guard.ShowTabsText(of.Preview)
+		of.Preview = pysource.ShowTabsText(of.Preview)
 	}
 	return v
 }
@@ -329,7 +326,7 @@ func (s *Server) cellStatements(st contract.SessionStatus, v *sessionView, princ
 }
 
 // envRows lists env vars for a page: each name with its value quoted and escaped
-// (guard.QuoteValue), a sensitive one as its length only, and "(value not read)" when values
+// (pysource.QuoteValue), a sensitive one as its length only, and "(value not read)" when values
 // is nil.
 func envRows(names, sensitive []string, values map[string]string) []kv {
 	var out []kv
@@ -341,7 +338,7 @@ func envRows(names, sensitive []string, values map[string]string) []kv {
 		case slices.Contains(sensitive, n):
 			out = append(out, kv{K: visible(n), V: "‹sensitive›"})
 		case ok:
-			out = append(out, kv{K: visible(n), V: guard.QuoteValue(val)})
+			out = append(out, kv{K: visible(n), V: pysource.QuoteValue(val)})
 		default:
 			out = append(out, kv{K: visible(n), V: "(value not read)"})
 		}

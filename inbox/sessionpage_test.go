@@ -235,8 +235,8 @@ func (b *reviewerBrowser) postFrom(origin string, withCookie bool, path string, 
 	r := httptest.NewRequest("POST", path, strings.NewReader(string(j)))
 	if withCookie {
 		r.AddCookie(b.cookie)
-		if sess := b.s.sessions.get(r); sess != nil {
-			r.Header.Set("X-CSRF-Token", sess.csrf)
+		if who := b.s.signIns.get(r); who != nil {
+			r.Header.Set("X-CSRF-Token", who.csrf)
 		}
 	}
 	if origin != "" {

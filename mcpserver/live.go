@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/client"
-	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // LivePoll is how often a waiting run_code or run_cell call reads the code's output while it
@@ -38,12 +38,12 @@ func (l *liveOutput) messages(ctx context.Context) []string {
 
 // liveMessage is a chunk as a progress message: "stdout: " or "stderr: " and the bytes as text in
 // which every control character (an escape sequence the code printed) and every byte that is
-// not UTF-8 is written as an escape (guard.VisibleText), after "[N bytes skipped] " when the
+// not UTF-8 is written as an escape (pysource.VisibleText), after "[N bytes skipped] " when the
 // reader missed some.
 func liveMessage(ch client.Chunk) string {
 	msg := string(ch.Stream) + ": "
 	if ch.Skipped > 0 {
 		msg += fmt.Sprintf("[%d bytes skipped] ", ch.Skipped)
 	}
-	return msg + guard.VisibleText(string(ch.Bytes))
+	return msg + pysource.VisibleText(string(ch.Bytes))
 }

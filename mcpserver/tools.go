@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // StillWaiting starts the text of a run_code call that returned before the run was decided.
@@ -119,7 +120,7 @@ func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
 // stillWaiting is what a call returns when the run outlived Config.Wait.
 func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallToolResult {
 	state := contract.StatusAwaitingApproval
-	var warnings []guard.StartupWarning
+	var warnings []pysource.StartupWarning
 	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
 		state, warnings = st.State, st.Request.Warnings
 	}
@@ -136,9 +137,9 @@ func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallT
 }
 
 // startupWarningText tells the model, in the words reviewers read, which input files of its
-// request may run without the code calling them (guard.StartupWarnings): reviewers are warned of
+// request may run without the code calling them (pysource.StartupWarnings): reviewers are warned of
 // them, and a run that needs none is easier to approve. Empty for none.
-func startupWarningText(warnings []guard.StartupWarning) string {
+func startupWarningText(warnings []pysource.StartupWarning) string {
 	if len(warnings) == 0 {
 		return ""
 	}

@@ -22,6 +22,6 @@
 // the language, the code's size, the input files' names and sizes, the egress hosts, the secret
 // names, the deadline and the inbox link. It never carries env values or input file contents,
 // and carries the code only when the operator asks for it (Config.IncludeCode), escaped:
-// invisible and control characters written as escapes (guard.VisibleText), every line prefixed
+// invisible and control characters written as escapes (pysource.VisibleText), every line prefixed
 // in text channels so that code cannot pass for the message around it.
 package notify

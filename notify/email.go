@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/smallfile"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // smtpTimeout bounds one email delivery.
@@ -206,7 +207,7 @@ func emailText(m Message) string {
 // spaces, the length is bounded, and text that is not printable ASCII is Q-encoded.
 func headerValue(s string) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || guard.IsSuspicious(r) {
+		if unicode.IsControl(r) || pysource.IsSuspicious(r) {
 			return ' '
 		}
 		return r

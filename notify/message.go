@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Message is one notification, as every channel renders it. Its fields hold the request's
@@ -201,16 +202,16 @@ func (m Message) fields() []field {
 }
 
 // oneLine returns s as one line of visible text: suspicious characters escaped
-// (guard.VisibleText) and tab, line feed and carriage return written as \t, \n and \r.
+// (pysource.VisibleText) and tab, line feed and carriage return written as \t, \n and \r.
 func oneLine(s string) string {
-	s = guard.VisibleText(s)
+	s = pysource.VisibleText(s)
 	return strings.NewReplacer("\t", `\t`, "\n", `\n`, "\r", `\r`).Replace(s)
 }
 
 // codeLines returns the code as visible text, each line prefixed with prefix, cut after max
 // bytes (and saying so).
 func codeLines(code, prefix string, maxBytes int) string {
-	text := guard.VisibleText(code)
+	text := pysource.VisibleText(code)
 	text = strings.ReplaceAll(text, "\r", `\r`)
 	cut := ""
 	if len(text) > maxBytes {

@@ -4,7 +4,7 @@
 # openssh-client (ssh-keygen signs and verifies real SSH signatures in the approval tests),
 # nodejs with npm (the TypeScript examples), jq (docs/reviewing.md's OpenSSH + temporal CLI recipe, run
 # by a test), tmux (a real terminal for the test of what `starter show` draws), spin with a C
-# compiler (the approval protocol's model check, model/approval.pml; cc also builds an attack's
+# compiler (the approval protocol's model check, promela/approval.pml; cc also builds an attack's
 # native library) and python3 (the tests that run python on the host: the egress proxy's urllib
 # test, the local backend's, supervisor.py's parser); and it turns the IPv6 loopback on where it is
 # off (the embedded Temporal server's ::1 test). Run as root; `make setup` calls it. Each is one of

@@ -21,13 +21,14 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/guard/human"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // terminal makes s safe to print to a terminal: every invisible, direction-changing or control
 // character (an escape sequence could rewrite what the reviewer reads) and every byte that is not
 // UTF-8 is written as an escape; so is a carriage return, which would let a line overwrite itself.
 func terminal(s string) string {
-	return strings.ReplaceAll(guard.VisibleText(s), "\r", `\r`)
+	return strings.ReplaceAll(pysource.VisibleText(s), "\r", `\r`)
 }
 
 // printReview writes what a reviewer reads about a run, for a person: who asked, the limits in
@@ -140,8 +141,8 @@ func printFiles(w io.Writer, prefix string, files map[string][]byte, cols int) e
 }
 
 // printStartupWarnings writes one WARNING line for each input file the interpreter may run
-// without the code calling it (guard.StartupWarnings).
-func printStartupWarnings(w io.Writer, warnings []guard.StartupWarning) error {
+// without the code calling it (pysource.StartupWarnings).
+func printStartupWarnings(w io.Writer, warnings []pysource.StartupWarning) error {
 	if len(warnings) == 0 {
 		return nil
 	}
@@ -154,7 +155,7 @@ func printStartupWarnings(w io.Writer, warnings []guard.StartupWarning) error {
 	return err
 }
 
-// printEnv writes each env var with its value quoted and escaped (guard.QuoteValue), a value the
+// printEnv writes each env var with its value quoted and escaped (pysource.QuoteValue), a value the
 // policy marks sensitive as its length, and a value not read as such.
 func printEnv(row func(k, format string, a ...any), names []string, values map[string]string, sensitive map[string]int) {
 	sorted := append([]string(nil), names...)
@@ -164,7 +165,7 @@ func printEnv(row func(k, format string, a ...any), names []string, values map[s
 		size, hidden := sensitive[n]
 		switch {
 		case shown:
-			row("env", "%s = %s", terminal(n), guard.QuoteValue(v))
+			row("env", "%s = %s", terminal(n), pysource.QuoteValue(v))
 		case hidden:
 			row("env", "%s = %s", terminal(n), guard.SensitiveValue(size))
 		default:
@@ -201,7 +202,7 @@ func printDecisions(row func(k, format string, a ...any), st contract.Status) {
 }
 
 // printNumbered writes text under title with line numbers, each line escaped for a terminal and
-// its tabs drawn at Python's columns (guard.ShowTabs), counted from the start of the line, not
+// its tabs drawn at Python's columns (pysource.ShowTabs), counted from the start of the line, not
 // from the terminal's tab stops that the line numbers move. A line too long for a row of cols
 // columns is broken into rows here, each after the first marked ContinuedMarker where the line
 // number stands: left to the terminal, the rest of the line would start a row of its own with
@@ -219,7 +220,7 @@ func printNumbered(w io.Writer, title, code string, cols int) error {
 	b.WriteString("\n" + title + ":\n")
 	wrapped := false
 	for i, l := range lines {
-		rows := splitColumns(guard.ShowTabs(terminal(l)), room)
+		rows := splitColumns(pysource.ShowTabs(terminal(l)), room)
 		fmt.Fprintf(&b, "%*d | %s\n", width, i+1, rows[0])
 		for _, r := range rows[1:] {
 			fmt.Fprintf(&b, "%*s | %s\n", width, ContinuedMarker, r)
@@ -227,7 +228,7 @@ func printNumbered(w io.Writer, title, code string, cols int) error {
 		}
 	}
 	if strings.Contains(code, "\t") {
-		fmt.Fprintf(&b, "(%s is a tab, drawn to the next multiple of 8 columns, as Python reads indentation)\n", guard.TabMarker)
+		fmt.Fprintf(&b, "(%s is a tab, drawn to the next multiple of 8 columns, as Python reads indentation)\n", pysource.TabMarker)
 	}
 	if wrapped {
 		fmt.Fprintf(&b, "(%s continues the line above: the same line of the code, broken to fit)\n", ContinuedMarker)

@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // hostileReview is a run whose code, file names, env and metadata try to rewrite what the
@@ -29,7 +30,7 @@ func hostileReview(envValues bool) client.Review {
 			Metadata: guard.Metadata{Agent: "bot\x1b[31m", RequestedBy: "alice"},
 		},
 	}}
-	r.SuspiciousCharacters = guard.SuspiciousCharacters(code)
+	r.SuspiciousCharacters = pysource.SuspiciousCharacters(code)
 	r.Warning = client.SuspiciousWarning(r.SuspiciousCharacters)
 	if envValues {
 		r.Env = map[string]string{"TOKEN": "x\x1b[8m"}
@@ -142,8 +143,8 @@ func TestShowDrawsTabsAtPythonsColumns(t *testing.T) {
 	if launchCol != ifCol || bodyCol <= ifCol {
 		t.Errorf("columns: if %d, body %d, launch %d; want the launch at the if's, left of the body:\n%s", ifCol, bodyCol, launchCol, out)
 	}
-	if !strings.Contains(out, guard.TabMarker+" is a tab") {
-		t.Errorf("the view does not say what %s is:\n%s", guard.TabMarker, out)
+	if !strings.Contains(out, pysource.TabMarker+" is a tab") {
+		t.Errorf("the view does not say what %s is:\n%s", pysource.TabMarker, out)
 	}
 }
 
@@ -153,7 +154,7 @@ func TestShowWarningsAndEnv(t *testing.T) {
 	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{Request: guard.Summary{
 		Language: guard.Python, Code: "import json\n", Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
 		EnvNames: []string{"MODE", "TOKEN"}, SensitiveEnv: []string{"TOKEN"},
-		Warnings: guard.StartupWarnings([]string{"json.py", "x\u202e.pth"}),
+		Warnings: pysource.StartupWarnings([]string{"json.py", "x\u202e.pth"}),
 	}}, Env: map[string]string{"MODE": " dry\nrun "}, SensitiveEnvBytes: map[string]int{"TOKEN": 32}}
 	var b bytes.Buffer
 	if err := printReview(&b, r, time.Now()); err != nil {

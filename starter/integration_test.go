@@ -17,7 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.temporal.io/server/temporaltest"
 
-	"github.com/sandboxflow/sandboxflow/backends/callable"
+	"github.com/sandboxflow/sandboxflow/backends/httpservice"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
@@ -60,7 +60,7 @@ func (r cliResult) errorType(t *testing.T) string {
 func cliWorker(t *testing.T, ts *temporaltest.TestServer) *reviewertest.Reviewer {
 	t.Helper()
 	bob := reviewertest.New(t, "bob")
-	b, err := callable.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
+	b, err := httpservice.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
 		return guard.Result{OK: true}, nil
 	})
 	if err != nil {

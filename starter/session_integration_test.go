@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // binary runs the built starter with the env's connection and returns its result.
@@ -114,7 +115,7 @@ func TestIntegrationSessionThroughStarter(t *testing.T) {
 	}
 	for _, want := range []string{
 		"=== cell 4 (python, awaiting_approval)  <<< WAITS FOR YOUR DECISION ===",
-		"2 | " + guard.ShowTabs("\tx = 1"), "3 | " + guard.ShowTabs("\tprint('ok') # ") + `\u202e }`, "4 | import os\n",
+		"2 | " + pysource.ShowTabs("\tx = 1"), "3 | " + pysource.ShowTabs("\tprint('ok') # ") + `\u202e }`, "4 | import os\n",
 		"cell 2 stdout:\n1 | 2 csv\n", "cell 3 stdout:\n1 | one\n2 | two\n3 | fast\n", "env              MODE = \"fast\"",
 		"input file       data.csv, 8 B", opened.Digest, c4.Digest, "approved by " + e.Reviewer.Principal,
 	} {

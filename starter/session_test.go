@@ -15,6 +15,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 func TestParseSessionArgsRefuses(t *testing.T) {
@@ -163,11 +164,11 @@ func hostileSession() client.SessionReview {
 		Settings: guard.SessionSummary{Languages: []string{"python", "sh"}, Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
 			Limits:   guard.Limits{Timeout: 30 * time.Second, MaxStdoutBytes: 1 << 20, MaxStderrBytes: 1 << 20, MaxFiles: 16, MaxFileBytes: 10 << 20, MaxTotalFileBytes: 50 << 20},
 			Files:    []guard.FileSummary{{Name: "sitecustomize.py", Size: 10}},
-			Warnings: guard.StartupWarnings([]string{"sitecustomize.py"}),
+			Warnings: pysource.StartupWarnings([]string{"sitecustomize.py"}),
 			EnvNames: []string{"MODE"}, Lifetime: time.Hour, IdleTimeout: 10 * time.Minute, MaxCells: 100},
 	}}
 	for _, c := range cells {
-		v := client.CellView{Cell: c.Cell, SuspiciousCharacters: guard.SuspiciousCharacters(c.Code)}
+		v := client.CellView{Cell: c.Cell, SuspiciousCharacters: pysource.SuspiciousCharacters(c.Code)}
 		v.Warning = client.SuspiciousWarning(v.SuspiciousCharacters)
 		r.Views = append(r.Views, v)
 	}
@@ -200,7 +201,7 @@ func TestSessionShowMarksWhatShowMarks(t *testing.T) {
 	}
 	for _, want := range []string{
 		run.String(),
-		"2 | " + guard.ShowTabs(`	x = 1`),
+		"2 | " + pysource.ShowTabs(`	x = 1`),
 		`3 |         print('ok') # \u202e }`, `4 | import os\ros.system('rm -rf ~')`,
 		r.Views[1].Warning,
 		"=== cell 3 (python, awaiting_approval)  <<< WAITS FOR YOUR DECISION ===",
@@ -209,7 +210,7 @@ func TestSessionShowMarksWhatShowMarks(t *testing.T) {
 		"approved by alice", "denied by bob", `no\x1b[8m`,
 		"WARNING: 1 input file(s) may run", "sitecustomize.py",
 		"task queue host-1", "settings digest", "sha256:" + strings.Repeat("ab", 32), "3 of at most 100",
-		"(" + guard.TabMarker + " is a tab",
+		"(" + pysource.TabMarker + " is a tab",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("session show lacks %q:\n%s", want, out)
@@ -255,8 +256,8 @@ func TestSessionShowShowsWhatEarlierCellsWrote(t *testing.T) {
 		{Name: "json.py", Size: 30, Content: []byte("def loads(s):\n    return eval(s) # \x1b[2J\n")},
 		{Name: "blob.bin", Size: 3, Content: []byte{0, 1, 2}},
 	}
-	r.Views[0].WrittenStartup = guard.StartupWarnings([]string{"json.py", "blob.bin"})
-	r.Views[0].WrittenNames = []guard.ConfusableName{{File: "json.py", Line: 2, Column: 5, Name: "x", Reason: "reads as y"}}
+	r.Views[0].WrittenStartup = pysource.StartupWarnings([]string{"json.py", "blob.bin"})
+	r.Views[0].WrittenNames = []pysource.ConfusableName{{File: "json.py", Line: 2, Column: 5, Name: "x", Reason: "reads as y"}}
 	for _, contents := range []bool{false, true} {
 		r.InputFiles = nil
 		if contents {

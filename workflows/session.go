@@ -14,6 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
@@ -487,7 +488,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	st := contract.CellStatus{
 		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
 		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID,
-		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: guard.SuspiciousCharacters(cell.Code),
+		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
 	}
 	r.cells = append(r.cells, cell)
 	r.decisions = append(r.decisions, nil)

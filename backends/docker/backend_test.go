@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 func testChecked(code string) guard.Checked {
@@ -404,12 +405,12 @@ func TestSupervisorPythonFlags(t *testing.T) {
 	if err := json.Unmarshal([]byte(line), &got); err != nil {
 		t.Fatalf("supervisor.py's PY_FLAGS %q: %v", line, err)
 	}
-	if want := guard.PythonFlags(nil, ""); !slices.Equal(got, want) {
-		t.Errorf("supervisor.py's PY_FLAGS: got %q; want guard.PythonFlags %q", got, want)
+	if want := pysource.Flags(nil, ""); !slices.Equal(got, want) {
+		t.Errorf("supervisor.py's PY_FLAGS: got %q; want pysource.Flags %q", got, want)
 	}
-	prefixed := guard.PythonFlags([]guard.InputFile{{Name: "__pycache__/m.pyc"}}, "/p")
+	prefixed := pysource.Flags([]string{"__pycache__/m.pyc"}, "/p")
 	if !slices.Equal(prefixed[len(got):], []string{"-X", "pycache_prefix=/p"}) || !strings.Contains(supervisorSource, `["-X", "pycache_prefix=" + PYCACHE_PREFIX]`) {
-		t.Errorf("the pycache prefix flags differ: guard %q", prefixed)
+		t.Errorf("the pycache prefix flags differ: pysource %q", prefixed)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // forged builds a Checked request the way a rogue checker could record it, skipping the policy:
@@ -85,8 +86,8 @@ func TestDockerReadsAsRuns(t *testing.T) {
 		c.Owner = guard.Owner{WorkflowID: "test-" + randomHex(6), RunID: t.Name(), ActivityID: "1"}
 		lines := strings.Split(code, "\n")
 		indent := func(l string) int {
-			s := guard.ShowTabs(l)
-			return len([]rune(s)) - len([]rune(strings.TrimLeft(s, " "+guard.TabMarker)))
+			s := pysource.ShowTabs(l)
+			return len([]rune(s)) - len([]rune(strings.TrimLeft(s, " "+pysource.TabMarker)))
 		}
 		if indent(lines[3]) != indent(lines[1]) {
 			t.Fatalf("ShowTabs draws the launch at %d, the if at %d", indent(lines[3]), indent(lines[1]))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Paths inside the sandbox. The code is written outside the working folder, so it is never
@@ -141,20 +142,20 @@ func EgressNetwork(patterns []string) (*NetworkConfig, error) {
 }
 
 // command is how envd runs c: the interpreter, the code file as its argument, the env. Python
-// starts as in every backend (guard.PythonFlags), and HOME is a folder of its own beside the
+// starts as in every backend (pysource.Flags), and HOME is a folder of its own beside the
 // code, never the working folder where input files land, so nothing among them runs first.
 func (b *Backend) command(c guard.Checked) (processConfig, error) {
 	envs := c.EnvMap()
 	envs["HOME"] = homeDir
 	envs["PYTHONNOUSERSITE"] = "1"
 	envs["PYTHONDONTWRITEBYTECODE"] = "1"
-	if guard.BytecodeAmongInputs(c.Files) {
+	if pysource.BytecodeAmongInputs(guard.InputNames(c.Files)) {
 		envs["PYTHONPYCACHEPREFIX"] = pycacheDir
 	}
 	var pc processConfig
 	switch c.Language {
 	case guard.Python, "":
-		pc = processConfig{Cmd: "python3", Args: append(guard.PythonFlags(c.Files, pycacheDir), codeDir+"/main.py")}
+		pc = processConfig{Cmd: "python3", Args: append(pysource.Flags(guard.InputNames(c.Files), pycacheDir), codeDir+"/main.py")}
 	case guard.Shell:
 		pc = processConfig{Cmd: "/bin/sh", Args: []string{codeDir + "/main.sh"}}
 	default:

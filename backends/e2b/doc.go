@@ -15,7 +15,7 @@
 //  2. envd: MakeDir the working folder (default /home/user/work) and the code's HOME, upload the code to
 //     /tmp/.sandboxflow and the input files into the working folder (POST /files, multipart).
 //  3. envd: process.Process/Start, a Connect server-streaming call with the JSON codec, runs
-//     python3 with guard.PythonFlags (-E -s -B -u, and a pycache prefix outside the working
+//     python3 with pysource.Flags (-E -s -B -u, and a pycache prefix outside the working
 //     folder when an input file lies in a __pycache__ folder), or /bin/sh, on the code file with
 //     the request's env, HOME=/tmp/.sandboxflow/home (never the working folder, which may not
 //     hold or lie in /tmp/.sandboxflow), PYTHONNOUSERSITE=1 and PYTHONDONTWRITEBYTECODE=1, so
@@ -40,7 +40,7 @@
 // leaves it at most SessionTTL, and the reaper spares it until its session's end. Close kills it.
 //
 // Python cells run in one interpreter started by the first python cell: python3 with
-// guard.PythonFlags and -c the driver of internal/celldriver, through process.Process/Start with
+// pysource.Flags and -c the driver of internal/celldriver, through process.Process/Start with
 // stdin kept open (the stream stays open for the session); each cell goes to it with
 // process.Process/SendInput with a fresh nonce, and its result is what the process wrote up to
 // the cell's end marker (that package's doc says exactly what a cell's code can do to that).

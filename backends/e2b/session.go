@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/celldriver"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Metadata keys of a session's sandbox: MetaSessionEnd is when the session's lifetime ends
@@ -242,7 +243,7 @@ func (ss *session) env() map[string]string {
 	envs["HOME"] = homeDir
 	envs["PYTHONNOUSERSITE"] = "1"
 	envs["PYTHONDONTWRITEBYTECODE"] = "1"
-	if guard.BytecodeAmongInputs(ss.s.Files) {
+	if pysource.BytecodeAmongInputs(guard.InputNames(ss.s.Files)) {
 		envs["PYTHONPYCACHEPREFIX"] = pycacheDir
 	}
 	return envs
@@ -429,7 +430,7 @@ func (ip *interpreter) notify() {
 	}
 }
 
-// startInterpreter starts the driver (python3 with guard.PythonFlags, -c celldriver.Source) with
+// startInterpreter starts the driver (python3 with pysource.Flags, -c celldriver.Source) with
 // stdin kept open and waits for its start event.
 func (ss *session) startInterpreter(ctx context.Context, limits guard.Limits) (*interpreter, error) {
 	idle := int(max(limits.MaxStdoutBytes, limits.MaxStderrBytes))
@@ -437,7 +438,7 @@ func (ss *session) startInterpreter(ctx context.Context, limits guard.Limits) (*
 		changed: make(chan struct{}, 1), done: make(chan struct{})}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ip.cancel = cancel
-	args := append(guard.PythonFlags(ss.s.Files, pycacheDir), "-c", celldriver.Source)
+	args := append(pysource.Flags(guard.InputNames(ss.s.Files), pycacheDir), "-c", celldriver.Source)
 	pc := processConfig{Cmd: "python3", Args: args, Envs: ss.env(), Cwd: ss.b.cfg.WorkDir}
 	started := make(chan int64, 1)
 	go func() {

@@ -7,13 +7,14 @@ package kinds
 // Names of the backend kinds, as --backend takes them and as runs record them (a backend's name
 // is part of every digest it runs).
 const (
-	// Docker runs code in hardened containers under runc or gVisor.
+	// Docker runs code in hardened containers under runc or gVisor (backends/docker).
 	Docker = "docker"
-	// E2B runs code in E2B cloud sandboxes.
+	// E2B runs code in E2B cloud sandboxes (backends/e2b).
 	E2B = "e2b"
-	// HTTP posts code to the operator's own code-execution service.
+	// HTTP posts code to the operator's own code-execution service (backends/httpservice).
 	HTTP = "http"
-	// Local runs code as a plain process of the worker: DEVELOPMENT ONLY, nothing is isolated.
+	// Local runs code as a plain process of the worker: DEVELOPMENT ONLY, nothing is isolated
+	// (backends/local).
 	Local = "local"
 )
 

@@ -28,7 +28,7 @@
 // # Nothing runs before the code
 //
 // Python reads the code from its stdin, as in the Docker backend, started with
-// guard.PythonFlags (-E -s -B -u): the working folder is sys.path[0], so input modules import,
+// pysource.Flags (-E -s -B -u): the working folder is sys.path[0], so input modules import,
 // while no PYTHON* variable, user site, .pth, sitecustomize or usercustomize among the input
 // files runs first; HOME and TMPDIR are empty folders of their own beside the working folder,
 // not in it; with an input file in a __pycache__ folder Python gets a pycache prefix outside the
@@ -40,7 +40,7 @@
 // OpenSession (guard.SessionBackend, for `worker --dev --backend local`) makes a fresh temporary
 // folder for the session (work, HOME and TMPDIR as a run's, given to Config.UID when the code
 // runs as it), writes the input files and starts one python3 for the whole session: the driver
-// of internal/celldriver, with guard.PythonFlags and the run's minimal environment, in the
+// of internal/celldriver, with pysource.Flags and the run's minimal environment, in the
 // working folder, reading cells from a pipe (that package's doc says what a cell's code can do
 // to its end marker). Python cells run in it, so variables, imports and open files survive;
 // a cell that kills it (os._exit, a signal) gets its true exit code, one past its timeout has its

@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/tracing"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Name is the backend's name, part of every digest it runs.
@@ -401,7 +402,7 @@ func chownTree(base string, uid int) error {
 
 // command is the interpreter for the request's language, in a process group of its own that dies
 // with the worker, as b.uid when that is set. Python reads the code from its stdin, as in the
-// Docker backend, with guard.PythonFlags: the working folder is sys.path[0] (input modules
+// Docker backend, with pysource.Flags: the working folder is sys.path[0] (input modules
 // import) and nothing there or in the environment runs first.
 func (b *Backend) command(c guard.Checked, d dirs) (*exec.Cmd, error) {
 	var cmd *exec.Cmd
@@ -411,7 +412,7 @@ func (b *Backend) command(c guard.Checked, d dirs) (*exec.Cmd, error) {
 		if err != nil {
 			return nil, &guard.IntegrationError{Op: "local: open code", Err: err}
 		}
-		cmd = exec.Command(b.python, append(guard.PythonFlags(c.Files, d.pycache), "-")...)
+		cmd = exec.Command(b.python, append(pysource.Flags(guard.InputNames(c.Files), d.pycache), "-")...)
 		cmd.Stdin = code
 	case guard.Shell:
 		cmd = exec.Command(b.shell, d.code)
@@ -490,7 +491,7 @@ func environment(d dirs, c guard.Checked) []string {
 		"PYTHONNOUSERSITE=1",
 		"PYTHONDONTWRITEBYTECODE=1",
 	)
-	if guard.BytecodeAmongInputs(c.Files) {
+	if pysource.BytecodeAmongInputs(guard.InputNames(c.Files)) {
 		out = append(out, "PYTHONPYCACHEPREFIX="+d.pycache)
 	}
 	return out

@@ -18,13 +18,14 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/celldriver"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 var _ guard.SessionBackend = (*Backend)(nil)
 
 // OpenSession makes the session's folder (work, HOME and TMPDIR in a fresh temporary folder,
 // given to Config.UID when the code runs as it), writes the input files and starts the session's
-// python3 (the driver of internal/celldriver, with guard.PythonFlags, in the working folder):
+// python3 (the driver of internal/celldriver, with pysource.Flags, in the working folder):
 // that process is the session's sandbox. No cell code runs.
 func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guard.Sandbox, error) {
 	for _, l := range s.Languages {
@@ -162,7 +163,7 @@ func (ss *session) startInterpreter() (*interpreter, error) {
 	idle := int(max(ss.s.Limits.MaxStdoutBytes, ss.s.Limits.MaxStderrBytes))
 	ip := &interpreter{stdout: celldriver.NewStream(idle), stderr: celldriver.NewStream(idle),
 		changed: make(chan struct{}, 1), exited: make(chan struct{})}
-	cmd := exec.Command(ss.b.python, append(guard.PythonFlags(ss.s.Files, ss.d.pycache), "-c", celldriver.Source)...)
+	cmd := exec.Command(ss.b.python, append(pysource.Flags(guard.InputNames(ss.s.Files), ss.d.pycache), "-c", celldriver.Source)...)
 	cmd.Dir, cmd.Env = ss.d.work, ss.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if ss.b.uid >= 0 {

@@ -11,7 +11,7 @@ where modal-headers.txt holds a Modal Proxy Auth Token (the endpoint refuses cal
     Modal-Secret: ws-...
 
 Deploy with `modal deploy app.py`. NOT RUN in sandboxflow's tests (nothing here can reach
-Modal): the request and response shapes are checked by backends/callable's tests, which feed
+Modal): the request and response shapes are checked by backends/httpservice's tests, which feed
 request.json to the HTTP recipe's fake service and run runner.py locally on it.
 
 Each request gets its own Sandbox with no network (block_network=True) unless the request asks

@@ -22,7 +22,7 @@ import threading
 import time
 
 MAX_DEPTH = 8
-# How the code's Python starts, as in every sandboxflow backend (guard.PythonFlags): -E ignores
+# How the code's Python starts, as in every sandboxflow backend (pysource.Flags): -E ignores
 # every PYTHON* variable, -s the user site, -B writes no bytecode, -u leaves output unbuffered;
 # the code is read from stdin, so the working folder is sys.path[0] and input modules import.
 PY_FLAGS = ["-E", "-s", "-B", "-u"]

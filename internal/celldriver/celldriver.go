@@ -53,7 +53,7 @@ import (
 	"sync"
 )
 
-// Source is the driver, run as `python3 <guard.PythonFlags> -c Source` in the session's working
+// Source is the driver, run as `python3 <pysource.Flags> -c Source` in the session's working
 // folder (so sys.path[0] is that folder, as for a run's code read from stdin: cells import the
 // input modules). The modules the driver itself uses are imported with that folder off the path,
 // so an input file named like one of them (traceback.py) never runs in its place.

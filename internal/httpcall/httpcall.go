@@ -1,5 +1,5 @@
 // Package httpcall makes the JSON-over-HTTP calls of the backends that hand code to a service
-// (callable's HTTP recipe, E2B), and tells whether net/http wrote a request in full: the line
+// (backends/httpservice, E2B), and tells whether net/http wrote a request in full: the line
 // between "the service never saw it" (safe to retry, or to report as not run) and "outcome
 // unknown".
 package httpcall

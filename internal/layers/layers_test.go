@@ -16,10 +16,13 @@ const module = "github.com/sandboxflow/sandboxflow"
 
 // Floors of the house, as import paths below the module.
 var (
-	groundFloor = []string{"guard", "approval", "receipt", "codec", "egress", "contract"}
-	leafHelpers = []string{"internal/cli", "internal/defaults", "internal/httpcall", "internal/httpserve", "internal/smallfile"}
-	testKits    = "internal/testkit"
-	assembly    = "worker/service"
+	groundFloor = []string{"guard", "approval", "receipt", "codec", "egress", "contract", "pysource"}
+	// groundLeaves are ground-floor packages that import nothing of ours: every other floor may
+	// import them.
+	groundLeaves = []string{"pysource"}
+	leafHelpers  = []string{"internal/cli", "internal/defaults", "internal/httpcall", "internal/httpserve", "internal/smallfile"}
+	testKits     = "internal/testkit"
+	assembly     = "worker/service"
 	// assemblers may import the assembly: its command, and the end-to-end suite that builds it.
 	assemblers = []string{"worker", "e2e"}
 )
@@ -101,6 +104,8 @@ func violations(tree map[string]pkg) []string {
 	for path, p := range tree {
 		for _, imp := range p.code {
 			switch {
+			case slices.Contains(groundLeaves, path):
+				out = append(out, path+" (ground-floor leaf) imports "+imp+": a ground-floor leaf imports nothing of ours")
 			case slices.Contains(groundFloor, path) && !slices.Contains(groundFloor, imp) &&
 				!(under(imp, "internal") && len(tree[imp].code) == 0):
 				out = append(out, path+" (ground floor) imports "+imp+": only the ground floor and internal/ packages that import nothing of ours")
@@ -155,6 +160,7 @@ func TestViolationsAreFound(t *testing.T) {
 		"worker":                     {code: []string{"worker/service"}},
 		"e2e":                        {tests: []string{"worker/service", "internal/testkit/agenttest"}},
 		"internal/testkit/agenttest": {code: []string{"internal/testkit/devtest"}},
+		"pysource":                   {code: []string{"guard"}},
 	}
 	got := violations(tree)
 	want := []string{
@@ -163,6 +169,7 @@ func TestViolationsAreFound(t *testing.T) {
 		"guard (ground floor) imports internal/defaults: state the defaults explicitly",
 		"guard (ground floor) imports internal/human: only the ground floor and internal/ packages that import nothing of ours",
 		"internal/cli (leaf helper) imports guard: a leaf helper imports nothing of ours",
+		"pysource (ground-floor leaf) imports guard: a ground-floor leaf imports nothing of ours",
 		"starter imports the worker's assembly worker/service: only the worker command and the end-to-end suite may",
 	}
 	if !slices.Equal(got, want) {

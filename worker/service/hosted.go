@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/sandboxflow/sandboxflow/backends/callable"
 	"github.com/sandboxflow/sandboxflow/backends/e2b"
+	"github.com/sandboxflow/sandboxflow/backends/httpservice"
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -98,16 +98,16 @@ func e2bConfig(cfg *Options, logger *slog.Logger) (e2b.Config, error) {
 }
 
 // httpOptions reads the header file, if any, and returns the HTTP recipe's options.
-func httpOptions(cfg *Options) (callable.HTTPOptions, error) {
+func httpOptions(cfg *Options) (httpservice.HTTPOptions, error) {
 	var header http.Header
 	if cfg.HTTP.HeaderFile != "" {
-		h, err := callable.LoadHeaderFile(cfg.HTTP.HeaderFile)
+		h, err := httpservice.LoadHeaderFile(cfg.HTTP.HeaderFile)
 		if err != nil {
-			return callable.HTTPOptions{}, err
+			return httpservice.HTTPOptions{}, err
 		}
 		header = h
 	}
-	return callable.HTTPOptions{URL: cfg.HTTP.URL, Header: header}, nil
+	return httpservice.HTTPOptions{URL: cfg.HTTP.URL, Header: header}, nil
 }
 
 // newHTTPBackend builds the http backend.
@@ -116,7 +116,7 @@ func newHTTPBackend(_ context.Context, cfg *Options, logger *slog.Logger) (guard
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := callable.NewHTTP(opts)
+	b, err := httpservice.NewHTTP(opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,7 +158,7 @@ func headerNames(h http.Header) []string {
 // httpChecks are the doctor's lines for the http backend; they never hold a header value.
 func httpChecks(ctx context.Context, cfg *Options) []check {
 	opts, err := httpOptions(cfg)
-	return probeChecks(ctx, "http config", err, func(ctx context.Context) []guard.Check { return callable.HTTPDoctor(ctx, opts) })
+	return probeChecks(ctx, "http config", err, func(ctx context.Context) []guard.Check { return httpservice.HTTPDoctor(ctx, opts) })
 }
 
 // e2bChecks are the doctor's lines for the e2b backend: settings, reachability and a probe run.

@@ -1,5 +1,5 @@
 // Package httpfake is a code-execution service of one's own, for tests of the HTTP recipe
-// (backends/callable, `worker --backend http`): it reads one guard.Checked as JSON per POST
+// (backends/httpservice, `worker --backend http`): it reads one guard.Checked as JSON per POST
 // (unknown fields refused, so shape drift shows), runs the code with the local python3 or sh in a
 // temporary folder with the input files and env, and answers one guard.Result with output, exit
 // code, a timeout as a result, and the files the code wrote. It listens on loopback only.
