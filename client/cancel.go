@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // TypeCancelRefused names a *CancelRefusedError.
@@ -52,30 +53,56 @@ func (c *Client) CancelRun(ctx context.Context, workflowID, runID, reason string
 	if err := c.RequireRunCode(ctx, workflowID); err != nil {
 		return out, err
 	}
+	return out, c.sendCancel(ctx, workflowID, runID, contract.UpdateCancel, req, &out)
+}
+
+// CancelCell cancels cell of the session sessionID (the cell that waits or runs) as c's
+// canceller, for reason, and returns the state the cell was in. A waiting cell ends cancelled
+// with nothing run; a running cell is stopped: it ends with Outcome cancelled and the output
+// printed before, and the session goes on when its backend can stop a cell alone (Docker), or
+// ends lost when it cannot. Any other cell, or a session that ended, refuses with a
+// *CancelRefusedError. A cancel never makes code run.
+func (c *Client) CancelCell(ctx context.Context, sessionID string, cell int, reason string) (contract.CancelResult, error) {
+	var out contract.CancelResult
+	req := contract.CancelCell{Cell: cell, CancelRequest: contract.CancelRequest{By: c.canceller, Reason: reason}}
+	if why := req.Refusal(); why != "" {
+		return out, &CancelRefusedError{WorkflowID: sessionID, Reason: why}
+	}
+	if ok, err := c.IsSession(ctx, sessionID); err != nil {
+		return out, err
+	} else if !ok {
+		return out, &guard.ToolUsageError{Msg: fmt.Sprintf("cancel: %s is not a session; a run's cancel takes no --cell", sessionID)}
+	}
+	return out, c.sendCancel(ctx, sessionID, "", contract.UpdateCancelCell, req, &out)
+}
+
+// sendCancel sends a cancel update and reads its answer into out; a refusal, or a workflow that
+// has ended, is a *CancelRefusedError.
+func (c *Client) sendCancel(ctx context.Context, workflowID, runID, name string, req, out any) error {
 	h, err := c.tc.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{
 		WorkflowID:   workflowID,
 		RunID:        runID,
-		UpdateName:   contract.UpdateCancel,
+		UpdateName:   name,
 		UpdateID:     "cancel-" + uuid.NewString(),
 		Args:         []any{req},
 		WaitForStage: tclient.WorkflowUpdateStageCompleted,
 	})
 	if err == nil {
-		err = h.Get(ctx, &out)
+		err = h.Get(ctx, out)
 	}
 	if err != nil {
 		var app *temporal.ApplicationError
 		var notFound *serviceerror.NotFound
 		switch {
 		case errors.As(err, &app) && app.Type() == contract.CancelRejectedType:
-			return out, &CancelRefusedError{WorkflowID: workflowID, Reason: app.Message()}
+			return &CancelRefusedError{WorkflowID: workflowID, Reason: app.Message()}
 		case errors.As(err, &notFound):
-			// The run closed (Temporal answers an update to a closed run with NotFound).
-			return out, &CancelRefusedError{WorkflowID: workflowID, Reason: "the run has ended"}
+			// It closed (Temporal answers an update to a closed workflow with NotFound).
+			return &CancelRefusedError{WorkflowID: workflowID, Reason: "the run has ended"}
 		}
-		return out, fmt.Errorf("client: cancel %s: %w", workflowID, err)
+		return fmt.Errorf("client: cancel %s: %w", workflowID, err)
 	}
-	return out, nil
+	return nil
 }
 
 // defaultCanceller is who Cancel names when Options names no one: the user and host this

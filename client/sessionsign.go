@@ -120,6 +120,14 @@ func VerifyCells(st contract.SessionStatus, upTo int) (string, error) {
 			if c.Result != nil {
 				return "", mismatch(c.Cell, "result", "a result for a cell that was "+c.State, "")
 			}
+		case contract.StatusCancelled:
+			// Cancelled while it waited (no result) or while it ran (stopped: a cancelled result).
+			if c.Cancel == nil {
+				return "", mismatch(c.Cell, "cancel", "none for a cell that was cancelled", "")
+			}
+			if c.Result != nil && c.Result.Outcome != guard.OutcomeCancelled {
+				return "", mismatch(c.Cell, "state", c.State, contract.FinalState(c.Result.Outcome)+" (its result's outcome is "+c.Result.Outcome.String()+")")
+			}
 		case contract.StatusError:
 		case contract.StatusAwaitingApproval, contract.StatusRunning:
 			// Only the last cell waits or runs, and it has no result yet.

@@ -32,6 +32,12 @@ const (
 	// running one finishes first; the sandbox is removed. It returns the SessionStatus once the
 	// session has ended.
 	UpdateCloseSession = "close-session"
+	// UpdateCancelCell cancels the cell that waits or runs (a CancelCell) and returns a
+	// CancelResult; its validator refuses any other cell, and a malformed request, with a
+	// CancelRejected error. A waiting cell ends cancelled with nothing run; a running one is
+	// stopped: its result has Outcome cancelled and the output printed before, and the session
+	// goes on when the backend can stop the cell alone (Docker), or ends lost when it cannot.
+	UpdateCancelCell = "cancel-cell"
 	// QuerySessionStatus returns a SessionStatus.
 	QuerySessionStatus = "session-status"
 	// SessionCheckActivityName is the local activity that applies the policy to a SessionRequest.
@@ -231,6 +237,9 @@ type CellStatus struct {
 	// guard.ResultDigest of it, which the next cell's chain binds.
 	Result       *guard.Result `json:"result,omitempty"`
 	ResultDigest string        `json:"result_digest,omitempty"`
+	// Cancel is the accepted cancel request of the cell (the update "cancel-cell"), if any: who
+	// asked and why, as they said it. It is kept here, not in the result, which the host signs.
+	Cancel *guard.Cancellation `json:"cancel,omitempty"`
 	// SuspiciousCharacters lists invisible and direction-changing characters in the code.
 	SuspiciousCharacters []pysource.Suspicious `json:"suspicious_characters,omitempty"`
 	Error                string                `json:"error,omitempty"`
@@ -284,4 +293,11 @@ func (c CellStatus) Final() bool {
 		return false
 	}
 	return true
+}
+
+// CancelCell is the update "cancel-cell"'s argument: the cell to cancel (the one that waits or
+// runs) and the request, as for a run's cancel.
+type CancelCell struct {
+	Cell int `json:"cell"`
+	CancelRequest
 }

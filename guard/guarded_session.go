@@ -125,9 +125,15 @@ func (g *GuardedSandbox) RunCell(ctx context.Context, cell Cell, chain string) (
 	select {
 	case out = <-done:
 	case <-runCtx.Done():
+		// A cancelled cell: a backend that can stop the cell alone reports it within the grace
+		// (Outcome cancelled). A backstop: the backend had its time.
+		wait := 250 * time.Millisecond
+		if ctx.Err() != nil {
+			wait = max(wait, g.policy.Grace)
+		}
 		select {
 		case out = <-done:
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(wait):
 			// The backend may still be running the cell: the sandbox's state is unknown, so no
 			// further cell may use it.
 			g.breakSandbox()
@@ -138,6 +144,7 @@ func (g *GuardedSandbox) RunCell(ctx context.Context, cell Cell, chain string) (
 		}
 	}
 	elapsed := time.Since(start)
+	stopped := out.err == nil && out.res.Outcome == OutcomeCancelled && ctx.Err() != nil
 	if out.err != nil {
 		var lost *SandboxLost
 		switch {
@@ -153,6 +160,9 @@ func (g *GuardedSandbox) RunCell(ctx context.Context, cell Cell, chain string) (
 		}
 	}
 	res := fitEncoding(Enforce(out.res, limits), limits)
+	if stopped {
+		res.markCancelled() // the backend stopped the cell alone: the sandbox goes on
+	}
 	res.Duration = elapsed
 	res.Digest = CellDigest(g.session.Digest, cell.Index, cell.CodeDigest, chain)
 	res.Backend = g.backend

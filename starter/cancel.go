@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 
@@ -10,17 +11,21 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
-// parseCancel parses cancel ID [--reason R] [--by NAME] [--wait].
+// parseCancel parses cancel ID [--cell N] [--reason R] [--by NAME] [--wait].
 func (c *command) parseCancel(fs *flag.FlagSet, args []string) error {
 	c.addConnFlags(fs)
+	fs.IntVar(&c.cell, "cell", 0, "cancel cell N of a session (the one that waits or runs)")
 	fs.StringVar(&c.reason, "reason", "", "why (recorded with the run)")
 	fs.StringVar(&c.by, "by", os.Getenv(client.EnvReviewer), "who cancels, as the run records it (default: "+client.EnvReviewer+", else $USER@hostname)")
 	fs.BoolVar(&c.wait, "wait", false, "then wait for the run to end and print its result (the output printed before the cancel)")
-	pos, err := cli.Parse(fs, args, 1, 1, "reason", "by")
+	pos, err := cli.Parse(fs, args, 1, 1, "reason", "by", "cell")
 	if err != nil {
 		return err
 	}
 	c.id = pos[0]
+	if c.cell < 0 {
+		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
+	}
 	return nil
 }
 
@@ -29,6 +34,9 @@ func (c *command) parseCancel(fs *flag.FlagSet, args []string) error {
 func cancelCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, _ io.Writer) error {
 	if cmd.by != "" {
 		sc = sc.WithCanceller(cmd.by)
+	}
+	if cmd.cell > 0 {
+		return cancelCellCmd(ctx, sc, cmd, stdout)
 	}
 	out, err := sc.Cancel(ctx, cmd.id, cmd.reason)
 	if err != nil {
@@ -42,4 +50,18 @@ func cancelCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, _ i
 		return err
 	}
 	return printResult(stdout, res)
+}
+
+// cancelCellCmd cancels cell --cell of the session and prints what the session answered; with
+// --wait, then the cell's result (the output printed before the cancel), as `session cell --wait`
+// prints it.
+func cancelCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
+	out, err := sc.CancelCell(ctx, cmd.id, cmd.cell, cmd.reason)
+	if err != nil {
+		return err
+	}
+	if err := client.WriteJSON(stdout, out); err != nil || !cmd.wait {
+		return err
+	}
+	return printCellOutcome(ctx, sc, cmd.id, cmd.cell, stdout)
 }

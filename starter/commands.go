@@ -132,10 +132,12 @@ var commands = []starterCommand{
 	},
 	{
 		names: []string{"cancel"},
-		help: `  cancel ID [--reason R] [--by NAME] [--wait]
+		help: `  cancel ID [--cell N] [--reason R] [--by NAME] [--wait]
                        cancel a waiting or running run; prints {"state", "by"}: a waiting run ends
                        with nothing run, a running sandbox is stopped and the result holds the output
-                       printed before (outcome "cancelled"); --wait then prints that result
+                       printed before (outcome "cancelled"); --wait then prints that result. With
+                       --cell N, cell N of a session (the one that waits or runs): the cell is
+                       stopped and the session goes on (Docker; other backends end the session)
 `,
 		parse: (*command).parseCancel, exec: cancelCmd,
 	},

@@ -76,6 +76,8 @@ type session struct {
 	holdEnded      bool
 	holdErr        error
 	reholds        int // holds scheduled again after a heartbeat timeout (holdAgain)
+	// stopCell cancels the running cell's activity (nil while no cell runs): cancelCell.
+	stopCell workflow.CancelFunc
 	ended          bool
 }
 
@@ -316,6 +318,7 @@ func (r *session) setHandlers(ctx workflow.Context) error {
 		{contract.UpdateDecideCell, r.decide, r.validateDecide},
 		{contract.UpdateAwaitCell, r.await, r.validateAwait},
 		{contract.UpdateCloseSession, r.close, r.validateClose},
+		{contract.UpdateCancelCell, r.cancelCell, r.validateCancelCell},
 	} {
 		if err := workflow.SetUpdateHandlerWithOptions(ctx, u.name, u.handler, workflow.UpdateHandlerOptions{Validator: u.validator}); err != nil {
 			return fmt.Errorf("workflows: set update handler %s: %w", u.name, err)
@@ -653,6 +656,11 @@ func (r *session) endCell(ctx workflow.Context, state, why string) {
 // sandbox (or host) or a failure whose cell may have started is returned and ends the session.
 func (r *session) runCell(ctx workflow.Context) error {
 	st := r.cell()
+	if st.Cancel != nil {
+		// Cancelled between its approval and its run: nothing was scheduled, nothing ran.
+		r.endCell(ctx, contract.StatusCancelled, "cancelled by "+st.Cancel.By+" before it ran")
+		return nil
+	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              r.status.SandboxTaskQueue,
 		ScheduleToStartTimeout: hostScheduleToStart,
@@ -661,8 +669,10 @@ func (r *session) runCell(ctx workflow.Context) error {
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		WaitForCancellation:    true,
 	})
+	actx, r.stopCell = workflow.WithCancel(actx)
 	var res guard.Result
 	err := workflow.ExecuteActivity(actx, acts.SessionCell, r.cellRunInput()).Get(actx, &res)
+	r.stopCell = nil
 	if err == nil {
 		if rerr := r.checkCellReceipt(ctx, res, st); rerr != nil {
 			r.endCell(ctx, contract.StatusError, rerr.Error())
@@ -677,6 +687,15 @@ func (r *session) runCell(ctx workflow.Context) error {
 	}
 	if ctx.Err() != nil {
 		return err
+	}
+	if st.Cancel != nil {
+		ended, cause := r.cancelledCellFailure(err)
+		if ended {
+			r.endCell(ctx, contract.StatusCancelled, "cancelled by "+st.Cancel.By+" before its code started")
+			return nil
+		}
+		r.endCell(ctx, contract.StatusError, cause.Error())
+		return cause
 	}
 	cause := r.cellFailure(err)
 	r.endCell(ctx, contract.StatusError, cause.Error())

@@ -231,6 +231,10 @@ func (e *dockerEngine) Kill(ctx context.Context, id string) error {
 	return classify(e.cli.ContainerKill(ctx, id, "KILL"))
 }
 
+func (e *dockerEngine) Signal(ctx context.Context, id, signal string) error {
+	return classify(e.cli.ContainerKill(ctx, id, signal))
+}
+
 func (e *dockerEngine) Remove(ctx context.Context, id string) error {
 	err := e.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "is already in progress") {

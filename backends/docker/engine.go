@@ -37,6 +37,8 @@ type engine interface {
 	Rename(ctx context.Context, id, name string) error
 	// Kill sends SIGKILL to the container.
 	Kill(ctx context.Context, id string) error
+	// Signal sends the named signal ("USR1") to the container's PID 1, the supervisor.
+	Signal(ctx context.Context, id, signal string) error
 	// Remove force-removes the container (killing it first if it runs) with its anonymous
 	// volumes. A removal already in progress elsewhere counts as done.
 	Remove(ctx context.Context, id string) error

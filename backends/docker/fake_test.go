@@ -55,6 +55,7 @@ type fakeEngine struct {
 	startAttempts int
 	created       []containerSpec
 	started       []string
+	signalled     []string
 	killed        []string
 	renamed       []string
 	removed       []string
@@ -154,6 +155,13 @@ func (f *fakeEngine) Kill(_ context.Context, id string) error {
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, id)
 	return f.killErr
+}
+
+func (f *fakeEngine) Signal(_ context.Context, id, signal string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.signalled = append(f.signalled, id+" "+signal)
+	return nil
 }
 
 func (f *fakeEngine) Remove(_ context.Context, id string) error {

@@ -200,9 +200,12 @@ func encodeRequest(c guard.Checked, uid int, eg *sandboxEgress) ([]byte, error) 
 // exitReport is the payload of frameExit. The supervisor is out of the code's reach, but the
 // worker still trusts nothing in it beyond what it can check.
 type exitReport struct {
-	ExitCode    int   `json:"exit_code"`
-	Signal      int   `json:"signal"`
-	TimedOut    bool  `json:"timed_out"`
+	ExitCode int  `json:"exit_code"`
+	Signal   int  `json:"signal"`
+	TimedOut bool `json:"timed_out"`
+	// Cancelled (sessions only) says the worker stopped the cell (SIGUSR1 to the supervisor):
+	// its processes were killed, the session's container lives on.
+	Cancelled   bool  `json:"cancelled"`
 	DurationMS  int64 `json:"duration_ms"`
 	StdoutBytes int64 `json:"stdout_bytes"`
 	StderrBytes int64 `json:"stderr_bytes"`

@@ -380,8 +380,33 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		how = workerDeadline
 	case <-ctx.Done():
 		how = ctxDeadline
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) && s.stopCell(rep, deadline.C) {
+			how = streamEnded // the supervisor stopped the cell and reported it: the session lives on
+		}
 	}
 	return s.cellOutcome(ctx, cell, rep, how, l, start)
+}
+
+// cellStopWait bounds how long a cancelled cell's supervisor has to stop it and report.
+const cellStopWait = 4 * time.Second
+
+// stopCell asks the supervisor to stop the running cell (SIGUSR1, sent by the daemon from
+// outside the container) and reports whether the cell's end frame came within cellStopWait:
+// the cell's processes were killed and the container lives on for the next cell.
+func (s *Session) stopCell(rep *report, deadline <-chan time.Time) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), cellStopWait)
+	defer cancel()
+	if err := s.b.eng.Signal(ctx, s.sb.id, "USR1"); err != nil {
+		return false
+	}
+	select {
+	case <-rep.endSeen:
+		return true
+	case <-s.done:
+	case <-deadline:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // cellOutcome is the result of a cell whose wait ended how: the output so far of a cell the
@@ -433,7 +458,12 @@ func (s *Session) cellOutcome(ctx context.Context, cell guard.Cell, rep *report,
 		audit := rep.tunnel.close()
 		res.Egress = &audit
 	}
-	return s.finish(res, l, start), nil
+	res = s.finish(res, l, start)
+	if rep.exit.Cancelled {
+		// Stopped by stopCell: the guard marks it cancelled (finish settled it from the exit).
+		res.Outcome = guard.OutcomeCancelled
+	}
+	return res, nil
 }
 
 // cellError is the failure of a cell of the session at op: CodeMayHaveStarted says whether the

@@ -963,6 +963,8 @@ MAX_BETWEEN_CELLS = 64 << 20
 EXITED = {}
 # The session's live interpreter, whose wait status every reap keeps.
 INTERP = [None]
+# CANCEL[0] is set by SIGUSR1: the worker asks the running cell to stop.
+CANCEL = [False]
 
 
 def reap_watch(watched):
@@ -1283,6 +1285,10 @@ class Session:
         self.had_interp = False
         self.wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        # The worker cancels the running cell with SIGUSR1 from outside the container (docker
+        # kill --signal): the code cannot send it (PID 1 is another uid). Only a cell running
+        # when it comes is stopped; one that came between cells is forgotten at the next.
+        signal.signal(signal.SIGUSR1, lambda *_: CANCEL.__setitem__(0, True))
         quiet_wakeup_fd(wake_w)
 
     def next_cell(self):
@@ -1399,13 +1405,17 @@ class Session:
         if self.tunnel is not None:
             self.tunnel.register(poller)
         deadline = started + timeout
-        status, driver_status, timed_out, done_buf = None, None, False, b""
+        status, driver_status, timed_out, cancelled, done_buf = None, None, False, False, b""
+        CANCEL[0] = False
         while True:
             reap_watch({pid})
             if pid in EXITED:
                 status = EXITED.pop(pid)
                 break
             if driver_status is not None:
+                break
+            if CANCEL[0]:
+                cancelled = True
                 break
             now = time.monotonic()
             if now >= deadline:
@@ -1470,7 +1480,7 @@ class Session:
         if keep is None:
             self.drop_interp()
         sig = 0
-        if timed_out:
+        if timed_out or cancelled:
             exit_code = -1
         elif driver_status is not None:
             exit_code = driver_status
@@ -1485,6 +1495,7 @@ class Session:
             "exit_code": exit_code,
             "signal": sig,
             "timed_out": timed_out,
+            "cancelled": cancelled,
             "duration_ms": int((ended - started) * 1000),
             "stdout_bytes": out.seen[out.out_r],
             "stderr_bytes": out.seen[out.err_r],
