@@ -78,7 +78,7 @@ type session struct {
 	reholds        int // holds scheduled again after a heartbeat timeout (holdAgain)
 	// stopCell cancels the running cell's activity (nil while no cell runs): cancelCell.
 	stopCell workflow.CancelFunc
-	ended          bool
+	ended    bool
 }
 
 // Session opens one sandbox for one task and runs the cells an orchestrator submits in it, each
