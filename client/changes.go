@@ -162,20 +162,22 @@ func (c *Client) previousRun(ctx context.Context, workflowID, runID string, star
 	return best, nil
 }
 
+// add adds to the diff what changed in name from old to new.
+func (ch *Changes) add(name, old, new string) {
+	d := linediff.Unified(showLine("previous/"+name), showLine("this/"+name), old, new, showLine)
+	if d == "" {
+		return
+	}
+	ch.ChangedFiles = append(ch.ChangedFiles, name)
+	ch.Diff += d
+	ops := linediff.Lines(linediff.Split(old), linediff.Split(new))
+	a, r := linediff.Counts(ops)
+	ch.Added, ch.Removed = ch.Added+a, ch.Removed+r
+}
+
 // diff fills the diff from the previous request to this one.
 func (ch *Changes) diff(prev, cur guard.Request) {
-	var b strings.Builder
-	add := func(name, old, new string) {
-		d := linediff.Unified(showLine("previous/"+name), showLine("this/"+name), old, new, showLine)
-		if d == "" {
-			return
-		}
-		ch.ChangedFiles = append(ch.ChangedFiles, name)
-		b.WriteString(d)
-		ops := linediff.Lines(linediff.Split(old), linediff.Split(new))
-		a, r := linediff.Counts(ops)
-		ch.Added, ch.Removed = ch.Added+a, ch.Removed+r
-	}
+	add := ch.add
 	add("code", prev.Code, cur.Code)
 	names := slices.Sorted(maps.Keys(prev.Files))
 	for n := range cur.Files {
@@ -207,7 +209,6 @@ func (ch *Changes) diff(prev, cur guard.Request) {
 		curSettings += "env values changed (not shown here): " + strings.Join(changedEnv, ", ") + "\n"
 	}
 	add("settings", settings(prev), curSettings)
-	ch.Diff = b.String()
 }
 
 // showLine escapes a diff line: invisible characters as escapes, CR as \r.

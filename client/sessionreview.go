@@ -42,6 +42,37 @@ type CellView struct {
 	// module from bytes the reviewer never reads as code, and cell 2 import it.
 	WrittenStartup []pysource.StartupWarning `json:"written_startup,omitempty"`
 	WrittenNames   []pysource.ConfusableName `json:"written_confusable_names,omitempty"`
+	// Retry is what changed since the cell this one retries (CellRequest.Retries), nil when it
+	// retries none. A reading aid beside the whole code, never in its place.
+	Retry *CellRetry `json:"retry,omitempty"`
+}
+
+// CellRetry is what changed from the cell a cell retries to it.
+type CellRetry struct {
+	// Of is the retried cell; State how it ended (denied, failed, ...) and Error why, if said.
+	Of    int    `json:"of"`
+	State string `json:"state"`
+	Error string `json:"error,omitempty"`
+	// Diff is the unified diff of the code (and the language, when it changed), each line
+	// escaped as Changes.Diff's are; empty when nothing changed. Added and Removed count it.
+	Diff    string `json:"diff,omitempty"`
+	Added   int    `json:"added"`
+	Removed int    `json:"removed"`
+}
+
+// RetryOf is what changed from the cell c retries to c, or nil when c retries none or names a
+// cell that is not an earlier one of st.
+func RetryOf(st contract.SessionStatus, c contract.CellStatus) *CellRetry {
+	if c.Retries < 1 || c.Retries >= c.Cell || c.Retries > len(st.Cells) {
+		return nil
+	}
+	prev := st.Cells[c.Retries-1]
+	r := &CellRetry{Of: prev.Cell, State: prev.State, Error: prev.Error}
+	var ch Changes
+	ch.add("code", prev.Code, c.Code)
+	ch.add("language", prev.Language+"\n", c.Language+"\n")
+	r.Diff, r.Added, r.Removed = ch.Diff, ch.Added, ch.Removed
+	return r
 }
 
 // ReviewSession returns what a reviewer reads about sessionID, with what opts adds. It refuses a
@@ -98,6 +129,7 @@ func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts Revie
 		v.NamesWarning = ConfusableWarning(v.ConfusableNames)
 		st.Cells[i].SuspiciousCharacters = v.SuspiciousCharacters
 		v.WrittenStartup, v.WrittenNames = writtenWarnings(cell.Result)
+		v.Retry = RetryOf(st, cell)
 		r.Views = append(r.Views, v)
 	}
 	r.SessionStatus = st

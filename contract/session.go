@@ -151,6 +151,11 @@ type CellRequest struct {
 	// language is refused. The Go client also sends it as the update's id. At most
 	// MaxRequestIDBytes of UTF-8; recorded in the cell's status, not part of any digest.
 	RequestID string `json:"request_id,omitempty"`
+	// Retries is the earlier cell this one retries (one that was denied, expired, cancelled,
+	// failed, timed out or ended in error), 0 for none: reviewers' views diff this cell's code
+	// against that cell's, never against an unrelated one. The orchestrator's word, for reading
+	// only: it changes nothing that runs and is part of no digest; the whole code is always shown.
+	Retries int `json:"retries,omitempty"`
 }
 
 // MaxRequestIDBytes bounds CellRequest.RequestID.
@@ -237,6 +242,8 @@ type CellStatus struct {
 	// guard.ResultDigest of it, which the next cell's chain binds.
 	Result       *guard.Result `json:"result,omitempty"`
 	ResultDigest string        `json:"result_digest,omitempty"`
+	// Retries is CellRequest.Retries: the earlier cell this one retries (0: none).
+	Retries int `json:"retries,omitempty"`
 	// Cancel is the accepted cancel request of the cell (the update "cancel-cell"), if any: who
 	// asked and why, as they said it. It is kept here, not in the result, which the host signs.
 	Cancel *guard.Cancellation `json:"cancel,omitempty"`

@@ -89,7 +89,7 @@ type cellView struct {
 	Approvals []contract.DecisionRecord
 	Result    *resultView
 	Error     string
-	// Diff is the waiting cell's line diff against the cell before it (DiffFrom); nil for the
+	// Diff is the waiting cell's line diff against the cell it retries (DiffFrom); nil for the
 	// first cell and for cells that do not wait.
 	Diff     []diffLine
 	DiffFrom int
@@ -176,8 +176,10 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	v.verify(st, in, readErr)
 	if wc := waitingCell(st); wc != nil && si.Running {
 		v.Waiting = v.Cells[len(v.Cells)-1]
-		if n := len(st.Cells); n > 1 {
-			v.Waiting.Diff, v.Waiting.DiffFrom = lineDiff(st.Cells[n-2].Code, wc.Code), st.Cells[n-2].Cell
+		// Diffed only against the cell it retries (the orchestrator's word, checked by the
+		// workflow to be an earlier cell that did not succeed), never against another program.
+		if r := client.RetryOf(st, *wc); r != nil {
+			v.Waiting.Diff, v.Waiting.DiffFrom = lineDiff(st.Cells[r.Of-1].Code, wc.Code), r.Of
 		}
 		s.cellStatements(st, v, principal)
 		if v.ApproveRefused == "" {

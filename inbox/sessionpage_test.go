@@ -287,8 +287,8 @@ func (b *reviewerBrowser) sign(st pageStatement, approve bool, cell int, digest,
 
 // TestSessionPageShowsEveryCell: the page shows the settings (file contents, env values, a
 // sensitive one as its length, the caps and the settings digest), every earlier cell's code
-// and output (stdout, the state reset, the file it wrote), the waiting cell's diff against the
-// cell before it, and the approve statement over the digest recomputed from all of it.
+// and output (stdout, the state reset, the file it wrote), no diff for a waiting cell that
+// retries none, and the approve statement over the digest recomputed from all of it.
 func TestSessionPageShowsEveryCell(t *testing.T) {
 	f := newSessionFixture(t, "session-show")
 	f.threeCells()
@@ -307,7 +307,7 @@ func TestSessionPageShowsEveryCell(t *testing.T) {
 		// earlier cells: code and output
 		"cell one says", "cell one says 41", "wrote out.json", "State reset", "out.json", `{"y": 2}`,
 		// the waiting cell
-		"cell 3 waits for a decision", "Changes from cell 2", "Approve cell 3 with passkey",
+		"cell 3 waits for a decision", "Approve cell 3 with passkey",
 		"The settings and every cell's code and output below hash to the digests and the chain the status names.",
 	} {
 		if !strings.Contains(text, want) {
@@ -316,6 +316,9 @@ func TestSessionPageShowsEveryCell(t *testing.T) {
 	}
 	if strings.Contains(page, sessionToken) {
 		t.Error("the session page shows the value of an env var the policy marks sensitive")
+	}
+	if strings.Contains(text, "Changes from cell") {
+		t.Error("the waiting cell, which retries none, is diffed against another cell (another program)")
 	}
 	for i := 1; i <= 3; i++ {
 		if !strings.Contains(page, fmt.Sprintf(`id="code-%d"`, i)) {
@@ -335,17 +338,19 @@ func TestSessionPageShowsEveryCell(t *testing.T) {
 	if d := st["deny"]; !strings.Contains(d.Text, "digest: "+want) {
 		t.Errorf("deny statement %q; want cell 3's digest", d.Text)
 	}
-	// cell 2 → cell 3: the second line changed, the other two stayed.
+	if rows := diffRows(page); len(rows) != 0 {
+		t.Errorf("diff rows %q for a cell that retries none; want none", rows)
+	}
+}
+
+// diffRows are the rows of the page's diff: their kind (same, add, del) and their text.
+func diffRows(page string) []string {
 	rows := regexp.MustCompile(`<tr class="d-(same|add|del)">.*?<td class="src">(.*?)</td></tr>`).FindAllStringSubmatch(page, -1)
 	var got []string
 	for _, r := range rows {
 		got = append(got, r[1]+" "+html.UnescapeString(r[2]))
 	}
-	wantDiff := []string{"same import json", "del open('out.json', 'w').write(json.dumps({'y': 2}))",
-		"add print(json.load(open('out.json'))['y'] + 40)", "same print('wrote out.json')"}
-	if strings.Join(got, "\n") != strings.Join(wantDiff, "\n") {
-		t.Errorf("diff rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantDiff, "\n"))
-	}
+	return got
 }
 
 // TestSessionPageWarnsOfFilesCellsWrote: a file an earlier cell wrote into /work that the
@@ -687,5 +692,34 @@ func TestSessionPageShowsACellsQuorum(t *testing.T) {
 	}
 	if strings.Contains(page, `id="cell-1-approvals"`) {
 		t.Error("cell 1, checked without a quorum, shows approvals")
+	}
+}
+
+// TestSessionPageDiffsARetryAgainstTheCellItRetries: a waiting cell that retries a denied cell is
+// shown with its diff against that cell, and its whole code.
+func TestSessionPageDiffsARetryAgainstTheCellItRetries(t *testing.T) {
+	f := newSessionFixture(t, "session-retry")
+	f.add("x = 41\nprint('cell one says', x)\n", contract.StatusSucceeded, &guard.Result{Outcome: guard.OutcomeSucceeded, OK: true,
+		Stdout: []byte("cell one says 41\n"), Duration: 40 * time.Millisecond})
+	f.add("import shutil\nshutil.rmtree('/work')\n", contract.StatusDenied, nil)
+	f.add("import os\nprint(os.listdir('/work'))\n", contract.StatusAwaitingApproval, nil).Retries = 2
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	code, page := b.get("/session/session-retry")
+	if code != http.StatusOK {
+		t.Fatalf("GET /session/session-retry: %d %s", code, page)
+	}
+	text := html.UnescapeString(page)
+	i := strings.Index(text, "Changes from cell 2, which this cell retries")
+	if i < 0 || !strings.Contains(text[i:], "rmtree") || !strings.Contains(text[i:], "listdir") {
+		t.Errorf("the page lacks cell 3's diff against cell 2, which it retries:\n%s", text)
+	}
+	wantDiff := []string{"del import shutil", "del shutil.rmtree('/work')", "add import os", "add print(os.listdir('/work'))"}
+	if got := diffRows(page); strings.Join(got, "\n") != strings.Join(wantDiff, "\n") {
+		t.Errorf("diff rows:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantDiff, "\n"))
+	}
+	if !strings.Contains(page, `id="code-3"`) || !strings.Contains(text, "Cell 3 in full") {
+		t.Error("the waiting cell's whole code is missing beside its diff")
 	}
 }

@@ -27,6 +27,7 @@ type command struct {
 	inputs     cli.Pairs
 	wait       bool
 	requestID  string
+	retries    int
 	workflowID string
 
 	// show, approve, deny, result

@@ -90,9 +90,10 @@ var commands = []starterCommand{
       [--max-cells 100] [--workflow-id ID]
                        open a session (one sandbox whose state lives across cells); prints
                        {"session_id", "run_id", "settings_digest"}
-  session cell SESSION (--code CODE | FILE | -) [--language L] [--wait]
+  session cell SESSION (--code CODE | FILE | -) [--language L] [--retries N] [--wait]
                        submit a cell; prints {"cell", "digest", ...}; --wait then prints its result
-                       as result does (exit 1 with {"error": ...} when it did not run)
+                       as result does (exit 1 with {"error": ...} when it did not run); --retries N
+                       says it retries cell N (denied, failed, ...): reviewers see the diff against it
   session show SESSION [--input-files] [--json]
                        the settings and every cell: its code, its reviewer, its output; the waiting
                        cell marked; code shown as show shows it (tabs, invisible characters, warnings)

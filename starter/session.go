@@ -40,6 +40,7 @@ func (c *command) parseSession(cmdFlags *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.language, "language", "", "the cell's language, one the session offers (default: python when offered, else its one)")
 		fs.StringVar(&c.req.Metadata.ToolCallID, "tool-call-id", "", "metadata: the tool call")
 		fs.StringVar(&c.requestID, "request-id", "", "an idempotency key: a retry with the same one gets the cell it submitted, never a second cell")
+		fs.IntVar(&c.retries, "retries", 0, "the earlier cell this one retries (denied, failed, ...): reviewers see the diff against it")
 		fs.BoolVar(&c.wait, "wait", false, "wait for the cell's decision and run, and print its result")
 		pos, err := cli.Parse(fs, args, 1, 2)
 		if err != nil {
@@ -167,7 +168,7 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 		}
 		return client.WriteJSON(stdout, started)
 	case sessionCell:
-		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata, RequestID: cmd.requestID})
+		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata, RequestID: cmd.requestID, Retries: cmd.retries})
 		if err != nil {
 			return err
 		}

@@ -158,7 +158,30 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 	if err := printNumbered(w, fmt.Sprintf("cell %d code", c.Cell), c.Code, cols); err != nil {
 		return err
 	}
+	if err := printRetry(w, c.Cell, v.Retry); err != nil {
+		return err
+	}
 	return printCellOutput(w, c, cols)
+}
+
+// printRetry writes what changed since the cell a cell retries, after its whole code.
+func printRetry(w io.Writer, cell int, r *client.CellRetry) error {
+	if r == nil {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\ncell %d retries cell %d (%s", cell, r.Of, terminal(r.State))
+	if r.Error != "" {
+		fmt.Fprintf(&b, ": %s", terminal(r.Error))
+	}
+	b.WriteString("); what changed since it:\n")
+	if r.Diff == "" {
+		b.WriteString("nothing: the same code.\n")
+	} else {
+		fmt.Fprintf(&b, "%d line(s) added, %d removed\n%s", r.Added, r.Removed, r.Diff)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // printCellRows writes a cell's facts as rows: its metadata, size and digest, its deadline while

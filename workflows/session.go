@@ -364,6 +364,20 @@ func (r *session) submitRefusal(req contract.CellRequest) error {
 		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's %d cells are used", r.checked.MaxCells)}
 	case req.Code == "":
 		return &guard.ToolUsageError{Msg: "submit cell: code is empty"}
+	case req.Retries != 0:
+		return r.retriesRefusal(req.Retries)
+	}
+	return nil
+}
+
+// retriesRefusal says why a cell cannot say it retries cell n: n must be an earlier cell that
+// ended without succeeding.
+func (r *session) retriesRefusal(n int) error {
+	if n < 1 || n > len(r.status.Cells) {
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: retries %d: the session has no cell %d", n, n)}
+	}
+	if st := r.status.Cells[n-1]; !st.Final() || st.State == contract.StatusSucceeded {
+		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: retries %d: cell %d %s; a cell retries one that ended without succeeding", n, n, st.State)}
 	}
 	return nil
 }
@@ -490,7 +504,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	digest := guard.CellDigest(r.checked.Digest, cell.Index, cell.CodeDigest, r.status.Chain)
 	st := contract.CellStatus{
 		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
-		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID,
+		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID, Retries: req.Retries,
 		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
 	}
 	r.cells = append(r.cells, cell)
