@@ -194,7 +194,7 @@ func (h *runHistory) activityFailed(a *historypb.ActivityTaskFailedEventAttribut
 func (h *runHistory) record() (contract.AuditRecord, error) {
 	rec, check := h.rec, h.check
 	if check == nil {
-		return rec, fmt.Errorf("client: audit: the history of %s records no check", rec.WorkflowID)
+		return rec, fmt.Errorf("client: audit: the history of %s %w", rec.WorkflowID, errNoCheck)
 	}
 	rec.Checked, rec.StatementVersion = h.edits.ran(check.Checked), max(check.StatementVersion, approval.StatementVersion1)
 	rec.SandboxTaskQueue = h.in.SandboxTaskQueue
@@ -454,9 +454,21 @@ func (c *Client) VerifyResult(ctx context.Context, workflowID string, res guard.
 	return c.verifyResultOf(ctx, workflowID, "", res, hosts)
 }
 
+// errNoCheck says a workflow's history records no check by sandboxflow's workflow: whatever its
+// type name, no sandboxflow worker ran it, and nothing it answers is a result.
+var errNoCheck = errors.New("records no check")
+
+// refusedUnchecked is the refusal of a result from a workflow whose history records no check.
+func refusedUnchecked(workflowID string, err error) error {
+	return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("%s's history records no check: no sandboxflow worker checked it, so no result of it counts", workflowID), Err: err}
+}
+
 // verifyResultOf is VerifyResult for run runID of workflowID (empty: its current run).
 func (c *Client) verifyResultOf(ctx context.Context, workflowID, runID string, res guard.Result, hosts *receipt.Hosts) error {
 	rec, err := c.Audit(ctx, workflowID, runID)
+	if errors.Is(err, errNoCheck) {
+		return refusedUnchecked(workflowID, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -470,16 +482,29 @@ func (c *Client) verifyResultOf(ctx context.Context, workflowID, runID string, r
 	if err != nil {
 		return err
 	}
-	want := receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}
-	for _, d := range rec.Decisions {
-		if d.Accepted {
-			want.Approvals = []receipt.Approval{{ID: d.Decision.ApprovalID, Fingerprint: d.Fingerprint}}
-		}
+	if err := receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: rec.Checked.Digest}); err != nil {
+		return err
 	}
-	if err := receipt.CheckRun(st, want); err != nil {
+	if err := approvalsSent(st, rec.Decisions); err != nil {
 		return err
 	}
 	return receipt.CheckResult(st, res)
+}
+
+// approvalsSent refuses a receipt that names no approval, or one that no decision in the run's
+// history carries: the host ran the code on approvals sent to this run. Which of them counted
+// (a quorum, an edit that voids the approvals before it) the workflow decided and the host
+// checked again; the host's signature vouches for the keys.
+func approvalsSent(st receipt.Statement, decisions []contract.AuditDecision) error {
+	if len(st.Approvals) == 0 {
+		return &guard.ReceiptRefused{Field: "approvals", Msg: "the receipt names no approval"}
+	}
+	for _, a := range st.Approvals {
+		if !slices.ContainsFunc(decisions, func(d contract.AuditDecision) bool { return d.Decision.ApprovalID == a.ID }) {
+			return &guard.ReceiptRefused{Field: "approvals", Msg: fmt.Sprintf("the receipt names approval %s, which no decision in the run's history carries", a.ID)}
+		}
+	}
+	return nil
 }
 
 // auditSession reads a Session's record: its checked settings and every cell its host ran, with
@@ -534,7 +559,7 @@ func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, run
 		}
 	}
 	if rec.Session == nil {
-		return rec, fmt.Errorf("client: audit: the history of session %s records no check", rec.WorkflowID)
+		return rec, fmt.Errorf("client: audit: the history of session %s %w", rec.WorkflowID, errNoCheck)
 	}
 	if rec.ReviewerKeys == nil {
 		rec.ReviewerKeys = []approval.Key{}
@@ -553,6 +578,9 @@ func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, run
 // refusal is a *guard.ReceiptRefused.
 func (c *Client) VerifyCell(ctx context.Context, sessionID string, cell int, res guard.Result, hosts *receipt.Hosts) error {
 	rec, err := c.Audit(ctx, sessionID, "")
+	if errors.Is(err, errNoCheck) {
+		return refusedUnchecked(sessionID, err)
+	}
 	if err != nil {
 		return err
 	}

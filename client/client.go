@@ -132,6 +132,15 @@ func (c *Client) WithCanceller(canceller string) *Client {
 	return &d
 }
 
+// WithHosts returns a Client like c whose result doors verify receipts against hosts
+// (Options.Hosts; nil: the hosts each run's check recorded). It shares c's connection.
+func (c *Client) WithHosts(hosts *receipt.Hosts) *Client {
+	d := *c
+	d.owned = false
+	d.hosts = hosts
+	return &d
+}
+
 // StartOptions adjust one run.
 type StartOptions struct {
 	// WorkflowID names the run. Optional: defaults to "sandbox-" and a random UUID. An id that

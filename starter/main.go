@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 func main() {
@@ -116,7 +117,27 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 		return err
 	}
 	defer sc.Close()
+	if sc, err = withHosts(sc, cmd); err != nil {
+		return err
+	}
 	return entry.exec(ctx, sc, cmd, stdout, stderr)
+}
+
+// withHosts makes every result door of sc verify receipts against --hosts or SANDBOXFLOW_HOSTS,
+// when either names a file (else against the hosts each run's check recorded).
+func withHosts(sc *client.Client, cmd *command) (*client.Client, error) {
+	file := cmd.hosts
+	if file == "" {
+		file = os.Getenv("SANDBOXFLOW_HOSTS")
+	}
+	if file == "" {
+		return sc, nil
+	}
+	hosts, err := receipt.LoadHosts(file)
+	if err != nil {
+		return nil, fmt.Errorf("starter: hosts file: %w", err)
+	}
+	return sc.WithHosts(hosts), nil
 }
 
 // printOr prints v as JSON, unless err is set.

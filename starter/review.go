@@ -185,6 +185,12 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 	}
 	if wait != nil {
 		defer wait.Stop()
+		// The answer's result is the workflow's word: it is printed below, as a result, only
+		// once its receipt verified (wait.Get), never before.
+		if dr, ok := res.(contract.DecideResult); ok {
+			dr.Result = nil
+			res = dr
+		}
 	}
 	if err := printOr(stdout, res, nil); err != nil || wait == nil {
 		return err
