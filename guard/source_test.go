@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // tabAttack is code that every view drew with its last line inside `if not dry_run:` (a tab 4
@@ -57,11 +59,8 @@ func TestShowTabsDrawsWhatPythonParses(t *testing.T) {
 	if launchCol != ifCol || bodyCol <= ifCol {
 		t.Fatalf("drawn columns: if %d, body %d, launch %d; want launch at the if's column, left of the body", ifCol, bodyCol, launchCol)
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: the drawing is checked, not Python's reading")
-	}
-	out, err := exec.Command(py, "-c", "import sys; exec(sys.argv[1])", tabAttack).CombinedOutput()
+	need.Need(t, need.Python3)
+	out, err := exec.Command("python3", "-c", "import sys; exec(sys.argv[1])", tabAttack).CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 refused the attack: %v\n%s", err, out)
 	}
@@ -163,10 +162,8 @@ func TestCheckCoding(t *testing.T) {
 // TestCheckCodingMatchesPython asks python3 which codec each refused declaration selects: none
 // of them may be UTF-8, and each accepted one must be.
 func TestCheckCodingMatchesPython(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	need.Need(t, need.Python3)
+	const py = "python3"
 	for _, tt := range []struct {
 		decl string
 		utf8 bool
@@ -355,10 +352,8 @@ func indentations(n int) []string {
 // the line is drawn (ShowTabs) at the column of the block Python puts it in: the inner if's body,
 // the outer if's body, or neither.
 func TestShowTabsAgreesWithPythonOnEveryIndentation(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	need.Need(t, need.Python3)
+	const py = "python3"
 	ind, body := indentations(6), []string{"\t", " ", "    "}
 	script := `import ast, json, sys
 ind, body = json.loads(sys.stdin.read())
