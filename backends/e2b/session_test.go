@@ -47,11 +47,26 @@ func cell(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, index int, lan
 
 func runCell(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, index int, lang, code string) (guard.Result, error) {
 	t.Helper()
+	return runCellWithin(t, sb, s, s.Limits, index, lang, code)
+}
+
+// cellWithin is cell with limits other than the session's.
+func cellWithin(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, limits guard.Limits, index int, lang, code string) guard.Result {
+	t.Helper()
+	res, err := runCellWithin(t, sb, s, limits, index, lang, code)
+	if err != nil {
+		t.Fatalf("cell %d: %v", index, err)
+	}
+	return res
+}
+
+func runCellWithin(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, limits guard.Limits, index int, lang, code string) (guard.Result, error) {
+	t.Helper()
 	c, err := sessionPolicy.CheckCell(s, index, lang, code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sb.RunCell(t.Context(), c, s.Limits)
+	res, err := sb.RunCell(t.Context(), c, limits)
 	noKey(t, res, err)
 	return res, err
 }
@@ -128,19 +143,24 @@ func TestSessionTimeoutIsAResultAndResets(t *testing.T) {
 	f, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 2 * time.Second}})
 	cell(t, sb, s, 1, guard.Python, "y = 5\n")
+	// Cells 2 and 4 get shorter timeouts than the session's: the interpreter is already up for
+	// cell 2, and sh starts at once; cell 3 starts a fresh interpreter within the session's 2 s.
+	short := s.Limits
+	short.Timeout = time.Second
 	start := time.Now()
-	r2 := cell(t, sb, s, 2, guard.Python, "print('spinning', flush=True)\nwhile True: pass\n")
+	r2 := cellWithin(t, sb, s, short, 2, guard.Python, "print('spinning', flush=True)\nwhile True: pass\n")
 	if !r2.TimedOut || r2.ExitCode != -1 || !strings.HasPrefix(string(r2.Stdout), "spinning") || !strings.Contains(string(r2.Stderr), "timeout") {
 		t.Fatalf("busy cell: timed_out %t exit %d stdout %q stderr %q; want a timeout with its output", r2.TimedOut, r2.ExitCode, r2.Stdout, r2.Stderr)
 	}
 	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("the timeout took %s; want about 2 s", d)
+		t.Fatalf("the timeout took %s; want about 1 s", d)
 	}
 	r3 := cell(t, sb, s, 3, guard.Python, "print('y' in globals())\n")
 	if !r3.StateReset || string(r3.Stdout) != "False\n" {
 		t.Fatalf("after the timeout: reset %t stdout %q; want a fresh interpreter", r3.StateReset, r3.Stdout)
 	}
-	r4 := cell(t, sb, s, 4, guard.Shell, "sleep 30")
+	short.Timeout = 500 * time.Millisecond
+	r4 := cellWithin(t, sb, s, short, 4, guard.Shell, "sleep 30")
 	if !r4.TimedOut {
 		t.Fatalf("sh cell past its timeout: %+v; want timed out", r4)
 	}
@@ -293,7 +313,7 @@ func TestSessionKeeperExtendsTheTimeToLiveUntilTheLifetime(t *testing.T) {
 	f, b, _ := setup(t, func(c *Config) {
 		c.SessionTTL, c.SessionKeepAlive, c.TTLSlack = time.Second, 100*time.Millisecond, 100*time.Millisecond
 	})
-	sb, s := openSession(t, b, guard.SessionRequest{Lifetime: 2 * time.Second})
+	sb, s := openSession(t, b, guard.SessionRequest{Lifetime: 1500 * time.Millisecond})
 	if got := f.Record().Creates[0].Timeout; got != 1 {
 		t.Fatalf("create timeout %d; want SessionTTL, 1 s", got)
 	}
@@ -304,7 +324,7 @@ func TestSessionKeeperExtendsTheTimeToLiveUntilTheLifetime(t *testing.T) {
 	if n := len(f.Record().Timeouts); n == 0 {
 		t.Fatal("the keeper never extended the time to live")
 	}
-	// Lifetime 2 s + TTLSlack 0.1 s, and up to the last whole second of time to live given
+	// Lifetime 1.5 s + TTLSlack 0.1 s, and up to the last whole second of time to live given
 	// before then: E2B ends it, and Done says so.
 	waitDone(t, sb, 4*time.Second)
 	if r := f.Record(); len(r.Expired) != 1 || r.Expired[0] != sb.ID() {
@@ -362,12 +382,13 @@ func TestSessionFilesAreTheCellsOwn(t *testing.T) {
 func TestReaperSparesLiveSessions(t *testing.T) {
 	t.Parallel()
 	f, b, _ := setup(t, nil)
-	sb, _ := openSession(t, b, guard.SessionRequest{Lifetime: 2 * time.Second})
+	// The session's end is written in whole seconds (rounded down): at least 0.5 s after the open.
+	sb, _ := openSession(t, b, guard.SessionRequest{Lifetime: 1500 * time.Millisecond})
 	time.Sleep(10 * time.Millisecond)
 	if n, err := b.Reap(t.Context(), time.Millisecond); err != nil || n != 0 {
 		t.Fatalf("Reap during the session = %d, %v; want 0: its lifetime is not over", n, err)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond)
 	if n, err := b.Reap(t.Context(), time.Hour); err != nil || n != 1 {
 		t.Fatalf("Reap after the session's end = %d, %v; want 1", n, err)
 	}
