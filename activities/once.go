@@ -143,7 +143,7 @@ func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope
 	if err != nil {
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}
 	} else {
-		err = firstUseIn(ctx, log, info, scope, approvalID, c.msg.Commitment)
+		err = firstUse(ctx, log, info, scope, approvalID, c.msg.Commitment)
 	}
 	if err == nil {
 		if lapsed := v.StillValid(time.Now()); lapsed != nil {
@@ -193,16 +193,11 @@ type runRecord struct {
 const claimVisibleWait = 15 * time.Second
 
 // firstUse returns nil when nothing before the sandbox activity info names, holding the claim
-// mine, may have used the approval of its run; otherwise an ApprovalRefused naming what may have. It
-// fails with a retryable IntegrationError (nothing started) when the history cannot be read or
-// does not show the claim within claimVisibleWait.
-func firstUse(ctx context.Context, h HistoryReader, info activity.Info, mine string) error {
-	return firstUseIn(ctx, h, info, runScope(), "", mine)
-}
-
-// firstUseIn is firstUse counting the activities and claims scope says, for the claim mine of
-// approvalID.
-func firstUseIn(ctx context.Context, h HistoryReader, info activity.Info, scope useScope, approvalID, mine string) error {
+// mine (of approvalID, for a cell), may have used the approval, counting the activities and
+// claims scope says; otherwise an ApprovalRefused naming what may have. It fails with a
+// retryable IntegrationError (nothing started) when the history cannot be read or does not show
+// the claim within claimVisibleWait.
+func firstUse(ctx context.Context, h HistoryReader, info activity.Info, scope useScope, approvalID, mine string) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
 	deadline := time.Now().Add(claimVisibleWait)

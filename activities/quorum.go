@@ -14,7 +14,7 @@ import (
 )
 
 // verifyQuorum verifies, on the sandbox host, every approval the input carries (Decisions, or
-// Decision alone in inputs recorded before quorums) as verify does one, and counts them against
+// Decision alone in inputs recorded before quorums) as verifyFor does one, and counts them against
 // this host's own policy: at least Policy.QuorumFor of the request it received, by distinct
 // principals with distinct keys and distinct approval ids, whatever the workflow accepted. An
 // edit (in.Edit) must name one of the approvers as its editor and the digest they signed. A

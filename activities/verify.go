@@ -26,28 +26,6 @@ func (a *Activities) loadReviewers() (*approval.Reviewers, error) {
 	return r, nil
 }
 
-// verify checks, on the sandbox host and before anything starts, that in carries an approval
-// signed by a key of this worker's own reviewers file for exactly this activity's run: the
-// workflow id and run id from the activity info (which a caller cannot choose), the digest
-// recomputed from the request, and this worker's task queue, with the reviewer's principal
-// signed (statement version 2, whatever the workflow accepted); on this host's clock, now (not at
-// the time the activity was scheduled, which whoever scheduled it chose: an activity can wait
-// in its task queue for as long as its schedule-to-start timeout allows). Whatever scheduled the
-// activity, a workflow of another type, a reset run or a forged input, nothing runs unless a
-// reviewer signed it. A refusal is a guard.ApprovalRefused, which is never retried, wrapping the
-// *approval.RefusalError that says why.
-func (a *Activities) verify(info activity.Info, c guard.Checked, in contract.RunInput) (approval.Verified, error) {
-	reviewers, err := a.loadReviewers()
-	if err != nil {
-		return approval.Verified{}, err
-	}
-	if !in.Decision.Approve {
-		return approval.Verified{}, &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision"}
-	}
-	digest := guard.Digest(&c)
-	return a.verifyFor(reviewers, info, in.Decision, digest)
-}
-
 // verifyFor verifies d on this host, now, against reviewers, for the activity's own run and task
 // queue and digest (which the host computed itself), with the reviewer signed (statement version
 // 2), and advances the passkey counters of a passkey decision. A refusal is an ApprovalRefused.

@@ -23,7 +23,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -35,6 +34,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/notify"
@@ -605,15 +605,11 @@ func TestIntegrationWebhookShowsConversationChanges(t *testing.T) {
 	}
 }
 
-// envRecordHistory, set to 1, re-records ../workflows/testdata/runcode_notify.json.
-const envRecordHistory = "SANDBOXFLOW_RECORD_HISTORY"
-
-// TestRecordNotifyHistory re-records the history workflows' TestReplayNotifyHistory replays: a
-// run in a conversation, notified by webhook, approved and run.
+// TestRecordNotifyHistory runs the story of the history workflows' TestReplayNotifyHistory
+// replays (a run in a conversation, notified by webhook, approved and run) and checks that its
+// history replays (historytest.Recorded; SANDBOXFLOW_RECORD_HISTORY=1 re-records
+// ../workflows/testdata/runcode_notify.json).
 func TestRecordNotifyHistory(t *testing.T) {
-	if os.Getenv(envRecordHistory) != "1" {
-		t.Skip("re-records ../workflows/testdata/runcode_notify.json only when " + envRecordHistory + "=1")
-	}
 	rcv := startReceiver(t, func(int) int { return 200 })
 	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))}}, nil)
 	s := start(t, e.Client, "recorded-notify", guard.Request{Code: "print('notified')", Conversation: "recorded-task"})
@@ -633,14 +629,9 @@ func TestRecordNotifyHistory(t *testing.T) {
 		}
 		events = append(events, ev)
 	}
-	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join("..", "workflows", "testdata", "runcode_notify.json"), append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events", len(events))
+	r := worker.NewWorkflowReplayer()
+	workflows.Register(r)
+	historytest.Recorded(t, r, s.WorkflowID, events, filepath.Join("..", "workflows", "testdata", "runcode_notify.json"))
 }
 
 // The Slack body of a real run whose orchestrator chose hostile strings (a mention, a link, markup,

@@ -40,10 +40,8 @@ func TestConfusableNames(t *testing.T) {
 // TestConfusableNamesMatchPython: Python reads the fullwidth name as print and the NFD name as
 // the NFC one, as the reasons say.
 func TestConfusableNamesMatchPython(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	need.Need(t, need.Python3)
+	const py = "python3"
 	code := "caf\u00e9 = 'same name'\n\uff50\uff52\uff49\uff4e\uff54(cafe\u0301)\n"
 	out, err := exec.Command(py, "-c", code).CombinedOutput()
 	if err != nil || string(out) != "same name\n" {

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // tabAttack is code that every view drew with its last line inside `if not dry_run:` (a tab 4
@@ -57,11 +59,8 @@ func TestShowTabsDrawsWhatPythonParses(t *testing.T) {
 	if launchCol != ifCol || bodyCol <= ifCol {
 		t.Fatalf("drawn columns: if %d, body %d, launch %d; want launch at the if's column, left of the body", ifCol, bodyCol, launchCol)
 	}
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found: the drawing is checked, not Python's reading")
-	}
-	out, err := exec.Command(py, "-c", "import sys; exec(sys.argv[1])", tabAttack).CombinedOutput()
+	need.Need(t, need.Python3)
+	out, err := exec.Command("python3", "-c", "import sys; exec(sys.argv[1])", tabAttack).CombinedOutput()
 	if err != nil {
 		t.Fatalf("python3 refused the attack: %v\n%s", err, out)
 	}
@@ -161,32 +160,44 @@ func TestCheckCoding(t *testing.T) {
 }
 
 // TestCheckCodingMatchesPython asks python3 which codec each refused declaration selects: none
-// of them may be UTF-8, and each accepted one must be.
+// of them may be UTF-8, and each accepted one must be. One python3 reads them all.
 func TestCheckCodingMatchesPython(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
-	for _, tt := range []struct {
+	need.Need(t, need.Python3)
+	tests := []struct {
 		decl string
 		utf8 bool
 	}{
 		{"utf-8", true}, {"UTF8", true}, {"utf_8", true}, {"utf-8-unix", true},
 		{"unicode_escape", false}, {"raw-unicode-escape", false}, {"utf-7", false}, {"latin-1", false}, {"cp1252", false},
-	} {
-		src := "# coding: " + tt.decl + "\n"
-		out, err := exec.Command(py, "-c", `import sys, io, tokenize, codecs
-enc, _ = tokenize.detect_encoding(io.BytesIO(sys.argv[1].encode()).readline)
-print(codecs.lookup(enc).name)`, src).CombinedOutput()
-		if err != nil {
-			t.Fatalf("python3: %v\n%s", err, out)
-		}
-		isUTF8 := strings.TrimSpace(string(out)) == "utf-8"
+	}
+	var srcs []string
+	for _, tt := range tests {
+		srcs = append(srcs, "# coding: "+tt.decl+"\n")
+	}
+	in, err := json.Marshal(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("python3", "-c", `import sys, io, json, tokenize, codecs
+for src in json.load(sys.stdin):
+    enc, _ = tokenize.detect_encoding(io.BytesIO(src.encode()).readline)
+    print(codecs.lookup(enc).name)`)
+	cmd.Stdin = bytes.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, out)
+	}
+	names := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(names) != len(tests) {
+		t.Fatalf("python3 named %d codecs for %d declarations: %q", len(names), len(tests), out)
+	}
+	for i, tt := range tests {
+		isUTF8 := names[i] == "utf-8"
 		if isUTF8 != tt.utf8 {
-			t.Fatalf("python3 reads %q as %s; the test expects utf8=%t", tt.decl, out, tt.utf8)
+			t.Fatalf("python3 reads %q as %s; the test expects utf8=%t", tt.decl, names[i], tt.utf8)
 		}
-		if got := CheckCoding("code", []byte(src)) == nil; got != tt.utf8 {
-			t.Errorf("CheckCoding(%q) accepted=%t; Python reads it as %s", tt.decl, got, out)
+		if got := CheckCoding("code", []byte(srcs[i])) == nil; got != tt.utf8 {
+			t.Errorf("CheckCoding(%q) accepted=%t; Python reads it as %s", tt.decl, got, names[i])
 		}
 	}
 }
@@ -279,10 +290,8 @@ func indentations(n int) []string {
 // the line is drawn (ShowTabs) at the column of the block Python puts it in: the inner if's body,
 // the outer if's body, or neither.
 func TestShowTabsAgreesWithPythonOnEveryIndentation(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 not found")
-	}
+	need.Need(t, need.Python3)
+	const py = "python3"
 	ind, body := indentations(6), []string{"\t", " ", "    "}
 	script := `import ast, json, sys
 ind, body = json.loads(sys.stdin.read())

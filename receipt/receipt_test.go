@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 func newSigner(t *testing.T) ssh.Signer {
@@ -252,13 +253,8 @@ func TestHostsRoundTrip(t *testing.T) {
 // TestSSHKeygenVerifiesReceipt checks a receipt with OpenSSH itself, against the hosts file as
 // operators write it, and that ssh-keygen refuses it in the approval namespace.
 func TestSSHKeygenVerifiesReceipt(t *testing.T) {
-	keygen, err := exec.LookPath("ssh-keygen")
-	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-			t.Fatal("ssh-keygen not found (apt-get install openssh-client)")
-		}
-		t.Skip("ssh-keygen not found (apt-get install openssh-client)")
-	}
+	need.Need(t, need.SSHKeygen)
+	const keygen = "ssh-keygen"
 	s := newSigner(t)
 	_, rec, _ := signed(t, s, "host-a")
 	dir := t.TempDir()
@@ -292,9 +288,7 @@ func TestSSHKeygenVerifiesReceipt(t *testing.T) {
 // TestHostKeyMadeAsTheREADMESays: a host key made with ssh-keygen and its hosts line written with
 // the echo of docs/receipts-and-audit.md (once in the README) verify a receipt signed with that key.
 func TestHostKeyMadeAsTheREADMESays(t *testing.T) {
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Skip("ssh-keygen not found (apt-get install openssh-client)")
-	}
+	need.Need(t, need.SSHKeygen)
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-ec", `ssh-keygen -q -t ed25519 -N '' -C host-1 -f host-1.key
 echo "host-1 namespaces=\"sandboxflow-receipt\" $(cat host-1.key.pub)" >> hosts`)

@@ -5,8 +5,9 @@
 # nodejs with npm (the TypeScript examples), jq (docs/reviewing.md's OpenSSH + temporal CLI recipe, run
 # by a test), tmux (a real terminal for the test of what `starter show` draws), spin with a C
 # compiler (the approval protocol's model check, promela/approval.pml; cc also builds an attack's
-# native library) and python3 (the tests that run python on the host: the egress proxy's urllib
-# test, the local backend's, supervisor.py's parser); and it turns the IPv6 loopback on where it is
+# native library), python3 (the tests that run python on the host: the egress proxy's urllib
+# test, the local backend's, supervisor.py's parser, the reviewer views' agreement with Python's
+# own reading) and patch (the check that the diffs reviewers see apply); and it turns the IPv6 loopback on where it is
 # off (the embedded Temporal server's ::1 test). Run as root; `make setup` calls it. Each is one of
 # internal/testkit/need's requirements, which fail their tests under make test when missing.
 set -euo pipefail
@@ -24,6 +25,7 @@ command -v jq >/dev/null 2>&1 || need+=(jq)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v spin >/dev/null 2>&1 || need+=(spin)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v patch >/dev/null 2>&1 || need+=(patch)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // countLines prints a numbered line every 100 ms for a minute.
@@ -34,10 +36,7 @@ func cancelEnv(t *testing.T) (*agenttest.Env, string) {
 	deployment := "starter-cancel-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
 	b, err := docker.New(docker.Config{Image: img, Runtime: "runc", Deployment: deployment})
 	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-			t.Fatalf("docker backend: %v", err)
-		}
-		t.Skipf("docker backend: %v", err)
+		need.Missing(t, need.Docker, fmt.Errorf("docker backend: %w", err))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -33,10 +35,7 @@ func dockerWorker(t *testing.T, tc tclient.Client, queue string, policy guard.Po
 	}
 	b, err := docker.New(docker.Config{Image: img, Deployment: "starter-reads-" + queue, Labels: map[string]string{"test.sandboxflow.suite": "starter-reads"}})
 	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-			t.Fatalf("docker backend: %v", err)
-		}
-		t.Skipf("docker backend: %v", err)
+		need.Missing(t, need.Docker, fmt.Errorf("docker backend: %w", err))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

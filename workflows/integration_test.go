@@ -23,7 +23,6 @@ import (
 	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -37,6 +36,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/devtest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
@@ -53,9 +53,17 @@ const (
 	// sandbox host only (the sandbox activity on the queue, no workflows) under that max
 	// timeout: TestIntegrationLongRunLostHost.
 	envWorkerSandboxOnly = "SANDBOXFLOW_TEST_WORKER_SANDBOX_ONLY"
-	// envRecordHistory, set to 1, makes TestRecordReplayHistory re-record testdata/.
-	envRecordHistory = "SANDBOXFLOW_RECORD_HISTORY"
+	// envRecordHistory, set to 1, makes the tests that run a fixture's story re-record it in
+	// testdata/ (historytest.Recorded).
+	envRecordHistory = historytest.EnvRecord
 )
+
+// replayer is a workflow replayer with the worker's workflows registered.
+func replayer() worker.WorkflowReplayer {
+	r := worker.NewWorkflowReplayer()
+	workflows.Register(r)
+	return r
+}
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(envWorkerAddress); addr != "" {
@@ -772,12 +780,11 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 	it.waitVisible(id, map[string]string{contract.AttrStatus: contract.StatusCancelled})
 }
 
-// TestRecordReplayHistory re-records testdata/runcode_signed.json from a real run when
-// SANDBOXFLOW_RECORD_HISTORY=1; TestReplayRecordedHistory replays the committed file.
+// TestRecordReplayHistory runs the story of testdata/runcode_signed.json on a real server and
+// checks that its history replays (historytest.Recorded); with SANDBOXFLOW_RECORD_HISTORY=1 it
+// re-records the file, which TestReplayRecordedHistory replays. (The committed file predates the
+// claim signal and every version marker: it shows that such histories still replay.)
 func TestRecordReplayHistory(t *testing.T) {
-	if os.Getenv(envRecordHistory) != "1" {
-		t.Skip("re-records testdata/runcode_signed.json only when " + envRecordHistory + "=1")
-	}
 	it := newITest(t)
 	it.worker(it.queue, it.localBackend(), nil)
 	req := guard.Request{Code: "print('recorded')", Env: map[string]string{"GREETING": "hi"}}
@@ -795,13 +802,5 @@ func TestRecordReplayHistory(t *testing.T) {
 	if _, err := it.result(run); err != nil {
 		t.Fatal(err)
 	}
-	hist := &historypb.History{Events: it.history(id)}
-	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join("testdata", "runcode_signed.json"), append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events", len(hist.Events))
+	historytest.Recorded(t, replayer(), id, it.history(id), filepath.Join("testdata", "runcode_signed.json"))
 }

@@ -4,6 +4,7 @@ package workflows_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 // countingBackend counts the runs that reach the real backend it wraps.
@@ -37,10 +39,7 @@ func TestIntegrationStatementExpiredInTheTaskQueueStartsNoContainer(t *testing.T
 	}
 	db, err := docker.New(docker.Config{Image: image, Labels: map[string]string{"sandboxflow-test": "workflows-lapse"}})
 	if err != nil {
-		if os.Getenv("SANDBOXFLOW_REQUIRE_DOCKER") != "" {
-			t.Fatalf("docker backend: %v", err)
-		}
-		t.Skipf("docker backend: %v", err)
+		need.Missing(t, need.Docker, fmt.Errorf("docker backend: %w", err))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -8,14 +8,11 @@ package workflows_test
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -26,6 +23,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
@@ -331,14 +329,12 @@ func TestIntegrationHostRefusesSwappedEditSignatures(t *testing.T) {
 	}
 }
 
-// TestRecordQuorumHistory records testdata/runcode_quorum_edit.json (only with
-// SANDBOXFLOW_RECORD_HISTORY=1): a quorum-of-2 run on the local backend where bob approves the
-// started code, alice's edit replaces it (checked again, bob's approval dropped), bob's approval
-// of the original is refused, and bob approves the edited code, which runs.
+// TestRecordQuorumHistory runs the story of testdata/runcode_quorum_edit.json and checks that its
+// history replays (historytest.Recorded; SANDBOXFLOW_RECORD_HISTORY=1 re-records the file): a
+// quorum-of-2 run on the local backend where bob approves the started code, alice's edit replaces
+// it (checked again, bob's approval dropped), bob's approval of the original is refused, and bob
+// approves the edited code, which runs.
 func TestRecordQuorumHistory(t *testing.T) {
-	if os.Getenv(envRecordHistory) != "1" {
-		t.Skip("re-records testdata/runcode_quorum_edit.json only when " + envRecordHistory + "=1")
-	}
 	it := newITest(t)
 	q := newQuorumReviewers(it)
 	it.worker(it.queue, it.localBackend(), func(c *activities.Config) { c.Policy.Quorum = 2 })
@@ -368,13 +364,5 @@ func TestRecordQuorumHistory(t *testing.T) {
 	if res, err := it.result(run); err != nil || res.Edit == nil || len(res.Approvals) != 2 {
 		t.Fatalf("result %+v, %v", res, err)
 	}
-	hist := &historypb.History{Events: it.history(id)}
-	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join("testdata", "runcode_quorum_edit.json"), append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events", len(hist.Events))
+	historytest.Recorded(t, replayer(), id, it.history(id), filepath.Join("testdata", "runcode_quorum_edit.json"))
 }

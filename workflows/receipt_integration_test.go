@@ -10,7 +10,6 @@ package workflows_test
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,13 +17,12 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/receipt"
@@ -178,13 +176,11 @@ func TestIntegrationForgedCompletionsGetNoResult(t *testing.T) {
 	})
 }
 
-// TestRecordReceiptHistory re-records testdata/runcode_receipt.json, a run whose result's receipt
-// the workflow verified (receipt-v1), when SANDBOXFLOW_RECORD_HISTORY=1;
-// TestReplayReceiptHistory replays the committed file.
+// TestRecordReceiptHistory runs the story of testdata/runcode_receipt.json, a run whose result's
+// receipt the workflow verified (receipt-v1), and checks that its history replays
+// (historytest.Recorded; SANDBOXFLOW_RECORD_HISTORY=1 re-records the file, which
+// TestReplayReceiptHistory replays).
 func TestRecordReceiptHistory(t *testing.T) {
-	if os.Getenv(envRecordHistory) != "1" {
-		t.Skip("re-records testdata/runcode_receipt.json only when " + envRecordHistory + "=1")
-	}
 	it := newITest(t)
 	host := hosttest.New(t, "recorded-host")
 	it.worker(it.queue, it.localBackend(), func(c *activities.Config) {
@@ -198,13 +194,5 @@ func TestRecordReceiptHistory(t *testing.T) {
 	if res, err := it.result(run); err != nil || res.Receipt == nil {
 		t.Fatalf("result %+v, %v; want one with a receipt", res, err)
 	}
-	hist := &historypb.History{Events: it.history(id)}
-	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join("testdata", "runcode_receipt.json"), append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("recorded %d events", len(hist.Events))
+	historytest.Recorded(t, replayer(), id, it.history(id), filepath.Join("testdata", "runcode_receipt.json"))
 }

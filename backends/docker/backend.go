@@ -561,7 +561,7 @@ func clip(b []byte) []byte {
 }
 
 // removeConflictRetries bounds how often remove tries again after a conflict (the container
-// still exiting), waiting 100 ms, then twice as long each time.
+// still exiting), waiting Config.RemoveRetryWait, then twice as long each time.
 const removeConflictRetries = 5
 
 // remove kills and force-removes a container, treating "not found" as success and retrying a
@@ -574,7 +574,7 @@ func (b *Backend) remove(ctx context.Context, id string, kill bool) error {
 		// Best effort: Remove below kills too; a kill error (not running, gone) changes nothing.
 		_ = b.eng.Kill(cctx, id)
 	}
-	wait := 100 * time.Millisecond
+	wait := b.cfg.RemoveRetryWait
 	for try := 0; ; try++ {
 		err := b.eng.Remove(cctx, id)
 		switch {

@@ -586,7 +586,7 @@ func TestReap(t *testing.T) {
 // after a bounded number of tries.
 func TestRemoveRetriesAConflict(t *testing.T) {
 	f := newFake()
-	b := fakeBackend(t, f, Config{})
+	b := fakeBackend(t, f, Config{RemoveRetryWait: time.Millisecond})
 	f.removeConflicts = 2
 	if err := b.remove(context.Background(), "exiting", true); err != nil || f.removeCalls != 3 {
 		t.Fatalf("remove after two conflicts: got %v after %d calls; want nil after 3", err, f.removeCalls)

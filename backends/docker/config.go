@@ -32,6 +32,8 @@ const (
 	DefaultDeployment     = "default"
 	DefaultDeadlineSlack  = 2 * time.Second
 	DefaultCleanupTimeout = 30 * time.Second
+	// DefaultRemoveRetryWait is the first wait before a removal that met a conflict tries again.
+	DefaultRemoveRetryWait = 100 * time.Millisecond
 	// RuntimeRunsc is the OCI runtime name of gVisor as Debian's runsc package registers it. Any
 	// runtime IsGVisor accepts is run the same way.
 	RuntimeRunsc = "runsc"
@@ -163,6 +165,10 @@ type Config struct {
 	// CleanupTimeout bounds each kill and removal, which run even after the run's context ends.
 	// Optional: defaults to 30 s.
 	CleanupTimeout time.Duration
+	// RemoveRetryWait is how long a removal that met a conflict (the container still exiting)
+	// waits before it tries again, twice as long before each later try, at most
+	// removeConflictRetries times, all within CleanupTimeout. Optional: defaults to 100 ms.
+	RemoveRetryWait time.Duration
 	// WarmSandboxes is how many containers the backend keeps created and started ahead of need,
 	// each with its supervisor waiting for its one request (see pool.go). Each serves exactly
 	// one run and is removed after it, as a cold one is; runs that ask for the open network
@@ -216,7 +222,7 @@ func (c Config) WithDefaults() Config {
 		Network: DefaultNetwork, IPC: DefaultIPC, ShmBytes: DefaultShmBytes,
 		UIDs:       UIDRange{First: DefaultUIDFirst, Last: DefaultUIDLast},
 		Deployment: DefaultDeployment, DeadlineSlack: DefaultDeadlineSlack,
-		CleanupTimeout: DefaultCleanupTimeout, WarmMaxAge: DefaultWarmMaxAge,
+		CleanupTimeout: DefaultCleanupTimeout, RemoveRetryWait: DefaultRemoveRetryWait, WarmMaxAge: DefaultWarmMaxAge,
 		MaxSessionLifetime: guard.DefaultMaxSessionLifetime,
 	})
 	if len(c.SeccompProfile) == 0 {
@@ -297,6 +303,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSandboxes < 0 || c.MaxSessionLifetime < 0 {
 		return bad("max sandboxes and max session lifetime must not be negative, got %d and %s", c.MaxSandboxes, c.MaxSessionLifetime)
+	}
+	if c.RemoveRetryWait < 0 {
+		return bad("remove retry wait must not be negative, got %s", c.RemoveRetryWait)
 	}
 	if c.DeadlineSlack < 0 || c.CleanupTimeout < time.Second {
 		return bad("deadline slack must not be negative and cleanup timeout must be at least 1 s, got %s and %s", c.DeadlineSlack, c.CleanupTimeout)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -13,7 +14,8 @@ func TestConfigDefaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if c.Image != "python:3.12-slim" || c.CPUs != 1 || c.MemoryBytes != 256<<20 || c.PidsLimit != 64 ||
 		c.WorkTmpfsBytes != 64<<20 || c.TmpTmpfsBytes != 64<<20 || c.Network != "bridge" || c.IPC != "private" ||
-		c.UIDs != (UIDRange{100000, 100999}) || c.Deployment != "default" || c.ShmBytes != 64<<20 || string(c.SeccompProfile) != string(defaultSeccompProfile) {
+		c.UIDs != (UIDRange{100000, 100999}) || c.Deployment != "default" || c.ShmBytes != 64<<20 || string(c.SeccompProfile) != string(defaultSeccompProfile) ||
+		c.RemoveRetryWait != 100*time.Millisecond {
 		t.Errorf("defaults: got %+v", c)
 	}
 	if got := (Config{Runtime: RuntimeRunsc}).WithDefaults().PidsLimit; got != DefaultRunscPidsLimit {
@@ -51,6 +53,7 @@ func TestConfigValidate(t *testing.T) {
 		{"reserved label", Config{Labels: map[string]string{LabelManaged: "false"}}, "reserved"},
 		{"low memory", Config{MemoryBytes: 1 << 20}, "memory"},
 		{"negative cpus", Config{CPUs: -1}, "cpus"},
+		{"negative remove retry wait", Config{RemoveRetryWait: -time.Second}, "remove retry wait"},
 		{"low pids", Config{PidsLimit: 2}, "pids"},
 		{"tiny tmpfs", Config{WorkTmpfsBytes: 10}, "tmpfs"},
 		{"runtime with a slash", Config{Runtime: "../runc"}, "runtime"},

@@ -101,6 +101,7 @@ func noKey(t *testing.T, res guard.Result, err error) {
 }
 
 func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
+	t.Parallel()
 	var created []string
 	f, b, logs := setup(t, func(c *Config) {
 		c.Created = func(_ context.Context, id string) { created = append(created, id) }
@@ -140,6 +141,7 @@ func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
 }
 
 func TestNetworkAskedForIsWhatTheFakeReceives(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	p := guard.Policy{AllowOpenNetwork: true, Languages: []string{guard.Python, guard.Shell}}
 	res, err := run(t, b, p, guard.Request{Code: "echo \"$GREETING\"", Language: guard.Shell, Network: true, Env: map[string]string{"GREETING": "hi"}})
@@ -153,6 +155,7 @@ func TestNetworkAskedForIsWhatTheFakeReceives(t *testing.T) {
 }
 
 func TestExitCodeAndStderrComeBack(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "import sys\nprint('bad', file=sys.stderr)\nsys.exit(3)\n"})
 	if err != nil || res.OK || res.ExitCode != 3 || string(res.Stderr) != "bad\n" || res.TimedOut {
@@ -161,9 +164,10 @@ func TestExitCodeAndStderrComeBack(t *testing.T) {
 }
 
 func TestTimeoutIsAResultAndKillsTheSandbox(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	start := time.Now()
-	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "import time\nprint('before')\ntime.sleep(60)\n", Limits: guard.Limits{Timeout: 3 * time.Second}})
+	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "import time\nprint('before')\ntime.sleep(60)\n", Limits: guard.Limits{Timeout: 2 * time.Second}})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -171,7 +175,7 @@ func TestTimeoutIsAResultAndKillsTheSandbox(t *testing.T) {
 		t.Fatalf("got timed_out %t exit %d ok %t stdout %q; want a timeout with the output printed before it", res.TimedOut, res.ExitCode, res.OK, res.Stdout)
 	}
 	if d := time.Since(start); d > 15*time.Second {
-		t.Fatalf("the run took %s; want about the 3 s timeout", d)
+		t.Fatalf("the run took %s; want about the 2 s timeout", d)
 	}
 	if _, kills, _, live, _ := snapshot(f); len(kills) != 1 || live != 0 {
 		t.Fatalf("kills %v, %d live; want the sandbox killed", kills, live)
@@ -179,6 +183,7 @@ func TestTimeoutIsAResultAndKillsTheSandbox(t *testing.T) {
 }
 
 func TestRateLimitBeforeStartIsRetryable(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, func(c *Config) { c.MaxRetryAfter = 10 * time.Second })
 	f.SetFaults(e2bfake.Faults{RateLimit: 1, RetryAfter: "7"})
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
@@ -205,6 +210,7 @@ func TestRateLimitBeforeStartIsRetryable(t *testing.T) {
 }
 
 func TestBadKeyIsAConfigErrorThatNamesNoKey(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, func(c *Config) { c.APIKey = testKey + "x" })
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
 	if guard.TypeOf(err) != guard.TypeConfigError || guard.Retryable(err) {
@@ -219,6 +225,7 @@ func TestBadKeyIsAConfigErrorThatNamesNoKey(t *testing.T) {
 }
 
 func TestCreateTimingOutIsRetryable(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, func(c *Config) { c.RequestTimeout = 300 * time.Millisecond })
 	f.SetFaults(e2bfake.Faults{CreateDelay: 5 * time.Second})
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
@@ -233,6 +240,7 @@ func TestCreateTimingOutIsRetryable(t *testing.T) {
 }
 
 func TestStreamCutAfterStartIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	f.SetFaults(e2bfake.Faults{CutStream: true})
 	_, err := run(t, b, guard.Policy{}, guard.Request{Code: "print('partial', flush=True)\nimport time\ntime.sleep(2)\n"})
@@ -246,6 +254,7 @@ func TestStreamCutAfterStartIsOutcomeUnknown(t *testing.T) {
 }
 
 func TestKillFailureIsLoggedAndTheReaperEndsTheSandbox(t *testing.T) {
+	t.Parallel()
 	f, b, logs := setup(t, nil)
 	f.SetFaults(e2bfake.Faults{FailKill: true})
 	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "print(1)"})
@@ -270,6 +279,7 @@ func TestKillFailureIsLoggedAndTheReaperEndsTheSandbox(t *testing.T) {
 }
 
 func TestReaperSparesOtherDeployments(t *testing.T) {
+	t.Parallel()
 	f, ours, _ := setup(t, func(c *Config) { c.Labels = map[string]string{"deployment": "a"} })
 	cfg := fakeConfig(f)
 	cfg.Labels = map[string]string{"deployment": "b"}
@@ -295,6 +305,7 @@ func TestReaperSparesOtherDeployments(t *testing.T) {
 }
 
 func TestProducedFilesAreBounded(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	code := "for i in range(5):\n    open('f%d.txt' % i, 'w').write('x' * 10)\nopen('big.bin', 'w').write('y' * 5000)\n" +
 		"import os\nos.symlink('/etc/passwd', 'link')\n"
@@ -314,6 +325,7 @@ func TestProducedFilesAreBounded(t *testing.T) {
 }
 
 func TestDoctor(t *testing.T) {
+	t.Parallel()
 	f, _, _ := setup(t, nil)
 	cfg := fakeConfig(f)
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -500,6 +512,7 @@ func ExampleNew() {
 }
 
 func TestCancelKillsTheSandbox(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	p := guard.Policy{}
 	c, err := p.Check(guard.Request{Code: "import time\ntime.sleep(60)\n"}, Name)
@@ -527,6 +540,7 @@ func TestCancelKillsTheSandbox(t *testing.T) {
 }
 
 func TestEnvdUnreachableBeforeStartIsRetryable(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

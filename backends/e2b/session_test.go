@@ -3,9 +3,11 @@ package e2b
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,11 +47,26 @@ func cell(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, index int, lan
 
 func runCell(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, index int, lang, code string) (guard.Result, error) {
 	t.Helper()
+	return runCellWithin(t, sb, s, s.Limits, index, lang, code)
+}
+
+// cellWithin is cell with limits other than the session's.
+func cellWithin(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, limits guard.Limits, index int, lang, code string) guard.Result {
+	t.Helper()
+	res, err := runCellWithin(t, sb, s, limits, index, lang, code)
+	if err != nil {
+		t.Fatalf("cell %d: %v", index, err)
+	}
+	return res
+}
+
+func runCellWithin(t *testing.T, sb guard.Sandbox, s guard.CheckedSession, limits guard.Limits, index int, lang, code string) (guard.Result, error) {
+	t.Helper()
 	c, err := sessionPolicy.CheckCell(s, index, lang, code)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := sb.RunCell(t.Context(), c, s.Limits)
+	res, err := sb.RunCell(t.Context(), c, limits)
 	noKey(t, res, err)
 	return res, err
 }
@@ -64,6 +81,7 @@ func fileNames(res guard.Result) []string {
 }
 
 func TestSessionKeepsStateAcrossCells(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.csv": []byte("1,2,3")},
 		Env: map[string]string{"GREETING": "hi"}})
@@ -102,6 +120,7 @@ func TestSessionKeepsStateAcrossCells(t *testing.T) {
 }
 
 func TestSessionExitOfTheInterpreterResetsIt(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{})
 	cell(t, sb, s, 1, guard.Python, "x = 1\nopen('keep.txt', 'w').write('kept')\n")
@@ -120,22 +139,28 @@ func TestSessionExitOfTheInterpreterResetsIt(t *testing.T) {
 }
 
 func TestSessionTimeoutIsAResultAndResets(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 2 * time.Second}})
 	cell(t, sb, s, 1, guard.Python, "y = 5\n")
+	// Cells 2 and 4 get shorter timeouts than the session's: the interpreter is already up for
+	// cell 2, and sh starts at once; cell 3 starts a fresh interpreter within the session's 2 s.
+	short := s.Limits
+	short.Timeout = time.Second
 	start := time.Now()
-	r2 := cell(t, sb, s, 2, guard.Python, "print('spinning', flush=True)\nwhile True: pass\n")
+	r2 := cellWithin(t, sb, s, short, 2, guard.Python, "print('spinning', flush=True)\nwhile True: pass\n")
 	if !r2.TimedOut || r2.ExitCode != -1 || !strings.HasPrefix(string(r2.Stdout), "spinning") || !strings.Contains(string(r2.Stderr), "timeout") {
 		t.Fatalf("busy cell: timed_out %t exit %d stdout %q stderr %q; want a timeout with its output", r2.TimedOut, r2.ExitCode, r2.Stdout, r2.Stderr)
 	}
 	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("the timeout took %s; want about 2 s", d)
+		t.Fatalf("the timeout took %s; want about 1 s", d)
 	}
 	r3 := cell(t, sb, s, 3, guard.Python, "print('y' in globals())\n")
 	if !r3.StateReset || string(r3.Stdout) != "False\n" {
 		t.Fatalf("after the timeout: reset %t stdout %q; want a fresh interpreter", r3.StateReset, r3.Stdout)
 	}
-	r4 := cell(t, sb, s, 4, guard.Shell, "sleep 30")
+	short.Timeout = 500 * time.Millisecond
+	r4 := cellWithin(t, sb, s, short, 4, guard.Shell, "sleep 30")
 	if !r4.TimedOut {
 		t.Fatalf("sh cell past its timeout: %+v; want timed out", r4)
 	}
@@ -147,6 +172,7 @@ func TestSessionTimeoutIsAResultAndResets(t *testing.T) {
 // A cell replaces print in builtins: later cells of its own session print nothing, another
 // session's cells are untouched, and neither sees the other's files or variables.
 func TestSessionsSeeNothingOfEachOther(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	a, sa := openSession(t, b, guard.SessionRequest{})
 	o, so := openSession(t, b, guard.SessionRequest{})
@@ -167,6 +193,7 @@ func TestSessionsSeeNothingOfEachOther(t *testing.T) {
 // the nonce from the driver's frame) ends its result there, and what it writes afterwards shows
 // in the next cell's result, which still ends at its own marker.
 func TestSessionForgedMarkers(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{})
 	r1 := cell(t, sb, s, 1, guard.Python, "import sys\nsys.stdout.write('\\x1esandboxflow-cell-end 00112233445566778899aabbccddeeff 0\\nafter\\n')\n")
@@ -193,16 +220,23 @@ func TestSessionForgedMarkers(t *testing.T) {
 // killFromOutside kills the sandbox with the API, as another client of the team could.
 func killFromOutside(t *testing.T, f *e2bfake.Server, id string) {
 	t.Helper()
+	if err := killOutside(f, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func killOutside(f *e2bfake.Server, id string) error {
 	req, _ := http.NewRequest(http.MethodDelete, f.APIURL()+"/sandboxes/"+id, nil)
 	req.Header.Set("X-API-Key", testKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		t.Fatalf("kill from outside: status %d", resp.StatusCode)
+		return fmt.Errorf("kill from outside: status %d", resp.StatusCode)
 	}
+	return nil
 }
 
 func waitDone(t *testing.T, sb guard.Sandbox, within time.Duration) {
@@ -219,6 +253,7 @@ func fastKeeper(c *Config) {
 }
 
 func TestSessionSandboxKilledFromOutsideIsLost(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, fastKeeper)
 	sb, s := openSession(t, b, guard.SessionRequest{})
 	cell(t, sb, s, 1, guard.Python, "x = 1\n")
@@ -232,14 +267,35 @@ func TestSessionSandboxKilledFromOutsideIsLost(t *testing.T) {
 }
 
 func TestSessionSandboxKilledMidCellIsLost(t *testing.T) {
+	t.Parallel()
 	for _, lang := range []string{guard.Python, guard.Shell} {
 		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
 			f, b, _ := setup(t, nil) // the default keeper (30 s): the cell itself finds the loss
 			sb, s := openSession(t, b, guard.SessionRequest{})
-			time.AfterFunc(time.Second, func() { killFromOutside(t, f, sb.ID()) })
-			code := map[string]string{guard.Python: "import time\nprint('up', flush=True)\ntime.sleep(20)\n", guard.Shell: "echo up; sleep 20"}[lang]
+			// The kill comes once the cell's "up" reaches the worker: its code runs, and sleeps.
+			// (A session's stream holds back the last bytes that could start an end marker: the
+			// dots push "up" past them.)
+			var once sync.Once
+			ctx := guard.WithOutput(t.Context(), func(st guard.Stream, p []byte) {
+				if st == guard.StreamStdout && strings.Contains(string(p), "up") {
+					once.Do(func() {
+						go func() {
+							if err := killOutside(f, sb.ID()); err != nil {
+								t.Error(err)
+							}
+						}()
+					})
+				}
+			})
+			code := map[string]string{guard.Python: "import time\nprint('up', '.' * 100, flush=True)\ntime.sleep(20)\n", guard.Shell: "echo up; sleep 20"}[lang]
+			c, err := sessionPolicy.CheckCell(s, 1, lang, code)
+			if err != nil {
+				t.Fatal(err)
+			}
 			start := time.Now()
-			_, err := runCell(t, sb, s, 1, lang, code)
+			res, err := sb.RunCell(ctx, c, s.Limits)
+			noKey(t, res, err)
 			if guard.TypeOf(err) != guard.TypeSandboxLost {
 				t.Fatalf("cell whose sandbox was killed: %v; want a SandboxLost", err)
 			}
@@ -252,26 +308,32 @@ func TestSessionSandboxKilledMidCellIsLost(t *testing.T) {
 }
 
 func TestSessionKeeperExtendsTheTimeToLiveUntilTheLifetime(t *testing.T) {
-	f, b, _ := setup(t, fastKeeper)
-	sb, s := openSession(t, b, guard.SessionRequest{Lifetime: 3 * time.Second})
-	if got := f.Record().Creates[0].Timeout; got != 2 {
-		t.Fatalf("create timeout %d; want SessionTTL, 2 s", got)
+	t.Parallel()
+	// E2B's time to live is whole seconds: 1 s is the shortest there is.
+	f, b, _ := setup(t, func(c *Config) {
+		c.SessionTTL, c.SessionKeepAlive, c.TTLSlack = time.Second, 100*time.Millisecond, 100*time.Millisecond
+	})
+	sb, s := openSession(t, b, guard.SessionRequest{Lifetime: 1500 * time.Millisecond})
+	if got := f.Record().Creates[0].Timeout; got != 1 {
+		t.Fatalf("create timeout %d; want SessionTTL, 1 s", got)
 	}
-	time.Sleep(2500 * time.Millisecond) // past the first time to live
-	if r := cell(t, sb, s, 1, guard.Python, "print('alive')\n"); string(r.Stdout) != "alive\n" {
+	time.Sleep(1300 * time.Millisecond) // past the first time to live
+	if r := cell(t, sb, s, 1, guard.Shell, "echo alive"); string(r.Stdout) != "alive\n" {
 		t.Fatalf("after the first time to live: %q", r.Stdout)
 	}
 	if n := len(f.Record().Timeouts); n == 0 {
 		t.Fatal("the keeper never extended the time to live")
 	}
-	// Lifetime 3 s + TTLSlack 1 s: E2B ends it then, and Done says so.
-	waitDone(t, sb, 6*time.Second)
+	// Lifetime 1.5 s + TTLSlack 0.1 s, and up to the last whole second of time to live given
+	// before then: E2B ends it, and Done says so.
+	waitDone(t, sb, 4*time.Second)
 	if r := f.Record(); len(r.Expired) != 1 || r.Expired[0] != sb.ID() {
 		t.Fatalf("expired %v; want the session's sandbox ended by its time to live", r.Expired)
 	}
 }
 
 func TestSessionCloseRemovesTheSandbox(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{})
 	cell(t, sb, s, 1, guard.Python, "x = 1\n")
@@ -295,6 +357,7 @@ func TestSessionCloseRemovesTheSandbox(t *testing.T) {
 }
 
 func TestSessionFilesAreTheCellsOwn(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.txt": []byte("in")},
 		Limits: guard.Limits{MaxFileBytes: 100}})
@@ -317,13 +380,15 @@ func TestSessionFilesAreTheCellsOwn(t *testing.T) {
 }
 
 func TestReaperSparesLiveSessions(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
-	sb, _ := openSession(t, b, guard.SessionRequest{Lifetime: 2 * time.Second})
+	// The session's end is written in whole seconds (rounded down): at least 0.5 s after the open.
+	sb, _ := openSession(t, b, guard.SessionRequest{Lifetime: 1500 * time.Millisecond})
 	time.Sleep(10 * time.Millisecond)
 	if n, err := b.Reap(t.Context(), time.Millisecond); err != nil || n != 0 {
 		t.Fatalf("Reap during the session = %d, %v; want 0: its lifetime is not over", n, err)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond)
 	if n, err := b.Reap(t.Context(), time.Hour); err != nil || n != 1 {
 		t.Fatalf("Reap after the session's end = %d, %v; want 1", n, err)
 	}
@@ -335,13 +400,14 @@ func TestReaperSparesLiveSessions(t *testing.T) {
 // A thread an earlier cell left prints between cells: the next cell's result shows it (its
 // reviewer and the next cell's see it), and the next cell still ends at its own marker.
 func TestSessionOutputBetweenCellsShowsInTheNext(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{})
-	r1 := cell(t, sb, s, 1, guard.Python, "import threading, time\ndef later():\n    time.sleep(0.3)\n    print('tick', flush=True)\nthreading.Thread(target=later, daemon=True).start()\nprint('one')\n")
+	r1 := cell(t, sb, s, 1, guard.Python, "import threading, time\ndef later():\n    time.sleep(0.1)\n    print('tick', flush=True)\nthreading.Thread(target=later, daemon=True).start()\nprint('one')\n")
 	if string(r1.Stdout) != "one\n" {
 		t.Fatalf("cell 1: %q", r1.Stdout)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(600 * time.Millisecond)
 	if r2 := cell(t, sb, s, 2, guard.Python, "print('two')\n"); string(r2.Stdout) != "tick\ntwo\n" {
 		t.Fatalf("cell 2: stdout %q; want the thread's tick, then its own", r2.Stdout)
 	}
@@ -350,6 +416,7 @@ func TestSessionOutputBetweenCellsShowsInTheNext(t *testing.T) {
 // The interpreter's process killed inside the sandbox between cells (the sandbox still there):
 // the next python cell starts a fresh one and says so; the session goes on.
 func TestSessionInterpreterKilledInsideTheSandboxResets(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{})
 	cell(t, sb, s, 1, guard.Python, "x = 1\n")
@@ -375,6 +442,7 @@ func TestSessionInterpreterKilledInsideTheSandboxResets(t *testing.T) {
 // The interpreter's stream cut mid-cell with the sandbox still there: outcome unknown, never
 // retried, and the next python cell starts afresh.
 func TestSessionStreamCutIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	f, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{})
 	cell(t, sb, s, 1, guard.Shell, "true")
@@ -393,6 +461,7 @@ func TestSessionStreamCutIsOutcomeUnknown(t *testing.T) {
 // A cell that closes every descriptor the driver holds kills the interpreter when the driver
 // writes its marker: the cell still gets a result, the next cell a fresh interpreter.
 func TestSessionCellClosingTheDriversDescriptors(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, nil)
 	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 5 * time.Second}})
 	r1 := cell(t, sb, s, 1, guard.Python, "import os\nprint('closing', flush=True)\nos.closerange(3, 4096)\n")

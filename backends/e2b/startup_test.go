@@ -17,6 +17,7 @@ import (
 // line the backend sends with the local python3 and sh, and the hooks write their markers to a
 // folder outside the sandbox.
 func TestStartupHooksDoNotRun(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, func(c *Config) { c.WorkDir = "/home/user" })
 	marks := t.TempDir()
 	p := guard.Policy{Languages: []string{guard.Python, guard.Shell}}
@@ -64,6 +65,7 @@ func TestStartupHooksDoNotRun(t *testing.T) {
 // files or in the env (past the guard) runs when the sandbox opens, when the interpreter starts
 // or before a cell's code.
 func TestSessionStartupHooksDoNotRun(t *testing.T) {
+	t.Parallel()
 	_, b, _ := setup(t, func(c *Config) { c.WorkDir = "/home/user" })
 	marks := t.TempDir()
 	probe, err := run(t, b, sessionPolicy, guard.Request{Code: startuptest.PycProbe(marks)})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 var sessionPolicy = guard.Policy{Languages: []string{guard.Python, guard.Shell}}
@@ -154,9 +155,8 @@ func TestSessionInterpreterKilledFromOutsideIsLost(t *testing.T) {
 // A session's cells run as the code's uid, as runs do: a root worker's 0600 file is out of
 // their reach.
 func TestSessionCellCannotReadRootsFiles(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the worker is not root: the code runs as the worker's own user (RunWarning says so)")
-	}
+	// Not root, the worker runs the code as its own user (RunWarning says so): nothing to check.
+	need.Need(t, need.Root)
 	b, _ := newBackend(t)
 	dir := enterableTempDir(t)
 	key := filepath.Join(dir, "id_ed25519")

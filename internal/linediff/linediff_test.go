@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 )
 
 func id(s string) string { return s }
@@ -27,10 +29,8 @@ func TestUnified(t *testing.T) {
 
 // patch(1) applies what Unified writes and gets the new text back.
 func TestUnifiedAppliesWithPatch(t *testing.T) {
-	patch, err := exec.LookPath("patch")
-	if err != nil {
-		t.Skip("no patch(1) on PATH")
-	}
+	need.Need(t, need.Patch)
+	const patch = "patch"
 	cases := [][2]string{
 		{"x = 1\nprint(x)\n", "import os\nx = 2\nprint(x)\nprint(os.getcwd())\n"},
 		{strings.Repeat("same\n", 20) + "old\n" + strings.Repeat("same\n", 20), strings.Repeat("same\n", 20) + "new\n" + strings.Repeat("same\n", 5) + "more\n" + strings.Repeat("same\n", 15)},

@@ -55,6 +55,8 @@ const (
 	Spin
 	// Tmux is tmux on PATH, a real terminal for tests of what a terminal shows.
 	Tmux
+	// Patch is patch(1) on PATH, which applies the unified diffs reviewers are shown.
+	Patch
 )
 
 // spec is a requirement's name, how to get it, and the variable other than RequireAll that
@@ -90,6 +92,8 @@ func (r Requirement) spec() spec {
 		return spec{"chromium", "apt-get install -y chromium (make setup does)", "SANDBOXFLOW_REQUIRE_BROWSER", checkChromium}
 	case Tmux:
 		return spec{"tmux", "apt-get install -y tmux (make setup does)", "", lookPath("tmux")}
+	case Patch:
+		return spec{"patch(1)", "apt-get install -y patch (make setup does)", "", lookPath("patch")}
 	case Postgres:
 		return spec{"PostgreSQL", "run scripts/setup-postgres.sh as root (make setup does), or set SANDBOXFLOW_TEST_POSTGRES", "SANDBOXFLOW_REQUIRE_POSTGRES", checkPostgres}
 	case CC:

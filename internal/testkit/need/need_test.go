@@ -2,6 +2,8 @@ package need
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,7 +30,7 @@ func TestMissingSkipsOrFailsSayingHow(t *testing.T) {
 
 	// Under make test nothing skips.
 	t.Setenv(RequireAll, "1")
-	for _, req := range []Requirement{Docker, Dockerd, DockerCompose, Root, Python3, IPv6Loopback, AMD64, SSHKeygen, Node, TemporalCLI, Chromium, Postgres, CC, Spin, Tmux} {
+	for _, req := range []Requirement{Docker, Dockerd, DockerCompose, Root, Python3, IPv6Loopback, AMD64, SSHKeygen, Node, TemporalCLI, Chromium, Postgres, CC, Spin, Tmux, Patch} {
 		r := &recorder{TB: t}
 		Missing(r, req, fmt.Errorf("absent"))
 		if r.skipped != "" || !strings.Contains(r.failed, req.String()) || !strings.Contains(r.failed, "to get it: ") || !strings.Contains(r.failed, "absent") {
@@ -80,4 +82,25 @@ func TestNeedChecksTheMachine(t *testing.T) {
 func checkFor(t *testing.T) Requirement {
 	t.Setenv("SANDBOXFLOW_TEMPORAL_CLI", "/bin/sh")
 	return TemporalCLI
+}
+
+// TestPatchIsLookedUpOnPath: Patch is met exactly when a patch program is on PATH, and its
+// absence says how to get one.
+func TestPatchIsLookedUpOnPath(t *testing.T) {
+	t.Setenv(RequireAll, "")
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	r := &recorder{TB: t}
+	Need(r, Patch)
+	if r.skipped == "" || !strings.Contains(r.skipped, "apt-get install -y patch") {
+		t.Errorf("no patch on PATH: skipped %q; want a skip saying how to install it", r.skipped)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "patch"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = &recorder{TB: t}
+	Need(r, Patch)
+	if r.skipped != "" || r.failed != "" {
+		t.Errorf("a patch on PATH: skipped %q failed %q; want it met", r.skipped, r.failed)
+	}
 }
