@@ -465,18 +465,9 @@ func refusedUnchecked(workflowID string, err error) error {
 
 // verifyResultOf is VerifyResult for run runID of workflowID (empty: its current run).
 func (c *Client) verifyResultOf(ctx context.Context, workflowID, runID string, res guard.Result, hosts *receipt.Hosts) error {
-	rec, err := c.Audit(ctx, workflowID, runID)
-	if errors.Is(err, errNoCheck) {
-		return refusedUnchecked(workflowID, err)
-	}
-	if err != nil {
+	rec, hosts, err := c.auditForHosts(ctx, workflowID, runID, hosts)
+	if err != nil || hosts == nil {
 		return err
-	}
-	if hosts == nil {
-		if len(rec.HostKeys) == 0 {
-			return nil
-		}
-		hosts = receipt.HostsOf(rec.HostKeys)
 	}
 	st, err := receipt.Verify(hosts, res.Receipt)
 	if err != nil {
@@ -505,6 +496,23 @@ func approvalsSent(st receipt.Statement, decisions []contract.AuditDecision) err
 		}
 	}
 	return nil
+}
+
+// auditForHosts reads the record of run runID of workflowID (empty: its current run), a run or a
+// session, and the hosts its receipts verify against: hosts, or when nil the hosts its check
+// recorded. The hosts are nil, and nothing is to be checked, when neither names any.
+func (c *Client) auditForHosts(ctx context.Context, workflowID, runID string, hosts *receipt.Hosts) (contract.AuditRecord, *receipt.Hosts, error) {
+	rec, err := c.Audit(ctx, workflowID, runID)
+	if errors.Is(err, errNoCheck) {
+		return rec, nil, refusedUnchecked(workflowID, err)
+	}
+	if err != nil || hosts != nil {
+		return rec, hosts, err
+	}
+	if len(rec.HostKeys) == 0 {
+		return rec, nil, nil
+	}
+	return rec, receipt.HostsOf(rec.HostKeys), nil
 }
 
 // auditSession reads a Session's record: its checked settings and every cell its host ran, with
@@ -577,18 +585,9 @@ func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, run
 // receipt signs. A session whose check recorded no hosts, with none given, is not checked. A
 // refusal is a *guard.ReceiptRefused.
 func (c *Client) VerifyCell(ctx context.Context, sessionID string, cell int, res guard.Result, hosts *receipt.Hosts) error {
-	rec, err := c.Audit(ctx, sessionID, "")
-	if errors.Is(err, errNoCheck) {
-		return refusedUnchecked(sessionID, err)
-	}
-	if err != nil {
+	rec, hosts, err := c.auditForHosts(ctx, sessionID, "", hosts)
+	if err != nil || hosts == nil {
 		return err
-	}
-	if hosts == nil {
-		if len(rec.HostKeys) == 0 {
-			return nil
-		}
-		hosts = receipt.HostsOf(rec.HostKeys)
 	}
 	i := slices.IndexFunc(rec.Cells, func(ac contract.AuditCell) bool { return ac.Cell.Index == cell })
 	if i < 0 {

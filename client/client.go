@@ -8,7 +8,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/google/uuid"
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -174,10 +173,7 @@ type Started struct {
 // and a request over Temporal's payload limits (ToolUsageError), and a task queue no worker polls
 // (*NoWorkerError); an existing workflow id is a ConfigError.
 func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions) (Started, error) {
-	id := opts.WorkflowID
-	if id == "" {
-		id = WorkflowIDPrefix + uuid.NewString()
-	}
+	id := newWorkflowID(opts.WorkflowID, WorkflowIDPrefix)
 	in := contract.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue}
 	if err := guard.CheckEncodable(req); err != nil {
 		return Started{}, err
@@ -242,46 +238,20 @@ func (c *Client) checkWorkers(ctx context.Context) error {
 // run's result: only a run that has closed (its check failed) is asked for it; while the run is
 // open, transient failures are retried for up to CheckWait and any other failure is returned.
 func (c *Client) awaitCheck(ctx context.Context, started Started) (Started, error) {
-	// The check takes a workflow task or two: ask soon, then less and less often, up to
-	// checkPoll.
-	wait := min(10*time.Millisecond, c.checkPoll)
-	var failingSince time.Time
-	for {
+	look := func(ctx context.Context) (checkLook, error) {
 		st, err := c.Status(ctx, started.WorkflowID)
-		switch {
-		case err == nil && st.State != contract.StatusChecking:
-			if st.Request.Digest == "" {
-				// The check failed: the run has ended with the typed error.
-				_, rerr := c.Result(ctx, started.WorkflowID)
-				if rerr == nil {
-					rerr = fmt.Errorf("client: run %s ended in state %s without a digest", started.WorkflowID, st.State)
-				}
-				return started, rerr
-			}
-			started.Digest = st.Request.Digest
-			return started, nil
-		case err != nil && !isQueryNotReady(err):
-			// A run that failed its check may already be closed; its result says why.
-			if closed, derr := c.isClosed(ctx, started); derr == nil && closed {
-				if _, rerr := c.Result(ctx, started.WorkflowID); rerr != nil {
-					return started, rerr
-				}
-				return started, err
-			}
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			if !isTransient(err) || time.Since(failingSince) >= c.checkWait {
-				return started, &CheckUnansweredError{WorkflowID: started.WorkflowID, RunID: started.RunID, Err: err}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return started, fmt.Errorf("client: waiting for the check of %s: %w", started.WorkflowID, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, c.checkPoll)
+		ended := fmt.Errorf("client: run %s ended in state %s without a digest", started.WorkflowID, st.State)
+		return checkLook{done: st.State != contract.StatusChecking, digest: st.Request.Digest, ended: ended}, err
 	}
+	result := func(ctx context.Context) error {
+		_, err := c.Result(ctx, started.WorkflowID)
+		return err
+	}
+	digest, err := c.awaitChecked(ctx, started.WorkflowID, started.RunID, started.WorkflowID, look, result)
+	if err == nil {
+		started.Digest = digest
+	}
+	return started, err
 }
 
 // isClosed reports whether the started run has closed.
@@ -349,15 +319,9 @@ func (c *Client) RequireRunCode(ctx context.Context, workflowID string) error {
 
 // describeRunCode describes workflowID's current run, refusing a workflow of another type.
 func (c *Client) describeRunCode(ctx context.Context, workflowID string) (*workflowpb.WorkflowExecutionInfo, error) {
-	resp, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
-	if err != nil {
-		return nil, fmt.Errorf("client: describe %s: %w", workflowID, err)
-	}
-	info := resp.GetWorkflowExecutionInfo()
-	if typ := info.GetType().GetName(); typ != contract.WorkflowName {
-		return nil, &NotRunCodeError{WorkflowID: workflowID, Type: typ}
-	}
-	return info, nil
+	return c.describeAs(ctx, workflowID, contract.WorkflowName, func(typ string) error {
+		return &NotRunCodeError{WorkflowID: workflowID, Type: typ}
+	})
 }
 
 // isQueryNotReady reports errors that mean "ask again": the first workflow task has not run yet.
@@ -375,15 +339,7 @@ func (c *Client) Status(ctx context.Context, workflowID string) (contract.Status
 
 // RunStatus is Status of run runID of workflowID (empty: its current run).
 func (c *Client) RunStatus(ctx context.Context, workflowID, runID string) (contract.Status, error) {
-	var st contract.Status
-	v, err := c.tc.QueryWorkflow(ctx, workflowID, runID, contract.QueryStatus)
-	if err != nil {
-		return st, fmt.Errorf("client: query %s: %w", workflowID, err)
-	}
-	if err := v.Get(&st); err != nil {
-		return st, fmt.Errorf("client: decode status of %s: %w", workflowID, err)
-	}
-	return st, nil
+	return queryStatus[contract.Status](ctx, c, workflowID, runID, contract.QueryStatus, workflowID, "status of "+workflowID)
 }
 
 // Pending is a run, or a session with a cell, that waits for a decision, as visibility lists it.
@@ -531,17 +487,9 @@ func (c *Client) Result(ctx context.Context, workflowID string) (guard.Result, e
 // resultOf is Result for run runID of workflowID (empty: its current run, and the runs it
 // continues as).
 func (c *Client) resultOf(ctx context.Context, workflowID, runID string) (guard.Result, error) {
-	var res guard.Result
-	run := c.tc.GetWorkflow(ctx, workflowID, runID)
-	err := run.Get(ctx, &res)
+	res, run, err := workflowResult[guard.Result](ctx, c, workflowID, runID, workflowID)
 	if err != nil {
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("client: result of %s: %w", workflowID, ctx.Err())
-		}
-		if typed := contract.FromFailure(err); guard.TypeOf(typed) != "" {
-			return res, typed
-		}
-		return res, fmt.Errorf("client: result of %s: %w", workflowID, err)
+		return res, err
 	}
 	if runID == "" {
 		runID = run.GetRunID()

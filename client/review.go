@@ -91,26 +91,39 @@ func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptio
 	r.Changes, r.ChangesError = c.reviewChanges(ctx, workflowID, st, in)
 	// What opts adds comes from what was hashed into the digest just checked: the start input
 	// of the status's run.
-	if opts.EnvValues {
-		r.Env = map[string]string{}
-		for n, v := range in.Request.Env {
-			if slices.Contains(st.Request.SensitiveEnv, n) {
-				if r.SensitiveEnvBytes == nil {
-					r.SensitiveEnvBytes = map[string]int{}
+	r.Env, r.SensitiveEnvBytes, r.InputFiles = opts.extras(in.Request.Env, in.Request.Files, st.Request.SensitiveEnv)
+	return r, nil
+}
+
+// extras returns what o adds to a run's or a session's review from its start input's env and
+// files: the env values less the sensitive ones, the sensitive ones' lengths in bytes, and the
+// files; each nil when not asked for.
+func (o ReviewOptions) extras(env map[string]string, files map[string][]byte, sensitive []string) (map[string]string, map[string]int, map[string][]byte) {
+	var (
+		values         map[string]string
+		sensitiveBytes map[string]int
+		inputFiles     map[string][]byte
+	)
+	if o.EnvValues {
+		values = map[string]string{}
+		for n, v := range env {
+			if slices.Contains(sensitive, n) {
+				if sensitiveBytes == nil {
+					sensitiveBytes = map[string]int{}
 				}
-				r.SensitiveEnvBytes[n] = len(v)
+				sensitiveBytes[n] = len(v)
 				continue
 			}
-			r.Env[n] = v
+			values[n] = v
 		}
 	}
-	if opts.InputFiles {
-		r.InputFiles = in.Request.Files
-		if r.InputFiles == nil {
-			r.InputFiles = map[string][]byte{}
+	if o.InputFiles {
+		inputFiles = files
+		if inputFiles == nil {
+			inputFiles = map[string][]byte{}
 		}
 	}
-	return r, nil
+	return values, sensitiveBytes, inputFiles
 }
 
 // SuspiciousWarning returns a one-line warning about the listed characters, or "" for none.

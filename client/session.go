@@ -55,10 +55,7 @@ type SessionStarted struct {
 // Before anything is sent it refuses text that is not UTF-8 and settings over Temporal's payload
 // limits (ToolUsageError), and a task queue no worker polls (*NoWorkerError).
 func (c *Client) OpenSession(ctx context.Context, req guard.SessionRequest, opts SessionOptions) (SessionStarted, error) {
-	id := opts.WorkflowID
-	if id == "" {
-		id = SessionIDPrefix + uuid.NewString()
-	}
+	id := newWorkflowID(opts.WorkflowID, SessionIDPrefix)
 	in := contract.SessionInput{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue}
 	if err := checkSessionRequest(c, in); err != nil {
 		return SessionStarted{}, err
@@ -107,62 +104,34 @@ func checkSessionRequest(c *Client, in contract.SessionInput) error {
 // awaitSessionCheck polls the new session's status until it is open (checked, its sandbox
 // created) and returns its settings digest, or the typed error that ended it.
 func (c *Client) awaitSessionCheck(ctx context.Context, started SessionStarted) (SessionStarted, error) {
-	wait := min(10*time.Millisecond, c.checkPoll)
-	var failingSince time.Time
-	for {
+	look := func(ctx context.Context) (checkLook, error) {
 		st, err := c.SessionRunStatus(ctx, started.WorkflowID, started.RunID)
-		switch {
-		case err == nil && st.State != contract.SessionChecking && st.State != contract.SessionOpening:
-			if st.State != contract.SessionOpen || st.Settings.Digest == "" {
-				// The check failed, or the sandbox could not be opened: the session has ended
-				// with the typed error.
-				_, rerr := c.SessionResult(ctx, started.WorkflowID, started.RunID)
-				if rerr == nil {
-					rerr = fmt.Errorf("client: session %s ended in state %s before it opened (%s)", started.WorkflowID, st.State, st.End)
-				}
-				return started, rerr
-			}
-			started.Digest = st.Settings.Digest
-			return started, nil
-		case err != nil && !isQueryNotReady(err):
-			if closed, derr := c.isClosed(ctx, Started{WorkflowID: started.WorkflowID, RunID: started.RunID}); derr == nil && closed {
-				if _, rerr := c.SessionResult(ctx, started.WorkflowID, started.RunID); rerr != nil {
-					return started, rerr
-				}
-				return started, err
-			}
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			if !isTransient(err) || time.Since(failingSince) >= c.checkWait {
-				return started, &CheckUnansweredError{WorkflowID: started.WorkflowID, RunID: started.RunID, Err: err}
-			}
+		l := checkLook{done: st.State != contract.SessionChecking && st.State != contract.SessionOpening, digest: st.Settings.Digest}
+		if st.State != contract.SessionOpen {
+			// The check failed, or the sandbox could not be opened: the session has ended with
+			// the typed error.
+			l.digest = ""
 		}
-		select {
-		case <-ctx.Done():
-			return started, fmt.Errorf("client: waiting for the check of session %s: %w", started.WorkflowID, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, c.checkPoll)
+		l.ended = fmt.Errorf("client: session %s ended in state %s before it opened (%s)", started.WorkflowID, st.State, st.End)
+		return l, err
 	}
+	result := func(ctx context.Context) error {
+		_, err := c.SessionResult(ctx, started.WorkflowID, started.RunID)
+		return err
+	}
+	digest, err := c.awaitChecked(ctx, started.WorkflowID, started.RunID, "session "+started.WorkflowID, look, result)
+	if err == nil {
+		started.Digest = digest
+	}
+	return started, err
 }
 
 // SessionResult waits for the session to end and returns its result (every cell), or the typed
 // error that ended it (errors.As finds *guard.SandboxLost, *guard.ToolUsageError,
 // *guard.ConfigError, *guard.IntegrationError). runID empty: the current run.
 func (c *Client) SessionResult(ctx context.Context, sessionID, runID string) (contract.SessionResult, error) {
-	var res contract.SessionResult
-	err := c.tc.GetWorkflow(ctx, sessionID, runID).Get(ctx, &res)
-	if err != nil {
-		if ctx.Err() != nil {
-			return res, fmt.Errorf("client: result of session %s: %w", sessionID, ctx.Err())
-		}
-		if typed := contract.FromFailure(err); guard.TypeOf(typed) != "" {
-			return res, typed
-		}
-		return res, fmt.Errorf("client: result of session %s: %w", sessionID, err)
-	}
-	return res, nil
+	res, _, err := workflowResult[contract.SessionResult](ctx, c, sessionID, runID, "session "+sessionID)
+	return res, err
 }
 
 // SessionInfo is a session as a reviewer's face reads it: its status (naming its workflow and
@@ -235,15 +204,9 @@ func (c *Client) IsSession(ctx context.Context, workflowID string) (bool, error)
 
 // describeSession describes sessionID's current run, refusing a workflow of another type.
 func (c *Client) describeSession(ctx context.Context, sessionID string) (*workflowpb.WorkflowExecutionInfo, error) {
-	resp, err := c.tc.DescribeWorkflowExecution(ctx, sessionID, "")
-	if err != nil {
-		return nil, fmt.Errorf("client: describe %s: %w", sessionID, err)
-	}
-	info := resp.GetWorkflowExecutionInfo()
-	if typ := info.GetType().GetName(); typ != contract.SessionWorkflowName {
-		return nil, &NotSessionError{WorkflowID: sessionID, Type: typ}
-	}
-	return info, nil
+	return c.describeAs(ctx, sessionID, contract.SessionWorkflowName, func(typ string) error {
+		return &NotSessionError{WorkflowID: sessionID, Type: typ}
+	})
 }
 
 // SessionStatus returns what the session's status query reports (its current run).
@@ -253,15 +216,8 @@ func (c *Client) SessionStatus(ctx context.Context, sessionID string) (contract.
 
 // SessionRunStatus is SessionStatus of run runID of sessionID (empty: its current run).
 func (c *Client) SessionRunStatus(ctx context.Context, sessionID, runID string) (contract.SessionStatus, error) {
-	var st contract.SessionStatus
-	v, err := c.tc.QueryWorkflow(ctx, sessionID, runID, contract.QuerySessionStatus)
-	if err != nil {
-		return st, fmt.Errorf("client: query session %s: %w", sessionID, err)
-	}
-	if err := v.Get(&st); err != nil {
-		return st, fmt.Errorf("client: decode the status of session %s: %w", sessionID, err)
-	}
-	return st, nil
+	return queryStatus[contract.SessionStatus](ctx, c, sessionID, runID, contract.QuerySessionStatus,
+		"session "+sessionID, "the status of session "+sessionID)
 }
 
 // SubmitCell submits a cell to the session (update "submit-cell") and waits until the workflow

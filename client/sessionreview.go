@@ -102,25 +102,7 @@ func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts Revie
 		}
 		names := slices.Sorted(maps.Keys(in.Request.Files))
 		st.Settings.Warnings = pysource.StartupWarnings(names)
-		if opts.EnvValues {
-			r.Env = map[string]string{}
-			for n, v := range in.Request.Env {
-				if slices.Contains(st.Settings.SensitiveEnv, n) {
-					if r.SensitiveEnvBytes == nil {
-						r.SensitiveEnvBytes = map[string]int{}
-					}
-					r.SensitiveEnvBytes[n] = len(v)
-					continue
-				}
-				r.Env[n] = v
-			}
-		}
-		if opts.InputFiles {
-			r.InputFiles = in.Request.Files
-			if r.InputFiles == nil {
-				r.InputFiles = map[string][]byte{}
-			}
-		}
+		r.Env, r.SensitiveEnvBytes, r.InputFiles = opts.extras(in.Request.Env, in.Request.Files, st.Settings.SensitiveEnv)
 	}
 	r.Views = make([]CellView, 0, len(st.Cells))
 	for i, cell := range st.Cells {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -40,46 +39,70 @@ type decideRequest struct {
 func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	var in decideRequest
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		writeRefusal(w, http.StatusBadRequest, "inbox: decision: "+err.Error())
+	if !readDecision(w, r, &in, &in) {
 		return
 	}
-	if msg := reasonProblem(in); msg != "" {
-		writeRefusal(w, http.StatusBadRequest, msg)
+	ri, ok := s.loadWaitingRun(w, r, id)
+	if !ok {
 		return
 	}
-	ri, err := s.loadRun(r.Context(), id)
-	if err != nil {
-		writeRefusal(w, http.StatusNotFound, err.Error())
-		return
-	}
-	if !ri.Running || ri.Status.State != contract.StatusAwaitingApproval {
-		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+")")
-		return
-	}
+	logged := []any{"workflow_id", id, "principal", who.principal}
 	if in.Approve {
 		start, readErr := s.readInput(r.Context(), id, ri.Status.RunID)
 		in.start = start
 		if err := checkShown(ri.Status, start, readErr); err != nil {
-			s.log.Warn("inbox: approval refused", "workflow_id", id, "principal", who.principal, "error", err)
-			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
+			s.refuseLogged(w, http.StatusConflict, "inbox: approval refused", "approval refused: ", err, logged)
 			return
 		}
 	}
 	d, err := s.verifyDecision(ri, in, who)
 	if err != nil {
-		s.log.Warn("inbox: decision refused", "workflow_id", id, "principal", who.principal, "error", err)
-		writeRefusal(w, http.StatusForbidden, "decision refused: "+err.Error())
+		s.refuseLogged(w, http.StatusForbidden, "inbox: decision refused", "decision refused: ", err, logged)
 		return
 	}
 	res, err := s.sendDecision(r.Context(), ri, d)
 	if err != nil {
-		s.log.Warn("inbox: the workflow refused the decision", "workflow_id", id, "principal", who.principal, "error", err)
-		writeRefusal(w, http.StatusForbidden, "the workflow refused the decision: "+err.Error())
+		s.refuseLogged(w, http.StatusForbidden, "inbox: the workflow refused the decision", "the workflow refused the decision: ", err, logged)
 		return
 	}
 	s.log.Info("inbox: decision sent", "workflow_id", id, "approve", d.Approve, "reviewer", d.Reviewer, "approval_id", d.ApprovalID)
 	writeJSON(w, http.StatusOK, res)
+}
+
+// readDecision decodes the posted decision into in, of which d is the decision, and refuses one
+// whose reason will not do; false when it refused.
+func readDecision(w http.ResponseWriter, r *http.Request, in any, d *decideRequest) bool {
+	if err := json.NewDecoder(r.Body).Decode(in); err != nil {
+		writeRefusal(w, http.StatusBadRequest, "inbox: decision: "+err.Error())
+		return false
+	}
+	if msg := reasonProblem(*d); msg != "" {
+		writeRefusal(w, http.StatusBadRequest, msg)
+		return false
+	}
+	return true
+}
+
+// loadWaitingRun reads run id for a decision on it, or an edit of it: it must wait for one. It
+// refuses, and returns false, when it cannot be read or no longer waits.
+func (s *Server) loadWaitingRun(w http.ResponseWriter, r *http.Request, id string) (*client.RunInfo, bool) {
+	ri, err := s.loadRun(r.Context(), id)
+	if err != nil {
+		writeRefusal(w, http.StatusNotFound, err.Error())
+		return nil, false
+	}
+	if !ri.Running || ri.Status.State != contract.StatusAwaitingApproval {
+		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+")")
+		return nil, false
+	}
+	return ri, true
+}
+
+// refuseLogged logs msg with the attributes logged and err, and refuses with code: prefix and
+// err's text.
+func (s *Server) refuseLogged(w http.ResponseWriter, code int, msg, prefix string, err error, logged []any) {
+	s.log.Warn(msg, append(slices.Clip(logged), "error", err)...)
+	writeRefusal(w, code, prefix+err.Error())
 }
 
 // verifyDecision checks the assertion against the run's statement built from what the inbox
@@ -145,68 +168,30 @@ func (s *Server) sendDecision(ctx context.Context, ri *client.RunInfo, d contrac
 	return res, nil
 }
 
-// handleDownload sends, as a plain-text attachment and never as a page, an input file of any
-// run (input-N, in name order: what the reviewer approves) or a finished run's stdout, stderr
-// or an output file (file-N).
-func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request, _ *signIn) {
-	id, what := r.PathValue("id"), r.PathValue("what")
-	ri, err := s.loadRun(r.Context(), id)
+// runDownloads reads run id for a download: its input files, and a finished run's result.
+func (s *Server) runDownloads(ctx context.Context, id string) (downloads, error) {
+	ri, err := s.loadRun(ctx, id)
 	if err != nil {
-		http.Error(w, "no RunCode run "+id, http.StatusNotFound)
-		return
+		return downloads{}, err
 	}
-	if n, ok := strings.CutPrefix(what, "input-"); ok {
-		s.downloadInput(w, r, id, ri.Status.RunID, n)
-		return
-	}
-	if ri.Running {
-		http.Error(w, "no finished RunCode run "+id, http.StatusNotFound)
-		return
-	}
-	res, err := s.result(r.Context(), id)
-	if err != nil {
-		http.Error(w, "the run has no result: "+err.Error(), http.StatusNotFound)
-		return
-	}
-	var (
-		name string
-		body []byte
-	)
-	switch {
-	case what == "stdout":
-		name, body = "stdout.txt", res.Stdout
-	case what == "stderr":
-		name, body = "stderr.txt", res.Stderr
-	case strings.HasPrefix(what, "file-"):
-		n, err := strconv.Atoi(strings.TrimPrefix(what, "file-"))
-		if err != nil || n < 0 || n >= len(res.Files) {
-			http.Error(w, "no such file", http.StatusNotFound)
+	return downloads{runID: ri.Status.RunID, inputFiles: s.runInputFiles, output: func(w http.ResponseWriter, r *http.Request, what string) {
+		if ri.Running {
+			http.Error(w, "no finished RunCode run "+id, http.StatusNotFound)
 			return
 		}
-		name, body = downloadName(res.Files[n].Name), res.Files[n].Content
-	default:
-		http.Error(w, "no such download", http.StatusNotFound)
-		return
-	}
-	sendAttachment(w, name, body)
+		res, err := s.result(r.Context(), id)
+		if err != nil {
+			http.Error(w, "the run has no result: "+err.Error(), http.StatusNotFound)
+			return
+		}
+		sendResultPart(w, &res, what)
+	}}, nil
 }
 
-// downloadInput sends input file number n (in name order, as the run page lists them) of the
-// request run runID of workflow id was started with.
-func (s *Server) downloadInput(w http.ResponseWriter, r *http.Request, id, runID, n string) {
-	in, err := s.readInput(r.Context(), id, runID)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
-		return
-	}
-	req := in.Request
-	names := slices.Sorted(maps.Keys(req.Files))
-	i, err := strconv.Atoi(n)
-	if err != nil || i < 0 || i >= len(names) {
-		http.Error(w, "no such input file", http.StatusNotFound)
-		return
-	}
-	sendAttachment(w, downloadName(names[i]), req.Files[names[i]])
+// runInputFiles reads the input files run runID of workflow id was started with.
+func (s *Server) runInputFiles(ctx context.Context, id, runID string) (map[string][]byte, error) {
+	in, err := s.readInput(ctx, id, runID)
+	return in.Request.Files, err
 }
 
 // sendAttachment writes body as a plain-text attachment named name, never sniffed as a page.

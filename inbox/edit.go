@@ -39,13 +39,8 @@ func (s *Server) handleEditStatement(w http.ResponseWriter, r *http.Request, who
 		writeRefusal(w, http.StatusBadRequest, "inbox: edit: "+err.Error())
 		return
 	}
-	ri, err := s.loadRun(r.Context(), id)
-	if err != nil {
-		writeRefusal(w, http.StatusNotFound, err.Error())
-		return
-	}
-	if !ri.Running || ri.Status.State != contract.StatusAwaitingApproval {
-		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+")")
+	ri, ok := s.loadWaitingRun(w, r, id)
+	if !ok {
 		return
 	}
 	start, readErr := s.readInput(r.Context(), id, ri.Status.RunID)

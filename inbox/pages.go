@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -43,6 +44,9 @@ type statementView struct {
 	Expires    string
 	Text       string
 }
+
+// DownloadBase is where the run page's downloads are.
+func (v runView) DownloadBase() string { return "/run/" + url.PathEscape(v.ID) }
 
 // runView is the run page.
 type runView struct {
@@ -125,7 +129,7 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
 		}
@@ -179,17 +183,36 @@ func (s *Server) renderPending(w http.ResponseWriter, r *http.Request, who *sign
 	s.render(w, page, data)
 }
 
-func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) {
+// subjectPage says how a run's or a session's page reads its subject: the page's template and
+// title, how to load it, which load errors mean there is none, and what a 404 says then.
+type subjectPage[T any] struct {
+	page, title string
+	load        func(ctx context.Context, id string) (T, error)
+	isNotFound  func(error) bool
+	notFound    string
+}
+
+// loadPage reads the subject of the page at r's id for who: it answers 404 when there is none and
+// renders the page with the error when it could not be read, and then returns false.
+func loadPage[T any](s *Server, w http.ResponseWriter, r *http.Request, who *signIn, p subjectPage[T]) (T, string, pageData, bool) {
 	id := r.PathValue("id")
-	ri, err := s.loadRun(r.Context(), id)
-	if isNotFound(err) {
-		http.Error(w, "no such RunCode run", http.StatusNotFound)
-		return
+	subject, err := p.load(r.Context(), id)
+	if p.isNotFound(err) {
+		http.Error(w, p.notFound, http.StatusNotFound)
+		return subject, id, pageData{}, false
 	}
-	data := s.pageData(who, "Run "+visible(id))
+	data := s.pageData(who, p.title+" "+visible(id))
 	if err != nil {
 		data.Err = err.Error()
-		s.render(w, "run", data)
+		s.render(w, p.page, data)
+		return subject, id, data, false
+	}
+	return subject, id, data, true
+}
+
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) {
+	ri, id, data, ok := loadPage(s, w, r, who, subjectPage[*client.RunInfo]{page: "run", title: "Run", load: s.loadRun, isNotFound: isNotFound, notFound: "no such RunCode run"})
+	if !ok {
 		return
 	}
 	v := s.runView(ri)

@@ -2,12 +2,9 @@ package inbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,12 +41,7 @@ func reasonProblem(in decideRequest) string {
 func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, who *signIn) {
 	id := r.PathValue("id")
 	var in cellDecideRequest
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		writeRefusal(w, http.StatusBadRequest, "inbox: decision: "+err.Error())
-		return
-	}
-	if msg := reasonProblem(in.decideRequest); msg != "" {
-		writeRefusal(w, http.StatusBadRequest, msg)
+	if !readDecision(w, r, &in, &in.decideRequest) {
 		return
 	}
 	if in.Cell < 1 {
@@ -74,11 +66,11 @@ func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, who *s
 		writeRefusal(w, http.StatusConflict, fmt.Sprintf("cell %d's digest is %s, not the %q your page showed: read the session's page again", wc.Cell, wc.Digest, in.Digest))
 		return
 	}
+	logged := []any{"workflow_id", id, "cell", in.Cell, "principal", who.principal}
 	if in.Approve {
 		input, readErr := s.readSessionInput(r.Context(), id, st.RunID)
 		if err := checkSessionShown(st, input, readErr); err != nil {
-			s.log.Warn("inbox: cell approval refused", "workflow_id", id, "cell", in.Cell, "principal", who.principal, "error", err)
-			writeRefusal(w, http.StatusConflict, "approval refused: "+err.Error())
+			s.refuseLogged(w, http.StatusConflict, "inbox: cell approval refused", "approval refused: ", err, logged)
 			return
 		}
 	}
@@ -95,14 +87,12 @@ func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, who *s
 		if errors.Is(err, errNotShown) || errors.As(err, &stale) {
 			code = http.StatusConflict
 		}
-		s.log.Warn("inbox: cell decision refused", "workflow_id", id, "cell", in.Cell, "principal", who.principal, "error", err)
-		writeRefusal(w, code, "decision refused: "+err.Error())
+		s.refuseLogged(w, code, "inbox: cell decision refused", "decision refused: ", err, logged)
 		return
 	}
 	res, err := s.sendCellDecision(r.Context(), st, contract.CellDecision{Cell: in.Cell, Decision: d})
 	if err != nil {
-		s.log.Warn("inbox: the session refused the decision", "workflow_id", id, "cell", in.Cell, "principal", who.principal, "error", err)
-		writeRefusal(w, http.StatusForbidden, "the session refused the decision: "+err.Error())
+		s.refuseLogged(w, http.StatusForbidden, "inbox: the session refused the decision", "the session refused the decision: ", err, logged)
 		return
 	}
 	s.log.Info("inbox: cell decision sent", "workflow_id", id, "cell", in.Cell, "approve", d.Approve, "reviewer", d.Reviewer, "approval_id", d.ApprovalID)
@@ -116,52 +106,32 @@ func (s *Server) sendCellDecision(ctx context.Context, st contract.SessionStatus
 	return s.door.DecideCell(ctx, st.WorkflowID, st.RunID, d)
 }
 
-// handleSessionDownload sends, as a plain-text attachment and never as a page, an input file of
-// a session (input-N, in name order) or a cell's stdout, stderr or output file
-// (cell-C-stdout, cell-C-stderr, cell-C-file-N).
-func (s *Server) handleSessionDownload(w http.ResponseWriter, r *http.Request, _ *signIn) {
-	id, what := r.PathValue("id"), r.PathValue("what")
-	si, err := s.loadSession(r.Context(), id)
+// sessionDownloads reads session id for a download: its input files, and its cells' results.
+func (s *Server) sessionDownloads(ctx context.Context, id string) (downloads, error) {
+	si, err := s.loadSession(ctx, id)
 	if err != nil {
-		http.Error(w, "no Session workflow "+id, http.StatusNotFound)
-		return
+		return downloads{}, err
 	}
-	if n, ok := strings.CutPrefix(what, "input-"); ok {
-		in, err := s.readSessionInput(r.Context(), id, si.Status.RunID)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		names := slices.Sorted(maps.Keys(in.Request.Files))
-		i, err := strconv.Atoi(n)
-		if err != nil || i < 0 || i >= len(names) {
-			http.Error(w, "no such input file", http.StatusNotFound)
-			return
-		}
-		sendAttachment(w, downloadName(names[i]), in.Request.Files[names[i]])
-		return
-	}
+	return downloads{runID: si.Status.RunID, inputFiles: s.sessionInputFiles, output: func(w http.ResponseWriter, _ *http.Request, what string) {
+		serveCellOutput(w, si.Status, what)
+	}}, nil
+}
+
+// sessionInputFiles reads the input files run runID of session id was started with.
+func (s *Server) sessionInputFiles(ctx context.Context, id, runID string) (map[string][]byte, error) {
+	in, err := s.readSessionInput(ctx, id, runID)
+	return in.Request.Files, err
+}
+
+// serveCellOutput sends what names of a cell's result: cell-C-stdout, cell-C-stderr or
+// cell-C-file-N.
+func serveCellOutput(w http.ResponseWriter, st contract.SessionStatus, what string) {
 	rest, ok := strings.CutPrefix(what, "cell-")
 	num, part, _ := strings.Cut(rest, "-")
 	c, err := strconv.Atoi(num)
-	if !ok || err != nil || c < 1 || c > len(si.Status.Cells) || si.Status.Cells[c-1].Result == nil {
+	if !ok || err != nil || c < 1 || c > len(st.Cells) || st.Cells[c-1].Result == nil {
 		http.Error(w, "no such download", http.StatusNotFound)
 		return
 	}
-	res := si.Status.Cells[c-1].Result
-	switch {
-	case part == "stdout":
-		sendAttachment(w, "stdout.txt", res.Stdout)
-	case part == "stderr":
-		sendAttachment(w, "stderr.txt", res.Stderr)
-	case strings.HasPrefix(part, "file-"):
-		n, err := strconv.Atoi(strings.TrimPrefix(part, "file-"))
-		if err != nil || n < 0 || n >= len(res.Files) {
-			http.Error(w, "no such file", http.StatusNotFound)
-			return
-		}
-		sendAttachment(w, downloadName(res.Files[n].Name), res.Files[n].Content)
-	default:
-		http.Error(w, "no such download", http.StatusNotFound)
-	}
+	sendResultPart(w, st.Cells[c-1].Result, part)
 }

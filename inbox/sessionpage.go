@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +19,9 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard/human"
 	"github.com/sandboxflow/sandboxflow/pysource"
 )
+
+// DownloadBase is where the session page's downloads are.
+func (v sessionView) DownloadBase() string { return "/session/" + url.PathEscape(v.ID) }
 
 // sessionView is the session page: the settings, every cell in order, and the sign form of the
 // cell that waits.
@@ -116,16 +120,8 @@ func isSessionNotFound(err error) bool {
 }
 
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *signIn) {
-	id := r.PathValue("id")
-	si, err := s.loadSession(r.Context(), id)
-	if isSessionNotFound(err) {
-		http.Error(w, "no such Session workflow", http.StatusNotFound)
-		return
-	}
-	data := s.pageData(who, "Session "+visible(id))
-	if err != nil {
-		data.Err = err.Error()
-		s.render(w, "session", data)
+	si, id, data, ok := loadPage(s, w, r, who, subjectPage[sessionInfo]{page: "session", title: "Session", load: s.loadSession, isNotFound: isSessionNotFound, notFound: "no such Session workflow"})
+	if !ok {
 		return
 	}
 	in, readErr := s.readSessionInput(r.Context(), id, si.Status.RunID)

@@ -260,53 +260,17 @@ func checkSessionID(id string) error {
 // waitCell waits for the cell to end up to Config.Wait, notifying progress, and returns its
 // result, why it did not run, or "still waiting".
 func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, sessionID string, cell int, digest string) (*mcp.CallToolResult, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
-	defer cancel()
-	type outcome struct {
-		c   contract.CellStatus
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		c, err := s.cfg.Client.AwaitCell(waitCtx, sessionID, cell)
-		done <- outcome{c, err}
-	}()
-	token := req.Params.GetProgressToken()
-	tick := time.NewTicker(s.cfg.ProgressInterval)
-	defer tick.Stop()
-	live, liveTick := &liveOutput{c: s.cfg.Client, id: sessionID, cell: cell}, time.NewTicker(LivePoll)
-	defer liveTick.Stop()
-	step := 0
-	notify := func(msg string) {
-		if token == nil || req.Session == nil {
-			return
-		}
-		step++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(step), Message: msg,
-		})
-	}
-	notify(s.cellMessage(ctx, sessionID, cell, digest))
-	for {
-		select {
-		case <-liveTick.C:
-			if token != nil && req.Session != nil {
-				for _, m := range live.messages(ctx) {
-					notify(m)
-				}
-			}
-		case o := <-done:
-			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
-				return s.cellStillWaiting(ctx, sessionID, cell, digest), nil
-			}
-			if o.err != nil {
-				return errorResult(o.err), nil
-			}
-			return s.cellContent(ctx, sessionID, o.c), nil
-		case <-tick.C:
-			notify(s.cellMessage(ctx, sessionID, cell, digest))
-		}
-	}
+	return waitWithProgress(ctx, s, req, waited[contract.CellStatus]{
+		await: func(ctx context.Context) (contract.CellStatus, error) {
+			return s.cfg.Client.AwaitCell(ctx, sessionID, cell)
+		},
+		live:         &liveOutput{c: s.cfg.Client, id: sessionID, cell: cell},
+		progress:     func(ctx context.Context) string { return s.cellMessage(ctx, sessionID, cell, digest) },
+		stillWaiting: func(ctx context.Context) *mcp.CallToolResult { return s.cellStillWaiting(ctx, sessionID, cell, digest) },
+		content: func(ctx context.Context, c contract.CellStatus) *mcp.CallToolResult {
+			return s.cellContent(ctx, sessionID, c)
+		},
+	})
 }
 
 // cellState reads the cell's state, or "" when the status cannot be read.
@@ -325,18 +289,9 @@ func (s *Server) cellState(ctx context.Context, sessionID string, cell int) stri
 
 // cellMessage says what the cell waits for, with the inbox's address when one is configured.
 func (s *Server) cellMessage(ctx context.Context, sessionID string, cell int, digest string) string {
-	switch state := s.cellState(ctx, sessionID, cell); state {
-	case contract.StatusAwaitingApproval, "":
-		msg := fmt.Sprintf("waiting for a reviewer to approve cell %d of session %s (digest %s)", cell, sessionID, digest)
-		if s.cfg.InboxURL != "" {
-			msg += "; review it at " + s.cfg.InboxURL
-		}
-		return msg
-	case contract.StatusRunning:
-		return fmt.Sprintf("approved; cell %d of session %s is running", cell, sessionID)
-	default:
-		return fmt.Sprintf("cell %d of session %s is %s", cell, sessionID, state)
-	}
+	state := s.cellState(ctx, sessionID, cell)
+	waiting := state == contract.StatusAwaitingApproval || state == ""
+	return s.progressMessage(fmt.Sprintf("cell %d of session %s", cell, sessionID), digest, state, waiting)
 }
 
 // cellStillWaiting is what run_cell returns when the cell outlived Config.Wait.
@@ -344,13 +299,7 @@ func (s *Server) cellStillWaiting(ctx context.Context, sessionID string, cell in
 	state := cmpOr(s.cellState(ctx, sessionID, cell), contract.StatusAwaitingApproval)
 	text := fmt.Sprintf("%s: cell %d of session %s (digest %s) is %s. Call %s with {\"session_id\": %q, \"cell\": %d} later for its result; run no other cell before it ended.",
 		StillWaiting, cell, sessionID, digest, state, CellStatusToolName, sessionID, cell)
-	if s.cfg.InboxURL != "" {
-		text += " Reviewers decide at " + s.cfg.InboxURL + "."
-	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: map[string]any{"session_id": sessionID, "cell": cell, "state": state, "digest": digest},
-	}
+	return s.stillWaitingResult(text, "", map[string]any{"session_id": sessionID, "cell": cell, "state": state, "digest": digest})
 }
 
 func cmpOr(a, b string) string {
@@ -380,10 +329,8 @@ func (s *Server) cellStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			if c.State == contract.StatusAwaitingApproval {
 				return s.cellStillWaiting(ctx, a.SessionID, c.Cell, c.Digest), nil
 			}
-			return &mcp.CallToolResult{
-				Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("cell %d of session %s is %s; ask again later", c.Cell, a.SessionID, c.State)}},
-				StructuredContent: map[string]any{"session_id": a.SessionID, "cell": c.Cell, "state": c.State, "digest": c.Digest},
-			}, nil
+			label := fmt.Sprintf("cell %d of session %s", c.Cell, a.SessionID)
+			return askAgainLater(label, c.State, map[string]any{"session_id": a.SessionID, "cell": c.Cell, "state": c.State, "digest": c.Digest}), nil
 		}
 		return s.cellContent(ctx, a.SessionID, c), nil
 	}

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"path"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,53 +39,13 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 // wait waits for the run's result up to Config.Wait, notifying progress to a client that gave a
 // progress token, and returns the result, the typed error or "still waiting".
 func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest string) (*mcp.CallToolResult, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
-	defer cancel()
-	type outcome struct {
-		res guard.Result
-		err error
-	}
-	done := make(chan outcome, 1)
-	go func() {
-		res, err := s.cfg.Client.Result(waitCtx, id)
-		done <- outcome{res, err}
-	}()
-	token := req.Params.GetProgressToken()
-	tick := time.NewTicker(s.cfg.ProgressInterval)
-	defer tick.Stop()
-	live, liveTick := &liveOutput{c: s.cfg.Client, id: id}, time.NewTicker(LivePoll)
-	defer liveTick.Stop()
-	step := 0
-	notify := func(msg string) {
-		if token == nil || req.Session == nil {
-			return
-		}
-		step++
-		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-			ProgressToken: token, Progress: float64(step), Message: msg,
-		})
-	}
-	notify(s.waitingMessage(ctx, id, digest))
-	for {
-		select {
-		case <-liveTick.C:
-			if token != nil && req.Session != nil {
-				for _, m := range live.messages(ctx) {
-					notify(m)
-				}
-			}
-		case o := <-done:
-			if o.err != nil && ctx.Err() == nil && waitEnded(waitCtx, o.err) {
-				return s.stillWaiting(ctx, id, digest), nil
-			}
-			if o.err != nil {
-				return errorResult(o.err), nil
-			}
-			return resultContent(id, o.res), nil
-		case <-tick.C:
-			notify(s.waitingMessage(ctx, id, digest))
-		}
-	}
+	return waitWithProgress(ctx, s, req, waited[guard.Result]{
+		await:        func(ctx context.Context) (guard.Result, error) { return s.cfg.Client.Result(ctx, id) },
+		live:         &liveOutput{c: s.cfg.Client, id: id},
+		progress:     func(ctx context.Context) string { return s.waitingMessage(ctx, id, digest) },
+		stillWaiting: func(ctx context.Context) *mcp.CallToolResult { return s.stillWaiting(ctx, id, digest) },
+		content:      func(_ context.Context, res guard.Result) *mcp.CallToolResult { return resultContent(id, res) },
+	})
 }
 
 // waitEnded reports whether err is the end of the wait rather than a failure of the run: the
@@ -102,19 +61,8 @@ func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
 	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
 		state = st.State
 	}
-	var msg string
-	switch state {
-	case contract.StatusAwaitingApproval, contract.StatusChecking:
-		msg = fmt.Sprintf("waiting for a reviewer to approve run %s (digest %s)", id, digest)
-		if s.cfg.InboxURL != "" {
-			msg += "; review it at " + s.cfg.InboxURL
-		}
-	case contract.StatusRunning:
-		msg = fmt.Sprintf("approved; run %s is running", id)
-	default:
-		msg = fmt.Sprintf("run %s is %s", id, state)
-	}
-	return msg
+	waiting := state == contract.StatusAwaitingApproval || state == contract.StatusChecking
+	return s.progressMessage("run "+id, digest, state, waiting)
 }
 
 // stillWaiting is what a call returns when the run outlived Config.Wait.
@@ -126,14 +74,7 @@ func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallT
 	}
 	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q} later for its result.",
 		StillWaiting, id, digest, state, StatusToolName, id)
-	if s.cfg.InboxURL != "" {
-		text += " Reviewers decide at " + s.cfg.InboxURL + "."
-	}
-	text += startupWarningText(warnings)
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: map[string]any{"id": id, "state": state, "digest": digest},
-	}
+	return s.stillWaitingResult(text, startupWarningText(warnings), map[string]any{"id": id, "state": state, "digest": digest})
 }
 
 // startupWarningText tells the model, in the words reviewers read, which input files of its
@@ -173,10 +114,7 @@ func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		if st.State == contract.StatusAwaitingApproval {
 			return s.stillWaiting(ctx, in.ID, st.Request.Digest), nil
 		}
-		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("run %s is %s; ask again later", in.ID, st.State)}},
-			StructuredContent: map[string]any{"id": in.ID, "state": st.State, "digest": st.Request.Digest},
-		}, nil
+		return askAgainLater("run "+in.ID, st.State, map[string]any{"id": in.ID, "state": st.State, "digest": st.Request.Digest}), nil
 	}
 	res, err := s.cfg.Client.Result(ctx, in.ID)
 	if err != nil {

@@ -60,20 +60,7 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	for _, f := range human.Limits(req.Limits) {
 		row(f.K, "%s", f.V)
 	}
-	row("network", "%s", human.Network(req))
-	for _, e := range req.Egress {
-		row("", "may reach %s", terminal(e))
-	}
-	for _, s := range req.Secrets {
-		row("secret", "%s (added by the proxy; the code never sees it)", terminal(s))
-	}
-	for _, f := range req.Files {
-		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
-	}
-	if len(req.Files) > 0 && r.InputFiles == nil {
-		row("", "(contents: --input-files shows them)")
-	}
-	printEnv(row, req.EnvNames, r.Env, r.SensitiveEnvBytes)
+	printSandbox(row, req, r.InputFiles != nil, r.Env, r.SensitiveEnvBytes)
 	row("digest", "%s", req.Digest)
 	if !r.ApprovalDeadline.IsZero() {
 		row("deadline", "%s (%s left)", r.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(r.ApprovalDeadline.Sub(now)))
@@ -153,6 +140,26 @@ func printStartupWarnings(w io.Writer, warnings []pysource.StartupWarning) error
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// printSandbox writes the rows of what a run's or a session's sandbox gets, as sum says: its
+// network and the hosts it may reach, the secrets the proxy adds, the input files (and how to
+// read them, unless filesRead) and the env, with the values and sensitive lengths read.
+func printSandbox(row func(k, format string, a ...any), sum guard.Summary, filesRead bool, values map[string]string, sensitive map[string]int) {
+	row("network", "%s", human.Network(sum))
+	for _, e := range sum.Egress {
+		row("", "may reach %s", terminal(e))
+	}
+	for _, s := range sum.Secrets {
+		row("secret", "%s (added by the proxy; the code never sees it)", terminal(s))
+	}
+	for _, f := range sum.Files {
+		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
+	}
+	if len(sum.Files) > 0 && !filesRead {
+		row("", "(contents: --input-files shows them)")
+	}
+	printEnv(row, sum.EnvNames, values, sensitive)
 }
 
 // printEnv writes each env var with its value quoted and escaped (pysource.QuoteValue), a value the

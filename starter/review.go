@@ -19,16 +19,8 @@ import (
 func showCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
 	// Env values are always read: the code's behaviour can depend on them.
 	review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
-	if err == nil && review.Warning != "" {
-		fmt.Fprintln(stderr, "starter:", review.Warning)
-	}
-	if err == nil && review.NamesWarning != "" {
-		fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
-	}
 	if err == nil {
-		for _, w := range review.Request.Warnings {
-			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
-		}
+		warnRun(stderr, review)
 	}
 	if err != nil || cmd.json {
 		return printOr(stdout, review, err)
@@ -122,42 +114,19 @@ func statementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, 
 		if err != nil {
 			return err
 		}
-		if review.Warning != "" {
-			fmt.Fprintln(stderr, "starter:", review.Warning)
-		}
-		if review.NamesWarning != "" {
-			fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
-		}
-		for _, w := range review.Request.Warnings {
-			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
-		}
+		warnRun(stderr, review)
 	}
-	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID, Reviewer: cmd.reviewer}
-	if cmd.expiresIn > 0 {
-		opts.Expires = time.Now().Add(cmd.expiresIn)
-	}
-	f, err := sc.Statement(ctx, cmd.id, opts)
-	if err != nil {
-		return err
-	}
-	stmt, err := f.Statement()
-	if err != nil {
-		return err
-	}
-	_, err = stdout.Write(stmt)
-	return err
+	f, err := sc.Statement(ctx, cmd.id, cmd.statementOptions())
+	return writeStatement(stdout, f, err)
 }
 
 // decideCmd signs an approval or a denial with the reviewer's key and sends it.
 func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
-	signer, closer, err := client.LoadReviewerKey(cmd.key)
+	sc, signer, closer, err := cmd.signingClient(sc)
 	if err != nil {
 		return err
 	}
 	defer closer.Close()
-	if cmd.reviewer != "" {
-		sc = sc.WithReviewer(cmd.reviewer)
-	}
 	var res any
 	// approve --wait: the wait for the result (one long poll on the approved run) starts with
 	// the decision, in this process and connection.

@@ -182,16 +182,7 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 		if err != nil {
 			return err
 		}
-		for _, v := range review.Views {
-			for _, w := range []string{v.Warning, v.NamesWarning} {
-				if w != "" {
-					fmt.Fprintf(stderr, "starter: cell %d: %s\n", v.Cell, terminal(w))
-				}
-			}
-		}
-		for _, w := range review.Settings.Warnings {
-			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
-		}
+		warnSession(stderr, review, func(client.CellView) bool { return true })
 		if cmd.json {
 			return client.WriteJSON(stdout, review)
 		}
@@ -223,14 +214,11 @@ func printCellOutcome(ctx context.Context, sc *client.Client, sessionID string, 
 // decideCellCmd signs a decision on a session's cell (cmd.cell, or the waiting one after printing
 // it on stderr) and sends it; approve --wait then prints the cell's result.
 func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	signer, closer, err := client.LoadReviewerKey(cmd.key)
+	sc, signer, closer, err := cmd.signingClient(sc)
 	if err != nil {
 		return err
 	}
 	defer closer.Close()
-	if cmd.reviewer != "" {
-		sc = sc.WithReviewer(cmd.reviewer)
-	}
 	if cmd.cell == 0 {
 		// The reviewer named no cell: show the one this decision is for before signing it.
 		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{})
@@ -280,36 +268,16 @@ func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout,
 
 // cellStatementCmd prints the statement of a session's cell (cmd.cell, or the waiting one).
 func cellStatementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	opts := client.StatementOptions{Deny: cmd.deny, ApprovalID: cmd.approvalID, Reviewer: cmd.reviewer}
-	if cmd.expiresIn > 0 {
-		opts.Expires = time.Now().Add(cmd.expiresIn)
-	}
+	opts := cmd.statementOptions()
 	if !cmd.deny {
 		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{})
 		if err != nil {
 			return err
 		}
-		for _, v := range review.Views {
-			if v.Cell == cmd.cell || cmd.cell == 0 && v.Cell == review.Waiting {
-				for _, w := range []string{v.Warning, v.NamesWarning} {
-					if w != "" {
-						fmt.Fprintf(stderr, "starter: cell %d: %s\n", v.Cell, terminal(w))
-					}
-				}
-			}
-		}
-		for _, w := range review.Settings.Warnings {
-			fmt.Fprintln(stderr, "starter: WARNING:", terminal(w.String()))
-		}
+		warnSession(stderr, review, func(v client.CellView) bool {
+			return v.Cell == cmd.cell || cmd.cell == 0 && v.Cell == review.Waiting
+		})
 	}
 	f, _, err := sc.CellStatement(ctx, cmd.id, cmd.cell, opts)
-	if err != nil {
-		return err
-	}
-	stmt, err := f.Statement()
-	if err != nil {
-		return err
-	}
-	_, err = stdout.Write(stmt)
-	return err
+	return writeStatement(stdout, f, err)
 }

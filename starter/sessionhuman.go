@@ -97,20 +97,8 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	for _, f := range human.Limits(s.Limits) {
 		row(f.K, "%s (each cell)", f.V)
 	}
-	row("network", "%s", human.Network(guard.Summary{Network: s.Network, Egress: s.Egress}))
-	for _, e := range s.Egress {
-		row("", "may reach %s", terminal(e))
-	}
-	for _, sec := range s.Secrets {
-		row("secret", "%s (added by the proxy; the code never sees it)", terminal(sec))
-	}
-	for _, f := range s.Files {
-		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
-	}
-	if len(s.Files) > 0 && r.InputFiles == nil {
-		row("", "(contents: --input-files shows them)")
-	}
-	printEnv(row, s.EnvNames, r.Env, r.SensitiveEnvBytes)
+	sandbox := guard.Summary{Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Files: s.Files, EnvNames: s.EnvNames}
+	printSandbox(row, sandbox, r.InputFiles != nil, r.Env, r.SensitiveEnvBytes)
 	row("lifetime", "%s", human.Duration(s.Lifetime))
 	if !r.Deadline.IsZero() {
 		row("", "ends at %s (%s left)", r.Deadline.UTC().Format(time.RFC3339), human.Duration(r.Deadline.Sub(now)))
