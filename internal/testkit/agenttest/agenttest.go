@@ -132,7 +132,10 @@ func Setup(t *testing.T, opts ...Options) *Env {
 		Policy:        policy,
 		Backend:       b,
 		HostTaskQueue: hostQueue,
-		Sink:          o.Sink, HeartbeatTimeout: 5 * time.Second, // a session's hold heartbeats under a loaded CI machine too
+		// Past the heartbeat timeout the server takes a live host for lost: a session's hold
+		// survives that (it is held again), a running cell does not yet. On a loaded 2-core CI
+		// machine, under -race, a worker can miss 5 s.
+		Sink: o.Sink, HeartbeatTimeout: 12 * time.Second,
 		ReviewersFile:       reviewers,
 		PasskeyOrigin:       o.PasskeyOrigin,
 		PasskeyCountersFile: o.PasskeyCountersFile,
