@@ -370,11 +370,13 @@ def read_regular(dir_fd, name, max_file):
         os.close(fd)
 
 
-def collect(inputs, max_files, max_file, max_total):
-    """Sends a file frame for each produced file and returns whether any was left out. Walks
-    /work without following links; keeps regular files only; leaves out input files whose bytes
-    did not change; leaves out anything over the limits."""
-    state = {"truncated": False, "total": 0, "count": 0}
+def walk_work(visit, deep):
+    """Walks /work in name order without following links, entering folders at most MAX_DEPTH
+    deep: calls visit(dir_fd, name, rel, st) for each entry that is not a folder and deep(rel, st)
+    for each folder too deep to enter; each returns whether it left something out. Returns None
+    when /work cannot be opened, else whether anything was left out (by visit or deep, or an
+    entry that could not be listed, stat'ed or opened)."""
+    state = {"truncated": False}
 
     def walk(dir_fd, prefix, depth):
         try:
@@ -392,7 +394,8 @@ def collect(inputs, max_files, max_file, max_total):
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if depth >= MAX_DEPTH:
-                    state["truncated"] = True
+                    if deep(rel, st):
+                        state["truncated"] = True
                     continue
                 try:
                     sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -404,36 +407,48 @@ def collect(inputs, max_files, max_file, max_total):
                 finally:
                     os.close(sub)
                 continue
-            if not stat.S_ISREG(st.st_mode) or (st.st_size > max_file and rel not in inputs):
+            if visit(dir_fd, name, rel, st):
                 state["truncated"] = True
-                continue
-            if st.st_size > max_file:
-                continue
-            try:
-                data = read_regular(dir_fd, name, max_file)
-            except OSError:
-                data = None
-            if data is None:
-                state["truncated"] = True
-                continue
-            if inputs.get(rel) == data:
-                continue
-            if len(data) > max_file or state["count"] >= max_files or state["total"] + len(data) > max_total:
-                state["truncated"] = True
-                continue
-            state["total"] += len(data)
-            state["count"] += 1
-            frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
 
     try:
         root = os.open(WORK, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return True
+        return None
     try:
         walk(root, b"", 1)
     finally:
         os.close(root)
     return state["truncated"]
+
+
+def collect(inputs, max_files, max_file, max_total):
+    """Sends a file frame for each produced file and returns whether any was left out. Walks
+    /work without following links; keeps regular files only; leaves out input files whose bytes
+    did not change; leaves out anything over the limits."""
+    state = {"total": 0, "count": 0}
+
+    def visit(dir_fd, name, rel, st):
+        if not stat.S_ISREG(st.st_mode) or (st.st_size > max_file and rel not in inputs):
+            return True
+        if st.st_size > max_file:
+            return False
+        try:
+            data = read_regular(dir_fd, name, max_file)
+        except OSError:
+            data = None
+        if data is None:
+            return True
+        if inputs.get(rel) == data:
+            return False
+        if len(data) > max_file or state["count"] >= max_files or state["total"] + len(data) > max_total:
+            return True
+        state["total"] += len(data)
+        state["count"] += 1
+        frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
+        return False
+
+    truncated = walk_work(visit, lambda rel, st: True)
+    return True if truncated is None else truncated
 
 
 def forged_bytecode_possible(req):
@@ -1092,9 +1107,10 @@ def work_bytes():
 
 
 def collect_changed(prev, max_files, max_file, max_total, send=True):
-    """Walks /work as collect does (no links followed, at most MAX_DEPTH folders deep) and sends a
-    file frame for each regular file whose bytes differ from prev (name → key, as the last walk
-    left it); anything else that is new or changed, and files over the limits, set truncated.
+    """Walks /work as collect does (walk_work: no links followed, at most MAX_DEPTH folders deep)
+    and sends a file frame for each regular file whose bytes differ from prev (name → key, as the
+    last walk left it); anything else that is new or changed, and files over the limits, set
+    truncated.
     Returns (truncated, the keys of this walk).
 
     A key is (meta, digest): file_meta (or None), and the SHA-256 of the bytes when they were
@@ -1106,90 +1122,56 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
     never read: when its meta changed it sets truncated. So a walk reads at most max_file more
     than the tmpfs holds, whatever the cell left."""
     seen = {}
-    state = {"truncated": False, "total": 0, "count": 0, "budget": work_bytes()}
+    state = {"total": 0, "count": 0, "budget": work_bytes()}
     began = time.time_ns()
 
     def keep_meta(st):
         return file_meta(st) if st.st_ctime_ns < began - RACY_NS and st.st_mtime_ns < began - RACY_NS else None
 
-    def walk(dir_fd, prefix, depth):
-        try:
-            entries = sorted(os.listdir(dir_fd))
-        except OSError:
-            state["truncated"] = True
-            return
-        for name in entries:
-            name = os.fsencode(name)
-            rel = prefix + name
-            try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                state["truncated"] = True
-                continue
-            old_meta, old_digest = prev.get(rel, (None, None))
-            if stat.S_ISDIR(st.st_mode):
-                if depth >= MAX_DEPTH:
-                    key = (("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None)
-                    seen[rel] = key
-                    if old_meta != key[0]:
-                        state["truncated"] = True
-                    continue
-                try:
-                    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-                except OSError:
-                    state["truncated"] = True
-                    continue
-                try:
-                    walk(sub, rel + b"/", depth + 1)
-                finally:
-                    os.close(sub)
-                continue
-            meta = file_meta(st)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > max_file:
-                # Not read: it cannot be reported within the cell's caps. Its meta is kept even
-                # when racy: a change within the same tick would only set truncated again.
-                seen[rel] = (meta, None)
-                if old_meta != meta:
-                    state["truncated"] = True
-                continue
-            if state["budget"] < st.st_size:
-                # Past what the tmpfs holds: sparse files. Unchanged when its meta says so.
-                if old_meta is not None and old_meta == meta:
-                    seen[rel] = (old_meta, old_digest)
-                else:
-                    seen[rel] = (keep_meta(st), None)
-                    state["truncated"] = True
-                continue
-            try:
-                got = file_digest(dir_fd, name, max_file)
-            except OSError:
-                got = None
-            state["budget"] -= st.st_size
-            if got is None:
-                seen[rel] = (None, None)
-                state["truncated"] = True
-                continue
-            digest, data = got
-            seen[rel] = (keep_meta(st), digest)
-            if old_digest == digest:
-                continue
-            if state["count"] >= max_files or state["total"] + len(data) > max_total:
-                state["truncated"] = True
-                continue
-            state["total"] += len(data)
-            state["count"] += 1
-            if send:
-                frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
+    def deep(rel, st):
+        key = (("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None)
+        seen[rel] = key
+        return prev.get(rel, (None, None))[0] != key[0]
 
-    try:
-        root = os.open(WORK, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    def visit(dir_fd, name, rel, st):
+        old_meta, old_digest = prev.get(rel, (None, None))
+        meta = file_meta(st)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_file:
+            # Not read: it cannot be reported within the cell's caps. Its meta is kept even
+            # when racy: a change within the same tick would only set truncated again.
+            seen[rel] = (meta, None)
+            return old_meta != meta
+        if state["budget"] < st.st_size:
+            # Past what the tmpfs holds: sparse files. Unchanged when its meta says so.
+            if old_meta is not None and old_meta == meta:
+                seen[rel] = (old_meta, old_digest)
+                return False
+            seen[rel] = (keep_meta(st), None)
+            return True
+        try:
+            got = file_digest(dir_fd, name, max_file)
+        except OSError:
+            got = None
+        state["budget"] -= st.st_size
+        if got is None:
+            seen[rel] = (None, None)
+            return True
+        digest, data = got
+        seen[rel] = (keep_meta(st), digest)
+        if old_digest == digest:
+            return False
+        if state["count"] >= max_files or state["total"] + len(data) > max_total:
+            return True
+        state["total"] += len(data)
+        state["count"] += 1
+        if send:
+            frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
+        return False
+
+    truncated = walk_work(visit, deep)
+    if truncated is None:
         return True, prev
-    try:
-        walk(root, b"", 1)
-    finally:
-        os.close(root)
-    return state["truncated"], seen
+    return truncated, seen
 
 
 class CellOut:
