@@ -355,7 +355,7 @@ func (b *Backend) runProcess(ctx context.Context, cmd *exec.Cmd, l guard.Limits)
 		StdoutTruncated: stdout.Truncated(),
 		StderrTruncated: stderr.Truncated(),
 		Duration:        duration,
-		Measured:        measured(stdout, stderr),
+		Measured:        guard.MeasuredOf(stdout, stderr),
 	}
 	if timedOut {
 		res.ExitCode = -1
@@ -608,10 +608,4 @@ func readBounded(root *os.Root, name string, max int64) ([]byte, bool, error) {
 		return nil, true, nil
 	}
 	return b, false, nil
-}
-
-// measured is the whole of both streams as the code wrote them, for the host's receipt.
-func measured(stdout, stderr *guard.CapBuffer) *guard.Measured {
-	o, e := stdout.Measure(), stderr.Measure()
-	return &guard.Measured{Stdout: &o, Stderr: &e}
 }

@@ -285,33 +285,22 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 		ss.doneOnce.Do(func() { close(ss.done) })
 		return guard.Result{}, ss.lost()
 	}
-	out := guard.OutputOf(ctx)
-	stdout := guard.NewCapBuffer(limits.MaxStdoutBytes).Tee(out, guard.StreamStdout)
-	stderr := guard.NewCapBuffer(limits.MaxStderrBytes).Tee(out, guard.StreamStderr)
-	nonce := celldriver.NewNonce()
-	outCut := ip.stdout.Begin(nonce, stdout)
-	errCut := ip.stderr.Begin(nonce, stderr)
-	result := func() guard.Result {
-		return guard.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StateReset: fresh,
-			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated(),
-			Measured: measured(stdout, stderr)}
-	}
+	c := celldriver.BeginCell(ctx, ip.stdout, ip.stderr, limits)
+	result := func() guard.Result { return c.Result(fresh) }
 	ended := func() {
-		ip.stdout.Abandon()
-		ip.stderr.Abandon()
+		c.Abandon()
 		ss.interp, ss.reset = nil, true
 	}
 	// A write to an interpreter that just died fails (EPIPE): its death is then the cell's result.
-	_, _ = ip.stdin.Write(celldriver.Command(nonce, cell.Index, cell.Code))
+	_, _ = ip.stdin.Write(celldriver.Command(c.Nonce, cell.Index, cell.Code))
 	timer := time.NewTimer(limits.Timeout)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ip.changed:
-			outEnded, status := ip.stdout.Ended()
-			if errEnded, _ := ip.stderr.Ended(); outEnded && errEnded {
+			if done, exitCode := c.Ended(); done {
 				res := result()
-				res.ExitCode = celldriver.ExitStatus(status)
+				res.ExitCode = exitCode
 				return res, nil
 			}
 			if !ip.hasExited() {
