@@ -339,6 +339,42 @@ PIDS_EVENTS = ("/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events")
 MEMORY_EVENTS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
 
+def cgroup_counters():
+    """The cgroup's counts of pids-limit hits and memory kills, each -1 when unknown."""
+    return (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+
+
+def exit_of(status):
+    """The exit code and signal of a wait status: 128 + the signal for a killed process."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return 128 + sig, sig
+    return os.WEXITSTATUS(status), 0
+
+
+def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancelled=None, state_reset=None):
+    """The exit frame of a run or a cell: its exit, its time, its streams as the code wrote them,
+    and what the cgroup counted since before (cgroup_counters). A cell's also says whether it was
+    cancelled and whether it ran in a fresh interpreter (cancelled and state_reset, not None)."""
+    pids_after, oom_after = cgroup_counters()
+    fields = {"exit_code": exit_code, "signal": sig, "timed_out": timed_out}
+    if cancelled is not None:
+        fields["cancelled"] = cancelled
+    fields.update({
+        "duration_ms": duration_ms,
+        "stdout_bytes": streams.seen[streams.out_r],
+        "stderr_bytes": streams.seen[streams.err_r],
+        "stdout_sha256": hex_of(streams.hashes, streams.out_r),
+        "stderr_sha256": hex_of(streams.hashes, streams.err_r),
+        "pids_limit_hit": pids_after > max(before[0], 0),
+        "oom_kills": max(oom_after - max(before[1], 0), 0),
+        "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,
+    })
+    if state_reset is not None:
+        fields["state_reset"] = state_reset
+    return fields
+
+
 def write_inputs(files):
     for f in files:
         name = b64d(f["name"])
@@ -535,6 +571,15 @@ def spawn(libc, argv, env, pipes, extra=()):
     os._exit(127)
 
 
+def set_pipe_size(fd):
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
+    except (ImportError, OSError):
+        pass
+
+
 class Streams:
     """The code's stdin, stdout and stderr pipes, seen from the supervisor."""
 
@@ -543,12 +588,7 @@ class Streams:
         self.err_r, self.err_w = os.pipe2(os.O_CLOEXEC)
         self.in_r, self.in_w = os.pipe2(os.O_CLOEXEC)
         for fd in (self.out_r, self.err_r):
-            try:
-                import fcntl
-
-                fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
-            except (ImportError, OSError):
-                pass
+            set_pipe_size(fd)
         self.kind = {self.out_r: F_STDOUT, self.err_r: F_STDERR}
         self.room = {self.out_r: caps[0], self.err_r: caps[1]}
         self.seen = {self.out_r: 0, self.err_r: 0}
@@ -874,7 +914,7 @@ def run(libc, req):
     if tunnel is not None:
         streams.tunnel = tunnel
         tunnel.register(streams.poller)
-    counters = (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+    counters = cgroup_counters()
     started = time.monotonic()
     pid = spawn(libc, argv, env, streams.child_ends())
     streams.started()
@@ -1049,15 +1089,6 @@ class Interp:
                 os.close(fd)
             except OSError:
                 pass
-
-
-def set_pipe_size(fd):
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
-    except (ImportError, OSError):
-        pass
 
 
 # A file whose change time is within this of a walk's start may change again within the same
@@ -1350,7 +1381,7 @@ class Session:
         if lang == "python" and self.interp is None:
             state_reset = self.had_interp
             self.start_interp()
-        counters = (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+        counters = cgroup_counters()
         poller = select.poll()
         feed = b""
         feed_fd = done_r = -1
@@ -1461,33 +1492,14 @@ class Session:
             os.close(out.err_r)
         if keep is None:
             self.drop_interp()
-        sig = 0
         if timed_out or cancelled:
-            exit_code = -1
+            exit_code, sig = -1, 0
         elif driver_status is not None:
-            exit_code = driver_status
-        elif os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            exit_code = 128 + sig
+            exit_code, sig = driver_status, 0
         else:
-            exit_code = os.WEXITSTATUS(status)
-        pids_after = cgroup_counter(PIDS_EVENTS, "max")
-        oom_after = cgroup_counter(MEMORY_EVENTS, "oom_kill")
-        frame(F_EXIT, json_fields({
-            "exit_code": exit_code,
-            "signal": sig,
-            "timed_out": timed_out,
-            "cancelled": cancelled,
-            "duration_ms": int((ended - started) * 1000),
-            "stdout_bytes": out.seen[out.out_r],
-            "stderr_bytes": out.seen[out.err_r],
-            "stdout_sha256": hex_of(out.hashes, out.out_r),
-            "stderr_sha256": hex_of(out.hashes, out.err_r),
-            "pids_limit_hit": pids_after > max(counters[0], 0),
-            "oom_kills": max(oom_after - max(counters[1], 0), 0),
-            "limits_known": min(counters[0], counters[1], pids_after, oom_after) >= 0,
-            "state_reset": state_reset,
-        }))
+            exit_code, sig = exit_of(status)
+        frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, int((ended - started) * 1000), out, counters,
+                                              cancelled=cancelled, state_reset=state_reset)))
         with AsUser():
             truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
         frame(F_CELL_END, json_fields({"files_truncated": truncated}))
@@ -1530,29 +1542,8 @@ def main():
     except OSError as e:
         fail("preparing the run: %s" % e)
 
-    sig = 0
-    if timed_out:
-        exit_code = -1
-    elif os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        exit_code = 128 + sig
-    else:
-        exit_code = os.WEXITSTATUS(status)
-    pids_after = cgroup_counter(PIDS_EVENTS, "max")
-    oom_after = cgroup_counter(MEMORY_EVENTS, "oom_kill")
-    frame(F_EXIT, json_fields({
-        "exit_code": exit_code,
-        "signal": sig,
-        "timed_out": timed_out,
-        "duration_ms": elapsed_ms,
-        "stdout_bytes": streams.seen[streams.out_r],
-        "stderr_bytes": streams.seen[streams.err_r],
-        "stdout_sha256": hex_of(streams.hashes, streams.out_r),
-        "stderr_sha256": hex_of(streams.hashes, streams.err_r),
-        "pids_limit_hit": pids_after > max(before[0], 0),
-        "oom_kills": max(oom_after - max(before[1], 0), 0),
-        "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,
-    }))
+    exit_code, sig = (-1, 0) if timed_out else exit_of(status)
+    frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, elapsed_ms, streams, before)))
     inputs = {b64d(f["name"]): b64d(f.get("content")) for f in req.get("files") or []}
     with AsUser():
         truncated = collect(inputs, req["max_files"], req["max_file_bytes"], req["max_total_file_bytes"])
