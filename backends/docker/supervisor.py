@@ -571,6 +571,27 @@ def spawn(libc, argv, env, pipes, extra=()):
     os._exit(127)
 
 
+def drain_wakeups(fd):
+    """Empties a non-blocking wake-up pipe."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def feed_some(fd, data):
+    """Writes what a non-blocking pipe takes of data, at most 64 KiB, and returns the rest: all
+    of data when the pipe is full, nothing once it is broken."""
+    try:
+        n = os.write(fd, data[:65536])
+    except BlockingIOError:
+        return data
+    except OSError:
+        return b""
+    return data[n:]
+
+
 def set_pipe_size(fd):
     try:
         import fcntl
@@ -580,7 +601,54 @@ def set_pipe_size(fd):
         pass
 
 
-class Streams:
+class Output:
+    """The code's output, a run's or one cell's: forwards what it writes on out_r and err_r as
+    frames, up to the caps, counting and hashing everything seen."""
+
+    def __init__(self, out_r, err_r, caps):
+        self.kind = {out_r: F_STDOUT, err_r: F_STDERR}
+        self.room = {out_r: caps[0], err_r: caps[1]}
+        self.seen = {out_r: 0, err_r: 0}
+        self.hashes = stream_hashes((out_r, err_r))
+        self.out_r, self.err_r = out_r, err_r
+        self.open = {out_r, err_r}
+
+    def forward(self, fd):
+        b = os.read(fd, READ_CHUNK)
+        if not b:
+            self.open.discard(fd)
+            return False
+        self.seen[fd] += len(b)
+        if self.hashes is not None:
+            self.hashes[fd].update(b)
+        keep = b[: max(self.room[fd], 0)]
+        self.room[fd] -= len(keep)
+        if keep:
+            frame(self.kind[fd], keep)
+        return True
+
+    def drain(self, until_eof, limit):
+        """Reads what is left: until both pipes end (until_eof, every writer is gone) or, for a live
+        interpreter, until nothing more is waiting; at most limit seconds."""
+        end = time.monotonic() + limit
+        poller = select.poll()
+        for fd in self.open:
+            poller.register(fd, select.POLLIN)
+        while self.open:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                return
+            ready = poller.poll(max(1, int(wait * 1000)) if until_eof else 0)
+            if not ready:
+                if until_eof:
+                    continue
+                return
+            for fd, _ in ready:
+                if not self.forward(fd):
+                    poller.unregister(fd)
+
+
+class Streams(Output):
     """The code's stdin, stdout and stderr pipes, seen from the supervisor."""
 
     def __init__(self, caps, stdin_data, wake_r):
@@ -589,17 +657,13 @@ class Streams:
         self.in_r, self.in_w = os.pipe2(os.O_CLOEXEC)
         for fd in (self.out_r, self.err_r):
             set_pipe_size(fd)
-        self.kind = {self.out_r: F_STDOUT, self.err_r: F_STDERR}
-        self.room = {self.out_r: caps[0], self.err_r: caps[1]}
-        self.seen = {self.out_r: 0, self.err_r: 0}
-        self.hashes = stream_hashes((self.out_r, self.err_r))
+        Output.__init__(self, self.out_r, self.err_r, caps)
         self.stdin_data = stdin_data
         self.wake_r = wake_r
         self.poller = select.poll()
         self.poller.register(self.out_r, select.POLLIN)
         self.poller.register(self.err_r, select.POLLIN)
         self.poller.register(wake_r, select.POLLIN)
-        self.open = {self.out_r, self.err_r}
         self.tunnel = None
 
     def child_ends(self):
@@ -620,42 +684,22 @@ class Streams:
             if self.tunnel is not None and self.tunnel.owns(fd):
                 self.tunnel.event(fd, ev)
             elif fd == self.wake_r:
-                try:
-                    while os.read(self.wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
+                drain_wakeups(self.wake_r)
             elif fd == self.in_w:
                 self.feed()
             else:
                 self.forward(fd)
 
     def feed(self):
-        try:
-            n = os.write(self.in_w, self.stdin_data[:65536])
-            self.stdin_data = self.stdin_data[n:]
-        except BlockingIOError:
-            return
-        except OSError:
-            self.stdin_data = b""
+        self.stdin_data = feed_some(self.in_w, self.stdin_data)
         if not self.stdin_data:
             self.poller.unregister(self.in_w)
             os.close(self.in_w)
             self.in_w = -1
 
     def forward(self, fd):
-        b = os.read(fd, READ_CHUNK)
-        if not b:
+        if not Output.forward(self, fd):
             self.poller.unregister(fd)
-            self.open.discard(fd)
-            return
-        self.seen[fd] += len(b)
-        if self.hashes is not None:
-            self.hashes[fd].update(b)
-        keep = b[: max(self.room[fd], 0)]
-        self.room[fd] -= len(keep)
-        if keep:
-            frame(self.kind[fd], keep)
 
     def close(self):
         if self.in_w >= 0:
@@ -1205,53 +1249,6 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
     return truncated, seen
 
 
-class CellOut:
-    """One cell's output: forwards what the code writes on out_r and err_r as frames, up to the
-    caps, counting everything seen."""
-
-    def __init__(self, out_r, err_r, caps):
-        self.kind = {out_r: F_STDOUT, err_r: F_STDERR}
-        self.room = {out_r: caps[0], err_r: caps[1]}
-        self.seen = {out_r: 0, err_r: 0}
-        self.hashes = stream_hashes((out_r, err_r))
-        self.out_r, self.err_r = out_r, err_r
-        self.open = {out_r, err_r}
-
-    def forward(self, fd):
-        b = os.read(fd, READ_CHUNK)
-        if not b:
-            self.open.discard(fd)
-            return False
-        self.seen[fd] += len(b)
-        if self.hashes is not None:
-            self.hashes[fd].update(b)
-        keep = b[: max(self.room[fd], 0)]
-        self.room[fd] -= len(keep)
-        if keep:
-            frame(self.kind[fd], keep)
-        return True
-
-    def drain(self, until_eof, limit):
-        """Reads what is left: until both pipes end (until_eof, every writer is gone) or, for a live
-        interpreter, until nothing more is waiting; at most limit seconds."""
-        end = time.monotonic() + limit
-        poller = select.poll()
-        for fd in self.open:
-            poller.register(fd, select.POLLIN)
-        while self.open:
-            wait = end - time.monotonic()
-            if wait <= 0:
-                return
-            ready = poller.poll(max(1, int(wait * 1000)) if until_eof else 0)
-            if not ready:
-                if until_eof:
-                    continue
-                return
-            for fd, _ in ready:
-                if not self.forward(fd):
-                    poller.unregister(fd)
-
-
 def discard_waiting(fds):
     """Reads and drops what waits on fds (the interpreter's output between cells)."""
     dropped = 0
@@ -1388,7 +1385,7 @@ class Session:
         if lang == "python":
             it = self.interp
             discard_waiting([it.out_r, it.err_r, it.done_r])
-            out = CellOut(it.out_r, it.err_r, caps)
+            out = Output(it.out_r, it.err_r, caps)
             feed, feed_fd, done_r, pid = index.to_bytes(4, "big") + len(code).to_bytes(4, "big") + code, it.ctl_w, it.done_r, it.pid
             started = time.monotonic()
         else:
@@ -1399,7 +1396,7 @@ class Session:
                 script_r, script_w = os.pipe2(os.O_CLOEXEC)
             set_pipe_size(out_r)
             set_pipe_size(err_r)
-            out = CellOut(out_r, err_r, caps)
+            out = Output(out_r, err_r, caps)
             # The script comes on a pipe, never a file: under runc every file the supervisor
             # writes is the code's uid's, which a process left from an earlier cell could rewrite
             # between the write and sh's read.
@@ -1438,19 +1435,9 @@ class Session:
                 if self.tunnel is not None and self.tunnel.owns(fd):
                     self.tunnel.event(fd, ev)
                 elif fd == self.wake_r:
-                    try:
-                        while os.read(self.wake_r, 512):
-                            pass
-                    except BlockingIOError:
-                        pass
+                    drain_wakeups(self.wake_r)
                 elif fd == feed_fd:
-                    try:
-                        n = os.write(feed_fd, feed[:65536])
-                        feed = feed[n:]
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        feed = b""
+                    feed = feed_some(feed_fd, feed)
                     if not feed:
                         poller.unregister(feed_fd)
                         if lang == "sh":
