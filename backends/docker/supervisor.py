@@ -391,13 +391,15 @@ def write_inputs(files):
 
 
 def read_regular(dir_fd, name, max_file):
+    """The bytes of a regular file, read without following a link, up to max_file + 1 (more than
+    max_file: it holds more); None when it is not a regular file."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = b""
         while len(data) <= max_file:
-            b = os.read(fd, max_file + 1 - len(data))
+            b = os.read(fd, min(READ_CHUNK, max_file + 1 - len(data)))
             if not b:
                 break
             data += b
@@ -1152,21 +1154,10 @@ def file_digest(dir_fd, name, max_file):
     longer a regular file or holds more than max_file bytes (it grew since its stat)."""
     import hashlib
 
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = b""
-        while len(data) <= max_file:
-            b = os.read(fd, min(READ_CHUNK, max_file + 1 - len(data)))
-            if not b:
-                break
-            data += b
-        if len(data) > max_file:
-            return None
-        return hashlib.sha256(data).digest(), data
-    finally:
-        os.close(fd)
+    data = read_regular(dir_fd, name, max_file)
+    if data is None or len(data) > max_file:
+        return None
+    return hashlib.sha256(data).digest(), data
 
 
 def work_bytes():
