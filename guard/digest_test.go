@@ -16,10 +16,12 @@ func baseRequest() Request {
 	return Request{
 		Code:     "print(open('a.txt').read())",
 		Language: Python,
-		Files:    map[string][]byte{"a.txt": []byte("alpha"), "b/c.bin": {0, 1, 2}},
-		Env:      map[string]string{"GREETING": "hello", "NAME": "world"},
-		Limits:   Limits{Timeout: 10 * time.Second},
-		Network:  false,
+		Settings: Settings{
+			Files:   map[string][]byte{"a.txt": []byte("alpha"), "b/c.bin": {0, 1, 2}},
+			Env:     map[string]string{"GREETING": "hello", "NAME": "world"},
+			Limits:  Limits{Timeout: 10 * time.Second},
+			Network: false,
+		},
 	}
 }
 

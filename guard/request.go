@@ -20,11 +20,25 @@ type Request struct {
 	Code string `json:"code"`
 	// Language is "python" or "sh". Optional: defaults to "python".
 	Language string `json:"language,omitempty"`
+	Settings
+	// Conversation names the orchestrator's conversation (task, thread) this run belongs to, so
+	// that reviewers see what changed since its previous run (CheckConversation says what it may
+	// be). Optional. It is a reading aid, not part of the digest: it changes nothing that runs,
+	// and any orchestrator may name any conversation.
+	Conversation string `json:"conversation,omitempty"`
+}
+
+// Settings are what a run and a session ask for alike, besides their code: the inputs, the
+// limits, the network and who asked. In a SessionRequest they hold for every cell. Request and
+// SessionRequest embed them, so their fields stand in each request's JSON as its own.
+type Settings struct {
 	// Files are input files written into the working folder before the code runs, name → bytes.
 	Files map[string][]byte `json:"files,omitempty"`
 	// Env are environment variables the code sees, name → value.
 	Env map[string]string `json:"env,omitempty"`
-	// Limits are the requested limits; each zero field takes the policy's default.
+	// Limits are the requested limits; each zero field takes the policy's default. A session's
+	// bound each cell (its timeout, output and file caps); the sandbox's memory, CPUs and pids
+	// are the backend's, for the whole session.
 	Limits Limits `json:"limits"`
 	// Network asks for an open network (the Docker backend's configured network, with open
 	// egress); a worker without --allow-open-network refuses it with a ConfigError. Prefer Egress.
@@ -39,11 +53,6 @@ type Request struct {
 	// CaptureContent lets events carry code, output, env values and file contents.
 	CaptureContent bool     `json:"capture_content,omitempty"`
 	Metadata       Metadata `json:"metadata"` // who asked: recorded in history and events, changes nothing that runs
-	// Conversation names the orchestrator's conversation (task, thread) this run belongs to, so
-	// that reviewers see what changed since its previous run (CheckConversation says what it may
-	// be). Optional. It is a reading aid, not part of the digest: it changes nothing that runs,
-	// and any orchestrator may name any conversation.
-	Conversation string `json:"conversation,omitempty"`
 }
 
 // Metadata says who asked for a run. It is recorded in history and events and is not part of the

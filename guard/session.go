@@ -30,18 +30,9 @@ type SessionRequest struct {
 	// Languages the cells may use: "python" and/or "sh". Optional: defaults to every language the
 	// policy offers.
 	Languages []string `json:"languages,omitempty"`
-	// Files are written into /work when the sandbox is created, before any cell.
-	Files map[string][]byte `json:"files,omitempty"`
-	// Env is every cell's environment, name → value.
-	Env map[string]string `json:"env,omitempty"`
-	// Limits bound each cell (its timeout, output and file caps); the sandbox's memory, CPUs and
-	// pids are the backend's, for the whole session.
-	Limits         Limits   `json:"limits"`
-	Network        bool     `json:"network,omitempty"`
-	Egress         []string `json:"egress,omitempty"`
-	Secrets        []string `json:"secrets,omitempty"`
-	CaptureContent bool     `json:"capture_content,omitempty"`
-	Metadata       Metadata `json:"metadata"`
+	// Settings hold for every cell: the files are written into /work when the sandbox is
+	// created, before any cell; the env is every cell's; the limits bound each cell.
+	Settings
 	// Lifetime ends the session this long after it opened. Optional: the policy's cap.
 	Lifetime time.Duration `json:"lifetime,omitempty"`
 	// IdleTimeout ends the session when no cell was submitted, waited or ran for this long.

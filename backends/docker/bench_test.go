@@ -199,7 +199,7 @@ func BenchmarkSessionCell(b *testing.B) {
 func benchSessionCell(b *testing.B, rt string) {
 	backend := newTestBackend(b, rt, nil)
 	c := print1Checked("bench-session")
-	cs, err := testPolicy.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Limits: c.Limits}, Name)
+	cs, err := testPolicy.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Limits: c.Limits}}, Name)
 	if err != nil {
 		b.Fatal(err)
 	}
