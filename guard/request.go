@@ -112,8 +112,24 @@ type Owner struct {
 // Checked is a request that passed every check of a policy, with its effective limits and its
 // digest. Backends receive a Checked request; Recheck checks one again before it runs.
 type Checked struct {
-	Language       string      `json:"language"`                  // always set (python when the request named none)
-	Code           string      `json:"code"`                      // valid UTF-8, within the policy's MaxCodeBytes
+	Language string `json:"language"` // always set (python when the request named none)
+	Code     string `json:"code"`     // valid UTF-8, within the policy's MaxCodeBytes
+	CheckedSettings
+	Conversation string `json:"conversation,omitempty"` // as requested (checked); not part of the digest
+	// SensitiveEnv names the env vars, of Env, whose values the policy marks sensitive
+	// (Policy.SensitiveEnv): views show them as "sensitive, N bytes". Sorted; not part of the
+	// digest (it changes what is shown, not what runs).
+	SensitiveEnv []string `json:"sensitive_env,omitempty"`
+	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
+	Digest string `json:"digest"`
+	// Owner is filled in by the activity that runs the request.
+	Owner Owner `json:"owner"`
+}
+
+// CheckedSettings are Settings that passed the policy, with the backend they were checked for:
+// what a checked run and a checked session hold alike. Checked and CheckedSession embed them, so
+// their fields stand in each one's JSON as its own.
+type CheckedSettings struct {
 	Files          []InputFile `json:"files,omitempty"`           // sorted by name
 	Env            []EnvVar    `json:"env,omitempty"`             // sorted by name, each name one the policy allows
 	Limits         Limits      `json:"limits"`                    // every field set: the request's, or the policy's default
@@ -123,15 +139,6 @@ type Checked struct {
 	Backend        string      `json:"backend"`                   // the backend that runs it
 	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
 	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
-	Conversation   string      `json:"conversation,omitempty"`    // as requested (checked); not part of the digest
-	// SensitiveEnv names the env vars, of Env, whose values the policy marks sensitive
-	// (Policy.SensitiveEnv): views show them as "sensitive, N bytes". Sorted; not part of the
-	// digest (it changes what is shown, not what runs).
-	SensitiveEnv []string `json:"sensitive_env,omitempty"`
-	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
-	Digest string `json:"digest"`
-	// Owner is filled in by the activity that runs the request.
-	Owner Owner `json:"owner"`
 }
 
 // EnvMap returns the env as a map.

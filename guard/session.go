@@ -45,20 +45,13 @@ type SessionRequest struct {
 // CheckedSession is a session request that passed the policy, with its effective limits and
 // caps and its settings digest. Backends receive one to create the session's sandbox.
 type CheckedSession struct {
-	Languages      []string      `json:"languages"`       // sorted, each one the policy offers
-	Files          []InputFile   `json:"files,omitempty"` // sorted by name
-	Env            []EnvVar      `json:"env,omitempty"`   // sorted by name
-	Limits         Limits        `json:"limits"`          // per cell, every field set
-	Network        bool          `json:"network"`
-	Egress         []string      `json:"egress,omitempty"`
-	Secrets        []string      `json:"secrets,omitempty"`
-	Backend        string        `json:"backend"`
-	CaptureContent bool          `json:"capture_content,omitempty"`
-	Metadata       Metadata      `json:"metadata"`
-	SensitiveEnv   []string      `json:"sensitive_env,omitempty"`
-	Lifetime       time.Duration `json:"lifetime"`
-	IdleTimeout    time.Duration `json:"idle_timeout"`
-	MaxCells       int           `json:"max_cells"`
+	Languages []string `json:"languages"` // sorted, each one the policy offers
+	// CheckedSettings hold for every cell; their limits bound each cell.
+	CheckedSettings
+	SensitiveEnv []string      `json:"sensitive_env,omitempty"`
+	Lifetime     time.Duration `json:"lifetime"`
+	IdleTimeout  time.Duration `json:"idle_timeout"`
+	MaxCells     int           `json:"max_cells"`
 	// Digest is the settings digest, "sha256:<hex>" over SessionCanonicalEncoding.
 	Digest string `json:"digest"`
 	// Owner is filled in by the activity that creates the sandbox.
@@ -153,24 +146,16 @@ func (p Policy) CheckSession(req SessionRequest, backend string) (CheckedSession
 	}
 	slices.Sort(langs)
 	langs = slices.Compact(langs)
-	s := CheckedSession{
-		Languages:      langs,
-		Network:        req.Network,
-		Egress:         req.Egress,
-		Secrets:        slices.Sorted(slices.Values(req.Secrets)),
-		Backend:        backend,
-		CaptureContent: req.CaptureContent,
-		Metadata:       req.Metadata,
-		Lifetime:       cmp.Or(req.Lifetime, p.MaxSessionLifetime),
-		IdleTimeout:    cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
-		MaxCells:       cmp.Or(req.MaxCells, p.MaxSessionCells),
-	}
-	s.Files, s.Env, s.SensitiveEnv = p.sortedInputs(req.Files, req.Env)
-	limits, err := p.effectiveLimits(req.Limits)
+	settings, sensitive, err := p.checkSettings(req.Settings, backend)
 	if err != nil {
 		return CheckedSession{}, err
 	}
-	s.Limits = limits
+	s := CheckedSession{
+		Languages: langs, CheckedSettings: settings, SensitiveEnv: sensitive,
+		Lifetime:    cmp.Or(req.Lifetime, p.MaxSessionLifetime),
+		IdleTimeout: cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
+		MaxCells:    cmp.Or(req.MaxCells, p.MaxSessionCells),
+	}
 	if err := p.checkSession(&s); err != nil {
 		return CheckedSession{}, err
 	}
@@ -233,9 +218,8 @@ func (p Policy) checkSession(s *CheckedSession) error {
 // and code (Owner and Digest unset).
 func (s *CheckedSession) cellChecked(cell Cell) Checked {
 	return Checked{
-		Language: cell.Language, Code: cell.Code, Files: s.Files, Env: s.Env, Limits: s.Limits,
-		Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Backend: s.Backend,
-		CaptureContent: s.CaptureContent, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv, Owner: s.Owner,
+		Language: cell.Language, Code: cell.Code, CheckedSettings: s.CheckedSettings,
+		SensitiveEnv: s.SensitiveEnv, Owner: s.Owner,
 	}
 }
 
