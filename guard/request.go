@@ -202,16 +202,26 @@ func (c *Checked) Summary() Summary {
 		SuspiciousCharacters: pysource.SuspiciousCharacters(c.Code),
 		SensitiveEnv:         c.SensitiveEnv,
 	}
+	s.Files, s.EnvNames, s.Warnings = c.inputsShown()
+	return s
+}
+
+// inputsShown is what a run's or a session's summary shows of its input files and env: the
+// files' names and sizes, the env's names, and the start-up warnings the file names raise.
+func (c *CheckedSettings) inputsShown() ([]FileSummary, []string, []pysource.StartupWarning) {
+	var (
+		files    []FileSummary
+		envNames []string
+	)
 	names := make([]string, 0, len(c.Files))
 	for _, f := range c.Files {
-		s.Files = append(s.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
+		files = append(files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
 		names = append(names, f.Name)
 	}
-	s.Warnings = pysource.StartupWarnings(names)
 	for _, e := range c.Env {
-		s.EnvNames = append(s.EnvNames, e.Name)
+		envNames = append(envNames, e.Name)
 	}
-	return s
+	return files, envNames, pysource.StartupWarnings(names)
 }
 
 // File is one file the code produced in its working folder.

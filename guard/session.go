@@ -264,15 +264,7 @@ func (s *CheckedSession) Summary() SessionSummary {
 		Backend: s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
 		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv,
 	}
-	names := make([]string, 0, len(s.Files))
-	for _, f := range s.Files {
-		sum.Files = append(sum.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
-		names = append(names, f.Name)
-	}
-	sum.Warnings = pysource.StartupWarnings(names)
-	for _, e := range s.Env {
-		sum.EnvNames = append(sum.EnvNames, e.Name)
-	}
+	sum.Files, sum.EnvNames, sum.Warnings = s.inputsShown()
 	return sum
 }
 
