@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/tracing"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // Defaults of Config.
@@ -306,17 +307,27 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	reviewers, err := a.loadReviewers()
-	if err != nil {
-		return contract.CheckResult{}, contract.ToFailure(err)
-	}
-	hosts, err := a.loadHosts()
+	reviewers, hosts, err := a.loadKeys()
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
 	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
 		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify,
 		Quorum: a.policy.QuorumFor(&c)}, nil
+}
+
+// loadKeys loads the keys a checked run or session carries into its workflow: the reviewers',
+// which its decisions must be signed with, and the sandbox hosts', which its receipts must be.
+func (a *Activities) loadKeys() (*approval.Reviewers, *receipt.Hosts, error) {
+	reviewers, err := a.loadReviewers()
+	if err != nil {
+		return nil, nil, err
+	}
+	hosts, err := a.loadHosts()
+	if err != nil {
+		return nil, nil, err
+	}
+	return reviewers, hosts, nil
 }
 
 // notifyOptions is o with its defaults, or nil.

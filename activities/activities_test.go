@@ -120,7 +120,7 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := guard.Request{Code: "print(1)", Limits: guard.Limits{Timeout: 10 * time.Second}}
+	req := guard.Request{Code: "print(1)", Settings: guard.Settings{Limits: guard.Limits{Timeout: 10 * time.Second}}}
 	got, err := a.SandboxCheck(context.Background(), contract.CheckInput{Request: req})
 	if err != nil {
 		t.Fatalf("Check: %v", err)
@@ -143,7 +143,7 @@ func TestCheckRecordsTheCheckedRequestAndSettings(t *testing.T) {
 	if len(got.Warnings) != 0 {
 		t.Errorf("warnings %v for a request without input files", got.Warnings)
 	}
-	withHook := guard.Request{Code: "print(1)", Files: map[string][]byte{"hook.pth": []byte("import os\n"), "data.csv": nil}}
+	withHook := guard.Request{Code: "print(1)", Settings: guard.Settings{Files: map[string][]byte{"hook.pth": []byte("import os\n"), "data.csv": nil}}}
 	hooked, err := a.SandboxCheck(context.Background(), contract.CheckInput{Request: withHook})
 	if err != nil {
 		t.Fatal(err)
@@ -204,11 +204,12 @@ func TestRunGuardsTheBackendAndEmitsEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := checked(t, a, guard.Request{
-				Code: secretCode, Env: map[string]string{"TOKEN": secretEnv},
-				Files:          map[string][]byte{"in.txt": []byte(secretInput)},
-				Limits:         guard.Limits{MaxStdoutBytes: 100},
-				CaptureContent: capture,
-			})
+				Code: secretCode, Settings: guard.Settings{
+					Env:            map[string]string{"TOKEN": secretEnv},
+					Files:          map[string][]byte{"in.txt": []byte(secretInput)},
+					Limits:         guard.Limits{MaxStdoutBytes: 100},
+					CaptureContent: capture,
+				}})
 			res, err := runActivity(t, a, approved(t, c, fields(c.Digest)))
 			if err != nil {
 				t.Fatalf("Run: %v", err)

@@ -20,7 +20,7 @@ func TestFinishedEventCountsEgress(t *testing.T) {
 		BytesOut: 10,
 		BytesIn:  20,
 	}}
-	e := finishedEvent(guard.Checked{Egress: []string{"api.example.com"}}, contract.RunInput{}, res, nil, time.Second)
+	e := finishedEvent(guard.Checked{CheckedSettings: guard.CheckedSettings{Egress: []string{"api.example.com"}}}, contract.RunInput{}, res, nil, time.Second)
 	for k, want := range map[string]any{"egress_attempts": 4, "egress_refused": 3, "egress_bytes_out": int64(10), "egress_bytes_in": int64(20)} {
 		if got := e.Data[k]; got != want {
 			t.Errorf("%s: got %v; want %v", k, got, want)
@@ -38,7 +38,7 @@ func TestFinishedEventDerivesEveryResultField(t *testing.T) {
 	res := guard.Result{Outcome: guard.OutcomeFailed, ExitCode: 137, Signal: 9, ImageID: "sha256:feed", Stdout: []byte{0xff},
 		Files: []guard.File{{Name: "a", Size: 1}}, Egress: &guard.EgressReport{}}
 	in := contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}
-	d := finishedEvent(guard.Checked{Digest: "sha256:x", Backend: "docker"}, in, res, nil, time.Second).Data
+	d := finishedEvent(guard.Checked{Digest: "sha256:x", CheckedSettings: guard.CheckedSettings{Backend: "docker"}}, in, res, nil, time.Second).Data
 	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts",
 		"receipt": "receipt_sha256"}
 	rt := reflect.TypeFor[guard.Result]()

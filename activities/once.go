@@ -238,15 +238,22 @@ func (rec *runRecord) holds(commitment string) bool {
 	return false
 }
 
+// openAt is the index in rec.runs of the activity id that is scheduled and has not ended (the
+// last, should the history name it twice), or -1 when there is none.
+func (rec *runRecord) openAt(id string) int {
+	at := -1
+	for i, r := range rec.runs {
+		if r.id == id && r.end == endOpen {
+			at = i
+		}
+	}
+	return at
+}
+
 // firstActivity checks that every SandboxRun scheduled before the open one named id failed
 // before its code could start.
 func (rec *runRecord) firstActivity(id string) error {
-	mine := -1
-	for i, r := range rec.runs {
-		if r.id == id && r.end == endOpen {
-			mine = i
-		}
-	}
+	mine := rec.openAt(id)
 	if mine < 0 {
 		return &guard.ApprovalRefused{Reason: guard.RefusedNotScheduled, Msg: fmt.Sprintf("sandbox activity: the run's history schedules no sandbox activity %q", id)}
 	}
@@ -262,12 +269,7 @@ func (rec *runRecord) firstActivity(id string) error {
 // of its type scheduled before it has ended: a session's cells run one at a time, and a cell's
 // activity scheduled while another is open was not scheduled by the workflow.
 func (rec *runRecord) noneOpenBefore(id string) error {
-	mine := -1
-	for i, r := range rec.runs {
-		if r.id == id && r.end == endOpen {
-			mine = i
-		}
-	}
+	mine := rec.openAt(id)
 	if mine < 0 {
 		return &guard.ApprovalRefused{Reason: guard.RefusedNotScheduled, Msg: fmt.Sprintf("cell activity: the run's history schedules no cell activity %q", id)}
 	}

@@ -150,7 +150,7 @@ func TestCheckEditAgainstTheStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := guard.Request{Code: "print('started')", Env: map[string]string{"MODE": "dry"}}
+	started := guard.Request{Code: "print('started')", Settings: guard.Settings{Env: map[string]string{"MODE": "dry"}}}
 	orig := checked(t, a, started)
 	editedReq := started
 	editedReq.Code = "print('edited')"

@@ -127,11 +127,7 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
-	reviewers, err := a.loadReviewers()
-	if err != nil {
-		return contract.SessionCheckResult{}, contract.ToFailure(err)
-	}
-	hosts, err := a.loadHosts()
+	reviewers, hosts, err := a.loadKeys()
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}

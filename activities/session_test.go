@@ -44,7 +44,7 @@ func newSessionHost(t *testing.T) *sessionHost {
 		t.Fatal(err)
 	}
 	h.a = a
-	check, err := a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{Env: map[string]string{"A": "1"}}})
+	check, err := a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"A": "1"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func TestToolSchema(t *testing.T) {
 }
 
 func TestToolArgumentsTakeOnlyCodeAndLanguage(t *testing.T) {
-	base := guard.Request{Env: map[string]string{"K": "v"}, Limits: guard.Limits{Timeout: time.Second}}
+	base := guard.Request{Settings: guard.Settings{Env: map[string]string{"K": "v"}, Limits: guard.Limits{Timeout: time.Second}}}
 	var args ToolArguments
 	if err := json.Unmarshal([]byte(`{"code":"print(1)","language":"sh","network":true,"env":{"LD_PRELOAD":"x"}}`), &args); err != nil {
 		t.Fatal(err)

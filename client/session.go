@@ -84,7 +84,7 @@ func checkSessionRequest(c *Client, in contract.SessionInput) error {
 			return &guard.ToolUsageError{Msg: fmt.Sprintf("language %q is not valid UTF-8", l)}
 		}
 	}
-	if err := guard.CheckEncodable(guard.Request{Files: req.Files, Env: req.Env, Metadata: req.Metadata}); err != nil {
+	if err := guard.CheckEncodable(guard.Request{Settings: guard.Settings{Files: req.Files, Env: req.Env, Metadata: req.Metadata}}); err != nil {
 		return err
 	}
 	n := 0
@@ -228,7 +228,7 @@ func (c *Client) SessionRunStatus(ctx context.Context, sessionID, runID string) 
 // first submit made, never a second one; the same id with other code is refused.
 func (c *Client) SubmitCell(ctx context.Context, sessionID string, req contract.CellRequest) (contract.CellSubmitted, error) {
 	var out contract.CellSubmitted
-	if err := guard.CheckEncodable(guard.Request{Code: req.Code, Language: req.Language, Metadata: req.Metadata}); err != nil {
+	if err := guard.CheckEncodable(guard.Request{Code: req.Code, Language: req.Language, Settings: guard.Settings{Metadata: req.Metadata}}); err != nil {
 		return out, err
 	}
 	if err := checkPayloadSize(c.dc, "the cell", len(req.Code), req); err != nil {

@@ -22,7 +22,7 @@ import (
 )
 
 // impostorRequest is what every impostor session is started with.
-var impostorRequest = guard.SessionRequest{Languages: []string{guard.Python}, Env: map[string]string{"MODE": "fast"}, MaxCells: 5}
+var impostorRequest = guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Env: map[string]string{"MODE": "fast"}}, MaxCells: 5}
 
 // impostorStatus is the status of a session whose cell 1 ran and printed shown, chained as if it
 // had printed chained, and whose cell 2 waits; alter changes it further.

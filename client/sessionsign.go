@@ -207,8 +207,9 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return fmt.Errorf("client: session %s: the status shows egress that does not parse: %w", st.WorkflowID, err)
 	}
-	s := guard.CheckedSession{Languages: sum.Languages, Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress,
-		Secrets: sum.Secrets, Backend: sum.Backend, Lifetime: sum.Lifetime, IdleTimeout: sum.IdleTimeout, MaxCells: sum.MaxCells}
+	s := guard.CheckedSession{Languages: sum.Languages, Lifetime: sum.Lifetime, IdleTimeout: sum.IdleTimeout, MaxCells: sum.MaxCells,
+		CheckedSettings: guard.CheckedSettings{Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress,
+			Secrets: sum.Secrets, Backend: sum.Backend}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return differ("input files")

@@ -23,8 +23,10 @@ var sessionNow = time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
 
 func newSessionCase(t *testing.T, env string) sessionCase {
 	t.Helper()
-	req := guard.SessionRequest{Languages: []string{guard.Python, guard.Shell}, Env: map[string]string{"MODE": env},
-		Files: map[string][]byte{"data.csv": []byte("a,b\n1,2\n")}, MaxCells: 10}
+	req := guard.SessionRequest{Languages: []string{guard.Python, guard.Shell}, MaxCells: 10, Settings: guard.Settings{
+		Env:   map[string]string{"MODE": env},
+		Files: map[string][]byte{"data.csv": []byte("a,b\n1,2\n")},
+	}}
 	s, err := guard.Policy{Languages: []string{guard.Python, guard.Shell}}.CheckSession(req, "docker")
 	if err != nil {
 		t.Fatal(err)

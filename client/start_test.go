@@ -113,9 +113,9 @@ func newFake(t *testing.T, f *fakeTemporal) *Client {
 func TestStartRefusesInvalidUTF8BeforeSending(t *testing.T) {
 	for name, req := range map[string]guard.Request{
 		"code":      {Code: "\xff\xfe"},
-		"env value": {Code: "print(1)", Env: map[string]string{"A": "x\xff"}},
-		"env name":  {Code: "print(1)", Env: map[string]string{"A\xff": "x"}},
-		"file name": {Code: "print(1)", Files: map[string][]byte{"\xffa.txt": []byte("x")}},
+		"env value": {Code: "print(1)", Settings: guard.Settings{Env: map[string]string{"A": "x\xff"}}},
+		"env name":  {Code: "print(1)", Settings: guard.Settings{Env: map[string]string{"A\xff": "x"}}},
+		"file name": {Code: "print(1)", Settings: guard.Settings{Files: map[string][]byte{"\xffa.txt": []byte("x")}}},
 	} {
 		f := &fakeTemporal{pollers: 1}
 		_, err := newFake(t, f).Start(context.Background(), req, StartOptions{})
@@ -133,9 +133,9 @@ func TestStartRefusesInvalidUTF8BeforeSending(t *testing.T) {
 // ToolUsageError that names the limit, before any call.
 func TestStartRefusesOversizedRequest(t *testing.T) {
 	tests := map[string]guard.Request{
-		"huge file":       {Code: "print(1)", Files: map[string][]byte{"big.bin": bytes.Repeat([]byte{0xff}, 3<<20)}},
+		"huge file":       {Code: "print(1)", Settings: guard.Settings{Files: map[string][]byte{"big.bin": bytes.Repeat([]byte{0xff}, 3<<20)}}},
 		"huge code":       {Code: strings.Repeat("#", 5<<20)},
-		"base64 overhead": {Code: "print(1)", Files: map[string][]byte{"a.bin": bytes.Repeat([]byte{1}, 1700<<10)}},
+		"base64 overhead": {Code: "print(1)", Settings: guard.Settings{Files: map[string][]byte{"a.bin": bytes.Repeat([]byte{1}, 1700<<10)}}},
 	}
 	for name, req := range tests {
 		f := &fakeTemporal{pollers: 1}

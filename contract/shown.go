@@ -40,8 +40,8 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return guard.Checked{}, fmt.Errorf("contract: the status shows egress that does not parse: %w", err)
 	}
-	c := guard.Checked{Language: sum.Language, Code: sum.Code, Limits: sum.Limits, Network: sum.Network,
-		Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend}
+	c := guard.Checked{Language: sum.Language, Code: sum.Code, CheckedSettings: guard.CheckedSettings{
+		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return guard.Checked{}, mismatch("input files")

@@ -13,12 +13,14 @@ import (
 // shows, with the started request's files and env, is accepted.
 func TestShownCheckedAcceptsOnlyWhatItHashes(t *testing.T) {
 	req := guard.Request{
-		Code:    "import os\nprint(os.environ['GREETING'])",
-		Files:   map[string][]byte{"b.txt": []byte("bee"), "a.csv": []byte("1,2\n")},
-		Env:     map[string]string{"GREETING": "hello", "MODE": "fast"},
-		Egress:  []string{"pypi.org"},
-		Secrets: []string{"token-b", "token-a"},
-		Limits:  guard.Limits{Timeout: 20 * time.Second},
+		Code: "import os\nprint(os.environ['GREETING'])",
+		Settings: guard.Settings{
+			Files:   map[string][]byte{"b.txt": []byte("bee"), "a.csv": []byte("1,2\n")},
+			Env:     map[string]string{"GREETING": "hello", "MODE": "fast"},
+			Egress:  []string{"pypi.org"},
+			Secrets: []string{"token-b", "token-a"},
+			Limits:  guard.Limits{Timeout: 20 * time.Second},
+		},
 	}
 	policy := guard.Policy{EgressAllow: []string{"pypi.org"}, SecretNames: []string{"token-a", "token-b"}}
 	checked, err := policy.Check(req, "docker")

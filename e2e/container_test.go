@@ -157,10 +157,12 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			req := guard.Request{
-				Code:     "import os\nprint(open('in.txt').read().upper(), os.environ['WHO'])\nopen('out.txt','w').write('done')\n",
-				Files:    map[string][]byte{"in.txt": []byte("hello")},
-				Env:      map[string]string{"WHO": "sandbox"},
-				Metadata: guard.Metadata{Agent: "test"},
+				Code: "import os\nprint(open('in.txt').read().upper(), os.environ['WHO'])\nopen('out.txt','w').write('done')\n",
+				Settings: guard.Settings{
+					Files:    map[string][]byte{"in.txt": []byte("hello")},
+					Env:      map[string]string{"WHO": "sandbox"},
+					Metadata: guard.Metadata{Agent: "test"},
+				},
 			}
 			started, err := sc.Start(ctx, req, client.StartOptions{})
 			if err != nil {

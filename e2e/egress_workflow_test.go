@@ -41,7 +41,7 @@ func TestEgressThroughWorkflow(t *testing.T) {
 	// code clears it to send the request through the proxy.
 	code := "import os, urllib.request\nos.environ.pop('no_proxy', None); os.environ.pop('NO_PROXY', None)\n" +
 		"print(urllib.request.urlopen('http://" + target + "/', timeout=20).read().decode())\n"
-	started, err := sc.Start(ctx, guard.Request{Code: code, Egress: []string{target}}, client.StartOptions{})
+	started, err := sc.Start(ctx, guard.Request{Code: code, Settings: guard.Settings{Egress: []string{target}}}, client.StartOptions{})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -439,7 +439,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			req := guard.Request{Language: guard.Python, Egress: []string{target},
+			req := guard.Request{Language: guard.Python, Settings: guard.Settings{Egress: []string{target}},
 				Code: pfCode(target, fmt.Sprintf("/run/%d", i), 0.5+rand.Float64()*2, fmt.Sprintf("done %d", i))}
 			started[i], startErrs[i] = sc.Start(ctx, req, client.StartOptions{WorkflowID: fmt.Sprintf("pf-run-%03d-%s", i, suffix)})
 		}()
@@ -535,7 +535,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 				_, _ = pfRetry(phase, func(ctx context.Context) (contract.SessionStatus, error) { return sc.CloseSession(ctx, id, "done") })
 			}()
 			_, err := pfRetry(phase, func(ctx context.Context) (client.SessionStarted, error) {
-				return sc.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}, Egress: []string{target}},
+				return sc.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Egress: []string{target}}},
 					client.SessionOptions{WorkflowID: id})
 			})
 			if err != nil {

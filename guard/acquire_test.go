@@ -41,7 +41,7 @@ func (s *taken) Discard() { s.a.discards.Add(1) }
 // once, under a backstop that counts from the run, not from the acquire; Discard runs nothing.
 func TestGuardedAcquireThenRunOrDiscard(t *testing.T) {
 	p := Policy{Grace: time.Second}
-	c, err := p.Check(Request{Code: "print(1)", Limits: Limits{Timeout: 2 * time.Second}}, "fake")
+	c, err := p.Check(Request{Code: "print(1)", Settings: Settings{Limits: Limits{Timeout: 2 * time.Second}}}, "fake")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,31 +33,39 @@ func (p Policy) Check(req Request, backend string) (Checked, error) {
 	if lang == "" {
 		lang = Python
 	}
-	c := Checked{
-		Language:       lang,
-		Code:           req.Code,
-		Network:        req.Network,
-		Egress:         req.Egress,
-		Secrets:        slices.Sorted(slices.Values(req.Secrets)),
-		Backend:        backend,
-		CaptureContent: req.CaptureContent,
-		Metadata:       req.Metadata,
-		Conversation:   req.Conversation,
-	}
 	if err := CheckConversation(req.Conversation); err != nil {
 		return Checked{}, err
 	}
-	c.Files, c.Env, c.SensitiveEnv = p.sortedInputs(req.Files, req.Env)
-	limits, err := p.effectiveLimits(req.Limits)
+	settings, sensitive, err := p.checkSettings(req.Settings, backend)
 	if err != nil {
 		return Checked{}, err
 	}
-	c.Limits = limits
+	c := Checked{Language: lang, Code: req.Code, CheckedSettings: settings, Conversation: req.Conversation,
+		SensitiveEnv: sensitive}
 	if err := p.checkContent(&c); err != nil {
 		return Checked{}, err
 	}
 	c.Digest = Digest(&c)
 	return c, nil
+}
+
+// checkSettings takes the settings a run and a session share to their checked form for backend:
+// secrets, input files and env sorted by name, and the effective limits, or the ConfigError of
+// limits beyond the policy. It also returns the env names the policy marks sensitive. What the
+// settings hold is checked with the code (checkContent).
+func (p Policy) checkSettings(s Settings, backend string) (CheckedSettings, []string, error) {
+	c := CheckedSettings{
+		Network: s.Network, Egress: s.Egress, Secrets: slices.Sorted(slices.Values(s.Secrets)),
+		Backend: backend, CaptureContent: s.CaptureContent, Metadata: s.Metadata,
+	}
+	var sensitive []string
+	c.Files, c.Env, sensitive = p.sortedInputs(s.Files, s.Env)
+	limits, err := p.effectiveLimits(s.Limits)
+	if err != nil {
+		return CheckedSettings{}, nil, err
+	}
+	c.Limits = limits
+	return c, sensitive, nil
 }
 
 // sortedInputs returns a request's input files and env sorted by name, and the env names the

@@ -202,17 +202,17 @@ func TestCheckRequest(t *testing.T) {
 		{"ok", Request{Code: "print(1)"}, ""},
 		{"shell ok", Request{Code: "echo 1", Language: Shell}, ""},
 		{"unknown language", Request{Code: "1", Language: "ruby"}, TypeToolUsageError},
-		{"bad input name", Request{Code: "1", Files: map[string][]byte{"../x": nil}}, TypeToolUsageError},
-		{"case collision", Request{Code: "1", Files: map[string][]byte{"A": nil, "a": nil}}, TypeToolUsageError},
-		{"denied env", Request{Code: "1", Env: map[string]string{"LD_PRELOAD": "/x.so"}}, TypeToolUsageError},
-		{"env name with =", Request{Code: "1", Env: map[string]string{"A=B": "x"}}, TypeToolUsageError},
-		{"env value NUL", Request{Code: "1", Env: map[string]string{"A": "x\x00y"}}, TypeToolUsageError},
-		{"timeout over max", Request{Code: "1", Limits: Limits{Timeout: time.Hour}}, TypeConfigError},
-		{"negative timeout", Request{Code: "1", Limits: Limits{Timeout: -time.Second}}, TypeConfigError},
-		{"stdout over max", Request{Code: "1", Limits: Limits{MaxStdoutBytes: 1 << 30}}, TypeConfigError},
-		{"negative files", Request{Code: "1", Limits: Limits{MaxFiles: -1}}, TypeConfigError},
-		{"network forbidden", Request{Code: "1", Network: true}, TypeConfigError},
-		{"too many input bytes", Request{Code: "1", Files: map[string][]byte{"big": make([]byte, DefaultMaxInputBytes+1)}}, TypeToolUsageError},
+		{"bad input name", Request{Code: "1", Settings: Settings{Files: map[string][]byte{"../x": nil}}}, TypeToolUsageError},
+		{"case collision", Request{Code: "1", Settings: Settings{Files: map[string][]byte{"A": nil, "a": nil}}}, TypeToolUsageError},
+		{"denied env", Request{Code: "1", Settings: Settings{Env: map[string]string{"LD_PRELOAD": "/x.so"}}}, TypeToolUsageError},
+		{"env name with =", Request{Code: "1", Settings: Settings{Env: map[string]string{"A=B": "x"}}}, TypeToolUsageError},
+		{"env value NUL", Request{Code: "1", Settings: Settings{Env: map[string]string{"A": "x\x00y"}}}, TypeToolUsageError},
+		{"timeout over max", Request{Code: "1", Settings: Settings{Limits: Limits{Timeout: time.Hour}}}, TypeConfigError},
+		{"negative timeout", Request{Code: "1", Settings: Settings{Limits: Limits{Timeout: -time.Second}}}, TypeConfigError},
+		{"stdout over max", Request{Code: "1", Settings: Settings{Limits: Limits{MaxStdoutBytes: 1 << 30}}}, TypeConfigError},
+		{"negative files", Request{Code: "1", Settings: Settings{Limits: Limits{MaxFiles: -1}}}, TypeConfigError},
+		{"network forbidden", Request{Code: "1", Settings: Settings{Network: true}}, TypeConfigError},
+		{"too many input bytes", Request{Code: "1", Settings: Settings{Files: map[string][]byte{"big": make([]byte, DefaultMaxInputBytes+1)}}}, TypeToolUsageError},
 	}
 	for _, tt := range tests {
 		_, err := policy.Check(tt.req, "local")
@@ -224,7 +224,7 @@ func TestCheckRequest(t *testing.T) {
 
 func TestCheckNarrowsNeverWidens(t *testing.T) {
 	p := Policy{}
-	c, err := p.Check(Request{Code: "1", Limits: Limits{Timeout: 2 * time.Second, MaxStdoutBytes: 10}}, "local")
+	c, err := p.Check(Request{Code: "1", Settings: Settings{Limits: Limits{Timeout: 2 * time.Second, MaxStdoutBytes: 10}}}, "local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestPolicyValidate(t *testing.T) {
 
 func TestRecheckCatchesTampering(t *testing.T) {
 	p := Policy{Languages: []string{Python, Shell}, AllowOpenNetwork: true}
-	c, err := p.Check(Request{Code: "print(1)", Files: map[string][]byte{"a": []byte("x")}, Env: map[string]string{"K": "v"}}, "local")
+	c, err := p.Check(Request{Code: "print(1)", Settings: Settings{Files: map[string][]byte{"a": []byte("x")}, Env: map[string]string{"K": "v"}}}, "local")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,11 +332,11 @@ func TestLongRunsUpToTheCap(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatalf("a 6 h max timeout: %v", err)
 	}
-	c, err := p.Check(Request{Code: "print(1)", Limits: Limits{Timeout: 3 * time.Hour}}, "docker")
+	c, err := p.Check(Request{Code: "print(1)", Settings: Settings{Limits: Limits{Timeout: 3 * time.Hour}}}, "docker")
 	if err != nil || c.Limits.Timeout != 3*time.Hour {
 		t.Fatalf("a 3 h run under a 6 h max: %v, %s", err, c.Limits.Timeout)
 	}
-	if _, err := p.Check(Request{Code: "print(1)", Limits: Limits{Timeout: 7 * time.Hour}}, "docker"); TypeOf(err) != TypeConfigError {
+	if _, err := p.Check(Request{Code: "print(1)", Settings: Settings{Limits: Limits{Timeout: 7 * time.Hour}}}, "docker"); TypeOf(err) != TypeConfigError {
 		t.Errorf("a 7 h run under a 6 h max: %v; want a ConfigError", err)
 	}
 	if err := (Policy{MaxTimeout: MaxTimeoutCap + time.Second}).Validate(); TypeOf(err) != TypeConfigError {
@@ -391,17 +391,17 @@ func TestCheckKeepsSuspiciousCode(t *testing.T) {
 // Finding 2 of issue 17: bytes that are not UTF-8 were replaced with U+FFFD by JSON before any
 // check could see them.
 func TestCheckEncodable(t *testing.T) {
-	good := Request{Code: "print(1)", Files: map[string][]byte{"in.bin": {0xff, 0x00}}, Env: map[string]string{"A": "é"}}
+	good := Request{Code: "print(1)", Settings: Settings{Files: map[string][]byte{"in.bin": {0xff, 0x00}}, Env: map[string]string{"A": "é"}}}
 	if err := CheckEncodable(good); err != nil {
 		t.Fatalf("CheckEncodable(good) = %v; want nil (file contents are bytes)", err)
 	}
 	tests := map[string]Request{
 		"code":      {Code: "print(1)\xff\xfe"},
-		"env value": {Code: "x", Env: map[string]string{"A": "\xff"}},
-		"env name":  {Code: "x", Env: map[string]string{"A\xff": "v"}},
-		"file name": {Code: "x", Files: map[string][]byte{"a\xff.txt": nil}},
+		"env value": {Code: "x", Settings: Settings{Env: map[string]string{"A": "\xff"}}},
+		"env name":  {Code: "x", Settings: Settings{Env: map[string]string{"A\xff": "v"}}},
+		"file name": {Code: "x", Settings: Settings{Files: map[string][]byte{"a\xff.txt": nil}}},
 		"language":  {Code: "x", Language: "py\xff"},
-		"metadata":  {Code: "x", Metadata: Metadata{Agent: "\xc3"}},
+		"metadata":  {Code: "x", Settings: Settings{Metadata: Metadata{Agent: "\xc3"}}},
 	}
 	for name, req := range tests {
 		var tu *ToolUsageError
@@ -418,9 +418,9 @@ func TestCheckEncodable(t *testing.T) {
 func TestCheckRefusesRawInvalidUTF8(t *testing.T) {
 	tests := map[string]Request{
 		"code":      {Code: "print(1)\xff"},
-		"env value": {Code: "x", Env: map[string]string{"A": "\xff"}},
-		"env name":  {Code: "x", Env: map[string]string{"A\xff": "v"}},
-		"file name": {Code: "x", Files: map[string][]byte{"a\xff.txt": nil}},
+		"env value": {Code: "x", Settings: Settings{Env: map[string]string{"A": "\xff"}}},
+		"env name":  {Code: "x", Settings: Settings{Env: map[string]string{"A\xff": "v"}}},
+		"file name": {Code: "x", Settings: Settings{Files: map[string][]byte{"a\xff.txt": nil}}},
 	}
 	for name, req := range tests {
 		var tu *ToolUsageError

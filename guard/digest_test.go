@@ -16,10 +16,12 @@ func baseRequest() Request {
 	return Request{
 		Code:     "print(open('a.txt').read())",
 		Language: Python,
-		Files:    map[string][]byte{"a.txt": []byte("alpha"), "b/c.bin": {0, 1, 2}},
-		Env:      map[string]string{"GREETING": "hello", "NAME": "world"},
-		Limits:   Limits{Timeout: 10 * time.Second},
-		Network:  false,
+		Settings: Settings{
+			Files:   map[string][]byte{"a.txt": []byte("alpha"), "b/c.bin": {0, 1, 2}},
+			Env:     map[string]string{"GREETING": "hello", "NAME": "world"},
+			Limits:  Limits{Timeout: 10 * time.Second},
+			Network: false,
+		},
 	}
 }
 
@@ -170,7 +172,7 @@ func decodeCanonical(b []byte) (Checked, error) {
 }
 
 func normalize(c Checked) Checked {
-	out := Checked{Language: c.Language, Code: c.Code, Backend: c.Backend, Limits: c.Limits, Network: c.Network}
+	out := Checked{Language: c.Language, Code: c.Code, CheckedSettings: CheckedSettings{Backend: c.Backend, Limits: c.Limits, Network: c.Network}}
 	for _, f := range c.Files {
 		if f.Content == nil {
 			f.Content = []byte{}
@@ -187,11 +189,13 @@ func FuzzCanonicalEncoding(f *testing.F) {
 	f.Add("python", "a\x00b", "local", "a\x00\x00\x00\x00\x00\x00\x00\x01", []byte("\x00\x00"), "A", "", int64(1), int64(1), false)
 	f.Fuzz(func(t *testing.T, lang, code, backend, fname string, fcontent []byte, ename, evalue string, timeout, cap int64, network bool) {
 		c := Checked{
-			Language: lang, Code: code, Backend: backend,
-			Files:   []InputFile{{Name: fname, Content: fcontent}},
-			Env:     []EnvVar{{Name: ename, Value: evalue}},
-			Limits:  Limits{Timeout: time.Duration(timeout), MaxStdoutBytes: cap, MaxStderrBytes: cap + 1, MaxFiles: int(cap), MaxFileBytes: -cap, MaxTotalFileBytes: cap * 3},
-			Network: network,
+			Language: lang, Code: code, CheckedSettings: CheckedSettings{
+				Backend: backend,
+				Files:   []InputFile{{Name: fname, Content: fcontent}},
+				Env:     []EnvVar{{Name: ename, Value: evalue}},
+				Limits:  Limits{Timeout: time.Duration(timeout), MaxStdoutBytes: cap, MaxStderrBytes: cap + 1, MaxFiles: int(cap), MaxFileBytes: -cap, MaxTotalFileBytes: cap * 3},
+				Network: network,
+			},
 		}
 		enc := CanonicalEncoding(&c)
 		got, err := decodeCanonical(enc)

@@ -19,8 +19,10 @@ func FuzzCheck(f *testing.F) {
 		req := Request{
 			Code:     string(code),
 			Language: lang,
-			Files:    map[string][]byte{file: content},
-			Env:      map[string]string{envName: string(envValue)},
+			Settings: Settings{
+				Files: map[string][]byte{file: content},
+				Env:   map[string]string{envName: string(envValue)},
+			},
 		}
 		encErr := CheckEncodable(req)
 		if encErr != nil && TypeOf(encErr) != TypeToolUsageError {

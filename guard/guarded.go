@@ -55,9 +55,11 @@ type Check struct {
 // "doctor", with a 20 s timeout, 4 KiB of stdout and of stderr, up to files produced files of
 // fileBytes each, and its digest.
 func Probe(backend, code string, files int, fileBytes int64) Checked {
-	c := Checked{Language: Python, Code: code, Backend: backend, Owner: Owner{WorkflowID: "doctor"},
+	c := Checked{Language: Python, Code: code, Owner: Owner{WorkflowID: "doctor"}, CheckedSettings: CheckedSettings{
+		Backend: backend,
 		Limits: Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096,
-			MaxFiles: files, MaxFileBytes: fileBytes, MaxTotalFileBytes: int64(files) * fileBytes}}
+			MaxFiles: files, MaxFileBytes: fileBytes, MaxTotalFileBytes: int64(files) * fileBytes},
+	}}
 	c.Digest = Digest(&c)
 	return c
 }

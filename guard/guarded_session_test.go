@@ -68,7 +68,7 @@ func TestGuardedRunCellEnforcesTheSession(t *testing.T) {
 	b := &sessiontest.Backend{Result: func(cell guard.Cell, _ []guard.Cell) guard.Result {
 		return guard.Result{Stdout: []byte(strings.Repeat("x", 100)), Files: []guard.File{{Name: "../escape", Content: []byte("x")}}}
 	}}
-	gs, s := openGuarded(t, b, guard.SessionRequest{Limits: guard.Limits{MaxStdoutBytes: 10}})
+	gs, s := openGuarded(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{MaxStdoutBytes: 10}}})
 	chain := guard.ChainStart(s.Digest)
 	cell, err := sessionTestPolicy.CheckCell(s, 1, "", "print('x' * 100)")
 	if err != nil {
@@ -102,7 +102,7 @@ func TestGuardedRunCellEnforcesTheSession(t *testing.T) {
 // sandbox is removed, and the next cell gets a SandboxLost.
 func TestGuardedRunCellBackstop(t *testing.T) {
 	b := &sessiontest.Backend{}
-	gs, s := openGuarded(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 200 * time.Millisecond}})
+	gs, s := openGuarded(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 200 * time.Millisecond}}})
 	b.Sandboxes()[0].Hang = true
 	cell, err := sessionTestPolicy.CheckCell(s, 1, "", "while True: pass")
 	if err != nil {

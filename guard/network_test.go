@@ -13,12 +13,12 @@ func TestCheckNetworkAndEgress(t *testing.T) {
 		typ     string
 		mention string
 	}{
-		{"open network without the flag", Request{Code: "x", Network: true}, TypeConfigError, "--allow-open-network"},
-		{"egress outside the allowlist", Request{Code: "x", Egress: []string{"evil.test"}}, TypeConfigError, "evil.test"},
-		{"bad pattern", Request{Code: "x", Egress: []string{"http://x"}}, TypeToolUsageError, ""},
-		{"unknown secret", Request{Code: "x", Egress: []string{"api.github.com:443"}, Secrets: []string{"aws"}}, TypeConfigError, "aws"},
-		{"secret without egress", Request{Code: "x", Secrets: []string{"github"}}, TypeConfigError, "egress"},
-		{"network and egress", Request{Code: "x", Network: true, Egress: []string{"a.example.com"}}, TypeConfigError, ""},
+		{"open network without the flag", Request{Code: "x", Settings: Settings{Network: true}}, TypeConfigError, "--allow-open-network"},
+		{"egress outside the allowlist", Request{Code: "x", Settings: Settings{Egress: []string{"evil.test"}}}, TypeConfigError, "evil.test"},
+		{"bad pattern", Request{Code: "x", Settings: Settings{Egress: []string{"http://x"}}}, TypeToolUsageError, ""},
+		{"unknown secret", Request{Code: "x", Settings: Settings{Egress: []string{"api.github.com:443"}, Secrets: []string{"aws"}}}, TypeConfigError, "aws"},
+		{"secret without egress", Request{Code: "x", Settings: Settings{Secrets: []string{"github"}}}, TypeConfigError, "egress"},
+		{"network and egress", Request{Code: "x", Settings: Settings{Network: true, Egress: []string{"a.example.com"}}}, TypeConfigError, ""},
 	} {
 		pol := p
 		if tc.name == "network and egress" {
@@ -29,7 +29,7 @@ func TestCheckNetworkAndEgress(t *testing.T) {
 			t.Errorf("%s: got %v; want a %s mentioning %q", tc.name, err, tc.typ, tc.mention)
 		}
 	}
-	ok, err := p.Check(Request{Code: "x", Egress: []string{"API.GitHub.com:443", "a.example.com"}, Secrets: []string{"github"}}, "fake")
+	ok, err := p.Check(Request{Code: "x", Settings: Settings{Egress: []string{"API.GitHub.com:443", "a.example.com"}, Secrets: []string{"github"}}}, "fake")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +39,11 @@ func TestCheckNetworkAndEgress(t *testing.T) {
 	if err := p.Recheck(ok); err != nil {
 		t.Errorf("recheck of a checked request: %v", err)
 	}
-	other, err := p.Check(Request{Code: "x", Egress: []string{"b.example.com", "api.github.com:443"}, Secrets: []string{"github"}}, "fake")
+	other, err := p.Check(Request{Code: "x", Settings: Settings{Egress: []string{"b.example.com", "api.github.com:443"}, Secrets: []string{"github"}}}, "fake")
 	if err != nil {
 		t.Fatal(err)
 	}
-	noSecret, _ := p.Check(Request{Code: "x", Egress: []string{"API.GitHub.com:443", "a.example.com"}}, "fake")
+	noSecret, _ := p.Check(Request{Code: "x", Settings: Settings{Egress: []string{"API.GitHub.com:443", "a.example.com"}}}, "fake")
 	plain, _ := p.Check(Request{Code: "x"}, "fake")
 	if ok.Digest == other.Digest || ok.Digest == noSecret.Digest || noSecret.Digest == plain.Digest {
 		t.Errorf("egress and secrets must be part of the digest: %s %s %s %s", ok.Digest, other.Digest, noSecret.Digest, plain.Digest)

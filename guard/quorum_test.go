@@ -17,10 +17,10 @@ func TestQuorumFor(t *testing.T) {
 		{"default", Policy{}, plain, 1, false},
 		{"quorum 2", Policy{Quorum: 2}, plain, 2, false},
 		{"risky quorum, plain run", Policy{RiskyQuorum: 3}, plain, 1, false},
-		{"risky quorum, network", Policy{RiskyQuorum: 3}, Checked{Network: true}, 3, true},
-		{"risky quorum, egress", Policy{RiskyQuorum: 2}, Checked{Egress: []string{"api.example.com"}}, 2, true},
-		{"risky quorum, secrets", Policy{RiskyQuorum: 2}, Checked{Secrets: []string{"TOKEN"}}, 2, true},
-		{"risky quorum under quorum", Policy{Quorum: 3, RiskyQuorum: 2}, Checked{Network: true}, 3, true},
+		{"risky quorum, network", Policy{RiskyQuorum: 3}, Checked{CheckedSettings: CheckedSettings{Network: true}}, 3, true},
+		{"risky quorum, egress", Policy{RiskyQuorum: 2}, Checked{CheckedSettings: CheckedSettings{Egress: []string{"api.example.com"}}}, 2, true},
+		{"risky quorum, secrets", Policy{RiskyQuorum: 2}, Checked{CheckedSettings: CheckedSettings{Secrets: []string{"TOKEN"}}}, 2, true},
+		{"risky quorum under quorum", Policy{Quorum: 3, RiskyQuorum: 2}, Checked{CheckedSettings: CheckedSettings{Network: true}}, 3, true},
 	} {
 		if got := tt.p.QuorumFor(&tt.c); got != tt.want {
 			t.Errorf("%s: QuorumFor = %d; want %d", tt.name, got, tt.want)

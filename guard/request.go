@@ -20,11 +20,25 @@ type Request struct {
 	Code string `json:"code"`
 	// Language is "python" or "sh". Optional: defaults to "python".
 	Language string `json:"language,omitempty"`
+	Settings
+	// Conversation names the orchestrator's conversation (task, thread) this run belongs to, so
+	// that reviewers see what changed since its previous run (CheckConversation says what it may
+	// be). Optional. It is a reading aid, not part of the digest: it changes nothing that runs,
+	// and any orchestrator may name any conversation.
+	Conversation string `json:"conversation,omitempty"`
+}
+
+// Settings are what a run and a session ask for alike, besides their code: the inputs, the
+// limits, the network and who asked. In a SessionRequest they hold for every cell. Request and
+// SessionRequest embed them, so their fields stand in each request's JSON as its own.
+type Settings struct {
 	// Files are input files written into the working folder before the code runs, name → bytes.
 	Files map[string][]byte `json:"files,omitempty"`
 	// Env are environment variables the code sees, name → value.
 	Env map[string]string `json:"env,omitempty"`
-	// Limits are the requested limits; each zero field takes the policy's default.
+	// Limits are the requested limits; each zero field takes the policy's default. A session's
+	// bound each cell (its timeout, output and file caps); the sandbox's memory, CPUs and pids
+	// are the backend's, for the whole session.
 	Limits Limits `json:"limits"`
 	// Network asks for an open network (the Docker backend's configured network, with open
 	// egress); a worker without --allow-open-network refuses it with a ConfigError. Prefer Egress.
@@ -39,11 +53,6 @@ type Request struct {
 	// CaptureContent lets events carry code, output, env values and file contents.
 	CaptureContent bool     `json:"capture_content,omitempty"`
 	Metadata       Metadata `json:"metadata"` // who asked: recorded in history and events, changes nothing that runs
-	// Conversation names the orchestrator's conversation (task, thread) this run belongs to, so
-	// that reviewers see what changed since its previous run (CheckConversation says what it may
-	// be). Optional. It is a reading aid, not part of the digest: it changes nothing that runs,
-	// and any orchestrator may name any conversation.
-	Conversation string `json:"conversation,omitempty"`
 }
 
 // Metadata says who asked for a run. It is recorded in history and events and is not part of the
@@ -103,8 +112,24 @@ type Owner struct {
 // Checked is a request that passed every check of a policy, with its effective limits and its
 // digest. Backends receive a Checked request; Recheck checks one again before it runs.
 type Checked struct {
-	Language       string      `json:"language"`                  // always set (python when the request named none)
-	Code           string      `json:"code"`                      // valid UTF-8, within the policy's MaxCodeBytes
+	Language string `json:"language"` // always set (python when the request named none)
+	Code     string `json:"code"`     // valid UTF-8, within the policy's MaxCodeBytes
+	CheckedSettings
+	Conversation string `json:"conversation,omitempty"` // as requested (checked); not part of the digest
+	// SensitiveEnv names the env vars, of Env, whose values the policy marks sensitive
+	// (Policy.SensitiveEnv): views show them as "sensitive, N bytes". Sorted; not part of the
+	// digest (it changes what is shown, not what runs).
+	SensitiveEnv []string `json:"sensitive_env,omitempty"`
+	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
+	Digest string `json:"digest"`
+	// Owner is filled in by the activity that runs the request.
+	Owner Owner `json:"owner"`
+}
+
+// CheckedSettings are Settings that passed the policy, with the backend they were checked for:
+// what a checked run and a checked session hold alike. Checked and CheckedSession embed them, so
+// their fields stand in each one's JSON as its own.
+type CheckedSettings struct {
 	Files          []InputFile `json:"files,omitempty"`           // sorted by name
 	Env            []EnvVar    `json:"env,omitempty"`             // sorted by name, each name one the policy allows
 	Limits         Limits      `json:"limits"`                    // every field set: the request's, or the policy's default
@@ -114,15 +139,6 @@ type Checked struct {
 	Backend        string      `json:"backend"`                   // the backend that runs it
 	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
 	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
-	Conversation   string      `json:"conversation,omitempty"`    // as requested (checked); not part of the digest
-	// SensitiveEnv names the env vars, of Env, whose values the policy marks sensitive
-	// (Policy.SensitiveEnv): views show them as "sensitive, N bytes". Sorted; not part of the
-	// digest (it changes what is shown, not what runs).
-	SensitiveEnv []string `json:"sensitive_env,omitempty"`
-	// Digest is "sha256:<hex>" over the canonical encoding of what decides what runs.
-	Digest string `json:"digest"`
-	// Owner is filled in by the activity that runs the request.
-	Owner Owner `json:"owner"`
 }
 
 // EnvMap returns the env as a map.
@@ -186,16 +202,26 @@ func (c *Checked) Summary() Summary {
 		SuspiciousCharacters: pysource.SuspiciousCharacters(c.Code),
 		SensitiveEnv:         c.SensitiveEnv,
 	}
+	s.Files, s.EnvNames, s.Warnings = c.inputsShown()
+	return s
+}
+
+// inputsShown is what a run's or a session's summary shows of its input files and env: the
+// files' names and sizes, the env's names, and the start-up warnings the file names raise.
+func (c *CheckedSettings) inputsShown() ([]FileSummary, []string, []pysource.StartupWarning) {
+	var (
+		files    []FileSummary
+		envNames []string
+	)
 	names := make([]string, 0, len(c.Files))
 	for _, f := range c.Files {
-		s.Files = append(s.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
+		files = append(files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
 		names = append(names, f.Name)
 	}
-	s.Warnings = pysource.StartupWarnings(names)
 	for _, e := range c.Env {
-		s.EnvNames = append(s.EnvNames, e.Name)
+		envNames = append(envNames, e.Name)
 	}
-	return s
+	return files, envNames, pysource.StartupWarnings(names)
 }
 
 // File is one file the code produced in its working folder.

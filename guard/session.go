@@ -30,18 +30,9 @@ type SessionRequest struct {
 	// Languages the cells may use: "python" and/or "sh". Optional: defaults to every language the
 	// policy offers.
 	Languages []string `json:"languages,omitempty"`
-	// Files are written into /work when the sandbox is created, before any cell.
-	Files map[string][]byte `json:"files,omitempty"`
-	// Env is every cell's environment, name → value.
-	Env map[string]string `json:"env,omitempty"`
-	// Limits bound each cell (its timeout, output and file caps); the sandbox's memory, CPUs and
-	// pids are the backend's, for the whole session.
-	Limits         Limits   `json:"limits"`
-	Network        bool     `json:"network,omitempty"`
-	Egress         []string `json:"egress,omitempty"`
-	Secrets        []string `json:"secrets,omitempty"`
-	CaptureContent bool     `json:"capture_content,omitempty"`
-	Metadata       Metadata `json:"metadata"`
+	// Settings hold for every cell: the files are written into /work when the sandbox is
+	// created, before any cell; the env is every cell's; the limits bound each cell.
+	Settings
 	// Lifetime ends the session this long after it opened. Optional: the policy's cap.
 	Lifetime time.Duration `json:"lifetime,omitempty"`
 	// IdleTimeout ends the session when no cell was submitted, waited or ran for this long.
@@ -54,20 +45,13 @@ type SessionRequest struct {
 // CheckedSession is a session request that passed the policy, with its effective limits and
 // caps and its settings digest. Backends receive one to create the session's sandbox.
 type CheckedSession struct {
-	Languages      []string      `json:"languages"`       // sorted, each one the policy offers
-	Files          []InputFile   `json:"files,omitempty"` // sorted by name
-	Env            []EnvVar      `json:"env,omitempty"`   // sorted by name
-	Limits         Limits        `json:"limits"`          // per cell, every field set
-	Network        bool          `json:"network"`
-	Egress         []string      `json:"egress,omitempty"`
-	Secrets        []string      `json:"secrets,omitempty"`
-	Backend        string        `json:"backend"`
-	CaptureContent bool          `json:"capture_content,omitempty"`
-	Metadata       Metadata      `json:"metadata"`
-	SensitiveEnv   []string      `json:"sensitive_env,omitempty"`
-	Lifetime       time.Duration `json:"lifetime"`
-	IdleTimeout    time.Duration `json:"idle_timeout"`
-	MaxCells       int           `json:"max_cells"`
+	Languages []string `json:"languages"` // sorted, each one the policy offers
+	// CheckedSettings hold for every cell; their limits bound each cell.
+	CheckedSettings
+	SensitiveEnv []string      `json:"sensitive_env,omitempty"`
+	Lifetime     time.Duration `json:"lifetime"`
+	IdleTimeout  time.Duration `json:"idle_timeout"`
+	MaxCells     int           `json:"max_cells"`
 	// Digest is the settings digest, "sha256:<hex>" over SessionCanonicalEncoding.
 	Digest string `json:"digest"`
 	// Owner is filled in by the activity that creates the sandbox.
@@ -162,24 +146,16 @@ func (p Policy) CheckSession(req SessionRequest, backend string) (CheckedSession
 	}
 	slices.Sort(langs)
 	langs = slices.Compact(langs)
-	s := CheckedSession{
-		Languages:      langs,
-		Network:        req.Network,
-		Egress:         req.Egress,
-		Secrets:        slices.Sorted(slices.Values(req.Secrets)),
-		Backend:        backend,
-		CaptureContent: req.CaptureContent,
-		Metadata:       req.Metadata,
-		Lifetime:       cmp.Or(req.Lifetime, p.MaxSessionLifetime),
-		IdleTimeout:    cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
-		MaxCells:       cmp.Or(req.MaxCells, p.MaxSessionCells),
-	}
-	s.Files, s.Env, s.SensitiveEnv = p.sortedInputs(req.Files, req.Env)
-	limits, err := p.effectiveLimits(req.Limits)
+	settings, sensitive, err := p.checkSettings(req.Settings, backend)
 	if err != nil {
 		return CheckedSession{}, err
 	}
-	s.Limits = limits
+	s := CheckedSession{
+		Languages: langs, CheckedSettings: settings, SensitiveEnv: sensitive,
+		Lifetime:    cmp.Or(req.Lifetime, p.MaxSessionLifetime),
+		IdleTimeout: cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
+		MaxCells:    cmp.Or(req.MaxCells, p.MaxSessionCells),
+	}
 	if err := p.checkSession(&s); err != nil {
 		return CheckedSession{}, err
 	}
@@ -242,9 +218,8 @@ func (p Policy) checkSession(s *CheckedSession) error {
 // and code (Owner and Digest unset).
 func (s *CheckedSession) cellChecked(cell Cell) Checked {
 	return Checked{
-		Language: cell.Language, Code: cell.Code, Files: s.Files, Env: s.Env, Limits: s.Limits,
-		Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Backend: s.Backend,
-		CaptureContent: s.CaptureContent, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv, Owner: s.Owner,
+		Language: cell.Language, Code: cell.Code, CheckedSettings: s.CheckedSettings,
+		SensitiveEnv: s.SensitiveEnv, Owner: s.Owner,
 	}
 }
 
@@ -289,15 +264,7 @@ func (s *CheckedSession) Summary() SessionSummary {
 		Backend: s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
 		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv,
 	}
-	names := make([]string, 0, len(s.Files))
-	for _, f := range s.Files {
-		sum.Files = append(sum.Files, FileSummary{Name: f.Name, Size: int64(len(f.Content))})
-		names = append(names, f.Name)
-	}
-	sum.Warnings = pysource.StartupWarnings(names)
-	for _, e := range s.Env {
-		sum.EnvNames = append(sum.EnvNames, e.Name)
-	}
+	sum.Files, sum.EnvNames, sum.Warnings = s.inputsShown()
 	return sum
 }
 

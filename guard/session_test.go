@@ -9,7 +9,7 @@ import (
 
 func TestCheckSessionCapsAndDigest(t *testing.T) {
 	p := Policy{Languages: []string{Python, Shell}}
-	s, err := p.CheckSession(SessionRequest{Env: map[string]string{"A": "1"}}, "docker")
+	s, err := p.CheckSession(SessionRequest{Settings: Settings{Env: map[string]string{"A": "1"}}}, "docker")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestCheckSessionCapsAndDigest(t *testing.T) {
 		"lifetime over the cap": {Lifetime: 2 * time.Hour},
 		"idle over the cap":     {IdleTimeout: time.Hour},
 		"cells over the cap":    {MaxCells: 101},
-		"denied env":            {Env: map[string]string{"LD_PRELOAD": "x"}},
+		"denied env":            {Settings: Settings{Env: map[string]string{"LD_PRELOAD": "x"}}},
 		"language not offered":  {Languages: []string{"ruby"}},
 	} {
 		if _, err := p.CheckSession(req, "docker"); TypeOf(err) == "" {

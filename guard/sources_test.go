@@ -27,8 +27,8 @@ func TestPolicyRefusesSources(t *testing.T) {
 	for _, req := range []Request{
 		{Code: tabAttack},
 		{Code: "# coding: unicode_escape\nx = 1\n"},
-		{Code: "import helper\n", Files: map[string][]byte{"helper.py": []byte("# coding: utf-7\n")}},
-		{Code: "import helper\n", Files: map[string][]byte{"helper.py": []byte("if x:\n \ty()\n")}},
+		{Code: "import helper\n", Settings: Settings{Files: map[string][]byte{"helper.py": []byte("# coding: utf-7\n")}}},
+		{Code: "import helper\n", Settings: Settings{Files: map[string][]byte{"helper.py": []byte("if x:\n \ty()\n")}}},
 	} {
 		_, err := p.Check(req, "docker")
 		var tu *ToolUsageError
@@ -50,7 +50,7 @@ func TestPolicyRefusesSources(t *testing.T) {
 	// Python puts the line.
 	for _, req := range []Request{
 		{Code: "if False:\n    x = 1\n    \fprint('out')\n"},
-		{Code: "import m\n", Files: map[string][]byte{"m.py": []byte("if False:\n\tx = 1\n\t\fprint('out')\n")}},
+		{Code: "import m\n", Settings: Settings{Files: map[string][]byte{"m.py": []byte("if False:\n\tx = 1\n\t\fprint('out')\n")}}},
 	} {
 		if _, err := (Policy{AllowMixedIndentation: true}).Check(req, "docker"); err == nil || !strings.Contains(err.Error(), "form feed") {
 			t.Errorf("AllowMixedIndentation, form feed: %v; want it refused", err)
@@ -68,20 +68,20 @@ func TestCheckRefusesLoneCarriageReturns(t *testing.T) {
 	if _, err := p.Check(Request{Code: "x = 1\r# \rimport os\n"}, "docker"); err == nil {
 		t.Error("Check accepted a lone carriage return in Python code")
 	}
-	if _, err := p.Check(Request{Code: "import m\n", Files: map[string][]byte{"m.py": []byte("ROLE = 'guest'\rROLE = 'admin'\n")}}, "docker"); err == nil {
+	if _, err := p.Check(Request{Code: "import m\n", Settings: Settings{Files: map[string][]byte{"m.py": []byte("ROLE = 'guest'\rROLE = 'admin'\n")}}}, "docker"); err == nil {
 		t.Error("Check accepted a lone carriage return in a Python input file")
 	}
 	// A text file of any name can be run as Python (exec(open(...).read()), runpy.run_path):
 	// a lone carriage return ends a line there too, where every view draws one line.
-	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("# a note\rprint('x')\n")}}, "docker"); err == nil ||
+	if _, err := p.Check(Request{Code: "print(1)\n", Settings: Settings{Files: map[string][]byte{"notes.txt": []byte("# a note\rprint('x')\n")}}}, "docker"); err == nil ||
 		!strings.Contains(err.Error(), "input file notes.txt line 1: a carriage return") {
 		t.Errorf("a lone carriage return in a text file: %v; want it refused, naming the file and line", err)
 	}
-	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("if False:\n    x = 1\n    \fprint('x')\n")}}, "docker"); err == nil ||
+	if _, err := p.Check(Request{Code: "print(1)\n", Settings: Settings{Files: map[string][]byte{"notes.txt": []byte("if False:\n    x = 1\n    \fprint('x')\n")}}}, "docker"); err == nil ||
 		!strings.Contains(err.Error(), "input file notes.txt line 3: a form feed") {
 		t.Errorf("a form feed in the indentation of a text file: %v; want it refused, naming the file and line", err)
 	}
-	if _, err := p.Check(Request{Code: "print(1)\n", Files: map[string][]byte{"notes.txt": []byte("a\r\nb\r\n\f\n"), "blob.bin": {'a', '\r', 0, 'b'}}}, "docker"); err != nil {
+	if _, err := p.Check(Request{Code: "print(1)\n", Settings: Settings{Files: map[string][]byte{"notes.txt": []byte("a\r\nb\r\n\f\n"), "blob.bin": {'a', '\r', 0, 'b'}}}}, "docker"); err != nil {
 		t.Errorf("CRLF text and a binary file with a carriage return: %v; want accepted", err)
 	}
 	sh := Policy{Languages: []string{Python, Shell}}
@@ -103,8 +103,10 @@ func TestCheckRefusesLoneCarriageReturns(t *testing.T) {
 
 // TestCheckRefusesShadowedModules: Check applies pysource.CheckModuleNames before approval.
 func TestCheckRefusesShadowedModules(t *testing.T) {
-	_, err := Policy{}.Check(Request{Code: "import helper", Files: map[string][]byte{
-		"helper.py": []byte("VALUE = 1\n"), "helper/__init__.py": []byte("VALUE = 2\n")}}, "test")
+	_, err := Policy{}.Check(Request{Code: "import helper", Settings: Settings{
+		Files: map[string][]byte{
+			"helper.py": []byte("VALUE = 1\n"), "helper/__init__.py": []byte("VALUE = 2\n")},
+	}}, "test")
 	var te *ToolUsageError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "helper/__init__.py") {
 		t.Errorf("Check: got %v; want a ToolUsageError naming helper/__init__.py", err)
@@ -145,7 +147,9 @@ func TestCheckHereDocs(t *testing.T) {
 	}
 	// An input file of any name can be run by sh.
 	_, err := sh.Check(Request{Code: "sh run.txt\n", Language: Shell,
-		Files: map[string][]byte{"run.txt": []byte("python3 - <<-EOF\n\tprint(1)\nEOF\n")}}, "docker")
+		Settings: Settings{
+			Files: map[string][]byte{"run.txt": []byte("python3 - <<-EOF\n\tprint(1)\nEOF\n")},
+		}}, "docker")
 	if err == nil || !strings.Contains(err.Error(), "input file run.txt line 2:") {
 		t.Errorf("an input file with <<- and a tab: %v; want it refused, naming the file and line", err)
 	}
@@ -163,7 +167,9 @@ func TestCheckHereDocs(t *testing.T) {
 	}
 	// Binary input files are not text sh reads; their bytes may hold anything.
 	if _, err := sh.Check(Request{Code: "echo\n", Language: Shell,
-		Files: map[string][]byte{"blob.bin": []byte("<<-\n\t\x00\xff")}}, "docker"); err != nil {
+		Settings: Settings{
+			Files: map[string][]byte{"blob.bin": []byte("<<-\n\t\x00\xff")},
+		}}, "docker"); err != nil {
 		t.Errorf("a binary input file: %v; want accepted", err)
 	}
 }

@@ -94,3 +94,9 @@ func (c *CapBuffer) Measure() StreamMeasure {
 	}
 	return StreamMeasure{Bytes: c.total, SHA256: hex.EncodeToString(c.all.Sum(nil))}
 }
+
+// MeasuredOf is the receipt's measure of the whole stdout and stderr written to two buffers.
+func MeasuredOf(stdout, stderr *CapBuffer) *Measured {
+	o, e := stdout.Measure(), stderr.Measure()
+	return &Measured{Stdout: &o, Stderr: &e}
+}

@@ -25,7 +25,7 @@ func TestBrowserConversationDiff(t *testing.T) {
 
 	start := func(id, code string) {
 		t.Helper()
-		if _, err := e.sc.Start(ctx, guard.Request{Code: code, Conversation: "task-9", Metadata: guard.Metadata{Agent: "fixer"}},
+		if _, err := e.sc.Start(ctx, guard.Request{Code: code, Conversation: "task-9", Settings: guard.Settings{Metadata: guard.Metadata{Agent: "fixer"}}},
 			client.StartOptions{WorkflowID: id}); err != nil {
 			t.Fatalf("start %s: %v", id, err)
 		}

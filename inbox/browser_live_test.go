@@ -60,7 +60,7 @@ func TestBrowserInboxLiveOutput(t *testing.T) {
 		"time.sleep(6)\n" +
 		"print('late line', flush=True)\n" +
 		"time.sleep(2)\n"
-	if _, err := e.sc.Start(ctx, guard.Request{Code: code, Language: guard.Python, Limits: guard.Limits{Timeout: 30 * time.Second}},
+	if _, err := e.sc.Start(ctx, guard.Request{Code: code, Language: guard.Python, Settings: guard.Settings{Limits: guard.Limits{Timeout: 30 * time.Second}}},
 		client.StartOptions{WorkflowID: "inbox-live"}); err != nil {
 		t.Fatal(err)
 	}

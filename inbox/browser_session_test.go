@@ -38,8 +38,11 @@ func TestBrowserSessionPage(t *testing.T) {
 
 	const id = "inbox-session"
 	if _, err := e.c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, contract.SessionWorkflowName, contract.SessionInput{
-		Request: guard.SessionRequest{Files: map[string][]byte{"data.csv": []byte("a,b\n1,2\n")}, Env: map[string]string{"MODE": "dry run "},
-			Metadata: guard.Metadata{Agent: "notebook-agent"}},
+		Request: guard.SessionRequest{Settings: guard.Settings{
+			Files:    map[string][]byte{"data.csv": []byte("a,b\n1,2\n")},
+			Env:      map[string]string{"MODE": "dry run "},
+			Metadata: guard.Metadata{Agent: "notebook-agent"},
+		}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +236,7 @@ func TestBrowserSessionSignForm(t *testing.T) {
 	e := startEnv(t, ctx)
 
 	policy := guard.Policy{Languages: []string{guard.Python}}
-	req := guard.SessionRequest{Env: map[string]string{"MODE": "dry run "}, Files: map[string][]byte{"data.csv": []byte("a,b\n")}}
+	req := guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"MODE": "dry run "}, Files: map[string][]byte{"data.csv": []byte("a,b\n")}}}
 	cs, err := policy.CheckSession(req, "docker")
 	if err != nil {
 		t.Fatal(err)

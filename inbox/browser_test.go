@@ -123,9 +123,11 @@ func (e *env) runs() int {
 func (e *env) start(ctx context.Context, id, code string, files map[string][]byte) {
 	e.t.Helper()
 	_, err := e.sc.Start(ctx, guard.Request{
-		Code: code, Language: guard.Python, Files: files, Env: map[string]string{"MODE": "dry run ", "TOKEN": sensitiveToken},
-		Metadata: guard.Metadata{Agent: "report-agent", RequestedBy: "orchestrator@ci"},
-	}, client.StartOptions{WorkflowID: id})
+		Code: code, Language: guard.Python, Settings: guard.Settings{
+			Files:    files,
+			Env:      map[string]string{"MODE": "dry run ", "TOKEN": sensitiveToken},
+			Metadata: guard.Metadata{Agent: "report-agent", RequestedBy: "orchestrator@ci"},
+		}}, client.StartOptions{WorkflowID: id})
 	if err != nil {
 		e.t.Fatalf("start %s: %v", id, err)
 	}
@@ -423,12 +425,12 @@ func tamperedRun(t *testing.T, e *env, ctx context.Context) {
 // approval (a denial stays possible) and the decide endpoint refuses one.
 func lyingRun(t *testing.T, e *env, ctx context.Context) {
 	policy := guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour}
-	started := guard.Request{Code: fmt.Sprintf("open(%q, 'a').write('lying run ran\\n')\n", e.counter), Env: map[string]string{"MODE": "secret-value"}}
+	started := guard.Request{Code: fmt.Sprintf("open(%q, 'a').write('lying run ran\\n')\n", e.counter), Settings: guard.Settings{Env: map[string]string{"MODE": "secret-value"}}}
 	evil, err := policy.Check(started, "local")
 	if err != nil {
 		t.Fatal(err)
 	}
-	shown, err := policy.Check(guard.Request{Code: "print('harmless')\n", Env: started.Env}, "local")
+	shown, err := policy.Check(guard.Request{Code: "print('harmless')\n", Settings: guard.Settings{Env: started.Env}}, "local")
 	if err != nil {
 		t.Fatal(err)
 	}

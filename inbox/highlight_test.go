@@ -140,8 +140,10 @@ func TestTabsDrawnAtPythonsColumns(t *testing.T) {
 // Only what is not UTF-8 or holds NUL is binary, at both doors.
 func TestInputFilesShowControlCharacters(t *testing.T) {
 	module := "def f():\n    return 1\n\f\nBANNER = '\x1b[2J'\nimport os; os.system('x')\n"
-	req := guard.Request{Code: "import helper\n", Language: guard.Python, Files: map[string][]byte{
-		"helper.py": []byte(module), "blob.bin": {0, 1, 2}, "latin.txt": {0xe9},
+	req := guard.Request{Code: "import helper\n", Language: guard.Python, Settings: guard.Settings{
+		Files: map[string][]byte{
+			"helper.py": []byte(module), "blob.bin": {0, 1, 2}, "latin.txt": {0xe9},
+		},
 	}}
 	if _, err := (guard.Policy{}).Check(req, "docker"); err != nil {
 		t.Fatalf("the policy refuses the module: %v (the test shows nothing)", err)

@@ -201,7 +201,7 @@ func (v *sessionView) addInputs(set guard.SessionSummary, in contract.SessionInp
 		}
 	} else {
 		req := in.Request
-		v.Files = inputFiles(guard.Request{Files: req.Files})
+		v.Files = inputFiles(guard.Request{Settings: guard.Settings{Files: req.Files}})
 		v.Env = envRows(slices.Sorted(maps.Keys(req.Env)), set.SensitiveEnv, req.Env)
 		inputNames = slices.Sorted(maps.Keys(req.Files))
 		for _, n := range inputNames {

@@ -51,9 +51,11 @@ func newSessionFixture(t *testing.T, id string) *sessionFixture {
 	t.Helper()
 	policy := guard.Policy{Languages: []string{guard.Python, guard.Shell}, SensitiveEnv: []string{"TOKEN"}}
 	req := guard.SessionRequest{
-		Files:    map[string][]byte{"data.csv": []byte("a,b\n1,2\n"), "helper.py": []byte("def f():\n\treturn 1\n")},
-		Env:      map[string]string{"MODE": "dry run ", "TOKEN": sessionToken},
-		Metadata: guard.Metadata{Agent: "notebook-agent", RequestedBy: "orchestrator@ci"},
+		Settings: guard.Settings{
+			Files:    map[string][]byte{"data.csv": []byte("a,b\n1,2\n"), "helper.py": []byte("def f():\n\treturn 1\n")},
+			Env:      map[string]string{"MODE": "dry run ", "TOKEN": sessionToken},
+			Metadata: guard.Metadata{Agent: "notebook-agent", RequestedBy: "orchestrator@ci"},
+		},
 		MaxCells: 10,
 	}
 	cs, err := policy.CheckSession(req, "docker")

@@ -81,8 +81,7 @@ func connect(t *testing.T, transport mcp.Transport) (*mcp.ClientSession, *progre
 			p.mu.Lock()
 			p.msgs = append(p.msgs, r.Params.Message)
 			p.mu.Unlock()
-		},
-	})
+		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, transport, nil)
@@ -266,8 +265,10 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 		t.Errorf("run_status never gave the result; last %q", texts(st))
 	})
 	t.Run("run_status of a waiting run names the start-up warnings reviewers see", func(t *testing.T) {
-		started, err := e.Client.Start(ctx, guard.Request{Code: "import json\n", Files: map[string][]byte{
-			"json.py": []byte("loads = eval\n"), "sitecustomize.py": []byte("import os\n"),
+		started, err := e.Client.Start(ctx, guard.Request{Code: "import json\n", Settings: guard.Settings{
+			Files: map[string][]byte{
+				"json.py": []byte("loads = eval\n"), "sitecustomize.py": []byte("import os\n"),
+			},
 		}}, client.StartOptions{})
 		if err != nil {
 			t.Fatal(err)

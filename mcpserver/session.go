@@ -172,8 +172,7 @@ func strictly(tool string, raw json.RawMessage, v any, want string) error {
 func (s *Server) sessionRequest(a OpenSessionArguments) (guard.SessionRequest, error) {
 	b := s.cfg.Base
 	req := guard.SessionRequest{
-		Languages: s.cfg.Languages, Files: b.Files, Env: b.Env, Limits: b.Limits, Network: b.Network, Egress: b.Egress,
-		Secrets: b.Secrets, CaptureContent: b.CaptureContent, Metadata: b.Metadata, MaxCells: a.MaxCells,
+		Languages: s.cfg.Languages, Settings: b.Settings, MaxCells: a.MaxCells,
 	}
 	for _, d := range []struct {
 		name string

@@ -213,8 +213,10 @@ func TestIntegrationWebhookSignedPerWaitingRun(t *testing.T) {
 	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))}, InboxURL: "http://localhost:8235"}, nil)
 	ids := []string{"notify-a", "notify-b", "notify-c"}
 	for _, id := range ids {
-		start(t, e.Client, id, guard.Request{Code: markerCode, Env: map[string]string{"TOKEN": "ENV-VALUE-MARKER"},
-			Metadata: guard.Metadata{RequestedBy: "agent-7"}})
+		start(t, e.Client, id, guard.Request{Code: markerCode, Settings: guard.Settings{
+			Env:      map[string]string{"TOKEN": "ENV-VALUE-MARKER"},
+			Metadata: guard.Metadata{RequestedBy: "agent-7"},
+		}})
 	}
 	var got []delivery
 	for range ids {
@@ -482,7 +484,7 @@ func TestIntegrationEmailOverStartTLS(t *testing.T) {
 		id       string
 		withCode bool
 	}{{plain, "notify-mail-plain", false}, {withCode, "notify-mail-code", true}} {
-		start(t, tc.e.Client, tc.id, guard.Request{Code: hostileCode, Egress: nil, Metadata: guard.Metadata{RequestedBy: "agent-9"}})
+		start(t, tc.e.Client, tc.id, guard.Request{Code: hostileCode, Settings: guard.Settings{Egress: nil, Metadata: guard.Metadata{RequestedBy: "agent-9"}}})
 		m := srv.wait(t, 30*time.Second)
 		if !m.TLS || m.AuthUser != "sandboxflow" || m.From != "sandboxflow@example.com" || !slices.Equal(m.To, []string{"reviewers@example.com"}) {
 			t.Errorf("%s: mail tls=%t auth=%q from=%q to=%v", tc.id, m.TLS, m.AuthUser, m.From, m.To)
@@ -642,9 +644,12 @@ func TestIntegrationSlackBodyEscapesTheRequest(t *testing.T) {
 	policy := guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour,
 		EgressAllow: []string{"*.example.com"}, SecretNames: []string{"github_token"}}
 	e := env(t, notify.Config{Channels: []notify.Channel{notify.NewSlack(rcv.URL)}}, &agenttest.Options{NoStarter: true, Policy: &policy})
-	start(t, e.Client, "notify-slack", guard.Request{Code: markerCode, Egress: []string{"api.example.com"}, Secrets: []string{"github_token"},
+	start(t, e.Client, "notify-slack", guard.Request{Code: markerCode, Settings: guard.Settings{
+		Egress:   []string{"api.example.com"},
+		Secrets:  []string{"github_token"},
 		Files:    map[string][]byte{"a&b<c>.txt": []byte("x")},
-		Metadata: guard.Metadata{RequestedBy: "<!channel> <https://evil.example|approve now> *urgent*\nApproved by alice"}})
+		Metadata: guard.Metadata{RequestedBy: "<!channel> <https://evil.example|approve now> *urgent*\nApproved by alice"},
+	}})
 	d := rcv.wait(t, 30*time.Second)
 	var body struct {
 		Text   string `json:"text"`

@@ -80,8 +80,10 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	started, err := e.Client.Start(ctx, guard.Request{
-		Code:   "import sys\nprint('the output ' * 400)\nprint('warn', file=sys.stderr)\nopen('out.csv', 'w').write('a,b\\n1,2\\n')\n",
-		Limits: guard.Limits{MaxStdoutBytes: 1000},
+		Code: "import sys\nprint('the output ' * 400)\nprint('warn', file=sys.stderr)\nopen('out.csv', 'w').write('a,b\\n1,2\\n')\n",
+		Settings: guard.Settings{
+			Limits: guard.Limits{MaxStdoutBytes: 1000},
+		},
 	}, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)

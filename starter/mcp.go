@@ -53,10 +53,10 @@ func mcpMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "starter mcp:", err)
 		return cli.ExitUsage
 	}
-	base := guard.Request{
+	base := guard.Request{Settings: guard.Settings{
 		Limits: guard.Limits{Timeout: *timeout}, Network: *network, Egress: egress, Secrets: secrets, Env: envs.Map,
 		CaptureContent: *capture, Metadata: guard.Metadata{Agent: *agent, RequestedBy: os.Getenv("USER")},
-	}
+	}}
 	sc, err := client.Connect(ctx, c.conn, c.keyFile, c.taskQueue)
 	if err != nil {
 		fmt.Fprintln(stderr, "starter mcp:", err)

@@ -140,7 +140,7 @@ func TestIntegrationTracesOfARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := orch.Start(orchCtx, guard.Request{Code: code, Env: map[string]string{"SECRETISH": envMarker}}, client.StartOptions{})
+	second, err := orch.Start(orchCtx, guard.Request{Code: code, Settings: guard.Settings{Env: map[string]string{"SECRETISH": envMarker}}}, client.StartOptions{})
 	parent.End()
 	if err != nil {
 		t.Fatal(err)

@@ -185,7 +185,7 @@ func TestConfigQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := cfg.Policy(); p.QuorumFor(&guard.Checked{Network: true}) != 1 {
+	if p := cfg.Policy(); p.QuorumFor(&guard.Checked{CheckedSettings: guard.CheckedSettings{Network: true}}) != 1 {
 		t.Errorf("default quorum %d/%d; want 1", p.Quorum, p.RiskyQuorum)
 	}
 	t.Setenv("SANDBOXFLOW_RISKY_QUORUM", "3")
@@ -194,7 +194,7 @@ func TestConfigQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := cfg.Policy()
-	if p.QuorumFor(&guard.Checked{}) != 2 || p.QuorumFor(&guard.Checked{Secrets: []string{"TOKEN"}}) != 3 {
+	if p.QuorumFor(&guard.Checked{}) != 2 || p.QuorumFor(&guard.Checked{CheckedSettings: guard.CheckedSettings{Secrets: []string{"TOKEN"}}}) != 3 {
 		t.Errorf("quorum %d, risky %d; want 2 (flag) and 3 (environment)", p.Quorum, p.RiskyQuorum)
 	}
 	for _, args := range [][]string{{"--quorum", "-1"}, {"--quorum", "17"}, {"--risky-quorum", "99"}} {

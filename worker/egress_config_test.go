@@ -62,21 +62,21 @@ func TestConfigNetworkAndEgressPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := cfg.Policy()
-	_, err = p.Check(guard.Request{Code: "x", Language: guard.Python, Network: true}, "docker")
+	_, err = p.Check(guard.Request{Code: "x", Language: guard.Python, Settings: guard.Settings{Network: true}}, "docker")
 	if guard.TypeOf(err) != guard.TypeConfigError || !strings.Contains(err.Error(), "--allow-open-network") {
 		t.Errorf("network=true without --allow-open-network: got %v; want a ConfigError naming the flag", err)
 	}
-	if _, err := p.Check(guard.Request{Code: "x", Language: guard.Python, Egress: []string{"api.example.com"}}, "docker"); err != nil {
+	if _, err := p.Check(guard.Request{Code: "x", Language: guard.Python, Settings: guard.Settings{Egress: []string{"api.example.com"}}}, "docker"); err != nil {
 		t.Errorf("egress inside --egress-allow: %v", err)
 	}
-	if _, err := p.Check(guard.Request{Code: "x", Language: guard.Python, Egress: []string{"evil.example"}}, "docker"); guard.TypeOf(err) != guard.TypeConfigError {
+	if _, err := p.Check(guard.Request{Code: "x", Language: guard.Python, Settings: guard.Settings{Egress: []string{"evil.example"}}}, "docker"); guard.TypeOf(err) != guard.TypeConfigError {
 		t.Errorf("egress outside --egress-allow: got %v; want a ConfigError", err)
 	}
 	open, _, err := parseConfig("test", []string{"--allow-open-network"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := open.Policy().Check(guard.Request{Code: "x", Language: guard.Python, Network: true}, "docker"); err != nil {
+	if _, err := open.Policy().Check(guard.Request{Code: "x", Language: guard.Python, Settings: guard.Settings{Network: true}}, "docker"); err != nil {
 		t.Errorf("network=true with --allow-open-network: %v", err)
 	}
 }

@@ -29,7 +29,7 @@ func TestConfigSourcePolicy(t *testing.T) {
 	if !slices.Equal(p.SensitiveEnv, []string{"TOKEN", "API_KEY"}) {
 		t.Errorf("--sensitive-env: policy has %q; want [TOKEN API_KEY]", p.SensitiveEnv)
 	}
-	c, err := p.Check(guard.Request{Code: "print(1)\n", Env: map[string]string{"token": "x", "OTHER": "y"}}, "docker")
+	c, err := p.Check(guard.Request{Code: "print(1)\n", Settings: guard.Settings{Env: map[string]string{"token": "x", "OTHER": "y"}}}, "docker")
 	if err != nil {
 		t.Fatal(err)
 	}

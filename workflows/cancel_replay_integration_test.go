@@ -53,7 +53,7 @@ func TestIntegrationCancelledRunsReplay(t *testing.T) {
 	}
 
 	mark := t.TempDir() + "/mark"
-	runR := it.start(running, it.queue, guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}})
+	runR := it.start(running, it.queue, guard.Request{Code: markCode, Settings: guard.Settings{Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}})
 	it.waitState(running, contract.StatusAwaitingApproval)
 	it.signal(running, it.signed(running, true))
 	waitLines(t, mark, 1)

@@ -419,8 +419,10 @@ while not os.path.exists(os.environ["GATE"]):
     time.sleep(0.05)
 print("hello from python")
 `,
-		Env:    map[string]string{"GATE": gate},
-		Limits: guard.Limits{Timeout: time.Minute},
+		Settings: guard.Settings{
+			Env:    map[string]string{"GATE": gate},
+			Limits: guard.Limits{Timeout: time.Minute},
+		},
 	}
 	dg := digestOf(t, req)
 	const id = "it-signal"
@@ -473,7 +475,7 @@ print("hello from python")
 func TestIntegrationApproveByUpdate(t *testing.T) {
 	it := newITest(t)
 	it.worker(it.queue, it.localBackend(), nil)
-	req := guard.Request{Code: "print(6 * 7)", CaptureContent: true}
+	req := guard.Request{Code: "print(6 * 7)", Settings: guard.Settings{CaptureContent: true}}
 	dg := digestOf(t, req)
 	const id = "it-update"
 	run := it.start(id, it.queue, req)
@@ -540,7 +542,7 @@ func TestIntegrationFinalSearchAttributes(t *testing.T) {
 				}
 				return ""
 			}},
-		{"it-timed-out", it.queue, guard.Request{Code: "import time\ntime.sleep(30)", Limits: guard.Limits{Timeout: time.Second}}, true, true, contract.StatusTimedOut,
+		{"it-timed-out", it.queue, guard.Request{Code: "import time\ntime.sleep(30)", Settings: guard.Settings{Limits: guard.Limits{Timeout: time.Second}}}, true, true, contract.StatusTimedOut,
 			func(r guard.Result, err error) string {
 				if err != nil || !r.TimedOut || r.ExitCode != -1 {
 					return fmt.Sprintf("got %+v, %v; want timed out, exit -1", r, err)
@@ -633,7 +635,7 @@ func TestIntegrationWorkerKilledWhileRunning(t *testing.T) {
 		t.Fatalf("worker process not ready; its stderr:\n%s", stderr.String())
 	}
 
-	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}
+	req := guard.Request{Code: markCode, Settings: guard.Settings{Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}}
 	const id = "it-killed"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
@@ -729,7 +731,7 @@ func TestIntegrationBackendUnreachableBeforeStartIsRetried(t *testing.T) {
 	flaky := &flakyBackend{Backend: it.localBackend(), Failures: 2}
 	it.worker(it.queue, flaky, nil)
 	mark := filepath.Join(t.TempDir(), "mark")
-	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark}}
+	req := guard.Request{Code: markCode, Settings: guard.Settings{Env: map[string]string{"MARK": mark}}}
 	const id = "it-flaky"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
@@ -754,7 +756,7 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 	it := newITest(t)
 	it.worker(it.queue, it.localBackend(), nil)
 	mark := filepath.Join(t.TempDir(), "mark")
-	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}
+	req := guard.Request{Code: markCode, Settings: guard.Settings{Env: map[string]string{"MARK": mark, "SLEEP": "60"}, Limits: guard.Limits{Timeout: 90 * time.Second}}}
 	const id = "it-cancel"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)
@@ -787,7 +789,7 @@ func TestIntegrationCancelWhileRunningStopsTheCode(t *testing.T) {
 func TestRecordReplayHistory(t *testing.T) {
 	it := newITest(t)
 	it.worker(it.queue, it.localBackend(), nil)
-	req := guard.Request{Code: "print('recorded')", Env: map[string]string{"GREETING": "hi"}}
+	req := guard.Request{Code: "print('recorded')", Settings: guard.Settings{Env: map[string]string{"GREETING": "hi"}}}
 	dg := digestOf(t, req)
 	const id = "recorded-runcode" // workflows.recordedWorkflowID
 	run := it.start(id, it.queue, req)

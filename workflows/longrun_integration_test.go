@@ -73,7 +73,7 @@ func TestIntegrationLongRunLostHost(t *testing.T) {
 		t.Fatalf("sandbox host not ready; its stderr:\n%s", stderr.String())
 	}
 
-	req := guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "3000"}, Limits: guard.Limits{Timeout: time.Hour}}
+	req := guard.Request{Code: markCode, Settings: guard.Settings{Env: map[string]string{"MARK": mark, "SLEEP": "3000"}, Limits: guard.Limits{Timeout: time.Hour}}}
 	const id = "it-long-lost"
 	run := it.start(id, it.queue, req)
 	it.waitState(id, contract.StatusAwaitingApproval)

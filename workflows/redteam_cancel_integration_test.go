@@ -94,8 +94,10 @@ func TestIntegrationCancelRacingAForgedEnd(t *testing.T) {
 	t.Run("forged cancellation while the code runs", func(t *testing.T) {
 		const id = "redteam-cancel-forged-cancellation"
 		mark := filepath.Join(t.TempDir(), "mark")
-		run := it.start(id, it.queue, guard.Request{Code: markCode, Env: map[string]string{"MARK": mark, "SLEEP": "20"},
-			Limits: guard.Limits{Timeout: 60 * time.Second}})
+		run := it.start(id, it.queue, guard.Request{Code: markCode, Settings: guard.Settings{
+			Env:    map[string]string{"MARK": mark, "SLEEP": "20"},
+			Limits: guard.Limits{Timeout: 60 * time.Second},
+		}})
 		it.waitState(id, contract.StatusAwaitingApproval)
 		if _, err := it.decide(id, it.signed(id, true)); err != nil {
 			t.Fatal(err)

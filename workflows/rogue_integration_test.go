@@ -38,7 +38,7 @@ func TestIntegrationStatusThatShowsOtherCodeIsNotApproved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harmless, err := policy.Check(guard.Request{Code: "print('harmless')", Env: started.Env}, "local")
+	harmless, err := policy.Check(guard.Request{Code: "print('harmless')", Settings: guard.Settings{Env: started.Env}}, "local")
 	if err != nil {
 		t.Fatal(err)
 	}

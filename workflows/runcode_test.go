@@ -186,7 +186,7 @@ func newHarness(t *testing.T, backend *fakeBackend, cfg activities.Config) *harn
 }
 
 func pyRequest() guard.Request {
-	return guard.Request{Code: "print('hello')", Env: map[string]string{"GREETING": "secret-value"}}
+	return guard.Request{Code: "print('hello')", Settings: guard.Settings{Env: map[string]string{"GREETING": "secret-value"}}}
 }
 
 // digest is the digest Check gives req under the test policy.
@@ -740,10 +740,10 @@ func TestBadRequestFailsBeforeAnyWait(t *testing.T) {
 	}{
 		{"empty code", guard.Request{Code: "  "}, guard.TypeToolUsageError},
 		{"language not offered", guard.Request{Code: "x", Language: "ruby"}, guard.TypeToolUsageError},
-		{"denied env", guard.Request{Code: "x", Env: map[string]string{"LD_PRELOAD": "/x.so"}}, guard.TypeToolUsageError},
-		{"bad file name", guard.Request{Code: "x", Files: map[string][]byte{"../etc/passwd": nil}}, guard.TypeToolUsageError},
-		{"timeout over the policy", guard.Request{Code: "x", Limits: guard.Limits{Timeout: time.Hour}}, guard.TypeConfigError},
-		{"network forbidden", guard.Request{Code: "x", Network: true}, guard.TypeConfigError},
+		{"denied env", guard.Request{Code: "x", Settings: guard.Settings{Env: map[string]string{"LD_PRELOAD": "/x.so"}}}, guard.TypeToolUsageError},
+		{"bad file name", guard.Request{Code: "x", Settings: guard.Settings{Files: map[string][]byte{"../etc/passwd": nil}}}, guard.TypeToolUsageError},
+		{"timeout over the policy", guard.Request{Code: "x", Settings: guard.Settings{Limits: guard.Limits{Timeout: time.Hour}}}, guard.TypeConfigError},
+		{"network forbidden", guard.Request{Code: "x", Settings: guard.Settings{Network: true}}, guard.TypeConfigError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, okBackend(), activities.Config{})
@@ -1013,7 +1013,7 @@ func TestEventsCarryContentOnlyWhenAsked(t *testing.T) {
 	for _, capture := range []bool{false, true} {
 		t.Run(fmt.Sprint("capture_content=", capture), func(t *testing.T) {
 			h := newHarness(t, &fakeBackend{Result: guard.Result{Stdout: []byte("the-secret-output")}}, activities.Config{})
-			req := guard.Request{Code: code, Env: map[string]string{"TOKEN": "the-secret-env"}, CaptureContent: capture}
+			req := guard.Request{Code: code, Settings: guard.Settings{Env: map[string]string{"TOKEN": "the-secret-env"}, CaptureContent: capture}}
 			dg := h.digest(req)
 			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
 			h.at(time.Minute, func() { h.signal(decision(id2, "sha256:bad", true)) })

@@ -45,8 +45,10 @@ func hugeOutputs(t *testing.T, stdout, stderr string) {
 	// likely cause). A lost host is not what this test is about.
 	it.sessionWorkersWith(b, it.queue+"-host-huge", func(c *activities.Config) { c.HeartbeatTimeout = 20 * time.Second })
 	id := "it-session-huge-" + uuid.NewString()[:8]
-	run := it.startSession(id, guard.SessionRequest{Limits: guard.Limits{
-		MaxStdoutBytes: 64_000, MaxStderrBytes: 64_000, MaxFiles: 1, MaxFileBytes: 1, MaxTotalFileBytes: 1}})
+	run := it.startSession(id, guard.SessionRequest{Settings: guard.Settings{
+		Limits: guard.Limits{
+			MaxStdoutBytes: 64_000, MaxStderrBytes: 64_000, MaxFiles: 1, MaxFileBytes: 1, MaxTotalFileBytes: 1},
+	}})
 	it.sessionStatus(id) // open
 	ran := 0
 	var refusal error

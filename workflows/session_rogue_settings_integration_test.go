@@ -32,12 +32,12 @@ func TestIntegrationRogueSessionSettingsDigest(t *testing.T) {
 	hostQueue := it.queue + "-host-settings"
 	it.sessionWorkers(b, hostQueue)
 	policy := integrationConfig(nil, nil, "").Policy
-	shownReq := guard.SessionRequest{Env: map[string]string{"MODE": "fast"}}
+	shownReq := guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"MODE": "fast"}}}
 	shown, err := policy.CheckSession(shownReq, sessiontest.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sandboxed, err := policy.CheckSession(guard.SessionRequest{Env: map[string]string{"MODE": "evil"}}, sessiontest.Name)
+	sandboxed, err := policy.CheckSession(guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"MODE": "evil"}}}, sessiontest.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

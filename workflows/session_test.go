@@ -278,7 +278,7 @@ func (h *sessionHarness) expectRejected(what string, o *outcome, reason contract
 }
 
 func sessionRequest() guard.SessionRequest {
-	return guard.SessionRequest{Env: map[string]string{"GREETING": "hi"}}
+	return guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"GREETING": "hi"}}}
 }
 
 // TestSessionThreeCellsInOrder runs three approved cells in one sandbox: each cell's digest and

@@ -38,7 +38,7 @@ import (
 func markRequest(t *testing.T) (guard.Request, string) {
 	t.Helper()
 	mark := filepath.Join(t.TempDir(), "mark")
-	return guard.Request{Code: markCode, Env: map[string]string{"MARK": mark}}, mark
+	return guard.Request{Code: markCode, Settings: guard.Settings{Env: map[string]string{"MARK": mark}}}, mark
 }
 
 // wantRuns checks how many times the code ran, by its mark file.

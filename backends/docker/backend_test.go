@@ -19,10 +19,12 @@ func testChecked(code string) guard.Checked {
 	c := guard.Checked{
 		Language: guard.Python,
 		Code:     code,
-		Backend:  Name,
-		Limits: guard.Limits{
-			Timeout: 2 * time.Second, MaxStdoutBytes: 100, MaxStderrBytes: 200,
-			MaxFiles: 4, MaxFileBytes: 64, MaxTotalFileBytes: 128,
+		CheckedSettings: guard.CheckedSettings{
+			Backend: Name,
+			Limits: guard.Limits{
+				Timeout: 2 * time.Second, MaxStdoutBytes: 100, MaxStderrBytes: 200,
+				MaxFiles: 4, MaxFileBytes: 64, MaxTotalFileBytes: 128,
+			},
 		},
 		Owner: guard.Owner{WorkflowID: "wf", RunID: "run", ActivityID: "act"},
 	}
@@ -371,7 +373,7 @@ func TestNativeModulesRefused(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"libfoo.so.1", "notes.so.txt", "mod.py"} {
-		if err := refuseNativeLoaders(guard.Checked{Files: []guard.InputFile{{Name: name}}}); err != nil {
+		if err := refuseNativeLoaders(guard.Checked{CheckedSettings: guard.CheckedSettings{Files: []guard.InputFile{{Name: name}}}}); err != nil {
 			t.Errorf("input %s: got %v; want it accepted", name, err)
 		}
 	}
@@ -388,7 +390,7 @@ func TestNativeModulesRefused(t *testing.T) {
 			t.Errorf("env %s: got %v and %d containers; want a ToolUsageError naming it and none", name, err, len(f.created))
 		}
 	}
-	if err := refuseNativeLoaders(guard.Checked{Env: []guard.EnvVar{{Name: "SSL_CERT_FILE", Value: "/work/ca.pem"}}}); err != nil {
+	if err := refuseNativeLoaders(guard.Checked{CheckedSettings: guard.CheckedSettings{Env: []guard.EnvVar{{Name: "SSL_CERT_FILE", Value: "/work/ca.pem"}}}}); err != nil {
 		t.Errorf("SSL_CERT_FILE: got %v; want it accepted (a file of data)", err)
 	}
 }

@@ -130,10 +130,12 @@ func dockerRunArgs(s containerSpec, seccompFile string) []string {
 // print1Checked is print(1) with the default limits, as the benchmarks run it.
 func print1Checked(workflowID string) guard.Checked {
 	c := guard.Checked{
-		Language: guard.Python, Code: "print(1)", Backend: Name,
-		Limits: guard.Limits{
-			Timeout: guard.DefaultTimeout, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
-			MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
+		Language: guard.Python, Code: "print(1)", CheckedSettings: guard.CheckedSettings{
+			Backend: Name,
+			Limits: guard.Limits{
+				Timeout: guard.DefaultTimeout, MaxStdoutBytes: guard.DefaultMaxStdoutBytes, MaxStderrBytes: guard.DefaultMaxStderrBytes,
+				MaxFiles: guard.DefaultMaxFiles, MaxFileBytes: guard.DefaultMaxFileBytes, MaxTotalFileBytes: guard.DefaultMaxTotalFileBytes,
+			},
 		},
 		Owner: guard.Owner{WorkflowID: workflowID},
 	}
@@ -199,7 +201,7 @@ func BenchmarkSessionCell(b *testing.B) {
 func benchSessionCell(b *testing.B, rt string) {
 	backend := newTestBackend(b, rt, nil)
 	c := print1Checked("bench-session")
-	cs, err := testPolicy.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Limits: c.Limits}, Name)
+	cs, err := testPolicy.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Limits: c.Limits}}, Name)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -137,8 +137,11 @@ func egressChecked(t *testing.T, code string, allow, secrets []string) guard.Che
 	p.SecretNames = secrets
 	p.MaxStdoutBytes = 1_200_000
 	p.MaxFileBytes, p.MaxTotalFileBytes = 10_000, 10_000
-	req := guard.Request{Code: code, Language: guard.Python, Egress: allow, Secrets: secrets,
-		Limits: guard.Limits{Timeout: 60 * time.Second, MaxStdoutBytes: 1_200_000}}
+	req := guard.Request{Code: code, Language: guard.Python, Settings: guard.Settings{
+		Egress:  allow,
+		Secrets: secrets,
+		Limits:  guard.Limits{Timeout: 60 * time.Second, MaxStdoutBytes: 1_200_000},
+	}}
 	c, err := p.Check(req, Name)
 	if err != nil {
 		t.Fatal(err)

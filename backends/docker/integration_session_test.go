@@ -37,7 +37,7 @@ type testSession struct {
 // it on b; the sandbox is closed when the test ends.
 func openSession(t *testing.T, b *Backend, mod func(*guard.SessionRequest)) *testSession {
 	t.Helper()
-	req := guard.SessionRequest{Limits: guard.Limits{Timeout: 20 * time.Second}}
+	req := guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 20 * time.Second}}}
 	if mod != nil {
 		mod(&req)
 	}
@@ -648,7 +648,7 @@ func TestDockerSessionEgress(t *testing.T) {
 		p := testPolicy
 		p.AllowOpenNetwork = false
 		p.EgressAllow = []string{"allowed.test:" + h}
-		cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}, Name)
+		cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}}, Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -335,7 +335,7 @@ func TestDockerRefusedAttacksAreReal(t *testing.T) {
 		b := newTestBackend(t, rt, nil)
 		for _, tc := range startuptest.RefusedCases("/work") {
 			t.Run(tc.Name, func(t *testing.T) {
-				req := guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files, Env: tc.Env}
+				req := guard.Request{Code: tc.Code, Language: tc.Language, Settings: guard.Settings{Files: tc.Files, Env: tc.Env}}
 				_, err := testPolicy.Check(req, Name)
 				var te *guard.ToolUsageError
 				if !errors.As(err, &te) || !strings.Contains(err.Error(), tc.Naming) {

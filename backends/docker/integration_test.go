@@ -216,7 +216,7 @@ var testPolicy = guard.Policy{
 // checked applies testPolicy to a request and gives it an owner unique to the test.
 func checked(t *testing.T, lang, code string, mod func(*guard.Request)) guard.Checked {
 	t.Helper()
-	req := guard.Request{Code: code, Language: lang, Limits: guard.Limits{Timeout: 20 * time.Second}}
+	req := guard.Request{Code: code, Language: lang, Settings: guard.Settings{Limits: guard.Limits{Timeout: 20 * time.Second}}}
 	if mod != nil {
 		mod(&req)
 	}

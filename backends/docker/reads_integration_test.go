@@ -18,9 +18,11 @@ import (
 // the digest matches what it holds.
 func forged(t *testing.T, code string, files map[string][]byte, env map[string]string) guard.Checked {
 	t.Helper()
-	c := guard.Checked{Language: guard.Python, Code: code, Backend: Name,
-		Limits: guard.Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096, MaxFiles: 4, MaxFileBytes: 4096, MaxTotalFileBytes: 16384},
-		Owner:  guard.Owner{WorkflowID: "test-" + randomHex(6), RunID: t.Name(), ActivityID: "1"}}
+	c := guard.Checked{Language: guard.Python, Code: code, CheckedSettings: guard.CheckedSettings{
+		Backend: Name,
+		Limits:  guard.Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096, MaxFiles: 4, MaxFileBytes: 4096, MaxTotalFileBytes: 16384},
+	},
+		Owner: guard.Owner{WorkflowID: "test-" + randomHex(6), RunID: t.Name(), ActivityID: "1"}}
 	for _, n := range slices.Sorted(maps.Keys(files)) {
 		c.Files = append(c.Files, guard.InputFile{Name: n, Content: files[n]})
 	}

@@ -14,7 +14,7 @@ import (
 // fakeSession is a checked session with an owner, as the SessionOpen activity passes it.
 func fakeSession(t *testing.T, mod func(*guard.SessionRequest)) guard.CheckedSession {
 	t.Helper()
-	req := guard.SessionRequest{Limits: guard.Limits{Timeout: time.Second}}
+	req := guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: time.Second}}}
 	if mod != nil {
 		mod(&req)
 	}

@@ -339,6 +339,42 @@ PIDS_EVENTS = ("/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events")
 MEMORY_EVENTS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
 
+def cgroup_counters():
+    """The cgroup's counts of pids-limit hits and memory kills, each -1 when unknown."""
+    return (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+
+
+def exit_of(status):
+    """The exit code and signal of a wait status: 128 + the signal for a killed process."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return 128 + sig, sig
+    return os.WEXITSTATUS(status), 0
+
+
+def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancelled=None, state_reset=None):
+    """The exit frame of a run or a cell: its exit, its time, its streams as the code wrote them,
+    and what the cgroup counted since before (cgroup_counters). A cell's also says whether it was
+    cancelled and whether it ran in a fresh interpreter (cancelled and state_reset, not None)."""
+    pids_after, oom_after = cgroup_counters()
+    fields = {"exit_code": exit_code, "signal": sig, "timed_out": timed_out}
+    if cancelled is not None:
+        fields["cancelled"] = cancelled
+    fields.update({
+        "duration_ms": duration_ms,
+        "stdout_bytes": streams.seen[streams.out_r],
+        "stderr_bytes": streams.seen[streams.err_r],
+        "stdout_sha256": hex_of(streams.hashes, streams.out_r),
+        "stderr_sha256": hex_of(streams.hashes, streams.err_r),
+        "pids_limit_hit": pids_after > max(before[0], 0),
+        "oom_kills": max(oom_after - max(before[1], 0), 0),
+        "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,
+    })
+    if state_reset is not None:
+        fields["state_reset"] = state_reset
+    return fields
+
+
 def write_inputs(files):
     for f in files:
         name = b64d(f["name"])
@@ -355,13 +391,15 @@ def write_inputs(files):
 
 
 def read_regular(dir_fd, name, max_file):
+    """The bytes of a regular file, read without following a link, up to max_file + 1 (more than
+    max_file: it holds more); None when it is not a regular file."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         data = b""
         while len(data) <= max_file:
-            b = os.read(fd, max_file + 1 - len(data))
+            b = os.read(fd, min(READ_CHUNK, max_file + 1 - len(data)))
             if not b:
                 break
             data += b
@@ -370,11 +408,13 @@ def read_regular(dir_fd, name, max_file):
         os.close(fd)
 
 
-def collect(inputs, max_files, max_file, max_total):
-    """Sends a file frame for each produced file and returns whether any was left out. Walks
-    /work without following links; keeps regular files only; leaves out input files whose bytes
-    did not change; leaves out anything over the limits."""
-    state = {"truncated": False, "total": 0, "count": 0}
+def walk_work(visit, deep):
+    """Walks /work in name order without following links, entering folders at most MAX_DEPTH
+    deep: calls visit(dir_fd, name, rel, st) for each entry that is not a folder and deep(rel, st)
+    for each folder too deep to enter; each returns whether it left something out. Returns None
+    when /work cannot be opened, else whether anything was left out (by visit or deep, or an
+    entry that could not be listed, stat'ed or opened)."""
+    state = {"truncated": False}
 
     def walk(dir_fd, prefix, depth):
         try:
@@ -392,7 +432,8 @@ def collect(inputs, max_files, max_file, max_total):
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if depth >= MAX_DEPTH:
-                    state["truncated"] = True
+                    if deep(rel, st):
+                        state["truncated"] = True
                     continue
                 try:
                     sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -404,36 +445,48 @@ def collect(inputs, max_files, max_file, max_total):
                 finally:
                     os.close(sub)
                 continue
-            if not stat.S_ISREG(st.st_mode) or (st.st_size > max_file and rel not in inputs):
+            if visit(dir_fd, name, rel, st):
                 state["truncated"] = True
-                continue
-            if st.st_size > max_file:
-                continue
-            try:
-                data = read_regular(dir_fd, name, max_file)
-            except OSError:
-                data = None
-            if data is None:
-                state["truncated"] = True
-                continue
-            if inputs.get(rel) == data:
-                continue
-            if len(data) > max_file or state["count"] >= max_files or state["total"] + len(data) > max_total:
-                state["truncated"] = True
-                continue
-            state["total"] += len(data)
-            state["count"] += 1
-            frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
 
     try:
         root = os.open(WORK, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
-        return True
+        return None
     try:
         walk(root, b"", 1)
     finally:
         os.close(root)
     return state["truncated"]
+
+
+def collect(inputs, max_files, max_file, max_total):
+    """Sends a file frame for each produced file and returns whether any was left out. Walks
+    /work without following links; keeps regular files only; leaves out input files whose bytes
+    did not change; leaves out anything over the limits."""
+    state = {"total": 0, "count": 0}
+
+    def visit(dir_fd, name, rel, st):
+        if not stat.S_ISREG(st.st_mode) or (st.st_size > max_file and rel not in inputs):
+            return True
+        if st.st_size > max_file:
+            return False
+        try:
+            data = read_regular(dir_fd, name, max_file)
+        except OSError:
+            data = None
+        if data is None:
+            return True
+        if inputs.get(rel) == data:
+            return False
+        if len(data) > max_file or state["count"] >= max_files or state["total"] + len(data) > max_total:
+            return True
+        state["total"] += len(data)
+        state["count"] += 1
+        frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
+        return False
+
+    truncated = walk_work(visit, lambda rel, st: True)
+    return True if truncated is None else truncated
 
 
 def forged_bytecode_possible(req):
@@ -520,7 +573,84 @@ def spawn(libc, argv, env, pipes, extra=()):
     os._exit(127)
 
 
-class Streams:
+def drain_wakeups(fd):
+    """Empties a non-blocking wake-up pipe."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def feed_some(fd, data):
+    """Writes what a non-blocking pipe takes of data, at most 64 KiB, and returns the rest: all
+    of data when the pipe is full, nothing once it is broken."""
+    try:
+        n = os.write(fd, data[:65536])
+    except BlockingIOError:
+        return data
+    except OSError:
+        return b""
+    return data[n:]
+
+
+def set_pipe_size(fd):
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
+    except (ImportError, OSError):
+        pass
+
+
+class Output:
+    """The code's output, a run's or one cell's: forwards what it writes on out_r and err_r as
+    frames, up to the caps, counting and hashing everything seen."""
+
+    def __init__(self, out_r, err_r, caps):
+        self.kind = {out_r: F_STDOUT, err_r: F_STDERR}
+        self.room = {out_r: caps[0], err_r: caps[1]}
+        self.seen = {out_r: 0, err_r: 0}
+        self.hashes = stream_hashes((out_r, err_r))
+        self.out_r, self.err_r = out_r, err_r
+        self.open = {out_r, err_r}
+
+    def forward(self, fd):
+        b = os.read(fd, READ_CHUNK)
+        if not b:
+            self.open.discard(fd)
+            return False
+        self.seen[fd] += len(b)
+        if self.hashes is not None:
+            self.hashes[fd].update(b)
+        keep = b[: max(self.room[fd], 0)]
+        self.room[fd] -= len(keep)
+        if keep:
+            frame(self.kind[fd], keep)
+        return True
+
+    def drain(self, until_eof, limit):
+        """Reads what is left: until both pipes end (until_eof, every writer is gone) or, for a live
+        interpreter, until nothing more is waiting; at most limit seconds."""
+        end = time.monotonic() + limit
+        poller = select.poll()
+        for fd in self.open:
+            poller.register(fd, select.POLLIN)
+        while self.open:
+            wait = end - time.monotonic()
+            if wait <= 0:
+                return
+            ready = poller.poll(max(1, int(wait * 1000)) if until_eof else 0)
+            if not ready:
+                if until_eof:
+                    continue
+                return
+            for fd, _ in ready:
+                if not self.forward(fd):
+                    poller.unregister(fd)
+
+
+class Streams(Output):
     """The code's stdin, stdout and stderr pipes, seen from the supervisor."""
 
     def __init__(self, caps, stdin_data, wake_r):
@@ -528,23 +658,14 @@ class Streams:
         self.err_r, self.err_w = os.pipe2(os.O_CLOEXEC)
         self.in_r, self.in_w = os.pipe2(os.O_CLOEXEC)
         for fd in (self.out_r, self.err_r):
-            try:
-                import fcntl
-
-                fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
-            except (ImportError, OSError):
-                pass
-        self.kind = {self.out_r: F_STDOUT, self.err_r: F_STDERR}
-        self.room = {self.out_r: caps[0], self.err_r: caps[1]}
-        self.seen = {self.out_r: 0, self.err_r: 0}
-        self.hashes = stream_hashes((self.out_r, self.err_r))
+            set_pipe_size(fd)
+        Output.__init__(self, self.out_r, self.err_r, caps)
         self.stdin_data = stdin_data
         self.wake_r = wake_r
         self.poller = select.poll()
         self.poller.register(self.out_r, select.POLLIN)
         self.poller.register(self.err_r, select.POLLIN)
         self.poller.register(wake_r, select.POLLIN)
-        self.open = {self.out_r, self.err_r}
         self.tunnel = None
 
     def child_ends(self):
@@ -565,42 +686,22 @@ class Streams:
             if self.tunnel is not None and self.tunnel.owns(fd):
                 self.tunnel.event(fd, ev)
             elif fd == self.wake_r:
-                try:
-                    while os.read(self.wake_r, 512):
-                        pass
-                except BlockingIOError:
-                    pass
+                drain_wakeups(self.wake_r)
             elif fd == self.in_w:
                 self.feed()
             else:
                 self.forward(fd)
 
     def feed(self):
-        try:
-            n = os.write(self.in_w, self.stdin_data[:65536])
-            self.stdin_data = self.stdin_data[n:]
-        except BlockingIOError:
-            return
-        except OSError:
-            self.stdin_data = b""
+        self.stdin_data = feed_some(self.in_w, self.stdin_data)
         if not self.stdin_data:
             self.poller.unregister(self.in_w)
             os.close(self.in_w)
             self.in_w = -1
 
     def forward(self, fd):
-        b = os.read(fd, READ_CHUNK)
-        if not b:
+        if not Output.forward(self, fd):
             self.poller.unregister(fd)
-            self.open.discard(fd)
-            return
-        self.seen[fd] += len(b)
-        if self.hashes is not None:
-            self.hashes[fd].update(b)
-        keep = b[: max(self.room[fd], 0)]
-        self.room[fd] -= len(keep)
-        if keep:
-            frame(self.kind[fd], keep)
 
     def close(self):
         if self.in_w >= 0:
@@ -859,7 +960,7 @@ def run(libc, req):
     if tunnel is not None:
         streams.tunnel = tunnel
         tunnel.register(streams.poller)
-    counters = (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+    counters = cgroup_counters()
     started = time.monotonic()
     pid = spawn(libc, argv, env, streams.child_ends())
     streams.started()
@@ -1036,15 +1137,6 @@ class Interp:
                 pass
 
 
-def set_pipe_size(fd):
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), READ_CHUNK)
-    except (ImportError, OSError):
-        pass
-
-
 # A file whose change time is within this of a walk's start may change again within the same
 # tick of the file system's clock without its size or times changing: its meta is not trusted at
 # the next walk (see collect_changed).
@@ -1062,21 +1154,10 @@ def file_digest(dir_fd, name, max_file):
     longer a regular file or holds more than max_file bytes (it grew since its stat)."""
     import hashlib
 
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = b""
-        while len(data) <= max_file:
-            b = os.read(fd, min(READ_CHUNK, max_file + 1 - len(data)))
-            if not b:
-                break
-            data += b
-        if len(data) > max_file:
-            return None
-        return hashlib.sha256(data).digest(), data
-    finally:
-        os.close(fd)
+    data = read_regular(dir_fd, name, max_file)
+    if data is None or len(data) > max_file:
+        return None
+    return hashlib.sha256(data).digest(), data
 
 
 def work_bytes():
@@ -1092,9 +1173,10 @@ def work_bytes():
 
 
 def collect_changed(prev, max_files, max_file, max_total, send=True):
-    """Walks /work as collect does (no links followed, at most MAX_DEPTH folders deep) and sends a
-    file frame for each regular file whose bytes differ from prev (name → key, as the last walk
-    left it); anything else that is new or changed, and files over the limits, set truncated.
+    """Walks /work as collect does (walk_work: no links followed, at most MAX_DEPTH folders deep)
+    and sends a file frame for each regular file whose bytes differ from prev (name → key, as the
+    last walk left it); anything else that is new or changed, and files over the limits, set
+    truncated.
     Returns (truncated, the keys of this walk).
 
     A key is (meta, digest): file_meta (or None), and the SHA-256 of the bytes when they were
@@ -1106,137 +1188,56 @@ def collect_changed(prev, max_files, max_file, max_total, send=True):
     never read: when its meta changed it sets truncated. So a walk reads at most max_file more
     than the tmpfs holds, whatever the cell left."""
     seen = {}
-    state = {"truncated": False, "total": 0, "count": 0, "budget": work_bytes()}
+    state = {"total": 0, "count": 0, "budget": work_bytes()}
     began = time.time_ns()
 
     def keep_meta(st):
         return file_meta(st) if st.st_ctime_ns < began - RACY_NS and st.st_mtime_ns < began - RACY_NS else None
 
-    def walk(dir_fd, prefix, depth):
+    def deep(rel, st):
+        key = (("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None)
+        seen[rel] = key
+        return prev.get(rel, (None, None))[0] != key[0]
+
+    def visit(dir_fd, name, rel, st):
+        old_meta, old_digest = prev.get(rel, (None, None))
+        meta = file_meta(st)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_file:
+            # Not read: it cannot be reported within the cell's caps. Its meta is kept even
+            # when racy: a change within the same tick would only set truncated again.
+            seen[rel] = (meta, None)
+            return old_meta != meta
+        if state["budget"] < st.st_size:
+            # Past what the tmpfs holds: sparse files. Unchanged when its meta says so.
+            if old_meta is not None and old_meta == meta:
+                seen[rel] = (old_meta, old_digest)
+                return False
+            seen[rel] = (keep_meta(st), None)
+            return True
         try:
-            entries = sorted(os.listdir(dir_fd))
+            got = file_digest(dir_fd, name, max_file)
         except OSError:
-            state["truncated"] = True
-            return
-        for name in entries:
-            name = os.fsencode(name)
-            rel = prefix + name
-            try:
-                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-            except OSError:
-                state["truncated"] = True
-                continue
-            old_meta, old_digest = prev.get(rel, (None, None))
-            if stat.S_ISDIR(st.st_mode):
-                if depth >= MAX_DEPTH:
-                    key = (("deep", st.st_ino, st.st_mtime_ns, st.st_ctime_ns), None)
-                    seen[rel] = key
-                    if old_meta != key[0]:
-                        state["truncated"] = True
-                    continue
-                try:
-                    sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-                except OSError:
-                    state["truncated"] = True
-                    continue
-                try:
-                    walk(sub, rel + b"/", depth + 1)
-                finally:
-                    os.close(sub)
-                continue
-            meta = file_meta(st)
-            if not stat.S_ISREG(st.st_mode) or st.st_size > max_file:
-                # Not read: it cannot be reported within the cell's caps. Its meta is kept even
-                # when racy: a change within the same tick would only set truncated again.
-                seen[rel] = (meta, None)
-                if old_meta != meta:
-                    state["truncated"] = True
-                continue
-            if state["budget"] < st.st_size:
-                # Past what the tmpfs holds: sparse files. Unchanged when its meta says so.
-                if old_meta is not None and old_meta == meta:
-                    seen[rel] = (old_meta, old_digest)
-                else:
-                    seen[rel] = (keep_meta(st), None)
-                    state["truncated"] = True
-                continue
-            try:
-                got = file_digest(dir_fd, name, max_file)
-            except OSError:
-                got = None
-            state["budget"] -= st.st_size
-            if got is None:
-                seen[rel] = (None, None)
-                state["truncated"] = True
-                continue
-            digest, data = got
-            seen[rel] = (keep_meta(st), digest)
-            if old_digest == digest:
-                continue
-            if state["count"] >= max_files or state["total"] + len(data) > max_total:
-                state["truncated"] = True
-                continue
-            state["total"] += len(data)
-            state["count"] += 1
-            if send:
-                frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
-
-    try:
-        root = os.open(WORK, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return True, prev
-    try:
-        walk(root, b"", 1)
-    finally:
-        os.close(root)
-    return state["truncated"], seen
-
-
-class CellOut:
-    """One cell's output: forwards what the code writes on out_r and err_r as frames, up to the
-    caps, counting everything seen."""
-
-    def __init__(self, out_r, err_r, caps):
-        self.kind = {out_r: F_STDOUT, err_r: F_STDERR}
-        self.room = {out_r: caps[0], err_r: caps[1]}
-        self.seen = {out_r: 0, err_r: 0}
-        self.hashes = stream_hashes((out_r, err_r))
-        self.out_r, self.err_r = out_r, err_r
-        self.open = {out_r, err_r}
-
-    def forward(self, fd):
-        b = os.read(fd, READ_CHUNK)
-        if not b:
-            self.open.discard(fd)
+            got = None
+        state["budget"] -= st.st_size
+        if got is None:
+            seen[rel] = (None, None)
+            return True
+        digest, data = got
+        seen[rel] = (keep_meta(st), digest)
+        if old_digest == digest:
             return False
-        self.seen[fd] += len(b)
-        if self.hashes is not None:
-            self.hashes[fd].update(b)
-        keep = b[: max(self.room[fd], 0)]
-        self.room[fd] -= len(keep)
-        if keep:
-            frame(self.kind[fd], keep)
-        return True
+        if state["count"] >= max_files or state["total"] + len(data) > max_total:
+            return True
+        state["total"] += len(data)
+        state["count"] += 1
+        if send:
+            frame(F_FILE, len(rel).to_bytes(2, "big") + rel + data)
+        return False
 
-    def drain(self, until_eof, limit):
-        """Reads what is left: until both pipes end (until_eof, every writer is gone) or, for a live
-        interpreter, until nothing more is waiting; at most limit seconds."""
-        end = time.monotonic() + limit
-        poller = select.poll()
-        for fd in self.open:
-            poller.register(fd, select.POLLIN)
-        while self.open:
-            wait = end - time.monotonic()
-            if wait <= 0:
-                return
-            ready = poller.poll(max(1, int(wait * 1000)) if until_eof else 0)
-            if not ready:
-                if until_eof:
-                    continue
-                return
-            for fd, _ in ready:
-                if not self.forward(fd):
-                    poller.unregister(fd)
+    truncated = walk_work(visit, deep)
+    if truncated is None:
+        return True, prev
+    return truncated, seen
 
 
 def discard_waiting(fds):
@@ -1368,14 +1369,14 @@ class Session:
         if lang == "python" and self.interp is None:
             state_reset = self.had_interp
             self.start_interp()
-        counters = (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
+        counters = cgroup_counters()
         poller = select.poll()
         feed = b""
         feed_fd = done_r = -1
         if lang == "python":
             it = self.interp
             discard_waiting([it.out_r, it.err_r, it.done_r])
-            out = CellOut(it.out_r, it.err_r, caps)
+            out = Output(it.out_r, it.err_r, caps)
             feed, feed_fd, done_r, pid = index.to_bytes(4, "big") + len(code).to_bytes(4, "big") + code, it.ctl_w, it.done_r, it.pid
             started = time.monotonic()
         else:
@@ -1386,7 +1387,7 @@ class Session:
                 script_r, script_w = os.pipe2(os.O_CLOEXEC)
             set_pipe_size(out_r)
             set_pipe_size(err_r)
-            out = CellOut(out_r, err_r, caps)
+            out = Output(out_r, err_r, caps)
             # The script comes on a pipe, never a file: under runc every file the supervisor
             # writes is the code's uid's, which a process left from an earlier cell could rewrite
             # between the write and sh's read.
@@ -1425,19 +1426,9 @@ class Session:
                 if self.tunnel is not None and self.tunnel.owns(fd):
                     self.tunnel.event(fd, ev)
                 elif fd == self.wake_r:
-                    try:
-                        while os.read(self.wake_r, 512):
-                            pass
-                    except BlockingIOError:
-                        pass
+                    drain_wakeups(self.wake_r)
                 elif fd == feed_fd:
-                    try:
-                        n = os.write(feed_fd, feed[:65536])
-                        feed = feed[n:]
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        feed = b""
+                    feed = feed_some(feed_fd, feed)
                     if not feed:
                         poller.unregister(feed_fd)
                         if lang == "sh":
@@ -1479,33 +1470,14 @@ class Session:
             os.close(out.err_r)
         if keep is None:
             self.drop_interp()
-        sig = 0
         if timed_out or cancelled:
-            exit_code = -1
+            exit_code, sig = -1, 0
         elif driver_status is not None:
-            exit_code = driver_status
-        elif os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            exit_code = 128 + sig
+            exit_code, sig = driver_status, 0
         else:
-            exit_code = os.WEXITSTATUS(status)
-        pids_after = cgroup_counter(PIDS_EVENTS, "max")
-        oom_after = cgroup_counter(MEMORY_EVENTS, "oom_kill")
-        frame(F_EXIT, json_fields({
-            "exit_code": exit_code,
-            "signal": sig,
-            "timed_out": timed_out,
-            "cancelled": cancelled,
-            "duration_ms": int((ended - started) * 1000),
-            "stdout_bytes": out.seen[out.out_r],
-            "stderr_bytes": out.seen[out.err_r],
-            "stdout_sha256": hex_of(out.hashes, out.out_r),
-            "stderr_sha256": hex_of(out.hashes, out.err_r),
-            "pids_limit_hit": pids_after > max(counters[0], 0),
-            "oom_kills": max(oom_after - max(counters[1], 0), 0),
-            "limits_known": min(counters[0], counters[1], pids_after, oom_after) >= 0,
-            "state_reset": state_reset,
-        }))
+            exit_code, sig = exit_of(status)
+        frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, int((ended - started) * 1000), out, counters,
+                                              cancelled=cancelled, state_reset=state_reset)))
         with AsUser():
             truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
         frame(F_CELL_END, json_fields({"files_truncated": truncated}))
@@ -1548,29 +1520,8 @@ def main():
     except OSError as e:
         fail("preparing the run: %s" % e)
 
-    sig = 0
-    if timed_out:
-        exit_code = -1
-    elif os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        exit_code = 128 + sig
-    else:
-        exit_code = os.WEXITSTATUS(status)
-    pids_after = cgroup_counter(PIDS_EVENTS, "max")
-    oom_after = cgroup_counter(MEMORY_EVENTS, "oom_kill")
-    frame(F_EXIT, json_fields({
-        "exit_code": exit_code,
-        "signal": sig,
-        "timed_out": timed_out,
-        "duration_ms": elapsed_ms,
-        "stdout_bytes": streams.seen[streams.out_r],
-        "stderr_bytes": streams.seen[streams.err_r],
-        "stdout_sha256": hex_of(streams.hashes, streams.out_r),
-        "stderr_sha256": hex_of(streams.hashes, streams.err_r),
-        "pids_limit_hit": pids_after > max(before[0], 0),
-        "oom_kills": max(oom_after - max(before[1], 0), 0),
-        "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,
-    }))
+    exit_code, sig = (-1, 0) if timed_out else exit_of(status)
+    frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, elapsed_ms, streams, before)))
     inputs = {b64d(f["name"]): b64d(f.get("content")) for f in req.get("files") or []}
     with AsUser():
         truncated = collect(inputs, req["max_files"], req["max_file_bytes"], req["max_total_file_bytes"])

@@ -108,7 +108,7 @@ func TestApprovedRunReturnsOutputAndProducedFile(t *testing.T) {
 	})
 	code := "data = open('in.csv').read()\nprint('sum', sum(int(x) for x in data.split(',')))\n" +
 		"import os\nos.makedirs('out', exist_ok=True)\nopen('out/chart.txt', 'w').write('drawn')\n"
-	res, err := run(t, b, guard.Policy{}, guard.Request{Code: code, Files: map[string][]byte{"in.csv": []byte("1,2,3")}})
+	res, err := run(t, b, guard.Policy{}, guard.Request{Code: code, Settings: guard.Settings{Files: map[string][]byte{"in.csv": []byte("1,2,3")}}})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -144,7 +144,7 @@ func TestNetworkAskedForIsWhatTheFakeReceives(t *testing.T) {
 	t.Parallel()
 	f, b, _ := setup(t, nil)
 	p := guard.Policy{AllowOpenNetwork: true, Languages: []string{guard.Python, guard.Shell}}
-	res, err := run(t, b, p, guard.Request{Code: "echo \"$GREETING\"", Language: guard.Shell, Network: true, Env: map[string]string{"GREETING": "hi"}})
+	res, err := run(t, b, p, guard.Request{Code: "echo \"$GREETING\"", Language: guard.Shell, Settings: guard.Settings{Network: true, Env: map[string]string{"GREETING": "hi"}}})
 	if err != nil || string(res.Stdout) != "hi\n" {
 		t.Fatalf("got %q, %v; want \"hi\\n\"", res.Stdout, err)
 	}
@@ -167,7 +167,7 @@ func TestTimeoutIsAResultAndKillsTheSandbox(t *testing.T) {
 	t.Parallel()
 	f, b, _ := setup(t, nil)
 	start := time.Now()
-	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "import time\nprint('before')\ntime.sleep(60)\n", Limits: guard.Limits{Timeout: 2 * time.Second}})
+	res, err := run(t, b, guard.Policy{}, guard.Request{Code: "import time\nprint('before')\ntime.sleep(60)\n", Settings: guard.Settings{Limits: guard.Limits{Timeout: 2 * time.Second}}})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

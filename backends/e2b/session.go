@@ -268,18 +268,9 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 	if err != nil {
 		return guard.Result{}, err
 	}
-	out := guard.OutputOf(ctx)
-	stdout := guard.NewCapBuffer(limits.MaxStdoutBytes).Tee(out, guard.StreamStdout)
-	stderr := guard.NewCapBuffer(limits.MaxStderrBytes).Tee(out, guard.StreamStderr)
-	nonce := celldriver.NewNonce()
-	outCut := ip.stdout.Begin(nonce, stdout)
-	errCut := ip.stderr.Begin(nonce, stderr)
-	result := func() guard.Result {
-		return guard.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StateReset: fresh,
-			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated(),
-			Measured: measured(stdout, stderr)}
-	}
-	if err := ss.e.sendInput(ctx, ip.pid, celldriver.Command(nonce, cell.Index, cell.Code)); err != nil {
+	c := celldriver.BeginCell(ctx, ip.stdout, ip.stderr, limits)
+	result := func() guard.Result { return c.Result(fresh) }
+	if err := ss.e.sendInput(ctx, ip.pid, celldriver.Command(c.Nonce, cell.Index, cell.Code)); err != nil {
 		_ = ss.killInterpreter(ctx, ip)
 		ss.dropInterpreter(ip)
 		return guard.Result{}, ss.failed(ctx, "send the cell to the interpreter", err, true)
@@ -289,10 +280,9 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 	for {
 		select {
 		case <-ip.changed:
-			outEnded, status := ip.stdout.Ended()
-			if errEnded, _ := ip.stderr.Ended(); outEnded && errEnded {
+			if ended, exitCode := c.Ended(); ended {
 				res := result()
-				res.ExitCode = celldriver.ExitStatus(status)
+				res.ExitCode = exitCode
 				return res, nil
 			}
 			if !ip.finished() {
@@ -302,8 +292,7 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 		case <-timer.C:
 			killErr := ss.killInterpreter(ctx, ip)
 			ip.wait(ss.b.cfg.RequestTimeout)
-			ip.stdout.Abandon()
-			ip.stderr.Abandon()
+			c.Abandon()
 			ss.dropInterpreter(ip)
 			if killErr != nil {
 				if err := ss.failed(ctx, "kill the interpreter at the timeout", killErr, true); guard.TypeOf(err) == guard.TypeSandboxLost {
@@ -316,8 +305,7 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 			return res, nil
 		case <-ctx.Done():
 			_ = ss.killInterpreter(ctx, ip)
-			ip.stdout.Abandon()
-			ip.stderr.Abandon()
+			c.Abandon()
 			ss.dropInterpreter(ip)
 			return guard.Result{}, &guard.IntegrationError{Op: "e2b: session cell (outcome unknown; the approval was used)",
 				Err: fmt.Errorf("run cancelled: %w", ctx.Err()), CodeMayHaveStarted: true}
@@ -579,10 +567,4 @@ func (ss *session) Close(ctx context.Context) error {
 		return nil
 	}
 	return ss.closeErr
-}
-
-// measured is the whole of both streams as they reached the host, for its receipt.
-func measured(stdout, stderr *guard.CapBuffer) *guard.Measured {
-	o, e := stdout.Measure(), stderr.Measure()
-	return &guard.Measured{Stdout: &o, Stderr: &e}
 }

@@ -83,8 +83,10 @@ func fileNames(res guard.Result) []string {
 func TestSessionKeepsStateAcrossCells(t *testing.T) {
 	t.Parallel()
 	f, b, _ := setup(t, nil)
-	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.csv": []byte("1,2,3")},
-		Env: map[string]string{"GREETING": "hi"}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{
+		Files: map[string][]byte{"in.csv": []byte("1,2,3")},
+		Env:   map[string]string{"GREETING": "hi"},
+	}})
 	if r := f.Record(); r.Starts != 0 || r.Live != 1 || len(r.Creates) != 1 {
 		t.Fatalf("after open: %d starts, %d live, %d creates; want no process started, one sandbox", r.Starts, r.Live, len(r.Creates))
 	}
@@ -141,7 +143,7 @@ func TestSessionExitOfTheInterpreterResetsIt(t *testing.T) {
 func TestSessionTimeoutIsAResultAndResets(t *testing.T) {
 	t.Parallel()
 	f, b, _ := setup(t, nil)
-	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 2 * time.Second}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 2 * time.Second}}})
 	cell(t, sb, s, 1, guard.Python, "y = 5\n")
 	// Cells 2 and 4 get shorter timeouts than the session's: the interpreter is already up for
 	// cell 2, and sh starts at once; cell 3 starts a fresh interpreter within the session's 2 s.
@@ -359,8 +361,10 @@ func TestSessionCloseRemovesTheSandbox(t *testing.T) {
 func TestSessionFilesAreTheCellsOwn(t *testing.T) {
 	t.Parallel()
 	_, b, _ := setup(t, nil)
-	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.txt": []byte("in")},
-		Limits: guard.Limits{MaxFileBytes: 100}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{
+		Files:  map[string][]byte{"in.txt": []byte("in")},
+		Limits: guard.Limits{MaxFileBytes: 100},
+	}})
 	r1 := cell(t, sb, s, 1, guard.Python, "open('a.txt', 'w').write('1')\nopen('big.bin', 'w').write('x' * 500)\n")
 	if strings.Join(fileNames(r1), ",") != "a.txt=1" || !r1.FilesTruncated {
 		t.Fatalf("cell 1: files %v truncated %t; want a.txt, big.bin left out", fileNames(r1), r1.FilesTruncated)
@@ -463,7 +467,7 @@ func TestSessionStreamCutIsOutcomeUnknown(t *testing.T) {
 func TestSessionCellClosingTheDriversDescriptors(t *testing.T) {
 	t.Parallel()
 	_, b, _ := setup(t, nil)
-	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 5 * time.Second}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 5 * time.Second}}})
 	r1 := cell(t, sb, s, 1, guard.Python, "import os\nprint('closing', flush=True)\nos.closerange(3, 4096)\n")
 	if r1.TimedOut || r1.OK || !strings.HasPrefix(string(r1.Stdout), "closing\n") {
 		t.Fatalf("cell 1: %+v; want a failed result with its output, not a timeout", r1)

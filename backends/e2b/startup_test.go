@@ -31,7 +31,7 @@ func TestStartupHooksDoNotRun(t *testing.T) {
 	}
 	for _, tc := range startuptest.Cases(in, marks) {
 		t.Run(tc.Name, func(t *testing.T) {
-			c, err := p.Check(guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files}, b.Name())
+			c, err := p.Check(guard.Request{Code: tc.Code, Language: tc.Language, Settings: guard.Settings{Files: tc.Files}}, b.Name())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,7 +78,7 @@ func TestSessionStartupHooksDoNotRun(t *testing.T) {
 	}
 	for _, tc := range startuptest.Cases(in, marks) {
 		t.Run(tc.Name, func(t *testing.T) {
-			s, err := sessionPolicy.CheckSession(guard.SessionRequest{Files: tc.Files}, Name)
+			s, err := sessionPolicy.CheckSession(guard.SessionRequest{Settings: guard.Settings{Files: tc.Files}}, Name)
 			if err != nil {
 				t.Fatal(err)
 			}

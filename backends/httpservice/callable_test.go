@@ -39,7 +39,7 @@ func (h hostile) run(ctx context.Context, c guard.Checked) (guard.Result, error)
 
 func checked(t *testing.T, p guard.Policy, name string, timeout time.Duration) guard.Checked {
 	t.Helper()
-	c, err := p.Check(guard.Request{Code: "print(1)", Limits: guard.Limits{Timeout: timeout}}, name)
+	c, err := p.Check(guard.Request{Code: "print(1)", Settings: guard.Settings{Limits: guard.Limits{Timeout: timeout}}}, name)
 	if err != nil {
 		t.Fatal(err)
 	}

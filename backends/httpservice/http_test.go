@@ -36,7 +36,7 @@ func TestHTTPRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := guard.Policy{MaxStdoutBytes: 100}
-	c, err := p.Check(guard.Request{Code: "print(1)", Files: map[string][]byte{"in": {0, 255}}, Env: map[string]string{"K": "v"}}, "own-service")
+	c, err := p.Check(guard.Request{Code: "print(1)", Settings: guard.Settings{Files: map[string][]byte{"in": {0, 255}}, Env: map[string]string{"K": "v"}}}, "own-service")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,9 +113,11 @@ func probeHTTP(ctx context.Context, b *Backend) guard.Check {
 	c := guard.Checked{
 		Language: guard.Python,
 		Code:     "print(1)\n",
-		Backend:  HTTPName,
-		Limits: guard.Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096,
-			MaxFiles: 1, MaxFileBytes: 1, MaxTotalFileBytes: 1},
+		CheckedSettings: guard.CheckedSettings{
+			Backend: HTTPName,
+			Limits: guard.Limits{Timeout: 20 * time.Second, MaxStdoutBytes: 4096, MaxStderrBytes: 4096,
+				MaxFiles: 1, MaxFileBytes: 1, MaxTotalFileBytes: 1},
+		},
 		Owner: guard.Owner{WorkflowID: "doctor"},
 	}
 	c.Digest = guard.Digest(&c)

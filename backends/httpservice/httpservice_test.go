@@ -28,7 +28,7 @@ func TestNewHTTPAgainstTheFakeService(t *testing.T) {
 		t.Fatalf("Name() = %q; want http", b.Name())
 	}
 	p := guard.Policy{}
-	c, err := p.Check(guard.Request{Code: "print(open('in.txt').read())\nopen('out.txt','w').write('made')", Files: map[string][]byte{"in.txt": []byte("hello")}}, b.Name())
+	c, err := p.Check(guard.Request{Code: "print(open('in.txt').read())\nopen('out.txt','w').write('made')", Settings: guard.Settings{Files: map[string][]byte{"in.txt": []byte("hello")}}}, b.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestHTTPClassifiesByWhetherTheRequestWasSent(t *testing.T) {
 				t.Fatal(err)
 			}
 			big := map[string][]byte{"data.bin": bytes.Repeat([]byte("d"), 200<<10)}
-			c, err := p.Check(guard.Request{Code: "print(1)", Files: big, Limits: guard.Limits{Timeout: time.Second}}, HTTPName)
+			c, err := p.Check(guard.Request{Code: "print(1)", Settings: guard.Settings{Files: big, Limits: guard.Limits{Timeout: time.Second}}}, HTTPName)
 			if err != nil {
 				t.Fatal(err)
 			}

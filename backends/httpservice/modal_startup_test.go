@@ -53,7 +53,7 @@ func TestModalRunnerStartupHooksDoNotRun(t *testing.T) {
 	}
 	for _, tc := range startuptest.Cases(in, marks) {
 		t.Run(tc.Name, func(t *testing.T) {
-			c := check(guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files})
+			c := check(guard.Request{Code: tc.Code, Language: tc.Language, Settings: guard.Settings{Files: tc.Files}})
 			for name, value := range tc.Env {
 				c.Env = append(c.Env, guard.EnvVar{Name: name, Value: value})
 			}

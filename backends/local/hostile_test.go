@@ -49,7 +49,7 @@ func TestStartupHooksDoNotRun(t *testing.T) {
 	}
 	for _, tc := range startuptest.Cases(in, marks) {
 		t.Run(tc.Name, func(t *testing.T) {
-			c := check(t, guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files})
+			c := check(t, guard.Request{Code: tc.Code, Language: tc.Language, Settings: guard.Settings{Files: tc.Files}})
 			for name, value := range tc.Env {
 				c.Env = append(c.Env, guard.EnvVar{Name: name, Value: value})
 			}
@@ -190,7 +190,7 @@ func TestRefusedAttacksAreReal(t *testing.T) {
 		marks := markerDir(t) // one for each case, so each counts only its own hook
 		tc := startuptest.RefusedCases(marks)[i]
 		t.Run(tc.Name, func(t *testing.T) {
-			req := guard.Request{Code: tc.Code, Language: tc.Language, Files: tc.Files, Env: tc.Env}
+			req := guard.Request{Code: tc.Code, Language: tc.Language, Settings: guard.Settings{Files: tc.Files, Env: tc.Env}}
 			_, err := guard.Policy{Languages: []string{guard.Python, guard.Shell}}.Check(req, Name)
 			var te *guard.ToolUsageError
 			if !errors.As(err, &te) || !strings.Contains(err.Error(), tc.Naming) {
@@ -249,7 +249,7 @@ func TestNativeLoaderEnvRefused(t *testing.T) {
 	env := map[string]string{"OPENSSL_CONF": "openssl.cnf", "OPENSSL_MODULES": "."}
 	code := "import hashlib\nprint(hashlib.sha256(b'').hexdigest()[:8])\n"
 
-	_, err = guard.Policy{}.Check(guard.Request{Code: code, Files: files, Env: env}, Name)
+	_, err = guard.Policy{}.Check(guard.Request{Code: code, Settings: guard.Settings{Files: files, Env: env}}, Name)
 	var te *guard.ToolUsageError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "OPENSSL_CONF") {
 		t.Errorf("Check: got %v; want a ToolUsageError naming OPENSSL_CONF", err)
@@ -386,7 +386,7 @@ func TestSessionStartupHooksDoNotRun(t *testing.T) {
 	}
 	for _, tc := range startuptest.Cases(in, marks) {
 		t.Run(tc.Name, func(t *testing.T) {
-			s, err := sessionPolicy.CheckSession(guard.SessionRequest{Files: tc.Files}, Name)
+			s, err := sessionPolicy.CheckSession(guard.SessionRequest{Settings: guard.Settings{Files: tc.Files}}, Name)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -355,7 +355,7 @@ func (b *Backend) runProcess(ctx context.Context, cmd *exec.Cmd, l guard.Limits)
 		StdoutTruncated: stdout.Truncated(),
 		StderrTruncated: stderr.Truncated(),
 		Duration:        duration,
-		Measured:        measured(stdout, stderr),
+		Measured:        guard.MeasuredOf(stdout, stderr),
 	}
 	if timedOut {
 		res.ExitCode = -1
@@ -544,20 +544,50 @@ func writeInputs(work string, files []guard.InputFile) error {
 // outlived the run could swap a folder for a link while it is walked; nothing outside work is
 // ever opened.
 func collectFiles(work string, inputs []guard.InputFile, l guard.Limits) ([]guard.File, bool) {
-	root, err := os.OpenRoot(work)
-	if err != nil {
-		return nil, true
-	}
-	defer root.Close()
 	unchanged := make(map[string][]byte, len(inputs))
 	for _, f := range inputs {
 		unchanged[f.Name] = f.Content
 	}
 	var (
-		files     []guard.File
-		truncated bool
-		total     int64
+		files []guard.File
+		total int64
 	)
+	truncated, err := walkFiles(work, func(root *os.Root, rel string, d fs.DirEntry) (bool, error) {
+		if !d.Type().IsRegular() || guard.CheckFileName(rel) != nil {
+			return true, nil
+		}
+		if len(files) >= l.MaxFiles {
+			return true, filepath.SkipAll
+		}
+		content, over, err := readBounded(root, rel, l.MaxFileBytes)
+		if err != nil || over || total+int64(len(content)) > l.MaxTotalFileBytes {
+			return true, nil
+		}
+		if in, ok := unchanged[rel]; ok && bytes.Equal(in, content) {
+			return false, nil
+		}
+		total += int64(len(content))
+		files = append(files, guard.File{Name: rel, Size: int64(len(content)), Content: content})
+		return false, nil
+	})
+	if err != nil {
+		return nil, true
+	}
+	return files, truncated
+}
+
+// walkFiles walks work in lexical order through an os.Root, so that no link is followed and
+// nothing outside work is opened, and calls visit with each entry that is not a folder. visit
+// reports whether it left the entry out, and may stop the walk with filepath.SkipAll. walkFiles
+// reports whether anything was left out (an entry that could not be read included); its error
+// is the one of opening work.
+func walkFiles(work string, visit func(root *os.Root, rel string, d fs.DirEntry) (leftOut bool, err error)) (bool, error) {
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return true, err
+	}
+	defer root.Close()
+	truncated := false
 	_ = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			truncated = true
@@ -566,27 +596,11 @@ func collectFiles(work string, inputs []guard.InputFile, l guard.Limits) ([]guar
 		if d.IsDir() {
 			return nil
 		}
-		if !d.Type().IsRegular() || guard.CheckFileName(rel) != nil {
-			truncated = true
-			return nil
-		}
-		if len(files) >= l.MaxFiles {
-			truncated = true
-			return filepath.SkipAll
-		}
-		content, over, err := readBounded(root, rel, l.MaxFileBytes)
-		if err != nil || over || total+int64(len(content)) > l.MaxTotalFileBytes {
-			truncated = true
-			return nil
-		}
-		if in, ok := unchanged[rel]; ok && bytes.Equal(in, content) {
-			return nil
-		}
-		total += int64(len(content))
-		files = append(files, guard.File{Name: rel, Size: int64(len(content)), Content: content})
-		return nil
+		leftOut, err := visit(root, rel, d)
+		truncated = truncated || leftOut
+		return err
 	})
-	return files, truncated
+	return truncated, nil
 }
 
 // readBounded reads at most max bytes of a regular file under root without following a final
@@ -608,10 +622,4 @@ func readBounded(root *os.Root, name string, max int64) ([]byte, bool, error) {
 		return nil, true, nil
 	}
 	return b, false, nil
-}
-
-// measured is the whole of both streams as the code wrote them, for the host's receipt.
-func measured(stdout, stderr *guard.CapBuffer) *guard.Measured {
-	o, e := stdout.Measure(), stderr.Measure()
-	return &guard.Measured{Stdout: &o, Stderr: &e}
 }

@@ -77,7 +77,7 @@ func TestRunsPythonAndShell(t *testing.T) {
 
 func TestTimeoutKillsBusyLoop(t *testing.T) {
 	b, tmp := newBackend(t)
-	c := check(t, guard.Request{Code: "print('started', flush=True)\nwhile True: pass", Limits: guard.Limits{Timeout: time.Second}})
+	c := check(t, guard.Request{Code: "print('started', flush=True)\nwhile True: pass", Settings: guard.Settings{Limits: guard.Limits{Timeout: time.Second}}})
 	res, err := b.Run(context.Background(), c)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -137,7 +137,7 @@ func alive(pid int) bool {
 func TestLargeOutputIsCappedAndMemoryBounded(t *testing.T) {
 	b, _ := newBackend(t)
 	code := "import sys\nchunk = b'x' * (1 << 20)\nfor _ in range(50):\n    sys.stdout.buffer.write(chunk)\n"
-	c := check(t, guard.Request{Code: code, Limits: guard.Limits{MaxStdoutBytes: 1000}})
+	c := check(t, guard.Request{Code: code, Settings: guard.Settings{Limits: guard.Limits{MaxStdoutBytes: 1000}}})
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -158,7 +158,7 @@ func TestWorkerEnvironmentIsNotInherited(t *testing.T) {
 	b, _ := newBackend(t)
 	t.Setenv("SANDBOXFLOW_TEST_WORKER_SECRET", "hunter2")
 	code := "import os\nfor k, v in sorted(os.environ.items()):\n    print(k + '=' + v)\n"
-	res, err := b.Run(context.Background(), check(t, guard.Request{Code: code, Env: map[string]string{"GREETING": "hello"}}))
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: code, Settings: guard.Settings{Env: map[string]string{"GREETING": "hello"}}}))
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -180,7 +180,7 @@ data = open('data/in.bin', 'rb').read()
 open('out.bin', 'wb').write(data[::-1])
 os.symlink('/etc/passwd', 'link')
 `
-	res, err := b.Run(context.Background(), check(t, guard.Request{Code: code, Files: map[string][]byte{"data/in.bin": in}}))
+	res, err := b.Run(context.Background(), check(t, guard.Request{Code: code, Settings: guard.Settings{Files: map[string][]byte{"data/in.bin": in}}}))
 	if err != nil {
 		t.Fatalf("Run: %v (stderr %s)", err, res.Stderr)
 	}

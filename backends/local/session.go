@@ -285,33 +285,22 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 		ss.doneOnce.Do(func() { close(ss.done) })
 		return guard.Result{}, ss.lost()
 	}
-	out := guard.OutputOf(ctx)
-	stdout := guard.NewCapBuffer(limits.MaxStdoutBytes).Tee(out, guard.StreamStdout)
-	stderr := guard.NewCapBuffer(limits.MaxStderrBytes).Tee(out, guard.StreamStderr)
-	nonce := celldriver.NewNonce()
-	outCut := ip.stdout.Begin(nonce, stdout)
-	errCut := ip.stderr.Begin(nonce, stderr)
-	result := func() guard.Result {
-		return guard.Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), StateReset: fresh,
-			StdoutTruncated: outCut || stdout.Truncated(), StderrTruncated: errCut || stderr.Truncated(),
-			Measured: measured(stdout, stderr)}
-	}
+	c := celldriver.BeginCell(ctx, ip.stdout, ip.stderr, limits)
+	result := func() guard.Result { return c.Result(fresh) }
 	ended := func() {
-		ip.stdout.Abandon()
-		ip.stderr.Abandon()
+		c.Abandon()
 		ss.interp, ss.reset = nil, true
 	}
 	// A write to an interpreter that just died fails (EPIPE): its death is then the cell's result.
-	_, _ = ip.stdin.Write(celldriver.Command(nonce, cell.Index, cell.Code))
+	_, _ = ip.stdin.Write(celldriver.Command(c.Nonce, cell.Index, cell.Code))
 	timer := time.NewTimer(limits.Timeout)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ip.changed:
-			outEnded, status := ip.stdout.Ended()
-			if errEnded, _ := ip.stderr.Ended(); outEnded && errEnded {
+			if done, exitCode := c.Ended(); done {
 				res := result()
-				res.ExitCode = celldriver.ExitStatus(status)
+				res.ExitCode = exitCode
 				return res, nil
 			}
 			if !ip.hasExited() {
@@ -341,60 +330,46 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 // were not racy, see fileMark) is not read again; one that was read is compared by its bytes. Anything else (links, files over a limit) that is new
 // or changed sets truncated.
 func (ss *session) collect(l guard.Limits) ([]guard.File, bool) {
-	root, err := os.OpenRoot(ss.d.work)
-	if err != nil {
-		return nil, true
-	}
-	defer root.Close()
 	var (
-		files     []guard.File
-		truncated bool
-		total     int64
+		files []guard.File
+		total int64
 	)
 	seen := map[string]bool{}
 	began := time.Now()
-	_ = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			truncated = true
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
+	truncated, err := walkFiles(ss.d.work, func(root *os.Root, rel string, d fs.DirEntry) (bool, error) {
 		info, err := d.Info()
 		if err != nil {
-			truncated = true
-			return nil
+			return true, nil
 		}
 		seen[rel] = true
 		prev, had := ss.files[rel]
 		mark := markOf(info, began)
 		if had && prev.same(mark) {
-			return nil
+			return false, nil
 		}
 		ss.files[rel] = mark
 		if !d.Type().IsRegular() || guard.CheckFileName(rel) != nil || len(files) >= l.MaxFiles {
-			truncated = true
-			return nil
+			return true, nil
 		}
 		content, over, err := readBounded(root, rel, l.MaxFileBytes)
 		if err != nil || over {
-			truncated = true
-			return nil
+			return true, nil
 		}
 		mark.sum, mark.read = sha256.Sum256(content), true
 		ss.files[rel] = mark
 		if had && prev.read && prev.sum == mark.sum {
-			return nil
+			return false, nil
 		}
 		if total+int64(len(content)) > l.MaxTotalFileBytes {
-			truncated = true
-			return nil
+			return true, nil
 		}
 		total += int64(len(content))
 		files = append(files, guard.File{Name: rel, Size: int64(len(content)), Content: content})
-		return nil
+		return false, nil
 	})
+	if err != nil {
+		return nil, true
+	}
 	for name := range ss.files {
 		if !seen[name] {
 			delete(ss.files, name)

@@ -59,7 +59,7 @@ func fileNames(res guard.Result) string {
 
 func TestSessionKeepsStateAcrossCells(t *testing.T) {
 	b, tmp := newBackend(t)
-	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.csv": []byte("1,2,3")}, Env: map[string]string{"GREETING": "hi"}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Files: map[string][]byte{"in.csv": []byte("1,2,3")}, Env: map[string]string{"GREETING": "hi"}}})
 	r1 := cell(t, sb, s, 1, guard.Python, "x = 41\nimport json\nlog = open('notes.txt', 'w')\nlog.write('a')\nlog.flush()\nprint('one')\n")
 	if !r1.OK || string(r1.Stdout) != "one\n" || r1.StateReset || fileNames(r1) != "notes.txt=a" {
 		t.Fatalf("cell 1: ok %t stdout %q stderr %q files %v; want one and notes.txt=a (the input left out)", r1.OK, r1.Stdout, r1.Stderr, fileNames(r1))
@@ -84,7 +84,7 @@ func TestSessionKeepsStateAcrossCells(t *testing.T) {
 
 func TestSessionExitAndTimeoutReset(t *testing.T) {
 	b, _ := newBackend(t)
-	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 2 * time.Second}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 2 * time.Second}}})
 	cell(t, sb, s, 1, guard.Python, "x = 1\nopen('keep.txt', 'w').write('kept')\n")
 	r2 := cell(t, sb, s, 2, guard.Python, "import os\nprint('bye', flush=True)\nos._exit(7)\n")
 	if r2.ExitCode != 7 || string(r2.Stdout) != "bye\n" || r2.StateReset {
@@ -233,7 +233,7 @@ func TestSessionCancelKillsTheCell(t *testing.T) {
 // and the next cell a fresh interpreter.
 func TestSessionCellClosingTheDriversDescriptors(t *testing.T) {
 	b, _ := newBackend(t)
-	sb, s := openSession(t, b, guard.SessionRequest{Limits: guard.Limits{Timeout: 5 * time.Second}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 5 * time.Second}}})
 	r1 := cell(t, sb, s, 1, guard.Python, "import os\nprint('closing', flush=True)\nos.closerange(3, 4096)\n")
 	if r1.TimedOut || r1.OK || !strings.HasPrefix(string(r1.Stdout), "closing\n") {
 		t.Fatalf("cell 1: %+v; want a failed result with its output, not a timeout", r1)
@@ -274,7 +274,7 @@ func TestSessionBackgroundProcessDiesAtClose(t *testing.T) {
 // is compared too. Without it the change was hidden from the cell's result and every later one.
 func TestSessionFileChangeWithTimeSetBack(t *testing.T) {
 	b, _ := newBackend(t)
-	sb, s := openSession(t, b, guard.SessionRequest{Files: map[string][]byte{"in.txt": []byte("aaaa")}})
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Files: map[string][]byte{"in.txt": []byte("aaaa")}}})
 	time.Sleep(100 * time.Millisecond) // past the input file's clock tick
 	r := cell(t, sb, s, 1, guard.Python, "import os\nst = os.stat('in.txt')\nopen('in.txt', 'w').write('bbbb')\nos.utime('in.txt', ns=(st.st_atime_ns, st.st_mtime_ns))\n")
 	if got := fileNames(r); got != "in.txt=bbbb" {
