@@ -42,6 +42,9 @@ type RunCellArguments struct {
 	// RequestID is an idempotency key (contract.CellRequest.RequestID): a run_cell retried with
 	// the same one waits for the cell the first call submitted instead of submitting another.
 	RequestID string `json:"request_id,omitempty"`
+	// Retries is the earlier cell this one retries (contract.CellRequest.Retries): its reviewer
+	// sees the diff against that cell.
+	Retries int `json:"retries,omitempty"`
 }
 
 // CellStatusArguments name one cell of a session.
@@ -93,6 +96,8 @@ func (s *Server) sessionTools() {
 		"code":       map[string]any{"type": "string", "description": "The cell's code. Python cells share one interpreter: variables and imports of earlier cells are kept."},
 		"request_id": map[string]any{"type": "string", "maxLength": contract.MaxRequestIDBytes,
 			"description": "Optional idempotency key: a call retried with the same one gets the cell the first call submitted (and its result), never a second cell."},
+		"retries": map[string]any{"type": "integer", "minimum": 1,
+			"description": "Optional: the earlier cell this one retries, one that was denied or failed; the reviewer sees what changed since it."},
 	}
 	cellRequired := []string{"session_id", "code"}
 	if len(s.cfg.Languages) > 1 {
@@ -228,7 +233,7 @@ func (s *Server) runCell(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err := checkSessionID(a.SessionID); err != nil {
 		return errorResult(err), nil
 	}
-	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID,
+	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID, Retries: a.Retries,
 		Metadata: guard.Metadata{Agent: s.cfg.Base.Metadata.Agent, RequestedBy: s.cfg.Base.Metadata.RequestedBy}})
 	if err != nil {
 		return errorResult(err), nil
