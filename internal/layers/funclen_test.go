@@ -6,7 +6,6 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,25 +15,6 @@ import (
 // maxFuncLines is the longest a function may be, from its func keyword's line to its closing
 // brace's line, inclusive.
 const maxFuncLines = 80
-
-// goModRoot walks up from the working directory to the directory that holds go.mod.
-func goModRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
 
 // skipNonModuleDir reports whether a directory below the root holds no code of the module's own.
 func skipNonModuleDir(name string) bool {
@@ -102,7 +82,7 @@ func funcName(fd *ast.FuncDecl) string {
 // TestNoLongFunctions keeps every function of the module's non-test files, under every build
 // tag, at most maxFuncLines long: a longer one holds more than one job, and its steps want names.
 func TestNoLongFunctions(t *testing.T) {
-	root := goModRoot(t)
+	root := moduleRoot(t)
 	fset := token.NewFileSet()
 	var long []string
 	files := 0
