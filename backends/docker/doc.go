@@ -251,8 +251,8 @@
 // under runsc each process of the code (the interpreter too) drops every capability as a run's.
 //
 //   - Python cells run in one interpreter that lives across cells, started like a run's
-//     (`python3 -E -s -B -u`, the sandbox uid, HOME=/tmp, /work first on sys.path) with our
-//     driver as its -c program. The driver reads each cell's code from a pipe, runs it in the
+//     (`python3 -E -s -B -u`, the sandbox uid, HOME=/tmp) with our driver as its -c program,
+//     which imports its own modules with /work off sys.path and then puts /work first. The driver reads each cell's code from a pipe, runs it in the
 //     __main__ module's namespace (variables, imports and open files survive), prints a
 //     SyntaxError or an uncaught exception as Python would (exit code 1; SystemExit gives its
 //     code) and writes the cell's index and exit status on another pipe. The cell's output is

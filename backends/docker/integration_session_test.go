@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/startuptest"
 )
 
 // testSession is an open session of a test and the next cell's index.
@@ -956,6 +957,22 @@ for fd in (1, 2):
 			expect(t, "an sh cell during the flood", ts.must(guard.Shell, "echo sh"), 0, "sh\n")
 			if d := time.Since(start); d > 5*time.Second {
 				t.Errorf("round %d: two cells took %s", i, d)
+			}
+		}
+	})
+}
+
+// A module in /work named like one the session's driver imports (an input file, or one a cell
+// wrote, sourceless bytecode too) never runs before a cell, at the first cell or after an
+// interpreter reset, and a failing cell's traceback is still printed (startuptest.ShadowCells).
+// Without it the first cell's output began with the input traceback.py's, and tracebacks vanished.
+func TestDockerSessionShadowedDriverModules(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, nil)
+		ts := openSession(t, b, func(r *guard.SessionRequest) { r.Files = startuptest.DriverShadows() })
+		for _, c := range startuptest.ShadowCells() {
+			if why := c.Check(ts.must(guard.Python, c.Code)); why != "" {
+				t.Errorf("%s: %s", c.Name, why)
 			}
 		}
 	})

@@ -1002,14 +1002,22 @@ def run(libc, req):
 # next Python cell a fresh interpreter, whose exit frame says state_reset.
 DRIVER = r'''
 def _sandboxflow_cells(g):
-    import os, sys, traceback
+    import sys
+    # -c put the working folder ("") first on sys.path. The driver's own modules, and what
+    # formatting a traceback imports on first use, come from the standard library with /work off
+    # the path: a traceback.py, linecache.py or sourceless textwrap.pyc there (an input file, or
+    # one an earlier cell wrote) never runs before a cell, nor after an interpreter reset.
+    while sys.path and sys.path[0] in ("", ".", "/work"):
+        sys.path.pop(0)
+    import os, traceback
+    try:
+        raise ValueError
+    except ValueError as e:
+        traceback.format_exception(type(e), e, e.__traceback__)
+    sys.path.insert(0, "/work")
     ctl, done = os.dup(3), os.dup(4)  # close-on-exec: no process the code starts holds them
     os.close(3)
     os.close(4)
-    if sys.path and sys.path[0] in ("", "."):
-        sys.path[0] = "/work"
-    else:
-        sys.path.insert(0, "/work")
 
     def read_exact(n):
         b = b""

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/startuptest"
 )
 
 var sessionPolicy = guard.Policy{Languages: []string{guard.Python, guard.Shell}}
@@ -287,5 +288,17 @@ func TestSessionFileChangeWithTimeSetBack(t *testing.T) {
 	}
 	if r := cell(t, sb, s, 3, guard.Python, "pass\n"); fileNames(r) != "" {
 		t.Fatalf("cell 3: files %q; want none", fileNames(r))
+	}
+}
+
+// A module in the working folder named like one the cell driver imports never runs before a
+// cell, at the first cell or after an interpreter reset (startuptest.ShadowCells).
+func TestSessionShadowedDriverModules(t *testing.T) {
+	b, _ := newBackend(t)
+	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Files: startuptest.DriverShadows()}})
+	for i, c := range startuptest.ShadowCells() {
+		if why := c.Check(cell(t, sb, s, i+1, guard.Python, c.Code)); why != "" {
+			t.Errorf("%s: %s", c.Name, why)
+		}
 	}
 }

@@ -62,6 +62,11 @@ const Source = `import sys
 # from the standard library, never from there.
 _p0 = sys.path.pop(0)
 import builtins, linecache, os, traceback, types
+try:
+    raise ValueError
+except ValueError as _e:
+    # What formatting a traceback imports on first use, imported now.
+    traceback.format_exception(type(_e), _e, _e.__traceback__)
 sys.path.insert(0, _p0)
 del _p0
 def _sandboxflow_driver():
