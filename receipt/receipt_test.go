@@ -91,6 +91,13 @@ func TestReceiptVerifiesAndSignsWhatRan(t *testing.T) {
 	if err := CheckResult(st, res); err != nil {
 		t.Fatal(err)
 	}
+	// What the host sets besides the statement, as the host sets it, passes.
+	res.Reviewer, res.Duration = "alice", time.Second
+	res.Approvals = []guard.Approval{{ApprovalID: approvalID, Reviewer: "alice", Fingerprint: "SHA256:abc"}}
+	res.Edit = &guard.Edit{Editor: "alice", OriginalDigest: "sha256:" + strings.Repeat("e", 64), Digest: res.Digest}
+	if err := CheckResult(st, res); err != nil {
+		t.Fatalf("the host's own fields: %v", err)
+	}
 	if st.Stdout.Written.Bytes != 999 || !st.Stdout.Truncated || st.Stdout.Kept.Bytes != int64(len(mustText(res.Stdout))) {
 		t.Errorf("stdout %+v; want written 999 bytes, truncated, kept as the result's text", st.Stdout)
 	}
@@ -126,6 +133,24 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		{"egress hidden", "egress", func(r *guard.Result) { r.Egress = nil }},
 		{"truncation", "stdout_truncated", func(r *guard.Result) { r.StdoutTruncated = false }},
 		{"image", "image_id", func(r *guard.Result) { r.ImageID = "sha256:" + strings.Repeat("2", 64) }},
+		// What a reader acts on without the statement signing it as such: derived from what it signs.
+		{"ok of a failed run", "ok", func(r *guard.Result) { r.OK = false }},
+		{"another reviewer", "reviewer", func(r *guard.Result) { r.Reviewer = "mallory" }},
+		{"a reviewer without the approval", "reviewer", func(r *guard.Result) { r.ApprovalID, r.Reviewer = "", "alice" }},
+		{"an approval's reviewer", "approvals[0]", func(r *guard.Result) {
+			r.Approvals = []guard.Approval{{ApprovalID: approvalID, Reviewer: "mallory", Fingerprint: "SHA256:abc"}}
+		}},
+		{"an approval the host never verified", "approvals[1]", func(r *guard.Result) {
+			r.Approvals = []guard.Approval{{ApprovalID: approvalID, Reviewer: "alice", Fingerprint: "SHA256:abc"}, {ApprovalID: "other", Reviewer: "bob"}}
+		}},
+		{"an edit that never happened", "edit", func(r *guard.Result) {
+			r.Edit = &guard.Edit{Editor: "mallory", OriginalDigest: "sha256:" + strings.Repeat("e", 64), Digest: r.Digest}
+		}},
+		{"an edit to other code", "edit", func(r *guard.Result) {
+			r.Edit = &guard.Edit{Editor: "alice", Digest: "sha256:" + strings.Repeat("e", 64)}
+		}},
+		{"a cancel that never happened", "cancelled", func(r *guard.Result) { r.Cancelled = &guard.Cancellation{By: "alice"} }},
+		{"a duration past the host's clock", "duration", func(r *guard.Result) { r.Duration = 2 * time.Second }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := res

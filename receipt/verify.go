@@ -222,6 +222,53 @@ func CheckResult(st Statement, res guard.Result) error {
 			return refused(fmt.Sprintf("egress[%d]", i), nil, "the result's attempt %+v is not the receipt's %+v", got, st.Egress[i])
 		}
 	}
+	return checkDerived(st, res)
+}
+
+// checkDerived checks the result's fields the statement does not sign itself but that a reader
+// acts on, against the signed fields they derive from: ok (the outcome), the reviewer and each
+// approval's reviewer and key (the host's verified approvals), an edit (its digest is the one
+// that ran, its editor one of the verified approvers), a cancellation (the outcome is
+// cancelled) and the duration (within the host's clock around the run).
+func checkDerived(st Statement, res guard.Result) error {
+	if ok := st.Outcome == guard.OutcomeSucceeded.String(); res.OK != ok {
+		return refused("ok", nil, "the result says ok %t; the receipt signs outcome %s", res.OK, clip(st.Outcome))
+	}
+	byID := func(id string) (Approval, bool) {
+		i := slices.IndexFunc(st.Approvals, func(a Approval) bool { return a.ID == id })
+		if i < 0 {
+			return Approval{}, false
+		}
+		return st.Approvals[i], true
+	}
+	if res.Reviewer != "" {
+		if a, ok := byID(res.ApprovalID); !ok || a.Reviewer != res.Reviewer {
+			return refused("reviewer", nil, "the result names reviewer %q, who did not give the approval the receipt signs", clip(res.Reviewer))
+		}
+	}
+	for i, ap := range res.Approvals {
+		if a, ok := byID(ap.ApprovalID); !ok || a.Reviewer != ap.Reviewer || a.Fingerprint != ap.Fingerprint {
+			return refused(fmt.Sprintf("approvals[%d]", i), nil, "approval %s by %q (key %s) is not one the receipt signs",
+				clip(ap.ApprovalID), clip(ap.Reviewer), clip(ap.Fingerprint))
+		}
+	}
+	if e := res.Edit; e != nil {
+		if e.Digest != st.Digest || !slices.ContainsFunc(st.Approvals, func(a Approval) bool { return a.Reviewer == e.Editor }) {
+			return refused("edit", nil, "the result says %q edited the code to %s; the receipt signs digest %s and no approval of that editor",
+				clip(e.Editor), clip(e.Digest), clip(st.Digest))
+		}
+	}
+	if res.Cancelled != nil && st.Outcome != guard.OutcomeCancelled.String() {
+		return refused("cancelled", nil, "the result says the run was cancelled; the receipt signs outcome %s", clip(st.Outcome))
+	}
+	started, err1 := time.Parse(timeLayout, st.Started)
+	ended, err2 := time.Parse(timeLayout, st.Ended)
+	if err := errors.Join(err1, err2); err != nil {
+		return refused("started", err, "the receipt's clock cannot be read")
+	}
+	if res.Duration < 0 || res.Duration > ended.Sub(started) {
+		return refused("duration", nil, "the result says the run took %s; the host's clock around it says %s", res.Duration, ended.Sub(started))
+	}
 	return nil
 }
 

@@ -234,6 +234,15 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 			}
 		}), "", "receipt", "sandboxflow-receipt"},
 		{"a host key the hosts file lacks", doc, hosttest.New(t, "test-host").File, "receipt", "not in the hosts file"},
+		// Fields a reader acts on that the receipt signs only through what they derive from.
+		{"ok", edit(func(m map[string]any) { obj(m, "result")["ok"] = false }), "", "result", "ok"},
+		{"the reviewer", edit(func(m map[string]any) { obj(m, "result")["reviewer"] = "mallory" }), "", "result", "reviewer"},
+		{"a cancel that never happened", edit(func(m map[string]any) {
+			obj(m, "result")["cancelled"] = map[string]any{"by": "mallory", "time": "2026-12-06T00:00:00Z"}
+		}), "", "result", "cancelled"},
+		{"an edit that never happened", edit(func(m map[string]any) {
+			obj(m, "result")["edit"] = map[string]any{"editor": "mallory", "original_digest": "sha256:00", "digest": obj(m, "checked")["digest"]}
+		}), "", "result", "edit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,7 +259,7 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 				write("hosts", []byte(hosttest.New(t, "test-host").Line()))
 				defer write("hosts", hostsB)
 			}
-			if err := runRecipe(tc.doc); err == nil && tc.name != "the code" {
+			if err := runRecipe(tc.doc); err == nil && tc.name != "the code" && tc.name != "an edit that never happened" {
 				t.Errorf("the audit recipe of docs/receipts-and-audit.md verified the export with %s changed", tc.name)
 			}
 		})
