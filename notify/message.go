@@ -127,12 +127,26 @@ func inboxLink(base string, in contract.NotifyInput) string {
 	return strings.TrimSuffix(base, "/") + "/" + kind + "/" + url.PathEscape(in.WorkflowID)
 }
 
-// title is the message's one-line summary.
+// title is the message's one-line summary: the subject of an email and the header of a Slack
+// message. It holds no id the orchestrator chose (those are data, in fields), only the start of
+// the digest the check computed, so that two waits read apart.
 func (m Message) title() string {
+	digest := strings.TrimPrefix(m.Data.Digest, "sha256:")
+	digest = "sha256:" + truncate(digest, 12)
 	if m.Type == contract.EventCellAwaiting {
-		return fmt.Sprintf("sandboxflow: cell %d of session %s waits for approval", m.Data.Cell, m.Data.WorkflowID)
+		return fmt.Sprintf("sandboxflow: cell %d of a session waits for approval (%s)", m.Data.Cell, digest)
 	}
-	return "sandboxflow: run " + m.Data.WorkflowID + " waits for approval"
+	return "sandboxflow: a run waits for approval (" + digest + ")"
+}
+
+// shownID is a workflow id as a notification shows it: as it is when it is within
+// guard.CheckWorkflowID's character set (the doors hold every id they start to it), else only
+// its length, so that no id a namespace writer chose reads as a sentence or a link.
+func shownID(id string) string {
+	if guard.CheckWorkflowID(id) != nil {
+		return fmt.Sprintf("(an id outside the documented character set, %d bytes: read it in the inbox)", len(id))
+	}
+	return id
 }
 
 // field is one labelled line of a text rendering.
@@ -145,7 +159,7 @@ func (m Message) fields() []field {
 	if m.Type == contract.EventCellAwaiting {
 		what = "Session"
 	}
-	out := []field{{what, d.WorkflowID}}
+	out := []field{{what, shownID(d.WorkflowID)}}
 	if d.Cell != 0 {
 		out = append(out, field{"Cell", strconv.Itoa(d.Cell)})
 	}
@@ -169,10 +183,10 @@ func (m Message) fields() []field {
 		case ch.First:
 			out = append(out, field{"Changes", "the conversation's first run"})
 		case len(ch.ChangedFiles) == 0:
-			out = append(out, field{"Previous run", ch.PreviousWorkflowID + ", " + ch.PreviousOutcome},
+			out = append(out, field{"Previous run", shownID(ch.PreviousWorkflowID) + ", " + ch.PreviousOutcome},
 				field{"Changes", "none: the same code, files and settings"})
 		default:
-			out = append(out, field{"Previous run", ch.PreviousWorkflowID + ", " + ch.PreviousOutcome},
+			out = append(out, field{"Previous run", shownID(ch.PreviousWorkflowID) + ", " + ch.PreviousOutcome},
 				field{"Changes", fmt.Sprintf("%s (+%d -%d lines; a reading aid, not what is signed)", strings.Join(ch.ChangedFiles, ", "), ch.Added, ch.Removed)})
 		}
 	}

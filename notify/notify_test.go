@@ -71,8 +71,11 @@ func TestSlackBodyEscapesModelStrings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(b.Text, "<") || strings.Contains(b.Text, ">") || !strings.Contains(b.Text, "&lt;!channel&gt;") {
-			t.Errorf("fallback text %q: want < and > escaped", b.Text)
+		if b.Text != "sandboxflow: a run waits for approval (sha256:ab)" {
+			t.Errorf("fallback text %q: want no orchestrator-chosen id in it", b.Text)
+		}
+		if raw := string(raw); strings.Contains(raw, "evil.example|click") || !strings.Contains(raw, "Run: (an id outside the documented character set") {
+			t.Errorf("a hostile workflow id is shown as text, not as data:\n%s", raw)
 		}
 		for _, blk := range b.Blocks {
 			texts := blk.Fields
@@ -117,8 +120,8 @@ func TestEmailHeadersHoldNoInjection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.ContainsAny(subject, "\r\n") || !strings.Contains(subject, "Bcc: attacker") {
-			t.Errorf("Subject %q: want the id on one line", subject)
+		if subject != "sandboxflow: a run waits for approval (sha256:ab)" {
+			t.Errorf("Subject %q: want no orchestrator-chosen id in it", subject)
 		}
 		if got := msg.Header["To"]; len(got) != 1 || got[0] != "reviewers@example.com" {
 			t.Errorf("To = %v", got)
@@ -128,6 +131,9 @@ func TestEmailHeadersHoldNoInjection(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := strings.ReplaceAll(string(body), "\r\n", "\n")
+		if !strings.Contains(text, "Run:          (an id outside the documented character set") || strings.Contains(text, "evil.example") {
+			t.Errorf("a hostile workflow id is shown as text, not as data:\n%s", text)
+		}
 		if strings.Contains(text, "\nApproved-By") || strings.Contains(text, "\nSubject: forged") {
 			t.Errorf("a model's string starts a line of its own in the body:\n%s", text)
 		}
