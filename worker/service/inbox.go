@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -14,11 +13,12 @@ import (
 	"github.com/sandboxflow/sandboxflow/inbox"
 )
 
-// devInboxReviewers is the reviewers file the --dev inbox reads: SANDBOXFLOW_REVIEWERS, or the
-// dev reviewer's allowed_signers in the data folder.
-func devInboxReviewers(cfg *Options) string {
-	if p := os.Getenv("SANDBOXFLOW_REVIEWERS"); p != "" {
-		return p
+// reviewersPath is the reviewers file this worker's workflows and hosts verify decisions
+// against, which the --dev inbox reads too: --reviewers (or SANDBOXFLOW_REVIEWERS), else the
+// development reviewer's allowed_signers in the data folder (ReviewersFile makes it).
+func reviewersPath(cfg *Options) string {
+	if cfg.Reviewers != "" {
+		return cfg.Reviewers
 	}
 	return filepath.Join(cfg.DataDir, "reviewer", "allowed_signers")
 }
@@ -38,7 +38,7 @@ func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn cl
 	if err != nil {
 		return err
 	}
-	reviewers := devInboxReviewers(cfg)
+	reviewers := reviewersPath(cfg)
 	srv, err := inbox.New(inbox.Config{
 		Temporal: tc, DataConverter: opts.DataConverter, Namespace: opts.Namespace, TaskQueue: cfg.TaskQueue, SandboxTaskQueue: cfg.SandboxTaskQueue,
 		ReviewersPath: reviewers, Origin: origin, Logger: logger,

@@ -53,7 +53,6 @@ func localKind() backendKind {
 // accepted again).
 func localConfig(o *Options, logger *slog.Logger) local.Config {
 	unreadable := []string{o.KeyFile, o.SecretsFile}
-	reviewers := o.Reviewers
 	unchangeable := []string{passkeyCounters(o)}
 	if o.Dev {
 		db := filepath.Join(o.DataDir, devserver.DatabaseFileName)
@@ -61,11 +60,8 @@ func localConfig(o *Options, logger *slog.Logger) local.Config {
 		for _, side := range devserver.DatabaseSideFiles {
 			unreadable = append(unreadable, db+side)
 		}
-		if reviewers == "" {
-			reviewers = filepath.Join(o.DataDir, "reviewer", "allowed_signers")
-		}
 		unchangeable = append(unchangeable, devInboxPasskeyCounters(o))
 	}
 	return local.Config{AllowUnsafeLocal: o.Local.AllowUnsafe, Logger: logger, UID: local.DefaultUID,
-		Unreadable: unreadable, Unchangeable: append([]string{reviewers}, unchangeable...)}
+		Unreadable: unreadable, Unchangeable: append([]string{reviewersPath(o)}, unchangeable...)}
 }
