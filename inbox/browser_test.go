@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
@@ -150,6 +151,9 @@ func TestBrowserInbox(t *testing.T) {
 	if !strings.HasPrefix(line, "alice sk-ecdsa-sha2-nistp256@openssh.com ") || !strings.Contains(line, "rp=localhost") {
 		t.Fatalf("reviewers-file line %q", line)
 	}
+	if w := e.Text(`document.getElementById("register-warning").textContent`); w != "" {
+		t.Errorf("a name nobody was listed under got a warning: %q", w)
+	}
 	// Until an operator adds it, signing in is refused: the file lists only bob's SSH key.
 	bob := otherReviewer(t)
 	if err := os.WriteFile(e.reviewers, []byte(bob), 0o600); err != nil {
@@ -190,6 +194,24 @@ func TestBrowserInbox(t *testing.T) {
 	lyingRun(t, e, ctx)
 	tabRun(t, e, ctx)
 	wrapRun(t, e, ctx)
+	registerListedName(t, e)
+}
+
+// registerListedName: someone registers a passkey under bob, whom the reviewers file lists: the
+// page warns that the line would give bob another key (the first registration, under a name the
+// file did not list then, got no warning). It comes last: the virtual authenticator then holds a
+// second passkey, which a later sign-in could offer.
+func registerListedName(t *testing.T, e *env) {
+	if _, err := chromedp.Call(e.Ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+		t.Fatalf("Network.clearBrowserCookies: %v", err)
+	}
+	e.Do(chromedp.Navigate(e.origin + "/signin"))
+	e.WaitFor("the sign-in page", `!!document.getElementById("register-name")`, 20*time.Second)
+	e.Do(chromedp.SendKeys(chromedp.ID("register-name"), "bob"), chromedp.Click(chromedp.ID("register")))
+	e.WaitFor("the warning", `document.getElementById("register-warning").textContent.includes("bob is already listed")`, 20*time.Second)
+	if got := e.Text(`document.getElementById("register-line").textContent`); !strings.HasPrefix(got, "bob sk-ecdsa-sha2-nistp256@openssh.com ") {
+		t.Errorf("the second registration's line %q", got)
+	}
 }
 
 // wrapRun is code whose sixth line, padded with spaces, goes on with "|     delete()": wrapped

@@ -97,8 +97,14 @@ func (s *Server) handleRegisterFinish(w http.ResponseWriter, r *http.Request, wh
 		writeRefusal(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	out := map[string]string{"line": line, "reviewers": s.cfg.ReviewersPath}
+	if n := s.reviewers.keysOf(name); n > 0 {
+		out["warning"] = fmt.Sprintf("%s is already listed in the reviewers file (%d key(s)): this line would give %s one more key, "+
+			"whoever registered it. Add it only if you know this passkey is %s's; anyone else registers under a name of their own.", name, n, name, name)
+		s.log.Warn("inbox: passkey registered under a principal the reviewers file already lists", "principal", name, "keys", n)
+	}
 	s.log.Info("inbox: passkey registered; an operator must add its line to the reviewers file", "principal", name, "reviewers", s.cfg.ReviewersPath)
-	writeJSON(w, http.StatusOK, map[string]string{"line": line, "reviewers": s.cfg.ReviewersPath})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // passkeyLine verifies a registration response (client data, relying party, user presence and

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,4 +61,19 @@ func (f *reviewersFile) lists(principal, fingerprint string) bool {
 		}
 	}
 	return false
+}
+
+// keysOf counts the keys the file lists for principal (0 when it cannot be read).
+func (f *reviewersFile) keysOf(principal string) int {
+	r, err := f.get()
+	if err != nil || r == nil {
+		return 0
+	}
+	n := 0
+	for _, k := range r.Keys() {
+		if slices.Contains(k.Principals, principal) {
+			n++
+		}
+	}
+	return n
 }

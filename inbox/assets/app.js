@@ -71,6 +71,7 @@
       document.getElementById('register-line').textContent = res.line;
       document.getElementById('register-result').hidden = false;
       say('register-msg', 'Passkey created. It gives no access until its line is in ' + res.reviewers + '.', 'ok');
+      say('register-warning', res.warning || '', res.warning ? 'error' : '');
       document.getElementById('register-line').focus();
     } catch (e) {
       say('register-msg', 'Registration failed: ' + e.message, 'error');
