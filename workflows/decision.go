@@ -61,8 +61,7 @@ func sandboxQueue(in contract.Input, opts contract.RunOptions, workflowQueue str
 // task queue past its ScheduleToStart timeout: no sandbox worker took it, so the code never
 // started and the approval was not used. It is never retried. Other errors return nil.
 func (r *runCode) notPickedUp(err error, timeout time.Duration) error {
-	var te *temporal.TimeoutError
-	if !errors.As(err, &te) || te.TimeoutType() != enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+	if !timedOut(err, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) {
 		return nil
 	}
 	return &guard.IntegrationError{
@@ -70,4 +69,10 @@ func (r *runCode) notPickedUp(err error, timeout time.Duration) error {
 		Err: fmt.Errorf("no sandbox worker took the run from task queue %s within %s; the code did not start and the approval was not used (send a new decision to a new run): %w",
 			r.sandboxQueue, timeout, err),
 	}
+}
+
+// timedOut reports whether err is a Temporal timeout of type typ.
+func timedOut(err error, typ enumspb.TimeoutType) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() == typ
 }

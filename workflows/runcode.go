@@ -285,14 +285,25 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 				Err: gerr,
 			}
 		}
-		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff)) // a Retry-After, from history
-		workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
-			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return guard.Result{}, err
+		var serr error
+		if backoff, serr = startBackoff(ctx, opts, attempt, backoff, err, gerr, r.checked.Digest); serr != nil {
+			return guard.Result{}, serr
 		}
-		backoff = min(backoff*2, opts.MaxStartBackoff)
 	}
+}
+
+// startBackoff waits before the next attempt of an activity whose attempt failed with err (gerr,
+// typed) before anything could start: backoff, or the server's Retry-After that err carries
+// (from history) when longer, bounded by MaxStartBackoff. It logs sandbox.retry with digest and
+// returns the next backoff, or the error that ended the wait.
+func startBackoff(ctx workflow.Context, opts contract.RunOptions, attempt int, backoff time.Duration, err, gerr error, digest string) (time.Duration, error) {
+	wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff))
+	workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
+		"backoff", wait.String(), "digest", digest, "error", gerr.Error())
+	if err := workflow.Sleep(ctx, wait); err != nil {
+		return backoff, err
+	}
+	return min(backoff*2, opts.MaxStartBackoff), nil
 }
 
 // onSignal handles a decision sent as a signal: it is accepted, or rejected (counted, logged and

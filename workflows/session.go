@@ -281,9 +281,8 @@ const maxReholds = 20
 // session still holds it, and fewer than maxReholds holds were lost. A host that no longer keeps
 // the sandbox refuses the next hold with a SandboxLost; a host that is gone never takes it.
 func (r *session) holdAgain(ctx, holdCtx workflow.Context, err error) bool {
-	var te *temporal.TimeoutError
 	if err == nil || holdCtx.Err() != nil || r.ended || r.reholds >= maxReholds ||
-		!errors.As(err, &te) || te.TimeoutType() != enumspb.TIMEOUT_TYPE_HEARTBEAT {
+		!timedOut(err, enumspb.TIMEOUT_TYPE_HEARTBEAT) {
 		return false
 	}
 	return workflow.GetVersion(ctx, sessionReholdChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
@@ -749,8 +748,7 @@ func (r *session) open(ctx workflow.Context, queue string) (contract.SessionOpen
 		if ctx.Err() != nil {
 			return opened, err
 		}
-		var te *temporal.TimeoutError
-		if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		if timedOut(err, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) {
 			return opened, &guard.IntegrationError{Op: "open session", Err: fmt.Errorf("no sandbox worker took the session from task queue %s within %s: %w", queue, opts.ScheduleToStartTimeout, err)}
 		}
 		gerr := contract.FromFailure(err)
@@ -762,13 +760,10 @@ func (r *session) open(ctx workflow.Context, queue string) (contract.SessionOpen
 		case attempt >= opts.StartAttempts:
 			return opened, &guard.IntegrationError{Op: fmt.Sprintf("open session: the backend failed before the sandbox started, %d times", attempt), Err: gerr}
 		}
-		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff))
-		workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
-			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return opened, err
+		var serr error
+		if backoff, serr = startBackoff(ctx, opts, attempt, backoff, err, gerr, r.checked.Digest); serr != nil {
+			return opened, serr
 		}
-		backoff = min(backoff*2, opts.MaxStartBackoff)
 	}
 }
 
