@@ -14,9 +14,9 @@ import (
 // quorum their check recorded and take a reviewer's edit of the code.
 const quorumChange = "quorum-v1"
 
-// quorumState is what a run keeps of its edit (its desk keeps its quorum, its ballot its
+// editState is what a run keeps of its edit (its desk keeps its quorum, its ballot its
 // approvals).
-type quorumState struct {
+type editState struct {
 	// request is the request the run was started with, which an edit changes the code of.
 	request guard.Request
 	// edit is the accepted edit, if any; editing is true while an edit's check runs.

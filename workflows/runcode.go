@@ -33,8 +33,8 @@ type runCode struct {
 	sandboxQueue string
 	// cancel is the accepted cancel request (the update "cancel"), if any.
 	cancel *guard.Cancellation
-	// The quorum and edits of quorum.go.
-	quorumState
+	// The edit of quorum.go.
+	editState
 	// The sandbox hosts' claims (claims.go).
 	claimsSeen
 	// The decisions answered once the run has ended (decidewait.go).
