@@ -2,6 +2,10 @@ package workflows
 
 import (
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -81,5 +85,40 @@ func TestDeskDuplicate(t *testing.T) {
 	}
 	if rej := (&desk{quorum: 2}).duplicate(seatOf("run", true), contract.Decision{ApprovalID: id1, Approve: true}, bob); rej != nil {
 		t.Errorf("duplicate before the quorum change = %v; want none (the first valid decision is taken)", rej)
+	}
+}
+
+// A cell's decision sent with Wait is answered once the cell has ended, with its status: an
+// approval with the cell's result, a denial at once with the denied cell. Each answer's wait is
+// behind the session's own change id.
+func TestSessionDecisionWithWaitAnswersTheEndedCell(t *testing.T) {
+	h := newSessionHarness(t, sessionPolicy)
+	req := sessionRequest()
+	var marked int
+	h.env.OnGetVersion(decideWaitChange, workflow.DefaultVersion, 1).Run(func(mock.Arguments) { marked++ }).Return(workflow.Version(1))
+	var approved, denied *outcome
+	h.at(time.Minute, func() { h.submit("print('waited for')") })
+	h.at(2*time.Minute, func() {
+		approved = h.update(contract.UpdateDecideCell, contract.CellDecision{Cell: 1, Decision: approve(h.status().Cells[0].Digest), Wait: true}, nil)
+	})
+	h.at(4*time.Minute, func() { h.submit("print('never')") })
+	h.at(5*time.Minute, func() {
+		d := cellDecision(testWorkflowID, testRunID, h.status().Cells[1].Digest, testHostQueue, false)
+		denied = h.update(contract.UpdateDecideCell, contract.CellDecision{Cell: 2, Decision: d, Wait: true}, nil)
+	})
+	h.at(7*time.Minute, func() { h.closeSession() })
+	h.run(req)
+
+	res, err := decideResult(t, approved)
+	if err != nil || res.State != contract.StatusRunning || res.CellStatus == nil ||
+		res.CellStatus.State != contract.StatusSucceeded || res.CellStatus.Result == nil || res.CellStatus.Cell != 1 {
+		t.Errorf("approval with Wait: %+v, %v; want running, with cell 1's status, succeeded with its result", res, err)
+	}
+	res, err = decideResult(t, denied)
+	if err != nil || res.State != contract.StatusDenied || res.CellStatus == nil || res.CellStatus.State != contract.StatusDenied || res.CellStatus.Cell != 2 {
+		t.Errorf("denial with Wait: %+v, %v; want denied, with cell 2's status, denied", res, err)
+	}
+	if marked != 2 {
+		t.Errorf("%s asked %d times; want 2, once a decision sent with Wait", decideWaitChange, marked)
 	}
 }
