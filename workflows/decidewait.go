@@ -13,35 +13,19 @@ import (
 const runWaitChange = "run-decide-wait-v1"
 
 // endWait is what the decisions answered once the run has ended wait for: the run's end, which
-// RunCode records (finish) before it returns, and how many such answers are still to be given.
+// RunCode records (finish) before it returns.
 type endWait struct {
 	ended     bool
 	endResult *guard.Result
-	waiting   int
 }
 
-// answerWhenEnded answers an accepted decision: at once, or, for an approval sent with Wait
-// that started the run, once the run has ended, with its result. The wait holds no command of
-// its own (but its version marker); RunCode waits for every such answer before it returns
-// (finish), so the answer and the run's end are in the same workflow task.
-func (r *runCode) answerWhenEnded(ctx workflow.Context, d contract.Decision, res contract.DecideResult) (contract.DecideResult, error) {
-	if !d.Wait || !d.Approve || res.State != contract.StatusRunning {
-		return res, nil
-	}
-	if workflow.GetVersion(ctx, runWaitChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return res, nil
-	}
-	r.waiting++
-	defer func() { r.waiting-- }()
-	if err := workflow.Await(ctx, func() bool { return r.ended }); err != nil {
-		// The workflow was cancelled: the decision was accepted; its result is the workflow's.
-		return res, nil
-	}
+// answerEnded adds the run's end to the answer of an approval sent with Wait that started it
+// (desk.answerWhenEnded): its result, when it fits.
+func (r *runCode) answerEnded(res *contract.DecideResult) {
 	res.Ended = true
 	if er := r.endResult; er != nil && outputBytes(*er) <= contract.MaxAnsweredResultBytes {
 		res.Result = er
 	}
-	return res, nil
 }
 
 // finish records the run's end for the decisions that wait for it and lets them answer before
@@ -52,7 +36,7 @@ func (r *runCode) finish(ctx workflow.Context, res guard.Result, err error) {
 		r.endResult = &res
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = workflow.Await(dctx, func() bool { return r.waiting == 0 })
+	_ = workflow.Await(dctx, func() bool { return r.desk.waiting == 0 })
 }
 
 // outputBytes is how much output res carries: its stdout, stderr and produced files.

@@ -5,7 +5,6 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -15,15 +14,9 @@ import (
 // quorum their check recorded and take a reviewer's edit of the code.
 const quorumChange = "quorum-v1"
 
-// quorumState is what a run keeps of its approvals and its edit.
-type quorumState struct {
-	// version is quorumChange's version for this run (workflow.DefaultVersion for histories
-	// recorded before it).
-	version workflow.Version
-	// quorum is how many approvals the run needs (1 before quorumChange).
-	quorum int
-	// approvals are the approvals accepted so far, of the request's current digest.
-	approvals []contract.Decision
+// editState is what a run keeps of its edit (its desk keeps its quorum, its ballot its
+// approvals).
+type editState struct {
 	// request is the request the run was started with, which an edit changes the code of.
 	request guard.Request
 	// edit is the accepted edit, if any; editing is true while an edit's check runs.
@@ -34,78 +27,26 @@ type quorumState struct {
 // startQuorum fixes the run's quorum from its check (recorded in history, so it replays) behind
 // quorumChange.
 func (r *runCode) startQuorum(ctx workflow.Context, in contract.Input, check contract.CheckResult) {
-	r.version = workflow.GetVersion(ctx, quorumChange, workflow.DefaultVersion, 1)
-	r.quorum = 1
-	if !r.versioned() {
+	if !r.desk.startQuorum(ctx, quorumChange, check.Quorum) {
 		return
 	}
 	r.request = in.Request
-	r.quorum = max(check.Quorum, 1)
-	r.status.Quorum = r.quorum
+	r.status.Quorum = r.desk.quorum
 	r.memoCount(ctx)
 }
 
 // memoCount keeps the run's approvals had and needed in its memo (contract.MemoApprovals), which
 // visibility lists with the run.
 func (r *runCode) memoCount(ctx workflow.Context) {
-	count := contract.ApprovalCount{Approvals: len(r.approvals), Quorum: r.quorum}
+	count := contract.ApprovalCount{Approvals: len(r.approvals), Quorum: r.desk.quorum}
 	if err := workflow.UpsertMemo(ctx, map[string]any{contract.MemoApprovals: count}); err != nil {
 		workflow.GetLogger(ctx).Warn("memo of approvals not set", "error", err.Error())
 	}
 }
 
-func (r *runCode) versioned() bool { return r.version >= 1 }
-
-// count records an accepted approval; the wait ends (r.decision, the first approval) when the
-// run has its quorum.
-func (r *runCode) count(ctx workflow.Context, d contract.Decision, rec contract.DecisionRecord) {
-	r.approvals = append(r.approvals, d)
-	r.status.Approvals = append(r.status.Approvals, rec)
-	r.memoCount(ctx)
-	if len(r.approvals) < r.quorum {
-		r.event(ctx, contract.EventApprovalCounted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approvals", len(r.approvals), "quorum", r.quorum)
-		return
-	}
-	first, firstRec := r.approvals[0], r.status.Approvals[0]
-	r.decision, r.status.Decision = &first, &firstRec
-}
-
-// duplicate refuses an approval by a principal, a key or an approval id that the run's
-// approvals already hold: a quorum counts distinct reviewers with distinct keys.
-func (r *runCode) duplicate(d contract.Decision, v approval.Verified) *contract.Rejection {
-	if !d.Approve || d.Edit != nil || !r.versioned() {
-		return nil
-	}
-	return duplicateOf(r.status.Approvals, d, v, "run", r.quorum)
-}
-
-// duplicateOf refuses an approval d (verified as v) by a principal, a key or an approval id
-// that had, the approvals accepted so far for what (a run, or a cell) needing quorum, already
-// hold.
-func duplicateOf(had []contract.DecisionRecord, d contract.Decision, v approval.Verified, what string, quorum int) *contract.Rejection {
-	for _, a := range had {
-		var same string
-		switch {
-		case a.ApprovalID == d.ApprovalID:
-			same = "approval id " + d.ApprovalID
-		case a.Reviewer == v.Principal:
-			same = "reviewer " + v.Principal
-		case a.Fingerprint == v.Fingerprint:
-			same = "key " + v.Fingerprint + " (which signed for " + a.Reviewer + ")"
-		default:
-			continue
-		}
-		return &contract.Rejection{Reason: contract.RejectDuplicate, Msg: fmt.Sprintf(
-			"already approved by %s: this %s needs %d approvals by distinct reviewers with distinct keys and has %d; another reviewer must approve",
-			same, what, quorum, len(had))}
-	}
-	return nil
-}
-
 // withApprovals adds the run's approvals and its edit to the sandbox activity's input.
 func (r *runCode) withApprovals(in contract.RunInput) contract.RunInput {
-	if r.versioned() {
+	if r.desk.quorumCounted() {
 		in.Decisions = r.approvals
 		in.Edit = r.edit
 	}
@@ -118,7 +59,7 @@ func (r *runCode) editRefusal(d contract.Decision) *contract.Rejection {
 		return &contract.Rejection{Reason: contract.RejectEdit, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !r.versioned():
+	case !r.desk.quorumCounted():
 		return reject("this run was checked by a worker without edits: approve or deny it as it is")
 	case r.edit != nil:
 		return reject("the code was already edited by %s: approve or deny the edited code (digest %s)", r.edit.Editor, r.edit.Digest)
@@ -146,8 +87,7 @@ func cellEditRefusal(cd contract.CellDecision) *contract.Rejection {
 // run still waits for the code as it was.
 func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
 	refuse := func(rej *contract.Rejection) (contract.DecideResult, error) {
-		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approve", d.Approve, "via", contract.ViaUpdate, "edit", true}, refusalKV(rej)...)...)
+		r.desk.rejected(ctx, r.seat(), d, contract.ViaUpdate, rej, "edit", true)
 		return contract.DecideResult{}, rej.Failure()
 	}
 	if _, rej := r.refusal(ctx, d); rej != nil {
@@ -172,15 +112,16 @@ func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contrac
 	}
 	r.edit = &guard.Edit{Editor: v.Principal, OriginalDigest: r.checked.Digest, Digest: check.Checked.Digest}
 	r.checked = check.Checked
-	r.quorum = max(r.quorum, check.Quorum)
+	r.desk.quorum = max(r.desk.quorum, check.Quorum)
 	r.approvals, r.status.Approvals = nil, nil
 	r.memoCount(ctx)
-	r.status.Request, r.status.Edit, r.status.Quorum = r.checked.Summary(), r.edit, r.quorum
+	r.status.Request, r.status.Edit, r.status.Quorum = r.checked.Summary(), r.edit, r.desk.quorum
 	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.DigestKey.ValueSet(r.checked.Digest)); err != nil {
 		return contract.DecideResult{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrDigest, err)
 	}
 	r.event(ctx, contract.EventApprovalEdited, "approval_id", d.ApprovalID, "editor", v.Principal,
 		"original_digest", r.edit.OriginalDigest, "code_bytes", len(r.checked.Code))
-	r.accept(ctx, d, v, contract.ViaUpdate)
-	return r.answerWhenEnded(ctx, d, r.decideResult(d, v))
+	s := r.seat()
+	r.desk.accept(ctx, s, d, v, contract.ViaUpdate)
+	return r.desk.answerWhenEnded(ctx, s, d.Wait, r.desk.result(s, d, v))
 }

@@ -24,18 +24,17 @@ var acts *activities.Activities
 // runCode is the state of one RunCode run. Handlers (query, signal, update) and the main
 // coroutine share it; workflow coroutines never run at the same time.
 type runCode struct {
-	status   contract.Status
-	checked  guard.Checked
-	decision *contract.Decision
-	// reviewers are the keys the check recorded; sandboxQueue is where the code would run.
-	reviewers    *approval.Reviewers
+	status  contract.Status
+	checked guard.Checked
+	// desk takes the run's decisions (desk.go); ballot is what it keeps of them.
+	desk desk
+	ballot
+	// sandboxQueue is where the code would run.
 	sandboxQueue string
-	// statementVersion is the statement version the check recorded (1 when it recorded none).
-	statementVersion int
 	// cancel is the accepted cancel request (the update "cancel"), if any.
 	cancel *guard.Cancellation
-	// The quorum and edits of quorum.go.
-	quorumState
+	// The edit of quorum.go.
+	editState
 	// The sandbox hosts' claims (claims.go).
 	claimsSeen
 	// The decisions answered once the run has ended (decidewait.go).
@@ -135,16 +134,14 @@ func (r *runCode) awaitDecision(ctx workflow.Context, check contract.CheckResult
 		})
 	}
 	d = *r.decision
-	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(d.Reviewer)); err != nil {
-		return contract.Decision{}, false, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
+	if err := r.desk.taken(ctx, r.seat(), d); err != nil {
+		return contract.Decision{}, false, err
 	}
 	if !d.Approve {
-		r.event(ctx, contract.EventApprovalDenied, "approval_id", d.ApprovalID, "reviewer", d.Reviewer, "reason_bytes", len(d.Reason))
 		return contract.Decision{}, false, r.end(ctx, contract.StatusDenied, &guard.ApprovalDenied{
 			Reason: guard.DeniedByReviewer, Reviewer: d.Reviewer, Message: d.Reason,
 		})
 	}
-	r.event(ctx, contract.EventApprovalGranted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
 	return d, true, nil
 }
 
@@ -190,11 +187,11 @@ func (r *runCode) setHandlers(ctx workflow.Context) error {
 // would run), sets the search attributes and logs approval.requested.
 func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contract.CheckResult, workflowQueue string) error {
 	r.checked = check.Checked
-	r.reviewers = check.Reviewers
+	r.desk.reviewers = check.Reviewers
 	r.sandboxQueue = sandboxQueue(in, check.Run, workflowQueue)
 	r.status.SandboxTaskQueue = r.sandboxQueue
 	// Recorded at check time: a history from before version 2 replays with version 1.
-	r.statementVersion = max(check.StatementVersion, approval.StatementVersion1)
+	r.desk.statementVersion = max(check.StatementVersion, approval.StatementVersion1)
 	if check.StatementVersion != 0 {
 		r.status.StatementVersion = check.StatementVersion
 	}
@@ -210,20 +207,26 @@ func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contra
 	return nil
 }
 
-// check applies the worker's policy in a local activity and returns what it recorded. A typed
-// guard error comes back as one (ToolUsageError or ConfigError).
+// check applies the worker's policy in a local activity and returns what it recorded.
 func (r *runCode) check(ctx workflow.Context, in contract.Input) (contract.CheckResult, error) {
+	return checkLocally[contract.CheckResult](ctx, acts.SandboxCheck, contract.CheckInput{Request: in.Request}, "request")
+}
+
+// checkLocally runs the policy's check activity on in as a local activity (checkTimeout, three
+// attempts) and returns what it recorded. A typed guard error comes back as one (ToolUsageError
+// or ConfigError); any other is wrapped, naming what was checked.
+func checkLocally[Out any](ctx workflow.Context, activity, in any, what string) (Out, error) {
 	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: checkTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
 	})
-	var res contract.CheckResult
-	err := workflow.ExecuteLocalActivity(ctx, acts.SandboxCheck, contract.CheckInput{Request: in.Request}).Get(ctx, &res)
+	var res Out
+	err := workflow.ExecuteLocalActivity(ctx, activity, in).Get(ctx, &res)
 	if err != nil {
 		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
 			return res, gerr
 		}
-		return res, fmt.Errorf("workflows: check request: %w", err)
+		return res, fmt.Errorf("workflows: check %s: %w", what, err)
 	}
 	return res, nil
 }
@@ -282,14 +285,25 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 				Err: gerr,
 			}
 		}
-		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff)) // a Retry-After, from history
-		workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
-			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return guard.Result{}, err
+		var serr error
+		if backoff, serr = startBackoff(ctx, opts, attempt, backoff, err, gerr, r.checked.Digest); serr != nil {
+			return guard.Result{}, serr
 		}
-		backoff = min(backoff*2, opts.MaxStartBackoff)
 	}
+}
+
+// startBackoff waits before the next attempt of an activity whose attempt failed with err (gerr,
+// typed) before anything could start: backoff, or the server's Retry-After that err carries
+// (from history) when longer, bounded by MaxStartBackoff. It logs sandbox.retry with digest and
+// returns the next backoff, or the error that ended the wait.
+func startBackoff(ctx workflow.Context, opts contract.RunOptions, attempt int, backoff time.Duration, err, gerr error, digest string) (time.Duration, error) {
+	wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff))
+	workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
+		"backoff", wait.String(), "digest", digest, "error", gerr.Error())
+	if err := workflow.Sleep(ctx, wait); err != nil {
+		return backoff, err
+	}
+	return min(backoff*2, opts.MaxStartBackoff), nil
 }
 
 // onSignal handles a decision sent as a signal: it is accepted, or rejected (counted, logged and
@@ -300,7 +314,7 @@ func (r *runCode) onSignal(ctx workflow.Context, d contract.Decision) {
 		rej = &contract.Rejection{Reason: contract.RejectEdit, Msg: "an edit is taken only as the update " + contract.UpdateDecide + ", whose answer says whether the policy accepts the edited code"}
 	}
 	if rej == nil {
-		r.accept(ctx, d, v, contract.ViaSignal)
+		r.desk.accept(ctx, r.seat(), d, v, contract.ViaSignal)
 		return
 	}
 	why := rej.Error()
@@ -310,89 +324,40 @@ func (r *runCode) onSignal(ctx workflow.Context, d contract.Decision) {
 		r.status.RejectedDecisions++
 		r.status.LastRejection = why
 	}
-	r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-		"approve", d.Approve, "via", contract.ViaSignal}, refusalKV(rej)...)...)
+	r.desk.rejected(ctx, r.seat(), d, contract.ViaSignal, rej)
 }
 
-// validateDecide is the update's validator: it refuses a decision that cannot be accepted now
-// and says why. It never changes the workflow's state; it logs the refusal (a validator's log
-// line is its only trace, since a refused update is not recorded in history).
+// validateDecide is the update's validator (desk.validate).
 func (r *runCode) validateDecide(ctx workflow.Context, d contract.Decision) error {
-	if _, rej := r.refusal(ctx, d); rej != nil {
-		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(rej)...)...)
-		return rej.Failure()
-	}
-	return nil
+	return r.desk.validate(ctx, r.seat(), d)
 }
 
-// decide is the update's handler for a decision the validator let through. It verifies again:
-// another decision may have been accepted since, and a reset run replays an accepted update
-// without its validator, against its own, new run id.
+// decide is the update's handler for a decision the validator let through (desk.decide); an
+// edit is decideEdit's.
 func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.DecideResult, error) {
 	if d.Edit != nil {
 		return r.decideEdit(ctx, d)
 	}
-	v, rej := r.refusal(ctx, d)
+	s := r.seat()
+	res, rej := r.desk.decide(ctx, s, d)
 	if rej != nil {
-		r.event(ctx, contract.EventApprovalRejected, append([]any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approve", d.Approve, "via", contract.ViaUpdate}, refusalKV(rej)...)...)
 		return contract.DecideResult{}, rej.Failure()
 	}
-	r.accept(ctx, d, v, contract.ViaUpdate)
-	return r.answerWhenEnded(ctx, d, r.decideResult(d, v))
-}
-
-// decideResult is the update's answer for d, just accepted.
-func (r *runCode) decideResult(d contract.Decision, v approval.Verified) contract.DecideResult {
-	res := contract.DecideResult{ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: r.checked.Digest, State: contract.StatusRunning}
-	switch {
-	case !d.Approve:
-		res.State = contract.StatusDenied
-	case r.decision == nil:
-		res.State = contract.StatusAwaitingApproval
-	}
-	if r.versioned() {
-		res.Approvals, res.Quorum = len(r.approvals), r.quorum
-	}
-	return res
-}
-
-// accept records d as the decision, with the reviewer whose key verified it.
-func (r *runCode) accept(ctx workflow.Context, d contract.Decision, v approval.Verified, via string) {
-	d.Reviewer = v.Principal
-	rec := contract.DecisionRecord{
-		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Reason: d.Reason,
-		Digest: d.Digest, Via: via, Time: workflow.Now(ctx),
-		Fingerprint: v.Fingerprint, KeyType: v.KeyType, Method: v.Method,
-		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
-	}
-	if d.Approve && r.versioned() {
-		r.count(ctx, d, rec)
-		return
-	}
-	r.decision = &d
-	r.status.Decision = &rec
+	return r.desk.answerWhenEnded(ctx, s, d.Wait, res)
 }
 
 // setState records the state in the status and the SandboxStatus search attribute, with any
 // other search attributes given.
 func (r *runCode) setState(ctx workflow.Context, state string, more ...temporal.SearchAttributeUpdate) error {
 	r.status.State = state
-	if err := workflow.UpsertTypedSearchAttributes(ctx, append([]temporal.SearchAttributeUpdate{contract.StatusKey.ValueSet(state)}, more...)...); err != nil {
-		return fmt.Errorf("workflows: set search attribute %s=%s: %w", contract.AttrStatus, state, err)
-	}
-	return nil
+	return upsertStatus(ctx, state, more...)
 }
 
 // end records a final state and returns the typed error that ends the run, as a Temporal
 // application error.
 func (r *runCode) end(ctx workflow.Context, state string, err error) error {
 	r.status.Error = err.Error()
-	if serr := r.setState(ctx, state); serr != nil {
-		return serr
-	}
-	return contract.ToFailure(err)
+	return failed(r.setState(ctx, state), err)
 }
 
 // fail ends the run in contract.StatusError.
@@ -403,20 +368,13 @@ func (r *runCode) fail(ctx workflow.Context, err error) error {
 // cancelled ends a cancelled run and returns the cancellation.
 func (r *runCode) cancelled(ctx workflow.Context, err error) error {
 	r.status.Error = "cancelled"
-	if serr := r.setState(ctx, contract.StatusCancelled); serr != nil {
-		return serr
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
+	return cancelledWith(ctx, r.setState(ctx, contract.StatusCancelled), err)
 }
 
-// event writes a workflow event with the replay-safe logger. It never carries code, env values or
-// file contents unless the request set capture_content (see requestedEvent).
+// event writes a workflow event (logEvent) of the run's digest. It never carries code, env values
+// or file contents unless the request set capture_content (see requestedEvent).
 func (r *runCode) event(ctx workflow.Context, typ contract.EventType, kv ...any) {
-	args := append([]any{"event", string(typ), "digest", r.checked.Digest}, kv...)
-	workflow.GetLogger(ctx).Info(string(typ), args...)
+	logEvent(ctx, typ, "digest", r.checked.Digest, kv...)
 }
 
 func (r *runCode) requestedEvent(ctx workflow.Context, approvalTimeout time.Duration) {

@@ -686,7 +686,7 @@ func TestRefusalOutsideTheWait(t *testing.T) {
 			t.Errorf("refusal in state %s = %v; want %q", tc.state, err, tc.want)
 		}
 	}
-	r := &runCode{status: contract.Status{State: contract.StatusAwaitingApproval}, checked: guard.Checked{Digest: dg}, decision: &good}
+	r := &runCode{status: contract.Status{State: contract.StatusAwaitingApproval}, checked: guard.Checked{Digest: dg}, ballot: ballot{decision: &good}}
 	if _, err := r.refusal(nil, decision(id2, dg, true)); err == nil || !strings.Contains(err.Error(), "already decided") {
 		t.Errorf("refusal after a decision = %v; want already decided", err)
 	}

@@ -36,17 +36,17 @@ const (
 // session is the state of one Session run, shared by its handlers and its main coroutine
 // (workflow coroutines never run at the same time).
 type session struct {
-	status           contract.SessionStatus
-	checked          guard.CheckedSession
-	reviewers        *approval.Reviewers
-	statementVersion int
-	approvalTimeout  time.Duration
-	opts             contract.RunOptions
+	status          contract.SessionStatus
+	checked         guard.CheckedSession
+	approvalTimeout time.Duration
+	opts            contract.RunOptions
+	// desk takes the cells' decisions (desk.go), a seat a cell.
+	desk desk
 	// notify is how cells' waits are notified (nil: not at all; see notifyPlan).
 	notify *contract.NotifyOptions
 
-	cells     []guard.Cell         // every submitted cell, by index-1
-	decisions []*contract.Decision // the accepted decision of each cell, by index-1
+	cells   []guard.Cell // every submitted cell, by index-1
+	ballots []ballot     // each cell's decisions, by index-1
 	// current is the index of the cell that waits or runs (0: none); submitting is set while a
 	// submitted cell is being checked.
 	current    int
@@ -63,8 +63,6 @@ type session struct {
 	// of the last cell's receipt, which the next cell's must chain to (receipt.go).
 	hosts       *receipt.Hosts
 	lastReceipt string
-	// The cells' quorum (session_quorum.go).
-	cellQuorum
 
 	// finalCellBytes memoizes the encoded size of each cell's status once it is final (0: not
 	// yet), so the status budget re-encodes only the cells that can still change: a submit's
@@ -97,13 +95,13 @@ func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionRe
 		return contract.SessionResult{}, r.fail(ctx, contract.EndError, err)
 	}
 	r.checked = check.Session
-	r.reviewers = check.Reviewers
+	r.desk.reviewers = check.Reviewers
 	_, r.notify = notifyPlan(ctx, check.Notify)
 	r.hosts = check.Hosts
-	r.statementVersion = max(check.StatementVersion, approval.StatementVersion)
+	r.desk.statementVersion = max(check.StatementVersion, approval.StatementVersion)
 	r.approvalTimeout = check.ApprovalTimeout
 	r.opts = check.Run
-	r.status.StatementVersion = r.statementVersion
+	r.status.StatementVersion = r.desk.statementVersion
 	r.status.Settings = r.checked.Summary()
 	r.status.Chain = guard.ChainStart(r.checked.Digest)
 	r.startCellQuorum(ctx, check)
@@ -283,9 +281,8 @@ const maxReholds = 20
 // session still holds it, and fewer than maxReholds holds were lost. A host that no longer keeps
 // the sandbox refuses the next hold with a SandboxLost; a host that is gone never takes it.
 func (r *session) holdAgain(ctx, holdCtx workflow.Context, err error) bool {
-	var te *temporal.TimeoutError
 	if err == nil || holdCtx.Err() != nil || r.ended || r.reholds >= maxReholds ||
-		!errors.As(err, &te) || te.TimeoutType() != enumspb.TIMEOUT_TYPE_HEARTBEAT {
+		!timedOut(err, enumspb.TIMEOUT_TYPE_HEARTBEAT) {
 		return false
 	}
 	return workflow.GetVersion(ctx, sessionReholdChange, workflow.DefaultVersion, 1) != workflow.DefaultVersion
@@ -482,20 +479,12 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	r.submitting, r.submittingID = true, req.RequestID
 	r.wake++
 	index := len(r.cells) + 1
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: checkTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
-	var cell guard.Cell
-	err := workflow.ExecuteLocalActivity(lctx, acts.SessionCellCheck, contract.CellCheckInput{
-		Session: r.checked, Index: index, Language: req.Language, Code: req.Code}).Get(lctx, &cell)
+	cell, err := checkLocally[guard.Cell](ctx, acts.SessionCellCheck, contract.CellCheckInput{
+		Session: r.checked, Index: index, Language: req.Language, Code: req.Code}, "cell")
 	r.submitting, r.submittingID = false, ""
 	r.wake++
 	if err != nil {
-		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
-			return contract.CellSubmitted{}, contract.ToFailure(gerr)
-		}
-		return contract.CellSubmitted{}, fmt.Errorf("workflows: check cell: %w", err)
+		return contract.CellSubmitted{}, contract.ToFailure(err) // an untyped error unchanged
 	}
 	if r.ended || r.status.State != contract.SessionOpen || r.closeRequested {
 		return contract.CellSubmitted{}, contract.ToFailure(&guard.ToolUsageError{Msg: "submit cell: the session ended while the cell was checked"})
@@ -508,10 +497,9 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
 	}
 	r.cells = append(r.cells, cell)
-	r.decisions = append(r.decisions, nil)
-	r.approvals = append(r.approvals, nil)
-	if r.quorumCounted() {
-		st.Quorum = r.quorum
+	r.ballots = append(r.ballots, ballot{})
+	if r.desk.quorumCounted() {
+		st.Quorum = r.desk.quorum
 	}
 	r.status.Cells = append(r.status.Cells, st)
 	r.current = cell.Index
@@ -525,125 +513,75 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	return contract.CellSubmitted{Cell: cell.Index, CodeDigest: cell.CodeDigest, Chain: st.Chain, Digest: digest, ApprovalDeadline: st.ApprovalDeadline}, nil
 }
 
-// refusal returns who made d, or why d cannot be accepted now: d must be for the cell that waits,
-// signed over that cell's digest, for this run (its workflow id and run id, read afresh) and the
-// host's task queue. It never changes the workflow's state.
-func (r *session) refusal(ctx workflow.Context, cd contract.CellDecision) (approval.Verified, *contract.Rejection) {
-	switch {
-	case cd.Cell < 1 || cd.Cell > len(r.cells):
-		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting, Msg: fmt.Sprintf("not waiting: the session has no cell %d", cd.Cell)}
-	case r.decisions[cd.Cell-1] != nil:
-		d := r.decisions[cd.Cell-1]
-		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectAlreadyDecided,
-			Msg: fmt.Sprintf("already decided: decision %s by %s was accepted for cell %d", d.ApprovalID, d.Reviewer, cd.Cell)}
-	case cd.Cell != r.current || r.status.Cells[cd.Cell-1].State != contract.StatusAwaitingApproval:
-		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectNotWaiting,
-			Msg: fmt.Sprintf("not waiting: cell %d is %s", cd.Cell, r.status.Cells[cd.Cell-1].State)}
+// seat is cell's seat at the desk, as it is now; a cell the session does not have gets an empty
+// ballot of its own and is not waiting. A cell takes no edits and answers a decision sent with
+// Wait once it has ended, with its status.
+func (r *session) seat(cell int) seat {
+	s := seat{what: "cell", of: fmt.Sprintf(" for cell %d", cell), tag: []any{"cell", cell},
+		queue: r.status.SandboxTaskQueue, event: r.event}
+	if cell < 1 || cell > len(r.cells) {
+		s.ballot, s.decisionRecord, s.approvalRecords = &ballot{}, new(*contract.DecisionRecord), new([]contract.DecisionRecord)
+		s.notWaiting = fmt.Sprintf("not waiting: the session has no cell %d", cell)
+		return s
 	}
-	digest := r.status.Cells[cd.Cell-1].Digest
-	d := cd.Decision
-	if rej := d.Problem(digest); rej != nil {
-		return approval.Verified{}, rej
+	st := &r.status.Cells[cell-1]
+	s.digest = st.Digest
+	s.ballot, s.decisionRecord, s.approvalRecords = &r.ballots[cell-1], &st.Decision, &st.Approvals
+	if cell != r.current || st.State != contract.StatusAwaitingApproval {
+		s.notWaiting = fmt.Sprintf("not waiting: cell %d is %s", cell, st.State)
 	}
-	info := workflow.GetInfo(ctx)
-	want := d.Fields(info.WorkflowExecution.ID, info.WorkflowExecution.RunID, digest, r.status.SandboxTaskQueue)
-	want.Version = r.statementVersion
-	// Verify is a pure function of its arguments; workflowcheck flags it only for the reflection
-	// inside crypto/ecdsa's ASN.1 parsing.
-	v, err := approval.Verify(r.reviewers, want, d.Proof(), workflow.Now(ctx)) //workflowcheck:ignore
-	if err != nil {
-		return approval.Verified{}, &contract.Rejection{Reason: contract.RejectOther, Err: err}
-	}
-	if rej := r.duplicateCell(cd.Cell, d, v); rej != nil {
-		return approval.Verified{}, rej
-	}
-	return v, nil
+	s.end = endAnswer{change: decideWaitChange,
+		ended: func() bool { return r.status.Cells[cell-1].Final() },
+		answer: func(res *contract.DecideResult) {
+			st := r.status.Cells[cell-1]
+			res.CellStatus = &st
+		}}
+	return s
 }
 
-func (r *session) rejected(ctx workflow.Context, cd contract.CellDecision, rej *contract.Rejection) {
-	r.event(ctx, contract.EventApprovalRejected, append([]any{"cell", cd.Cell, "approval_id", cd.Decision.ApprovalID,
-		"reviewer", cd.Decision.Reviewer, "approve", cd.Decision.Approve, "via", contract.ViaUpdate}, refusalKV(rej)...)...)
-}
-
+// validateDecide is the update's validator (desk.validate); it also refuses an edit
+// (cellEditRefusal).
 func (r *session) validateDecide(ctx workflow.Context, cd contract.CellDecision) error {
+	s := r.seat(cd.Cell)
 	if rej := cellEditRefusal(cd); rej != nil {
-		r.rejected(ctx, cd, rej)
+		r.desk.rejected(ctx, s, cd.Decision, contract.ViaUpdate, rej)
 		return rej.Failure()
 	}
-	if _, rej := r.refusal(ctx, cd); rej != nil {
-		r.rejected(ctx, cd, rej)
-		return rej.Failure()
-	}
-	return nil
+	return r.desk.validate(ctx, s, cd.Decision)
 }
 
-// decide accepts a decision for the waiting cell. The handler verifies again: a reset run replays
-// an accepted update without its validator, against its own, new run id.
+// decide accepts a decision for the waiting cell (desk.decide). Once the decision is taken, a
+// denied cell ends, and an approved one runs.
 func (r *session) decide(ctx workflow.Context, cd contract.CellDecision) (contract.DecideResult, error) {
-	v, rej := r.refusal(ctx, cd)
+	s := r.seat(cd.Cell)
+	res, rej := r.desk.decide(ctx, s, cd.Decision)
 	if rej != nil {
-		r.rejected(ctx, cd, rej)
 		r.status.RejectedDecisions++
 		r.status.LastRejection = rej.Error()
 		return contract.DecideResult{}, rej.Failure()
 	}
-	d := cd.Decision
-	d.Reviewer = v.Principal
-	st := &r.status.Cells[cd.Cell-1]
-	rec := contract.DecisionRecord{
-		ApprovalID: d.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Reason: d.Reason,
-		Digest: d.Digest, Via: contract.ViaUpdate, Time: workflow.Now(ctx),
-		Fingerprint: v.Fingerprint, KeyType: v.KeyType, Method: v.Method,
-		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
+	if res.State == contract.StatusAwaitingApproval {
+		return res, nil // the cell waits for more approvals: its decision is not made yet
 	}
-	if d.Approve && r.quorumCounted() {
-		if !r.countCell(ctx, cd.Cell, d, rec) {
-			// The cell waits for more approvals: its decision is not made yet.
-			return r.withCount(contract.DecideResult{ApprovalID: d.ApprovalID, Approve: true, Reviewer: v.Principal, Digest: st.Digest,
-				State: contract.StatusAwaitingApproval}, cd.Cell), nil
-		}
-		d = *r.decisions[cd.Cell-1] // the first approval, which the cell's decision names
-	} else {
-		r.decisions[cd.Cell-1], st.Decision = &d, &rec
+	d := *s.decision // the first approval, under a quorum
+	if err := r.desk.taken(ctx, s, d); err != nil {
+		return contract.DecideResult{}, err
 	}
-	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.ReviewerKey.ValueSet(d.Reviewer)); err != nil {
-		return contract.DecideResult{}, fmt.Errorf("workflows: set search attribute %s: %w", contract.AttrReviewer, err)
-	}
-	res := r.withCount(contract.DecideResult{ApprovalID: cd.Decision.ApprovalID, Approve: d.Approve, Reviewer: v.Principal, Digest: st.Digest}, cd.Cell)
 	if !d.Approve {
-		r.event(ctx, contract.EventApprovalDenied, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", v.Principal, "reason_bytes", len(d.Reason))
 		r.endCell(ctx, contract.StatusDenied, "")
-		res.State = contract.StatusDenied
-		return r.answerWhenEnded(ctx, cd, res)
+		return r.desk.answerWhenEnded(ctx, s, cd.Wait, res)
 	}
-	r.event(ctx, contract.EventApprovalGranted, "cell", cd.Cell, "approval_id", d.ApprovalID, "reviewer", d.Reviewer)
-	st.State = contract.StatusRunning
+	r.status.Cells[cd.Cell-1].State = contract.StatusRunning
 	r.wake++
 	if err := r.setState(ctx, contract.SessionOpen); err != nil {
 		return contract.DecideResult{}, err
 	}
-	res.State = contract.StatusRunning
-	return r.answerWhenEnded(ctx, cd, res)
+	return r.desk.answerWhenEnded(ctx, s, cd.Wait, res)
 }
 
 // decideWaitChange is the change id of decide-cell's wait: a decision sent with Wait is answered
 // once its cell has ended. A history from before it answered such a decision at once.
 const decideWaitChange = "decide-wait-v1"
-
-// answerWhenEnded answers an accepted decision: at once, or with Wait once its cell has ended,
-// with the cell's status. The wait holds no command of its own; the session's end waits for
-// every handler (finish), and every cell has ended by then.
-func (r *session) answerWhenEnded(ctx workflow.Context, cd contract.CellDecision, res contract.DecideResult) (contract.DecideResult, error) {
-	if !cd.Wait || workflow.GetVersion(ctx, decideWaitChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		return res, nil
-	}
-	if err := workflow.Await(ctx, func() bool { return r.status.Cells[cd.Cell-1].Final() }); err != nil {
-		return res, err
-	}
-	st := r.status.Cells[cd.Cell-1]
-	res.CellStatus = &st
-	return res, nil
-}
 
 // endCell gives the current cell its final state (and error text, if any) and lets the next
 // cell come.
@@ -784,21 +722,9 @@ func (r *session) close(ctx workflow.Context, c contract.CloseSession) (contract
 	return r.status, nil
 }
 
-// check applies the worker's policy in a local activity.
+// check applies the worker's policy in a local activity (checkLocally).
 func (r *session) check(ctx workflow.Context, in contract.SessionInput) (contract.SessionCheckResult, error) {
-	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: checkTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
-	})
-	var res contract.SessionCheckResult
-	err := workflow.ExecuteLocalActivity(ctx, acts.SessionCheck, contract.SessionCheckInput{Request: in.Request}).Get(ctx, &res)
-	if err != nil {
-		if gerr := contract.FromFailure(err); guard.TypeOf(gerr) != "" {
-			return res, gerr
-		}
-		return res, fmt.Errorf("workflows: check session: %w", err)
-	}
-	return res, nil
+	return checkLocally[contract.SessionCheckResult](ctx, acts.SessionCheck, contract.SessionCheckInput{Request: in.Request}, "session")
 }
 
 // open schedules SessionOpen on queue; a failure from before any sandbox started
@@ -822,8 +748,7 @@ func (r *session) open(ctx workflow.Context, queue string) (contract.SessionOpen
 		if ctx.Err() != nil {
 			return opened, err
 		}
-		var te *temporal.TimeoutError
-		if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+		if timedOut(err, enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START) {
 			return opened, &guard.IntegrationError{Op: "open session", Err: fmt.Errorf("no sandbox worker took the session from task queue %s within %s: %w", queue, opts.ScheduleToStartTimeout, err)}
 		}
 		gerr := contract.FromFailure(err)
@@ -835,13 +760,10 @@ func (r *session) open(ctx workflow.Context, queue string) (contract.SessionOpen
 		case attempt >= opts.StartAttempts:
 			return opened, &guard.IntegrationError{Op: fmt.Sprintf("open session: the backend failed before the sandbox started, %d times", attempt), Err: gerr}
 		}
-		wait := max(backoff, min(contract.RetryDelay(err), opts.MaxStartBackoff))
-		workflow.GetLogger(ctx).Warn(string(contract.EventSandboxRetry), "event", string(contract.EventSandboxRetry), "attempt", attempt,
-			"backoff", wait.String(), "digest", r.checked.Digest, "error", gerr.Error())
-		if err := workflow.Sleep(ctx, wait); err != nil {
-			return opened, err
+		var serr error
+		if backoff, serr = startBackoff(ctx, opts, attempt, backoff, err, gerr, r.checked.Digest); serr != nil {
+			return opened, serr
 		}
-		backoff = min(backoff*2, opts.MaxStartBackoff)
 	}
 }
 
@@ -854,11 +776,7 @@ func (r *session) setState(ctx workflow.Context, state string, more ...temporal.
 	if state == contract.SessionOpen && r.current != 0 {
 		attr = r.cell().State
 	}
-	updates := append([]temporal.SearchAttributeUpdate{contract.StatusKey.ValueSet(attr)}, more...)
-	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
-		return fmt.Errorf("workflows: set search attribute %s=%s: %w", contract.AttrStatus, attr, err)
-	}
-	return nil
+	return upsertStatus(ctx, attr, more...)
 }
 
 // fail ends a session that never opened.
@@ -866,10 +784,7 @@ func (r *session) fail(ctx workflow.Context, end string, err error) error {
 	r.status.End = end
 	r.status.Error = err.Error()
 	r.ended = true
-	if serr := r.setState(ctx, contract.SessionError); serr != nil {
-		return serr
-	}
-	return contract.ToFailure(err)
+	return failed(r.setState(ctx, contract.SessionError), err)
 }
 
 // cancelled ends a session cancelled before it opened.
@@ -877,17 +792,11 @@ func (r *session) cancelled(ctx workflow.Context, err error) error {
 	r.status.End = contract.EndCanceled
 	r.ended = true
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if serr := r.setState(dctx, contract.SessionClosed); serr != nil {
-		return serr
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return err
+	return cancelledWith(ctx, r.setState(dctx, contract.SessionClosed), err)
 }
 
-// event writes a workflow event with the replay-safe logger; never code or output.
+// event writes a workflow event (logEvent) of the session's settings digest; never code or
+// output.
 func (r *session) event(ctx workflow.Context, typ contract.EventType, kv ...any) {
-	args := append([]any{"event", string(typ), "settings_digest", r.checked.Digest}, kv...)
-	workflow.GetLogger(ctx).Info(string(typ), args...)
+	logEvent(ctx, typ, "settings_digest", r.checked.Digest, kv...)
 }

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/temporal"
@@ -70,8 +69,7 @@ func (r *session) cancelCell(ctx workflow.Context, req contract.CancelCell) (con
 // cancelled before its host started the code (nothing ran: the session goes on), or, when the
 // backend could not stop the cell alone, the failure that ends the session, saying so.
 func (r *session) cancelledCellFailure(err error) (ended bool, cause error) {
-	var canceled *temporal.CanceledError
-	if errors.As(err, &canceled) {
+	if stoppedBeforeStart(err) {
 		return true, nil
 	}
 	cause = r.cellFailure(err)
