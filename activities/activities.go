@@ -15,7 +15,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/receipt"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Defaults of Config.
@@ -306,27 +306,31 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	reviewers, hosts, err := a.loadKeys()
+	res, err := a.checkRecord(c.Summary().Warnings, a.policy.QuorumFor(&c))
+	if err != nil {
+		return contract.CheckResult{}, err
+	}
+	res.Checked = c
+	return res, nil
+}
+
+// checkRecord is what both check activities record with what they checked (SandboxCheck a
+// run's request, SessionCheck a session, which moves it into its own result): the worker's
+// approval timeout, run options, statement version and notify options; the keys the workflow
+// carries, the reviewers' (its decisions must be signed with them) and the sandbox hosts' (its
+// receipts must be); and the checked thing's start-up warnings and quorum. A key file that
+// cannot be read is a ConfigError, as a failure.
+func (a *Activities) checkRecord(warnings []pysource.StartupWarning, quorum int) (contract.CheckResult, error) {
+	reviewers, err := a.loadReviewers()
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify,
-		Quorum: a.policy.QuorumFor(&c)}, nil
-}
-
-// loadKeys loads the keys a checked run or session carries into its workflow: the reviewers',
-// which its decisions must be signed with, and the sandbox hosts', which its receipts must be.
-func (a *Activities) loadKeys() (*approval.Reviewers, *receipt.Hosts, error) {
-	reviewers, err := a.loadReviewers()
-	if err != nil {
-		return nil, nil, err
-	}
 	hosts, err := a.loadHosts()
 	if err != nil {
-		return nil, nil, err
+		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return reviewers, hosts, nil
+	return contract.CheckResult{ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers, Warnings: warnings,
+		StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify, Quorum: quorum}, nil
 }
 
 // notifyOptions is o with its defaults, or nil.

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/receipt"
@@ -127,13 +126,12 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
-	reviewers, hosts, err := a.loadKeys()
+	r, err := a.checkRecord(s.Summary().Warnings, a.cellQuorum(s))
 	if err != nil {
-		return contract.SessionCheckResult{}, contract.ToFailure(err)
+		return contract.SessionCheckResult{}, err
 	}
-	return contract.SessionCheckResult{Session: s, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify, Hosts: hosts,
-		Quorum: a.cellQuorum(s)}, nil
+	return contract.SessionCheckResult{Session: s, ApprovalTimeout: r.ApprovalTimeout, Run: r.Run, Reviewers: r.Reviewers, Warnings: r.Warnings,
+		StatementVersion: r.StatementVersion, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session
