@@ -52,7 +52,9 @@ type subject interface {
 	bind(d contract.Decision) (binding, error)
 	// approved checks what the verified approvals vs must say besides their quorum.
 	approved(vs []approval.Verified) error
-	// use takes the subject for the activity right before its claim is sent.
+	// use is what the subject needs right before its claim is sent, its approvals verified: a
+	// run's edit checked against the run's start (which reads the history), a cell's index and
+	// approvals recorded as used.
 	use(ctx context.Context) error
 }
 
