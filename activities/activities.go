@@ -15,8 +15,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/internal/tracing"
-	"github.com/sandboxflow/sandboxflow/receipt"
+	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
 // Defaults of Config.
@@ -307,27 +306,31 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	reviewers, hosts, err := a.loadKeys()
+	res, err := a.checkRecord(c.Summary().Warnings, a.policy.QuorumFor(&c))
+	if err != nil {
+		return contract.CheckResult{}, err
+	}
+	res.Checked = c
+	return res, nil
+}
+
+// checkRecord is what both check activities record with what they checked (SandboxCheck a
+// run's request, SessionCheck a session, which moves it into its own result): the worker's
+// approval timeout, run options, statement version and notify options; the keys the workflow
+// carries, the reviewers' (its decisions must be signed with them) and the sandbox hosts' (its
+// receipts must be); and the checked thing's start-up warnings and quorum. A key file that
+// cannot be read is a ConfigError, as a failure.
+func (a *Activities) checkRecord(warnings []pysource.StartupWarning, quorum int) (contract.CheckResult, error) {
+	reviewers, err := a.loadReviewers()
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return contract.CheckResult{Checked: c, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: c.Summary().Warnings, StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify,
-		Quorum: a.policy.QuorumFor(&c)}, nil
-}
-
-// loadKeys loads the keys a checked run or session carries into its workflow: the reviewers',
-// which its decisions must be signed with, and the sandbox hosts', which its receipts must be.
-func (a *Activities) loadKeys() (*approval.Reviewers, *receipt.Hosts, error) {
-	reviewers, err := a.loadReviewers()
-	if err != nil {
-		return nil, nil, err
-	}
 	hosts, err := a.loadHosts()
 	if err != nil {
-		return nil, nil, err
+		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return reviewers, hosts, nil
+	return contract.CheckResult{ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers, Warnings: warnings,
+		StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify, Quorum: quorum}, nil
 }
 
 // notifyOptions is o with its defaults, or nil.
@@ -375,7 +378,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace
 	// writer schedules with approvals that do not verify makes no Docker call at all.
-	verified, err := a.verifyRun(info, c, in)
+	ad := a.runAdmission(info, c, in)
+	verified, err := a.verifyAdmission(ad)
 	if err != nil {
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
@@ -389,7 +393,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		p, err := a.guarded.Acquire(acquireCtx, c)
 		acquiring <- acquiredSandbox{p, err}
 	}()
-	claim, err := a.admit(ctx, info, c, in, verified)
+	claim, err := a.admit(ctx, ad, verified)
 	if err != nil {
 		stopAcquire()
 		if got := <-acquiring; got.err == nil {
@@ -419,7 +423,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// The one place a result's approval fields are set (the guard sets its digest and backend).
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
-	res.Approvals, res.Edit = approvalsOf(in, verified), in.Edit
+	res.Approvals, res.Edit = approvalsOf(ad.decisions, verified), in.Edit
 	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
 		approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
@@ -467,55 +471,6 @@ func (s acquiredSandbox) run(ctx context.Context) (guard.Result, error) {
 // (the server's answer to a heartbeat), not because the worker is stopping.
 func cancelRequested(ctx context.Context) bool {
 	return ctx.Err() != nil && temporal.IsCanceledError(context.Cause(ctx))
-}
-
-// admit decides whether the activity info names may run in's code, given its approvals vs that
-// verifyRun verified: an edit the host checks against the history (checkEdit), and approvals no
-// other sandbox activity may have used, now claimed. It returns the claim; a refusal is an
-// ApprovalRefused.
-func (a *Activities) admit(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput, vs []approval.Verified) (*claim, error) {
-	if in.Edit != nil {
-		if err := a.checkEdit(ctx, a.historyOf(ctx), info, c, in.Edit); err != nil {
-			return nil, err
-		}
-	}
-	// One claim covers the run: every approval names this run, and the claim makes its code
-	// run once.
-	_, span := tracing.Start(ctx, tracing.SpanClaim)
-	claim, err := claimApproval(ctx, a.historyOf(ctx), info, in.Decision.ApprovalID, allValid(vs))
-	endSpan(span, err)
-	if err != nil {
-		return nil, err
-	}
-	return claim, nil
-}
-
-// verifyRun is admit's first part, which reads no history: only a first attempt, of an approving
-// decision for c's digest (precheck), with approvals that verify on this host, as many as its own
-// policy's quorum asks (verifyQuorum). It returns the verified approvals, the decision's first.
-func (a *Activities) verifyRun(info activity.Info, c guard.Checked, in contract.RunInput) ([]approval.Verified, error) {
-	if err := precheck(info, c, in); err != nil {
-		return nil, err
-	}
-	return a.verifyQuorum(info, c, in)
-}
-
-// precheck is admit's first part, which needs neither the reviewers' keys nor the history: only
-// a first attempt, of an approving decision for c's digest.
-func precheck(info activity.Info, c guard.Checked, in contract.RunInput) error {
-	switch {
-	case info.Attempt > 1:
-		return &guard.IntegrationError{
-			Op:                 fmt.Sprintf("sandbox activity attempt %d", info.Attempt),
-			Err:                fmt.Errorf("refused: an earlier attempt may have started the code; the approval was used"),
-			CodeMayHaveStarted: true,
-		}
-	case !in.Decision.Approve || in.Decision.ApprovalID == "":
-		return &guard.ApprovalRefused{Reason: guard.RefusedNoApproval, Msg: "sandbox activity: the input carries no approving decision with an approval id"}
-	case in.Decision.Digest != c.Digest:
-		return &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: fmt.Sprintf("sandbox activity: the approval is for %s but the request carries %s", in.Decision.Digest, c.Digest)}
-	}
-	return nil
 }
 
 // historyOf is the run log the sandbox host claims approvals in: the activity's own client

@@ -364,7 +364,7 @@ func withField(f approval.Fields, change func(*approval.Fields)) approval.Fields
 }
 
 // TestVerifyKeepsTheRefusalTyped: the sandbox host's refusal of a decision that does not verify
-// (verifyQuorum, which SandboxRun calls before anything starts) is an ApprovalRefused that wraps
+// (verifyAdmission, which SandboxRun calls before anything starts) is an ApprovalRefused that wraps
 // the approval package's typed refusal, so errors.As finds its reason (here, a statement signed
 // for another run).
 func TestVerifyKeepsTheRefusalTyped(t *testing.T) {
@@ -376,11 +376,11 @@ func TestVerifyKeepsTheRefusalTyped(t *testing.T) {
 	in := approved(t, c, withField(fields(c.Digest), func(f *approval.Fields) { f.RunID = "another-run" }))
 	info := activity.Info{TaskQueue: testTaskQueue, ScheduledTime: time.Now()}
 	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
-	_, err = a.verifyQuorum(info, c, in)
+	_, err = a.verifyAdmission(a.runAdmission(info, c, in))
 	var ar *guard.ApprovalRefused
 	var re *approval.RefusalError
 	if !errors.As(err, &ar) || ar.Reason != guard.RefusedNotVerified || !errors.As(err, &re) || re.Reason != approval.ReasonStatementMismatch || re.Field != "run_id" {
-		t.Fatalf("verifyQuorum: %v; want an ApprovalRefused (not_verified) wrapping a statement_mismatch on run_id", err)
+		t.Fatalf("verifyAdmission: %v; want an ApprovalRefused (not_verified) wrapping a statement_mismatch on run_id", err)
 	}
 	if guard.Retryable(err) {
 		t.Errorf("a refusal is retryable")

@@ -44,7 +44,8 @@
 //     SandboxCheck; SessionOpen on the sandbox task queue, which opens the sandbox and answers
 //     with the host's own task queue; SessionHold and SessionCell, registered by RegisterHost
 //     on that queue only, which keep the sandbox and admit, claim and run each cell
-//     (docs/sessions.md).
+//     (docs/sessions.md). A cell is admitted through the same steps as a run (admit.go:
+//     precheck, verify, claim), with the host's record of the sandbox as its subject.
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

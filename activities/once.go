@@ -116,34 +116,30 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 	return &guard.IntegrationError{Op: "sandbox activity", Err: fmt.Errorf("%w (and its claim on the approval could not be released, so a fresh activity will refuse it: %v)", runErr, err)}
 }
 
-// claimApproval claims the approval v verified for the activity info names and returns the
-// claim, or an error when its code must not start: an ApprovalRefused when the approval may have
-// been used, or when it lapsed (v.StillValid on this host's clock, after the history read, which
-// can wait for the claim to show), a retryable IntegrationError when the claim could not be made
-// or checked (a claim made is then released).
-func claimApproval(ctx context.Context, log RunLog, info activity.Info, approvalID string, v validity) (*claim, error) {
-	return claimIn(ctx, log, info, runScope(), approvalID, v)
-}
-
-// useScope says which activities and claims of a history count against a new one: a RunCode
-// run's every SandboxRun and every claim; a session cell's every earlier SessionCell (none may
-// still be open) and the claims of the same cell or the same approval id.
-type useScope struct {
-	activityType string
-	cell         int // 0 for a run
-}
-
-func runScope() useScope { return useScope{activityType: contract.RunActivityName} }
-
-// claimIn is claimApproval for the activities and claims scope counts.
-func claimIn(ctx context.Context, log RunLog, info activity.Info, scope useScope, approvalID string, v validity) (*claim, error) {
+// claimApproval claims the approval approvalID, verified as v, for the activity info names (of
+// cell index cell in a session; 0 for a run) and returns the claim, or an error when its code
+// must not start: an ApprovalRefused when the approval may have been used, or when it lapsed
+// (v.StillValid on this host's clock, after the history read, which can wait for the claim to
+// show), a retryable IntegrationError when the claim could not be made or checked (a claim made
+// is then released).
+//
+// A run's claim is read back from the history (firstUse). A cell's is not: the host keeps the
+// session's only sandbox and its own record of it (the indexes it admitted, the approval ids it
+// used, the chain over the results it returned), which the cell's admission checks before the
+// claim (cellSubject), and a host that lost that record has lost the sandbox too (SandboxLost).
+// promela/session.pml proves a cell's at-most-once and its decision binding (S1, S2) from those
+// checks alone, and that a cell starts only after its claim was recorded (S4): a signal the
+// server acknowledged is durable, in the history at the latest when the workflow task in
+// flight, if any, completes.
+func claimApproval(ctx context.Context, log RunLog, info activity.Info, cell int, approvalID string, v validity) (*claim, error) {
 	c := newClaim(info, approvalID)
-	c.msg.Cell = scope.cell
+	c.msg.Cell = cell
 	err := c.send(ctx, log, false)
-	if err != nil {
+	switch {
+	case err != nil:
 		err = &guard.IntegrationError{Op: "sandbox activity: claim the approval in the run's history", Err: err}
-	} else {
-		err = firstUse(ctx, log, info, scope, approvalID, c.msg.Commitment)
+	case cell == 0:
+		err = firstUse(ctx, log, info, c.msg.Commitment)
 	}
 	if err == nil {
 		if lapsed := v.StillValid(time.Now()); lapsed != nil {
@@ -175,8 +171,6 @@ const (
 // heldClaim is a claim in a run's history.
 type heldClaim struct {
 	activityID string
-	approvalID string
-	cell       int
 	commitment string
 	released   bool
 }
@@ -193,31 +187,23 @@ type runRecord struct {
 const claimVisibleWait = 15 * time.Second
 
 // firstUse returns nil when nothing before the sandbox activity info names, holding the claim
-// mine (of approvalID, for a cell), may have used the approval, counting the activities and
-// claims scope says; otherwise an ApprovalRefused naming what may have. It fails with a
-// retryable IntegrationError (nothing started) when the history cannot be read or does not show
-// the claim within claimVisibleWait.
-func firstUse(ctx context.Context, h HistoryReader, info activity.Info, scope useScope, approvalID, mine string) error {
+// mine, may have used the approval: every SandboxRun scheduled before it and every claim before
+// its own count; otherwise an ApprovalRefused naming what may have. It fails with a retryable
+// IntegrationError (nothing started) when the history cannot be read or does not show the claim
+// within claimVisibleWait.
+func firstUse(ctx context.Context, h HistoryReader, info activity.Info, mine string) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
 	deadline := time.Now().Add(claimVisibleWait)
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		rec, err := readRunOf(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID, scope.activityType)
+		rec, err := readRun(h.GetWorkflowHistory(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT), info.WorkflowExecution.RunID)
 		if err != nil {
 			return &guard.IntegrationError{Op: "sandbox activity: read the run's history", Err: err}
 		}
-		if scope.cell > 0 {
-			err = rec.noneOpenBefore(info.ActivityID)
-		} else {
-			err = rec.firstActivity(info.ActivityID)
-		}
-		if err != nil {
+		if err := rec.firstActivity(info.ActivityID); err != nil {
 			return err
 		}
 		if rec.holds(mine) || time.Now().Add(wait).After(deadline) {
-			if scope.cell > 0 {
-				rec.claims = rec.claimsOf(scope.cell, approvalID)
-			}
 			return rec.firstClaim(mine)
 		}
 		select {
@@ -265,33 +251,6 @@ func (rec *runRecord) firstActivity(id string) error {
 	return nil
 }
 
-// noneOpenBefore checks that the history schedules the open activity id and that every activity
-// of its type scheduled before it has ended: a session's cells run one at a time, and a cell's
-// activity scheduled while another is open was not scheduled by the workflow.
-func (rec *runRecord) noneOpenBefore(id string) error {
-	mine := rec.openAt(id)
-	if mine < 0 {
-		return &guard.ApprovalRefused{Reason: guard.RefusedNotScheduled, Msg: fmt.Sprintf("cell activity: the run's history schedules no cell activity %q", id)}
-	}
-	for _, r := range rec.runs[:mine] {
-		if r.end == endOpen {
-			return &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: fmt.Sprintf("cell activity: cell activity %q is still open in this session; cells run one at a time", r.id)}
-		}
-	}
-	return nil
-}
-
-// claimsOf keeps the claims of cell index or of approvalID.
-func (rec *runRecord) claimsOf(index int, approvalID string) []heldClaim {
-	var out []heldClaim
-	for _, c := range rec.claims {
-		if c.cell == index || c.approvalID == approvalID {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // firstClaim checks that every claim before mine was released.
 func (rec *runRecord) firstClaim(mine string) error {
 	for _, c := range rec.claims {
@@ -305,8 +264,8 @@ func (rec *runRecord) firstClaim(mine string) error {
 	return &guard.IntegrationError{Op: "sandbox activity: find its claim in the run's history", Err: fmt.Errorf("the claim is not there after %s", claimVisibleWait)}
 }
 
-// readRunOf reads the activities of type activityType and the claims of the history of run runID.
-func readRunOf(iter tclient.HistoryEventIterator, runID, activityType string) (*runRecord, error) {
+// readRun reads the SandboxRun activities and the claims of the history of run runID.
+func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error) {
 	rec := &runRecord{}
 	bySchedule := map[int64]int{}
 	for iter.HasNext() {
@@ -315,7 +274,7 @@ func readRunOf(iter tclient.HistoryEventIterator, runID, activityType string) (*
 			return nil, err
 		}
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-			if a.GetActivityType().GetName() == activityType {
+			if a.GetActivityType().GetName() == contract.RunActivityName {
 				bySchedule[ev.GetEventId()] = len(rec.runs)
 				rec.runs = append(rec.runs, sandboxActivity{id: a.GetActivityId(), end: endOpen})
 			}
@@ -345,7 +304,7 @@ func (rec *runRecord) add(input *commonpb.Payloads, runID string) {
 		return
 	}
 	if msg.Secret == "" {
-		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, approvalID: msg.ApprovalID, cell: msg.Cell, commitment: msg.Commitment})
+		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, commitment: msg.Commitment})
 		return
 	}
 	secret, err := hex.DecodeString(msg.Secret)

@@ -51,7 +51,7 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			history := append(tc.history, historytest.Claimed(30, contract.SandboxClaim{ActivityID: "mine", Commitment: "sha256:mine"}))
-			wantFirstUse(t, firstUse(context.Background(), history, activity.Info{ActivityID: "mine"}, runScope(), "", "sha256:mine"), tc.want)
+			wantFirstUse(t, firstUse(context.Background(), history, activity.Info{ActivityID: "mine"}, "sha256:mine"), tc.want)
 		})
 	}
 }
@@ -71,7 +71,7 @@ func wantFirstUse(t *testing.T, err error, want string) {
 
 // A history that cannot be read leaves the approval unused: the workflow tries a fresh activity.
 func TestFirstUseUnreadableHistoryIsRetryable(t *testing.T) {
-	err := firstUse(context.Background(), historytest.Unreadable{}, activity.Info{ActivityID: "mine"}, runScope(), "", "sha256:mine")
+	err := firstUse(context.Background(), historytest.Unreadable{}, activity.Info{ActivityID: "mine"}, "sha256:mine")
 	if !guard.Retryable(err) {
 		t.Fatalf("firstUse: %v; want a retryable IntegrationError (the code did not start)", err)
 	}
@@ -133,14 +133,14 @@ func TestFirstUseNeedsEveryEarlierClaimReleased(t *testing.T) {
 			historytest.Claimed(9, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secret), Secret: hex.EncodeToString(other)}), mine}, `sandbox activity "a" claimed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			wantFirstUse(t, firstUse(context.Background(), append(append(historytest.Events{}, scheduled...), tc.claims...), activity.Info{ActivityID: "mine"}, runScope(), "", "sha256:mine"), tc.want)
+			wantFirstUse(t, firstUse(context.Background(), append(append(historytest.Events{}, scheduled...), tc.claims...), activity.Info{ActivityID: "mine"}, "sha256:mine"), tc.want)
 		})
 	}
 	// A history that never shows the host's own claim (its workflow tasks held in flight) is a
 	// failure from before the start.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := firstUse(ctx, scheduled, activity.Info{ActivityID: "mine"}, runScope(), "", "sha256:mine"); !guard.Retryable(err) {
+	if err := firstUse(ctx, scheduled, activity.Info{ActivityID: "mine"}, "sha256:mine"); !guard.Retryable(err) {
 		t.Errorf("firstUse without its claim: %v; want a retryable IntegrationError", err)
 	}
 }
@@ -302,7 +302,7 @@ func TestClaimApprovalRefusesALapsedApproval(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := &historytest.Log{Events: historytest.Events{historytest.Scheduled(5, "mine")}}
-			c, err := claimApproval(context.Background(), log, info, approvalID, tc.v)
+			c, err := claimApproval(context.Background(), log, info, 0, approvalID, tc.v)
 			switch {
 			case tc.want == nil && (err != nil || c == nil):
 				t.Fatalf("claim: %v; want it made", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ import (
 
 // The sandbox host counts approvals against its own policy (quorum 2 here), whatever the
 // workflow accepted: one approval, the same approval twice, two by one principal (two keys),
-// two by one key (two principals), a denial among them, an edit whose editor approved nothing,
+// two by one key (two principals), a denial among them, an edit whose editor approved nothing or
+// that names another digest than the request's, a second approval for another digest,
 // all refused as ApprovalRefused; two distinct reviewers' approvals are accepted, in order.
 func TestVerifyQuorumCountsOnTheHost(t *testing.T) {
 	alice, bob := testReviewer(), reviewertest.New(t, "bob")
@@ -63,18 +65,28 @@ func TestVerifyQuorumCountsOnTheHost(t *testing.T) {
 		{"a denial among them", input(da, sign(bob, "bob", false)), guard.RefusedNoApproval},
 		{"decision is not the first", contract.RunInput{Checked: c, Decision: db, Decisions: []contract.Decision{da, db}}, guard.RefusedMismatch},
 		{"an edit whose editor approved nothing", edited(input(da, db), "carol"), guard.RefusedQuorum},
+		{"an edit that names another digest", func() contract.RunInput {
+			in := edited(input(da, db), "bob")
+			in.Edit.Digest = "sha256:" + strings.Repeat("0", 64)
+			return in
+		}(), guard.RefusedMismatch},
+		{"a second approval for another digest", input(da, func() contract.Decision {
+			f := fields("sha256:" + strings.Repeat("0", 64))
+			f.ApprovalID, f.Reviewer = uuid.NewString(), "bob"
+			return bob.Decision(t, f)
+		}()), guard.RefusedMismatch},
 	} {
-		_, err := a.verifyQuorum(info, c, tc.in)
+		_, err := a.verifyAdmission(a.runAdmission(info, c, tc.in))
 		var ar *guard.ApprovalRefused
 		if !errors.As(err, &ar) || ar.Reason != tc.want {
 			t.Errorf("%s: %v; want an ApprovalRefused (%s)", tc.name, err, tc.want)
 		}
 	}
-	vs, err := a.verifyQuorum(info, c, edited(input(da, db), "bob"))
+	vs, err := a.verifyAdmission(a.runAdmission(info, c, edited(input(da, db), "bob")))
 	if err != nil || len(vs) != 2 || vs[0].Principal != "alice" || vs[1].Principal != "bob" {
 		t.Fatalf("alice and bob: %v, %v; want both verified, in order", vs, err)
 	}
-	got := approvalsOf(input(da, db), vs)
+	got := approvalsOf([]contract.Decision{da, db}, vs)
 	if len(got) != 2 || got[0].ApprovalID != da.ApprovalID || got[1].Reviewer != "bob" || got[1].Fingerprint == "" {
 		t.Errorf("approvals of the result %+v; want alice's then bob's, with fingerprints", got)
 	}
@@ -141,12 +153,26 @@ func TestSessionsUnderAQuorum(t *testing.T) {
 	}
 }
 
+// startedWith is a run's history that starts with req, its input encoded by dc.
+func startedWith(t *testing.T, dc converter.DataConverter, req guard.Request) historytest.Events {
+	t.Helper()
+	input, err := dc.ToPayloads(contract.Input{Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+}
+
 // The sandbox host checks an edit against the run's start (its first event, which the server
 // wrote): the edit's original digest must be the started request's, and the edited request may
 // differ from it in its code only. A forged original digest, an "edit" that changes an env value
-// too, and a history whose first event is no start are refused; the true edit is taken.
+// too, and a history whose first event is no start are refused; the true edit is taken. The
+// sandbox activity checks its edit so before it claims the approval: a forged original digest
+// runs nothing, though its approval verifies.
 func TestCheckEditAgainstTheStart(t *testing.T) {
-	a, err := New(Config{Backend: &echoBackend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
+	b := &echoBackend{}
+	a, err := New(Config{Backend: b, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,12 +184,7 @@ func TestCheckEditAgainstTheStart(t *testing.T) {
 	widerReq := editedReq
 	widerReq.Env = map[string]string{"MODE": "wet"}
 	wider := checked(t, a, widerReq)
-	input, err := converter.GetDefaultDataConverter().ToPayloads(contract.Input{Request: started})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
-		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+	start := startedWith(t, converter.GetDefaultDataConverter(), started)
 	info := activity.Info{TaskQueue: testTaskQueue}
 	info.WorkflowExecution.ID, info.WorkflowExecution.RunID = testWorkflowID, testRunID
 	edit := func(c guard.Checked, original string) *guard.Edit {
@@ -188,6 +209,18 @@ func TestCheckEditAgainstTheStart(t *testing.T) {
 			t.Errorf("%s: %v; want an ApprovalRefused (mismatch)", tc.name, err)
 		}
 	}
+	a.history = &historytest.Log{Events: start, ScheduleCaller: true}
+	in := approved(t, edited, fields(edited.Digest))
+	in.Edit = edit(edited, edited.Digest)
+	_, err = runActivity(t, a, in)
+	wantRefused(t, "the sandbox activity of an edit with a forged original digest", err, guard.RefusedMismatch)
+	if len(b.ran) != 0 {
+		t.Fatalf("the backend ran %d times; want none", len(b.ran))
+	}
+	in.Edit = edit(edited, orig.Digest)
+	if _, err := runActivity(t, a, in); err != nil || len(b.ran) != 1 {
+		t.Errorf("the sandbox activity of the true edit: %v, %d runs; want it run once", err, len(b.ran))
+	}
 }
 
 // With payloads encrypted, the host reads the start with the data converter it is given (the
@@ -209,12 +242,7 @@ func TestCheckEditReadsAnEncryptedStart(t *testing.T) {
 	started := guard.Request{Code: "print('started')"}
 	orig := checked(t, plain, started)
 	edited := checked(t, plain, guard.Request{Code: "print('edited')"})
-	input, err := dc.ToPayloads(contract.Input{Request: started})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := historytest.Events{{EventId: 1, EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
-		Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{Input: input}}}}
+	start := startedWith(t, dc, started)
 	info := activity.Info{TaskQueue: testTaskQueue}
 	e := &guard.Edit{Editor: "alice", OriginalDigest: orig.Digest, Digest: edited.Digest}
 	if err := withCodec.checkEdit(context.Background(), start, info, edited, e); err != nil {

@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/receipt"
@@ -127,13 +126,12 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
-	reviewers, hosts, err := a.loadKeys()
+	r, err := a.checkRecord(s.Summary().Warnings, a.cellQuorum(s))
 	if err != nil {
-		return contract.SessionCheckResult{}, contract.ToFailure(err)
+		return contract.SessionCheckResult{}, err
 	}
-	return contract.SessionCheckResult{Session: s, ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
-		Warnings: s.Summary().Warnings, StatementVersion: approval.StatementVersion, Notify: a.notify, Hosts: hosts,
-		Quorum: a.cellQuorum(s)}, nil
+	return contract.SessionCheckResult{Session: s, ApprovalTimeout: r.ApprovalTimeout, Run: r.Run, Reviewers: r.Reviewers, Warnings: r.Warnings,
+		StatementVersion: r.StatementVersion, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session
@@ -375,7 +373,12 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	runCtx, stopBeat := liveHeartbeat(ctx, info.HeartbeatTimeout, in.Cell.Index)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
-	cell, claim, verified, err := a.admitCell(ctx, info, hs, in)
+	ad := a.cellAdmission(info, hs, in)
+	verified, err := a.verifyAdmission(ad)
+	var claim *claim
+	if err == nil {
+		claim, err = a.admit(ctx, ad, verified)
+	}
 	if err != nil {
 		a.cellEvent(ctx, refusedCellEvent(c, in, err), in, hs)
 		return guard.Result{}, contract.ToFailure(err)
@@ -386,7 +389,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 
 	start := time.Now()
 	chainBefore := hs.chain
-	res, err := hs.box.RunCell(runCtx, cell, hs.chain)
+	res, err := hs.box.RunCell(runCtx, in.Cell, hs.chain) // in.Cell as this host checked it (cellSubject.bind)
 	elapsed := time.Since(start)
 	stop()
 	switch {
@@ -400,11 +403,11 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	}
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
-	res.Approvals = approvalsOf(contract.RunInput{Decision: in.Decision, Decisions: in.Decisions}, verified)
+	res.Approvals = approvalsOf(ad.decisions, verified)
 	if err == nil {
 		err = a.signCell(hs, runReceipt{info: info, digest: c.Digest, backend: session.Backend, secrets: session.Secrets,
 			approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed),
-			cell: &receipt.Cell{Index: cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
+			cell: &receipt.Cell{Index: in.Cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
 	}
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
 	a.cellEvent(context.WithoutCancel(ctx), &finished, in, hs)
@@ -415,71 +418,6 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 		return guard.Result{}, contract.ToFailure(err)
 	}
 	return res, nil
-}
-
-// admitCell decides whether in's cell may run in hs now, and claims its approval. It returns the
-// cell as this host checked it, the claim and the verified approvals (the decision's first).
-func (a *Activities) admitCell(ctx context.Context, info activity.Info, hs *hostSandbox, in contract.CellRunInput) (guard.Cell, *claim, []approval.Verified, error) {
-	s := hs.box.Session()
-	refuse := func(reason guard.RefusedReason, format string, args ...any) (guard.Cell, *claim, []approval.Verified, error) {
-		return guard.Cell{}, nil, nil, &guard.ApprovalRefused{Reason: reason, Msg: "cell activity: " + fmt.Sprintf(format, args...)}
-	}
-	switch {
-	case info.Attempt > 1:
-		return guard.Cell{}, nil, nil, &guard.IntegrationError{
-			Op:                 fmt.Sprintf("cell activity attempt %d", info.Attempt),
-			Err:                fmt.Errorf("refused: an earlier attempt may have started the cell; the approval was used"),
-			CodeMayHaveStarted: true,
-		}
-	case hs.unknown:
-		return guard.Cell{}, nil, nil, &guard.SandboxLost{Msg: "an earlier cell's outcome is unknown; the sandbox takes no more cells"}
-	case !in.Decision.Approve || in.Decision.ApprovalID == "":
-		return refuse(guard.RefusedNoApproval, "the input carries no approving decision with an approval id")
-	}
-	cell, err := a.policy.CheckCell(s, in.Cell.Index, in.Cell.Language, in.Cell.Code)
-	if err != nil {
-		return guard.Cell{}, nil, nil, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: "cell activity: the cell does not pass this host's check", Err: err}
-	}
-	switch {
-	case cell != in.Cell:
-		return refuse(guard.RefusedMismatch, "the cell carries code digest %s but its code is %s", in.Cell.CodeDigest, cell.CodeDigest)
-	case cell.Index <= hs.last:
-		return refuse(guard.RefusedAlreadyUsed, "cell %d is not above cell %d, the last this sandbox admitted", cell.Index, hs.last)
-	case usedIn(hs.used, cellApprovalIDs(in)) != "":
-		return refuse(guard.RefusedAlreadyUsed, "approval %s was already used in this sandbox; an approval runs one cell once", usedIn(hs.used, cellApprovalIDs(in)))
-	case in.Chain != hs.chain:
-		return refuse(guard.RefusedMismatch, "the cell's chain %s is not this sandbox's %s (the cells before it are not the ones that ran here)", in.Chain, hs.chain)
-	}
-	digest := guard.CellDigest(s.Digest, cell.Index, cell.CodeDigest, hs.chain)
-	if in.Decision.Digest != digest {
-		return refuse(guard.RefusedMismatch, "the approval is for %s but the cell's digest here is %s", in.Decision.Digest, digest)
-	}
-	vs, err := a.verifyCellApprovals(info, s, in, digest)
-	if err != nil {
-		return guard.Cell{}, nil, nil, err
-	}
-	// The index and the approvals are used from the claim's sending on, whatever its outcome: the
-	// workflow never sends a cell again, and a claim that may stand unreleased in the history is
-	// then never followed by another start for the same cell or approval.
-	hs.last = cell.Index
-	for _, id := range cellApprovalIDs(in) {
-		hs.used[id] = true
-	}
-	cl, err := claimCell(ctx, a.historyOf(ctx), info, cell.Index, in.Decision.ApprovalID, allValid(vs))
-	if err != nil {
-		return guard.Cell{}, nil, nil, err
-	}
-	return cell, cl, vs, nil
-}
-
-// usedIn is the first of ids that used holds, or "".
-func usedIn(used map[string]bool, ids []string) string {
-	for _, id := range ids {
-		if used[id] {
-			return id
-		}
-	}
-	return ""
 }
 
 // refusedCellEvent is the sandbox.refused event of a refused cell, or nil when err is not a
@@ -503,31 +441,4 @@ func (a *Activities) cellEvent(ctx context.Context, e *Event, in contract.CellRu
 	e.Data["settings_digest"] = hs.box.Session().Digest
 	e.Data["sandbox_id"] = hs.box.ID()
 	a.sink.Emit(ctx, *e)
-}
-
-// claimCell adds this host's claim on a cell's approval to the session's history (the record an
-// auditor and the receipt read) and returns it, or an error when the cell must not start: an
-// ApprovalRefused when the approval lapsed (v.StillValid on this host's clock), a retryable
-// IntegrationError when the claim could not be sent (a claim the server may have recorded is
-// then released).
-//
-// Unlike a run's claim (claimIn), it does not read the history back: the host keeps the
-// session's only sandbox and its own record of it (the indexes it admitted, the approval ids it
-// used, the chain over the results it returned), which admitCell checks before the claim, and a
-// host that lost that record has lost the sandbox too (SandboxLost). promela/session.pml proves a
-// cell's at-most-once and its decision binding (S1, S2) from those checks alone, and that a
-// cell starts only after its claim was recorded (S4): a signal the server acknowledged is
-// durable, in the history at the latest when the workflow task in flight, if any, completes.
-func claimCell(ctx context.Context, log RunLog, info activity.Info, index int, approvalID string, v validity) (*claim, error) {
-	c := newClaim(info, approvalID)
-	c.msg.Cell = index
-	if err := c.send(ctx, log, false); err != nil {
-		// The signal may stand (recorded though its answer was lost): release it.
-		return nil, c.release(ctx, log, &guard.IntegrationError{Op: "cell activity: claim the approval in the session's history", Err: err})
-	}
-	if lapsed := v.StillValid(time.Now()); lapsed != nil {
-		_ = c.send(context.WithoutCancel(ctx), log, true) // a refusal stays one whatever the release did
-		return nil, refusal(lapsed)
-	}
-	return c, nil
 }

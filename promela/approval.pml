@@ -310,7 +310,7 @@ end_poll:
 #ifdef NO_HOST_QUORUM
 		:: HOST_VALID(a) == 0 -> atomic { finish(a, K_FAILED); goto next } /* one verified approval suffices */
 #else
-		:: HOST_VALID(a) != FULL -> atomic { finish(a, K_FAILED); goto next } /* verifyQuorum: fewer than its own quorum, over the code it received */
+		:: HOST_VALID(a) != FULL -> atomic { finish(a, K_FAILED); goto next } /* verifyAdmission: fewer than its own quorum, over the code it received */
 #endif
 		:: else -> skip
 		fi;

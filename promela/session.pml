@@ -1,7 +1,7 @@
 /*
  * A session's cells, as the code implements them (workflows/session.go's cell loop and runCell;
- * activities/session.go's SessionCell and admitCell). See doc.go for the table from each step to
- * the Go function that implements it, and for what is left out.
+ * activities/session.go's SessionCell and its admission, activities/admit.go). See doc.go for
+ * the table from each step to the Go function that implements it, and for what is left out.
  *
  * Checked by model_test.go like approval.pml. Properties:
  *   S1 a cell runs at most once: assert(starts[..] <= 1) at each start, per run and index;
@@ -177,7 +177,7 @@ proctype Workflow(byte r) {
 	od
 }
 
-/* The sandbox host (SessionCell, admitCell): it takes any cell activity on its queue. A crash
+/* The sandbox host (SessionCell, cellSubject): it takes any cell activity on its queue. A crash
  * loses every sandbox it keeps, and the activity it worked on. */
 proctype Host() {
 	byte a, r, s, c, left;
