@@ -214,10 +214,10 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := map[string]func() error{
-		"review":  func() error { _, err := c.Review(ctx, "x", ReviewOptions{}); return err },
-		"approve": func() error { _, err := c.Approve(ctx, "x", "d", bob, ""); return err },
-		"deny":    func() error { _, err := c.Deny(ctx, "x", bob, "no"); return err },
-		"result":  func() error { _, err := c.WaitResult(ctx, "x", time.Second); return err },
+		"review":  func() error { _, err := c.Review(ctx, Run("x"), ReviewOptions{}); return err },
+		"approve": func() error { _, err := c.Approve(ctx, Run("x"), "d", bob, ""); return err },
+		"deny":    func() error { _, err := c.Deny(ctx, Run("x"), bob, "no"); return err },
+		"result":  func() error { _, err := c.WaitResult(ctx, Run("x"), time.Second); return err },
 		"read":    func() error { _, err := c.ReadRun(ctx, "x"); return err },
 	}
 	for name, call := range calls {
