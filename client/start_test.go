@@ -1,9 +1,6 @@
 package client
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -205,14 +200,7 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 	c := newFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := newSigner(t)
 	calls := map[string]func() error{
 		"review":  func() error { _, err := c.Review(ctx, Run("x"), ReviewOptions{}); return err },
 		"approve": func() error { _, err := c.Approve(ctx, Run("x"), "d", bob, ""); return err },

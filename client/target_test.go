@@ -129,14 +129,7 @@ func newDoorFakes(t *testing.T) (run, session *doorFake) {
 // cell's: sent to the other kind of workflow, a run's action is refused as not a RunCode run and
 // a cell's as not a session, and what reaches Temporal is the update the target's kind takes.
 func TestOneDoorGoesToTheTargetsPath(t *testing.T) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := newSigner(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	actions := map[string]func(c *Client, tg Target) error{
@@ -181,6 +174,20 @@ func TestOneDoorGoesToTheTargetsPath(t *testing.T) {
 	}
 }
 
+// newSigner returns a reviewer's signer over a fresh Ed25519 key.
+func newSigner(t *testing.T) ssh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
+}
+
 func newDoorClient(t *testing.T, f *doorFake) *Client {
 	t.Helper()
 	c, err := New(Options{Temporal: f, Namespace: "ns", Reviewer: "bob"})
@@ -195,14 +202,7 @@ func newDoorClient(t *testing.T, f *doorFake) *Client {
 // cell's decide-cell is pinned to the session's run it read and names the cell (the waiting
 // one, found, for the session's target).
 func TestOneDoorSendsTheTargetsUpdate(t *testing.T) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := newSigner(t)
 	ctx := context.Background()
 	run, session := newDoorFakes(t)
 	rc, sc := newDoorClient(t, run), newDoorClient(t, session)
