@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
@@ -200,7 +201,7 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 	c := newFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	bob := newSigner(t)
+	bob := reviewertest.New(t, "bob").Signer
 	calls := map[string]func() error{
 		"review":  func() error { _, err := c.Review(ctx, Run("x"), ReviewOptions{}); return err },
 		"approve": func() error { _, err := c.Approve(ctx, Run("x"), "d", bob, ""); return err },

@@ -2,15 +2,11 @@ package client
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
@@ -22,6 +18,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 func TestTarget(t *testing.T) {
@@ -129,7 +126,7 @@ func newDoorFakes(t *testing.T) (run, session *doorFake) {
 // cell's: sent to the other kind of workflow, a run's action is refused as not a RunCode run and
 // a cell's as not a session, and what reaches Temporal is the update the target's kind takes.
 func TestOneDoorGoesToTheTargetsPath(t *testing.T) {
-	bob := newSigner(t)
+	bob := reviewertest.New(t, "bob").Signer
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	actions := map[string]func(c *Client, tg Target) error{
@@ -174,20 +171,6 @@ func TestOneDoorGoesToTheTargetsPath(t *testing.T) {
 	}
 }
 
-// newSigner returns a reviewer's signer over a fresh Ed25519 key.
-func newSigner(t *testing.T) ssh.Signer {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signer
-}
-
 func newDoorClient(t *testing.T, f *doorFake) *Client {
 	t.Helper()
 	c, err := New(Options{Temporal: f, Namespace: "ns", Reviewer: "bob"})
@@ -202,7 +185,7 @@ func newDoorClient(t *testing.T, f *doorFake) *Client {
 // cell's decide-cell is pinned to the session's run it read and names the cell (the waiting
 // one, found, for the session's target).
 func TestOneDoorSendsTheTargetsUpdate(t *testing.T) {
-	bob := newSigner(t)
+	bob := reviewertest.New(t, "bob").Signer
 	ctx := context.Background()
 	run, session := newDoorFakes(t)
 	rc, sc := newDoorClient(t, run), newDoorClient(t, session)
