@@ -32,18 +32,38 @@ func (e *CancelRefusedError) Error() string {
 // ErrorType returns TypeCancelRefused.
 func (e *CancelRefusedError) ErrorType() string { return TypeCancelRefused }
 
-// Cancel cancels the RunCode run workflowID (its current run) as c's canceller (Options.Canceller),
-// for reason, and returns the state the run was in. A run that waited for a decision ends with a
-// *guard.Cancelled error and nothing run; a run whose sandbox was running is stopped within seconds
-// and its result (Result) has Outcome cancelled, the output printed before, and Cancelled naming
-// who asked. A run that has ended, or is already cancelled, refuses with a *CancelRefusedError.
-// A cancel never makes code run.
-func (c *Client) Cancel(ctx context.Context, workflowID, reason string) (contract.CancelResult, error) {
-	return c.CancelRun(ctx, workflowID, "", reason)
+// Cancel cancels t as c's canceller (Options.Canceller), for reason, and returns the state t was
+// in. A cancel never makes code run.
+//
+// A run (its current run) that waited for a decision ends with a *guard.Cancelled error and
+// nothing run; a run whose sandbox was running is stopped within seconds and its result (Result)
+// has Outcome cancelled, the output printed before, and Cancelled naming who asked. A session's
+// cell (the one that waits or runs) ends likewise; a running cell is stopped and the session goes
+// on when its backend can stop a cell alone (Docker), or ends lost when it cannot. A run that
+// has ended or is already cancelled, any other cell, or a session that ended, refuses with a
+// *CancelRefusedError.
+func (c *Client) Cancel(ctx context.Context, t Target, reason string) (contract.CancelResult, error) {
+	if !t.IsCell() {
+		return c.CancelRun(ctx, t.ID, "", reason)
+	}
+	var out contract.CancelResult
+	if err := t.needCell("cancel"); err != nil {
+		return out, err
+	}
+	req := contract.CancelCell{Cell: t.Cell, CancelRequest: contract.CancelRequest{By: c.canceller, Reason: reason}}
+	if why := req.Refusal(); why != "" {
+		return out, &CancelRefusedError{WorkflowID: t.ID, Reason: why}
+	}
+	if ok, err := c.IsSession(ctx, t.ID); err != nil {
+		return out, err
+	} else if !ok {
+		return out, &guard.ToolUsageError{Msg: fmt.Sprintf("cancel: %s is not a session; a run's cancel takes no --cell", t.ID)}
+	}
+	return out, c.sendCancel(ctx, t.ID, "", contract.UpdateCancelCell, req, &out)
 }
 
-// CancelRun is Cancel for run runID of workflowID only (empty: its current run), so that a
-// cancel read off one run's page never reaches another.
+// CancelRun is Cancel of run runID of the RunCode run workflowID only (empty: its current run),
+// so that a cancel read off one run's page never reaches another.
 func (c *Client) CancelRun(ctx context.Context, workflowID, runID, reason string) (contract.CancelResult, error) {
 	var out contract.CancelResult
 	req := contract.CancelRequest{By: c.canceller, Reason: reason}
@@ -54,26 +74,6 @@ func (c *Client) CancelRun(ctx context.Context, workflowID, runID, reason string
 		return out, err
 	}
 	return out, c.sendCancel(ctx, workflowID, runID, contract.UpdateCancel, req, &out)
-}
-
-// CancelCell cancels cell of the session sessionID (the cell that waits or runs) as c's
-// canceller, for reason, and returns the state the cell was in. A waiting cell ends cancelled
-// with nothing run; a running cell is stopped: it ends with Outcome cancelled and the output
-// printed before, and the session goes on when its backend can stop a cell alone (Docker), or
-// ends lost when it cannot. Any other cell, or a session that ended, refuses with a
-// *CancelRefusedError. A cancel never makes code run.
-func (c *Client) CancelCell(ctx context.Context, sessionID string, cell int, reason string) (contract.CancelResult, error) {
-	var out contract.CancelResult
-	req := contract.CancelCell{Cell: cell, CancelRequest: contract.CancelRequest{By: c.canceller, Reason: reason}}
-	if why := req.Refusal(); why != "" {
-		return out, &CancelRefusedError{WorkflowID: sessionID, Reason: why}
-	}
-	if ok, err := c.IsSession(ctx, sessionID); err != nil {
-		return out, err
-	} else if !ok {
-		return out, &guard.ToolUsageError{Msg: fmt.Sprintf("cancel: %s is not a session; a run's cancel takes no --cell", sessionID)}
-	}
-	return out, c.sendCancel(ctx, sessionID, "", contract.UpdateCancelCell, req, &out)
 }
 
 // sendCancel sends a cancel update and reads its answer into out; a refusal, or a workflow that

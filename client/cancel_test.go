@@ -41,7 +41,7 @@ func TestCancelNamesWhoAsks(t *testing.T) {
 	if got := c.WithReviewer("bob").canceller; got != "bob" {
 		t.Errorf("WithReviewer cancels as %q; want bob", got)
 	}
-	_, err = c.Cancel(context.Background(), "sandbox-1", strings.Repeat("x", 2000))
+	_, err = c.Cancel(context.Background(), Run("sandbox-1"), strings.Repeat("x", 2000))
 	var refused *CancelRefusedError
 	if !errors.As(err, &refused) || ErrorType(err) != TypeCancelRefused {
 		t.Errorf("an oversized reason: %v; want a CancelRefused before anything is sent", err)

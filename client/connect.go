@@ -60,29 +60,63 @@ func (c *Client) Close() {
 	}
 }
 
-// WaitResult is Result for a RunCode run (another workflow is a *NotRunCodeError), bounded by
-// timeout (zero or less: no bound). A run that has not ended by
-// then returns a *WaitTimeoutError with the run's state; the run goes on.
-func (c *Client) WaitResult(ctx context.Context, workflowID string, timeout time.Duration) (guard.Result, error) {
-	if err := c.RequireRunCode(ctx, workflowID); err != nil {
+// WaitResult waits for t to end and returns its result once its receipt verified (against
+// Options.Hosts, else the hosts its check recorded), or the typed error in its place, bounded by
+// timeout (zero or less: no bound). A run's is Result of a RunCode run (another workflow is a
+// *NotRunCodeError); a cell's is the cell awaited (AwaitCell) and its result (CellResult). One
+// that has not ended by then returns a *WaitTimeoutError with its state; it goes on.
+func (c *Client) WaitResult(ctx context.Context, t Target, timeout time.Duration) (guard.Result, error) {
+	if err := t.needCell("wait for"); err != nil {
 		return guard.Result{}, err
 	}
+	if !t.IsCell() {
+		if err := c.RequireRunCode(ctx, t.ID); err != nil {
+			return guard.Result{}, err
+		}
+	}
 	if timeout <= 0 {
-		return c.Result(ctx, workflowID)
+		return c.awaitResult(ctx, t)
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := c.Result(wctx, workflowID)
+	res, err := c.awaitResult(wctx, t)
 	if err != nil && ctx.Err() == nil && guard.TypeOf(err) == "" && deadlineExceeded(wctx, err) {
-		te := &WaitTimeoutError{WorkflowID: workflowID, Timeout: timeout, Err: err}
+		te := &WaitTimeoutError{WorkflowID: t.ID, Cell: t.Cell, Timeout: timeout, Err: err}
 		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer qcancel()
-		if st, serr := c.Status(qctx, workflowID); serr == nil {
-			te.State = st.State
-		}
+		te.State = c.stateOf(qctx, t)
 		return res, te
 	}
 	return res, err
+}
+
+// awaitResult waits for t's result, verified: a run's (Result), or a cell's once it has ended
+// (AwaitCell, CellResult).
+func (c *Client) awaitResult(ctx context.Context, t Target) (guard.Result, error) {
+	if !t.IsCell() {
+		return c.Result(ctx, t.ID)
+	}
+	cs, err := c.AwaitCell(ctx, t.ID, t.Cell)
+	if err != nil {
+		return guard.Result{}, err
+	}
+	return c.CellResult(ctx, t.ID, cs)
+}
+
+// stateOf reads t's state from its status, or "" when it cannot be read.
+func (c *Client) stateOf(ctx context.Context, t Target) string {
+	if !t.IsCell() {
+		st, err := c.Status(ctx, t.ID)
+		if err != nil {
+			return ""
+		}
+		return st.State
+	}
+	st, err := c.SessionStatus(ctx, t.ID)
+	if cs, ok := sessionCell(st, t.Cell); err == nil && ok {
+		return cs.State
+	}
+	return ""
 }
 
 // checkDecision refuses a decision that JSON would change (text that is not UTF-8) or that is over

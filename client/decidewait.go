@@ -56,36 +56,62 @@ func (c *Client) DecideAndWait(ctx context.Context, workflowID, runID string, d 
 	if err != nil {
 		return out, nil, err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	w := &ResultWait{done: make(chan resultOutcome, 1), cancel: cancel}
+	return out, c.runWait(ctx, workflowID, runID, out), nil
+}
+
+// runWait is the wait for the result of run runID of workflowID, decided on with Wait: the
+// answer's result when it carried one, else one long poll on the run's close.
+func (c *Client) runWait(ctx context.Context, workflowID, runID string, out contract.DecideResult) *ResultWait {
 	if out.Ended && out.Result != nil {
 		// The workflow's answer is checked as the run's close would be: whoever answers the
 		// update is not trusted for the result, its receipt is.
-		go func() {
-			res := *out.Result
-			w.done <- resultOutcome{res, c.verifyResultOf(wctx, workflowID, runID, res, c.hosts)}
-		}()
-		return out, w, nil
+		res := *out.Result
+		return startWait(ctx, func(ctx context.Context) (guard.Result, error) {
+			return res, c.verifyResultOf(ctx, workflowID, runID, res, c.hosts)
+		})
 	}
-	go func() {
-		res, err := c.resultOf(wctx, workflowID, runID)
-		w.done <- resultOutcome{res, err}
-	}()
-	return out, w, nil
+	return startWait(ctx, func(ctx context.Context) (guard.Result, error) { return c.resultOf(ctx, workflowID, runID) })
 }
 
-// ApproveAndWait is Approve, on the run the statement names, then the wait for its result
-// (DecideAndWait).
-func (c *Client) ApproveAndWait(ctx context.Context, workflowID, digest string, signer ssh.Signer, reason string) (contract.DecideResult, *ResultWait, error) {
-	f, err := c.approvalStatement(ctx, workflowID, digest)
+// cellWait is the wait for the result of cell of sessionID, decided on with Wait: ended, when the
+// answer carried the ended cell, else the cell awaited (AwaitCell); its result is given once it
+// verified (CellResult).
+func (c *Client) cellWait(ctx context.Context, sessionID string, cell int, ended *contract.CellStatus) *ResultWait {
+	return startWait(ctx, func(ctx context.Context) (guard.Result, error) {
+		if ended == nil {
+			return c.awaitResult(ctx, Cell(sessionID, cell))
+		}
+		return c.CellResult(ctx, sessionID, *ended)
+	})
+}
+
+// startWait starts get under a context that Stop, or the end of Get, cancels.
+func startWait(ctx context.Context, get func(context.Context) (guard.Result, error)) *ResultWait {
+	wctx, cancel := context.WithCancel(ctx)
+	w := &ResultWait{done: make(chan resultOutcome, 1), cancel: cancel}
+	go func() {
+		res, err := get(wctx)
+		w.done <- resultOutcome{res, err}
+	}()
+	return w
+}
+
+// ApproveAndWait is Approve then the wait for t's result. A run's approval is sent on the run the
+// statement names, with Decision.Wait (DecideAndWait); a cell's with CellDecision.Wait, answered
+// once the cell has ended, with its status in Decided.CellStatus (its result, or why it has none).
+// Under a quorum, an approval that leaves the run or cell short of it is answered at once, with
+// State awaiting_approval, Approvals and Quorum: the wait then waits for another reviewer's. The
+// wait gives the result only once its receipt verified. When the approval is refused, the
+// refusal is returned and there is no wait.
+func (c *Client) ApproveAndWait(ctx context.Context, t Target, digest string, signer ssh.Signer, reason string) (Decided, *ResultWait, error) {
+	out, runID, err := c.decide(ctx, t, digest, signer, reason, false, true)
 	if err != nil {
-		return contract.DecideResult{}, nil, err
+		return out, nil, err
 	}
-	d, err := SignDecision(signer, f, reason)
-	if err != nil {
-		return contract.DecideResult{}, nil, err
+	if t.IsCell() {
+		return out, c.cellWait(ctx, t.ID, out.Cell, out.CellStatus), nil
 	}
-	return c.DecideAndWait(ctx, workflowID, f.RunID, d)
+	return out, c.runWait(ctx, t.ID, runID, out.DecideResult), nil
 }
 
 // ApproveEditedAndWait is ApproveEdited, on the run the statement names, then the wait for its

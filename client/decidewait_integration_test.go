@@ -106,13 +106,13 @@ func TestIntegrationApproveAndWaitMakesOneCallForTheResult(t *testing.T) {
 	}
 	from := log.len()
 	type answer struct {
-		dr   contract.DecideResult
+		dr   client.Decided
 		wait *client.ResultWait
 		err  error
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+		dr, wait, err := c.ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, "")
 		answered <- answer{dr, wait, err}
 	}()
 	<-running
@@ -186,7 +186,7 @@ func TestIntegrationApproveAndWaitLeavesLargeAndFailedResultsToTheRun(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	dr, wait, err := c.ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, "")
 	if err != nil || !dr.Ended || dr.Result != nil {
 		t.Fatalf("ApproveAndWait of a large result: %+v, %v; want it answered once ended, without the result", dr, err)
 	}
@@ -199,7 +199,7 @@ func TestIntegrationApproveAndWaitLeavesLargeAndFailedResultsToTheRun(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	dr, wait, err = c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	dr, wait, err = c.ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, "")
 	if err != nil || !dr.Ended || dr.Result != nil {
 		t.Fatalf("ApproveAndWait of a run that fails: %+v, %v; want it answered once ended, without a result", dr, err)
 	}

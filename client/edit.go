@@ -26,7 +26,7 @@ func (c *Client) EditedStatement(ctx context.Context, workflowID, digest, code s
 	if code == "" {
 		return approval.Fields{}, edit, errors.New("client: approve with an edit: the edited code is empty")
 	}
-	f, err := c.Statement(ctx, workflowID, opts)
+	f, err := c.Statement(ctx, Run(workflowID), opts)
 	if err != nil {
 		return approval.Fields{}, edit, err
 	}

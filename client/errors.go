@@ -50,18 +50,24 @@ func (e *NoWorkerError) Error() string {
 // ErrorType returns TypeNoWorker.
 func (e *NoWorkerError) ErrorType() string { return TypeNoWorker }
 
-// WaitTimeoutError reports that a run did not end within the time the caller would wait. The run
-// goes on; ask again later.
+// WaitTimeoutError reports that a run, or a session's cell, did not end within the time the
+// caller would wait. It goes on; ask again later.
 type WaitTimeoutError struct {
 	WorkflowID string
-	Timeout    time.Duration
-	// State is the run's state when the wait ended, if it could be read.
+	// Cell is the session's cell waited for; 0 for a run.
+	Cell    int
+	Timeout time.Duration
+	// State is the run's (or the cell's) state when the wait ended, if it could be read.
 	State string
 	Err   error
 }
 
 func (e *WaitTimeoutError) Error() string {
-	msg := fmt.Sprintf("client: run %s did not end within %s", e.WorkflowID, e.Timeout)
+	what := "run " + e.WorkflowID
+	if e.Cell > 0 {
+		what = Cell(e.WorkflowID, e.Cell).String()
+	}
+	msg := fmt.Sprintf("client: %s did not end within %s", what, e.Timeout)
 	if e.State != "" {
 		msg += " (state " + e.State + ")"
 	}

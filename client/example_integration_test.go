@@ -86,7 +86,7 @@ func Example() {
 
 	// Elsewhere, a reviewer who has read the code (c.Status) signs an approval of that exact
 	// digest for this run with a key listed in the workers' reviewers file.
-	if _, err := c.Approve(ctx, started.WorkflowID, started.Digest, key, ""); err != nil {
+	if _, err := c.Approve(ctx, client.Run(started.WorkflowID), started.Digest, key, ""); err != nil {
 		log.Fatal(err)
 	}
 

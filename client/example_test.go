@@ -55,3 +55,15 @@ func ExampleCellStatementFor() {
 	fmt.Println(f.WorkflowID, f.RunID, f.SandboxTaskQueue, f.Reviewer, f.Digest == digest)
 	// Output: session-1 run-1 host-1 alice true
 }
+
+// A reviewer's tool names what it acts on once, and passes the target to Review, Statement,
+// Approve, Deny, ApproveAndWait, Cancel and WaitResult alike.
+func ExampleTarget() {
+	for _, t := range []client.Target{client.Run("sandbox-7"), client.Cell("session-1", 3), client.Session("session-1")} {
+		fmt.Printf("%s (a cell: %t)\n", t, t.IsCell())
+	}
+	// Output:
+	// sandbox-7 (a cell: false)
+	// cell 3 of session-1 (a cell: true)
+	// the waiting cell of session-1 (a cell: true)
+}

@@ -87,16 +87,16 @@ func TestIntegrationStartEdges(t *testing.T) {
 			t.Fatalf("Start with the id of an %s run = %v; want a ConfigError naming it", state, err)
 		}
 		if state == "open" {
-			_, err := c.WaitResult(ctx, "mine", 500*time.Millisecond)
+			_, err := c.WaitResult(ctx, client.Run("mine"), 500*time.Millisecond)
 			var wt *client.WaitTimeoutError
 			if !errors.As(err, &wt) || wt.State != contract.StatusAwaitingApproval {
 				t.Fatalf("WaitResult of a waiting run = %v; want a *WaitTimeoutError in state awaiting_approval", err)
 			}
-			if _, err := c.Deny(ctx, "mine", bob.Signer, "no"); err != nil {
+			if _, err := c.Deny(ctx, client.Run("mine"), bob.Signer, "no"); err != nil {
 				t.Fatalf("Deny: %v", err)
 			}
 			var ad *guard.ApprovalDenied
-			if _, err := c.WaitResult(ctx, "mine", 0); !errors.As(err, &ad) {
+			if _, err := c.WaitResult(ctx, client.Run("mine"), 0); !errors.As(err, &ad) {
 				t.Fatalf("WaitResult after the denial = %v; want ApprovalDenied", err)
 			}
 		}
@@ -107,15 +107,18 @@ func TestIntegrationStartEdges(t *testing.T) {
 	}
 	calls := map[string]func(context.Context) error{
 		"show": func(ctx context.Context) error {
-			_, err := c.Review(ctx, "not-runcode", client.ReviewOptions{EnvValues: true, InputFiles: true})
+			_, err := c.Review(ctx, client.Run("not-runcode"), client.ReviewOptions{EnvValues: true, InputFiles: true})
 			return err
 		},
 		"approve": func(ctx context.Context) error {
-			_, err := c.Approve(ctx, "not-runcode", "d", bob.Signer, "")
+			_, err := c.Approve(ctx, client.Run("not-runcode"), "d", bob.Signer, "")
 			return err
 		},
-		"deny":   func(ctx context.Context) error { _, err := c.Deny(ctx, "not-runcode", bob.Signer, "no"); return err },
-		"result": func(ctx context.Context) error { _, err := c.WaitResult(ctx, "not-runcode", 0); return err },
+		"deny": func(ctx context.Context) error {
+			_, err := c.Deny(ctx, client.Run("not-runcode"), bob.Signer, "no")
+			return err
+		},
+		"result": func(ctx context.Context) error { _, err := c.WaitResult(ctx, client.Run("not-runcode"), 0); return err },
 	}
 	for name, call := range calls {
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)

@@ -84,7 +84,7 @@ func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
 			t.Errorf("%s: stdout %q, %v; want a ReceiptRefused", door, res.Stdout, err)
 		}
 	}
-	dr, wait, err := c.ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	dr, wait, err := c.ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, "")
 	if err != nil {
 		t.Fatalf("approve and wait: %v", err)
 	}
@@ -95,7 +95,7 @@ func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
 	refused("approve and wait", res, err)
 	res, err = c.Result(ctx, started.WorkflowID)
 	refused("result", res, err)
-	res, err = c.WaitResult(ctx, started.WorkflowID, time.Minute)
+	res, err = c.WaitResult(ctx, client.Run(started.WorkflowID), time.Minute)
 	refused("wait result", res, err)
 
 	if res, err := e.Client.Result(ctx, started.WorkflowID); err != nil || string(res.Stdout) != "ok\n" || res.Receipt == nil {
@@ -133,15 +133,18 @@ func TestIntegrationCellResultDoorVerifiesTheReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := c.ApproveCellWait(ctx, s.WorkflowID, sub.Cell, sub.Digest, e.Reviewer.Signer, "")
+	var rr *guard.ReceiptRefused
+	dec, wait, err := c.ApproveAndWait(ctx, client.Cell(s.WorkflowID, sub.Cell), sub.Digest, e.Reviewer.Signer, "")
 	if err != nil || dec.CellStatus == nil || dec.CellStatus.Result == nil {
 		t.Fatalf("approve cell and wait: %+v, %v; want the ended cell", dec, err)
+	}
+	if res, err := wait.Get(ctx); !errors.As(err, &rr) {
+		t.Errorf("the approval's wait: stdout %q, %v; want a ReceiptRefused", res.Stdout, err)
 	}
 	if got := string(dec.CellStatus.Result.Stdout); got != "OK\n" {
 		t.Fatalf("the answer's stdout %q; want the altered one, or the test alters nothing", got)
 	}
 	res, err := c.CellResult(ctx, s.WorkflowID, *dec.CellStatus)
-	var rr *guard.ReceiptRefused
 	if !errors.As(err, &rr) {
 		t.Errorf("cell result: stdout %q, %v; want a ReceiptRefused", res.Stdout, err)
 	}

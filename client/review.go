@@ -55,10 +55,31 @@ type ReviewOptions struct {
 	InputFiles bool
 }
 
-// Review returns what a reviewer reads about workflowID, with what opts adds. It refuses a
-// workflow that is not a RunCode run (*NotRunCodeError) before it queries, and a status whose
-// digest is not the digest of what it shows (contract.ShownChecked).
-func (c *Client) Review(ctx context.Context, workflowID string, opts ReviewOptions) (Review, error) {
+// Review returns what a reviewer reads about t, with what opts adds: a run's Review, or for a
+// session's cell its session's SessionReview.
+//
+// Each refuses what it cannot check: a workflow of another type (*NotRunCodeError,
+// *NotSessionError, before it queries), a status whose digest is not the digest of what it shows
+// with the start (contract.ShownChecked, CheckSessionShown), and a session whose cells do not
+// compute the chain and digests it shows (*CellMismatchError). Nothing a reviewer is warned of
+// is taken from the workflow's word.
+func (c *Client) Review(ctx context.Context, t Target, opts ReviewOptions) (TargetReview, error) {
+	if t.IsCell() {
+		r, err := c.reviewSession(ctx, t.ID, opts)
+		if err != nil {
+			return TargetReview{}, err
+		}
+		return TargetReview{Session: &r}, nil
+	}
+	r, err := c.reviewRun(ctx, t.ID, opts)
+	if err != nil {
+		return TargetReview{}, err
+	}
+	return TargetReview{Run: &r}, nil
+}
+
+// reviewRun is Review of the RunCode run workflowID.
+func (c *Client) reviewRun(ctx context.Context, workflowID string, opts ReviewOptions) (Review, error) {
 	if err := c.RequireRunCode(ctx, workflowID); err != nil {
 		return Review{}, err
 	}

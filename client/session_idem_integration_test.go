@@ -21,7 +21,7 @@ import (
 // against a real server, worker and Docker sandbox: a submit retried with its request id (as
 // the client sends it, and under another update id) gets the cell the first made, before and
 // after it ran; the same id with other code is refused; another id makes a new cell; and an
-// approval sent with ApproveCellWait answers with the cell's result in the one decide-cell
+// approval sent with ApproveAndWait answers with the cell's result in the one decide-cell
 // update (no await-cell in the history).
 func TestIntegrationSessionSubmitRetryAndApproveWait(t *testing.T) {
 	e := sessionenv.Setup(t)
@@ -60,10 +60,11 @@ func TestIntegrationSessionSubmitRetryAndApproveWait(t *testing.T) {
 		t.Fatalf("another request id while cell %d waits: %v; want a ToolUsageError", first.Cell, err)
 	}
 
-	decided, err := c.ApproveCellWait(ctx, s.WorkflowID, first.Cell, first.Digest, e.Reviewer.Signer, "")
+	decided, wait, err := c.ApproveAndWait(ctx, client.Cell(s.WorkflowID, first.Cell), first.Digest, e.Reviewer.Signer, "")
 	if err != nil || decided.CellStatus == nil || decided.CellStatus.State != contract.StatusSucceeded {
-		t.Fatalf("ApproveCellWait(cell 1) = %+v, %v; want the cell's ended status", decided, err)
+		t.Fatalf("ApproveAndWait(cell 1) = %+v, %v; want the cell's ended status", decided, err)
 	}
+	wait.Stop()
 	// After it ran, a retry still gets cell 1, not a new cell.
 	if again, err := c.SubmitCell(ctx, s.WorkflowID, req); err != nil || again.Cell != first.Cell {
 		t.Fatalf("SubmitCell retried after the cell ran = %+v, %v; want cell %d", again, err, first.Cell)
@@ -72,12 +73,15 @@ func TestIntegrationSessionSubmitRetryAndApproveWait(t *testing.T) {
 	if err != nil || second.Cell != first.Cell+1 {
 		t.Fatalf("SubmitCell with another request id = %+v, %v; want cell %d", second, err, first.Cell+1)
 	}
-	decided, err = c.ApproveCellWait(ctx, s.WorkflowID, second.Cell, second.Digest, e.Reviewer.Signer, "")
+	decided, wait, err = c.ApproveAndWait(ctx, client.Cell(s.WorkflowID, second.Cell), second.Digest, e.Reviewer.Signer, "")
 	if err != nil || decided.CellStatus == nil {
-		t.Fatalf("ApproveCellWait(cell 2) = %+v, %v", decided, err)
+		t.Fatalf("ApproveAndWait(cell 2) = %+v, %v", decided, err)
 	}
 	if res, err := client.CellOutcome(s.WorkflowID, *decided.CellStatus); err != nil || string(res.Stdout) != "42\n" {
 		t.Fatalf("cell 2's outcome from the approval = %+v, %v; want 42", res, err)
+	}
+	if res, err := wait.Get(ctx); err != nil || string(res.Stdout) != "42\n" {
+		t.Fatalf("cell 2's verified result from the wait = %+v, %v; want 42", res, err)
 	}
 	st, err := c.SessionStatus(ctx, s.WorkflowID)
 	if err != nil || len(st.Cells) != 2 || st.Cells[0].RequestID != "tool-call-1" || st.Cells[1].RequestID != "tool-call-2" {
@@ -97,7 +101,7 @@ func TestIntegrationSessionSubmitRetryAndApproveWait(t *testing.T) {
 		if a := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); a != nil {
 			switch a.GetAcceptedRequest().GetInput().GetName() {
 			case contract.UpdateAwaitCell:
-				t.Errorf("the history has an await-cell update (event %d); ApproveCellWait should need none", ev.GetEventId())
+				t.Errorf("the history has an await-cell update (event %d); ApproveAndWait should need none", ev.GetEventId())
 			case contract.UpdateDecideCell:
 				decides++
 			}

@@ -139,7 +139,7 @@ func TestIntegrationLyingSessionWorkflow(t *testing.T) {
 			if _, err := tc.ExecuteWorkflow(ctx, tclientOptions(id), contract.SessionWorkflowName, contract.SessionInput{Request: impostorRequest}); err != nil {
 				t.Fatal(err)
 			}
-			res, err := c.ApproveCell(ctx, id, 2, "", bob.Signer, "")
+			res, err := c.Approve(ctx, client.Cell(id, 2), "", bob.Signer, "")
 			if tt.refused != (err != nil) || tt.check != nil && !tt.check(err) {
 				t.Errorf("ApproveCell = %+v, %v; want refused %t", res, err, tt.refused)
 			}

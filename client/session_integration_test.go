@@ -73,10 +73,11 @@ func TestIntegrationSessionClient(t *testing.T) {
 	}
 
 	// The reviewer's door recomputes the chain over the real results the workflow shows.
-	review, err := c.ReviewSession(ctx, a.WorkflowID, client.ReviewOptions{EnvValues: true})
+	reviewed, err := c.Review(ctx, client.Session(a.WorkflowID), client.ReviewOptions{EnvValues: true})
 	if err != nil {
-		t.Fatalf("ReviewSession: %v", err)
+		t.Fatalf("Review of the session: %v", err)
 	}
+	review := reviewed.Session
 	if chain, err := client.VerifyCells(review.SessionStatus, len(review.Cells)); err != nil || chain != review.Chain || len(review.Cells) != 4 {
 		t.Errorf("VerifyCells over %d cells = %s, %v; want the status's chain %s", len(review.Cells), chain, err, review.Chain)
 	}
@@ -111,7 +112,7 @@ func TestIntegrationSessionClient(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// A decision signed for b's cell, sent to a's waiting cell, is refused by a.
-	f, _, err := c.CellStatement(ctx, b.WorkflowID, subB.Cell, client.StatementOptions{})
+	f, err := c.Statement(ctx, client.Cell(b.WorkflowID, subB.Cell), client.StatementOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestIntegrationSessionClient(t *testing.T) {
 		t.Errorf("session b's decision accepted by session a: %+v", res)
 	}
 	// A digest the reviewer did not read is refused before anything is sent.
-	if _, err := c.ApproveCell(ctx, a.WorkflowID, subA.Cell, subB.Digest, e.Reviewer.Signer, ""); err == nil {
+	if _, err := c.Approve(ctx, client.Cell(a.WorkflowID, subA.Cell), subB.Digest, e.Reviewer.Signer, ""); err == nil {
 		t.Error("ApproveCell with another cell's digest was sent")
 	}
 
@@ -158,14 +159,14 @@ func TestIntegrationSessionClient(t *testing.T) {
 		t.Error("ReadSession of a missing workflow succeeded")
 	}
 	var nr *client.NotRunCodeError
-	if _, err := c.Review(ctx, a.WorkflowID, client.ReviewOptions{}); !errors.As(err, &nr) {
+	if _, err := c.Review(ctx, client.Run(a.WorkflowID), client.ReviewOptions{}); !errors.As(err, &nr) {
 		t.Errorf("Review of a session = %v; want a *NotRunCodeError", err)
 	}
 	started, err := c.Start(ctx, guard.Request{Code: "print(1)"}, client.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ReviewSession(ctx, started.WorkflowID, client.ReviewOptions{}); !errors.As(err, &ns) {
-		t.Errorf("ReviewSession of a run = %v; want a *NotSessionError", err)
+	if _, err := c.Review(ctx, client.Session(started.WorkflowID), client.ReviewOptions{}); !errors.As(err, &ns) {
+		t.Errorf("Review of a run as a session = %v; want a *NotSessionError", err)
 	}
 }

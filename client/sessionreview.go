@@ -75,14 +75,14 @@ func RetryOf(st contract.SessionStatus, c contract.CellStatus) *CellRetry {
 	return r
 }
 
-// ReviewSession returns what a reviewer reads about sessionID, with what opts adds. It refuses a
+// reviewSession is Review of a cell of sessionID, with what opts adds. It refuses a
 // workflow that is not a Session (*NotSessionError), a status that names another session, a
 // status whose settings digest is not the digest of what it shows with the session's start
 // (CheckSessionShown), and one whose cells do not compute the chain and digests it shows
 // (VerifyCells, a *CellMismatchError). The start-up warnings are computed here from the start's
 // input files, and every cell's suspicious characters from its code: nothing a reviewer is
 // warned of is taken from the workflow's word.
-func (c *Client) ReviewSession(ctx context.Context, sessionID string, opts ReviewOptions) (SessionReview, error) {
+func (c *Client) reviewSession(ctx context.Context, sessionID string, opts ReviewOptions) (SessionReview, error) {
 	info, err := c.ReadSession(ctx, sessionID)
 	if err != nil {
 		return SessionReview{}, err

@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -247,11 +244,11 @@ func (c *Client) SessionStartInput(ctx context.Context, sessionID, runID string)
 	return in, nil
 }
 
-// CellStatement returns the statement a reviewer signs to decide on cell (0: the waiting one) of
-// sessionID, with the status it was made from. It reads the session (ReadSession) and, for an
+// cellStatement is Statement of cell (CellWaiting: the waiting one) of sessionID, for opts'
+// reviewer, with the status it was made from. It reads the session (ReadSession) and, for an
 // approval, checks its settings against the session's start (CheckSessionShown) and its cells
 // (CellStatementFor).
-func (c *Client) CellStatement(ctx context.Context, sessionID string, cell int, opts StatementOptions) (approval.Fields, contract.SessionStatus, error) {
+func (c *Client) cellStatement(ctx context.Context, sessionID string, cell int, opts StatementOptions) (approval.Fields, contract.SessionStatus, error) {
 	// For an approval, the session's start is read at the same time as its status, both of the
 	// run described: one round trip instead of two, on the path a reviewer waits on.
 	var (
@@ -269,7 +266,7 @@ func (c *Client) CellStatement(ctx context.Context, sessionID string, cell int, 
 		return approval.Fields{}, info.Status, err
 	}
 	st := info.Status
-	if cell == 0 {
+	if cell < 1 {
 		if cell = WaitingCell(st); cell == 0 {
 			return approval.Fields{}, st, fmt.Errorf("client: no cell of session %s waits for a decision", sessionID)
 		}
@@ -279,56 +276,6 @@ func (c *Client) CellStatement(ctx context.Context, sessionID string, cell int, 
 			return approval.Fields{}, st, err
 		}
 	}
-	opts.Reviewer = cmp.Or(opts.Reviewer, c.reviewer, os.Getenv(EnvReviewer), approval.DefaultPrincipal())
 	f, err := CellStatementFor(st, cell, opts, time.Now())
 	return f, st, err
-}
-
-// CellDecided is what ApproveCell and DenyCell return: the cell decided on and the workflow's
-// answer.
-type CellDecided struct {
-	Cell int `json:"cell"`
-	contract.DecideResult
-}
-
-// ApproveCell signs an approval of cell (0: the waiting one) of sessionID with the reviewer's
-// key and sends it, pinned to the run it read, as the update "decide-cell". digest, when not
-// empty, is the cell digest the reviewer read: it must be the one signed.
-func (c *Client) ApproveCell(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string) (CellDecided, error) {
-	return c.decideCell(ctx, sessionID, cell, digest, signer, reason, false, false)
-}
-
-// ApproveCellWait is ApproveCell whose answer comes once the cell has ended, with its status in
-// CellDecided.CellStatus (its result, or why it has none; CellOutcome reads it): the approval
-// and the result in one update, decide-cell with CellDecision.Wait. ctx bounds the wait. Under a
-// quorum, an approval that leaves the cell short of it is answered at once, with State
-// awaiting_approval, Approvals and Quorum, and no CellStatus: the cell waits for another
-// reviewer, whom this call does not wait for.
-func (c *Client) ApproveCellWait(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string) (CellDecided, error) {
-	return c.decideCell(ctx, sessionID, cell, digest, signer, reason, false, true)
-}
-
-// DenyCell signs a denial of cell (0: the waiting one) of sessionID and sends it. A denied cell
-// does not end the session.
-func (c *Client) DenyCell(ctx context.Context, sessionID string, cell int, signer ssh.Signer, reason string) (CellDecided, error) {
-	return c.decideCell(ctx, sessionID, cell, "", signer, reason, true, false)
-}
-
-func (c *Client) decideCell(ctx context.Context, sessionID string, cell int, digest string, signer ssh.Signer, reason string, deny, wait bool) (CellDecided, error) {
-	f, st, err := c.CellStatement(ctx, sessionID, cell, StatementOptions{Deny: deny})
-	if err != nil {
-		return CellDecided{}, err
-	}
-	if cell == 0 {
-		cell = WaitingCell(st)
-	}
-	if digest != "" && f.Digest != digest {
-		return CellDecided{}, fmt.Errorf("client: approve cell %d of %s: you read digest %s but the cell's is %s; read it again (starter session show)", cell, sessionID, digest, f.Digest)
-	}
-	d, err := SignDecision(signer, f, reason)
-	if err != nil {
-		return CellDecided{}, err
-	}
-	res, err := c.DecideCell(ctx, sessionID, st.RunID, contract.CellDecision{Cell: cell, Decision: d, Wait: wait})
-	return CellDecided{Cell: cell, DecideResult: res}, err
 }

@@ -52,13 +52,31 @@ type StatementOptions struct {
 	Reviewer string
 }
 
-// Statement returns the statement a reviewer signs to decide on the run: its workflow id, run
-// id, digest and sandbox task queue as the run's status reports them, with the decision, a
-// fresh approval id and an expiry. Fields.Statement gives the exact bytes to sign (what
-// `starter statement` prints). It fails when workflowID is not a RunCode run (*NotRunCodeError),
-// the run does not wait for a decision, or (for an approval) the status's digest is not the digest
-// of what it shows with the request the run was started with (contract.ShownChecked).
-func (c *Client) Statement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
+// Statement returns the statement a reviewer signs to decide on t, with the decision, a fresh
+// approval id and an expiry; Fields.Statement gives the exact bytes to sign (what
+// `starter statement` prints). A run's names its workflow id, run id, digest and sandbox task
+// queue as the run's status reports them; it fails when t.ID is not a RunCode run
+// (*NotRunCodeError), the run does not wait for a decision, or (for an approval) the status's
+// digest is not the digest of what it shows with the request the run was started with
+// (contract.ShownChecked). A cell's is made as CellStatementFor makes it, from the session read
+// (ReadSession) and, for an approval, checked against its start (CheckSessionShown).
+func (c *Client) Statement(ctx context.Context, t Target, opts StatementOptions) (approval.Fields, error) {
+	f, _, err := c.statementOf(ctx, t, opts)
+	return f, err
+}
+
+// statementOf is Statement, with a cell's session status it was made from (for a run, none).
+func (c *Client) statementOf(ctx context.Context, t Target, opts StatementOptions) (approval.Fields, contract.SessionStatus, error) {
+	opts.Reviewer = cmp.Or(opts.Reviewer, c.reviewer, os.Getenv(EnvReviewer), approval.DefaultPrincipal())
+	if t.IsCell() {
+		return c.cellStatement(ctx, t.ID, t.Cell, opts)
+	}
+	f, err := c.runStatement(ctx, t.ID, opts)
+	return f, contract.SessionStatus{}, err
+}
+
+// runStatement is Statement of the RunCode run workflowID, for opts' reviewer.
+func (c *Client) runStatement(ctx context.Context, workflowID string, opts StatementOptions) (approval.Fields, error) {
 	// The status and the start are read at once, both of the run the server calls current: the
 	// start event, which the server wrote, names the workflow type and the run it was written for
 	// (its original_execution_run_id), and when the status names that same run nothing more is
@@ -118,7 +136,6 @@ func (c *Client) Statement(ctx context.Context, workflowID string, opts Statemen
 			return approval.Fields{}, fmt.Errorf("client: %s: %w", workflowID, err)
 		}
 	}
-	opts.Reviewer = cmp.Or(opts.Reviewer, c.reviewer, os.Getenv(EnvReviewer), approval.DefaultPrincipal())
 	return StatementFor(st, opts, time.Now())
 }
 
@@ -198,48 +215,60 @@ func SignDecision(signer ssh.Signer, f approval.Fields, reason string) (contract
 	return d, nil
 }
 
-// Approve signs an approval of digest for the run with the reviewer's key and sends it as the
-// update "decide". The digest is the one the reviewer read; it must be the run's. The workflow
-// refuses a decision whose signature does not verify, and says why.
-func (c *Client) Approve(ctx context.Context, workflowID, digest string, signer ssh.Signer, reason string) (contract.DecideResult, error) {
-	f, err := c.approvalStatement(ctx, workflowID, digest)
-	if err != nil {
-		return contract.DecideResult{}, err
-	}
-	return c.signAndDecide(ctx, workflowID, signer, f, reason)
+// Approve signs an approval of t with the reviewer's key and sends it: a run's as the update
+// "decide", a cell's as "decide-cell", pinned to the session's run it read. digest is the digest
+// the reviewer read: required for a run, and for a cell, when not empty, it must be the one
+// signed. The workflow refuses a decision whose signature does not verify, and says why.
+func (c *Client) Approve(ctx context.Context, t Target, digest string, signer ssh.Signer, reason string) (Decided, error) {
+	out, _, err := c.decide(ctx, t, digest, signer, reason, false, false)
+	return out, err
 }
 
-// approvalStatement is the statement that approves workflowID's run, whose digest the reviewer
-// read as digest.
-func (c *Client) approvalStatement(ctx context.Context, workflowID, digest string) (approval.Fields, error) {
-	if digest == "" {
-		return approval.Fields{}, errors.New("client: approve: the digest you read is required")
-	}
-	f, err := c.Statement(ctx, workflowID, StatementOptions{})
-	if err != nil {
-		return approval.Fields{}, err
-	}
-	if f.Digest != digest {
-		return approval.Fields{}, fmt.Errorf("client: approve %s: you read digest %s but the run's is %s; read it again (starter show)", workflowID, digest, f.Digest)
-	}
-	return f, nil
+// Deny signs a denial of t with the reviewer's key and sends it as Approve sends an approval. A
+// denied cell does not end its session.
+func (c *Client) Deny(ctx context.Context, t Target, signer ssh.Signer, reason string) (Decided, error) {
+	out, _, err := c.decide(ctx, t, "", signer, reason, true, false)
+	return out, err
 }
 
-// Deny signs a denial of the run with the reviewer's key and sends it as the update "decide".
-func (c *Client) Deny(ctx context.Context, workflowID string, signer ssh.Signer, reason string) (contract.DecideResult, error) {
-	f, err := c.Statement(ctx, workflowID, StatementOptions{Deny: true})
-	if err != nil {
-		return contract.DecideResult{}, err
+// decide makes t's statement (Statement), checks it is of digest, signs it and sends it: with
+// wait, as a decision answered once the run or cell has ended (ApproveAndWait).
+// It returns the answer and the run id the statement names.
+func (c *Client) decide(ctx context.Context, t Target, digest string, signer ssh.Signer, reason string, deny, wait bool) (Decided, string, error) {
+	if !deny && digest == "" && !t.IsCell() {
+		return Decided{}, "", errors.New("client: approve: the digest you read is required")
 	}
-	return c.signAndDecide(ctx, workflowID, signer, f, reason)
-}
-
-func (c *Client) signAndDecide(ctx context.Context, workflowID string, signer ssh.Signer, f approval.Fields, reason string) (contract.DecideResult, error) {
+	f, st, err := c.statementOf(ctx, t, StatementOptions{Deny: deny})
+	if err != nil {
+		return Decided{}, "", err
+	}
+	if t.Cell < 0 {
+		t.Cell = WaitingCell(st)
+	}
+	if digest != "" && f.Digest != digest {
+		what, show := "run", "show"
+		if t.IsCell() {
+			what, show = "cell", "session show"
+		}
+		return Decided{}, "", fmt.Errorf("client: approve %s: you read digest %s but the %s's is %s; read it again (starter %s)", t, digest, what, f.Digest, show)
+	}
 	d, err := SignDecision(signer, f, reason)
 	if err != nil {
-		return contract.DecideResult{}, err
+		return Decided{}, "", err
 	}
-	return c.Decide(ctx, workflowID, d)
+	if t.IsCell() {
+		res, err := c.DecideCell(ctx, t.ID, f.RunID, contract.CellDecision{Cell: t.Cell, Decision: d, Wait: wait})
+		return Decided{Cell: t.Cell, DecideResult: res}, f.RunID, err
+	}
+	// A run's decision is pinned to the run the statement names only when its result is waited
+	// for (DecideAndWait); otherwise it goes to the current run, whose workflow refuses a
+	// statement made for another.
+	runID := ""
+	if wait {
+		runID, d.Wait = f.RunID, true
+	}
+	res, err := c.DecideRun(ctx, t.ID, runID, d)
+	return Decided{DecideResult: res}, f.RunID, err
 }
 
 // LoadReviewerKey returns a signer for the reviewer's key at path (EnvReviewerKey when path is

@@ -1,9 +1,6 @@
 package client
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -27,6 +22,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/pysource"
 )
 
@@ -205,19 +201,12 @@ func TestRefuseOtherWorkflowTypes(t *testing.T) {
 	c := newFake(t, f)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bob := reviewertest.New(t, "bob").Signer
 	calls := map[string]func() error{
-		"review":  func() error { _, err := c.Review(ctx, "x", ReviewOptions{}); return err },
-		"approve": func() error { _, err := c.Approve(ctx, "x", "d", bob, ""); return err },
-		"deny":    func() error { _, err := c.Deny(ctx, "x", bob, "no"); return err },
-		"result":  func() error { _, err := c.WaitResult(ctx, "x", time.Second); return err },
+		"review":  func() error { _, err := c.Review(ctx, Run("x"), ReviewOptions{}); return err },
+		"approve": func() error { _, err := c.Approve(ctx, Run("x"), "d", bob, ""); return err },
+		"deny":    func() error { _, err := c.Deny(ctx, Run("x"), bob, "no"); return err },
+		"result":  func() error { _, err := c.WaitResult(ctx, Run("x"), time.Second); return err },
 		"read":    func() error { _, err := c.ReadRun(ctx, "x"); return err },
 	}
 	for name, call := range calls {

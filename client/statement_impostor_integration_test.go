@@ -86,7 +86,7 @@ func TestIntegrationLyingRunWorkflow(t *testing.T) {
 				t.Fatal(err)
 			}
 			var f approval.Fields
-			for f, err = c.Statement(ctx, id, client.StatementOptions{}); err != nil && strings.Contains(err.Error(), "query") && ctx.Err() == nil; f, err = c.Statement(ctx, id, client.StatementOptions{}) {
+			for f, err = c.Statement(ctx, client.Run(id), client.StatementOptions{}); err != nil && strings.Contains(err.Error(), "query") && ctx.Err() == nil; f, err = c.Statement(ctx, client.Run(id), client.StatementOptions{}) {
 				time.Sleep(50 * time.Millisecond) // the first workflow task has not run yet
 			}
 			if tt.alter == nil {
@@ -121,11 +121,11 @@ func TestIntegrationStatementOfAResetRun(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	f, err := e.Client.WithReviewer(e.Reviewer.Principal).Statement(ctx, started.WorkflowID, client.StatementOptions{})
+	f, err := e.Client.WithReviewer(e.Reviewer.Principal).Statement(ctx, client.Run(started.WorkflowID), client.StatementOptions{})
 	if err != nil || f.RunID != reset || f.Digest != started.Digest {
 		t.Fatalf("Statement of the reset run = %+v, %v; want one for run %s", f, err, reset)
 	}
-	dr, wait, err := e.Client.WithReviewer(e.Reviewer.Principal).ApproveAndWait(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, "")
+	dr, wait, err := e.Client.WithReviewer(e.Reviewer.Principal).ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, "")
 	if err != nil || dr.State != contract.StatusRunning {
 		t.Fatalf("ApproveAndWait of the reset run = %+v, %v", dr, err)
 	}

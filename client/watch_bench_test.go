@@ -78,7 +78,7 @@ func BenchmarkLiveOutputOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		begin := time.Now()
-		if _, err := c.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, ""); err != nil {
+		if _, err := c.Approve(ctx, client.Run(started.WorkflowID), started.Digest, alice.Signer, ""); err != nil {
 			b.Fatal(err)
 		}
 		var res guard.Result

@@ -298,7 +298,7 @@ func TestIntegrationWatchEncrypted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := keyed.Approve(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, ""); err != nil {
+	if _, err := keyed.Approve(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, ""); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := tclient.Dial(tclient.Options{HostPort: e.Address, Namespace: e.Namespace}) // no codec

@@ -104,7 +104,7 @@ func TestWorkerInItsContainer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, ""); err != nil {
+	if _, err := sc.Approve(ctx, client.Run(started.WorkflowID), started.Digest, alice.Signer, ""); err != nil {
 		t.Fatalf("Approve: %v", err)
 	}
 	res, err := sc.Result(ctx, started.WorkflowID)
@@ -168,7 +168,7 @@ func TestWorkflowThroughDockerBackend(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
-			if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, "looks fine"); err != nil {
+			if _, err := sc.Approve(ctx, client.Run(started.WorkflowID), started.Digest, alice.Signer, "looks fine"); err != nil {
 				t.Fatalf("Approve: %v", err)
 			}
 			res, err := sc.Result(ctx, started.WorkflowID)

@@ -45,7 +45,7 @@ func TestEgressThroughWorkflow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if _, err := sc.Approve(ctx, started.WorkflowID, started.Digest, alice.Signer, "fine"); err != nil {
+	if _, err := sc.Approve(ctx, client.Run(started.WorkflowID), started.Digest, alice.Signer, "fine"); err != nil {
 		t.Fatalf("Approve: %v", err)
 	}
 	res, err := sc.Result(ctx, started.WorkflowID)

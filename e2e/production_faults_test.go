@@ -318,7 +318,7 @@ func pfRetry[T any](ctx context.Context, f func(context.Context) (T, error)) (T,
 func pfApprove(ctx context.Context, sc *client.Client, reviewers []*reviewertest.Reviewer, s client.Started) error {
 	for _, r := range reviewers {
 		f, err := pfRetry(ctx, func(ctx context.Context) (approval.Fields, error) {
-			return sc.Statement(ctx, s.WorkflowID, client.StatementOptions{Reviewer: r.Principal})
+			return sc.Statement(ctx, client.Run(s.WorkflowID), client.StatementOptions{Reviewer: r.Principal})
 		})
 		if err != nil {
 			return fmt.Errorf("statement of %s: %w", s.WorkflowID, err)
@@ -786,7 +786,7 @@ func pfCell(ctx context.Context, sc *client.Client, reviewers []*reviewertest.Re
 		// The next reviewer whose approval the cell does not hold yet (a quorum of 2).
 		r := reviewers[min(len(cell.Approvals), len(reviewers)-1)]
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		_, err := sc.WithReviewer(r.Principal).ApproveCell(cctx, id, cell.Cell, cell.Digest, r.Signer, "fault test")
+		_, err := sc.WithReviewer(r.Principal).Approve(cctx, client.Cell(id, cell.Cell), cell.Digest, r.Signer, "fault test")
 		cancel()
 		st, serr := status()
 		if serr != nil {

@@ -229,7 +229,7 @@ func TestStarterWatchFollowsACell(t *testing.T) {
 		"import time\nfor i in range(1, 9):\n    print('cell line %d at %.3f \\x1b[1m' % (i, time.time()), flush=True)\n    time.sleep(0.25)\n")
 	watch, wOut, wErr := startStarter(t, s.starterCLI, "watch", sess.WorkflowID, "--cell", strconv.Itoa(sub.Cell))
 	time.Sleep(300 * time.Millisecond)
-	var decided client.CellDecided
+	var decided client.Decided
 	s.mustJSON(&decided, "approve", sess.WorkflowID, "--cell", strconv.Itoa(sub.Cell))
 	finish(t, watch, 60*time.Second, wOut, wErr)
 	var live []string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 )
 
@@ -76,7 +77,7 @@ func TestBrowserInboxApproveWithEdit(t *testing.T) {
 	e.Do(chromedp.Click(chromedp.ID("edit-approve")))
 	e.WaitFor("the result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent.includes("edited by alice")`, 60*time.Second)
 	got := e.Text(`document.getElementById("result-edit").innerText`)
-	res, err := e.sc.WaitResult(ctx, "inbox-edit", 0)
+	res, err := e.sc.WaitResult(ctx, client.Run("inbox-edit"), 0)
 	if err != nil || res.Edit == nil || res.Edit.Editor != "alice" || res.Edit.OriginalDigest != original || res.Edit.Digest == original {
 		t.Fatalf("result %+v, %v; want the edit by alice with both digests", res.Edit, err)
 	}

@@ -49,7 +49,7 @@ func TestIntegrationMetricsAfterRuns(t *testing.T) {
 	}
 	denied := start("print('no')")
 	// A wrong digest is refused by the update's validator and counted.
-	f, err := e.Client.Statement(ctx, denied.WorkflowID, client.StatementOptions{})
+	f, err := e.Client.Statement(ctx, client.Run(denied.WorkflowID), client.StatementOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func approveAndResult(t *testing.T, c *client.Client, signer *reviewertest.Revie
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Approve(ctx, s.WorkflowID, s.Digest, signer.Signer, ""); err != nil {
+	if _, err := c.Approve(ctx, client.Run(s.WorkflowID), s.Digest, signer.Signer, ""); err != nil {
 		t.Fatalf("approve %s: %v", s.WorkflowID, err)
 	}
 	res, err := c.Result(ctx, s.WorkflowID)
@@ -546,7 +546,7 @@ func TestIntegrationWebhookPerWaitingCell(t *testing.T) {
 				t.Errorf("cell %d: delivery lacks %s: %s", i+1, want, d.Body)
 			}
 		}
-		if _, err := e.Client.ApproveCell(ctx, s.WorkflowID, i+1, "", e.Reviewer.Signer, ""); err != nil {
+		if _, err := e.Client.Approve(ctx, client.Cell(s.WorkflowID, i+1), "", e.Reviewer.Signer, ""); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.Client.AwaitCell(ctx, s.WorkflowID, i+1); err != nil {

@@ -89,7 +89,7 @@ func TestIntegrationAuditExportVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	agenttest.Decide(t, e, started.WorkflowID, true)
-	res, err := e.Client.WaitResult(ctx, started.WorkflowID, 0)
+	res, err := e.Client.WaitResult(ctx, client.Run(started.WorkflowID), 0)
 	if err != nil || res.Receipt == nil || !res.StdoutTruncated || len(res.Files) != 1 {
 		t.Fatalf("result %+v, %v; want a truncated stdout, a file and a receipt", res, err)
 	}
@@ -286,7 +286,7 @@ func TestIntegrationAuditSince(t *testing.T) {
 			t.Fatal(err)
 		}
 		agenttest.Decide(t, e, started.WorkflowID, true)
-		if _, err := e.Client.WaitResult(ctx, started.WorkflowID, 0); err != nil {
+		if _, err := e.Client.WaitResult(ctx, client.Run(started.WorkflowID), 0); err != nil {
 			t.Fatal(err)
 		}
 		return started.WorkflowID

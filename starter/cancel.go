@@ -29,39 +29,27 @@ func (c *command) parseCancel(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// cancelCmd cancels the run as --by (else the client's default canceller) and prints what the
-// run answered; with --wait, then its result.
+// cancelCmd cancels the run, or cell --cell of the session, as --by (else the client's default
+// canceller) and prints what it answered; with --wait, then its result (the output printed before
+// the cancel), as `starter result` (`session cell --wait`) prints it.
 func cancelCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, _ io.Writer) error {
 	if cmd.by != "" {
 		sc = sc.WithCanceller(cmd.by)
 	}
-	if cmd.cell > 0 {
-		return cancelCellCmd(ctx, sc, cmd, stdout)
-	}
-	out, err := sc.Cancel(ctx, cmd.id, cmd.reason)
+	t := cmd.target()
+	out, err := sc.Cancel(ctx, t, cmd.reason)
 	if err != nil {
 		return err
 	}
 	if err := client.WriteJSON(stdout, out); err != nil || !cmd.wait {
 		return err
 	}
-	res, err := sc.WaitResult(ctx, cmd.id, 0)
+	if t.IsCell() {
+		return printCellOutcome(ctx, sc, t.ID, t.Cell, stdout)
+	}
+	res, err := sc.WaitResult(ctx, t, 0)
 	if err != nil {
 		return err
 	}
 	return printResult(stdout, res)
-}
-
-// cancelCellCmd cancels cell --cell of the session and prints what the session answered; with
-// --wait, then the cell's result (the output printed before the cancel), as `session cell --wait`
-// prints it.
-func cancelCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
-	out, err := sc.CancelCell(ctx, cmd.id, cmd.cell, cmd.reason)
-	if err != nil {
-		return err
-	}
-	if err := client.WriteJSON(stdout, out); err != nil || !cmd.wait {
-		return err
-	}
-	return printCellOutcome(ctx, sc, cmd.id, cmd.cell, stdout)
 }

@@ -69,7 +69,7 @@ func TestIntegrationCancelCellThroughStarter(t *testing.T) {
 	submit("print('next')\n")
 	r = binary(t, e, "", "approve", id, "--cell", "2", "--wait")
 	dec = json.NewDecoder(strings.NewReader(r.stdout))
-	var decided client.CellDecided
+	var decided client.Decided
 	var next guard.Result
 	if r.code != 0 || dec.Decode(&decided) != nil || dec.Decode(&next) != nil {
 		t.Fatalf("approve --cell 2 --wait: exit %d, %s %s", r.code, r.stdout, r.stderr)

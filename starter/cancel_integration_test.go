@@ -153,7 +153,7 @@ func TestIntegrationCancelWaitingRunRunsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	answer, err := orchestrator.Cancel(ctx, started.WorkflowID, "the user changed their mind")
+	answer, err := orchestrator.Cancel(ctx, client.Run(started.WorkflowID), "the user changed their mind")
 	if err != nil || answer.State != contract.StatusAwaitingApproval || answer.By != "agent-7" {
 		t.Fatalf("cancel = %+v, %v; want accepted while awaiting approval, by agent-7", answer, err)
 	}
@@ -162,7 +162,7 @@ func TestIntegrationCancelWaitingRunRunsNothing(t *testing.T) {
 	if !errors.As(err, &c) || c.By != "agent-7" || c.Reason != "the user changed their mind" {
 		t.Fatalf("result error = %v; want Cancelled by agent-7", err)
 	}
-	if _, err := e.Client.Approve(ctx, started.WorkflowID, started.Digest, e.Reviewer.Signer, ""); err == nil {
+	if _, err := e.Client.Approve(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, ""); err == nil {
 		t.Error("an approval after the cancel was accepted")
 	}
 	r := binary(t, e, "", "result", started.WorkflowID)
@@ -200,10 +200,10 @@ func TestIntegrationCancelRacingApprovalRunsAtMostOnce(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() {
-			_, err := e.Client.Approve(ctx, started.WorkflowID, st.Request.Digest, e.Reviewer.Signer, "")
+			_, err := e.Client.Approve(ctx, client.Run(started.WorkflowID), st.Request.Digest, e.Reviewer.Signer, "")
 			done <- err
 		}()
-		if _, err := e.Client.WithCanceller("racer").Cancel(ctx, started.WorkflowID, "race"); err != nil {
+		if _, err := e.Client.WithCanceller("racer").Cancel(ctx, client.Run(started.WorkflowID), "race"); err != nil {
 			t.Errorf("run %d: cancel: %v", i, err)
 		}
 		<-done // the approval may be refused (the cancel came first) or accepted

@@ -127,7 +127,7 @@ func TestIntegrationStarterApproveWithEdit(t *testing.T) {
 	if err := relay(backToOriginal); err == nil || !strings.Contains(err.Error(), "checks to digest") {
 		t.Errorf("alice's signed edit with the original code: %v; want refused", err)
 	}
-	bobF, err := sc.Statement(ctx, "cli-edit", client.StatementOptions{Reviewer: "bob"})
+	bobF, err := sc.Statement(ctx, client.Run("cli-edit"), client.StatementOptions{Reviewer: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ func resultCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, std
 	}
 	// WaitResult returns the result once its receipt verified against --hosts (withHosts), or
 	// the hosts the run's check recorded.
-	res, err := sc.WaitResult(ctx, cmd.id, cmd.waitTimeout)
+	res, err := sc.WaitResult(ctx, client.Run(cmd.id), cmd.waitTimeout)
 	if err != nil {
 		return err
 	}

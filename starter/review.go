@@ -18,14 +18,15 @@ import (
 // for programs; the warnings about the code go to stderr first.
 func showCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
 	// Env values are always read: the code's behaviour can depend on them.
-	review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
-	if err == nil {
-		warnRun(stderr, review)
+	review, err := sc.Review(ctx, client.Run(cmd.id), client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
+	if err != nil {
+		return err
 	}
-	if err != nil || cmd.json {
-		return printOr(stdout, review, err)
+	warnRun(stderr, *review.Run)
+	if cmd.json {
+		return client.WriteJSON(stdout, review.Run)
 	}
-	return printReview(stdout, review, time.Now())
+	return printReview(stdout, *review.Run, time.Now())
 }
 
 // parseDecision parses statement, approve and deny. Approve and deny sign with the reviewer's
@@ -74,62 +75,83 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// target is what a decision command names: cell --cell of session ID, else the run ID (or, once
+// ID is found to be a session, its cell that waits: client.Cell(ID, 0)).
+func (c *command) target() client.Target {
+	if c.cell > 0 {
+		return client.Cell(c.id, c.cell)
+	}
+	return client.Run(c.id)
+}
+
 // decisionCmd runs statement, approve and deny, on a run or on a session's cell.
 func decisionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	session := cmd.cell > 0
-	if !session && cmd.editFile == "" && (cmd.name == "deny" || cmd.name == "approve" && cmd.digest != "") {
+	t := cmd.target()
+	if !t.IsCell() && cmd.editFile == "" && (cmd.name == "deny" || cmd.name == "approve" && cmd.digest != "") {
 		// A decision is tried as a run's first: its statement describes the workflow anyway,
 		// and refuses a session by its type, so a run's decision costs no describe of its own.
-		err := decideCmd(ctx, sc, cmd, stdout)
+		err := decideCmd(ctx, sc, cmd, t, stdout, stderr)
 		var nr *client.NotRunCodeError
 		if !errors.As(err, &nr) || nr.Type != contract.SessionWorkflowName {
 			return err
 		}
-		session = true
+		t = client.Cell(cmd.id, cmd.cell)
 	}
-	if !session {
-		var err error
-		if session, err = sc.IsSession(ctx, cmd.id); err != nil {
-			return err
-		}
-	}
-	switch {
-	case session && cmd.name == "statement":
-		return cellStatementCmd(ctx, sc, cmd, stdout, stderr)
-	case session:
-		return decideCellCmd(ctx, sc, cmd, stdout, stderr)
-	case cmd.name == "statement":
-		return statementCmd(ctx, sc, cmd, stdout, stderr)
-	}
-	return decideCmd(ctx, sc, cmd, stdout)
-}
-
-// statementCmd prints the exact bytes a reviewer signs to decide on the run
-// (ssh-keygen -Y sign -n sandboxflow-approval), and on stderr, before an approval, the warnings
-// `starter show` gives: the invisible characters and confusable names of the code and the input files that may run
-// without the code calling them, so that a reviewer who signs from this command alone is warned.
-func statementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	if !cmd.deny {
-		review, err := sc.Review(ctx, cmd.id, client.ReviewOptions{})
+	if !t.IsCell() {
+		session, err := sc.IsSession(ctx, cmd.id)
 		if err != nil {
 			return err
 		}
-		warnRun(stderr, review)
+		if session {
+			t = client.Cell(cmd.id, cmd.cell)
+		}
 	}
-	f, err := sc.Statement(ctx, cmd.id, cmd.statementOptions())
+	if cmd.name == "statement" {
+		return statementCmd(ctx, sc, cmd, t, stdout, stderr)
+	}
+	return decideCmd(ctx, sc, cmd, t, stdout, stderr)
+}
+
+// statementCmd prints the exact bytes a reviewer signs to decide on t
+// (ssh-keygen -Y sign -n sandboxflow-approval), and on stderr, before an approval, the warnings
+// `starter show` (`starter session show`) gives: the invisible characters and confusable names of
+// the code and the input files that may run without the code calling them, so that a reviewer
+// who signs from this command alone is warned.
+func statementCmd(ctx context.Context, sc *client.Client, cmd *command, t client.Target, stdout, stderr io.Writer) error {
+	if !cmd.deny {
+		review, err := sc.Review(ctx, t, client.ReviewOptions{})
+		if err != nil {
+			return err
+		}
+		if r := review.Session; r != nil {
+			warnSession(stderr, *r, func(v client.CellView) bool {
+				return v.Cell == t.Cell || t.Cell == client.CellWaiting && v.Cell == r.Waiting
+			})
+		} else {
+			warnRun(stderr, *review.Run)
+		}
+	}
+	f, err := sc.Statement(ctx, t, cmd.statementOptions())
 	return writeStatement(stdout, f, err)
 }
 
-// decideCmd signs an approval or a denial with the reviewer's key and sends it.
-func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.Writer) error {
+// decideCmd signs an approval or a denial of t with the reviewer's key and sends it; approve
+// --wait then prints the result, once its receipt verified. For a session's waiting cell, the
+// cell is printed on stderr first.
+func decideCmd(ctx context.Context, sc *client.Client, cmd *command, t client.Target, stdout, stderr io.Writer) error {
 	sc, signer, closer, err := cmd.signingClient(sc)
 	if err != nil {
 		return err
 	}
 	defer closer.Close()
-	var res any
-	// approve --wait: the wait for the result (one long poll on the approved run) starts with
-	// the decision, in this process and connection.
+	if t.Cell == client.CellWaiting {
+		if err := showWaitingCell(ctx, sc, cmd, stderr); err != nil {
+			return err
+		}
+	}
+	var res client.Decided
+	// approve --wait: the wait for the result (one long poll on the approved run, or the cell's
+	// answer) starts with the decision, in this process and connection.
 	var wait *client.ResultWait
 	switch {
 	case cmd.name == "approve" && cmd.editFile != "":
@@ -138,16 +160,16 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 			return &cli.UsageError{Msg: fmt.Sprintf("--edit: %v", rerr)}
 		}
 		if cmd.wait {
-			res, wait, err = sc.ApproveEditedAndWait(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
+			res.DecideResult, wait, err = sc.ApproveEditedAndWait(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
 		} else {
-			res, err = sc.ApproveEdited(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
+			res.DecideResult, err = sc.ApproveEdited(ctx, cmd.id, cmd.digest, string(code), signer, cmd.reason)
 		}
 	case cmd.name == "approve" && cmd.wait:
-		res, wait, err = sc.ApproveAndWait(ctx, cmd.id, cmd.digest, signer, cmd.reason)
+		res, wait, err = sc.ApproveAndWait(ctx, t, cmd.digest, signer, cmd.reason)
 	case cmd.name == "approve":
-		res, err = sc.Approve(ctx, cmd.id, cmd.digest, signer, cmd.reason)
+		res, err = sc.Approve(ctx, t, cmd.digest, signer, cmd.reason)
 	default:
-		res, err = sc.Deny(ctx, cmd.id, signer, cmd.reason)
+		res, err = sc.Deny(ctx, t, signer, cmd.reason)
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", cmd.name, cmd.id, err)
@@ -156,17 +178,33 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, stdout io.W
 		defer wait.Stop()
 		// The answer's result is the workflow's word: it is printed below, as a result, only
 		// once its receipt verified (wait.Get), never before.
-		if dr, ok := res.(contract.DecideResult); ok {
-			dr.Result = nil
-			res = dr
-		}
+		res.Result, res.CellStatus = nil, nil
 	}
-	if err := printOr(stdout, res, nil); err != nil || wait == nil {
+	if err := client.WriteJSON(stdout, res); err != nil {
 		return err
+	}
+	if res.Cell > 0 && res.Quorum > 0 && res.State == contract.StatusAwaitingApproval {
+		fmt.Fprintf(stderr, "starter: cell %d of %s has %d of %d approvals: it waits for another reviewer's\n", res.Cell, cmd.id, res.Approvals, res.Quorum)
+	}
+	if wait == nil {
+		return nil
 	}
 	out, err := wait.Get(ctx)
 	if err != nil {
 		return startedError{workflowID: cmd.id, err: err}
 	}
 	return printResult(stdout, out)
+}
+
+// showWaitingCell prints on stderr the cell of the session that waits for a decision, for a
+// reviewer who named no cell: the one the decision is for, before it is signed.
+func showWaitingCell(ctx context.Context, sc *client.Client, cmd *command, stderr io.Writer) error {
+	review, err := sc.Review(ctx, client.Session(cmd.id), client.ReviewOptions{})
+	if err != nil {
+		return err
+	}
+	if review.Session.Waiting == 0 {
+		return fmt.Errorf("%s %s: no cell of the session waits for a decision", cmd.name, cmd.id)
+	}
+	return printWaitingCell(stderr, *review.Session)
 }

@@ -71,7 +71,7 @@ func runCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr
 	if err := client.WriteJSON(stdout, started); err != nil || !cmd.wait {
 		return err
 	}
-	res, err := sc.WaitResult(ctx, started.WorkflowID, 0)
+	res, err := sc.WaitResult(ctx, client.Run(started.WorkflowID), 0)
 	if err != nil {
 		return startedError{workflowID: started.WorkflowID, err: err}
 	}

@@ -178,15 +178,15 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 		fmt.Fprintf(stderr, "starter: cell %d of %s waits for a reviewer (starter session show %s; starter approve %s --cell %d)\n", sub.Cell, cmd.id, cmd.id, cmd.id, sub.Cell)
 		return printCellOutcome(ctx, sc, cmd.id, sub.Cell, stdout)
 	case sessionShow:
-		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
+		review, err := sc.Review(ctx, client.Session(cmd.id), client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
 		if err != nil {
 			return err
 		}
-		warnSession(stderr, review, func(client.CellView) bool { return true })
+		warnSession(stderr, *review.Session, func(client.CellView) bool { return true })
 		if cmd.json {
-			return client.WriteJSON(stdout, review)
+			return client.WriteJSON(stdout, review.Session)
 		}
-		return printSessionReview(stdout, review, time.Now())
+		return printSessionReview(stdout, *review.Session, time.Now())
 	case sessionClose:
 		st, err := sc.CloseSession(ctx, cmd.id, cmd.reason)
 		if err != nil {
@@ -197,87 +197,13 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 	return fmt.Errorf("starter: session subcommand %q has no implementation", cmd.sub)
 }
 
-// printCellOutcome waits for the cell to end and prints its result as `starter result` prints a
-// run's, or returns why it has none (denied, expired, dropped, failed).
+// printCellOutcome waits for the cell to end and prints its result, once its receipt verified,
+// as `starter result` prints a run's, or returns why it has none (denied, expired, dropped,
+// failed).
 func printCellOutcome(ctx context.Context, sc *client.Client, sessionID string, cell int, stdout io.Writer) error {
-	c, err := sc.AwaitCell(ctx, sessionID, cell)
-	if err != nil {
-		return startedError{workflowID: sessionID, err: err}
-	}
-	res, err := sc.CellResult(ctx, sessionID, c)
+	res, err := sc.WaitResult(ctx, client.Cell(sessionID, cell), 0)
 	if err != nil {
 		return startedError{workflowID: sessionID, err: err}
 	}
 	return printResult(stdout, res)
-}
-
-// decideCellCmd signs a decision on a session's cell (cmd.cell, or the waiting one after printing
-// it on stderr) and sends it; approve --wait then prints the cell's result.
-func decideCellCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	sc, signer, closer, err := cmd.signingClient(sc)
-	if err != nil {
-		return err
-	}
-	defer closer.Close()
-	if cmd.cell == 0 {
-		// The reviewer named no cell: show the one this decision is for before signing it.
-		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{})
-		if err != nil {
-			return err
-		}
-		if review.Waiting == 0 {
-			return fmt.Errorf("%s %s: no cell of the session waits for a decision", cmd.name, cmd.id)
-		}
-		if err := printWaitingCell(stderr, review); err != nil {
-			return err
-		}
-	}
-	var res client.CellDecided
-	switch {
-	case cmd.name == "approve" && cmd.wait:
-		// One update: the answer comes once the cell has ended, with its status.
-		res, err = sc.ApproveCellWait(ctx, cmd.id, cmd.cell, cmd.digest, signer, cmd.reason)
-	case cmd.name == "approve":
-		res, err = sc.ApproveCell(ctx, cmd.id, cmd.cell, cmd.digest, signer, cmd.reason)
-	default:
-		res, err = sc.DenyCell(ctx, cmd.id, cmd.cell, signer, cmd.reason)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", cmd.name, cmd.id, err)
-	}
-	ended := res.CellStatus
-	res.CellStatus = nil // printed below as a result, as `starter result` prints a run's
-	if err := client.WriteJSON(stdout, res); err != nil {
-		return err
-	}
-	if res.Quorum > 0 && res.State == contract.StatusAwaitingApproval {
-		fmt.Fprintf(stderr, "starter: cell %d of %s has %d of %d approvals: it waits for another reviewer's\n", res.Cell, cmd.id, res.Approvals, res.Quorum)
-	}
-	if !cmd.wait {
-		return nil
-	}
-	if ended == nil {
-		return printCellOutcome(ctx, sc, cmd.id, res.Cell, stdout)
-	}
-	out, err := sc.CellResult(ctx, cmd.id, *ended)
-	if err != nil {
-		return startedError{workflowID: cmd.id, err: err}
-	}
-	return printResult(stdout, out)
-}
-
-// cellStatementCmd prints the statement of a session's cell (cmd.cell, or the waiting one).
-func cellStatementCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
-	opts := cmd.statementOptions()
-	if !cmd.deny {
-		review, err := sc.ReviewSession(ctx, cmd.id, client.ReviewOptions{})
-		if err != nil {
-			return err
-		}
-		warnSession(stderr, review, func(v client.CellView) bool {
-			return v.Cell == cmd.cell || cmd.cell == 0 && v.Cell == review.Waiting
-		})
-	}
-	f, _, err := sc.CellStatement(ctx, cmd.id, cmd.cell, opts)
-	return writeStatement(stdout, f, err)
 }

@@ -77,7 +77,7 @@ func TestIntegrationSessionThroughStarter(t *testing.T) {
 		t.Helper()
 		r := binary(t, e, "", "approve", id, "--cell", strconv.Itoa(n), "--wait")
 		dec := json.NewDecoder(strings.NewReader(r.stdout))
-		var decided client.CellDecided
+		var decided client.Decided
 		var res guard.Result
 		if r.code != 0 || dec.Decode(&decided) != nil || dec.Decode(&res) != nil || decided.Cell != n || !decided.Approve {
 			t.Fatalf("approve --cell %d --wait: exit %d, %s %s", n, r.code, r.stdout, r.stderr)

@@ -55,13 +55,13 @@ func TestIntegrationStatusDowngradingTheStatementIsNotApproved(t *testing.T) {
 			t.Fatal(err)
 		}
 		it.waitState(id, contract.StatusAwaitingApproval)
-		if f, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{}); !errors.Is(err, sfclient.ErrStatementVersion) {
+		if f, err := sc.Statement(it.ctx(10*time.Second), sfclient.Run(id), sfclient.StatementOptions{}); !errors.Is(err, sfclient.ErrStatementVersion) {
 			t.Errorf("%s (version %d): statement to approve: %+v, %v; want %v", id, version, f, err, sfclient.ErrStatementVersion)
 		}
-		if _, err := sc.Approve(it.ctx(10*time.Second), id, checked.Digest, it.alice.Signer, "ok"); !errors.Is(err, sfclient.ErrStatementVersion) {
+		if _, err := sc.Approve(it.ctx(10*time.Second), sfclient.Run(id), checked.Digest, it.alice.Signer, "ok"); !errors.Is(err, sfclient.ErrStatementVersion) {
 			t.Errorf("%s (version %d): approve: %v; want %v", id, version, err, sfclient.ErrStatementVersion)
 		}
-		if f, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{Deny: true}); err != nil || f.Version != approval.StatementVersion1 || f.Approve {
+		if f, err := sc.Statement(it.ctx(10*time.Second), sfclient.Run(id), sfclient.StatementOptions{Deny: true}); err != nil || f.Version != approval.StatementVersion1 || f.Approve {
 			t.Errorf("%s (version %d): statement to deny: %+v, %v; want a version 1 denial", id, version, f, err)
 		}
 	}

@@ -76,13 +76,13 @@ func TestIntegrationStatusThatShowsOtherCodeIsNotApproved(t *testing.T) {
 			t.Fatal(err)
 		}
 		it.waitState(id, contract.StatusAwaitingApproval)
-		if _, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "do not approve") {
+		if _, err := sc.Statement(it.ctx(10*time.Second), sfclient.Run(id), sfclient.StatementOptions{}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "do not approve") {
 			t.Errorf("%s: statement to approve: %v; want a refusal saying %q", id, err, want)
 		}
-		if _, err := sc.Review(it.ctx(10*time.Second), id, sfclient.ReviewOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := sc.Review(it.ctx(10*time.Second), sfclient.Run(id), sfclient.ReviewOptions{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: review: %v; want a refusal saying %q", id, err, want)
 		}
-		if _, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{Deny: true}); err != nil {
+		if _, err := sc.Statement(it.ctx(10*time.Second), sfclient.Run(id), sfclient.StatementOptions{Deny: true}); err != nil {
 			t.Errorf("%s: statement to deny: %v; want one", id, err)
 		}
 	}

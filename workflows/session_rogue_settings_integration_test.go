@@ -96,7 +96,7 @@ func TestIntegrationRogueSessionSettingsDigest(t *testing.T) {
 	for len(b.Sandboxes()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	f, _, err := c.CellStatement(it.ctx(10*time.Second), id, 1, client.StatementOptions{})
+	f, err := c.Statement(it.ctx(10*time.Second), client.Cell(id, 1), client.StatementOptions{})
 	if err != nil {
 		t.Fatalf("the door refused the honest-looking status: %v", err)
 	}
@@ -106,7 +106,7 @@ func TestIntegrationRogueSessionSettingsDigest(t *testing.T) {
 	it.signal(id, it.alice.Decision(t, f))
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		_, _, err = c.CellStatement(it.ctx(10*time.Second), id, 1, client.StatementOptions{})
+		_, err = c.Statement(it.ctx(10*time.Second), client.Cell(id, 1), client.StatementOptions{})
 		if err != nil || time.Now().After(deadline) {
 			break
 		}

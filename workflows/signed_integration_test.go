@@ -402,7 +402,7 @@ func TestIntegrationSSHKeygenSignatureByRawJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := sc.Statement(it.ctx(10*time.Second), id, sfclient.StatementOptions{})
+	f, err := sc.Statement(it.ctx(10*time.Second), sfclient.Run(id), sfclient.StatementOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -677,7 +677,7 @@ func approveClient(ctx context.Context, sc *client.Client, id, digest string) er
 		return err
 	}
 	defer closer.Close()
-	_, err = sc.Approve(ctx, id, digest, signer, "")
+	_, err = sc.Approve(ctx, client.Run(id), digest, signer, "")
 	return err
 }
 
@@ -696,7 +696,7 @@ func cliPath(s starterCLI) (whole, approveToResult time.Duration) {
 }
 
 // cellClientPath submits print(1) as the next cell of a live session (not timed) and times its
-// approval to its result through the Go client (ApproveCellWait: one update).
+// approval to its result through the Go client (ApproveAndWait of a cell: one update).
 func cellClientPath(ctx context.Context, b *testing.B, sc *client.Client, session string) time.Duration {
 	s := cellClientSample(ctx, b, sc, session)
 	return s.end.Sub(s.approve)
@@ -715,8 +715,11 @@ func cellClientSample(ctx context.Context, b *testing.B, sc *client.Client, sess
 	}
 	defer closer.Close()
 	start := time.Now()
-	decided, err := sc.ApproveCellWait(ctx, session, sub.Cell, sub.Digest, signer, "")
+	decided, wait, err := sc.ApproveAndWait(ctx, client.Cell(session, sub.Cell), sub.Digest, signer, "")
 	end := time.Now()
+	if wait != nil {
+		wait.Stop()
+	}
 	if err != nil || decided.CellStatus == nil || decided.CellStatus.Result == nil || string(decided.CellStatus.Result.Stdout) != "1\n" {
 		b.Fatalf("cell %d: %+v, %v", sub.Cell, decided, err)
 	}
@@ -735,7 +738,7 @@ func cellCLIPath(ctx context.Context, b *testing.B, sc *client.Client, s starter
 	out := s.mustRun("approve", session, "--cell", strconv.Itoa(sub.Cell), "--wait")
 	d := time.Since(start)
 	dec := json.NewDecoder(bytes.NewReader(out))
-	var decided client.CellDecided
+	var decided client.Decided
 	var res guard.Result
 	if dec.Decode(&decided) != nil || dec.Decode(&res) != nil || string(res.Stdout) != "1\n" {
 		b.Fatalf("approve --cell %d --wait printed %s", sub.Cell, out)
@@ -764,7 +767,7 @@ func clientPath(ctx context.Context, b *testing.B, sc *client.Client) clientSamp
 	defer closer.Close()
 	s := clientSample{workflowID: started.WorkflowID, approve: time.Now()}
 	// The result's long poll starts with the decision (ApproveAndWait).
-	_, wait, err := sc.ApproveAndWait(ctx, started.WorkflowID, started.Digest, signer, "")
+	_, wait, err := sc.ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, signer, "")
 	if err != nil {
 		b.Fatal(err)
 	}

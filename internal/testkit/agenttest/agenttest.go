@@ -257,9 +257,9 @@ func Decide(t *testing.T, e *Env, id string, approve bool) {
 		t.Fatalf("agenttest: status of %s: %v", id, err)
 	}
 	if approve {
-		_, err = e.Client.Approve(ctx, id, st.Request.Digest, e.Reviewer.Signer, "")
+		_, err = e.Client.Approve(ctx, client.Run(id), st.Request.Digest, e.Reviewer.Signer, "")
 	} else {
-		_, err = e.Client.Deny(ctx, id, e.Reviewer.Signer, "not today")
+		_, err = e.Client.Deny(ctx, client.Run(id), e.Reviewer.Signer, "not today")
 	}
 	if err != nil {
 		t.Fatalf("agenttest: decide on %s (approve=%t): %v", id, approve, err)

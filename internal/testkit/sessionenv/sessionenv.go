@@ -74,9 +74,9 @@ func Decide(t *testing.T, e *agenttest.Env, sessionID string, approve bool) int 
 	defer cancel()
 	var err error
 	if approve {
-		_, err = e.Client.ApproveCell(ctx, sessionID, cell, "", e.Reviewer.Signer, "")
+		_, err = e.Client.Approve(ctx, client.Cell(sessionID, cell), "", e.Reviewer.Signer, "")
 	} else {
-		_, err = e.Client.DenyCell(ctx, sessionID, cell, e.Reviewer.Signer, "not this one")
+		_, err = e.Client.Deny(ctx, client.Cell(sessionID, cell), e.Reviewer.Signer, "not this one")
 	}
 	if err != nil {
 		t.Fatalf("sessionenv: decide on cell %d of %s (approve=%t): %v", cell, sessionID, approve, err)
