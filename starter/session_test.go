@@ -66,7 +66,7 @@ func TestParseSessionArgsRefuses(t *testing.T) {
 func TestParseSessionArgsAccepts(t *testing.T) {
 	cmd, err := parseArgs([]string{"session", "open", "--language", "python,sh", "--input", "data.csv=/p", "--env", "MODE=fast",
 		"--timeout", "5s", "--network", "--allow-host", "api.example.com", "--secret", "TOKEN", "--lifetime", "30m",
-		"--idle-timeout", "2m", "--max-cells", "7", "--workflow-id", "session-x", "--agent", "bot", "--capture-content"}, io.Discard)
+		"--idle-timeout", "2m", "--max-cells", "7", "--workflow-id", "session-x", "--agent", "bot", "--capture-content", "--conversation", "task-7"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestParseSessionArgsAccepts(t *testing.T) {
 	if cmd.sub != sessionOpen || !slices.Equal(r.Languages, []string{"python", "sh"}) || cmd.inputs.Map["data.csv"] != "/p" ||
 		r.Env["MODE"] != "fast" || r.Limits.Timeout != 5*time.Second || !r.Network || !slices.Equal(r.Egress, []string{"api.example.com"}) ||
 		!slices.Equal(r.Secrets, []string{"TOKEN"}) || r.Lifetime != 30*time.Minute || r.IdleTimeout != 2*time.Minute || r.MaxCells != 7 ||
-		cmd.workflowID != "session-x" || r.Metadata.Agent != "bot" || !r.CaptureContent {
+		cmd.workflowID != "session-x" || r.Metadata.Agent != "bot" || !r.CaptureContent || r.Conversation != "task-7" {
 		t.Errorf("session open parsed as %+v (settings %+v)", cmd, r)
 	}
 	cmd, err = parseArgs([]string{"session", "open", "--language", "sh", "--language", "python"}, io.Discard)
