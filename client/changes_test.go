@@ -124,7 +124,7 @@ func TestChangesBetweenRunsAndSessions(t *testing.T) {
 			input: contract.SessionInput{Request: sessionReq}, status: contract.SessionStatus{State: contract.SessionClosed}},
 		{id: "run-2", runID: "r2", typ: contract.WorkflowName, conversation: "task-7", started: t0.Add(2 * time.Minute), input: contract.Input{Request: laterRun}},
 	}}
-	c := newConversationFake(t, f)
+	c := newFake(t, f)
 	ctx := context.Background()
 
 	ch, err := c.SessionChangesOf(ctx, "session-1", "s1", t0.Add(time.Minute), sessionReq)
@@ -174,13 +174,4 @@ func TestChangesBetweenRunsAndSessions(t *testing.T) {
 	if _, err := c.SessionChangesOf(ctx, "session-3", "s3", t0, guard.SessionRequest{Conversation: "x' OR '1'='1"}); guard.TypeOf(err) != guard.TypeToolUsageError {
 		t.Errorf("a bad conversation: %v; want a ToolUsageError before any query", err)
 	}
-}
-
-func newConversationFake(t *testing.T, f *conversationTemporal) *Client {
-	t.Helper()
-	c, err := New(Options{Temporal: f, Namespace: "ns", WorkerWait: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -35,29 +35,27 @@ type diffRow struct{ Class, Text string }
 // changes reads what changed since the previous run or session of the run's conversation,
 // through the client's door; a failure is shown on the page, which stands without it.
 func (s *Server) changes(ctx context.Context, ri *client.RunInfo, in contract.Input) *changesView {
-	if in.Request.Conversation == "" {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
-	defer cancel()
-	ch, err := s.runs.ChangesOf(ctx, ri.Status.WorkflowID, ri.Status.RunID, ri.Started, in.Request)
-	return newChangesView(in.Request.Conversation, false, ch, err)
+	return readChanges(ctx, in.Request.Conversation, false, func(ctx context.Context) (*client.Changes, error) {
+		return s.runs.ChangesOf(ctx, ri.Status.WorkflowID, ri.Status.RunID, ri.Started, in.Request)
+	})
 }
 
 // sessionChanges is changes for a session's settings, through the session door.
 func (s *Server) sessionChanges(ctx context.Context, si sessionInfo, in contract.SessionInput) *changesView {
-	if in.Request.Conversation == "" {
+	return readChanges(ctx, in.Request.Conversation, true, func(ctx context.Context) (*client.Changes, error) {
+		return s.door.SessionChanges(ctx, si.Status.WorkflowID, si.Status.RunID, si.Started, in.Request)
+	})
+}
+
+// readChanges is the view of what read reads of conversation's changes (nil when it names
+// none), for a run's page or a session's (session true), within temporalTimeout.
+func readChanges(ctx context.Context, conv string, session bool, read func(context.Context) (*client.Changes, error)) *changesView {
+	if conv == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	ch, err := s.door.SessionChanges(ctx, si.Status.WorkflowID, si.Status.RunID, si.Started, in.Request)
-	return newChangesView(in.Request.Conversation, true, ch, err)
-}
-
-// newChangesView is the view of what the client read of conversation's changes (ch, or err)
-// for a run's page or a session's (session true).
-func newChangesView(conv string, session bool, ch *client.Changes, err error) *changesView {
+	ch, err := read(ctx)
 	v := &changesView{Conversation: conv, Notice: client.ConversationNotice, Same: "the same code, files and settings"}
 	if err != nil {
 		v.Err = err.Error()
