@@ -19,21 +19,26 @@ import (
 
 // ConversationNotice is what every door says beside a conversation's diff.
 const ConversationNotice = "The conversation is a label the orchestrator chose (any orchestrator can name any conversation, another team's too): " +
-	"this diff against its previous run is a reading aid only. It never changes what you sign: your decision covers this run's " +
-	"whole code, files and settings, shown in full, whatever the previous run was."
+	"this diff against its previous run or session is a reading aid only. It never changes what you sign: your decision covers this run's " +
+	"(or this cell's) whole code, files and settings, shown in full, whatever came before."
 
-// maxPreviousPages bounds how many visibility pages Changes reads to find the previous run.
+// maxPreviousPages bounds how many visibility pages Changes reads to find the previous run or
+// session.
 const maxPreviousPages = 10
 
-// Changes is what changed since the previous run of a run's conversation.
+// Changes is what changed since the previous run or session of a run's or a session's
+// conversation.
 type Changes struct {
 	Conversation string `json:"conversation"`
-	// Previous is the conversation's run started last before this one; nil when this is its first.
+	// Previous is the conversation's run or session started last before this one; nil when this
+	// is its first.
 	Previous *PreviousRun `json:"previous,omitempty"`
-	// Diff is the unified diff from the previous run to this one: its code, every input file
-	// (text files line by line, others by size), and its settings (language, network, egress,
-	// secret names, env names, never env values). Each line is escaped (pysource.VisibleText; CR
-	// as \r). Empty when nothing changed or there is no previous run.
+	// Diff is the unified diff from the previous run or session to this one: the code when both
+	// are runs (a session's code is its cells, each reviewed on its own), every input file (text
+	// files line by line, others by size), and the settings (language or languages, network,
+	// egress, secret names, env names, the timeout, and the names of env vars whose values
+	// changed, never the values). Each line is escaped (pysource.VisibleText; CR as \r). Empty when
+	// nothing changed or there is none before.
 	Diff string `json:"diff,omitempty"`
 	// Added and Removed count the diff's lines; ChangedFiles names what changed ("code",
 	// "settings" and input file names).
@@ -43,21 +48,36 @@ type Changes struct {
 	Notice       string   `json:"notice"`
 }
 
-// PreviousRun is the previous run of a conversation and how it was decided.
+// PreviousRun is the previous run or session of a conversation and how it was decided.
 type PreviousRun struct {
 	WorkflowID string    `json:"workflow_id"`
 	RunID      string    `json:"run_id"`
 	Started    time.Time `json:"started"`
-	State      string    `json:"state"`
+	// Session says it is a Session workflow: State is the session's, and its cells' decisions
+	// are on its own page.
+	Session bool   `json:"session,omitempty"`
+	State   string `json:"state"`
 	// Decision is its accepted decision (approved by whom, or denied with what reason), if any.
 	Decision *contract.DecisionRecord `json:"decision,omitempty"`
 	// Error is what ended it, if anything did (expired, denied, failed).
 	Error string `json:"error,omitempty"`
 }
 
-// Outcome says in words how the previous run was decided.
+// Kind is what the previous one is: "session" or "run".
+func (p *PreviousRun) Kind() string {
+	if p.Session {
+		return "session"
+	}
+	return "run"
+}
+
+// Outcome says in words how the previous run was decided, or where the previous session is.
 func (p *PreviousRun) Outcome() string {
 	switch d := p.Decision; {
+	case p.Session && p.Error != "":
+		return "session " + p.State + ": " + p.Error
+	case p.Session:
+		return "session " + p.State
 	case d != nil && d.Approve:
 		return "approved by " + d.Reviewer
 	case d != nil && d.Reason != "":
@@ -82,17 +102,22 @@ func (c *Client) reviewChanges(ctx context.Context, workflowID string, st contra
 	if err != nil {
 		return nil, err.Error()
 	}
-	ch, err := c.ChangesOf(ctx, workflowID, st.RunID, info.GetStartTime().AsTime(), in.Request)
+	return changesText(c.ChangesOf(ctx, workflowID, st.RunID, info.GetStartTime().AsTime(), in.Request))
+}
+
+// changesText is a review's Changes and, when they could not be read, why, as text: the review
+// stands without them.
+func changesText(ch *Changes, err error) (*Changes, string) {
 	if err != nil {
 		return ch, err.Error()
 	}
 	return ch, ""
 }
 
-// Changes returns what changed since the previous run of workflowID's conversation, read from
-// the run's start input; nil when the run names no conversation. The previous run is the one
-// with the same SandboxConversation started last before this one (visibility is eventually
-// consistent: a run started a moment ago may not be found yet).
+// Changes returns what changed since the previous run or session of workflowID's conversation,
+// read from the run's start input; nil when the run names no conversation. The previous one is
+// the RunCode run or Session with the same SandboxConversation started last before this one
+// (visibility is eventually consistent: one started a moment ago may not be found yet).
 func (c *Client) Changes(ctx context.Context, workflowID string) (*Changes, error) {
 	info, err := c.describeRunCode(ctx, workflowID)
 	if err != nil {
@@ -108,35 +133,76 @@ func (c *Client) Changes(ctx context.Context, workflowID string) (*Changes, erro
 
 // ChangesOf is Changes for run runID of workflowID, started at started with req.
 func (c *Client) ChangesOf(ctx context.Context, workflowID, runID string, started time.Time, req guard.Request) (*Changes, error) {
-	if req.Conversation == "" {
+	return c.changesOf(ctx, workflowID, runID, started, req.Conversation, runCompared(req))
+}
+
+// SessionChangesOf is what changed since the previous run or session of the conversation of run
+// runID of session sessionID, started at started with req: its settings, as Changes diffs a
+// run's. Nil when the session names no conversation.
+func (c *Client) SessionChangesOf(ctx context.Context, sessionID, runID string, started time.Time, req guard.SessionRequest) (*Changes, error) {
+	return c.changesOf(ctx, sessionID, runID, started, req.Conversation, sessionCompared(req))
+}
+
+// changesOf is what changed from the previous run or session of conversation to cur, what run
+// runID of workflowID, started at started, compares.
+func (c *Client) changesOf(ctx context.Context, workflowID, runID string, started time.Time, conversation string, cur compared) (*Changes, error) {
+	if conversation == "" {
 		return nil, nil
 	}
 	// Checked again here: it goes into a visibility query.
-	if err := guard.CheckConversation(req.Conversation); err != nil {
+	if err := guard.CheckConversation(conversation); err != nil {
 		return nil, fmt.Errorf("client: changes of %s: %w", workflowID, err)
 	}
-	ch := &Changes{Conversation: req.Conversation, Notice: ConversationNotice}
-	prev, err := c.previousRun(ctx, workflowID, runID, started, req.Conversation)
+	ch := &Changes{Conversation: conversation, Notice: ConversationNotice}
+	prev, err := c.previousRun(ctx, workflowID, runID, started, conversation)
 	if err != nil || prev == nil {
 		return ch, err
 	}
-	st, err := c.RunStatus(ctx, prev.WorkflowID, prev.RunID)
-	if err != nil {
+	if err := c.previousState(ctx, prev); err != nil {
 		return ch, err
 	}
-	prev.State, prev.Decision, prev.Error = st.State, st.Decision, st.Error
 	ch.Previous = prev
-	pin, err := c.StartInput(ctx, prev.WorkflowID, prev.RunID)
+	old, err := c.previousCompared(ctx, prev)
 	if err != nil {
 		return ch, err
 	}
-	ch.diff(pin.Request, req)
+	ch.diff(old, cur)
 	return ch, nil
 }
 
-// previousRun finds the conversation's run started last before started, other than this one.
+// previousState fills in how the previous run or session p ended up, from its status.
+func (c *Client) previousState(ctx context.Context, p *PreviousRun) error {
+	if p.Session {
+		st, err := c.SessionRunStatus(ctx, p.WorkflowID, p.RunID)
+		p.State, p.Error = st.State, st.Error
+		return err
+	}
+	st, err := c.RunStatus(ctx, p.WorkflowID, p.RunID)
+	p.State, p.Decision, p.Error = st.State, st.Decision, st.Error
+	return err
+}
+
+// previousCompared reads what the diff compares of the previous run or session p, from its
+// start input.
+func (c *Client) previousCompared(ctx context.Context, p *PreviousRun) (compared, error) {
+	if p.Session {
+		in, err := c.SessionStartInput(ctx, p.WorkflowID, p.RunID)
+		return sessionCompared(in.Request), err
+	}
+	in, err := c.StartInput(ctx, p.WorkflowID, p.RunID)
+	return runCompared(in.Request), err
+}
+
+// conversationQuery lists the RunCode runs and Sessions of a conversation (checked).
+func conversationQuery(conversation string) string {
+	return fmt.Sprintf("WorkflowType IN ('%s', '%s') AND %s = '%s'",
+		contract.WorkflowName, contract.SessionWorkflowName, contract.AttrConversation, conversation)
+}
+
+// previousRun finds the conversation's run or session started last before started, other than
+// this one.
 func (c *Client) previousRun(ctx context.Context, workflowID, runID string, started time.Time, conversation string) (*PreviousRun, error) {
-	query := fmt.Sprintf("WorkflowType = '%s' AND %s = '%s'", contract.WorkflowName, contract.AttrConversation, conversation)
+	query := conversationQuery(conversation)
 	var (
 		best  *PreviousRun
 		token []byte
@@ -144,7 +210,7 @@ func (c *Client) previousRun(ctx context.Context, workflowID, runID string, star
 	for range maxPreviousPages {
 		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, PageSize: 100, NextPageToken: token})
 		if err != nil {
-			return nil, fmt.Errorf("client: list the runs of conversation %s: %w", conversation, err)
+			return nil, fmt.Errorf("client: list the runs and sessions of conversation %s: %w", conversation, err)
 		}
 		for _, e := range resp.GetExecutions() {
 			ex, t := e.GetExecution(), e.GetStartTime().AsTime()
@@ -152,7 +218,8 @@ func (c *Client) previousRun(ctx context.Context, workflowID, runID string, star
 				continue
 			}
 			if best == nil || t.After(best.Started) {
-				best = &PreviousRun{WorkflowID: ex.GetWorkflowId(), RunID: ex.GetRunId(), Started: t}
+				best = &PreviousRun{WorkflowID: ex.GetWorkflowId(), RunID: ex.GetRunId(), Started: t,
+					Session: e.GetType().GetName() == contract.SessionWorkflowName}
 			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
@@ -175,20 +242,49 @@ func (ch *Changes) add(name, old, new string) {
 	ch.Added, ch.Removed = ch.Added+a, ch.Removed+r
 }
 
-// diff fills the diff from the previous request to this one.
-func (ch *Changes) diff(prev, cur guard.Request) {
+// compared is what a conversation's diff compares of a run or a session: a run's code (nil for
+// a session, whose code is its cells), its language or a session's languages, and the settings.
+type compared struct {
+	code      *string
+	languages string
+	settings  guard.Settings
+}
+
+// runCompared is what the diff compares of a run's request.
+func runCompared(r guard.Request) compared {
+	lang := r.Language
+	if lang == "" {
+		lang = guard.Python
+	}
+	return compared{code: &r.Code, languages: lang, settings: r.Settings}
+}
+
+// sessionCompared is what the diff compares of a session's request: its settings.
+func sessionCompared(r guard.SessionRequest) compared {
+	langs := "(every one the policy offers)"
+	if len(r.Languages) > 0 {
+		langs = strings.Join(slices.Compact(slices.Sorted(slices.Values(r.Languages))), ", ")
+	}
+	return compared{languages: langs, settings: r.Settings}
+}
+
+// diff fills the diff from the previous run or session to this one.
+func (ch *Changes) diff(prev, cur compared) {
 	add := ch.add
-	add("code", prev.Code, cur.Code)
-	names := slices.Sorted(maps.Keys(prev.Files))
-	for n := range cur.Files {
-		if _, ok := prev.Files[n]; !ok {
+	if prev.code != nil && cur.code != nil {
+		add("code", *prev.code, *cur.code)
+	}
+	pf, cf := prev.settings.Files, cur.settings.Files
+	names := slices.Sorted(maps.Keys(pf))
+	for n := range cf {
+		if _, ok := pf[n]; !ok {
 			names = append(names, n)
 		}
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		old, hadOld := prev.Files[n]
-		new, hasNew := cur.Files[n]
+		old, hadOld := pf[n]
+		new, hasNew := cf[n]
 		if hadOld && hasNew && string(old) == string(new) {
 			continue
 		}
@@ -199,8 +295,8 @@ func (ch *Changes) diff(prev, cur guard.Request) {
 		add("files/"+n, fileLine(old, hadOld), fileLine(new, hasNew))
 	}
 	var changedEnv []string
-	for _, n := range slices.Sorted(maps.Keys(cur.Env)) {
-		if old, ok := prev.Env[n]; ok && old != cur.Env[n] {
+	for _, n := range slices.Sorted(maps.Keys(cur.settings.Env)) {
+		if old, ok := prev.settings.Env[n]; ok && old != cur.settings.Env[n] {
 			changedEnv = append(changedEnv, n)
 		}
 	}
@@ -227,14 +323,11 @@ func fileLine(b []byte, present bool) string {
 }
 
 // settings lists what else decides what runs, one line each; env values are left out.
-func settings(r guard.Request) string {
-	lang := r.Language
-	if lang == "" {
-		lang = guard.Python
-	}
+func settings(c compared) string {
+	r := c.settings
 	egress := slices.Sorted(slices.Values(r.Egress))
 	secrets := slices.Sorted(slices.Values(r.Secrets))
 	env := slices.Sorted(maps.Keys(r.Env))
 	return fmt.Sprintf("language: %s\nnetwork: %t\negress: %s\nsecrets: %s\nenv names: %s\ntimeout: %s\n",
-		lang, r.Network, strings.Join(egress, ", "), strings.Join(secrets, ", "), strings.Join(env, ", "), r.Limits.Timeout)
+		c.languages, r.Network, strings.Join(egress, ", "), strings.Join(secrets, ", "), strings.Join(env, ", "), r.Limits.Timeout)
 }

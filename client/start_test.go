@@ -95,7 +95,7 @@ func (fakeService) GetWorkflowExecutionHistory(ctx context.Context, req *workflo
 	return nil, serviceerror.NewUnavailable("the fake keeps no history")
 }
 
-func newFake(t *testing.T, f *fakeTemporal) *Client {
+func newFake(t *testing.T, f tclient.Client) *Client {
 	t.Helper()
 	c, err := New(Options{Temporal: f, Namespace: "ns", WorkerWait: time.Millisecond})
 	if err != nil {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,43 @@ func TestCheckConversation(t *testing.T) {
 	}
 	if a.Conversation != "task-1" || a.Summary().Conversation != "task-1" || a.Digest != b.Digest {
 		t.Errorf("checked conversation %q (summary %q), digests %s and %s; want task-1 and one digest", a.Conversation, a.Summary().Conversation, a.Digest, b.Digest)
+	}
+}
+
+// A session's conversation is checked as a run's, carried into the checked session and its
+// summary, and left out of the settings digest; with none, the checked session's JSON has no
+// conversation field (as before sessions had one).
+func TestCheckSessionConversation(t *testing.T) {
+	p := Policy{}
+	if _, err := p.CheckSession(SessionRequest{Conversation: "x y"}, "local"); TypeOf(err) != TypeToolUsageError {
+		t.Errorf("CheckSession with a bad conversation: %v; want a ToolUsageError", err)
+	}
+	a, err := p.CheckSession(SessionRequest{Conversation: "task-1"}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.CheckSession(SessionRequest{Conversation: "task-2"}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := p.CheckSession(SessionRequest{}, "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Conversation != "task-1" || a.Summary().Conversation != "task-1" || a.Digest != b.Digest || a.Digest != none.Digest {
+		t.Errorf("checked conversation %q (summary %q), digests %s, %s and %s; want task-1 and one digest",
+			a.Conversation, a.Summary().Conversation, a.Digest, b.Digest, none.Digest)
+	}
+	if err := p.RecheckSession(a); err != nil {
+		t.Errorf("RecheckSession of a session with a conversation: %v", err)
+	}
+	for name, v := range map[string]any{"request": SessionRequest{}, "checked": none, "summary": none.Summary()} {
+		js, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(js), "conversation") {
+			t.Errorf("%s without a conversation encodes one: %s", name, js)
+		}
 	}
 }

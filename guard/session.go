@@ -40,6 +40,10 @@ type SessionRequest struct {
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 	// MaxCells ends the session after this many cells (denied ones count). Optional: the policy's cap.
 	MaxCells int `json:"max_cells,omitempty"`
+	// Conversation names the orchestrator's conversation this session belongs to, as a run's
+	// (Request.Conversation): reviewers see what changed in the settings since the
+	// conversation's previous run or session. Optional; not part of the digest.
+	Conversation string `json:"conversation,omitempty"`
 }
 
 // CheckedSession is a session request that passed the policy, with its effective limits and
@@ -52,6 +56,7 @@ type CheckedSession struct {
 	Lifetime     time.Duration `json:"lifetime"`
 	IdleTimeout  time.Duration `json:"idle_timeout"`
 	MaxCells     int           `json:"max_cells"`
+	Conversation string        `json:"conversation,omitempty"` // as requested (checked); not part of the digest
 	// Digest is the settings digest, "sha256:<hex>" over SessionCanonicalEncoding.
 	Digest string `json:"digest"`
 	// Owner is filled in by the activity that creates the sandbox.
@@ -84,6 +89,9 @@ type SessionSummary struct {
 	MaxCells     int           `json:"max_cells"`
 	Digest       string        `json:"digest"`
 	Metadata     Metadata      `json:"metadata"`
+	// Conversation is the session's conversation: a label the orchestrator chose, never a
+	// reviewer's proof of anything.
+	Conversation string `json:"conversation,omitempty"`
 	// Warnings lists the input files the interpreter may run without a cell calling them.
 	Warnings []pysource.StartupWarning `json:"warnings,omitempty"`
 }
@@ -146,15 +154,19 @@ func (p Policy) CheckSession(req SessionRequest, backend string) (CheckedSession
 	}
 	slices.Sort(langs)
 	langs = slices.Compact(langs)
+	if err := CheckConversation(req.Conversation); err != nil {
+		return CheckedSession{}, err
+	}
 	settings, sensitive, err := p.checkSettings(req.Settings, backend)
 	if err != nil {
 		return CheckedSession{}, err
 	}
 	s := CheckedSession{
 		Languages: langs, CheckedSettings: settings, SensitiveEnv: sensitive,
-		Lifetime:    cmp.Or(req.Lifetime, p.MaxSessionLifetime),
-		IdleTimeout: cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
-		MaxCells:    cmp.Or(req.MaxCells, p.MaxSessionCells),
+		Lifetime:     cmp.Or(req.Lifetime, p.MaxSessionLifetime),
+		IdleTimeout:  cmp.Or(req.IdleTimeout, p.MaxSessionIdle),
+		MaxCells:     cmp.Or(req.MaxCells, p.MaxSessionCells),
+		Conversation: req.Conversation,
 	}
 	if err := p.checkSession(&s); err != nil {
 		return CheckedSession{}, err
@@ -262,7 +274,7 @@ func (s *CheckedSession) Summary() SessionSummary {
 	sum := SessionSummary{
 		Languages: s.Languages, Limits: s.Limits, Network: s.Network, Egress: s.Egress, Secrets: s.Secrets,
 		Backend: s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
-		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv,
+		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv, Conversation: s.Conversation,
 	}
 	sum.Files, sum.EnvNames, sum.Warnings = s.inputsShown()
 	return sum

@@ -9,11 +9,13 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 )
 
-// changesView is what the run page shows of the run's conversation: the previous run, how it
-// was decided, and the unified diff to this run, one line each with its kind (the client escaped
-// the lines; the template escapes them for HTML).
+// changesView is what a run's or a session's page shows of its conversation: the previous run
+// or session, how it was decided, and the unified diff to this one, one line each with its kind
+// (the client escaped the lines; the template escapes them for HTML).
 type changesView struct {
 	Conversation string
+	// PreviousKind is "run" or "session": the path of its page too.
+	PreviousKind string
 	PreviousID   string
 	Outcome      string
 	Started      string
@@ -22,31 +24,51 @@ type changesView struct {
 	Removed      int
 	Err          string
 	Notice       string
+	// Same says what an empty diff means: what was compared is the same.
+	Same string
 }
 
 // diffRow is one line of a unified diff, with its CSS class (u-add, u-del, u-hunk, u-file,
 // u-same).
 type diffRow struct{ Class, Text string }
 
-// changes reads what changed since the previous run of the run's conversation, through the
-// client's door; a failure is shown on the page, which stands without it.
+// changes reads what changed since the previous run or session of the run's conversation,
+// through the client's door; a failure is shown on the page, which stands without it.
 func (s *Server) changes(ctx context.Context, ri *client.RunInfo, in contract.Input) *changesView {
-	conv := in.Request.Conversation
+	return readChanges(ctx, in.Request.Conversation, false, func(ctx context.Context) (*client.Changes, error) {
+		return s.runs.ChangesOf(ctx, ri.Status.WorkflowID, ri.Status.RunID, ri.Started, in.Request)
+	})
+}
+
+// sessionChanges is changes for a session's settings, through the session door.
+func (s *Server) sessionChanges(ctx context.Context, si sessionInfo, in contract.SessionInput) *changesView {
+	return readChanges(ctx, in.Request.Conversation, true, func(ctx context.Context) (*client.Changes, error) {
+		return s.door.SessionChanges(ctx, si.Status.WorkflowID, si.Status.RunID, si.Started, in.Request)
+	})
+}
+
+// readChanges is the view of what read reads of conversation's changes (nil when it names
+// none), for a run's page or a session's (session true), within temporalTimeout.
+func readChanges(ctx context.Context, conv string, session bool, read func(context.Context) (*client.Changes, error)) *changesView {
 	if conv == "" {
 		return nil
 	}
-	v := &changesView{Conversation: conv, Notice: client.ConversationNotice}
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	ch, err := s.runs.ChangesOf(ctx, ri.Status.WorkflowID, ri.Status.RunID, ri.Started, in.Request)
+	ch, err := read(ctx)
+	v := &changesView{Conversation: conv, Notice: client.ConversationNotice, Same: "the same code, files and settings"}
 	if err != nil {
 		v.Err = err.Error()
 	}
 	if ch == nil || ch.Previous == nil {
 		return v
 	}
-	v.PreviousID, v.Outcome, v.Added, v.Removed = ch.Previous.WorkflowID, ch.Previous.Outcome(), ch.Added, ch.Removed
-	v.Started = ch.Previous.Started.UTC().Format(time.RFC3339)
+	p := ch.Previous
+	v.PreviousKind, v.PreviousID, v.Outcome, v.Added, v.Removed = p.Kind(), p.WorkflowID, p.Outcome(), ch.Added, ch.Removed
+	v.Started = p.Started.UTC().Format(time.RFC3339)
+	if session || p.Session {
+		v.Same = "the same files and settings (a session's code is its cells, each shown on its own)"
+	}
 	for _, l := range strings.Split(strings.TrimSuffix(ch.Diff, "\n"), "\n") {
 		if l == "" && ch.Diff == "" {
 			break

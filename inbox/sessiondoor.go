@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // sessionDoor is what the inbox reads and sends of Session workflows (issue 28). Its one
@@ -25,6 +26,9 @@ type sessionDoor interface {
 	DecideCell(ctx context.Context, id, runID string, d contract.CellDecision) (contract.DecideResult, error)
 	// PendingSessions lists the open sessions whose SandboxStatus says a cell waits.
 	PendingSessions(ctx context.Context) ([]pendingSession, error)
+	// SessionChanges is what changed since the previous run or session of the conversation of
+	// run runID of id, started at started with req (client.SessionChangesOf).
+	SessionChanges(ctx context.Context, id, runID string, started time.Time, req guard.SessionRequest) (*client.Changes, error)
 }
 
 // sessionInfo is a Session workflow as the inbox reads it: its status (naming its workflow and
@@ -68,6 +72,14 @@ func (d clientSessions) DecideCell(ctx context.Context, id, runID string, dec co
 		return out, fmt.Errorf("inbox: %w", err)
 	}
 	return out, nil
+}
+
+func (d clientSessions) SessionChanges(ctx context.Context, id, runID string, started time.Time, req guard.SessionRequest) (*client.Changes, error) {
+	ch, err := d.c.SessionChangesOf(ctx, id, runID, started, req)
+	if err != nil {
+		return ch, fmt.Errorf("inbox: %w", err)
+	}
+	return ch, nil
 }
 
 // PendingSessions lists, of the client's pending list (RunCode runs and Session workflows, by

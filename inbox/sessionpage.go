@@ -70,6 +70,9 @@ type sessionView struct {
 	CredentialID   string
 	// Busy says the page should refresh by itself: the session is being opened or a cell runs.
 	Busy bool
+	// Changes is what changed in the settings since the previous run or session of the
+	// session's conversation (nil: it names none, or the start input could not be read).
+	Changes *changesView
 }
 
 // cellView is one cell on the session page.
@@ -127,6 +130,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *sign
 	in, readErr := s.readSessionInput(r.Context(), id, si.Status.RunID)
 	v := s.sessionView(si, in, readErr, who.principal)
 	v.CredentialID = who.credentialID
+	if readErr == nil {
+		v.Changes = s.sessionChanges(r.Context(), si, in)
+	}
 	data.Session = v
 	s.render(w, "session", data)
 }

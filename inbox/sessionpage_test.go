@@ -21,6 +21,7 @@ import (
 	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/approval"
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
@@ -115,6 +116,11 @@ type sessionDoorFake struct {
 	input   contract.SessionInput
 	decided []contract.CellDecision
 	runIDs  []string
+	// changes and changesErr are what SessionChanges answers, as the client's door would;
+	// changesAsked records what it was asked.
+	changes      *client.Changes
+	changesErr   error
+	changesAsked []guard.SessionRequest
 }
 
 func (d *sessionDoorFake) set(f *sessionFixture) {
@@ -167,6 +173,16 @@ func (d *sessionDoorFake) PendingSessions(context.Context) ([]pendingSession, er
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return []pendingSession{{WorkflowID: d.info.Status.WorkflowID, RunID: d.info.Status.RunID, StartTime: d.info.Started}}, nil
+}
+
+func (d *sessionDoorFake) SessionChanges(_ context.Context, id, runID string, started time.Time, req guard.SessionRequest) (*client.Changes, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if id != d.info.Status.WorkflowID || runID != d.info.Status.RunID || !started.Equal(d.info.Started) {
+		return nil, fmt.Errorf("changes of %s run %s started %s: not the session read", id, runID, started)
+	}
+	d.changesAsked = append(d.changesAsked, req)
+	return d.changes, d.changesErr
 }
 
 func (d *sessionDoorFake) sent() []contract.CellDecision {

@@ -55,18 +55,38 @@ type Data struct {
 // was decided, what changed (names and line counts) and, only with Config.IncludeCode, the
 // unified diff (it holds code).
 type Changes struct {
-	PreviousWorkflowID string   `json:"previous_workflow_id,omitempty"`
-	PreviousOutcome    string   `json:"previous_outcome,omitempty"`
-	ChangedFiles       []string `json:"changed_files,omitempty"`
-	Added              int      `json:"added"`
-	Removed            int      `json:"removed"`
-	Diff               string   `json:"diff,omitempty"`
+	PreviousWorkflowID string `json:"previous_workflow_id,omitempty"`
+	PreviousOutcome    string `json:"previous_outcome,omitempty"`
+	// PreviousSession says the previous one is a session: its settings and input files were
+	// compared, not code (a session's code is its cells).
+	PreviousSession bool     `json:"previous_session,omitempty"`
+	ChangedFiles    []string `json:"changed_files,omitempty"`
+	Added           int      `json:"added"`
+	Removed         int      `json:"removed"`
+	Diff            string   `json:"diff,omitempty"`
 	// First says the conversation has no earlier run (that visibility lists).
 	First bool `json:"first,omitempty"`
 	// Error says why the previous run could not be read.
 	Error string `json:"error,omitempty"`
 	// Notice is client.ConversationNotice.
 	Notice string `json:"notice,omitempty"`
+}
+
+// fields are the lines a text channel writes of ch.
+func (ch *Changes) fields() []field {
+	prev, same := field{"Previous run", shownID(ch.PreviousWorkflowID) + ", " + ch.PreviousOutcome}, "none: the same code, files and settings"
+	if ch.PreviousSession {
+		prev.Label, same = "Previous session", "none: the same files and settings"
+	}
+	switch {
+	case ch.Error != "":
+		return []field{{"Changes", "the previous run could not be read: " + ch.Error}}
+	case ch.First:
+		return []field{{"Changes", "the conversation's first run"}}
+	case len(ch.ChangedFiles) == 0:
+		return []field{prev, {"Changes", same}}
+	}
+	return []field{prev, {"Changes", fmt.Sprintf("%s (+%d -%d lines; a reading aid, not what is signed)", strings.Join(ch.ChangedFiles, ", "), ch.Added, ch.Removed)}}
 }
 
 // changesOf is what a notification says of ch; the diff only with includeDiff.
@@ -79,7 +99,7 @@ func changesOf(ch *client.Changes, includeDiff bool) *Changes {
 		out.First = true
 		return out
 	}
-	out.PreviousWorkflowID, out.PreviousOutcome = ch.Previous.WorkflowID, ch.Previous.Outcome()
+	out.PreviousWorkflowID, out.PreviousOutcome, out.PreviousSession = ch.Previous.WorkflowID, ch.Previous.Outcome(), ch.Previous.Session
 	out.ChangedFiles, out.Added, out.Removed = ch.ChangedFiles, ch.Added, ch.Removed
 	if includeDiff {
 		out.Diff = ch.Diff
@@ -177,18 +197,7 @@ func (m Message) fields() []field {
 		out = append(out, field{"Conversation", d.Conversation})
 	}
 	if ch := d.Changes; ch != nil {
-		switch {
-		case ch.Error != "":
-			out = append(out, field{"Changes", "the previous run could not be read: " + ch.Error})
-		case ch.First:
-			out = append(out, field{"Changes", "the conversation's first run"})
-		case len(ch.ChangedFiles) == 0:
-			out = append(out, field{"Previous run", shownID(ch.PreviousWorkflowID) + ", " + ch.PreviousOutcome},
-				field{"Changes", "none: the same code, files and settings"})
-		default:
-			out = append(out, field{"Previous run", shownID(ch.PreviousWorkflowID) + ", " + ch.PreviousOutcome},
-				field{"Changes", fmt.Sprintf("%s (+%d -%d lines; a reading aid, not what is signed)", strings.Join(ch.ChangedFiles, ", "), ch.Added, ch.Removed)})
-		}
+		out = append(out, ch.fields()...)
 	}
 	if len(d.Files) > 0 {
 		var fs []string

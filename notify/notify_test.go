@@ -10,10 +10,12 @@ import (
 	"net/mail"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
@@ -191,5 +193,16 @@ func TestChangesInTextChannels(t *testing.T) {
 	}
 	if !bytes.Contains(raw, []byte(`| +Subject: forged`)) {
 		t.Errorf("the Slack body lacks the prefixed diff: %s", raw)
+	}
+}
+
+// A run whose conversation's previous one is a session names it as a session, and an empty
+// diff says the files and settings are the same (a session has no code of its own to compare).
+func TestChangesAfterASession(t *testing.T) {
+	ch := changesOf(&client.Changes{Previous: &client.PreviousRun{WorkflowID: "session-0", Session: true, State: contract.SessionClosed}}, false)
+	got := ch.fields()
+	want := []field{{"Previous session", "session-0, session closed"}, {"Changes", "none: the same files and settings"}}
+	if !slices.Equal(got, want) || !ch.PreviousSession {
+		t.Errorf("fields %q (previous session %t); want %q", got, ch.PreviousSession, want)
 	}
 }

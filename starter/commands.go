@@ -87,9 +87,9 @@ var commands = []starterCommand{
 		names: []string{"session"},
 		help: `  session open [--language python,sh]... [--input NAME=PATH]... [--env NAME=VALUE]... [--timeout 30s]
       [--network] [--allow-host P]... [--secret S]... [--lifetime 1h] [--idle-timeout 10m]
-      [--max-cells 100] [--workflow-id ID]
+      [--max-cells 100] [--workflow-id ID] [--conversation C]
                        open a session (one sandbox whose state lives across cells); prints
-                       {"session_id", "run_id", "settings_digest"}
+                       {"session_id", "run_id", "settings_digest"}; --conversation as run's
   session cell SESSION (--code CODE | FILE | -) [--language L] [--retries N] [--wait]
                        submit a cell; prints {"cell", "digest", ...}; --wait then prints its result
                        as result does (exit 1 with {"error": ...} when it did not run); --retries N

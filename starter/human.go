@@ -43,7 +43,7 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 		row(f.K, "%s", terminal(f.V))
 	}
 	if req.Conversation != "" {
-		row("conversation", "%s (the orchestrator's label; what changed since its previous run is shown after the code)", terminal(req.Conversation))
+		row("conversation", "%s (the orchestrator's label; what changed since its previous run or session is shown after the code)", terminal(req.Conversation))
 	}
 	if req.Digest == "" {
 		if err := tw.Flush(); err != nil {
@@ -85,7 +85,7 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	if err := printInputFiles(w, r.InputFiles, cols); err != nil {
 		return err
 	}
-	return printChanges(w, req.Conversation, r.Changes, r.ChangesError)
+	return printChanges(w, req.Conversation, false, r.Changes, r.ChangesError)
 }
 
 // terminalColumns returns how many columns w shows in a row: the terminal's width when w is one,

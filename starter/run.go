@@ -29,7 +29,7 @@ func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
 	fs.StringVar(&m.Session, "session", "", "metadata: the session")
 	fs.StringVar(&m.ToolCallID, "tool-call-id", "", "metadata: the tool call")
 	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
-	fs.StringVar(&c.req.Conversation, "conversation", "", "the conversation this run belongs to (letters, digits, . _ : @ -): reviewers see what changed since its previous run")
+	fs.StringVar(&c.req.Conversation, "conversation", "", "the conversation this run belongs to (letters, digits, . _ : @ -): reviewers see what changed since its previous run or session")
 	fs.Var(&c.inputs, "input", "input file NAME=PATH (repeatable, each name once)")
 	fs.Var(env, "env", "env var NAME=VALUE (repeatable, each name once)")
 	fs.Var((*cli.Strings)(&c.req.Egress), "allow-host", "egress: a host the code may reach through the worker's proxy: host[:port], *.domain[:port], IP or CIDR (repeatable; within the worker's --egress-allow)")

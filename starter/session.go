@@ -89,6 +89,7 @@ func (c *command) parseSessionOpen(fs *flag.FlagSet, args []string) error {
 	fs.DurationVar(&r.IdleTimeout, "idle-timeout", 0, "end the session when no cell came for this long (default: the policy's cap, 10m)")
 	fs.IntVar(&r.MaxCells, "max-cells", 0, "end the session after this many cells, denied ones included (default: the policy's cap, 100)")
 	fs.StringVar(&c.workflowID, "workflow-id", "", "the session's workflow id, unused so far (default: session-<uuid>)")
+	fs.StringVar(&r.Conversation, "conversation", "", "the conversation this session belongs to (letters, digits, . _ : @ -): reviewers see what changed in the settings since its previous run or session")
 	fs.StringVar(&m.Agent, "agent", "", "metadata: the agent")
 	fs.StringVar(&m.Session, "session", "", "metadata: the agent's session")
 	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")

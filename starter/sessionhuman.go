@@ -14,7 +14,8 @@ import (
 )
 
 // printSessionReview writes what a reviewer reads about a session, for a person: its settings as
-// `show` writes a run's, then every cell with its code (numbered, escaped and with its tabs drawn
+// `show` writes a run's (with what changed in them since its conversation's previous run or
+// session, when it names one), then every cell with its code (numbered, escaped and with its tabs drawn
 // as `show` draws a run's), its decision and its output; the waiting cell is marked.
 func printSessionReview(w io.Writer, r client.SessionReview, now time.Time) error {
 	if err := printSessionSettings(w, r, now); err != nil {
@@ -22,6 +23,9 @@ func printSessionReview(w io.Writer, r client.SessionReview, now time.Time) erro
 	}
 	cols := terminalColumns(w)
 	if err := printInputFiles(w, r.InputFiles, cols); err != nil {
+		return err
+	}
+	if err := printChanges(w, r.Settings.Conversation, true, r.Changes, r.ChangesError); err != nil {
 		return err
 	}
 	if len(r.Cells) == 0 {
@@ -81,6 +85,9 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	row("state", "%s", state)
 	for _, f := range human.Metadata(s.Metadata) {
 		row(f.K, "%s", terminal(f.V))
+	}
+	if s.Conversation != "" {
+		row("conversation", "%s (the orchestrator's label; what changed since its previous run or session is shown after the settings)", terminal(s.Conversation))
 	}
 	if s.Digest == "" {
 		if err := tw.Flush(); err != nil {

@@ -107,9 +107,7 @@ func Session(ctx workflow.Context, in contract.SessionInput) (contract.SessionRe
 	r.startCellQuorum(ctx, check)
 
 	// 2. Announce, and open the sandbox.
-	if err := r.setState(ctx, contract.SessionOpening,
-		contract.LanguageKey.ValueSet(strings.Join(r.checked.Languages, ",")),
-		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+	if err := r.setState(ctx, contract.SessionOpening, r.announced()...); err != nil {
 		return contract.SessionResult{}, err
 	}
 	opened, err := r.open(ctx, sandboxQueue(contract.Input{SandboxTaskQueue: in.SandboxTaskQueue}, r.opts, info.TaskQueueName))
@@ -765,6 +763,19 @@ func (r *session) open(ctx workflow.Context, queue string) (contract.SessionOpen
 			return opened, serr
 		}
 	}
+}
+
+// announced is the search attributes the session sets as it opens: its languages, its backend
+// and its conversation, if it names one. They go into one upsert, the same command with or
+// without the conversation: replay matches an upsert by its kind, and the checked session comes
+// from the recorded check.
+func (r *session) announced() []temporal.SearchAttributeUpdate {
+	attrs := []temporal.SearchAttributeUpdate{contract.LanguageKey.ValueSet(strings.Join(r.checked.Languages, ",")),
+		contract.BackendKey.ValueSet(r.checked.Backend)}
+	if r.checked.Conversation != "" {
+		attrs = append(attrs, contract.ConversationKey.ValueSet(r.checked.Conversation))
+	}
+	return attrs
 }
 
 // setState records the session state in the status and the SandboxStatus search attribute

@@ -51,6 +51,8 @@ type sessionHarness struct {
 	cancelled []string // activity types cancelled, in order
 	holdSet   bool
 	checks    []func() // run after the workflow ended, when every update's outcome is known
+	// conversations lists each upsert of SandboxConversation as "value, with status S".
+	conversations []string
 }
 
 func newSessionHarness(t *testing.T, policy guard.Policy) *sessionHarness {
@@ -87,9 +89,15 @@ func newSessionHarnessWith(t *testing.T, policy guard.Policy, mod func(*activiti
 	acts.RegisterHost(h.env)
 	h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
-		if v, ok := sa.GetKeyword(contract.StatusKey); ok {
+		v, ok := sa.GetKeyword(contract.StatusKey)
+		if ok {
 			h.mu.Lock()
 			h.statuses = append(h.statuses, v)
+			h.mu.Unlock()
+		}
+		if conv, ok := sa.GetKeyword(contract.ConversationKey); ok {
+			h.mu.Lock()
+			h.conversations = append(h.conversations, conv+", with status "+v)
 			h.mu.Unlock()
 		}
 	}).Return(nil)

@@ -1,0 +1,177 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// conversationTemporal is a Temporal service holding a few closed workflows, each with its
+// conversation, start time, start input and status, answering the calls a conversation's diff
+// makes as the server would: the list (by the conversation the query names), the status query
+// and the start event. Any other call panics (the embedded interface is nil).
+type conversationTemporal struct {
+	tclient.Client
+	workflows []storedWorkflow
+	queries   []string
+}
+
+// storedWorkflow is one workflow of conversationTemporal.
+type storedWorkflow struct {
+	id, runID, typ, conversation string
+	started                      time.Time
+	input, status                any
+}
+
+func (f *conversationTemporal) find(id, runID string) (storedWorkflow, error) {
+	for _, w := range f.workflows {
+		if w.id == id && w.runID == runID {
+			return w, nil
+		}
+	}
+	return storedWorkflow{}, serviceerror.NewNotFound("no workflow " + id)
+}
+
+func (f *conversationTemporal) ListWorkflow(ctx context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	f.queries = append(f.queries, req.GetQuery())
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	for _, w := range f.workflows {
+		if w.conversation != "" && strings.Contains(req.GetQuery(), contract.AttrConversation+" = '"+w.conversation+"'") {
+			resp.Executions = append(resp.Executions, &workflow.WorkflowExecutionInfo{
+				Execution: &commonpb.WorkflowExecution{WorkflowId: w.id, RunId: w.runID},
+				Type:      &commonpb.WorkflowType{Name: w.typ},
+				StartTime: timestamppb.New(w.started),
+			})
+		}
+	}
+	return resp, nil
+}
+
+func (f *conversationTemporal) QueryWorkflow(ctx context.Context, id, runID, name string, args ...any) (converter.EncodedValue, error) {
+	w, err := f.find(id, runID)
+	if err != nil {
+		return nil, err
+	}
+	if want := map[string]string{contract.WorkflowName: contract.QueryStatus, contract.SessionWorkflowName: contract.QuerySessionStatus}[w.typ]; name != want {
+		return nil, serviceerror.NewInvalidArgument("query " + name + " of a " + w.typ)
+	}
+	b, err := json.Marshal(w.status)
+	return jsonValue(b), err
+}
+
+// jsonValue is a query's answer, as JSON.
+type jsonValue []byte
+
+func (v jsonValue) HasValue() bool    { return len(v) > 0 }
+func (v jsonValue) Get(ptr any) error { return json.Unmarshal(v, ptr) }
+func (f *conversationTemporal) WorkflowService() workflowservice.WorkflowServiceClient {
+	return historyService{f: f}
+}
+
+type historyService struct {
+	workflowservice.WorkflowServiceClient
+	f *conversationTemporal
+}
+
+func (h historyService) GetWorkflowExecutionHistory(ctx context.Context, req *workflowservice.GetWorkflowExecutionHistoryRequest, opts ...grpc.CallOption) (*workflowservice.GetWorkflowExecutionHistoryResponse, error) {
+	w, err := h.f.find(req.GetExecution().GetWorkflowId(), req.GetExecution().GetRunId())
+	if err != nil {
+		return nil, err
+	}
+	input, err := converter.GetDefaultDataConverter().ToPayloads(w.input)
+	if err != nil {
+		return nil, err
+	}
+	start := &historypb.HistoryEvent{Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+		WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{
+			WorkflowType: &commonpb.WorkflowType{Name: w.typ}, Input: input, OriginalExecutionRunId: w.runID}}}
+	return &workflowservice.GetWorkflowExecutionHistoryResponse{History: &historypb.History{Events: []*historypb.HistoryEvent{start}}}, nil
+}
+
+// A session diffed against the conversation's previous run compares the settings only (the
+// run's code is not the session's: its cells are reviewed one by one): the languages, the input
+// files line by line, the egress, and the name of an env var whose value changed, never the
+// value. A run after that session is diffed against the session the same way; a later session
+// in another conversation has nothing before it.
+func TestChangesBetweenRunsAndSessions(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	runReq := guard.Request{Code: "print(open('data.csv').read())\n", Conversation: "task-7",
+		Settings: guard.Settings{Env: map[string]string{"MODE": "slow-secret"}, Files: map[string][]byte{"data.csv": []byte("a\n1\n")}}}
+	sessionReq := guard.SessionRequest{Languages: []string{guard.Shell, guard.Python}, Conversation: "task-7",
+		Settings: guard.Settings{Env: map[string]string{"MODE": "fast-secret"}, Files: map[string][]byte{"data.csv": []byte("a\n2\n")}, Egress: []string{"pypi.org"}}}
+	laterRun := runReq
+	laterRun.Code = "print(2)\n"
+	f := &conversationTemporal{workflows: []storedWorkflow{
+		{id: "run-1", runID: "r1", typ: contract.WorkflowName, conversation: "task-7", started: t0, input: contract.Input{Request: runReq},
+			status: contract.Status{State: contract.StatusSucceeded, Decision: &contract.DecisionRecord{Approve: true, Reviewer: "bob"}}},
+		{id: "session-1", runID: "s1", typ: contract.SessionWorkflowName, conversation: "task-7", started: t0.Add(time.Minute),
+			input: contract.SessionInput{Request: sessionReq}, status: contract.SessionStatus{State: contract.SessionClosed}},
+		{id: "run-2", runID: "r2", typ: contract.WorkflowName, conversation: "task-7", started: t0.Add(2 * time.Minute), input: contract.Input{Request: laterRun}},
+	}}
+	c := newFake(t, f)
+	ctx := context.Background()
+
+	ch, err := c.SessionChangesOf(ctx, "session-1", "s1", t0.Add(time.Minute), sessionReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ch.Previous; p == nil || p.WorkflowID != "run-1" || p.Session || p.Outcome() != "approved by bob" {
+		t.Fatalf("session's previous %+v; want run-1, approved by bob", ch.Previous)
+	}
+	if !slices.Equal(ch.ChangedFiles, []string{"files/data.csv", "settings"}) || ch.Notice != ConversationNotice {
+		t.Errorf("session's diff changed %q; want the input file and the settings, not the code", ch.ChangedFiles)
+	}
+	for _, want := range []string{"-1\n+2\n", "-language: python\n", "+language: python, sh\n", "-egress: \n+egress: pypi.org\n",
+		"+env values changed (not shown here): MODE\n"} {
+		if !strings.Contains(ch.Diff, want) {
+			t.Errorf("session's diff lacks %q:\n%s", want, ch.Diff)
+		}
+	}
+	if strings.Contains(ch.Diff, "-secret") || strings.Contains(ch.Diff, "print(") {
+		t.Errorf("session's diff shows an env value or the run's code:\n%s", ch.Diff)
+	}
+	if q := f.queries[0]; !strings.Contains(q, "'"+contract.WorkflowName+"'") || !strings.Contains(q, "'"+contract.SessionWorkflowName+"'") {
+		t.Errorf("query %q; want both workflow types", q)
+	}
+
+	ch, err = c.ChangesOf(ctx, "run-2", "r2", t0.Add(2*time.Minute), laterRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ch.Previous; p == nil || p.WorkflowID != "session-1" || !p.Session || p.Kind() != "session" || p.Outcome() != "session closed" {
+		t.Fatalf("later run's previous %+v; want session-1, closed", ch.Previous)
+	}
+	if slices.Contains(ch.ChangedFiles, "code") || !strings.Contains(ch.Diff, "-language: python, sh\n+language: python\n") {
+		t.Errorf("later run's diff against the session:\n%s", ch.Diff)
+	}
+
+	other := sessionReq
+	other.Conversation = "task-8"
+	f.workflows = append(f.workflows, storedWorkflow{id: "session-2", runID: "s2", typ: contract.SessionWorkflowName, conversation: "task-8", started: t0.Add(3 * time.Minute)})
+	ch, err = c.SessionChangesOf(ctx, "session-2", "s2", t0.Add(3*time.Minute), other)
+	if err != nil || ch == nil || ch.Previous != nil || ch.Diff != "" {
+		t.Errorf("a session in another conversation: %+v, %v; want no previous and no diff", ch, err)
+	}
+	if ch, err := c.SessionChangesOf(ctx, "session-3", "s3", t0, guard.SessionRequest{}); ch != nil || err != nil {
+		t.Errorf("a session in no conversation: %+v, %v; want none", ch, err)
+	}
+	if _, err := c.SessionChangesOf(ctx, "session-3", "s3", t0, guard.SessionRequest{Conversation: "x' OR '1'='1"}); guard.TypeOf(err) != guard.TypeToolUsageError {
+		t.Errorf("a bad conversation: %v; want a ToolUsageError before any query", err)
+	}
+}
