@@ -300,6 +300,9 @@ func (a *Activities) RegisterHost(r worker.ActivityRegistry) {
 // effective limits and digest, or a ToolUsageError or ConfigError as a non-retryable application
 // error. It is meant to run as a local activity, so that its result is recorded in history.
 func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (contract.CheckResult, error) {
+	if err := checkWorkflowID(ctx); err != nil {
+		return contract.CheckResult{}, err
+	}
 	span := checkSpan(ctx, in.Request)
 	c, err := a.policy.Check(in.Request, a.backendName)
 	endSpan(span, err)
@@ -312,6 +315,20 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	}
 	res.Checked = c
 	return res, nil
+}
+
+// checkWorkflowID refuses, in a check activity, a workflow id outside guard.CheckWorkflowID's
+// character set: the client refuses to start one, but anyone who can write to the namespace can
+// start RunCode or Session under any id, and reviewers read it in every view and notification.
+// It ends the run or session as a bad request does (a ToolUsageError, before anything waits).
+func checkWorkflowID(ctx context.Context) error {
+	if !activity.IsActivity(ctx) {
+		return nil // a direct call (tests): no workflow
+	}
+	if err := guard.CheckWorkflowID(activity.GetInfo(ctx).WorkflowExecution.ID); err != nil {
+		return contract.ToFailure(err)
+	}
+	return nil
 }
 
 // checkRecord is what both check activities record with what they checked (SandboxCheck a

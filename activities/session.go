@@ -117,7 +117,10 @@ func (a *Activities) HostTaskQueue() string { return a.hostQueue }
 // SessionCheck applies the worker's policy to a session request: it returns the checked session
 // with its settings digest, the reviewer keys and this worker's run options, or a ToolUsageError
 // or ConfigError (sessions the backend does not offer included). It runs as a local activity.
-func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInput) (contract.SessionCheckResult, error) {
+func (a *Activities) SessionCheck(ctx context.Context, in contract.SessionCheckInput) (contract.SessionCheckResult, error) {
+	if err := checkWorkflowID(ctx); err != nil {
+		return contract.SessionCheckResult{}, err
+	}
 	if a.noSessions {
 		return contract.SessionCheckResult{}, contract.ToFailure(&guard.ConfigError{
 			Msg: fmt.Sprintf("sessions are not offered by the %s backend (it keeps no sandbox between runs)", a.backendName)})

@@ -169,11 +169,15 @@ type Started struct {
 // query. A server that refuses update-with-start (before v1.26, or updates turned off) gets a
 // plain start and the status is polled, as is a run whose worker does not know the update. A
 // request that fails its check returns the typed error (ToolUsageError or ConfigError) and
-// nothing waits. Before anything is sent, Start refuses bytes that are not UTF-8
-// and a request over Temporal's payload limits (ToolUsageError), and a task queue no worker polls
+// nothing waits. Before anything is sent, Start refuses a workflow id outside
+// guard.CheckWorkflowID's character set, bytes that are not UTF-8 and a request over Temporal's
+// payload limits (ToolUsageError), and a task queue no worker polls
 // (*NoWorkerError); an existing workflow id is a ConfigError.
 func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions) (Started, error) {
-	id := newWorkflowID(opts.WorkflowID, WorkflowIDPrefix)
+	id, err := newWorkflowID(opts.WorkflowID, WorkflowIDPrefix)
+	if err != nil {
+		return Started{}, err
+	}
 	in := contract.Input{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue}
 	if err := guard.CheckEncodable(req); err != nil {
 		return Started{}, err

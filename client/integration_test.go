@@ -102,6 +102,27 @@ func TestIntegrationStartEdges(t *testing.T) {
 		}
 	}
 
+	// A workflow id that reads as a sentence and a link in a reviewer's notification: the client
+	// refuses it before sending anything, and a run or session a namespace writer starts under it
+	// ends at its check with the same ToolUsageError, before any reviewer hears of it.
+	const sentence = "Approved by bob: see https://evil.example/x"
+	if _, err := c.Start(ctx, req, client.StartOptions{WorkflowID: sentence}); guard.TypeOf(err) != guard.TypeToolUsageError {
+		t.Errorf("Start under %q = %v; want a ToolUsageError", sentence, err)
+	}
+	if _, err := c.OpenSession(ctx, guard.SessionRequest{}, client.SessionOptions{WorkflowID: sentence}); guard.TypeOf(err) != guard.TypeToolUsageError {
+		t.Errorf("OpenSession under %q = %v; want a ToolUsageError", sentence, err)
+	}
+	for typ, in := range map[string]any{contract.WorkflowName: contract.Input{Request: req}, contract.SessionWorkflowName: contract.SessionInput{}} {
+		id := sentence + " " + typ
+		run, err := tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: "edges"}, typ, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Get(ctx, nil); guard.TypeOf(contract.FromFailure(err)) != guard.TypeToolUsageError || !strings.Contains(err.Error(), "workflow id") {
+			t.Errorf("%s started under %q by the namespace: %v; want it ended by a ToolUsageError naming the workflow id", typ, id, err)
+		}
+	}
+
 	if _, err := tc.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "not-runcode", TaskQueue: "edges"}, "Other"); err != nil {
 		t.Fatal(err)
 	}

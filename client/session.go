@@ -52,10 +52,14 @@ type SessionStarted struct {
 // worker has checked the settings and a sandbox host has opened the session's sandbox, so that
 // it returns the settings digest of a session that takes cells. Settings that fail
 // their check return the typed error (ToolUsageError or ConfigError) and the session has ended.
-// Before anything is sent it refuses text that is not UTF-8 and settings over Temporal's payload
-// limits (ToolUsageError), and a task queue no worker polls (*NoWorkerError).
+// Before anything is sent it refuses a workflow id outside guard.CheckWorkflowID's character
+// set, text that is not UTF-8 and settings over Temporal's payload limits (ToolUsageError), and a
+// task queue no worker polls (*NoWorkerError).
 func (c *Client) OpenSession(ctx context.Context, req guard.SessionRequest, opts SessionOptions) (SessionStarted, error) {
-	id := newWorkflowID(opts.WorkflowID, SessionIDPrefix)
+	id, err := newWorkflowID(opts.WorkflowID, SessionIDPrefix)
+	if err != nil {
+		return SessionStarted{}, err
+	}
 	in := contract.SessionInput{Request: req, SandboxTaskQueue: opts.SandboxTaskQueue}
 	if err := checkSessionRequest(c, in); err != nil {
 		return SessionStarted{}, err

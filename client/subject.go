@@ -16,12 +16,13 @@ import (
 // The jobs a run and a session share: one home each, told which subject it serves by the
 // workflow type, the query, and the words its messages name the subject with.
 
-// newWorkflowID returns id, or prefix and a random UUID when id is empty.
-func newWorkflowID(id, prefix string) string {
+// newWorkflowID returns id, or prefix and a random UUID when id is empty; an id outside
+// guard.CheckWorkflowID's character set is a ToolUsageError, and nothing is sent.
+func newWorkflowID(id, prefix string) (string, error) {
 	if id == "" {
-		return prefix + uuid.NewString()
+		return prefix + uuid.NewString(), nil
 	}
-	return id
+	return id, guard.CheckWorkflowID(id)
 }
 
 // checkLook is one read of a new run's or session's status while its check runs.
