@@ -64,6 +64,11 @@ type RunOptions struct {
 	StartAttempts   int           `json:"start_attempts"`
 	StartBackoff    time.Duration `json:"start_backoff"`
 	MaxStartBackoff time.Duration `json:"max_start_backoff"`
+	// LateResultWait is how long the workflow waits for a late result (SignalLateResult) after
+	// the server timed out a sandbox activity whose host claimed the approval, before it ends the
+	// run "outcome unknown". Zero: it does not wait (histories recorded before late results, and
+	// a worker without a hosts file, whose results carry no receipt to check).
+	LateResultWait time.Duration `json:"late_result_wait,omitempty"`
 }
 
 // RunInput is the input of the sandbox activity (RunActivityName): a checked request and the

@@ -1,5 +1,7 @@
 package contract
 
+import "github.com/sandboxflow/sandboxflow/guard"
+
 // SandboxClaim is a sandbox host's claim on a run's approval, written to the run's history as the
 // signal SignalSandboxClaim before any code starts. A host lets code start only when every claim
 // before its own in the history was released, so that an approval runs code once across every
@@ -24,4 +26,19 @@ type SandboxClaim struct {
 	Commitment string `json:"commitment"`
 	// Secret, in a release only, is the hex of the secret whose hash is Commitment.
 	Secret string `json:"secret,omitempty"`
+}
+
+// LateResult is the signal SignalLateResult: a sandbox host's result of a run whose sandbox
+// activity the server timed out while the host still ran the code (a cut connection, late
+// heartbeats), delivered when the host could reach the server again. It proves nothing by
+// itself: anyone who can write to the namespace can send one. The workflow takes it only when
+// the result's receipt verifies against the hosts its check recorded and names this run, the
+// timed-out activity, a claim the history shows held, and the approvals the workflow accepted;
+// it then ends with the result, marked guard.Result.Recovered.
+type LateResult struct {
+	// RunID and ActivityID name the run and the sandbox activity the result is of.
+	RunID      string `json:"run_id"`
+	ActivityID string `json:"activity_id"`
+	// Result is the result as the host signed it, with its receipt.
+	Result guard.Result `json:"result"`
 }

@@ -29,6 +29,7 @@ var schemas = []struct {
 	{"status.schema.json", "RunCode status (query \"status\")", reflect.TypeFor[contract.Status]()},
 	{"result.schema.json", "RunCode result", reflect.TypeFor[guard.Result]()},
 	{"sandbox-claim.schema.json", "Sandbox host's claim on a run's approval (signal \"sandbox-claim\", plain JSON in history)", reflect.TypeFor[contract.SandboxClaim]()},
+	{"late-result.schema.json", "A sandbox host's late result of a run whose activity the server timed out (signal \"late-result\")", reflect.TypeFor[contract.LateResult]()},
 	{"session-input.schema.json", "Session workflow input", reflect.TypeFor[contract.SessionInput]()},
 	{"cell-request.schema.json", "Session cell request (update \"submit-cell\")", reflect.TypeFor[contract.CellRequest]()},
 	{"cell-decision.schema.json", "Reviewer decision for one cell (update \"decide-cell\")", reflect.TypeFor[contract.CellDecision]()},

@@ -23,6 +23,9 @@ const (
 	// lets code start, and again to release the claim when the code did not start. The workflow
 	// reads and drops it; the history keeps it, where sandbox hosts read it (see SandboxClaim).
 	SignalSandboxClaim = "sandbox-claim"
+	// SignalLateResult is the signal a sandbox host sends, as a LateResult, with the result of a
+	// run whose sandbox activity the server timed out while the code ran.
+	SignalLateResult = "late-result"
 	// CheckActivityName is the local activity that applies the worker's policy to a request.
 	CheckActivityName = "SandboxCheck"
 	// RunActivityName is the sandbox activity that runs an approved request.

@@ -280,7 +280,29 @@ type Result struct {
 	// Edit, when set, says the code that ran is a reviewer's edit of the code the run was
 	// started with: who edited it and both digests.
 	Edit *Edit `json:"edit,omitempty"`
+	// Recovered, when set, says the result reached its run late: the server had timed out the
+	// sandbox activity (a cut connection, a late heartbeat) while its host still ran the code,
+	// and the host delivered the result afterwards (contract.SignalLateResult). The workflow
+	// took it only because its receipt verified against the hosts the check recorded, for this
+	// run, its held claim and the approvals it accepted. Nil for a result that came in time.
+	Recovered *Recovered `json:"recovered,omitempty"`
 }
+
+// Recovered is how a late result reached its run.
+type Recovered struct {
+	// At is the workflow's time when it took the result.
+	At time.Time `json:"at"`
+	// How is RecoveredLateResult.
+	How string `json:"how"`
+	// ActivityID is the sandbox activity the server timed out, whose result this is; Timeout is
+	// the kind of timeout that ended it ("heartbeat", "start_to_close").
+	ActivityID string `json:"activity_id"`
+	Timeout    string `json:"timeout"`
+}
+
+// RecoveredLateResult is Recovered.How of a result its host delivered after the server timed out
+// its activity.
+const RecoveredLateResult = "late_result"
 
 // Cancellation is who cancelled a run, as the cancel request named them, why, and when the
 // workflow accepted it.

@@ -75,6 +75,10 @@ type Statement struct {
 	Secrets []string `json:"secrets"`
 	// Cell is set for a session's cell.
 	Cell *Cell `json:"cell,omitempty"`
+	// Claim is the commitment of the host's claim on the run's approval (contract.SandboxClaim),
+	// which binds a late result to the claim the run's history shows held. Absent from receipts
+	// signed before late results.
+	Claim string `json:"claim,omitempty"`
 }
 
 // Approval is one approval the host verified.
@@ -218,6 +222,8 @@ type Run struct {
 	// then OutcomeError); nil for a result.
 	Err  error
 	Cell *Cell
+	// Claim is the commitment of the host's claim (Statement.Claim); empty when none was made.
+	Claim string
 }
 
 // New returns the statement of run with result res (as the guard returned it, with res.Measured).
@@ -227,7 +233,7 @@ func New(run Run, res guard.Result) Statement {
 		Digest: run.Digest, Approvals: run.Approvals, Host: run.Host, Backend: run.Backend,
 		ImageID: res.ImageID, Started: run.Started.UTC().Format(timeLayout), Ended: run.Ended.UTC().Format(timeLayout),
 		Outcome: res.Outcome.String(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
-		StateReset: res.StateReset, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell,
+		StateReset: res.StateReset, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell, Claim: run.Claim,
 	}
 	if run.Err != nil {
 		// The type and operation only: a backend's cause can quote the code's output.
