@@ -83,6 +83,7 @@ for host in ("allowed.test", "denied.test"):
         print("http", e.code)
 `
 	c := egressChecked(t, code, []string{"allowed.test:" + h}, nil)
+	started := time.Now()
 	res, err := guard.New(b, guard.Policy{Languages: []string{guard.Python}, EgressAllow: []string{"allowed.test:" + h},
 		MaxStdoutBytes: 1_200_000, MaxFileBytes: 10_000, MaxTotalFileBytes: 10_000}).Run(context.Background(), c)
 	if err != nil {
@@ -93,7 +94,7 @@ for host in ("allowed.test", "denied.test"):
 	}
 	host := hosttest.New(t, "docker-host")
 	rec, err := receipt.Sign(host.Signer, receipt.New(receipt.Run{WorkflowID: c.Owner.WorkflowID, RunID: c.Owner.RunID, Digest: c.Digest,
-		Host: host.Receipt(), Backend: Name, Started: time.Now(), Ended: time.Now()}, res))
+		Host: host.Receipt(), Backend: Name, Started: started, Ended: time.Now()}, res))
 	if err != nil {
 		t.Fatal(err)
 	}
