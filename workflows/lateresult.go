@@ -77,7 +77,9 @@ func (r *runCode) awaitLateResult(ctx, runCtx workflow.Context, check contract.C
 	sel.AddFuture(workflow.NewTimer(timerCtx, wait), func(workflow.Future) { ended = true })
 	sel.AddReceive(workflow.GetSignalChannel(ctx, contract.SignalLateResult), func(c workflow.ReceiveChannel, _ bool) {
 		var lr contract.LateResult
-		c.Receive(ctx, &lr)
+		if !c.ReceiveAsync(&lr) { // what the channel held was no late result (the SDK drops it)
+			return
+		}
 		if res, err := r.checkLateResult(ctx, check, lr, d, lost); err != nil {
 			r.status.RejectedLateResults++
 			r.status.LastLateRejection = err.Error()

@@ -211,9 +211,11 @@ func keyval(rec logRecord, key string) string {
 }
 
 // TestNoLateResultEndsOutcomeUnknownAfterTheWait: with no late result, the run waits the
-// recorded wait (a workflow timer) and ends "outcome unknown".
+// recorded wait (a workflow timer) and ends "outcome unknown"; a signal that is no late result
+// at all does not hold the wait past its deadline.
 func TestNoLateResultEndsOutcomeUnknownAfterTheWait(t *testing.T) {
 	r := newLateRun(t, testLateWait, enumspb.TIMEOUT_TYPE_HEARTBEAT, false, false)
+	r.at(time.Minute+30*time.Second, func() { r.env.SignalWorkflow(contract.SignalLateResult, "not a late result") })
 	r.run(pyRequest())
 	wantOutcomeUnknown(t, r.harness)
 	if _, err := r.result(); !strings.Contains(err.Error(), "no late result within 2m0s") {
