@@ -115,7 +115,8 @@ func (r *lateRun) send(lr contract.LateResult) { r.env.SignalWorkflow(contract.S
 
 // TestLateResultIsTakenAfterATimeout: after the server timed out the sandbox activity of a run
 // whose host claimed the approval, the host's late result, signed with that claim, ends the run
-// as its result, marked recovered with the activity and the kind of timeout.
+// as its result, marked recovered with the activity and the kind of timeout; a forged one
+// before it is refused and the wait goes on.
 func TestLateResultIsTakenAfterATimeout(t *testing.T) {
 	for _, tc := range []struct {
 		timeout enumspb.TimeoutType
@@ -126,6 +127,7 @@ func TestLateResultIsTakenAfterATimeout(t *testing.T) {
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			r := newLateRun(t, testLateWait, tc.timeout, false, false)
+			r.at(time.Minute+20*time.Second, func() { r.send(r.lateResult(hosttest.New(t, "host-a"), nil)) })
 			r.at(time.Minute+30*time.Second, func() {
 				if st := r.status(); st.State != contract.StatusRunning || st.LateResultDeadline.IsZero() {
 					t.Errorf("status while waiting: %s, deadline %v; want running with a late-result deadline", st.State, st.LateResultDeadline)
@@ -142,6 +144,9 @@ func TestLateResultIsTakenAfterATimeout(t *testing.T) {
 				t.Errorf("recovered %+v; want %+v", rc, want)
 			}
 			r.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusSucceeded)
+			if st := r.status(); st.RejectedLateResults != 1 || st.State != contract.StatusSucceeded {
+				t.Errorf("status %s with %d rejected late results; want succeeded with 1", st.State, st.RejectedLateResults)
+			}
 			if n := len(r.logs.events(contract.EventSandboxRecovered)); n != 1 || r.versions != 1 {
 				t.Errorf("%d %s events, %s asked %d times; want 1 and 1", n, contract.EventSandboxRecovered, lateResultChange, r.versions)
 			}
