@@ -94,6 +94,7 @@ func (h *runHistory) read(e *historypb.HistoryEvent) error {
 		h.activityFailed(e.GetActivityTaskFailedEventAttributes())
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 		h.rec.Closed = at
+		return h.completed(e.GetWorkflowExecutionCompletedEventAttributes())
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
 		h.rec.Closed = at
 		f := e.GetWorkflowExecutionFailedEventAttributes().GetFailure()
@@ -176,6 +177,23 @@ func (h *runHistory) activityCompleted(a *historypb.ActivityTaskCompletedEventAt
 		return fmt.Errorf("client: audit: decode the sandbox result of %s: %w", h.rec.WorkflowID, err)
 	}
 	h.rec.Result, h.rec.Receipt = &res, res.Receipt
+	return nil
+}
+
+// completed reads the result of a run that took a late result (guard.Result.Recovered): no
+// sandbox activity completed with it, the workflow's own result carries it. Its receipt is
+// verified as any result's.
+func (h *runHistory) completed(a *historypb.WorkflowExecutionCompletedEventAttributes) error {
+	if h.rec.Result != nil || a.GetResult() == nil {
+		return nil
+	}
+	var res guard.Result
+	if err := h.dc.FromPayloads(a.GetResult(), &res); err != nil {
+		return fmt.Errorf("client: audit: decode the result of %s: %w", h.rec.WorkflowID, err)
+	}
+	if res.Recovered != nil {
+		h.rec.Result, h.rec.Receipt = &res, res.Receipt
+	}
 	return nil
 }
 

@@ -24,6 +24,9 @@ const (
 	// EventApprovalEdited: a reviewer's edit of the code was checked and accepted.
 	EventApprovalCounted EventType = "approval.counted"
 	EventApprovalEdited  EventType = "approval.edited"
+	// EventSandboxRecovered: the run took a late result (SignalLateResult) whose receipt
+	// verified, after the server timed out its sandbox activity; the run ends with it.
+	EventSandboxRecovered EventType = "sandbox.recovered"
 
 	// Emitted by the sandbox host.
 	EventSandboxStarted  EventType = "sandbox.started"

@@ -211,6 +211,14 @@ type Status struct {
 	// RunAttempts counts sandbox activities scheduled (more than one only after failures from
 	// before the code could start).
 	RunAttempts int `json:"run_attempts"`
+	// LateResultDeadline is when the wait for a late result (SignalLateResult) ends, set when
+	// the server timed out the run's sandbox activity after its host claimed the approval.
+	// RejectedLateResults counts late results refused while waiting (a receipt that does not
+	// verify, or is not of this run, of the timed-out activity or of a held claim);
+	// LastLateRejection says why the last one was.
+	LateResultDeadline  time.Time `json:"late_result_deadline,omitzero"`
+	RejectedLateResults int       `json:"rejected_late_results,omitempty"`
+	LastLateRejection   string    `json:"last_late_rejection,omitempty"`
 	// Error is the error that ended the run, if any.
 	Error string `json:"error,omitempty"`
 	// Cancel is the accepted cancel request (the update "cancel"), if any: who asked, why and

@@ -76,3 +76,22 @@ func TestRunPageSaysWhereOutputIsCut(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPageSaysAResultWasRecovered: a result that reached its run late says so, with the
+// kind of timeout; one that came in time says nothing of it.
+func TestRunPageSaysAResultWasRecovered(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []*guard.Recovered{nil, {How: guard.RecoveredLateResult, ActivityID: "7", Timeout: "heartbeat"}} {
+		res := guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Recovered: rec}
+		var b bytes.Buffer
+		if err := pages["run"].ExecuteTemplate(&b, "layout", pageData{Title: "run", Run: &runView{ID: "sandbox-1", State: "succeeded", Result: newResultView(res)}}); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := strings.Contains(b.String(), "Recovered late (after a heartbeat timeout of sandbox activity"), rec != nil; got != want {
+			t.Errorf("recovered %+v: the page says recovered late %v; want %v", rec, got, want)
+		}
+	}
+}

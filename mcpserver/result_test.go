@@ -65,3 +65,16 @@ func TestResultSummarySaysTheCodeWasEdited(t *testing.T) {
 		t.Errorf("summary of an unedited run %q mentions an edit", text)
 	}
 }
+
+// The model reads the summary line: a result that reached its run late says so, with the kind
+// of timeout.
+func TestResultSummarySaysTheResultWasRecovered(t *testing.T) {
+	res := guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Recovered: &guard.Recovered{How: guard.RecoveredLateResult, ActivityID: "7", Timeout: "heartbeat"}}
+	if text := resultContent("sandbox-1", res).Content[0].(*mcp.TextContent).Text; !strings.Contains(text, "recovered late (after a heartbeat timeout)") {
+		t.Errorf("summary %q; want it to say the result was recovered late", text)
+	}
+	res.Recovered = nil
+	if text := resultContent("sandbox-1", res).Content[0].(*mcp.TextContent).Text; strings.Contains(text, "recovered") {
+		t.Errorf("summary of a result in time %q mentions a recovery", text)
+	}
+}

@@ -167,6 +167,9 @@ func resultContentAt(label, base string, r guard.Result) *mcp.CallToolResult {
 	if e := r.Edit; e != nil {
 		summary += fmt.Sprintf("; the code that ran is reviewer %s's edit of yours (digest %s, yours %s), not what you sent", e.Editor, e.Digest, e.OriginalDigest)
 	}
+	if rc := r.Recovered; rc != nil {
+		summary += fmt.Sprintf("; recovered late (after a %s timeout): the sandbox host delivered it after the server lost its activity, and its receipt verified", rc.Timeout)
+	}
 	content := []mcp.Content{&mcp.TextContent{Text: summary}}
 	content = append(content, &mcp.TextContent{Text: streamText("stdout", r.Stdout, r.StdoutTruncated)})
 	if len(r.Stderr) > 0 || r.StderrTruncated {

@@ -70,8 +70,21 @@ func (r *runCode) noteClaim(c contract.SandboxClaim) {
 }
 
 // heldClaim reports whether a claim on the run's approval is held (made and never released).
-// It first takes the claims already delivered that the reading goroutine has not run for yet.
 func (r *runCode) heldClaim() bool {
+	r.takeDeliveredClaims()
+	return r.held > 0
+}
+
+// holds reports whether commitment is of a claim on the run's approval that is held: its claim
+// is in the history and no release revealed its secret. A late result must name one.
+func (r *runCode) holds(commitment string) bool {
+	r.takeDeliveredClaims()
+	return r.claims[commitment]
+}
+
+// takeDeliveredClaims takes the claims already delivered that the reading goroutine has not run
+// for yet.
+func (r *runCode) takeDeliveredClaims() {
 	if r.claimCh != nil {
 		for {
 			var c contract.SandboxClaim
@@ -85,7 +98,6 @@ func (r *runCode) heldClaim() bool {
 			}
 		}
 	}
-	return r.held > 0
 }
 
 // cancelledAfterClaim is the error of a run whose sandbox activity ended cancelled (err) while a

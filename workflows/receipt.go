@@ -22,6 +22,16 @@ func (r *runCode) checkReceipt(ctx workflow.Context, hosts *receipt.Hosts, res g
 	if workflow.GetVersion(ctx, receiptChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion || hosts == nil {
 		return nil
 	}
+	if _, err := verifyResult(hosts, res, r.receiptExpect(d)); err != nil {
+		r.event(ctx, contract.EventReceiptRefused, "approval_id", d.ApprovalID, "error", err.Error())
+		return err
+	}
+	return nil
+}
+
+// receiptExpect is what a receipt of this run must name: its workflow id, run id and digest, and
+// the approval d with the reviewer's key fingerprint the workflow accepted.
+func (r *runCode) receiptExpect(d contract.Decision) receipt.Expect {
 	want := receipt.Expect{WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Digest: r.checked.Digest,
 		Approvals: []receipt.Approval{{ID: d.ApprovalID}}}
 	if r.status.Decision != nil {
@@ -34,6 +44,12 @@ func (r *runCode) checkReceipt(ctx workflow.Context, hosts *receipt.Hosts, res g
 			want.Approvals = append(want.Approvals, receipt.Approval{ID: ap.ApprovalID, Fingerprint: ap.Fingerprint})
 		}
 	}
+	return want
+}
+
+// verifyResult verifies res's receipt against hosts, checks that it is of the run want describes
+// and that res is what it signs, and returns its statement. A refusal is a *guard.ReceiptRefused.
+func verifyResult(hosts *receipt.Hosts, res guard.Result, want receipt.Expect) (receipt.Statement, error) {
 	// Signature verification (ed25519, ecdsa) and encoding/json's reflection are deterministic;
 	// workflowcheck cannot tell.
 	st, err := receipt.Verify(hosts, res.Receipt) //workflowcheck:ignore
@@ -43,11 +59,7 @@ func (r *runCode) checkReceipt(ctx workflow.Context, hosts *receipt.Hosts, res g
 	if err == nil {
 		err = receipt.CheckResult(st, res)
 	}
-	if err != nil {
-		r.event(ctx, contract.EventReceiptRefused, "approval_id", d.ApprovalID, "error", err.Error())
-		return err
-	}
-	return nil
+	return st, err
 }
 
 // checkCellReceipt is checkReceipt for a session's cell st: the receipt must also be for the
@@ -68,14 +80,7 @@ func (r *session) checkCellReceipt(ctx workflow.Context, res guard.Result, st *c
 			}
 		}
 	}
-	got, err := receipt.Verify(r.hosts, res.Receipt) //workflowcheck:ignore (as in checkReceipt)
-	if err == nil {
-		err = receipt.CheckRun(got, want)
-	}
-	if err == nil {
-		err = receipt.CheckResult(got, res)
-	}
-	if err != nil {
+	if _, err := verifyResult(r.hosts, res, want); err != nil {
 		r.event(ctx, contract.EventReceiptRefused, "cell", st.Cell, "error", err.Error())
 		return err
 	}

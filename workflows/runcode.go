@@ -48,6 +48,7 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	r := &runCode{status: contract.Status{State: contract.StatusChecking,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}
 	res, err := r.runCode(ctx, in)
+	dropLateResults(ctx)
 	r.finish(ctx, res, err)
 	return res, err
 }
@@ -146,7 +147,8 @@ func (r *runCode) awaitDecision(ctx workflow.Context, check contract.CheckResult
 }
 
 // runApproved runs the approved request in the sandbox activity (on runCtx, which an accepted
-// cancel cancels) and checks the host's receipt. ran is false when the run ends without a result,
+// cancel cancels) and checks the host's receipt; after the server timed out an activity whose
+// host claimed the approval, it waits for the host's late result. ran is false when the run ends without a result,
 // with err as the workflow's answer.
 func (r *runCode) runApproved(ctx, runCtx workflow.Context, check contract.CheckResult, d contract.Decision) (res guard.Result, ran bool, err error) {
 	res, err = r.run(runCtx, check.Run, d)
@@ -159,6 +161,9 @@ func (r *runCode) runApproved(ctx, runCtx workflow.Context, check contract.Check
 				return guard.Result{}, false, r.fail(ctx, cerr)
 			}
 			return guard.Result{}, false, r.cancelledBeforeRun(ctx)
+		}
+		if lost, due := r.lateResultDue(ctx, check, err); due {
+			return r.awaitLateResult(ctx, runCtx, check, d, lost) // lateresult.go
 		}
 		return guard.Result{}, false, r.fail(ctx, err)
 	}
@@ -236,7 +241,8 @@ func checkLocally[Out any](ctx workflow.Context, activity, in any, what string) 
 // here, with backoff (at least the server's Retry-After that the failure carries, bounded by
 // MaxStartBackoff), by scheduling a fresh activity; any other failure ends the run. A lost
 // worker (heartbeat or start-to-close timeout) or any failure the workflow cannot classify is an
-// IntegrationError whose outcome is unknown: the approval was used and nothing runs again.
+// IntegrationError whose outcome is unknown: the approval was used and nothing runs again (after
+// a timeout, runApproved may still take the host's late result).
 func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract.Decision) (guard.Result, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		TaskQueue:              r.sandboxQueue,
