@@ -130,8 +130,7 @@ func (a *Activities) SessionCheck(_ context.Context, in contract.SessionCheckInp
 	if err != nil {
 		return contract.SessionCheckResult{}, err
 	}
-	return contract.SessionCheckResult{Session: s, ApprovalTimeout: r.ApprovalTimeout, Run: r.Run, Reviewers: r.Reviewers, Warnings: r.Warnings,
-		StatementVersion: r.StatementVersion, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
+	return contract.SessionCheckResult{Session: s, CheckedBy: r.CheckedBy, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session

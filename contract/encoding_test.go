@@ -19,29 +19,31 @@ const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBnJHou0AtBCUp2z8m+4OmsI9nA
 // test sees each key.
 func fullCheckResult(t *testing.T) contract.CheckResult {
 	return contract.CheckResult{
-		Checked:          guard.Checked{Language: "python", Code: "print(1)", Digest: "sha256:c0de"},
-		ApprovalTimeout:  time.Hour,
-		Run:              contract.RunOptions{TaskQueue: "sandbox", Grace: time.Second, HeartbeatTimeout: 2 * time.Second},
-		Reviewers:        reviewersForTest(t),
-		Warnings:         []pysource.StartupWarning{{File: "sitecustomize.py", Reason: "runs at start-up"}},
-		StatementVersion: approval.StatementVersion,
-		Hosts:            hostsForTest(t),
-		Notify:           &contract.NotifyOptions{MaximumAttempts: 3},
-		Quorum:           2,
+		Checked:   guard.Checked{Language: "python", Code: "print(1)", Digest: "sha256:c0de"},
+		CheckedBy: checkedByForTest(t),
+		Hosts:     hostsForTest(t),
+		Notify:    &contract.NotifyOptions{MaximumAttempts: 3},
+		Quorum:    2,
 	}
 }
 
 func fullSessionCheckResult(t *testing.T) contract.SessionCheckResult {
 	return contract.SessionCheckResult{
-		Session:          guard.CheckedSession{Languages: []string{"python"}, MaxCells: 4, Digest: "sha256:5e55"},
+		Session:   guard.CheckedSession{Languages: []string{"python"}, MaxCells: 4, Digest: "sha256:5e55"},
+		CheckedBy: checkedByForTest(t),
+		Notify:    &contract.NotifyOptions{MaximumAttempts: 3},
+		Hosts:     hostsForTest(t),
+		Quorum:    2,
+	}
+}
+
+func checkedByForTest(t *testing.T) contract.CheckedBy {
+	return contract.CheckedBy{
 		ApprovalTimeout:  time.Hour,
 		Run:              contract.RunOptions{TaskQueue: "sandbox", Grace: time.Second, HeartbeatTimeout: 2 * time.Second},
 		Reviewers:        reviewersForTest(t),
 		Warnings:         []pysource.StartupWarning{{File: "sitecustomize.py", Reason: "runs at start-up"}},
 		StatementVersion: approval.StatementVersion,
-		Notify:           &contract.NotifyOptions{MaximumAttempts: 3},
-		Hosts:            hostsForTest(t),
-		Quorum:           2,
 	}
 }
 

@@ -3,7 +3,6 @@ package contract
 import (
 	"time"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/pysource"
 	"github.com/sandboxflow/sandboxflow/receipt"
@@ -95,15 +94,11 @@ type SessionCheckInput struct {
 	Request guard.SessionRequest `json:"request"`
 }
 
-// SessionCheckResult is what SessionCheck records in history: the checked session and the
-// checking worker's settings (as CheckResult).
+// SessionCheckResult is what SessionCheck records in history: the checked session and what the
+// checking worker records with it (as CheckResult).
 type SessionCheckResult struct {
-	Session          guard.CheckedSession      `json:"session"`
-	ApprovalTimeout  time.Duration             `json:"approval_timeout"`
-	Run              RunOptions                `json:"run"`
-	Reviewers        *approval.Reviewers       `json:"reviewers"`
-	Warnings         []pysource.StartupWarning `json:"warnings,omitempty"`
-	StatementVersion int                       `json:"statement_version"`
+	Session guard.CheckedSession `json:"session"`
+	CheckedBy
 	// Notify is CheckResult.Notify, for each cell's wait.
 	Notify *NotifyOptions `json:"notify,omitempty"`
 	// Hosts are the sandbox hosts' keys: the workflow refuses a cell result whose receipt does
