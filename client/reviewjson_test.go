@@ -17,7 +17,7 @@ func TestReviewEncodings(t *testing.T) {
 	confusable := []pysource.ConfusableName{{Line: 1, Column: 1, Name: "pаth"}}
 	run := Review{
 		WorkflowID:           "run-1",
-		Status:               contract.Status{State: contract.StatusAwaitingApproval, Quorum: 2},
+		Status:               contract.Status{State: contract.StatusAwaitingApproval, DecisionWait: contract.DecisionWait{Quorum: 2}},
 		SuspiciousCharacters: suspicious,
 		Warning:              "the code holds invisible characters",
 		ConfusableNames:      confusable,

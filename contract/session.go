@@ -224,15 +224,9 @@ type CellStatus struct {
 	// RequestID is the submit's CellRequest.RequestID (empty: none given).
 	RequestID string    `json:"request_id,omitempty"`
 	Submitted time.Time `json:"submitted"`
-	// ApprovalDeadline is when the wait for this cell's decision ends.
-	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
-	// Decision is the cell's decision: its denial, or the first of its approvals once it has
-	// its quorum (nil until then).
-	Decision *DecisionRecord `json:"decision,omitempty"`
-	// Quorum is how many approvals by distinct reviewers the cell needs; Approvals are those it
-	// has, in order. Absent for sessions checked before session quorums.
-	Quorum    int              `json:"quorum,omitempty"`
-	Approvals []DecisionRecord `json:"approvals,omitempty"`
+	// DecisionWait is the cell's wait for its decision. Its quorum is absent for sessions
+	// checked before session quorums.
+	DecisionWait
 	// Result is the cell's result, as the sandbox host returned it; ResultDigest is
 	// guard.ResultDigest of it, which the next cell's chain binds.
 	Result       *guard.Result `json:"result,omitempty"`

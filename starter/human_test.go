@@ -19,7 +19,7 @@ func hostileReview(envValues bool) client.Review {
 	code := "print('safe')\x1b[1A\x1b[2K\nimport os\ros.system('rm -rf ~') # \u202e }\n\xff"
 	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{
 		State: contract.StatusAwaitingApproval, RunID: "r1", SandboxTaskQueue: "sandboxes",
-		ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC),
+		DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)},
 		Request: guard.Summary{
 			Language: guard.Python, Code: code, CodeBytes: len(code), Backend: "docker",
 			Files:    []guard.FileSummary{{Name: "a\x1b]0;title\x07.txt", Size: 1536}},
