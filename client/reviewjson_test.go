@@ -22,22 +22,26 @@ func TestReviewEncodings(t *testing.T) {
 		Warning:              "the code holds invisible characters",
 		ConfusableNames:      confusable,
 		NamesWarning:         "the code holds names that read as others",
-		Env:                  map[string]string{"MODE": "fast"},
-		SensitiveEnvBytes:    map[string]int{"TOKEN": 12},
-		InputFiles:           map[string][]byte{"data.txt": []byte("hi")},
-		Changes:              changes,
-		ChangesError:         "previous run gone",
+		Extras: Extras{
+			Env:               map[string]string{"MODE": "fast"},
+			SensitiveEnvBytes: map[string]int{"TOKEN": 12},
+			InputFiles:        map[string][]byte{"data.txt": []byte("hi")},
+			Changes:           changes,
+			ChangesError:      "previous run gone",
+		},
 	}
 	session := SessionReview{
-		SessionID:         "session-1",
-		SessionStatus:     contract.SessionStatus{State: contract.StatusAwaitingApproval, Quorum: 2},
-		Waiting:           1,
-		Views:             []CellView{{Cell: 1, SuspiciousCharacters: suspicious, Warning: "invisible characters"}},
-		Env:               map[string]string{"MODE": "fast"},
-		SensitiveEnvBytes: map[string]int{"TOKEN": 12},
-		InputFiles:        map[string][]byte{"data.txt": []byte("hi")},
-		Changes:           changes,
-		ChangesError:      "previous session gone",
+		SessionID:     "session-1",
+		SessionStatus: contract.SessionStatus{State: contract.StatusAwaitingApproval, Quorum: 2},
+		Waiting:       1,
+		Views:         []CellView{{Cell: 1, SuspiciousCharacters: suspicious, Warning: "invisible characters"}},
+		Extras: Extras{
+			Env:               map[string]string{"MODE": "fast"},
+			SensitiveEnvBytes: map[string]int{"TOKEN": 12},
+			InputFiles:        map[string][]byte{"data.txt": []byte("hi")},
+			Changes:           changes,
+			ChangesError:      "previous session gone",
+		},
 	}
 	for _, c := range []struct {
 		name string

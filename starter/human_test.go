@@ -155,7 +155,7 @@ func TestShowWarningsAndEnv(t *testing.T) {
 		Language: guard.Python, Code: "import json\n", Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
 		EnvNames: []string{"MODE", "TOKEN"}, SensitiveEnv: []string{"TOKEN"},
 		Warnings: pysource.StartupWarnings([]string{"json.py", "x\u202e.pth"}),
-	}}, Env: map[string]string{"MODE": " dry\nrun "}, SensitiveEnvBytes: map[string]int{"TOKEN": 32}}
+	}}, Extras: client.Extras{Env: map[string]string{"MODE": " dry\nrun "}, SensitiveEnvBytes: map[string]int{"TOKEN": 32}}}
 	var b bytes.Buffer
 	if err := printReview(&b, r, time.Now()); err != nil {
 		t.Fatal(err)
