@@ -1,13 +1,13 @@
 package contract_test
 
 import (
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/jsontest"
 	"github.com/sandboxflow/sandboxflow/pysource"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
@@ -131,24 +131,10 @@ func hostsForTest(t *testing.T) *receipt.Hosts {
 // and of the statuses the queries return: keys, their order and their omission. A change of
 // the Go types that moves a field (into an embedded struct, say) must not change a byte.
 func TestRecordedEncodings(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		v    any
-		want string
-	}{
-		{"CheckResult", fullCheckResult(t), wantCheckResult},
-		{"SessionCheckResult", fullSessionCheckResult(t), wantSessionCheckResult},
-		{"Status", fullStatus(), wantStatus},
-		{"CellStatus", fullCellStatus(), wantCellStatus},
-	} {
-		b, err := json.Marshal(c.v)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		if string(b) != c.want {
-			t.Errorf("%s encodes as\n%s\nwant\n%s", c.name, b, c.want)
-		}
-	}
+	jsontest.Pinned(t, "CheckResult", fullCheckResult(t), wantCheckResult)
+	jsontest.Pinned(t, "SessionCheckResult", fullSessionCheckResult(t), wantSessionCheckResult)
+	jsontest.Pinned(t, "Status", fullStatus(), wantStatus)
+	jsontest.Pinned(t, "CellStatus", fullCellStatus(), wantCellStatus)
 }
 
 const (
