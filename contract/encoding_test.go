@@ -18,30 +18,32 @@ const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBnJHou0AtBCUp2z8m+4OmsI9nA
 // fullCheckResult and the values below set every field of their types, so that an encoding
 // test sees each key.
 func fullCheckResult(t *testing.T) contract.CheckResult {
+	reviewers, hosts := keysForTest(t)
 	return contract.CheckResult{
 		Checked:   guard.Checked{Language: "python", Code: "print(1)", Digest: "sha256:c0de"},
-		CheckedBy: checkedByForTest(t),
-		Hosts:     hostsForTest(t),
+		CheckedBy: checkedByForTest(reviewers),
+		Hosts:     hosts,
 		Notify:    &contract.NotifyOptions{MaximumAttempts: 3},
 		Quorum:    2,
 	}
 }
 
 func fullSessionCheckResult(t *testing.T) contract.SessionCheckResult {
+	reviewers, hosts := keysForTest(t)
 	return contract.SessionCheckResult{
 		Session:   guard.CheckedSession{Languages: []string{"python"}, MaxCells: 4, Digest: "sha256:5e55"},
-		CheckedBy: checkedByForTest(t),
+		CheckedBy: checkedByForTest(reviewers),
 		Notify:    &contract.NotifyOptions{MaximumAttempts: 3},
-		Hosts:     hostsForTest(t),
+		Hosts:     hosts,
 		Quorum:    2,
 	}
 }
 
-func checkedByForTest(t *testing.T) contract.CheckedBy {
+func checkedByForTest(reviewers *approval.Reviewers) contract.CheckedBy {
 	return contract.CheckedBy{
 		ApprovalTimeout:  time.Hour,
 		Run:              contract.RunOptions{TaskQueue: "sandbox", Grace: time.Second, HeartbeatTimeout: 2 * time.Second},
-		Reviewers:        reviewersForTest(t),
+		Reviewers:        reviewers,
 		Warnings:         []pysource.StartupWarning{{File: "sitecustomize.py", Reason: "runs at start-up"}},
 		StatementVersion: approval.StatementVersion,
 	}
@@ -109,22 +111,18 @@ func fullCellStatus() contract.CellStatus {
 	}
 }
 
-func reviewersForTest(t *testing.T) *approval.Reviewers {
+// keysForTest returns a reviewers file and a hosts file that list testKey.
+func keysForTest(t *testing.T) (*approval.Reviewers, *receipt.Hosts) {
 	t.Helper()
 	r, err := approval.ParseAllowedSigners([]byte("alice " + testKey + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
-}
-
-func hostsForTest(t *testing.T) *receipt.Hosts {
-	t.Helper()
 	h, err := receipt.ParseHosts([]byte("host-1 " + testKey + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h
+	return r, h
 }
 
 // TestRecordedEncodings pins the JSON of the results the check activities record in history
