@@ -346,8 +346,10 @@ func (a *Activities) checkRecord(warnings []pysource.StartupWarning, quorum int)
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	return contract.CheckResult{ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers, Warnings: warnings,
-		StatementVersion: approval.StatementVersion, Hosts: hosts, Notify: a.notify, Quorum: quorum}, nil
+	return contract.CheckResult{
+		CheckedBy: contract.CheckedBy{ApprovalTimeout: a.policy.ApprovalTimeout, Run: a.run, Reviewers: reviewers,
+			Warnings: warnings, StatementVersion: approval.StatementVersion},
+		Hosts: hosts, Notify: a.notify, Quorum: quorum}, nil
 }
 
 // notifyOptions is o with its defaults, or nil.

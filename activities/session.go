@@ -133,8 +133,7 @@ func (a *Activities) SessionCheck(ctx context.Context, in contract.SessionCheckI
 	if err != nil {
 		return contract.SessionCheckResult{}, err
 	}
-	return contract.SessionCheckResult{Session: s, ApprovalTimeout: r.ApprovalTimeout, Run: r.Run, Reviewers: r.Reviewers, Warnings: r.Warnings,
-		StatementVersion: r.StatementVersion, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
+	return contract.SessionCheckResult{Session: s, CheckedBy: r.CheckedBy, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session

@@ -119,7 +119,7 @@ func TestChangesBetweenRunsAndSessions(t *testing.T) {
 	laterRun.Code = "print(2)\n"
 	f := &conversationTemporal{workflows: []storedWorkflow{
 		{id: "run-1", runID: "r1", typ: contract.WorkflowName, conversation: "task-7", started: t0, input: contract.Input{Request: runReq},
-			status: contract.Status{State: contract.StatusSucceeded, Decision: &contract.DecisionRecord{Approve: true, Reviewer: "bob"}}},
+			status: contract.Status{State: contract.StatusSucceeded, DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Approve: true, Reviewer: "bob"}}}},
 		{id: "session-1", runID: "s1", typ: contract.SessionWorkflowName, conversation: "task-7", started: t0.Add(time.Minute),
 			input: contract.SessionInput{Request: sessionReq}, status: contract.SessionStatus{State: contract.SessionClosed}},
 		{id: "run-2", runID: "r2", typ: contract.WorkflowName, conversation: "task-7", started: t0.Add(2 * time.Minute), input: contract.Input{Request: laterRun}},

@@ -32,15 +32,25 @@ type Review struct {
 	ConfusableNames []pysource.ConfusableName `json:"confusable_names,omitempty"`
 	// NamesWarning says, in one line, that the code holds such names. Empty when it holds none.
 	NamesWarning string `json:"names_warning,omitempty"`
+	Extras
+}
+
+// Extras is what a run's or a session's review reads from its start input beyond what its
+// status shows: the env values and input files when asked for (ReviewOptions), and what changed
+// since the conversation's previous run or session. Its fields are encoded as fields of the
+// review that embeds it.
+type Extras struct {
 	// Env holds the env values, only when asked for, less those the policy marks sensitive.
 	Env map[string]string `json:"env_values,omitempty"`
 	// SensitiveEnvBytes holds, when env values are asked for, the length in bytes of each value
-	// the policy marks sensitive (Request.SensitiveEnv), in place of the value.
+	// the policy marks sensitive (the summary's SensitiveEnv), in place of the value.
 	SensitiveEnvBytes map[string]int `json:"sensitive_env_bytes,omitempty"`
 	// InputFiles holds the input files' contents, name → bytes, only when asked for.
 	InputFiles map[string][]byte `json:"input_files,omitempty"`
-	// Changes is what changed since the previous run of the request's conversation, when it
-	// names one (a reading aid: ConversationNotice); ChangesError says why it could not be read.
+	// Changes is what changed since the previous run or session of the conversation the start
+	// input names, when it names one (a reading aid: ConversationNotice); ChangesError says why
+	// it could not be read. A session's are its settings' changes: each of its cells is diffed
+	// only against the cell it retries (CellView.Retry).
 	Changes      *Changes `json:"changes,omitempty"`
 	ChangesError string   `json:"changes_error,omitempty"`
 }
@@ -109,42 +119,38 @@ func (c *Client) reviewRun(ctx context.Context, workflowID string, opts ReviewOp
 		}
 	}
 	r.NamesWarning = ConfusableWarning(r.ConfusableNames)
-	r.Changes, r.ChangesError = c.reviewChanges(ctx, workflowID, st, in)
 	// What opts adds comes from what was hashed into the digest just checked: the start input
 	// of the status's run.
-	r.Env, r.SensitiveEnvBytes, r.InputFiles = opts.extras(in.Request.Env, in.Request.Files, st.Request.SensitiveEnv)
+	r.Extras = opts.extras(in.Request.Env, in.Request.Files, st.Request.SensitiveEnv)
+	r.Changes, r.ChangesError = c.reviewChanges(ctx, workflowID, st, in)
 	return r, nil
 }
 
 // extras returns what o adds to a run's or a session's review from its start input's env and
 // files: the env values less the sensitive ones, the sensitive ones' lengths in bytes, and the
-// files; each nil when not asked for.
-func (o ReviewOptions) extras(env map[string]string, files map[string][]byte, sensitive []string) (map[string]string, map[string]int, map[string][]byte) {
-	var (
-		values         map[string]string
-		sensitiveBytes map[string]int
-		inputFiles     map[string][]byte
-	)
+// files; each nil when not asked for. The caller adds the changes.
+func (o ReviewOptions) extras(env map[string]string, files map[string][]byte, sensitive []string) Extras {
+	var x Extras
 	if o.EnvValues {
-		values = map[string]string{}
+		x.Env = map[string]string{}
 		for n, v := range env {
 			if slices.Contains(sensitive, n) {
-				if sensitiveBytes == nil {
-					sensitiveBytes = map[string]int{}
+				if x.SensitiveEnvBytes == nil {
+					x.SensitiveEnvBytes = map[string]int{}
 				}
-				sensitiveBytes[n] = len(v)
+				x.SensitiveEnvBytes[n] = len(v)
 				continue
 			}
-			values[n] = v
+			x.Env[n] = v
 		}
 	}
 	if o.InputFiles {
-		inputFiles = files
-		if inputFiles == nil {
-			inputFiles = map[string][]byte{}
+		x.InputFiles = files
+		if x.InputFiles == nil {
+			x.InputFiles = map[string][]byte{}
 		}
 	}
-	return values, sensitiveBytes, inputFiles
+	return x
 }
 
 // SuspiciousWarning returns a one-line warning about the listed characters, or "" for none.

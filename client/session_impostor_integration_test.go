@@ -37,7 +37,7 @@ func impostorStatus(s guard.CheckedSession, id, runID, shown, chained string, al
 	c1.ResultDigest = guard.ResultDigest(*c1.Result)
 	chain = guard.ChainNext(chain, c1.Digest, guard.ResultDigest(guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Stdout: []byte(chained)}))
 	c2 := contract.CellStatus{Cell: 2, Language: guard.Python, Code: "print(secret)\n", State: contract.StatusAwaitingApproval, Chain: chain,
-		ApprovalDeadline: time.Now().Add(time.Hour)}
+		DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Now().Add(time.Hour)}}
 	c2.CodeBytes, c2.CodeDigest = len(c2.Code), guard.CellCodeDigest(c2.Language, c2.Code)
 	c2.Digest = guard.CellDigest(s.Digest, 2, c2.CodeDigest, chain)
 	st.Cells, st.Chain = []contract.CellStatus{c1, c2}, chain

@@ -21,18 +21,7 @@ type SessionReview struct {
 	Waiting int `json:"waiting_cell,omitempty"`
 	// Views has one entry per cell of Cells, in the same order.
 	Views []CellView `json:"cell_views"`
-	// Env holds the env values, only when asked for, less those the policy marks sensitive.
-	Env map[string]string `json:"env_values,omitempty"`
-	// SensitiveEnvBytes holds the length of each sensitive value, in its place.
-	SensitiveEnvBytes map[string]int `json:"sensitive_env_bytes,omitempty"`
-	// InputFiles holds the input files' contents, only when asked for.
-	InputFiles map[string][]byte `json:"input_files,omitempty"`
-	// Changes is what changed in the settings since the previous run or session of the
-	// session's conversation, when it names one (a reading aid: ConversationNotice);
-	// ChangesError says why it could not be read. Each cell is diffed only against the cell it
-	// retries (CellView.Retry).
-	Changes      *Changes `json:"changes,omitempty"`
-	ChangesError string   `json:"changes_error,omitempty"`
+	Extras
 }
 
 // CellView is what this client computed of one cell's code, as Review computes it of a run's.
@@ -110,8 +99,8 @@ func (c *Client) reviewSession(ctx context.Context, sessionID string, opts Revie
 		st.Settings.Warnings = pysource.StartupWarnings(names)
 		// So is the conversation, which the diff is read for.
 		st.Settings.Conversation = in.Request.Conversation
+		r.Extras = opts.extras(in.Request.Env, in.Request.Files, st.Settings.SensitiveEnv)
 		r.Changes, r.ChangesError = changesText(c.SessionChangesOf(ctx, sessionID, st.RunID, info.Started, in.Request))
-		r.Env, r.SensitiveEnvBytes, r.InputFiles = opts.extras(in.Request.Env, in.Request.Files, st.Settings.SensitiveEnv)
 	}
 	r.Views = make([]CellView, 0, len(st.Cells))
 	for i, cell := range st.Cells {

@@ -55,7 +55,7 @@ func CellStatementFor(st contract.SessionStatus, cell int, opts StatementOptions
 	}
 	run := contract.Status{
 		WorkflowID: st.WorkflowID, RunID: st.RunID, State: contract.StatusAwaitingApproval,
-		SandboxTaskQueue: st.SandboxTaskQueue, ApprovalDeadline: c.ApprovalDeadline,
+		SandboxTaskQueue: st.SandboxTaskQueue, DecisionWait: contract.DecisionWait{ApprovalDeadline: c.ApprovalDeadline},
 		StatementVersion: st.StatementVersion, Request: guard.Summary{Digest: digest},
 	}
 	return StatementFor(run, opts, now)

@@ -39,7 +39,7 @@ func newSessionCase(t *testing.T, env string) sessionCase {
 		cd := guard.CellCodeDigest(lang, code)
 		c := contract.CellStatus{Cell: n, Language: lang, Code: code, CodeBytes: len(code), CodeDigest: cd, Chain: chain,
 			Digest: guard.CellDigest(s.Digest, n, cd, chain), State: state, Result: res,
-			ApprovalDeadline: sessionNow.Add(10 * time.Minute)}
+			DecisionWait: contract.DecisionWait{ApprovalDeadline: sessionNow.Add(10 * time.Minute)}}
 		if res != nil {
 			c.ResultDigest = guard.ResultDigest(*res)
 			chain = guard.ChainNext(chain, c.Digest, c.ResultDigest)
@@ -216,7 +216,7 @@ func TestCellOutcome(t *testing.T) {
 		t.Errorf("timed out cell: %+v, %v; want its result", r, err)
 	}
 	var ad *guard.ApprovalDenied
-	_, err := CellOutcome("s", contract.CellStatus{Cell: 2, State: contract.StatusDenied, Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}})
+	_, err := CellOutcome("s", contract.CellStatus{Cell: 2, State: contract.StatusDenied, DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}}})
 	if !errors.As(err, &ad) || ad.Reason != guard.DeniedByReviewer || ad.Reviewer != "bob" || ad.Message != "no" {
 		t.Errorf("denied cell: %v; want an ApprovalDenied by bob", err)
 	}

@@ -47,7 +47,7 @@ func TestIntegrationLyingRunWorkflow(t *testing.T) {
 		alter := alters[info.WorkflowExecution.ID]
 		mu.Unlock()
 		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			SandboxTaskQueue: "host-1", StatementVersion: approval.StatementVersion, Request: checked.Summary(), ApprovalDeadline: time.Now().Add(time.Hour)}
+			SandboxTaskQueue: "host-1", StatementVersion: approval.StatementVersion, Request: checked.Summary(), DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Now().Add(time.Hour)}}
 		if alter != nil {
 			alter(&st)
 		}

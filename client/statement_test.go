@@ -17,7 +17,7 @@ import (
 func TestStatementFor(t *testing.T) {
 	now := time.Date(2026, 12, 1, 20, 0, 0, 500, time.UTC)
 	st := contract.Status{WorkflowID: "sandbox-1", RunID: "run-1", State: contract.StatusAwaitingApproval,
-		SandboxTaskQueue: "hosts", ApprovalDeadline: now.Add(10 * time.Minute), StatementVersion: approval.StatementVersion,
+		SandboxTaskQueue: "hosts", DecisionWait: contract.DecisionWait{ApprovalDeadline: now.Add(10 * time.Minute)}, StatementVersion: approval.StatementVersion,
 		Request: guard.Summary{Digest: "sha256:" + strings.Repeat("ab", 32)}}
 	f, err := StatementFor(st, StatementOptions{Reviewer: "alice"}, now)
 	if err != nil {

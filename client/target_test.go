@@ -113,7 +113,7 @@ func newDoorFakes(t *testing.T) (run, session *doorFake) {
 	t.Helper()
 	run = &doorFake{typ: contract.WorkflowName, runID: "run-1", run: contract.Status{
 		WorkflowID: "sandbox-1", RunID: "run-1", State: contract.StatusAwaitingApproval, SandboxTaskQueue: "hosts",
-		ApprovalDeadline: time.Now().Add(time.Hour), StatementVersion: approval.StatementVersion,
+		DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Now().Add(time.Hour)}, StatementVersion: approval.StatementVersion,
 		Request: guard.Summary{Digest: "sha256:" + strings.Repeat("ab", 32)},
 	}}
 	st := newSessionCase(t, "prod").st

@@ -18,20 +18,8 @@ type CheckInput struct {
 // with its digest, and the settings of the worker that checked it, so that a later change of the
 // worker's configuration never changes how a recorded run replays.
 type CheckResult struct {
-	Checked         guard.Checked `json:"checked"`
-	ApprovalTimeout time.Duration `json:"approval_timeout"`
-	Run             RunOptions    `json:"run"`
-	// Reviewers are the keys the workflow verifies decisions against: the checking worker's
-	// reviewers file as it was then, so that editing the file never changes a replay.
-	Reviewers *approval.Reviewers `json:"reviewers"`
-	// Warnings are the start-up warnings the check found (pysource.StartupWarnings): recorded in
-	// the history with the check, for an audit of what reviewers were warned of. Empty in
-	// histories recorded before it existed; nothing the workflow decides depends on it.
-	Warnings []pysource.StartupWarning `json:"warnings,omitempty"`
-	// StatementVersion is the statement version decisions must sign (approval.StatementVersion2:
-	// it names the reviewer). Absent in histories recorded before it, which replay with version
-	// 1.
-	StatementVersion int `json:"statement_version,omitempty"`
+	Checked guard.Checked `json:"checked"`
+	CheckedBy
 	// Hosts are the sandbox hosts' keys (the checking worker's hosts file): the workflow refuses
 	// a result whose receipt does not verify against them. Absent when the worker has no hosts
 	// file, and in histories recorded before receipts: results are then taken as they come.
@@ -43,6 +31,28 @@ type CheckResult struct {
 	// Quorum is how many distinct reviewers must approve the run (guard.Policy.QuorumFor), fixed
 	// here so that it replays. Absent (1) in histories recorded before quorums.
 	Quorum int `json:"quorum,omitempty"`
+}
+
+// CheckedBy is what the worker that checked a run or a session records with it (CheckResult,
+// SessionCheckResult): its settings as they were then and the start-up warnings its check
+// found, so that a replay never depends on today's configuration. It has no JSON methods of
+// its own: its fields are encoded as fields of the result that embeds it.
+type CheckedBy struct {
+	// ApprovalTimeout is how long a decision is waited for (the policy's).
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	Run             RunOptions    `json:"run"`
+	// Reviewers are the keys the workflow verifies decisions against: the checking worker's
+	// reviewers file as it was then, so that editing the file never changes a replay.
+	Reviewers *approval.Reviewers `json:"reviewers"`
+	// Warnings are the start-up warnings the check found (pysource.StartupWarnings): recorded in
+	// the history with the check, for an audit of what reviewers were warned of. Empty in
+	// histories recorded before it existed; nothing the workflow decides depends on it.
+	Warnings []pysource.StartupWarning `json:"warnings,omitempty"`
+	// StatementVersion is the statement version decisions must sign (approval.StatementVersion2:
+	// it names the reviewer). Absent in run histories recorded before it, which replay with
+	// version 1. A session's check has recorded it from the start, and always writes it: the
+	// check sets approval.StatementVersion, never zero, so omitempty never drops it there.
+	StatementVersion int `json:"statement_version,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

@@ -3,7 +3,6 @@ package contract
 import (
 	"time"
 
-	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/pysource"
 	"github.com/sandboxflow/sandboxflow/receipt"
@@ -95,15 +94,11 @@ type SessionCheckInput struct {
 	Request guard.SessionRequest `json:"request"`
 }
 
-// SessionCheckResult is what SessionCheck records in history: the checked session and the
-// checking worker's settings (as CheckResult).
+// SessionCheckResult is what SessionCheck records in history: the checked session and what the
+// checking worker records with it (as CheckResult).
 type SessionCheckResult struct {
-	Session          guard.CheckedSession      `json:"session"`
-	ApprovalTimeout  time.Duration             `json:"approval_timeout"`
-	Run              RunOptions                `json:"run"`
-	Reviewers        *approval.Reviewers       `json:"reviewers"`
-	Warnings         []pysource.StartupWarning `json:"warnings,omitempty"`
-	StatementVersion int                       `json:"statement_version"`
+	Session guard.CheckedSession `json:"session"`
+	CheckedBy
 	// Notify is CheckResult.Notify, for each cell's wait.
 	Notify *NotifyOptions `json:"notify,omitempty"`
 	// Hosts are the sandbox hosts' keys: the workflow refuses a cell result whose receipt does
@@ -229,15 +224,9 @@ type CellStatus struct {
 	// RequestID is the submit's CellRequest.RequestID (empty: none given).
 	RequestID string    `json:"request_id,omitempty"`
 	Submitted time.Time `json:"submitted"`
-	// ApprovalDeadline is when the wait for this cell's decision ends.
-	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
-	// Decision is the cell's decision: its denial, or the first of its approvals once it has
-	// its quorum (nil until then).
-	Decision *DecisionRecord `json:"decision,omitempty"`
-	// Quorum is how many approvals by distinct reviewers the cell needs; Approvals are those it
-	// has, in order. Absent for sessions checked before session quorums.
-	Quorum    int              `json:"quorum,omitempty"`
-	Approvals []DecisionRecord `json:"approvals,omitempty"`
+	// DecisionWait is the cell's wait for its decision. Its quorum is absent for sessions
+	// checked before session quorums.
+	DecisionWait
 	// Result is the cell's result, as the sandbox host returned it; ResultDigest is
 	// guard.ResultDigest of it, which the next cell's chain binds.
 	Result       *guard.Result `json:"result,omitempty"`

@@ -186,16 +186,9 @@ type Status struct {
 	// sizes, env names (never values), limits, network, backend and digest. Empty while checking
 	// and when the check failed.
 	Request guard.Summary `json:"request"`
-	// ApprovalDeadline is when the wait for a decision ends (zero before the wait).
-	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
-	// Decision is the accepted decision, if any: the denial that ended the wait, or the first
-	// approval once the quorum is reached.
-	Decision *DecisionRecord `json:"decision,omitempty"`
-	// Quorum is how many approvals, by distinct reviewers with distinct keys, the run needs
-	// (fixed when it was checked); Approvals are those it has, in order. Absent for runs
-	// checked before quorums (which need one).
-	Quorum    int              `json:"quorum,omitempty"`
-	Approvals []DecisionRecord `json:"approvals,omitempty"`
+	// DecisionWait is the run's wait for a decision. Its quorum is fixed when the run is
+	// checked; absent for runs checked before quorums (which need one).
+	DecisionWait
 	// Edit, when set, says that Request is a reviewer's edit of the request the run was
 	// started with (Request.Code is the edited code): who edited it, and both digests.
 	// Approvals made before the edit no longer count.
@@ -227,6 +220,21 @@ type Status struct {
 	// Notification says whether reviewers were notified that the run waits (absent when the
 	// checking worker has no notification channels). It never changes what the run does.
 	Notification *NotifyRecord `json:"notification,omitempty"`
+}
+
+// DecisionWait is what a run's or a cell's wait for a decision holds (Status, CellStatus): when
+// it ends, the decision taken and the approvals counted towards the quorum. Its fields are
+// encoded as fields of the status that embeds it.
+type DecisionWait struct {
+	// ApprovalDeadline is when the wait for a decision ends (zero before the wait).
+	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
+	// Decision is the accepted decision, if any: the denial that ended the wait, or the first
+	// approval once the quorum is reached.
+	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Quorum is how many approvals, by distinct reviewers with distinct keys, the subject needs;
+	// Approvals are those it has, in order.
+	Quorum    int              `json:"quorum,omitempty"`
+	Approvals []DecisionRecord `json:"approvals,omitempty"`
 }
 
 // DecisionRecord is an accepted decision as the status reports it. Reviewer is the principal of

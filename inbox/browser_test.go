@@ -461,7 +461,7 @@ func lyingRun(t *testing.T, e *env, ctx context.Context) {
 	rogue := func(ctx workflow.Context, _ contract.Input) error {
 		info := workflow.GetInfo(ctx)
 		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			SandboxTaskQueue: "sandboxflow-inbox-it", Request: lie, ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}
+			SandboxTaskQueue: "sandboxflow-inbox-it", Request: lie, DecisionWait: contract.DecisionWait{ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}}
 		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
 			return err
 		}

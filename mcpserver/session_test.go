@@ -182,7 +182,7 @@ func TestCellResultKeepsEveryField(t *testing.T) {
 		res, err := client.CellOutcome("session-1", cs)
 		return cellResultContent("session-1", cs, res, err)
 	}
-	denied := outcome(contract.CellStatus{Cell: 3, State: contract.StatusDenied, Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}})
+	denied := outcome(contract.CellStatus{Cell: 3, State: contract.StatusDenied, DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no"}}})
 	if !denied.IsError || !strings.Contains(denied.Content[0].(*mcp.TextContent).Text, guard.TypeApprovalDenied) || !strings.Contains(denied.Content[1].(*mcp.TextContent).Text, "stays open") {
 		t.Errorf("denied cell: %+v; want an ApprovalDenied error saying the session stays open", denied.Content)
 	}

@@ -51,7 +51,7 @@ func TestIntegrationApproveWaitRefusesAForgedResult(t *testing.T) {
 	rogue := func(ctx workflow.Context, in contract.Input) error {
 		info := workflow.GetInfo(ctx)
 		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			SandboxTaskQueue: "rogue-host", StatementVersion: approval.StatementVersion, Request: checked.Summary(), ApprovalDeadline: time.Now().Add(time.Hour)}
+			SandboxTaskQueue: "rogue-host", StatementVersion: approval.StatementVersion, Request: checked.Summary(), DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Now().Add(time.Hour)}}
 		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
 			return err
 		}

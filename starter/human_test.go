@@ -19,7 +19,7 @@ func hostileReview(envValues bool) client.Review {
 	code := "print('safe')\x1b[1A\x1b[2K\nimport os\ros.system('rm -rf ~') # \u202e }\n\xff"
 	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{
 		State: contract.StatusAwaitingApproval, RunID: "r1", SandboxTaskQueue: "sandboxes",
-		ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC),
+		DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)},
 		Request: guard.Summary{
 			Language: guard.Python, Code: code, CodeBytes: len(code), Backend: "docker",
 			Files:    []guard.FileSummary{{Name: "a\x1b]0;title\x07.txt", Size: 1536}},
@@ -155,7 +155,7 @@ func TestShowWarningsAndEnv(t *testing.T) {
 		Language: guard.Python, Code: "import json\n", Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32),
 		EnvNames: []string{"MODE", "TOKEN"}, SensitiveEnv: []string{"TOKEN"},
 		Warnings: pysource.StartupWarnings([]string{"json.py", "x\u202e.pth"}),
-	}}, Env: map[string]string{"MODE": " dry\nrun "}, SensitiveEnvBytes: map[string]int{"TOKEN": 32}}
+	}}, Extras: client.Extras{Env: map[string]string{"MODE": " dry\nrun "}, SensitiveEnvBytes: map[string]int{"TOKEN": 32}}}
 	var b bytes.Buffer
 	if err := printReview(&b, r, time.Now()); err != nil {
 		t.Fatal(err)

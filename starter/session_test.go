@@ -154,10 +154,10 @@ func hostileSession() client.SessionReview {
 		Files: []guard.File{{Name: "out\x1b]0;t\x07.txt", Size: 3}}}
 	cells := []contract.CellStatus{
 		{Cell: 1, Language: guard.Python, Code: "print('done')\n", State: contract.StatusSucceeded, Result: res,
-			Decision: &contract.DecisionRecord{Approve: true, Reviewer: "alice", Time: time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC), Method: "ssh"}},
+			DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Approve: true, Reviewer: "alice", Time: time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC), Method: "ssh"}}},
 		{Cell: 2, Language: guard.Python, Code: hostile, State: contract.StatusDenied,
-			Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no\x1b[8m", Time: time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC)}},
-		{Cell: 3, Language: guard.Python, Code: "print(x)", State: contract.StatusAwaitingApproval, ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)},
+			DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Reviewer: "bob", Reason: "no\x1b[8m", Time: time.Date(2026, 1, 1, 0, 2, 0, 0, time.UTC)}}},
+		{Cell: 3, Language: guard.Python, Code: "print(x)", State: contract.StatusAwaitingApproval, DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)}},
 	}
 	r := client.SessionReview{SessionID: "session-1", Waiting: 3, SessionStatus: contract.SessionStatus{
 		State: contract.SessionOpen, RunID: "r1", SandboxTaskQueue: "host-1", SandboxID: "c0ffee", Cells: cells,
@@ -294,7 +294,7 @@ func TestSessionShowShowsWhatEarlierCellsWrote(t *testing.T) {
 // A cell under a quorum shows how many approvals it has and needs, and whose.
 func TestPrintCellShowsItsQuorum(t *testing.T) {
 	c := contract.CellStatus{Cell: 2, Language: guard.Python, Code: "print(1)", Digest: "sha256:cell", State: contract.StatusAwaitingApproval,
-		Quorum: 2, Approvals: []contract.DecisionRecord{{ApprovalID: "a-1", Approve: true, Reviewer: "bob"}}}
+		DecisionWait: contract.DecisionWait{Quorum: 2, Approvals: []contract.DecisionRecord{{ApprovalID: "a-1", Approve: true, Reviewer: "bob"}}}}
 	var buf bytes.Buffer
 	if err := printCell(&buf, c, client.CellView{Cell: 2}, true, time.Now(), 100); err != nil {
 		t.Fatal(err)

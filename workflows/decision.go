@@ -24,7 +24,7 @@ func (r *runCode) refusal(ctx workflow.Context, d contract.Decision) (approval.V
 func (r *runCode) seat() seat {
 	return seat{
 		what: "run", digest: r.checked.Digest, queue: r.sandboxQueue, notWaiting: r.notWaiting(),
-		ballot: &r.ballot, decisionRecord: &r.status.Decision, approvalRecords: &r.status.Approvals,
+		ballot: &r.ballot, shown: &r.status.DecisionWait,
 		editRefusal: r.editRefusal, counted: r.memoCount, event: r.event,
 		end: endAnswer{change: runWaitChange, startsOnly: true, acceptedOnCancel: true,
 			ended: func() bool { return r.ended }, answer: r.answerEnded},

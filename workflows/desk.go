@@ -50,9 +50,8 @@ type seat struct {
 	// waits.
 	notWaiting string
 	*ballot
-	// decisionRecord and approvalRecords are the ballot as the workflow's status shows it.
-	decisionRecord  **contract.DecisionRecord
-	approvalRecords *[]contract.DecisionRecord
+	// shown is the ballot as the workflow's status shows it: its decision and approvals.
+	shown *contract.DecisionWait
 	// editRefusal says why a decision's edit cannot be taken now, or nil; a seat without it
 	// takes no edits and reads no decision's edit.
 	editRefusal func(contract.Decision) *contract.Rejection
@@ -143,7 +142,7 @@ func (k *desk) duplicate(s seat, d contract.Decision, v approval.Verified) *cont
 	if !d.Approve || s.edits(d) || !k.quorumCounted() {
 		return nil
 	}
-	had := *s.approvalRecords
+	had := s.shown.Approvals
 	for _, a := range had {
 		var same string
 		switch {
@@ -200,11 +199,11 @@ func (k *desk) accept(ctx workflow.Context, s seat, d contract.Decision, v appro
 		Touched: v.Touched, UserVerified: v.UserVerified, Expires: v.Expires,
 	}
 	if !d.Approve || !k.quorumCounted() {
-		s.decision, *s.decisionRecord = &d, &rec
+		s.decision, s.shown.Decision = &d, &rec
 		return
 	}
 	s.approvals = append(s.approvals, d)
-	*s.approvalRecords = append(*s.approvalRecords, rec)
+	s.shown.Approvals = append(s.shown.Approvals, rec)
 	if s.counted != nil {
 		s.counted(ctx)
 	}
@@ -213,8 +212,8 @@ func (k *desk) accept(ctx workflow.Context, s seat, d contract.Decision, v appro
 			"approvals", len(s.approvals), "quorum", k.quorum)
 		return
 	}
-	first, firstRec := s.approvals[0], (*s.approvalRecords)[0]
-	s.decision, *s.decisionRecord = &first, &firstRec
+	first, firstRec := s.approvals[0], s.shown.Approvals[0]
+	s.decision, s.shown.Decision = &first, &firstRec
 }
 
 // result is a decide update's answer for d, just accepted for s (verified as v).

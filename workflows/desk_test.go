@@ -48,8 +48,8 @@ func TestDeskDuplicate(t *testing.T) {
 	k := &desk{quorumVersion: 1, quorum: 2}
 	had := []contract.DecisionRecord{{ApprovalID: id1, Reviewer: "alice", Fingerprint: "SHA256:a"}}
 	seatOf := func(what string, edits bool) seat {
-		recs := append([]contract.DecisionRecord(nil), had...)
-		s := seat{what: what, ballot: &ballot{}, approvalRecords: &recs}
+		shown := &contract.DecisionWait{Approvals: append([]contract.DecisionRecord(nil), had...)}
+		s := seat{what: what, ballot: &ballot{}, shown: shown}
 		if edits {
 			s.editRefusal = func(contract.Decision) *contract.Rejection { return nil }
 		}

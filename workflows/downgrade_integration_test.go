@@ -34,7 +34,7 @@ func TestIntegrationStatusDowngradingTheStatementIsNotApproved(t *testing.T) {
 	rogue := func(ctx workflow.Context, _ contract.Input) error {
 		info := workflow.GetInfo(ctx)
 		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			SandboxTaskQueue: it.queue, Request: checked.Summary(), ApprovalDeadline: workflow.Now(ctx).Add(time.Hour),
+			SandboxTaskQueue: it.queue, Request: checked.Summary(), DecisionWait: contract.DecisionWait{ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)},
 			StatementVersion: versions[info.WorkflowExecution.ID]}
 		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
 			return err

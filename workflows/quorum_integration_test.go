@@ -203,7 +203,7 @@ func TestIntegrationHostQuorumRefusesTheWorkflowsOne(t *testing.T) {
 	rogue := func(ctx workflow.Context, _ contract.Input) ([]string, error) {
 		info := workflow.GetInfo(ctx)
 		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			SandboxTaskQueue: hostQueue, Request: c.Summary(), ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}
+			SandboxTaskQueue: hostQueue, Request: c.Summary(), DecisionWait: contract.DecisionWait{ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}}
 		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
 			return nil, err
 		}

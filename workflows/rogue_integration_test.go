@@ -56,7 +56,7 @@ func TestIntegrationStatusThatShowsOtherCodeIsNotApproved(t *testing.T) {
 	rogue := func(ctx workflow.Context, _ contract.Input) error {
 		info := workflow.GetInfo(ctx)
 		st := contract.Status{State: contract.StatusAwaitingApproval, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			SandboxTaskQueue: it.queue, Request: shows[info.WorkflowExecution.ID], ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}
+			SandboxTaskQueue: it.queue, Request: shows[info.WorkflowExecution.ID], DecisionWait: contract.DecisionWait{ApprovalDeadline: workflow.Now(ctx).Add(time.Hour)}}
 		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
 			return err
 		}

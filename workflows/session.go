@@ -492,7 +492,8 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	st := contract.CellStatus{
 		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
 		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID, Retries: req.Retries,
-		Submitted: now, ApprovalDeadline: now.Add(r.approvalTimeout), SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
+		Submitted: now, DecisionWait: contract.DecisionWait{ApprovalDeadline: now.Add(r.approvalTimeout)},
+		SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
 	}
 	r.cells = append(r.cells, cell)
 	r.ballots = append(r.ballots, ballot{})
@@ -518,13 +519,13 @@ func (r *session) seat(cell int) seat {
 	s := seat{what: "cell", of: fmt.Sprintf(" for cell %d", cell), tag: []any{"cell", cell},
 		queue: r.status.SandboxTaskQueue, event: r.event}
 	if cell < 1 || cell > len(r.cells) {
-		s.ballot, s.decisionRecord, s.approvalRecords = &ballot{}, new(*contract.DecisionRecord), new([]contract.DecisionRecord)
+		s.ballot, s.shown = &ballot{}, &contract.DecisionWait{}
 		s.notWaiting = fmt.Sprintf("not waiting: the session has no cell %d", cell)
 		return s
 	}
 	st := &r.status.Cells[cell-1]
 	s.digest = st.Digest
-	s.ballot, s.decisionRecord, s.approvalRecords = &r.ballots[cell-1], &st.Decision, &st.Approvals
+	s.ballot, s.shown = &r.ballots[cell-1], &st.DecisionWait
 	if cell != r.current || st.State != contract.StatusAwaitingApproval {
 		s.notWaiting = fmt.Sprintf("not waiting: cell %d is %s", cell, st.State)
 	}

@@ -51,7 +51,7 @@ func TestIntegrationRogueSessionSettingsDigest(t *testing.T) {
 			StatementVersion: approval.StatementVersion, Settings: s.Summary(), Chain: chain,
 			Cells: []contract.CellStatus{{Cell: 1, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
 				Chain: chain, Digest: guard.CellDigest(s.Digest, 1, cell.CodeDigest, chain), State: contract.StatusAwaitingApproval,
-				ApprovalDeadline: time.Now().Add(time.Hour)}}}
+				DecisionWait: contract.DecisionWait{ApprovalDeadline: time.Now().Add(time.Hour)}}}}
 	}
 	rogue := func(ctx workflow.Context, _ contract.SessionInput) (string, error) {
 		info := workflow.GetInfo(ctx)
