@@ -117,6 +117,14 @@ type Config struct {
 	// request's). Optional: Temporal's default; give the worker's own (with its payload codec)
 	// when payloads are encrypted.
 	DataConverter converter.DataConverter
+	// LateResultWait is how long a run waits for a late result (contract.LateResult) after its
+	// sandbox activity timed out while the code may have run on: Check records it in
+	// contract.RunOptions.LateResultWait, as zero when the worker has no HostsFile (without
+	// receipts no late result can be verified). Optional: defaults to 2 min.
+	LateResultWait time.Duration
+	// LateResultDelivery bounds how long a sandbox host tries to deliver a late result while the
+	// server cannot be reached. Optional: defaults to LateResultWait.
+	LateResultDelivery time.Duration
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -145,6 +153,8 @@ type Activities struct {
 	// hostKey signs receipts (nil: none); hostsFile is recorded by the checks (receipt.go).
 	hostKey   *hostKey
 	hostsFile string
+	// lateDelivery is Config.LateResultDelivery.
+	lateDelivery time.Duration
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -173,7 +183,9 @@ func New(cfg Config) (*Activities, error) {
 			StartAttempts:          cfg.StartAttempts,
 			StartBackoff:           cfg.StartBackoff,
 			MaxStartBackoff:        cfg.MaxStartBackoff,
+			LateResultWait:         cfg.LateResultWait,
 		},
+		lateDelivery: cfg.LateResultDelivery,
 	}
 	if a.reviewers == "" {
 		return nil, &guard.ConfigError{Msg: "activities: no reviewers file: every decision must be signed by a key listed in one (OpenSSH allowed_signers format)"}
@@ -252,6 +264,8 @@ func (a *Activities) setUpRunOptions(cfg Config) error {
 		{"start backoff", &a.run.StartBackoff, DefaultStartBackoff},
 		{"max start backoff", &a.run.MaxStartBackoff, DefaultMaxStartBackoff},
 		{"schedule-to-start timeout", &a.run.ScheduleToStartTimeout, DefaultScheduleToStartTimeout},
+		{"late result wait", &a.run.LateResultWait, DefaultLateResultWait},
+		{"late result delivery", &a.lateDelivery, 0}, // zero: the late result wait, below
 	} {
 		if *d.v < 0 {
 			return &guard.ConfigError{Msg: fmt.Sprintf("activities: %s must not be negative, got %s", d.name, *d.v)}
@@ -259,6 +273,12 @@ func (a *Activities) setUpRunOptions(cfg Config) error {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
+	}
+	if a.lateDelivery == 0 {
+		a.lateDelivery = a.run.LateResultWait
+	}
+	if a.hostsFile == "" {
+		a.run.LateResultWait = 0 // no receipts: no late result can be verified
 	}
 	if a.run.HeartbeatTimeout < time.Second {
 		return &guard.ConfigError{Msg: fmt.Sprintf("activities: heartbeat timeout %s is under 1 s", a.run.HeartbeatTimeout)}
@@ -390,7 +410,10 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// on a loaded server (a clean-clone CI run saw them outlast a 2 s heartbeat timeout, which
 	// left the run "outcome unknown" with its approval used), or a slow container create after
 	// them, must not let the server time the activity out.
-	runCtx, stopBeat := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
+	// They go on, as the code does, when the server may have lost the attempt (late.go).
+	code, stopCode := codeContext(ctx)
+	defer stopCode()
+	runCtx, stopBeat := liveHeartbeat(code, info.HeartbeatTimeout, 0)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace
@@ -442,10 +465,13 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	res.Reviewer = in.Decision.Reviewer
 	res.Approvals, res.Edit = approvalsOf(ad.decisions, verified), in.Edit
 	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
-		approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed)}, res, err)
+		approvals: receiptApprovals(res.Approvals), claim: claim.msg.Commitment, started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
+	if err == nil && attemptMayBeLost(ctx) {
+		a.deliverLate(ctx, info, c, res)
+	}
 	return runAnswer(ctx, res, err)
 }
 

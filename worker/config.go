@@ -72,6 +72,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.IntVar(&c.EgressMaxConns, "egress-max-conns", guard.DefaultEgressMaxConns, "cap on one run's egress connection attempts")
 	fs.StringVar(&c.SecretsFile, "secrets-file", "", "egress secrets, one NAME HOSTPATTERN Header: value a line (mode 0600); requests name them, the proxy adds the header, the sandbox never sees it [SANDBOXFLOW_SECRETS_FILE]")
 	fs.DurationVar(&c.HeartbeatTimeout, "heartbeat-timeout", 0, "sandbox activity heartbeat timeout (default 15s)")
+	fs.DurationVar(&c.LateResultWait, "late-result-wait", activities.DefaultLateResultWait, "how long a run whose sandbox activity timed out waits for the host's late result (recorded as 0 without --hosts); a sandbox host tries to deliver one for as long")
 	fs.DurationVar(&c.MaxSessionLifetime, "max-session-lifetime", guard.DefaultMaxSessionLifetime, "longest a session may live (a session asks for this or less)")
 	fs.DurationVar(&c.MaxSessionIdle, "max-session-idle", guard.DefaultMaxSessionIdle, "longest a session may sit with no cell submitted, waiting or running before it ends")
 	fs.IntVar(&c.MaxSessionCells, "max-session-cells", guard.DefaultMaxSessionCells, "most cells a session may run (denied ones count)")

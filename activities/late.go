@@ -1,0 +1,134 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// Late results (issue 44). The SDK ends a sandbox activity's context when a heartbeat is
+// answered "not found" (the server timed the attempt out) or fails past its retries (a cut
+// connection: the server times it out soon), and when the attempt's own start-to-close deadline
+// passes on this host's clock. None of these is a reason to stop code that may already have
+// used its approval: the code runs on to the run's own limits (the guard's timeout and grace),
+// its receipt is signed as always, and its result goes to the run as the signal
+// contract.SignalLateResult, which the workflow takes only when the receipt verifies. A cancel
+// the workflow asked for, the worker stopping, and an operator's pause or reset still stop it.
+
+// DefaultLateResultWait is Config.LateResultWait's default.
+const DefaultLateResultWait = 2 * time.Minute
+
+// Backoff between two tries of a late result's delivery.
+const (
+	lateRetryFirst = time.Second
+	lateRetryMax   = 15 * time.Second
+)
+
+// attemptMayBeLost reports whether the sandbox activity's context ctx ended while the server may
+// have lost the attempt, or timed it out: the code goes on. It is false while ctx lives and when
+// ctx ended because the code must stop: a cancel the workflow asked for, the worker stopping, a
+// pause or a reset.
+func attemptMayBeLost(ctx context.Context) bool {
+	if ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case temporal.IsCanceledError(cause), errors.Is(cause, worker.ErrWorkerShutdown),
+		errors.Is(cause, activity.ErrActivityPaused), errors.Is(cause, activity.ErrActivityReset),
+		errors.Is(cause, context.Canceled):
+		return false
+	}
+	return true
+}
+
+// codeContext returns the context a run's code runs with: ctx's values without its deadline,
+// ended when ctx ends unless attemptMayBeLost (the run's own limits end the code then), and by
+// stop.
+func codeContext(ctx context.Context) (context.Context, func()) {
+	code, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	unwatch := context.AfterFunc(ctx, func() {
+		if !attemptMayBeLost(ctx) {
+			cancel(context.Cause(ctx))
+			return
+		}
+		activity.GetLogger(ctx).Warn("sandbox activity: the server may have lost this attempt; the code runs on to its own limits and its result goes to the run as a late result",
+			"cause", context.Cause(ctx))
+	})
+	return code, func() {
+		unwatch()
+		cancel(nil)
+	}
+}
+
+// deliverLate sends res, the signed result of a run whose attempt may have been lost, to the run
+// as contract.SignalLateResult, encoded with the worker's data converter (its payload codec
+// too: the result holds output). It tries again with backoff for a.lateDelivery while the server
+// cannot be reached, and emits contract.EventSandboxLateResult saying whether it was delivered.
+// A result without a receipt is not sent: nothing could verify it.
+func (a *Activities) deliverLate(ctx context.Context, info activity.Info, c guard.Checked, res guard.Result) {
+	ctx = context.WithoutCancel(ctx)
+	if res.Receipt == nil {
+		a.emitLate(ctx, c, false, 0, errors.New("this host signs no receipts, so no run could take its late result"))
+		return
+	}
+	input, err := a.dc.ToPayloads(contract.LateResult{RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID, Result: res})
+	if err != nil {
+		a.emitLate(ctx, c, false, 0, err)
+		return
+	}
+	log := a.historyOf(ctx)
+	deadline := time.Now().Add(a.lateDelivery)
+	tries := 0
+	for wait := lateRetryFirst; ; wait = min(2*wait, lateRetryMax) {
+		tries++
+		err = signalRun(ctx, log, info, contract.SignalLateResult, input)
+		if err == nil || !lateRetryable(err) || time.Now().Add(wait).After(deadline) {
+			break
+		}
+		time.Sleep(wait)
+	}
+	a.emitLate(ctx, c, err == nil, tries, err)
+}
+
+// lateRetryable reports whether a late result's signal that failed with err may go through
+// later: not when the run is gone or ended ("not found": nothing waits for the result), the
+// server refuses the request as such, or the namespace is not there.
+func lateRetryable(err error) bool {
+	var (
+		notFound   *serviceerror.NotFound
+		invalid    *serviceerror.InvalidArgument
+		denied     *serviceerror.PermissionDenied
+		namespace  *serviceerror.NamespaceNotFound
+		tooLarge   *serviceerror.FailedPrecondition
+		notAllowed *serviceerror.Unimplemented
+	)
+	return !errors.As(err, &notFound) && !errors.As(err, &invalid) && !errors.As(err, &denied) &&
+		!errors.As(err, &namespace) && !errors.As(err, &tooLarge) && !errors.As(err, &notAllowed)
+}
+
+// emitLate emits contract.EventSandboxLateResult for the run of c: delivered, or given up with
+// err after tries signals.
+func (a *Activities) emitLate(ctx context.Context, c guard.Checked, delivered bool, tries int, err error) {
+	d := map[string]any{
+		"workflow_id": c.Owner.WorkflowID,
+		"run_id":      c.Owner.RunID,
+		"activity_id": c.Owner.ActivityID,
+		"digest":      c.Digest,
+		"delivered":   delivered,
+		"tries":       tries,
+	}
+	if err != nil {
+		d["error"] = err.Error()
+	}
+	addMetadata(d, c.Metadata)
+	a.sink.Emit(ctx, Event{Type: contract.EventSandboxLateResult, Time: time.Now(), Data: d})
+}
