@@ -92,6 +92,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"bad policy", Config{ReviewersFile: rf, Backend: b, Policy: guard.Policy{Languages: []string{"ruby"}}}, "not offered"},
 		{"negative heartbeat", Config{ReviewersFile: rf, Backend: b, HeartbeatTimeout: -time.Second}, "must not be negative"},
 		{"tiny heartbeat", Config{ReviewersFile: rf, Backend: b, HeartbeatTimeout: time.Millisecond}, "under 1 s"},
+		{"negative late result wait", Config{ReviewersFile: rf, Backend: b, LateResultWait: -time.Second}, "must not be negative"},
 		{"negative attempts", Config{ReviewersFile: rf, Backend: b, StartAttempts: -1}, "must not be negative"},
 		{"backoff over its max", Config{ReviewersFile: rf, Backend: b, StartBackoff: time.Hour}, "max start backoff"},
 	} {
