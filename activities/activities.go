@@ -412,8 +412,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// them, must not let the server time the activity out.
 	// They go on, as the code does, when the server may have lost the attempt (late.go).
 	code, stopCode := codeContext(ctx)
-	defer stopCode()
-	runCtx, stopBeat := liveHeartbeat(code, info.HeartbeatTimeout, 0)
+	defer stopCode(nil)
+	runCtx, stopBeat := a.runHeartbeat(ctx, code, stopCode, info)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace
@@ -469,16 +469,17 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
-	if err == nil && attemptMayBeLost(ctx) {
+	if err == nil && attemptMayBeLost(ctx) && code.Err() == nil {
 		a.deliverLate(ctx, info, c, res)
 	}
-	return runAnswer(ctx, res, err)
+	return runAnswer(ctx, code, res, err)
 }
 
 // runAnswer is what the sandbox activity returns for a run that ended with res and err: the
 // context's error when it was cancelled, so that Temporal records a cancellation; an
-// application error; or the result.
-func runAnswer(ctx context.Context, res guard.Result, err error) (guard.Result, error) {
+// application error; or the result. A cancelled result counts when the workflow asked for the
+// cancel, as the code's context (code, from codeContext) records.
+func runAnswer(ctx, code context.Context, res guard.Result, err error) (guard.Result, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			// Cancelled (the workflow was cancelled, or the worker is stopping): report the
@@ -487,7 +488,7 @@ func runAnswer(ctx context.Context, res guard.Result, err error) (guard.Result, 
 		}
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	if res.Outcome == guard.OutcomeCancelled && !cancelRequested(ctx) {
+	if res.Outcome == guard.OutcomeCancelled && !cancelRequested(code) {
 		// Stopped because this worker is stopping (or the activity was paused or reset), not
 		// because the workflow asked: the run's outcome is unknown to the workflow.
 		return guard.Result{}, fmt.Errorf("sandbox activity: stopped without a cancel request: %w", context.Cause(ctx))

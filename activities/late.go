@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -52,8 +53,8 @@ func attemptMayBeLost(ctx context.Context) bool {
 
 // codeContext returns the context a run's code runs with: ctx's values without its deadline,
 // ended when ctx ends unless attemptMayBeLost (the run's own limits end the code then), and by
-// stop.
-func codeContext(ctx context.Context) (context.Context, func()) {
+// stop with its cause (nil once the run is over).
+func codeContext(ctx context.Context) (code context.Context, stop context.CancelCauseFunc) {
 	code, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	unwatch := context.AfterFunc(ctx, func() {
 		if !attemptMayBeLost(ctx) {
@@ -63,10 +64,54 @@ func codeContext(ctx context.Context) (context.Context, func()) {
 		activity.GetLogger(ctx).Warn("sandbox activity: the server may have lost this attempt; the code runs on to its own limits and its result goes to the run as a late result",
 			"cause", context.Cause(ctx))
 	})
-	return code, func() {
+	return code, func(cause error) {
 		unwatch()
-		cancel(nil)
+		cancel(cause)
 	}
+}
+
+// runHeartbeat is liveHeartbeat for a run's code (code and stop from codeContext). Once the SDK
+// gave the attempt up (attemptMayBeLost(ctx)) it can no longer tell the code of a cancel, so the
+// heartbeats go to the server directly (beatLost) until it answers "not found".
+func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.CancelCauseFunc, info activity.Info) (context.Context, func()) {
+	rec := newLiveRecorder(0)
+	gone := false // only the heartbeat goroutine calls record
+	record := func(d contract.LiveOutput) {
+		switch {
+		case !attemptMayBeLost(ctx):
+			activity.RecordHeartbeat(code, d)
+		case !gone:
+			gone = a.beatLost(ctx, info, d, stop)
+		}
+	}
+	return guard.WithOutput(code, rec.write), beat(code, info.HeartbeatTimeout, rec, record)
+}
+
+// beatLost records a heartbeat with details d for the attempt info names through the run log's
+// service, and stops the code when the server answers with a cancel, a pause or a reset (the
+// attempt lives: a short cut). It reports whether the server answered "not found": the attempt
+// is gone, and further heartbeats are pointless.
+func (a *Activities) beatLost(ctx context.Context, info activity.Info, d contract.LiveOutput, stop context.CancelCauseFunc) bool {
+	details, err := a.dc.ToPayloads(d)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), MaxHeartbeatInterval)
+	defer cancel()
+	resp, err := a.historyOf(ctx).WorkflowService().RecordActivityTaskHeartbeat(ctx, &workflowservice.RecordActivityTaskHeartbeatRequest{
+		TaskToken: info.TaskToken, Details: details, Identity: hostIdentity, Namespace: info.Namespace})
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+		return true
+	case resp.GetCancelRequested():
+		stop(temporal.NewCanceledError())
+	case resp.GetActivityPaused():
+		stop(activity.ErrActivityPaused)
+	case resp.GetActivityReset():
+		stop(activity.ErrActivityReset)
+	}
+	return false
 }
 
 // deliverLate sends res, the signed result of a run whose attempt may have been lost, to the run

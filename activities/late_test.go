@@ -9,6 +9,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -90,8 +91,8 @@ func testCodec(t *testing.T, b byte) converter.DataConverter {
 }
 
 // runEnding runs the sandbox activity and, once its code started, ends the worker's context for
-// the activity with cause; release then lets the code finish.
-func (h *lateHost) runEnding(t *testing.T, cause error) (guard.Result, error) {
+// the activity with cause; hold later the code may finish.
+func (h *lateHost) runEnding(t *testing.T, cause error, hold time.Duration) (guard.Result, error) {
 	t.Helper()
 	c := checked(t, h.a, guard.Request{Code: "print(1)"})
 	in := approved(t, c, fields(c.Digest))
@@ -104,7 +105,7 @@ func (h *lateHost) runEnding(t *testing.T, cause error) (guard.Result, error) {
 	go func() {
 		<-h.backend.started
 		end(cause)
-		time.Sleep(100 * time.Millisecond) // long enough for a stop to reach the code
+		time.Sleep(hold)
 		close(h.backend.release)
 	}()
 	v, err := env.ExecuteActivity(contract.RunActivityName, in)
@@ -145,8 +146,8 @@ func (h *lateHost) lateEvents() []Event {
 // as the late-result signal, encoded with the worker's payload codec, with a receipt that
 // verifies and names the host's claim.
 func TestRunLostAttemptDeliversALateResult(t *testing.T) {
-	h := newLateHost(t, &historytest.Log{ScheduleCaller: true}, 0)
-	res, err := h.runEnding(t, serviceerror.NewNotFound("invalid activityID or activity already timed out or invoking workflow is completed"))
+	h := newLateHost(t, &historytest.Log{ScheduleCaller: true, HeartbeatErr: serviceerror.NewNotFound("activity already timed out")}, 0)
+	res, err := h.runEnding(t, serviceerror.NewNotFound("invalid activityID or activity already timed out or invoking workflow is completed"), 100*time.Millisecond)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -195,9 +196,30 @@ func TestRunLostAttemptDeliversALateResult(t *testing.T) {
 // result.
 func TestRunCancelledStopsTheCode(t *testing.T) {
 	h := newLateHost(t, &historytest.Log{ScheduleCaller: true}, 0)
-	res, err := h.runEnding(t, temporal.NewCanceledError())
+	res, err := h.runEnding(t, temporal.NewCanceledError(), 100*time.Millisecond)
 	if stopped := <-h.backend.stopped; !stopped {
 		t.Fatalf("the code ran on after a cancel (result %+v, %v)", res, err)
+	}
+	if lates, evs := h.signals(contract.SignalLateResult), h.lateEvents(); len(lates) != 0 || len(evs) != 0 {
+		t.Errorf("%d late results sent, events %v after a cancel; want none", len(lates), evs)
+	}
+}
+
+// TestRunCancelAfterACutStopsTheCode: after a short cut the SDK gave the attempt up, but the
+// server still has it and answers the host's own heartbeats with the workflow's cancel: the code
+// stops, the run's answer is the cancelled result, and no late result is sent.
+func TestRunCancelAfterACutStopsTheCode(t *testing.T) {
+	h := newLateHost(t, &historytest.Log{ScheduleCaller: true,
+		HeartbeatAnswer: &workflowservice.RecordActivityTaskHeartbeatResponse{CancelRequested: true}}, 0)
+	res, err := h.runEnding(t, serviceerror.NewUnavailable("heartbeat: connection reset"), 5*time.Second)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if stopped := <-h.backend.stopped; !stopped || res.Outcome != guard.OutcomeCancelled {
+		t.Fatalf("code stopped %v, outcome %s; want stopped by the cancel, cancelled", stopped, res.Outcome)
+	}
+	if h.log.Heartbeats() == 0 {
+		t.Error("the host sent no heartbeat of its own after the SDK gave the attempt up")
 	}
 	if lates, evs := h.signals(contract.SignalLateResult), h.lateEvents(); len(lates) != 0 || len(evs) != 0 {
 		t.Errorf("%d late results sent, events %v after a cancel; want none", len(lates), evs)
@@ -219,7 +241,7 @@ func TestRunLateResultGivesUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// The claim goes through; every later signal fails.
 			h := newLateHost(t, &historytest.Log{ScheduleCaller: true, SignalErr: tc.err, SignalErrAfter: 1}, 1500*time.Millisecond)
-			if _, err := h.runEnding(t, serviceerror.NewUnavailable("heartbeat: connection reset")); err != nil {
+			if _, err := h.runEnding(t, serviceerror.NewUnavailable("heartbeat: connection reset"), 100*time.Millisecond); err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			evs := h.lateEvents()
