@@ -167,6 +167,12 @@ func runActivity(t *testing.T, a *Activities, in contract.RunInput) (guard.Resul
 	if a.history == nil {
 		a.history = &historytest.Log{ScheduleCaller: true}
 	}
+	return executeRun(t, a, env, in)
+}
+
+// executeRun runs the sandbox activity of a in env.
+func executeRun(t *testing.T, a *Activities, env *testsuite.TestActivityEnvironment, in contract.RunInput) (guard.Result, error) {
+	t.Helper()
 	a.Register(env)
 	v, err := env.ExecuteActivity(contract.RunActivityName, in)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc/codes"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -148,16 +149,11 @@ func (a *Activities) deliverLate(ctx context.Context, info activity.Info, c guar
 // later: not when the run is gone or ended ("not found": nothing waits for the result), the
 // server refuses the request as such, or the namespace is not there.
 func lateRetryable(err error) bool {
-	var (
-		notFound   *serviceerror.NotFound
-		invalid    *serviceerror.InvalidArgument
-		denied     *serviceerror.PermissionDenied
-		namespace  *serviceerror.NamespaceNotFound
-		tooLarge   *serviceerror.FailedPrecondition
-		notAllowed *serviceerror.Unimplemented
-	)
-	return !errors.As(err, &notFound) && !errors.As(err, &invalid) && !errors.As(err, &denied) &&
-		!errors.As(err, &namespace) && !errors.As(err, &tooLarge) && !errors.As(err, &notAllowed)
+	switch serviceerror.ToStatus(err).Code() {
+	case codes.NotFound, codes.InvalidArgument, codes.PermissionDenied, codes.FailedPrecondition, codes.Unimplemented:
+		return false
+	}
+	return true
 }
 
 // emitLate emits contract.EventSandboxLateResult for the run of c: delivered, or given up with

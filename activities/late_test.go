@@ -101,22 +101,13 @@ func (h *lateHost) runEnding(t *testing.T, cause error, hold time.Duration) (gua
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: bg})
-	h.a.Register(env)
 	go func() {
 		<-h.backend.started
 		end(cause)
 		time.Sleep(hold)
 		close(h.backend.release)
 	}()
-	v, err := env.ExecuteActivity(contract.RunActivityName, in)
-	if err != nil {
-		return guard.Result{}, err
-	}
-	var res guard.Result
-	if err := v.Get(&res); err != nil {
-		t.Fatal(err)
-	}
-	return res, nil
+	return executeRun(t, h.a, env, in)
 }
 
 // signals returns the inputs of the signals name the run got.
