@@ -41,8 +41,8 @@ type Config struct {
 	// Optional: defaults to Backend.Name(); required when Backend is nil. When both are set they
 	// must agree.
 	BackendName string
-	// Sink receives the sandbox.started, sandbox.finished and sandbox.refused events. Optional:
-	// defaults to SlogSink{} (slog.Default()).
+	// Sink receives the sandbox.started, sandbox.finished, sandbox.refused and sandbox.late_result
+	// events (and a session's). Optional: defaults to SlogSink{} (slog.Default()).
 	Sink Sink
 	// ReviewersFile is the reviewers' keys, an OpenSSH allowed_signers file. Required. Check
 	// records its keys in the run's history (the workflow verifies decisions against that
