@@ -117,7 +117,7 @@ func TestIntegrationLateResultAfterAHeartbeatTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Backend: &cutBackend{cut: cut, d: 6 * time.Second}, ReviewersFile: reviewersFile(t), DataConverter: codec.DataConverter(ring),
+	a, err := New(Config{Backend: &cutBackend{cut: cut, d: 8 * time.Second}, ReviewersFile: reviewersFile(t), DataConverter: codec.DataConverter(ring),
 		HostKeyFile: host.KeyFile, HostName: host.Name, HostsFile: host.File, Sink: &MemorySink{}})
 	if err != nil {
 		t.Fatal(err)
