@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -118,7 +119,7 @@ func (a *Activities) beatLost(ctx context.Context, info activity.Info, d contrac
 // deliverLate sends res, the signed result of a run whose attempt may have been lost, to the run
 // as contract.SignalLateResult, encoded with the worker's data converter (its payload codec
 // too: the result holds output). It tries again with backoff for a.lateDelivery while the server
-// cannot be reached, and emits contract.EventSandboxLateResult saying whether it was delivered.
+// cannot be reached (and the worker is not stopping), and emits contract.EventSandboxLateResult saying whether it was delivered.
 // A result without a receipt is not sent: nothing could verify it.
 func (a *Activities) deliverLate(ctx context.Context, info activity.Info, c guard.Checked, res guard.Result) {
 	ctx = context.WithoutCancel(ctx)
@@ -134,13 +135,19 @@ func (a *Activities) deliverLate(ctx context.Context, info activity.Info, c guar
 	log := a.historyOf(ctx)
 	deadline := time.Now().Add(a.lateDelivery)
 	tries := 0
+retry:
 	for wait := lateRetryFirst; ; wait = min(2*wait, lateRetryMax) {
 		tries++
 		err = signalRun(ctx, log, info, contract.SignalLateResult, input)
 		if err == nil || !lateRetryable(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
-		time.Sleep(wait)
+		select {
+		case <-time.After(wait):
+		case <-activity.GetWorkerStopChannel(ctx):
+			err = fmt.Errorf("the worker is stopping: %w", err)
+			break retry
+		}
 	}
 	a.emitLate(ctx, c, err == nil, tries, err)
 }
