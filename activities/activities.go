@@ -41,8 +41,8 @@ type Config struct {
 	// Optional: defaults to Backend.Name(); required when Backend is nil. When both are set they
 	// must agree.
 	BackendName string
-	// Sink receives the sandbox.started, sandbox.finished and sandbox.refused events. Optional:
-	// defaults to SlogSink{} (slog.Default()).
+	// Sink receives the sandbox.started, sandbox.finished, sandbox.refused and sandbox.late_result
+	// events (and a session's). Optional: defaults to SlogSink{} (slog.Default()).
 	Sink Sink
 	// ReviewersFile is the reviewers' keys, an OpenSSH allowed_signers file. Required. Check
 	// records its keys in the run's history (the workflow verifies decisions against that
@@ -117,6 +117,14 @@ type Config struct {
 	// request's). Optional: Temporal's default; give the worker's own (with its payload codec)
 	// when payloads are encrypted.
 	DataConverter converter.DataConverter
+	// LateResultWait is how long a run waits for a late result (contract.LateResult) after its
+	// sandbox activity timed out while the code may have run on: Check records it in
+	// contract.RunOptions.LateResultWait, as zero when the worker has no HostsFile (without
+	// receipts no late result can be verified). Optional: defaults to 2 min.
+	LateResultWait time.Duration
+	// LateResultDelivery bounds how long a sandbox host tries to deliver a late result while the
+	// server cannot be reached. Optional: defaults to LateResultWait.
+	LateResultDelivery time.Duration
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -145,6 +153,8 @@ type Activities struct {
 	// hostKey signs receipts (nil: none); hostsFile is recorded by the checks (receipt.go).
 	hostKey   *hostKey
 	hostsFile string
+	// lateDelivery is Config.LateResultDelivery.
+	lateDelivery time.Duration
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -173,7 +183,9 @@ func New(cfg Config) (*Activities, error) {
 			StartAttempts:          cfg.StartAttempts,
 			StartBackoff:           cfg.StartBackoff,
 			MaxStartBackoff:        cfg.MaxStartBackoff,
+			LateResultWait:         cfg.LateResultWait,
 		},
+		lateDelivery: cfg.LateResultDelivery,
 	}
 	if a.reviewers == "" {
 		return nil, &guard.ConfigError{Msg: "activities: no reviewers file: every decision must be signed by a key listed in one (OpenSSH allowed_signers format)"}
@@ -252,6 +264,8 @@ func (a *Activities) setUpRunOptions(cfg Config) error {
 		{"start backoff", &a.run.StartBackoff, DefaultStartBackoff},
 		{"max start backoff", &a.run.MaxStartBackoff, DefaultMaxStartBackoff},
 		{"schedule-to-start timeout", &a.run.ScheduleToStartTimeout, DefaultScheduleToStartTimeout},
+		{"late result wait", &a.run.LateResultWait, DefaultLateResultWait},
+		{"late result delivery", &a.lateDelivery, 0}, // zero: the late result wait, below
 	} {
 		if *d.v < 0 {
 			return &guard.ConfigError{Msg: fmt.Sprintf("activities: %s must not be negative, got %s", d.name, *d.v)}
@@ -259,6 +273,12 @@ func (a *Activities) setUpRunOptions(cfg Config) error {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
+	}
+	if a.lateDelivery == 0 {
+		a.lateDelivery = a.run.LateResultWait
+	}
+	if a.hostsFile == "" {
+		a.run.LateResultWait = 0 // no receipts: no late result can be verified
 	}
 	if a.run.HeartbeatTimeout < time.Second {
 		return &guard.ConfigError{Msg: fmt.Sprintf("activities: heartbeat timeout %s is under 1 s", a.run.HeartbeatTimeout)}
@@ -392,7 +412,10 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// on a loaded server (a clean-clone CI run saw them outlast a 2 s heartbeat timeout, which
 	// left the run "outcome unknown" with its approval used), or a slow container create after
 	// them, must not let the server time the activity out.
-	runCtx, stopBeat := liveHeartbeat(ctx, info.HeartbeatTimeout, 0)
+	// They go on, as the code does, when the server may have lost the attempt (late.go).
+	code, stopCode := codeContext(ctx)
+	defer stopCode(nil)
+	runCtx, stopBeat := a.runHeartbeat(ctx, code, stopCode, info)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace
@@ -444,17 +467,21 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	res.Reviewer = in.Decision.Reviewer
 	res.Approvals, res.Edit = approvalsOf(ad.decisions, verified), in.Edit
 	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
-		approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed)}, res, err)
+		approvals: receiptApprovals(res.Approvals), claim: claim.msg.Commitment, started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
-	return runAnswer(ctx, res, err)
+	if err == nil && attemptMayBeLost(ctx) && code.Err() == nil {
+		a.deliverLate(ctx, info, c, res)
+	}
+	return runAnswer(ctx, code, res, err)
 }
 
 // runAnswer is what the sandbox activity returns for a run that ended with res and err: the
 // context's error when it was cancelled, so that Temporal records a cancellation; an
-// application error; or the result.
-func runAnswer(ctx context.Context, res guard.Result, err error) (guard.Result, error) {
+// application error; or the result. A cancelled result counts when the workflow asked for the
+// cancel, as the code's context (code, from codeContext) records.
+func runAnswer(ctx, code context.Context, res guard.Result, err error) (guard.Result, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			// Cancelled (the workflow was cancelled, or the worker is stopping): report the
@@ -463,7 +490,7 @@ func runAnswer(ctx context.Context, res guard.Result, err error) (guard.Result, 
 		}
 		return guard.Result{}, contract.ToFailure(err)
 	}
-	if res.Outcome == guard.OutcomeCancelled && !cancelRequested(ctx) {
+	if res.Outcome == guard.OutcomeCancelled && !cancelRequested(code) {
 		// Stopped because this worker is stopping (or the activity was paused or reset), not
 		// because the workflow asked: the run's outcome is unknown to the workflow.
 		return guard.Result{}, fmt.Errorf("sandbox activity: stopped without a cancel request: %w", context.Cause(ctx))

@@ -92,6 +92,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"bad policy", Config{ReviewersFile: rf, Backend: b, Policy: guard.Policy{Languages: []string{"ruby"}}}, "not offered"},
 		{"negative heartbeat", Config{ReviewersFile: rf, Backend: b, HeartbeatTimeout: -time.Second}, "must not be negative"},
 		{"tiny heartbeat", Config{ReviewersFile: rf, Backend: b, HeartbeatTimeout: time.Millisecond}, "under 1 s"},
+		{"negative late result wait", Config{ReviewersFile: rf, Backend: b, LateResultWait: -time.Second}, "must not be negative"},
 		{"negative attempts", Config{ReviewersFile: rf, Backend: b, StartAttempts: -1}, "must not be negative"},
 		{"backoff over its max", Config{ReviewersFile: rf, Backend: b, StartBackoff: time.Hour}, "max start backoff"},
 	} {
@@ -166,6 +167,12 @@ func runActivity(t *testing.T, a *Activities, in contract.RunInput) (guard.Resul
 	if a.history == nil {
 		a.history = &historytest.Log{ScheduleCaller: true}
 	}
+	return executeRun(t, a, env, in)
+}
+
+// executeRun runs the sandbox activity of a in env.
+func executeRun(t *testing.T, a *Activities, env *testsuite.TestActivityEnvironment, in contract.RunInput) (guard.Result, error) {
+	t.Helper()
 	a.Register(env)
 	v, err := env.ExecuteActivity(contract.RunActivityName, in)
 	if err != nil {

@@ -46,6 +46,9 @@
 //     on that queue only, which keep the sandbox and admit, claim and run each cell
 //     (docs/sessions.md). A cell is admitted through the same steps as a run (admit.go:
 //     precheck, verify, claim), with the host's record of the sandbox as its subject.
+//   - Late results (late.go): when the server may have lost a run's attempt, its code runs on
+//     to its own limits and the signed result goes to the run as the signal late-result
+//     (docs/operating.md "Late results: the host").
 //
 // The methods are named as registered, so the workflow calls them as typed method values
 // (workflow.ExecuteActivity(ctx, acts.SandboxRun, in)) and the compiler checks their types.

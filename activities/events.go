@@ -18,7 +18,7 @@ import (
 // digest, ids and the backend; code, output, env values and file contents are in it only when the
 // request set capture_content.
 type Event struct {
-	Type contract.EventType // contract.EventSandboxStarted, EventSandboxFinished or EventSandboxRefused
+	Type contract.EventType // contract.EventSandboxStarted, EventSandboxFinished, EventSandboxRefused, EventSandboxLateResult, ...
 	Time time.Time
 	Data map[string]any
 }

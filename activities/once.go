@@ -92,12 +92,18 @@ func (c *claim) send(ctx context.Context, log RunLog, release bool) error {
 	if err != nil {
 		return err
 	}
+	return signalRun(ctx, log, c.info, contract.SignalSandboxClaim, input)
+}
+
+// signalRun sends the signal name with input to the run of the activity info names, waiting at
+// most historyReadTimeout for the server's answer.
+func signalRun(ctx context.Context, log RunLog, info activity.Info, name string, input *commonpb.Payloads) error {
 	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
 	defer cancel()
-	_, err = log.WorkflowService().SignalWorkflowExecution(ctx, &workflowservice.SignalWorkflowExecutionRequest{
-		Namespace:         c.info.Namespace,
-		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: c.info.WorkflowExecution.ID, RunId: c.info.WorkflowExecution.RunID},
-		SignalName:        contract.SignalSandboxClaim,
+	_, err := log.WorkflowService().SignalWorkflowExecution(ctx, &workflowservice.SignalWorkflowExecutionRequest{
+		Namespace:         info.Namespace,
+		WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: info.WorkflowExecution.ID, RunId: info.WorkflowExecution.RunID},
+		SignalName:        name,
 		Input:             input,
 		Identity:          hostIdentity,
 		RequestId:         uuid.NewString(),

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"testing"
 
+	"go.temporal.io/sdk/converter"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/historytest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
@@ -49,6 +51,17 @@ func TestRunSignsReceipts(t *testing.T) {
 	}
 	if err := receipt.CheckResult(st, res); err != nil {
 		t.Error(err)
+	}
+	var claim contract.SandboxClaim
+	claims := a.history.(*historytest.Log).Signals(testWorkflowID, testRunID)
+	if len(claims) != 1 || converter.GetDefaultDataConverter().FromPayloads(claims[0].GetWorkflowExecutionSignaledEventAttributes().GetInput(), &claim) != nil {
+		t.Fatalf("signals %v; want the host's claim", claims)
+	}
+	if st.Claim == "" || st.Claim != claim.Commitment {
+		t.Errorf("receipt names claim %q; want the host's claim %q", st.Claim, claim.Commitment)
+	}
+	if check.Run.LateResultWait != DefaultLateResultWait {
+		t.Errorf("check recorded late result wait %s with a hosts file; want %s", check.Run.LateResultWait, DefaultLateResultWait)
 	}
 	if len(st.Approvals) != 1 || st.Approvals[0].Reviewer != "alice" || st.Approvals[0].Fingerprint == "" || st.Host.Name != "host-a" {
 		t.Errorf("statement approvals %+v, host %+v; want alice's verified key and host-a", st.Approvals, st.Host)

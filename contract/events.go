@@ -37,4 +37,8 @@ const (
 	// sandbox.finished and sandbox.refused, whose data carry the cell's index ("cell").
 	EventSessionOpened EventType = "session.opened"
 	EventSessionEnded  EventType = "session.ended"
+	// EventSandboxLateResult: a sandbox host finished a run whose attempt the server may have
+	// lost, and delivered its result to the run as the signal SignalLateResult ("delivered"
+	// true) or gave up ("delivered" false, with "error").
+	EventSandboxLateResult EventType = "sandbox.late_result"
 )

@@ -34,12 +34,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.IntVar(&c.WorkflowCache, "workflow-cache", service.DefaultWorkflowCache, "how many runs the workflow worker keeps in memory between their tasks (its sticky cache): at least the runs waiting at once, so that their status queries are answered without replaying their histories")
 	fs.IntVar(&c.WorkflowTasks, "workflow-tasks", service.DefaultWorkflowTasks, "how many workflow tasks the workflow worker runs at once")
 	fs.IntVar(&c.WorkflowPollers, "workflow-pollers", service.DefaultWorkflowPollers, "how many long polls fetch workflow tasks (the task queue's and the worker's sticky queue's)")
-	fs.StringVar(&c.Reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
-	fs.StringVar(&c.HostKey, "host-key", "", "this sandbox host's own signing key (OpenSSH ed25519 private key): it signs a receipt of every run (--dev makes DATA_DIR/host/id_ed25519 when absent) [SANDBOXFLOW_HOST_KEY]")
-	fs.StringVar(&c.HostName, "host-name", "", "this sandbox host's name in its receipts, its principal in the hosts file (default: the machine's host name) [SANDBOXFLOW_HOST_NAME]")
-	fs.StringVar(&c.Hosts, "hosts", "", "the sandbox hosts' public keys, OpenSSH allowed_signers format with host names as principals: a result counts only with a receipt that verifies against one (--dev writes DATA_DIR/host/hosts when absent) [SANDBOXFLOW_HOSTS]")
-	fs.StringVar(&c.PasskeyOrigin, "passkey-origin", "", "the reviewers' inbox origin, scheme://host[:port]: passkey decisions are accepted only when made on it (default with --dev: its inbox's http://localhost:PORT; otherwise none, and passkey decisions are refused) [SANDBOXFLOW_PASSKEY_ORIGIN]")
-	fs.StringVar(&c.PasskeyCounters, "passkey-counters", "", "where a sandbox host keeps each passkey's last signature counter, to refuse one that does not grow (default DATA_DIR/passkey-counters.json) [SANDBOXFLOW_PASSKEY_COUNTERS]")
+	trustFlags(fs, c)
 	fs.DurationVar(&c.ScheduleToStartTimeout, "schedule-to-start-timeout", activities.DefaultScheduleToStartTimeout, "how long an approved run waits for a sandbox worker; past it the run ends with the approval unused")
 
 	fs.BoolVar(&c.Dev, "dev", false, "start an embedded Temporal server (SQLite in --data-dir) and its Web UI, then run the worker against it")
@@ -101,6 +96,18 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 			"which could then decrypt every payload through the codec server; set " + codec.CodecTokenEnv + " instead"}
 	}
 	return c, fs, c.Validate()
+}
+
+// trustFlags registers the flags of the keys the worker trusts and signs with, and of the late
+// results its hosts' receipts make checkable.
+func trustFlags(fs *flag.FlagSet, c *service.Options) {
+	fs.StringVar(&c.Reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
+	fs.StringVar(&c.HostKey, "host-key", "", "this sandbox host's own signing key (OpenSSH ed25519 private key): it signs a receipt of every run (--dev makes DATA_DIR/host/id_ed25519 when absent) [SANDBOXFLOW_HOST_KEY]")
+	fs.StringVar(&c.HostName, "host-name", "", "this sandbox host's name in its receipts, its principal in the hosts file (default: the machine's host name) [SANDBOXFLOW_HOST_NAME]")
+	fs.StringVar(&c.Hosts, "hosts", "", "the sandbox hosts' public keys, OpenSSH allowed_signers format with host names as principals: a result counts only with a receipt that verifies against one (--dev writes DATA_DIR/host/hosts when absent) [SANDBOXFLOW_HOSTS]")
+	fs.StringVar(&c.PasskeyOrigin, "passkey-origin", "", "the reviewers' inbox origin, scheme://host[:port]: passkey decisions are accepted only when made on it (default with --dev: its inbox's http://localhost:PORT; otherwise none, and passkey decisions are refused) [SANDBOXFLOW_PASSKEY_ORIGIN]")
+	fs.StringVar(&c.PasskeyCounters, "passkey-counters", "", "where a sandbox host keeps each passkey's last signature counter, to refuse one that does not grow (default DATA_DIR/passkey-counters.json) [SANDBOXFLOW_PASSKEY_COUNTERS]")
+	fs.DurationVar(&c.LateResultWait, "late-result-wait", activities.DefaultLateResultWait, "how long a run whose sandbox activity timed out waits for the host's late result (recorded as 0 without --hosts); a sandbox host tries to deliver one for as long")
 }
 
 // applyEnv sets each flag not given on the command line from SANDBOXFLOW_<NAME>, the name

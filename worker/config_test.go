@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/activities"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
@@ -200,6 +201,31 @@ func TestConfigQuorum(t *testing.T) {
 	for _, args := range [][]string{{"--quorum", "-1"}, {"--quorum", "17"}, {"--risky-quorum", "99"}} {
 		if _, _, err := parseConfig("test", args); guard.TypeOf(err) != guard.TypeConfigError {
 			t.Errorf("parseConfig(%q) = %v; want a ConfigError", args, err)
+		}
+	}
+}
+
+// --late-result-wait defaults to activities' default and is read from the flag or the
+// environment.
+func TestConfigLateResultWait(t *testing.T) {
+	cfg, _, err := parseConfig("test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LateResultWait != activities.DefaultLateResultWait {
+		t.Errorf("default late result wait %s; want %s", cfg.LateResultWait, activities.DefaultLateResultWait)
+	}
+	t.Setenv("SANDBOXFLOW_LATE_RESULT_WAIT", "5m")
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, 5 * time.Minute}, {[]string{"--late-result-wait", "30s"}, 30 * time.Second}} {
+		cfg, _, err := parseConfig("test", tc.args)
+		if err != nil {
+			t.Fatalf("parseConfig(%q): %v", tc.args, err)
+		}
+		if cfg.LateResultWait != tc.want {
+			t.Errorf("parseConfig(%q): late result wait %s; want %s", tc.args, cfg.LateResultWait, tc.want)
 		}
 	}
 }

@@ -134,6 +134,10 @@ type Options struct {
 	secrets     *egress.Secrets
 	// HeartbeatTimeout is the sandbox activity's heartbeat timeout (zero: 15 s).
 	HeartbeatTimeout time.Duration
+	// LateResultWait is how long a run whose sandbox activity timed out waits for a late result,
+	// and how long a sandbox host tries to deliver one (activities.Config.LateResultWait and
+	// LateResultDelivery; zero: 2 min).
+	LateResultWait time.Duration
 	// MaxSessionLifetime, MaxSessionIdle and MaxSessionCells cap a session: how long it lives,
 	// how long it may sit with no cell, and how many cells it runs (zero: guard's defaults,
 	// 1 h, 10 min and 100).

@@ -48,6 +48,12 @@ type Log struct {
 	// them while a workflow task is in flight.
 	HiddenReads int
 
+	// HeartbeatAnswer and HeartbeatErr are the server's answer to every activity heartbeat
+	// sent through WorkflowService (nil and nil: the attempt lives, nothing asked of it).
+	HeartbeatAnswer *workflowservice.RecordActivityTaskHeartbeatResponse
+	HeartbeatErr    error
+	heartbeats      int
+
 	mu      sync.Mutex
 	reads   int
 	sent    int
@@ -87,7 +93,15 @@ func (l *Log) Signals(workflowID, runID string) Events {
 	return append(Events{}, l.signals[[2]string{workflowID, runID}]...)
 }
 
-// WorkflowService returns a service whose SignalWorkflowExecution adds to the log; its other
+// Heartbeats returns how many activity heartbeats were sent through WorkflowService.
+func (l *Log) Heartbeats() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.heartbeats
+}
+
+// WorkflowService returns a service whose SignalWorkflowExecution adds to the log and whose
+// RecordActivityTaskHeartbeat answers as HeartbeatAnswer and HeartbeatErr say; its other
 // methods are not there (they panic).
 func (l *Log) WorkflowService() workflowservice.WorkflowServiceClient { return service{log: l} }
 
@@ -110,6 +124,20 @@ func (s service) SignalWorkflowExecution(_ context.Context, req *workflowservice
 	key := [2]string{req.GetWorkflowExecution().GetWorkflowId(), req.GetWorkflowExecution().GetRunId()}
 	l.signals[key] = append(l.signals[key], Signaled(int64(100+len(l.signals[key])), req.GetSignalName(), req.GetInput()))
 	return &workflowservice.SignalWorkflowExecutionResponse{}, nil
+}
+
+func (s service) RecordActivityTaskHeartbeat(context.Context, *workflowservice.RecordActivityTaskHeartbeatRequest, ...grpc.CallOption) (*workflowservice.RecordActivityTaskHeartbeatResponse, error) {
+	l := s.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.heartbeats++
+	if l.HeartbeatErr != nil {
+		return nil, l.HeartbeatErr
+	}
+	if l.HeartbeatAnswer != nil {
+		return l.HeartbeatAnswer, nil
+	}
+	return &workflowservice.RecordActivityTaskHeartbeatResponse{}, nil
 }
 
 // Unreadable is a history whose read fails, as when the server cannot be reached.
