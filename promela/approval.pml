@@ -1,6 +1,7 @@
 /*
- * The approval protocol of a RunCode run, as the code implements it (see doc.go in this folder
- * for the table from each step to the Go function that implements it, and for what is left out).
+ * The approval protocol of a RunCode run, as the code implements it (see docs/protocol.md, "The
+ * models: what is proven", for the table from each step to the Go function that implements it,
+ * and for what is left out).
  *
  * Checked by model_test.go: spin -a approval.pml; cc -DSAFETY pan.c; ./pan. Properties:
  *   P1 code starts at most once per approval (an approval is bound to one run id):
@@ -47,7 +48,9 @@
  *   NO_LATE_WAIT     the workflow does not wait for a late result: a timeout ends the run
  *                    "outcome unknown" (L2);
  *   NO_LATE_RECEIPT_CHECK  the workflow takes any late result while it waits, signed or not, for
- *                    any run, activity and claim (L1: a writer's made-up result ends the run).
+ *                    any run, activity and claim (L1: a writer's made-up result ends the run);
+ *   NO_LATE_BINDING  the workflow takes a late result a host signed, for any run, activity and
+ *                    claim (L1: after a reset, run 1 takes the result run 0 took).
  */
 
 #define NRUN   2   /* the run, and the run a reset makes */
@@ -369,9 +372,13 @@ wait:
 #ifdef NO_LATE_RECEIPT_CHECK
 		sh = 1;
 #else
+#ifdef NO_LATE_BINDING
+		sh = lsig;
+#else
 		/* receipt.Verify against the hosts, CheckRun (run, approvals), the activity id, a held claim */
 		held(r, lc);
 		sh = sh && lsig && lrun == r && lact == a && lval == got;
+#endif
 #endif
 		if
 		:: sh ->
@@ -669,10 +676,19 @@ end_timers:
 #define KNOWS_SECRET(x) revealed[x]
 #endif
 
+/* LATE_WRITER: a writer that only sends late results and resets run 0 once it ended (a run that
+ * took a late result gives it to run 1): a budget that reaches a replay into another run */
+#ifdef LATE_WRITER
+#define LATE_RESET (!alive[0])
+#else
+#define LATE_RESET 1
+#endif
+
 proctype Writer() {
 	byte a, i;
 end_writer:
 	do
+#ifndef LATE_WRITER
 	:: atomic { !w_sched && wacts < WACTS && alive[cur] -> w_sched = 1; wacts++; forged = 1;
 		if
 		:: schedule(cur, a, approved[cur]) /* the genuine input, copied */
@@ -700,6 +716,7 @@ end_writer:
 		:: dec[cur] ! 0 /* a wrong digest */
 		:: dec[cur] ! 1 /* reviewer 1's decision again */
 		fi }
+#endif
 	:: atomic { !w_late && wacts < WACTS && lwait[cur] != 0 && len(late[cur]) < LCAP -> w_late = 1; wacts++;
 		/* a late result while the run waits for one (one that lands before the wait is read by
 		 * it the same way) */
@@ -707,7 +724,7 @@ end_writer:
 		:: late[cur] ! cur, lwait[cur] - 1, ncommit, FULL, 0 /* made up: no host signed it */
 		:: g_sig -> late[cur] ! g_run, g_act, g_c, g_val, 1 /* a genuine one it saw: of another run or activity, or again */
 		fi }
-	:: atomic { RESETS && !w_reset && wacts < WACTS && cur == 0 -> w_reset = 1; wacts++;
+	:: atomic { RESETS && !w_reset && wacts < WACTS && cur == 0 && LATE_RESET -> w_reset = 1; wacts++;
 		/* reset to a workflow task of run 0: run 0 ends, run 1 gets run 0's signals (claims
 		 * keep their run id; the decision, signed for run 0, does not verify in run 1) */
 		if
