@@ -1,6 +1,7 @@
 /*
- * The approval protocol of a RunCode run, as the code implements it (see doc.go in this folder
- * for the table from each step to the Go function that implements it, and for what is left out).
+ * The approval protocol of a RunCode run, as the code implements it (see docs/protocol.md, "The
+ * models: what is proven", for the table from each step to the Go function that implements it,
+ * and for what is left out).
  *
  * Checked by model_test.go: spin -a approval.pml; cc -DSAFETY pan.c; ./pan. Properties:
  *   P1 code starts at most once per approval (an approval is bound to one run id):
@@ -13,12 +14,21 @@
  *   P4 an approved run with a live host ends: when nothing can move any more (timeout), every
  *      run that started has ended; every loop of the model consumes a bounded budget, so every
  *      execution reaches that point;
- *   P5 when nobody forged an activity's end or scheduled one, a run that ends "ran" started its
- *      code exactly once and one that ends "approval unused" never started it;
+ *   P5 when nobody forged an activity's end or scheduled one, a run that ends with a result
+ *      ("ran", or "recovered" from a late result) started its code exactly once and one that
+ *      ends "approval unused" never started it;
  *   P6 edits (EDITS, 1 by default): a reviewer's edit replaces the run's code, the approvals of
  *      the code before it stop counting, and no code runs that fewer than QUORUM reviewers
  *      approved as edited: assert(act_valid1[a] == FULL && approved1[r] == FULL) at each start
- *      of edited code (and P2 for the code as it was).
+ *      of edited code (and P2 for the code as it was);
+ *   L1 a run that ends "recovered" took a late result that a host signed for this run, and a host
+ *      started this run's code: assert(lsig && lrun == r && hsig[r] && starts[r] == 1) where the
+ *      workflow takes it;
+ *   L2 when the partition timed out an activity whose host lived, ran the code and sent its late
+ *      result (not lost), the run ends with a result ("ran" or "recovered"), never "failed",
+ *      unless the wait's timer fired first (cut: a fault, the code ran longer than the wait), a
+ *      writer ended or scheduled an activity (forged), or a reset ended the run: at the end,
+ *      like P4.
  *
  * Each -D macro below removes one check of the code; model_test.go shows spin finds a
  * counterexample for each:
@@ -34,7 +44,13 @@
  *                    own quorum (a workflow worker whose quorum is 1 gets one approval through);
  *   NO_CODE_DIGEST   the host verifies each approval over the digest the approval names, not
  *                    over the request it received (P6: the approvals of the code before an edit
- *                    run the edited code).
+ *                    run the edited code);
+ *   NO_LATE_WAIT     the workflow does not wait for a late result: a timeout ends the run
+ *                    "outcome unknown" (L2);
+ *   NO_LATE_RECEIPT_CHECK  the workflow takes any late result while it waits, signed or not, for
+ *                    any run, activity and claim (L1: a writer's made-up result ends the run);
+ *   NO_LATE_BINDING  the workflow takes a late result a host signed, for any run, activity and
+ *                    claim (L1: after a reset, run 1 takes the result run 0 took).
  */
 
 #define NRUN   2   /* the run, and the run a reset makes */
@@ -63,7 +79,8 @@ hidden byte sc_c[HLEN];
 hidden byte sc_rel[HLEN];
 
 /* Budgets of one execution: faults (host crashes, lost, late and duplicated messages, a
- * partition that times out a running activity) and the namespace writer's actions. */
+ * partition that times out a running activity, a lost late result, a late-result wait that ends
+ * before the late result comes) and the namespace writer's actions. */
 #ifndef FAULTS
 #define FAULTS 2
 #endif
@@ -100,6 +117,7 @@ hidden byte sc_rel[HLEN];
 #define W_UNUSED 2 /* approval unused: not picked up, or every attempt failed before the start */
 #define W_FAILED 3 /* a refusal, or outcome unknown (the approval was used) */
 #define W_RESET  4 /* reset: a new run took over */
+#define W_RECOVERED 5 /* a result, taken from a late result after its activity timed out */
 
 typedef Ev { byte t; byte a; byte c; byte r };
 typedef Hist { Ev e[HLEN]; byte n };
@@ -136,7 +154,22 @@ bit  forged;       /* the writer ended an activity by id or scheduled one */
 byte faults, wacts;
 
 /* the writer's budgets */
-bit w_sched, w_end, w_claim, w_rel, w_dec, w_reset;
+bit w_sched, w_end, w_claim, w_rel, w_dec, w_reset, w_late;
+
+/* Late results: a host whose attempt was lost (its activity ended while the code ran) sends the
+ * result to its run as a signal, signed over (run, activity, claim commitment, the approvals it
+ * verified). sig says a host signed it: a result no host signed has sig 0, and the writer cannot
+ * change what a host signed. The signal lands in the run's channel while the run is open. */
+#define LCAP 3
+chan late[NRUN] = [LCAP] of { byte, byte, byte, byte, bit }; /* run, activity, commitment, approvals, sig */
+byte lwait[NRUN];  /* the workflow waits for a late result of activity lwait[r]-1 (0: it does not wait) */
+bit  hsig[NRUN];   /* a host that started run r's code signed a late result for it */
+bit  lok[NRUN];    /* the partition timed out an activity of run r whose host lived, ran the code and sent its late result, not lost */
+bit  cut[NRUN];    /* run r's wait ended before nothing else could move (a fault: the code ran past the wait) */
+/* the newest genuine late result that landed in a run: the writer saw it and may replay it */
+bit  g_sig;
+byte g_run, g_act, g_c, g_val;
+hidden byte lrun, lact, lc, lval, lsig, sh;
 
 inline append(hr, typ, act, com, field) {
 	assert(hist[hr].n < HLEN);
@@ -185,6 +218,44 @@ inline send(com, r, rel, ok) {
 
 #define pending(com) (fl_c[0] == com || fl_c[1] == com || fl_c[2] == com)
 
+/* held sets sh when run hr's history holds a claim of run hr with commitment hc (any, if hc is 0)
+ * that no release of hr revoked: the workflow's noteClaim and heldClaim */
+inline held(hr, hc) {
+	sh = 0; si = 0;
+	do
+	:: si < hist[hr].n ->
+		if
+		:: hist[hr].e[si].t == EV_CLAIM && hist[hr].e[si].r == hr && (hc == 0 || hist[hr].e[si].c == hc) ->
+			sk = 1; sj = 0;
+			do
+			:: sj < hist[hr].n ->
+				if
+				:: hist[hr].e[sj].t == EV_REL && hist[hr].e[sj].r == hr && hist[hr].e[sj].c == hist[hr].e[si].c -> sk = 0
+				:: else -> skip
+				fi;
+				sj++
+			:: else -> break
+			od;
+			if
+			:: sk -> sh = 1
+			:: else -> skip
+			fi
+		:: else -> skip
+		fi;
+		si++
+	:: else -> break
+	od;
+	si = 0; sj = 0; sk = 0
+}
+
+/* drain drops the late results a closed run holds: nothing reads them any more */
+inline drain(dr) {
+	do
+	:: late[dr] ? _, _, _, _, _
+	:: empty(late[dr]) -> break
+	od
+}
+
 /* finish ends activity act with kind k, if it is still open */
 inline finish(fa, fk) {
 	if
@@ -215,7 +286,8 @@ inline schedule_v(sr, sact, sver, svalid, svalid1) {
 #endif
 
 /* The workflow (workflows.RunCode): decision, then the sandbox activity, retried while it failed
- * before the code could start. */
+ * before the code could start; after a heartbeat or start-to-close timeout with a claim held, a
+ * bounded wait for the activity's late result. */
 proctype Workflow(byte r) {
 	byte v, got, a, att;
 	bit ver; /* the run's code: 0 as started, 1 as edited (one edit per run) */
@@ -274,12 +346,74 @@ sched:
 		:: act_kind[a] == K_NOTSTARTED && att < MAXATT -> att++; goto sched
 		:: act_kind[a] == K_NOTSTARTED && att >= MAXATT -> wf_end[r] = W_UNUSED
 		:: act_kind[a] == K_S2S -> wf_end[r] = W_UNUSED
-		:: act_kind[a] == K_FAILED || act_kind[a] == K_TIMEOUT -> wf_end[r] = W_FAILED
+		:: act_kind[a] == K_FAILED -> wf_end[r] = W_FAILED
+		:: act_kind[a] == K_TIMEOUT ->
+#ifdef NO_LATE_WAIT
+			sh = 0;
+#else
+			held(r, 0);
+#endif
+			if
+			:: sh -> sh = 0; lwait[r] = a + 1; goto wait
+			:: else -> wf_end[r] = W_FAILED /* outcome unknown */
+			fi
 		fi;
-		alive[r] = 0
+		alive[r] = 0; drain(r)
 	};
+	goto out;
+wait:
+	/* the late-result wait: the first late result that verifies ends the run with its result */
+	do
+	:: atomic { late[r] ? lrun, lact, lc, lval, lsig ->
+		if
+		:: !alive[r] -> lwait[r] = 0; goto out
+		:: else -> skip
+		fi;
+#ifdef NO_LATE_RECEIPT_CHECK
+		sh = 1;
+#else
+#ifdef NO_LATE_BINDING
+		sh = lsig;
+#else
+		/* receipt.Verify against the hosts, CheckRun (run, approvals), the activity id, a held claim */
+		held(r, lc);
+		sh = sh && lsig && lrun == r && lact == a && lval == got;
+#endif
+#endif
+		if
+		:: sh ->
+			assert(lsig && lrun == r && hsig[r] && starts[r] == 1); /* L1 */
+			wf_end[r] = W_RECOVERED; lwait[r] = 0; alive[r] = 0; drain(r); goto out
+		:: else -> skip /* refused: receipt.refused */
+		fi;
+		sh = 0; lrun = 0; lact = 0; lc = 0; lval = 0; lsig = 0 }
+	:: atomic { timeout -> wf_end[r] = W_FAILED; lwait[r] = 0; alive[r] = 0; drain(r); goto out } /* no late result can come any more */
+	:: atomic { CAN_FAULT -> FAULT; cut[r] = 1; wf_end[r] = W_FAILED; lwait[r] = 0; alive[r] = 0; drain(r); goto out } /* the wait's timer fires first */
+	:: atomic { !alive[r] -> lwait[r] = 0; goto out }
+	od;
 out:
 	skip
+}
+
+/* late_result: the host whose activity la ended while its code ran (the server timed it out, or a
+ * writer ended it by id: its heartbeat answers "not found") finishes, signs the receipt with its
+ * claim's commitment and sends the result to run lr, retrying for a bounded time */
+inline late_result(la, lr, lc_) {
+	hsig[lr] = 1;
+	if
+	:: true ->
+		if
+		:: alive[lr] && len(late[lr]) < LCAP ->
+			late[lr] ! lr, la, lc_, HOST_VALID(la), 1;
+			g_sig = 1; g_run = lr; g_act = la; g_c = lc_; g_val = HOST_VALID(la)
+		:: else -> skip /* the run is closed: dropped */
+		fi;
+		if
+		:: act_kind[la] == K_TIMEOUT -> lok[lr] = 1
+		:: else -> skip
+		fi
+	:: CAN_FAULT -> FAULT /* lost: every delivery failed */
+	fi
 }
 
 /* A sandbox host (activities.SandboxRun on one worker). */
@@ -441,8 +575,12 @@ checked:
 		if
 		:: atomic {
 			if
-			:: true -> finish(a, K_DONE)
-			:: CAN_FAULT -> FAULT; act_orphan[a] = 1 /* the answer is lost */
+			:: act_state[a] == A_ENDED -> late_result(a, r, c) /* the attempt was lost while the code ran */
+			:: else ->
+				if
+				:: true -> finish(a, K_DONE)
+				:: CAN_FAULT -> FAULT; act_orphan[a] = 1 /* the answer is lost */
+				fi
 			fi;
 			goto next
 		   }
@@ -518,7 +656,9 @@ end_timers:
 
 /* A namespace writer: it answers workflow tasks (schedules SandboxRun with the run's genuine
  * input, or a forged one), completes or fails activities by id, sends claim signals and releases
- * of secrets it saw, sends a decision with a wrong digest, and resets the run. */
+ * of secrets it saw, sends a decision with a wrong digest, sends a late result no host signed or
+ * replays a genuine one it saw (a reset also gives run 1 the late result run 0 got), and resets
+ * the run. */
 /* the writer completes or fails activity x by id */
 #define WEND(x) \
 	:: atomic { !w_end && wacts < WACTS && (act_state[x] == A_QUEUED || act_state[x] == A_STARTED) -> \
@@ -536,10 +676,19 @@ end_timers:
 #define KNOWS_SECRET(x) revealed[x]
 #endif
 
+/* LATE_WRITER: a writer that only sends late results and resets run 0 once it ended (a run that
+ * took a late result gives it to run 1): a budget that reaches a replay into another run */
+#ifdef LATE_WRITER
+#define LATE_RESET (!alive[0])
+#else
+#define LATE_RESET 1
+#endif
+
 proctype Writer() {
 	byte a, i;
 end_writer:
 	do
+#ifndef LATE_WRITER
 	:: atomic { !w_sched && wacts < WACTS && alive[cur] -> w_sched = 1; wacts++; forged = 1;
 		if
 		:: schedule(cur, a, approved[cur]) /* the genuine input, copied */
@@ -567,14 +716,26 @@ end_writer:
 		:: dec[cur] ! 0 /* a wrong digest */
 		:: dec[cur] ! 1 /* reviewer 1's decision again */
 		fi }
-	:: atomic { RESETS && !w_reset && wacts < WACTS && cur == 0 -> w_reset = 1; wacts++;
+#endif
+	:: atomic { !w_late && wacts < WACTS && lwait[cur] != 0 && len(late[cur]) < LCAP -> w_late = 1; wacts++;
+		/* a late result while the run waits for one (one that lands before the wait is read by
+		 * it the same way) */
+		if
+		:: late[cur] ! cur, lwait[cur] - 1, ncommit, FULL, 0 /* made up: no host signed it */
+		:: g_sig -> late[cur] ! g_run, g_act, g_c, g_val, 1 /* a genuine one it saw: of another run or activity, or again */
+		fi }
+	:: atomic { RESETS && !w_reset && wacts < WACTS && cur == 0 && LATE_RESET -> w_reset = 1; wacts++;
 		/* reset to a workflow task of run 0: run 0 ends, run 1 gets run 0's signals (claims
 		 * keep their run id; the decision, signed for run 0, does not verify in run 1) */
 		if
-		:: alive[0] -> alive[0] = 0; wf_end[0] = W_RESET
+		:: alive[0] -> alive[0] = 0; wf_end[0] = W_RESET; drain(0)
 		:: else -> skip
 		fi;
 		alive[1] = 1; cur = 1;
+		if
+		:: g_sig && g_run == 0 -> late[1] ! g_run, g_act, g_c, g_val, 1 /* run 0's late result, signed for run 0 */
+		:: else -> skip
+		fi;
 		i = 0;
 		do
 		:: i < hist[0].n ->
@@ -599,16 +760,16 @@ end_writer:
 	od
 }
 
-/* P4 and P5, when nothing can move any more. */
+/* P4, P5 and L2, when nothing can move any more (and no run waits: its wait ends then). */
 proctype Final() {
 	byte r;
-	timeout ->
 	atomic {
+		timeout && lwait[0] == 0 && lwait[1] == 0 ->
 		r = 0;
 		do
 		:: r <= cur ->
 			assert(wf_end[r] != 0); /* P4 */
-			assert(forged || wf_end[r] != W_RAN || starts[r] == 1);    /* P5 */
+			assert(forged || wf_end[r] != W_RAN && wf_end[r] != W_RECOVERED || starts[r] == 1); /* P5 */
 			assert(forged || wf_end[r] != W_UNUSED || starts[r] == 0); /* P5 */
 #ifdef SHOW_RAN
 			assert(wf_end[r] != W_RAN);    /* not a check: shows a run can end with a result */
@@ -616,6 +777,11 @@ proctype Final() {
 #ifdef SHOW_UNUSED
 			assert(wf_end[r] != W_UNUSED); /* not a check: shows a run can end with the approval unused */
 #endif
+#ifdef SHOW_RECOVERED
+			assert(wf_end[r] != W_RECOVERED); /* not a check: shows a run can end with a late result */
+#endif
+			/* L2: a late result the partition's host sent, not lost, ends its run with a result */
+			assert(!lok[r] || forged || cut[r] || wf_end[r] == W_RESET || wf_end[r] == W_RAN || wf_end[r] == W_RECOVERED);
 			r++
 		:: else -> break
 		od

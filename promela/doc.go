@@ -6,7 +6,7 @@
 // TestSessionModelFindsRemovedChecks remove one check of the code at a time and require spin to
 // find the counterexample it allows.
 //
-// What the models prove (P1-P6, S1-S4), their budgets, which step of each model is which
+// What the models prove (P1-P6, L1-L2, S1-S4), their budgets, which step of each model is which
 // function of the code, what they found and what they leave out are written in docs/protocol.md,
 // "The models: what is proven". Keep that table true when a step of the code moves.
 package promela

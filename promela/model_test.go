@@ -27,14 +27,17 @@ const maxDepth = 20000
 // budgets are the configurations the model is checked in, each exhaustively, with a quorum of two
 // reviewers and an edit among the reviewers' decisions unless it says otherwise: faults and
 // writer actions are spent from one budget per execution, so each configuration bounds the state
-// space. The largest (two writer actions with a reset, 8.7 million states) has no edit: with one
-// it would be twice as large.
+// space. The largest (two writer actions with a reset, 9.2 million states) has no edit: with one
+// it would be twice as large. The last reaches a late result replayed into another run: two faults
+// (a partition in each run) and a writer that only resets a run that ended and sends late results
+// (1.3 million states; with every writer action, and the reset at any time, it is over 30 million).
 var budgets = []budget{
 	{"two faults, no writer", "-DFAULTS=2 -DWACTS=0"},
 	{"one fault, one writer action (a reset among them)", "-DFAULTS=1 -DWACTS=1"},
 	{"two writer actions, no reset", "-DFAULTS=0 -DWACTS=2 -DRESETS=0"},
 	{"two writer actions (a reset among them), no edit", "-DFAULTS=0 -DWACTS=2 -DEDITS=0"},
 	{"one fault, one writer action, a quorum of 1, no edit", "-DQUORUM=1 -DFAULTS=1 -DWACTS=1 -DEDITS=0"},
+	{"two faults, one late-result writer action (a reset of a run that ended among them)", "-DFAULTS=2 -DWACTS=1 -DLATE_WRITER"},
 }
 
 // tools returns spin's and cc's paths; without them the test fails under make test and skips
@@ -140,7 +143,8 @@ func TestModelHolds(t *testing.T) {
 // TestModelFindsRemovedChecks builds the model without one of the code's checks at a time, and
 // requires spin to find the counterexample: the properties are not true of any protocol, and the
 // budgets reach the attacks. SHOW_RAN and SHOW_UNUSED show that runs do end with a result and
-// with the approval unused (the properties do not hold only because nothing happens).
+// with the approval unused, and SHOW_RECOVERED with a late result (the properties do not hold only
+// because nothing happens).
 func TestModelFindsRemovedChecks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
@@ -171,8 +175,19 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		{"NO_CODE_DIGEST", "-DFAULTS=0 -DWACTS=1", "act_valid1[a]==((1<<2)-1)"},
 		// The host that took the activity crashes and nothing times it out: the run never ends.
 		{"NO_HEARTBEAT_TIMEOUT", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=0"},
+		// The partition times out the running activity and the workflow, waiting for its late
+		// result, takes a writer's made-up one (or another run's): no host signed it for this run.
+		{"NO_LATE_RECEIPT_CHECK", "-DFAULTS=1 -DWACTS=1", "(lsig&&(lrun==r))"},
+		// Run 0 takes its host's late result after a partition; a writer resets the run, run 1
+		// gets that signal, its own activity times out, and a workflow that checks only the
+		// host's signature, not the run, activity and claim it is signed for, takes run 0's result.
+		{"NO_LATE_BINDING", "-DFAULTS=2 -DWACTS=1 -DLATE_WRITER", "(lsig&&(lrun==r))"},
+		// The partition times out the running activity, its host runs the code and sends the
+		// result, and the workflow, not waiting for it, ends the run "outcome unknown".
+		{"NO_LATE_WAIT", "-DFAULTS=1 -DWACTS=0", "( !(lok[r])||forged)"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
 		{"SHOW_UNUSED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=2"},
+		{"SHOW_RECOVERED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=5"},
 	})
 }
 
