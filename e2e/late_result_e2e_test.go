@@ -1,0 +1,73 @@
+//go:build integration
+
+package e2e
+
+import (
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+)
+
+// TestLateResultThroughACutConnection: the real worker binaries, runc. The sandbox host reaches
+// Temporal through a proxy that the test cuts, while the approved code runs, for longer than the
+// heartbeat timeout: the server times the sandbox activity out, the host goes on (its container
+// lives), and once it reaches the server again it delivers the result with its receipt. The run
+// ends with the true output the code printed after the cut, marked recovered, its receipt
+// verified by starter result; the code ran once. Without late results the run ended "outcome
+// unknown; the approval was used".
+func TestLateResultThroughACutConnection(t *testing.T) {
+	requireDocker(t)
+	workerBin, starterBin := binaries(t)
+	data := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	queue := "e2e-late"
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
+		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
+		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
+	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
+	proxy := newFaultProxy(t, addr)
+	hostEnv := append(slices.Clone(env), "TEMPORAL_ADDRESS="+proxy.addr())
+	startWorker(t, workerBin, hostEnv, append([]string{"--role", "sandboxes", "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
+		"--host-key", filepath.Join(data, "host", "id_ed25519"), "--warm-sandboxes", "0"}, common...)...)
+	s := starterCLI{t: t, bin: starterBin, env: env}
+
+	var started client.Started
+	s.mustJSON(&started, "run", "--timeout", "60s", "--code",
+		"import time\nprint('before', flush=True)\ntime.sleep(14)\nprint('after the cut')\n")
+	s.mustJSON(&struct{}{}, "approve", started.WorkflowID, "--digest", started.Digest)
+
+	// Once the code has printed, cut the host off for longer than the heartbeat timeout.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var st struct {
+			State string `json:"state"`
+		}
+		s.mustJSON(&st, "show", started.WorkflowID, "--json")
+		if st.State == contract.StatusRunning {
+			break
+		}
+		if time.Now().After(deadline) || st.State != contract.StatusAwaitingApproval {
+			t.Fatalf("the run is %s, not running", st.State)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	proxy.cutFor(6 * time.Second)
+
+	var res guard.Result
+	s.mustJSON(&res, "result", started.WorkflowID, "--timeout", "3m")
+	if string(res.Stdout) != "before\nafter the cut\n" || !res.OK {
+		t.Fatalf("result %+v (stdout %q); want the code's whole output", res, res.Stdout)
+	}
+	if res.Recovered == nil || res.Recovered.How != guard.RecoveredLateResult || res.Receipt == nil {
+		t.Fatalf("result recovered %+v, receipt %v; want a late result with its receipt", res.Recovered, res.Receipt != nil)
+	}
+	t.Logf("recovered: %+v", *res.Recovered)
+}
