@@ -172,7 +172,9 @@ type Started struct {
 // nothing waits. Before anything is sent, Start refuses a workflow id outside
 // guard.CheckWorkflowID's character set, bytes that are not UTF-8 and a request over Temporal's
 // payload limits (ToolUsageError), and a task queue no worker polls
-// (*NoWorkerError); an existing workflow id is a ConfigError.
+// (*NoWorkerError). An existing workflow id is a ConfigError, unless its run was started with the
+// same request: a start retried after its answer was lost gets that run (the id is the caller's
+// idempotency key), never a second one.
 func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions) (Started, error) {
 	id, err := newWorkflowID(opts.WorkflowID, WorkflowIDPrefix)
 	if err != nil {
@@ -190,7 +192,8 @@ func (c *Client) Start(ctx context.Context, req guard.Request, opts StartOptions
 
 // startWorkflow starts workflow type typ with in under id on the client's task queue, once a
 // worker polls it (unless skipWorkerCheck): an id used before, by an open or a closed workflow,
-// is refused with a ConfigError.
+// is refused with a ConfigError, unless that workflow was started with the same input (a retried
+// start): its run is returned.
 func (c *Client) startWorkflow(ctx context.Context, id, typ string, in any, skipWorkerCheck bool) (tclient.WorkflowRun, error) {
 	if !skipWorkerCheck {
 		if err := c.checkWorkers(ctx); err != nil {
@@ -201,7 +204,10 @@ func (c *Client) startWorkflow(ctx context.Context, id, typ string, in any, skip
 	if err != nil {
 		var started *serviceerror.WorkflowExecutionAlreadyStarted
 		if errors.As(err, &started) {
-			return nil, &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used (open or closed); choose another id or leave it empty", id)}
+			if runID, same := c.sameStart(ctx, id, started.RunId, typ, in); same {
+				return c.tc.GetWorkflow(ctx, id, runID), nil
+			}
+			return nil, usedIDError(id)
 		}
 		return nil, fmt.Errorf("client: start %s %s: %w", typ, id, err)
 	}

@@ -81,7 +81,12 @@ func TestIntegrationStartEdges(t *testing.T) {
 		t.Errorf("OnStarted got %+v; want the ids before the digest (run %s)", announced, first.RunID)
 	}
 	for _, state := range []string{"open", "closed"} {
-		_, err := c.Start(ctx, guard.Request{Code: "print('new code')"}, client.StartOptions{WorkflowID: "mine"})
+		// A start retried with the same id and request (its answer lost) gets the same run.
+		again, err := c.Start(ctx, req, client.StartOptions{WorkflowID: "mine"})
+		if err != nil && state == "open" || again.RunID != first.RunID || state == "open" && again.Digest != first.Digest {
+			t.Fatalf("Start retried with the id and request of an %s run = %+v, %v; want that run %+v", state, again, err, first)
+		}
+		_, err = c.Start(ctx, guard.Request{Code: "print('new code')"}, client.StartOptions{WorkflowID: "mine"})
 		var ce *guard.ConfigError
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), `"mine"`) {
 			t.Fatalf("Start with the id of an %s run = %v; want a ConfigError naming it", state, err)

@@ -54,7 +54,8 @@ type SessionStarted struct {
 // their check return the typed error (ToolUsageError or ConfigError) and the session has ended.
 // Before anything is sent it refuses a workflow id outside guard.CheckWorkflowID's character
 // set, text that is not UTF-8 and settings over Temporal's payload limits (ToolUsageError), and a
-// task queue no worker polls (*NoWorkerError).
+// task queue no worker polls (*NoWorkerError). As for Start, an existing id is a ConfigError unless
+// its session was started with the same settings: a retried open gets that session.
 func (c *Client) OpenSession(ctx context.Context, req guard.SessionRequest, opts SessionOptions) (SessionStarted, error) {
 	id, err := newWorkflowID(opts.WorkflowID, SessionIDPrefix)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	enumspb "go.temporal.io/api/enums/v1"
 	tclient "go.temporal.io/sdk/client"
 
@@ -28,9 +29,21 @@ func TestIntegrationSessionSubmitRetryAndApproveWait(t *testing.T) {
 	c := e.Client
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := c.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}, MaxCells: 10}, client.SessionOptions{})
+	settings := guard.SessionRequest{Languages: []string{guard.Python}, MaxCells: 10}
+	id := "idem-session-" + uuid.NewString()
+	s, err := c.OpenSession(ctx, settings, client.SessionOptions{WorkflowID: id})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// An open retried with the same id and settings (its answer lost) gets the same session;
+	// other settings under that id are refused.
+	if again, err := c.OpenSession(ctx, settings, client.SessionOptions{WorkflowID: id}); err != nil || again != s {
+		t.Fatalf("the retried OpenSession = %+v, %v; want the first's %+v", again, err, s)
+	}
+	other := settings
+	other.MaxCells = 9
+	if _, err := c.OpenSession(ctx, other, client.SessionOptions{WorkflowID: id}); guard.TypeOf(err) != guard.TypeConfigError {
+		t.Fatalf("OpenSession with other settings under the same id = %v; want a ConfigError", err)
 	}
 	req := contract.CellRequest{Code: "x = 41\n", RequestID: "tool-call-1"}
 	first, err := c.SubmitCell(ctx, s.WorkflowID, req)

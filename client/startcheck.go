@@ -57,7 +57,16 @@ func (c *Client) startChecked(ctx context.Context, id string, in contract.Input,
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		switch {
 		case errors.As(err, &already):
-			return Started{}, &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used (open or closed); choose another id or leave it empty", id)}
+			// A retried start (the same id and request) gets the run the first one made.
+			runID, same := c.sameStart(ctx, id, already.RunId, contract.WorkflowName, in)
+			if !same {
+				return Started{}, usedIDError(id)
+			}
+			started := Started{WorkflowID: id, RunID: runID}
+			if opts.OnStarted != nil {
+				opts.OnStarted(started)
+			}
+			return c.awaitCheck(ctx, started)
 		case refusesUpdateWithStart(err):
 			// The start was aborted with the update: start plainly and poll.
 			return c.startPolled(ctx, id, in, opts)

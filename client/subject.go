@@ -1,8 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/google/uuid"
@@ -127,4 +130,29 @@ func workflowResult[R any](ctx context.Context, c *Client, workflowID, runID, na
 		return res, run, fmt.Errorf("client: result of %s: %w", name, err)
 	}
 	return res, run, nil
+}
+
+// sameStart reports whether the workflow id names a run of type typ started with in, byte for
+// byte as JSON (a start retried after its first answer was lost: the workflow id is the caller's
+// idempotency key), and which run (runID when the server named it, else its current one).
+func (c *Client) sameStart(ctx context.Context, id, runID, typ string, in any) (string, bool) {
+	prev := reflect.New(reflect.TypeOf(in))
+	startRun, err := contract.ReadStart(ctx, c.tc, c.dc, c.namespace, id, runID, typ, prev.Interface())
+	if err != nil {
+		return "", false
+	}
+	a, err1 := json.Marshal(in)
+	b, err2 := json.Marshal(prev.Elem().Interface())
+	if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+		return "", false
+	}
+	if runID == "" {
+		runID = startRun
+	}
+	return runID, true
+}
+
+// usedIDError is the error of a start under an id a run or session with another start already has.
+func usedIDError(id string) error {
+	return &guard.ConfigError{Msg: fmt.Sprintf("workflow id %q is already used (open or closed) by another request; choose another id, leave it empty, or send the same request to get that run", id)}
 }
