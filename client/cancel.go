@@ -2,11 +2,13 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 
-	"github.com/google/uuid"
 	"go.temporal.io/api/serviceerror"
 	tclient "go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -76,6 +78,15 @@ func (c *Client) CancelRun(ctx context.Context, workflowID, runID, reason string
 	return out, c.sendCancel(ctx, workflowID, runID, contract.UpdateCancel, req, &out)
 }
 
+// cancelUpdateID is the update id of a cancel request: a hash of the update and the request (who
+// asks, why, which cell), so that a cancel retried after its answer was lost is the same update,
+// which the workflow answers once (Temporal returns the first answer to a repeated update id).
+func cancelUpdateID(name string, req any) string {
+	b, _ := json.Marshal(req) // plain structs of strings and ints: never fails
+	sum := sha256.Sum256(append([]byte(name+"\x00"), b...))
+	return "cancel-" + hex.EncodeToString(sum[:12])
+}
+
 // sendCancel sends a cancel update and reads its answer into out; a refusal, or a workflow that
 // has ended, is a *CancelRefusedError.
 func (c *Client) sendCancel(ctx context.Context, workflowID, runID, name string, req, out any) error {
@@ -83,7 +94,7 @@ func (c *Client) sendCancel(ctx context.Context, workflowID, runID, name string,
 		WorkflowID:   workflowID,
 		RunID:        runID,
 		UpdateName:   name,
-		UpdateID:     "cancel-" + uuid.NewString(),
+		UpdateID:     cancelUpdateID(name, req),
 		Args:         []any{req},
 		WaitForStage: tclient.WorkflowUpdateStageCompleted,
 	})

@@ -8,6 +8,7 @@ import (
 
 	tclient "go.temporal.io/sdk/client"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -49,5 +50,25 @@ func TestCancelNamesWhoAsks(t *testing.T) {
 	out := NewErrorOutput(&guard.Cancelled{By: "agent-7", Reason: "done"})
 	if out.Error.Type != guard.TypeCancelled || out.Error.By != "agent-7" || out.Error.Reason != "done" {
 		t.Errorf("error output %+v; want type Cancelled, by agent-7, reason done", out.Error)
+	}
+}
+
+// A cancel retried after its answer was lost is the same update (the workflow answers it once);
+// another update, canceller, reason or cell is another.
+func TestCancelUpdateIDIsTheRequests(t *testing.T) {
+	req := contract.CancelRequest{By: "agent-7", Reason: "the user changed their mind"}
+	id := cancelUpdateID(contract.UpdateCancel, req)
+	if again := cancelUpdateID(contract.UpdateCancel, req); again != id {
+		t.Errorf("the same cancel got update ids %s and %s", id, again)
+	}
+	for name, other := range map[string]string{
+		"another canceller": cancelUpdateID(contract.UpdateCancel, contract.CancelRequest{By: "agent-8", Reason: req.Reason}),
+		"another reason":    cancelUpdateID(contract.UpdateCancel, contract.CancelRequest{By: req.By}),
+		"a cell's cancel":   cancelUpdateID(contract.UpdateCancelCell, contract.CancelCell{Cell: 1, CancelRequest: req}),
+		"another cell":      cancelUpdateID(contract.UpdateCancelCell, contract.CancelCell{Cell: 2, CancelRequest: req}),
+	} {
+		if other == id || other == cancelUpdateID(contract.UpdateCancelCell, contract.CancelCell{Cell: 3, CancelRequest: req}) {
+			t.Errorf("%s has the update id of another cancel: %s", name, other)
+		}
 	}
 }
