@@ -430,8 +430,8 @@ func tamperedRun(t *testing.T, e *env, ctx context.Context) {
 	e.Do(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the refusal", `document.getElementById("decide-msg").textContent.includes("refused")`, 30*time.Second)
 	msg := e.Text(`document.getElementById("decide-msg").textContent`)
-	if !strings.Contains(msg, "statement_mismatch") || !strings.Contains(msg, "digest") {
-		t.Errorf("refusal %q; want a statement mismatch on the digest", msg)
+	if !strings.Contains(msg, "statement_mismatch") || !strings.Contains(msg, "digest") || !strings.Contains(msg, "This page is out of date: its digest changed") {
+		t.Errorf("refusal %q; want a statement mismatch on the digest, said as a page out of date", msg)
 	}
 	st, err := e.sc.Status(ctx, "inbox-tamper")
 	if err != nil || st.State != contract.StatusAwaitingApproval {

@@ -102,7 +102,23 @@ func (s *Server) loadWaitingRun(w http.ResponseWriter, r *http.Request, id strin
 // err's text.
 func (s *Server) refuseLogged(w http.ResponseWriter, code int, msg, prefix string, err error, logged []any) {
 	s.log.Warn(msg, append(slices.Clip(logged), "error", err)...)
-	writeRefusal(w, code, prefix+err.Error())
+	writeRefusal(w, code, outOfDate(err)+prefix+err.Error())
+}
+
+// outOfDate is what a refusal says first when the decision signed a statement that is not the
+// run's (or cell's) any more: the page was read before its code, digest or run changed (an edit,
+// a reset, a page left open). Empty for any other refusal.
+func outOfDate(err error) string {
+	var ref *approval.RefusalError
+	if !errors.As(err, &ref) || ref.Reason != approval.ReasonStatementMismatch {
+		return ""
+	}
+	what := "what it decides on"
+	if ref.Field != "" {
+		what = "its " + ref.Field
+	}
+	return "This page is out of date: " + what + " changed since the page was read, so what you read may not be what would run. " +
+		"Reload the page and read it again before deciding. "
 }
 
 // verifyDecision checks the assertion against the run's statement built from what the inbox

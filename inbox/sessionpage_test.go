@@ -592,7 +592,8 @@ func TestCellDecisions(t *testing.T) {
 	other := *f
 	other.status.RunID = uuid.NewString()
 	door.set(&other)
-	if w := b2.post("/session/session-decide/decide", b2.sign(st, true, 3, cell3.Digest, "")); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "statement_mismatch") {
+	if w := b2.post("/session/session-decide/decide", b2.sign(st, true, 3, cell3.Digest, "")); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "statement_mismatch") ||
+		!strings.Contains(w.Body.String(), "This page is out of date") {
 		t.Errorf("the approval replayed to another run: %d %s; want 403 statement_mismatch", w.Code, w.Body)
 	}
 	if n := len(door.sent()); n != 1 {
