@@ -70,6 +70,9 @@ func TestBrowserInboxLiveOutput(t *testing.T) {
 	e.WaitFor("the first lines, live", `!!document.getElementById("live-stdout") && document.getElementById("live-stdout").textContent.includes("bold")`, 60*time.Second)
 	// The page stays as it is from here on: a reload would drop this mark.
 	e.Text(`(window.__sameDocument = "yes")`)
+	if got := e.Text(`document.querySelector("#live .live-unsigned") ? document.querySelector("#live .live-unsigned").textContent : ""`); !strings.HasPrefix(got, "Unsigned:") {
+		t.Errorf("the live output is not labelled unsigned: %q", got)
+	}
 	if got := e.Text(`document.getElementById("live-stdout").textContent`); strings.Contains(got, "late line") {
 		t.Fatalf("the late line was on the page before it was printed: %q", got)
 	}

@@ -129,7 +129,7 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
 		}

@@ -36,12 +36,14 @@ func (l *liveOutput) messages(ctx context.Context) []string {
 	return out
 }
 
-// liveMessage is a chunk as a progress message: "stdout: " or "stderr: " and the bytes as text in
-// which every control character (an escape sequence the code printed) and every byte that is
-// not UTF-8 is written as an escape (pysource.VisibleText), after "[N bytes skipped] " when the
-// reader missed some.
+// liveMessage is a chunk as a progress message: "live stdout (unsigned): " or "live stderr
+// (unsigned): " (a worker's report while the code runs, which anyone who can write to the
+// namespace can record; only the result is checked against its host's receipt) and the bytes as
+// text in which every control character (an escape sequence the code printed) and every byte
+// that is not UTF-8 is written as an escape (pysource.VisibleText), after "[N bytes skipped] "
+// when the reader missed some.
 func liveMessage(ch client.Chunk) string {
-	msg := string(ch.Stream) + ": "
+	msg := "live " + string(ch.Stream) + " (unsigned): "
 	if ch.Skipped > 0 {
 		msg += fmt.Sprintf("[%d bytes skipped] ", ch.Skipped)
 	}

@@ -40,7 +40,7 @@ func TestIntegrationMCPCellLiveOutput(t *testing.T) {
 	defer p.mu.Unlock()
 	var live []string
 	for _, m := range p.msgs {
-		if strings.HasPrefix(m, "stdout: ") {
+		if strings.HasPrefix(m, "live stdout (unsigned): ") {
 			live = append(live, m)
 		}
 	}
