@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -292,5 +293,63 @@ func TestLateRetryable(t *testing.T) {
 		if got := lateRetryable(tc.err); got != tc.want {
 			t.Errorf("lateRetryable(%v) = %t; want %t", tc.err, got, tc.want)
 		}
+	}
+}
+
+// slowStart is a backend whose sandbox takes until its context ends to start (a slow container
+// create), and which never runs anything.
+type slowStart struct {
+	gateBackend
+	acquiring chan struct{}
+}
+
+func (b *slowStart) Acquire(ctx context.Context, _ guard.Checked) (guard.Acquired, error) {
+	close(b.acquiring)
+	<-ctx.Done()
+	return nil, fmt.Errorf("create the container: %w", ctx.Err())
+}
+
+// TestRunCancelWhileTheSandboxStartsReleasesTheClaim: a cancel that reaches the host while its
+// sandbox is still being created stops it before anything ran, and the host releases its claim
+// (the release signal, with the claim's secret), so that the run ends Cancelled, not "outcome
+// unknown; the code may have started".
+func TestRunCancelWhileTheSandboxStartsReleasesTheClaim(t *testing.T) {
+	log := &historytest.Log{ScheduleCaller: true}
+	b := &slowStart{gateBackend: *newGateBackend(), acquiring: make(chan struct{})}
+	a, err := New(Config{Backend: b, ReviewersFile: reviewersFile(t), History: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := checked(t, a, guard.Request{Code: "print(1)"})
+	in := approved(t, c, fields(c.Digest))
+	bg, end := context.WithCancelCause(context.Background())
+	defer end(nil)
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: bg})
+	go func() {
+		<-b.acquiring
+		end(temporal.NewCanceledError())
+	}()
+	_, runErr := executeRun(t, a, env, in)
+	var claims []contract.SandboxClaim
+	for _, ev := range log.Signals(testWorkflowID, testRunID) {
+		s := ev.GetWorkflowExecutionSignaledEventAttributes()
+		if s.GetSignalName() != contract.SignalSandboxClaim {
+			continue
+		}
+		var cl contract.SandboxClaim
+		if err := converter.GetDefaultDataConverter().FromPayloads(s.GetInput(), &cl); err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, cl)
+	}
+	if len(claims) != 2 || claims[0].Secret != "" || claims[1].Secret == "" || claims[1].Commitment != claims[0].Commitment {
+		t.Fatalf("claim signals %+v (run error %v); want the claim, then its release", claims, runErr)
+	}
+	select {
+	case <-b.started:
+		t.Error("the backend ran the code")
+	default:
 	}
 }

@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,6 +96,11 @@ func TestGuardedAcquireThenRunOrDiscard(t *testing.T) {
 	b.acquireErr = errors.New("what")
 	if _, err := g.Acquire(context.Background(), c); TypeOf(err) != TypeIntegrationError || Retryable(err) {
 		t.Errorf("acquire failed untyped: %v; want an IntegrationError whose code may have started", err)
+	}
+	// A cancel while the sandbox starts: Acquire runs nothing, so nothing started.
+	b.acquireErr = fmt.Errorf("create container: %w", context.Canceled)
+	if _, err := g.Acquire(context.Background(), c); TypeOf(err) != TypeIntegrationError || !Retryable(err) {
+		t.Errorf("acquire cancelled: %v; want an IntegrationError whose code did not start", err)
 	}
 }
 

@@ -186,7 +186,7 @@ func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
 		return p, nil // Run takes one, as the backend's Run does
 	}
 	if err != nil {
-		return nil, typed(g.backend.Name(), err)
+		return nil, typedBeforeStart(g.backend.Name(), err)
 	}
 	if acquired == nil {
 		return nil, &IntegrationError{Op: "backend " + g.backend.Name(), Err: errors.New("acquire returned no sandbox and no error")}
@@ -271,6 +271,16 @@ func (k *keptOutput) result() Result {
 	return Result{Stdout: out, Stderr: errb,
 		StdoutTruncated: int64(len(out)) >= k.stdout.max && k.stdout.max > 0,
 		StderrTruncated: int64(len(errb)) >= k.stderr.max && k.stderr.max > 0}
+}
+
+// typedBeforeStart types an error of Acquire, which runs nothing: the end of its context (a
+// cancel while the container starts, the backstop) is an IntegrationError whose code did not
+// start (retryable: the approval was not used); any other is typed as Run's errors are.
+func typedBeforeStart(backend string, err error) error {
+	if TypeOf(err) == "" && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return &IntegrationError{Op: "backend " + backend + ": take a sandbox", Err: err}
+	}
+	return typed(backend, err)
 }
 
 // typed makes sure a backend's error is one of ours: an untyped error is an IntegrationError whose
