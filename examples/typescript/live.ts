@@ -1,7 +1,7 @@
 // Watch a run's output live through sandboxflow's run_code tool with the official MCP SDK: while
 // the approved code runs, each progress notification carries the output printed since the last
-// one ("stdout: ..." or "stderr: ...", escaped text, "[N bytes skipped]" where the server's reader
-// missed some). Each notification is printed as it comes, with the time it arrived; the tool's
+// one ("live stdout (unsigned): ..." or "live stderr (unsigned): ...", escaped text, "[N bytes
+// skipped]" where the server's reader missed some: a worker's report, not the signed result). Each notification is printed as it comes, with the time it arrived; the tool's
 // result is printed as one JSON line.
 //
 //   node dist/live.js ../../bin/starter mcp --task-queue sandboxflow

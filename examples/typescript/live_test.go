@@ -53,7 +53,7 @@ func TestIntegrationTypeScriptMCPLiveOutput(t *testing.T) {
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "PROGRESS ")), &p); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(p.Message, "stdout: ") && !strings.HasPrefix(p.Message, "stderr: ") {
+		if !strings.HasPrefix(p.Message, "live stdout (unsigned): ") && !strings.HasPrefix(p.Message, "live stderr (unsigned): ") {
 			continue
 		}
 		live = append(live, p.Message)
