@@ -95,20 +95,27 @@ func testCodec(t *testing.T, b byte) converter.DataConverter {
 // the activity with cause; hold later the code may finish.
 func (h *lateHost) runEnding(t *testing.T, cause error, hold time.Duration) (guard.Result, error) {
 	t.Helper()
-	c := checked(t, h.a, guard.Request{Code: "print(1)"})
+	return runEndedBy(t, h.a, func(end context.CancelCauseFunc) {
+		<-h.backend.started
+		end(cause)
+		time.Sleep(hold)
+		close(h.backend.release)
+	})
+}
+
+// runEndedBy runs a's sandbox activity on an approved print(1) under a worker context that
+// ender (run beside it) may end with a cause, as the SDK ends an activity's.
+func runEndedBy(t *testing.T, a *Activities, ender func(end context.CancelCauseFunc)) (guard.Result, error) {
+	t.Helper()
+	c := checked(t, a, guard.Request{Code: "print(1)"})
 	in := approved(t, c, fields(c.Digest))
 	bg, end := context.WithCancelCause(context.Background())
 	defer end(nil)
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: bg})
-	go func() {
-		<-h.backend.started
-		end(cause)
-		time.Sleep(hold)
-		close(h.backend.release)
-	}()
-	return executeRun(t, h.a, env, in)
+	go ender(end)
+	return executeRun(t, a, env, in)
 }
 
 // signals returns the inputs of the signals name the run got.
@@ -320,18 +327,10 @@ func TestRunCancelWhileTheSandboxStartsReleasesTheClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := checked(t, a, guard.Request{Code: "print(1)"})
-	in := approved(t, c, fields(c.Digest))
-	bg, end := context.WithCancelCause(context.Background())
-	defer end(nil)
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{BackgroundActivityContext: bg})
-	go func() {
+	_, runErr := runEndedBy(t, a, func(end context.CancelCauseFunc) {
 		<-b.acquiring
 		end(temporal.NewCanceledError())
-	}()
-	_, runErr := executeRun(t, a, env, in)
+	})
 	var claims []contract.SandboxClaim
 	for _, ev := range log.Signals(testWorkflowID, testRunID) {
 		s := ev.GetWorkflowExecutionSignaledEventAttributes()
