@@ -415,7 +415,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// They go on, as the code does, when the server may have lost the attempt (late.go).
 	code, stopCode := codeContext(ctx)
 	defer stopCode(nil)
-	runCtx, stopBeat := a.runHeartbeat(ctx, code, stopCode, info)
+	runCtx, stopBeat, live := a.runHeartbeat(ctx, code, stopCode, info)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace
@@ -471,7 +471,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
-	if err == nil && attemptMayBeLost(ctx) && code.Err() == nil {
+	if err == nil && code.Err() == nil && (attemptMayBeLost(ctx) || a.attemptGone(ctx, info, live.snapshot())) {
 		a.deliverLate(ctx, info, c, res)
 	}
 	return runAnswer(ctx, code, res, err)

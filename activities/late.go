@@ -75,7 +75,7 @@ func codeContext(ctx context.Context) (code context.Context, stop context.Cancel
 // runHeartbeat is liveHeartbeat for a run's code (code and stop from codeContext). Once the SDK
 // gave the attempt up (attemptMayBeLost(ctx)) it can no longer tell the code of a cancel, so the
 // heartbeats go to the server directly (beatLost) until it answers "not found".
-func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.CancelCauseFunc, info activity.Info) (context.Context, func()) {
+func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.CancelCauseFunc, info activity.Info) (context.Context, func(), *liveRecorder) {
 	rec := newLiveRecorder(0)
 	gone := false // only the heartbeat goroutine calls record
 	record := func(d contract.LiveOutput) {
@@ -86,7 +86,42 @@ func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.Cancel
 			gone = a.beatLost(ctx, info, d, stop)
 		}
 	}
-	return guard.WithOutput(code, rec.write), beat(code, info.HeartbeatTimeout, rec, record)
+	return guard.WithOutput(code, rec.write), beat(code, info.HeartbeatTimeout, rec, record), rec
+}
+
+// attemptGone asks the server, with a heartbeat of the host's own (details d), whether it still
+// holds the attempt info names, just before the host answers with a result: a cut that began
+// after the code ended and outlasted the heartbeat timeout leaves the SDK unaware, and its answer
+// would be refused with the result lost. It reports true when the server answers "not found"
+// (it timed the attempt out: the result goes as a late result). While the server cannot be
+// reached it asks again, with backoff, for at most a.lateDelivery; any other answer, and a
+// worker that is stopping, is false (the SDK answers as always).
+func (a *Activities) attemptGone(ctx context.Context, info activity.Info, d contract.LiveOutput) bool {
+	details, err := a.dc.ToPayloads(d)
+	if err != nil {
+		return false
+	}
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(a.lateDelivery)
+	for wait := lateRetryFirst; ; wait = min(2*wait, lateRetryMax) {
+		rctx, cancel := context.WithTimeout(ctx, MaxHeartbeatInterval)
+		_, err := a.historyOf(ctx).WorkflowService().RecordActivityTaskHeartbeat(rctx, &workflowservice.RecordActivityTaskHeartbeatRequest{
+			TaskToken: info.TaskToken, Details: details, Identity: hostIdentity, Namespace: info.Namespace})
+		cancel()
+		switch {
+		case err == nil:
+			return false
+		case serviceerror.ToStatus(err).Code() == codes.NotFound:
+			return true
+		case !lateRetryable(err) || time.Now().Add(wait).After(deadline):
+			return false
+		}
+		select {
+		case <-time.After(wait):
+		case <-activity.GetWorkerStopChannel(ctx):
+			return false
+		}
+	}
 }
 
 // beatLost records a heartbeat with details d for the attempt info names through the run log's

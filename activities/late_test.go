@@ -352,3 +352,45 @@ func TestRunCancelWhileTheSandboxStartsReleasesTheClaim(t *testing.T) {
 	default:
 	}
 }
+
+// TestRunCutAfterTheCodeEndedDeliversALateResult: the code ends while the SDK still holds the
+// attempt, but the server timed it out meanwhile (a cut that began after the code ended): the
+// host's own heartbeat before it answers gets "not found", and the result goes as a late result
+// instead of an answer the server would refuse. When the server still holds the attempt, the
+// host answers as always and sends no late result.
+func TestRunCutAfterTheCodeEndedDeliversALateResult(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		heartbeat error
+		lates     int
+	}{
+		{"the server timed the attempt out", serviceerror.NewNotFound("invalid activityID or activity already timed out"), 1},
+		{"the attempt lives", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newLateHost(t, &historytest.Log{ScheduleCaller: true, HeartbeatErr: tc.heartbeat}, 0)
+			res, err := runEndedBy(t, h.a, func(context.CancelCauseFunc) {
+				<-h.backend.started
+				close(h.backend.release)
+			})
+			if err != nil || string(res.Stdout) != "late output" {
+				t.Fatalf("run: %+v, %v; want the code's result", res, err)
+			}
+			lates := h.signals(contract.SignalLateResult)
+			if len(lates) != tc.lates {
+				t.Fatalf("%d late results sent; want %d", len(lates), tc.lates)
+			}
+			if tc.lates == 0 {
+				return
+			}
+			var late contract.LateResult
+			if err := h.dc.FromPayloads(lates[0], &late); err != nil {
+				t.Fatal(err)
+			}
+			st, err := receipt.Verify(h.hosts, late.Result.Receipt)
+			if err != nil || receipt.CheckResult(st, late.Result) != nil || st.Claim == "" {
+				t.Errorf("the late result's receipt: %+v, %v; want it to verify, naming the claim", st, err)
+			}
+		})
+	}
+}
