@@ -572,7 +572,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	}
 
 	// Every run ends with a result or a typed error, and began at most once.
-	var results, typed, twice, cutShort, quorumRuns, quorumCells int
+	var results, recovered, unknown, typed, twice, cutShort, quorumRuns, quorumCells int
 	typedBy := map[string]int{}
 	for i, s := range started {
 		res, err := pfRetry(ctx, func(ctx context.Context) (guard.Result, error) {
@@ -584,6 +584,9 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		switch {
 		case err == nil:
 			results++
+			if res.Recovered != nil {
+				recovered++ // its host delivered it after the server timed its activity out
+			}
 			if pfApprovedByBoth(res) {
 				quorumRuns++
 			} else {
@@ -603,6 +606,9 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		case guard.TypeOf(err) != "":
 			typed++
 			typedBy[string(guard.TypeOf(err))]++
+			if strings.Contains(err.Error(), "outcome unknown") {
+				unknown++
+			}
 			if typed <= 5 {
 				t.Logf("run %d: %v", i, err)
 			}
@@ -713,10 +719,10 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	faultsMu.Unlock()
 	sort.Strings(fl)
 	t.Logf("production-shape faults: %d runs, %d sessions (%d cells ended); %d faults injected (%s); "+
-		"runs: %d results (%d cut short by a fault), %d typed errors %v; cells: %d results, %d typed errors; "+
+		"runs: %d results (%d recovered late, %d cut short by a fault), %d typed errors %v (%d outcome unknown); cells: %d results, %d typed errors; "+
 		"under a quorum of 2: %d runs' and %d cells' results approved by both reviewers; run twice %d (upstream), %d (containers, of %d created); "+
 		"%d labelled containers left after the reaper's interval",
-		pfRuns, len(sessionIDs), len(cellEnds), total, strings.Join(fl, ", "), results, cutShort, typed, typedBy, cellResults, cellTyped, quorumRuns, quorumCells,
+		pfRuns, len(sessionIDs), len(cellEnds), total, strings.Join(fl, ", "), results, recovered, cutShort, typed, typedBy, unknown, cellResults, cellTyped, quorumRuns, quorumCells,
 		twice, containerTwice, created, len(left))
 	if results+typed != pfRuns {
 		t.Errorf("%d of %d runs ended with a result or a typed error", results+typed, pfRuns)
