@@ -128,6 +128,7 @@ func New(cfg Config) (*Server, error) {
 		pages:     pages,
 		log:       cfg.Logger,
 	}
+	s.signIns.nameFor(origin)
 	if s.secure {
 		s.signIns.useSecureCookies()
 	}

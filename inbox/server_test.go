@@ -140,3 +140,23 @@ func TestNewRefusesIPOrigin(t *testing.T) {
 		}
 	}
 }
+
+// The inbox's cookie is named after its port, so that another inbox on another port of localhost
+// (one cookie jar for every port of a host) neither replaces it nor is replaced by it; and a
+// request that carries another cookie of the same name first (set by a server on another path)
+// still finds its sign-in.
+func TestSignInCookieSurvivesAnotherPorts(t *testing.T) {
+	s := newTestServer(t)
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("GET", "/signin", nil))
+	c := w.Result().Cookies()
+	if len(c) != 1 || c[0].Name != "sandboxflow_inbox_8235" {
+		t.Fatalf("cookies %+v; want one named after the inbox's port, sandboxflow_inbox_8235", c)
+	}
+	r := httptest.NewRequest("GET", "/signin", nil)
+	r.AddCookie(&http.Cookie{Name: c[0].Name, Value: "another-servers-value"})
+	r.AddCookie(c[0])
+	if s.signIns.get(r) == nil {
+		t.Error("a foreign cookie of the same name, sent first, hid the inbox's sign-in")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 )
@@ -47,7 +48,16 @@ func newSignIns(ttl, idle time.Duration, max int, now func() time.Time) *signIns
 // useSecureCookies sets Secure and the __Host- prefix (over TLS).
 func (st *signIns) useSecureCookies() {
 	st.secure = true
-	st.cookieNm = "__Host-sandboxflow_inbox"
+	st.cookieNm = "__Host-" + st.cookieNm
+}
+
+// nameFor names the cookie after the inbox's port too: browsers keep one cookie jar for every port
+// of a host, so another inbox (or any server) on another port of localhost that set
+// "sandboxflow_inbox" replaced this one's, and signed its reviewer out.
+func (st *signIns) nameFor(origin string) {
+	if u, err := url.Parse(origin); err == nil && u.Port() != "" {
+		st.cookieNm = "sandboxflow_inbox_" + u.Port()
+	}
 }
 
 // randomToken returns 256 random bits, base64url.
@@ -58,14 +68,17 @@ func randomToken() string {
 }
 
 // get returns the request's live sign-in, or nil. The returned sign-in is a copy.
+// A request may carry several cookies of the name (one a server on another path set): the first
+// that names a live sign-in counts.
 func (st *signIns) get(r *http.Request) *signIn {
-	c, err := r.Cookie(st.cookieNm)
-	if err != nil || c.Value == "" {
-		return nil
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	s := st.byID[c.Value]
+	var s *signIn
+	for _, c := range r.CookiesNamed(st.cookieNm) {
+		if s = st.byID[c.Value]; c.Value != "" && s != nil {
+			break
+		}
+	}
 	if s == nil {
 		return nil
 	}
