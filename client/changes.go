@@ -19,8 +19,9 @@ import (
 
 // ConversationNotice is what every door says beside a conversation's diff.
 const ConversationNotice = "The conversation is a label the orchestrator chose (any orchestrator can name any conversation, another team's too): " +
-	"this diff against its previous run or session is a reading aid only. It never changes what you sign: your decision covers this run's " +
-	"(or this cell's) whole code, files and settings, shown in full, whatever came before."
+	"this diff against its previous run or session is a reading aid only, and how that one was decided and how it ended is its workflow's " +
+	"own word, not checked against a signature or a receipt here (anyone who can write to the namespace can start one that says anything). " +
+	"It never changes what you sign: your decision covers this run's (or this cell's) whole code, files and settings, shown in full, whatever came before."
 
 // maxPreviousPages bounds how many visibility pages Changes reads to find the previous run or
 // session.
