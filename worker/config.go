@@ -107,7 +107,7 @@ func trustFlags(fs *flag.FlagSet, c *service.Options) {
 	fs.StringVar(&c.Hosts, "hosts", "", "the sandbox hosts' public keys, OpenSSH allowed_signers format with host names as principals: a result counts only with a receipt that verifies against one (--dev writes DATA_DIR/host/hosts when absent) [SANDBOXFLOW_HOSTS]")
 	fs.StringVar(&c.PasskeyOrigin, "passkey-origin", "", "the reviewers' inbox origin, scheme://host[:port]: passkey decisions are accepted only when made on it (default with --dev: its inbox's http://localhost:PORT; otherwise none, and passkey decisions are refused) [SANDBOXFLOW_PASSKEY_ORIGIN]")
 	fs.StringVar(&c.PasskeyCounters, "passkey-counters", "", "where a sandbox host keeps each passkey's last signature counter, to refuse one that does not grow (default DATA_DIR/passkey-counters.json) [SANDBOXFLOW_PASSKEY_COUNTERS]")
-	fs.DurationVar(&c.LateResultWait, "late-result-wait", activities.DefaultLateResultWait, "how long a run whose sandbox activity timed out waits for the host's late result (recorded as 0 without --hosts); a sandbox host tries to deliver one for as long")
+	fs.DurationVar(&c.LateResultWait, "late-result-wait", activities.DefaultLateResultWait, "how long a run whose sandbox activity timed out waits for the host's late result (recorded as 0 without --hosts); a sandbox host tries to deliver one for as long [SANDBOXFLOW_LATE_RESULT_WAIT]")
 }
 
 // applyEnv sets each flag not given on the command line from SANDBOXFLOW_<NAME>, the name
