@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -28,6 +29,9 @@ const (
 type lostAttempt struct {
 	activityID, timeout string
 	err                 error
+	// codeMayRunFor is how much longer the code may run after the timeout: up to the run's own
+	// limits (timeout and grace) after a heartbeat timeout, none after a start-to-close one.
+	codeMayRunFor time.Duration
 }
 
 // lateResultDue returns the sandbox attempt whose timeout ended the activity with err, when the
@@ -52,20 +56,30 @@ func (r *runCode) lateResultDue(ctx workflow.Context, check contract.CheckResult
 	default:
 		return lostAttempt{}, false
 	}
-	if !r.heldClaim() || workflow.GetVersion(ctx, lateResultChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !r.heldClaim() {
 		return lostAttempt{}, false
+	}
+	// Version 2 waits for the code's own limits too after a heartbeat timeout (a worker that was
+	// SIGKILLed at the start of a long run leaves its code running for all of them).
+	v := workflow.GetVersion(ctx, lateResultChange, workflow.DefaultVersion, 2)
+	if v == workflow.DefaultVersion {
+		return lostAttempt{}, false
+	}
+	if v >= 2 && lost.timeout == timeoutHeartbeat {
+		lost.codeMayRunFor = r.checked.Limits.Timeout + check.Run.Grace
 	}
 	return lost, true
 }
 
-// awaitLateResult waits up to check.Run.LateResultWait for a late result of lost and takes the
+// awaitLateResult waits up to check.Run.LateResultWait, after the time lost's code may still
+// run, for a late result of lost and takes the
 // first that checkLateResult accepts; each refused one is counted, logged and ignored. It
 // schedules nothing: the code never runs again. No late result in time ends the run "outcome
 // unknown", as a lost attempt did before late results; a cancel (the update, or Temporal's)
 // ends the wait as a cancel of a claimed run does. ran is false when the run ends without a
 // result, with err as the workflow's answer.
 func (r *runCode) awaitLateResult(ctx, runCtx workflow.Context, check contract.CheckResult, d contract.Decision, lost lostAttempt) (res guard.Result, ran bool, err error) {
-	wait := check.Run.LateResultWait
+	wait := lost.codeMayRunFor + check.Run.LateResultWait
 	r.status.LateResultDeadline = workflow.Now(ctx).Add(wait)
 	timerCtx, stopTimer := workflow.WithCancel(runCtx)
 	defer stopTimer()

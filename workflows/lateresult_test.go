@@ -73,7 +73,7 @@ func newLateRun(t *testing.T, wait time.Duration, timeout enumspb.TimeoutType, n
 			r.activityID = activity.GetInfo(ctx).ActivityID
 			return guard.Result{}, temporal.NewTimeoutError(timeout, nil)
 		})
-	r.env.OnGetVersion(lateResultChange, workflow.DefaultVersion, 1).Run(func(mock.Arguments) { r.versions++ }).Return(workflow.Version(1))
+	r.env.OnGetVersion(lateResultChange, workflow.DefaultVersion, 2).Run(func(mock.Arguments) { r.versions++ }).Return(workflow.Version(2))
 	r.digest = r.harness.digest(pyRequest())
 	var release contract.SandboxClaim
 	r.claim, _ = commitment("the held claim's secret")
@@ -184,7 +184,7 @@ func TestForgedLateResultsAreRefused(t *testing.T) {
 	}
 	r.run(pyRequest())
 	wantOutcomeUnknown(t, r.harness)
-	if _, err := r.result(); !strings.Contains(err.Error(), "no late result within "+testLateWait.String()) {
+	if _, err := r.result(); !strings.Contains(err.Error(), "no late result within "+heartbeatLateWait(t, pyRequest()).String()) {
 		t.Errorf("error %v; want it to say no late result came within the wait", err)
 	}
 	refused := r.logs.events(contract.EventReceiptRefused)
@@ -202,6 +202,17 @@ func TestForgedLateResultsAreRefused(t *testing.T) {
 	if n := len(r.logs.events(contract.EventSandboxRecovered)); n != 0 {
 		t.Errorf("%d %s events; want none", n, contract.EventSandboxRecovered)
 	}
+}
+
+// heartbeatLateWait is the late-result wait after a heartbeat timeout of req's run: the time its
+// code may still run (its timeout and the grace), then the recorded wait.
+func heartbeatLateWait(t *testing.T, req guard.Request) time.Duration {
+	t.Helper()
+	c, err := testPolicy.Check(req, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Limits.Timeout + guard.DefaultGrace + testLateWait
 }
 
 // keyval returns the value of key in rec, or "".
@@ -223,11 +234,12 @@ func TestNoLateResultEndsOutcomeUnknownAfterTheWait(t *testing.T) {
 	r.at(time.Minute+30*time.Second, func() { r.env.SignalWorkflow(contract.SignalLateResult, "not a late result") })
 	r.run(pyRequest())
 	wantOutcomeUnknown(t, r.harness)
-	if _, err := r.result(); !strings.Contains(err.Error(), "no late result within 2m0s") {
+	want := heartbeatLateWait(t, pyRequest())
+	if _, err := r.result(); !strings.Contains(err.Error(), "no late result within "+want.String()) {
 		t.Errorf("error %v; want it to name the wait", err)
 	}
-	if timers := r.timers; len(timers) != 2 || timers[1] != testLateWait {
-		t.Errorf("timers %v; want the approval timeout's, then one of %s", timers, testLateWait)
+	if timers := r.timers; len(timers) != 2 || timers[1] != want {
+		t.Errorf("timers %v; want the approval timeout's, then one of %s", timers, want)
 	}
 	r.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
 }
