@@ -125,6 +125,11 @@ type Config struct {
 	// LateResultDelivery bounds how long a sandbox host tries to deliver a late result while the
 	// server cannot be reached. Optional: defaults to LateResultWait.
 	LateResultDelivery time.Duration
+	// SpoolDir is where this sandbox host spools each run it sends (spool.go), so that a worker
+	// started on the same host after this one died delivers the result of code that outlived it
+	// (Adopt). Workers of one host share it. Optional: empty spools nothing; it is used only with
+	// a HostKeyFile and a backend that is a guard.Adopter.
+	SpoolDir string
 }
 
 // Activities are the two activities of the RunCode workflow: Check (a local activity on the
@@ -155,6 +160,8 @@ type Activities struct {
 	hostsFile string
 	// lateDelivery is Config.LateResultDelivery.
 	lateDelivery time.Duration
+	// spool is this worker's part of Config.SpoolDir (nil: none).
+	spool *spool
 }
 
 // New validates cfg and returns the activities, or a guard.ConfigError.
@@ -209,6 +216,13 @@ func New(cfg Config) (*Activities, error) {
 	}
 	if err := a.setUpRunOptions(cfg); err != nil {
 		return nil, err
+	}
+	if cfg.SpoolDir != "" && a.hostKey != nil && a.guarded != nil && a.guarded.Adopter() != nil {
+		spool, err := openSpool(cfg.SpoolDir)
+		if err != nil {
+			return nil, err
+		}
+		a.spool = spool
 	}
 	return a, nil
 }
@@ -452,6 +466,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	a.sink.Emit(ctx, started)
 
 	got := <-acquiring
+	approvals := approvalsOf(ad.decisions, verified)
+	defer a.spoolRun(ctx, info, c, in, got, claim, approvals)()
 	start := time.Now()
 	runCtx, span := runSpan(runCtx, c)
 	res, err := got.run(runCtx)
@@ -465,14 +481,14 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// The one place a result's approval fields are set (the guard sets its digest and backend).
 	res.ApprovalID = in.Decision.ApprovalID
 	res.Reviewer = in.Decision.Reviewer
-	res.Approvals, res.Edit = approvalsOf(ad.decisions, verified), in.Edit
+	res.Approvals, res.Edit = approvals, in.Edit
 	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
 		approvals: receiptApprovals(res.Approvals), claim: claim.msg.Commitment, started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
 	if err == nil && code.Err() == nil && (attemptMayBeLost(ctx) || a.attemptGone(ctx, info, live.snapshot())) {
-		a.deliverLate(ctx, info, c, res)
+		a.deliverLate(ctx, a.activityRoute(ctx, info), c, res)
 	}
 	return runAnswer(ctx, code, res, err)
 }

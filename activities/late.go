@@ -151,40 +151,55 @@ func (a *Activities) beatLost(ctx context.Context, info activity.Info, d contrac
 	return false
 }
 
+// lateRoute is where a late result goes and how: the run log that delivers it, the attempt it is
+// the result of (its namespace, run and activity), what stops the retries (the worker stopping),
+// and whether a worker other than the attempt's adopted the run (adopt.go).
+type lateRoute struct {
+	log     RunLog
+	info    activity.Info
+	stop    <-chan struct{}
+	adopted bool
+}
+
+// activityRoute is the route of the late result of the sandbox activity whose context is ctx.
+func (a *Activities) activityRoute(ctx context.Context, info activity.Info) lateRoute {
+	return lateRoute{log: a.historyOf(ctx), info: info, stop: activity.GetWorkerStopChannel(ctx)}
+}
+
 // deliverLate sends res, the signed result of a run whose attempt may have been lost, to the run
 // as contract.SignalLateResult, encoded with the worker's data converter (its payload codec
 // too: the result holds output). It tries again with backoff for a.lateDelivery while the server
-// cannot be reached (and the worker is not stopping), and emits contract.EventSandboxLateResult saying whether it was delivered.
-// A result without a receipt is not sent: nothing could verify it.
-func (a *Activities) deliverLate(ctx context.Context, info activity.Info, c guard.Checked, res guard.Result) {
+// cannot be reached (and the worker is not stopping), and emits contract.EventSandboxLateResult
+// saying whether it was delivered. A result without a receipt is not sent: nothing could verify
+// it.
+func (a *Activities) deliverLate(ctx context.Context, to lateRoute, c guard.Checked, res guard.Result) {
 	ctx = context.WithoutCancel(ctx)
 	if res.Receipt == nil {
-		a.emitLate(ctx, c, false, 0, errors.New("this host signs no receipts, so no run could take its late result"))
+		a.emitLate(ctx, to, c, 0, errors.New("this host signs no receipts, so no run could take its late result"))
 		return
 	}
-	input, err := a.dc.ToPayloads(contract.LateResult{RunID: info.WorkflowExecution.RunID, ActivityID: info.ActivityID, Result: res})
+	input, err := a.dc.ToPayloads(contract.LateResult{RunID: to.info.WorkflowExecution.RunID, ActivityID: to.info.ActivityID, Result: res})
 	if err != nil {
-		a.emitLate(ctx, c, false, 0, err)
+		a.emitLate(ctx, to, c, 0, err)
 		return
 	}
-	log := a.historyOf(ctx)
 	deadline := time.Now().Add(a.lateDelivery)
 	tries := 0
 retry:
 	for wait := lateRetryFirst; ; wait = min(2*wait, lateRetryMax) {
 		tries++
-		err = signalRun(ctx, log, info, contract.SignalLateResult, input)
+		err = signalRun(ctx, to.log, to.info, contract.SignalLateResult, input)
 		if err == nil || !lateRetryable(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
 		select {
 		case <-time.After(wait):
-		case <-activity.GetWorkerStopChannel(ctx):
+		case <-to.stop:
 			err = fmt.Errorf("the worker is stopping: %w", err)
 			break retry
 		}
 	}
-	a.emitLate(ctx, c, err == nil, tries, err)
+	a.emitLate(ctx, to, c, tries, err)
 }
 
 // lateRetryable reports whether a late result's signal that failed with err may go through
@@ -198,16 +213,19 @@ func lateRetryable(err error) bool {
 	return true
 }
 
-// emitLate emits contract.EventSandboxLateResult for the run of c: delivered, or given up with
-// err after tries signals.
-func (a *Activities) emitLate(ctx context.Context, c guard.Checked, delivered bool, tries int, err error) {
+// emitLate emits contract.EventSandboxLateResult for the run of c: delivered (err nil), or
+// given up with err after tries signals.
+func (a *Activities) emitLate(ctx context.Context, to lateRoute, c guard.Checked, tries int, err error) {
 	d := map[string]any{
 		"workflow_id": c.Owner.WorkflowID,
 		"run_id":      c.Owner.RunID,
 		"activity_id": c.Owner.ActivityID,
 		"digest":      c.Digest,
-		"delivered":   delivered,
+		"delivered":   err == nil,
 		"tries":       tries,
+	}
+	if to.adopted {
+		d["adopted"] = true
 	}
 	if err != nil {
 		d["error"] = err.Error()

@@ -43,6 +43,24 @@ type Acquired interface {
 	Discard()
 }
 
+// An Adopter is a Backend whose sandboxes outlive the worker that started them, with what their
+// code reported: a worker that starts on the same host collects the result of a run its
+// predecessor sent but did not collect (it was SIGKILLed, or stopped), so that the run's host can
+// deliver it late (activities' spool). It runs nothing.
+type Adopter interface {
+	Backend
+	// Adopt waits for the code sent to the sandbox named sandbox (an Identified's SandboxID, or
+	// "" for the one the backend labelled with c.Owner) to end, and returns its result as Run
+	// would have; the sandbox is removed. An error means the result cannot be known (the sandbox
+	// is gone, or kept no report): the code may have run.
+	Adopt(ctx context.Context, sandbox string, c Checked) (Result, error)
+}
+
+// Identified is an Acquired that names its sandbox (for an Adopter to find it again).
+type Identified interface {
+	SandboxID() string
+}
+
 // Check is one line of a backend's doctor report (`worker doctor`): what was checked, whether it
 // passed, and what was found.
 type Check struct {
@@ -205,6 +223,41 @@ func (p *Prepared) Run(ctx context.Context) (Result, error) {
 		return p.g.run(ctx, p.c, func(ctx context.Context) (Result, error) { return p.g.backend.Run(ctx, p.c) })
 	}
 	return p.g.run(ctx, p.c, p.acquired.Run)
+}
+
+// SandboxID names the sandbox the request runs in when the backend took one ahead (Identified),
+// or is "" (the backend finds the sandbox by the request's owner).
+func (p *Prepared) SandboxID() string {
+	if id, ok := p.acquired.(Identified); ok {
+		return id.SandboxID()
+	}
+	return ""
+}
+
+// Adopter returns the backend as an Adopter, or nil when it is none.
+func (g *Guarded) Adopter() Adopter {
+	a, _ := g.backend.(Adopter)
+	return a
+}
+
+// Adopt returns the result of the code a worker before this one sent for c (Adopter.Adopt),
+// with every limit applied as Run applies them; started is when that worker sent it. It fails
+// with a ConfigError when the backend is no Adopter; its other errors are typed as Run's, the
+// code may have run.
+func (g *Guarded) Adopt(ctx context.Context, sandbox string, c Checked, started time.Time) (Result, error) {
+	a := g.Adopter()
+	if a == nil {
+		return Result{}, configf("backend %q keeps no sandbox for another worker to adopt", g.backend.Name())
+	}
+	res, err := a.Adopt(ctx, sandbox, c)
+	if err != nil {
+		return Result{}, typed(g.backend.Name(), err)
+	}
+	res = Enforce(res, c.Limits)
+	res.Duration = time.Since(started)
+	res.Digest = c.Digest
+	res.Backend = g.backend.Name()
+	return res, nil
 }
 
 // Discard gives up the prepared request with nothing run: its sandbox is removed. It is a no-op

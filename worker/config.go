@@ -38,7 +38,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 	fs.DurationVar(&c.ScheduleToStartTimeout, "schedule-to-start-timeout", activities.DefaultScheduleToStartTimeout, "how long an approved run waits for a sandbox worker; past it the run ends with the approval unused")
 
 	fs.BoolVar(&c.Dev, "dev", false, "start an embedded Temporal server (SQLite in --data-dir) and its Web UI, then run the worker against it")
-	fs.StringVar(&c.DataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database, and a worker its passkey counters")
+	fs.StringVar(&c.DataDir, "data-dir", ".sandboxflow", "where --dev keeps its SQLite database, and a worker its passkey counters and its spool of running runs (DATA_DIR/spool: a worker restarted on the host delivers their results)")
 	fs.IntVar(&c.UIPort, "ui-port", 8233, "--dev: the Web UI's port on 127.0.0.1 (negative: no UI)")
 	fs.StringVar(&c.KeyFile, "key-file", "", "payload encryption keys, one ID:BASE64 a line, the first current [SANDBOXFLOW_KEY_FILE]")
 	fs.StringVar(&c.CodecToken, "codec-token", "", "bearer token of the codec server (default with --dev and a key file: a random one, printed; with --backend local only from the environment: the code can read the command line) [SANDBOXFLOW_CODEC_TOKEN]")

@@ -307,6 +307,9 @@ func (a *acquired) Run(ctx context.Context) (guard.Result, error) {
 	return res, nil
 }
 
+// SandboxID is the container's id (guard.Identified), for Adopt.
+func (a *acquired) SandboxID() string { return a.sb.id }
+
 // Discard removes the container with nothing run in it (killing a warm one) and frees its slot;
 // a warm container never goes back to the pool.
 func (a *acquired) Discard() {
@@ -368,7 +371,22 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, host engineVersion) contai
 		OomScoreAdj:     oomScoreAdj,
 		CgroupnsPrivate: host.CgroupVersion == "2",
 		MaskedPaths:     maskedPaths(host.NCPU),
+		KeepLog:         b.keepLog(sb),
 	}
+}
+
+// keptReportBytes bounds what the daemon keeps of a run container's output for Adopt: the
+// supervisor's frames, which its caps bound (a run's egress tunnel adds its traffic). A run that
+// wrote more cannot be adopted.
+const keptReportBytes = 1 << 30
+
+// keepLog is containerSpec.KeepLog for sb: a run's container keeps its report for Adopt; a
+// session's keeps nothing (its cells are not adopted).
+func (b *Backend) keepLog(sb *sandbox) int64 {
+	if sb.session {
+		return 0
+	}
+	return keptReportBytes
 }
 
 // labels are the labels of c's container; a container the warm pool starts (c nil) names no run.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +142,7 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		SecurityOpt:    s.SecurityOpt,
 		Tmpfs:          s.Tmpfs,
 		Init:           &initProc,
-		LogConfig:      container.LogConfig{Type: "none"},
+		LogConfig:      logConfig(s.KeepLog),
 		DNS:            s.DNS,
 		OomScoreAdj:    s.OomScoreAdj,
 		MaskedPaths:    s.MaskedPaths,
@@ -163,6 +164,27 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		return "", classify(err)
 	}
 	return resp.ID, nil
+}
+
+// logConfig is the log driver of a container that keeps up to keep bytes of its output: Docker's
+// "local" driver (it keeps bytes as they were written, binary frames included) in one file that
+// is never rotated (a rotation would lose the report's start), or "none".
+func logConfig(keep int64) container.LogConfig {
+	if keep <= 0 {
+		return container.LogConfig{Type: "none"}
+	}
+	return container.LogConfig{Type: "local", Config: map[string]string{
+		"max-size": strconv.FormatInt(keep, 10), "max-file": "1", "compress": "false"}}
+}
+
+func (e *dockerEngine) Logs(ctx context.Context, id string, stdout, stderr io.Writer) error {
+	rc, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return classify(err)
+	}
+	defer rc.Close()
+	_, err = stdcopy.StdCopy(stdout, stderr, rc)
+	return err
 }
 
 func (e *dockerEngine) Attach(ctx context.Context, id string) (attachment, error) {

@@ -42,6 +42,10 @@ type engine interface {
 	// Remove force-removes the container (killing it first if it runs) with its anonymous
 	// volumes. A removal already in progress elsewhere counts as done.
 	Remove(ctx context.Context, id string) error
+	// Logs copies what the container wrote on stdout and stderr since it started, as far as the
+	// log driver kept it (containerSpec.KeepLog), to the writers. Call it once the container
+	// stopped (Wait) for the whole of it.
+	Logs(ctx context.Context, id string, stdout, stderr io.Writer) error
 	// List returns every container, running or not, that carries all the given labels.
 	List(ctx context.Context, labels map[string]string) ([]containerSummary, error)
 	// Close releases the client.
@@ -92,6 +96,10 @@ type containerSpec struct {
 	CgroupnsPrivate bool
 	// MaskedPaths replace Docker's default masked paths.
 	MaskedPaths []string
+	// KeepLog has the daemon keep up to that many bytes of what the container writes (the
+	// "local" log driver), so that a worker other than the one attached can read a run's report
+	// (Backend.Adopt); zero keeps nothing (the "none" driver).
+	KeepLog int64
 }
 
 // imageInfo is what the backend reads from an inspected image.

@@ -186,6 +186,10 @@ func (f *fakeEngine) List(_ context.Context, labels map[string]string) ([]contai
 	return f.list, f.listErr
 }
 
+func (f *fakeEngine) Logs(context.Context, string, io.Writer, io.Writer) error {
+	return errors.New("fake engine keeps no logs")
+}
+
 func (f *fakeEngine) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -117,6 +117,10 @@ func (w *Worker) Serve(ctx context.Context) error {
 		return err
 	}
 	defer stopWorkers()
+	// The runs whose worker died on this host while their code ran get their results now.
+	adopted := make(chan struct{})
+	go func() { defer close(adopted); acts.Adopt(ctx, tc) }()
+	defer func() { <-adopted }()
 	<-ctx.Done()
 	logger.Info("worker stopping")
 	return nil
@@ -193,6 +197,7 @@ func (w *Worker) activitiesConfig(files trustFiles, dc converter.DataConverter, 
 		PasskeyOrigin:          passkeyOrigin(cfg),
 		PasskeyCountersFile:    passkeyCounters(cfg),
 		ScheduleToStartTimeout: cfg.ScheduleToStartTimeout,
+		SpoolDir:               filepath.Join(cfg.DataDir, "spool"),
 	}
 }
 
