@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,20 +45,7 @@ func TestLateResultThroughACutConnection(t *testing.T) {
 	s.mustJSON(&struct{}{}, "approve", started.WorkflowID, "--digest", started.Digest)
 
 	// Once the code has printed, cut the host off for longer than the heartbeat timeout.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var st struct {
-			State string `json:"state"`
-		}
-		s.mustJSON(&st, "show", started.WorkflowID, "--json")
-		if st.State == contract.StatusRunning {
-			break
-		}
-		if time.Now().After(deadline) || st.State != contract.StatusAwaitingApproval {
-			t.Fatalf("the run is %s, not running", st.State)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitRunning(t, s, started.WorkflowID)
 	time.Sleep(2 * time.Second)
 	proxy.cutFor(6 * time.Second)
 
@@ -70,4 +58,71 @@ func TestLateResultThroughACutConnection(t *testing.T) {
 		t.Fatalf("result recovered %+v, receipt %v; want a late result with its receipt", res.Recovered, res.Receipt != nil)
 	}
 	t.Logf("recovered: %+v", *res.Recovered)
+}
+
+// TestLateResultAfterTheWorkerIsKilled: the real worker binaries, runc. The sandbox host's
+// worker is SIGKILLed while the approved code runs; its container runs on. A worker started
+// again on the host (same data dir, same host key) adopts the run from the dead worker's spool,
+// reads the container's report once the code ended, signs the receipt and delivers the result
+// late: the run ends with the output the code printed after the kill, marked recovered, its
+// receipt verified by starter result. Without adoption the run ended "outcome unknown; the
+// approval was used".
+func TestLateResultAfterTheWorkerIsKilled(t *testing.T) {
+	requireDocker(t)
+	workerBin, starterBin := binaries(t)
+	data, hostData := t.TempDir(), t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	queue := "e2e-adopt"
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
+		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
+		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
+	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
+	host := append([]string{"--role", "sandboxes", "--data-dir", hostData, "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
+		"--host-key", filepath.Join(data, "host", "id_ed25519")}, common...)
+	first := startWorker(t, workerBin, env, host...)
+	s := starterCLI{t: t, bin: starterBin, env: env}
+
+	var started client.Started
+	s.mustJSON(&started, "run", "--timeout", "60s", "--code",
+		"import time\nprint('before', flush=True)\ntime.sleep(12)\nprint('after the kill')\n")
+	s.mustJSON(&struct{}{}, "approve", started.WorkflowID, "--digest", started.Digest)
+	waitRunning(t, s, started.WorkflowID)
+	time.Sleep(2 * time.Second)
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	time.Sleep(3 * time.Second) // the server times the attempt out: no worker heartbeats it
+	second := startWorker(t, workerBin, env, host...)
+
+	var res guard.Result
+	s.mustJSON(&res, "result", started.WorkflowID, "--timeout", "3m")
+	if string(res.Stdout) != "before\nafter the kill\n" || !res.OK {
+		t.Fatalf("result %+v (stdout %q); want the code's whole output\nsecond worker:\n%s", res, res.Stdout, second.output())
+	}
+	if res.Recovered == nil || res.Recovered.How != guard.RecoveredLateResult || res.Receipt == nil {
+		t.Fatalf("result recovered %+v, receipt %v; want a late result with its receipt", res.Recovered, res.Receipt != nil)
+	}
+	if out := second.output(); !strings.Contains(out, `"adopted":true`) && !strings.Contains(out, "adopted=true") {
+		t.Errorf("the second worker logged no adopted late result:\n%s", out)
+	}
+	t.Logf("recovered: %+v", *res.Recovered)
+}
+
+// waitRunning waits until the run id is running (approved, its code sent).
+func waitRunning(t *testing.T, s starterCLI, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var st struct {
+			State string `json:"state"`
+		}
+		s.mustJSON(&st, "show", id, "--json")
+		if st.State == contract.StatusRunning {
+			return
+		}
+		if time.Now().After(deadline) || st.State != contract.StatusAwaitingApproval {
+			t.Fatalf("the run is %s, not running", st.State)
+		}
+	}
 }
