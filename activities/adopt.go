@@ -22,14 +22,14 @@ const adoptSlack = time.Minute
 // claim holds, so that a worker started after this one dies can deliver its result (Adopt);
 // it returns what removes the entry once the activity answered. Nothing is spooled when no
 // worker could adopt the run: no spool, no host key (no receipt, no late result), a backend that
-// is no Adopter, a run with egress (its tunnel runs in this worker), or a sandbox not taken.
+// is no Adopter, or a sandbox not taken.
 func (a *Activities) spoolRun(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput, got acquiredSandbox, cl *claim, approvals []guard.Approval) func() {
-	if a.spool == nil || a.hostKey == nil || a.guarded.Adopter() == nil || len(c.Egress) > 0 || got.err != nil {
+	if a.spool == nil || a.hostKey == nil || a.guarded.Adopter() == nil || got.err != nil {
 		return func() {}
 	}
 	drop, err := a.spool.put(spooled{
 		Namespace: info.Namespace, Owner: c.Owner, Sandbox: got.prepared.SandboxID(),
-		Digest: c.Digest, Backend: c.Backend, Limits: c.Limits, Secrets: c.Secrets, Metadata: c.Metadata,
+		Digest: c.Digest, Backend: c.Backend, Limits: c.Limits, Egress: c.Egress, Secrets: c.Secrets, Metadata: c.Metadata,
 		Claim: cl.msg.Commitment, ApprovalID: in.Decision.ApprovalID, Reviewer: in.Decision.Reviewer,
 		Approvals: approvals, Edit: in.Edit, Started: time.Now(),
 	})

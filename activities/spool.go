@@ -38,6 +38,7 @@ type spooled struct {
 	Digest   string         `json:"digest"`
 	Backend  string         `json:"backend"`
 	Limits   guard.Limits   `json:"limits"`
+	Egress   []string       `json:"egress,omitempty"`
 	Secrets  []string       `json:"secrets,omitempty"`
 	Metadata guard.Metadata `json:"metadata"`
 	// Claim is the commitment of the host's claim on the approval.
@@ -52,7 +53,7 @@ type spooled struct {
 // checked is the part of the run's request an Adopter needs.
 func (e spooled) checked() guard.Checked {
 	return guard.Checked{Digest: e.Digest, Owner: e.Owner, CheckedSettings: guard.CheckedSettings{
-		Limits: e.Limits, Backend: e.Backend, Secrets: e.Secrets, Metadata: e.Metadata}}
+		Limits: e.Limits, Egress: e.Egress, Backend: e.Backend, Secrets: e.Secrets, Metadata: e.Metadata}}
 }
 
 // spool is this worker's part of the spool directory.

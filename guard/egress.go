@@ -471,6 +471,10 @@ type EgressReport struct {
 	ByteCapReached bool `json:"byte_cap_reached,omitempty"`
 	// ConnCapReached says the connection cap refused an attempt.
 	ConnCapReached bool `json:"conn_cap_reached,omitempty"`
+	// Lost says the egress proxy that carried the run's connections ran in a worker that died
+	// while the code ran (another worker adopted the run): the attempts it saw are not listed,
+	// and the code's connections failed from then on.
+	Lost bool `json:"lost,omitempty"`
 }
 
 // MaxEgressConns bounds a policy's EgressMaxConns, so that the audit of one run (each attempt well

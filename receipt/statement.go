@@ -79,6 +79,9 @@ type Statement struct {
 	// which binds a late result to the claim the run's history shows held. Absent from receipts
 	// signed before late results.
 	Claim string `json:"claim,omitempty"`
+	// EgressLost says the egress proxy's report of the run was lost with the worker that carried
+	// it (guard.EgressReport.Lost): Egress lists nothing of it. Absent when false.
+	EgressLost bool `json:"egress_lost,omitempty"`
 }
 
 // Approval is one approval the host verified.
@@ -269,6 +272,7 @@ func New(run Run, res guard.Result) Statement {
 			s.Egress = append(s.Egress, egressOf(a))
 		}
 		s.EgressDropped = res.Egress.Dropped
+		s.EgressLost = res.Egress.Lost
 	}
 	return s
 }

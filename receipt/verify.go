@@ -208,12 +208,13 @@ func CheckResult(st Statement, res guard.Result) error {
 		}
 	}
 	var attempts []guard.EgressAttempt
-	dropped := 0
+	dropped, lost := 0, false
 	if res.Egress != nil {
-		attempts, dropped = res.Egress.Attempts, res.Egress.Dropped
+		attempts, dropped, lost = res.Egress.Attempts, res.Egress.Dropped, res.Egress.Lost
 	}
-	if len(attempts) != len(st.Egress) || dropped != st.EgressDropped {
-		return refused("egress", nil, "the result lists %d egress attempts (%d dropped); the receipt signs %d (%d dropped)", len(attempts), dropped, len(st.Egress), st.EgressDropped)
+	if len(attempts) != len(st.Egress) || dropped != st.EgressDropped || lost != st.EgressLost {
+		return refused("egress", nil, "the result lists %d egress attempts (%d dropped, lost %v); the receipt signs %d (%d dropped, lost %v)",
+			len(attempts), dropped, lost, len(st.Egress), st.EgressDropped, st.EgressLost)
 	}
 	for i, a := range attempts {
 		got, want := egressOf(a), st.Egress[i]

@@ -15,7 +15,9 @@ import (
 // without its worker, and the daemon keeps what its supervisor wrote (containerSpec.KeepLog).
 // Adopt waits for the container to stop (bounded by ctx), reads that report from the
 // container's start, completes it from the container's state as a run does, and removes the
-// container. Only a container that carries this backend's own labels is taken, so a spool entry
+// container. A run with egress loses its proxy's report with its worker: its result says so
+// (guard.EgressReport.Lost), and its supervisor closed the code's connections when the worker
+// went. Only a container that carries this backend's own labels is taken, so a spool entry
 // cannot point it at another deployment's container.
 //
 // Errors are IntegrationErrors whose code may have run: the container is gone (a dockerd restart,
@@ -31,6 +33,7 @@ func (b *Backend) Adopt(ctx context.Context, sandbox string, c guard.Checked) (g
 		}
 	}()
 	r := &run{b: b, sb: sb, c: c, rep: newReport(c.Limits, nil), diag: guard.NewCapBuffer(diagBytes), sent: true}
+	r.rep.tunnelLost = len(c.Egress) > 0
 	// The daemon has written all of a container's output to its log once it reports it stopped.
 	if _, err := b.eng.Wait(ctx, sb.id); err != nil {
 		if ctx.Err() != nil {
@@ -59,6 +62,9 @@ func (b *Backend) Adopt(ctx context.Context, sandbox string, c guard.Checked) (g
 	res.Digest = c.Digest
 	res.Backend = Name
 	res.ImageID = sb.image.ID
+	if len(c.Egress) > 0 {
+		res.Egress = &guard.EgressReport{Lost: true}
+	}
 	return res, nil
 }
 

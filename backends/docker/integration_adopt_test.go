@@ -26,6 +26,7 @@ func lostWorker(t *testing.T, b *Backend, c guard.Checked, marker string) string
 	acq := a.(*acquired)
 	acq.releaseSlot()
 	r := &run{b: b, sb: acq.sb, c: c, request: acq.request, rep: newReport(c.Limits, nil), diag: guard.NewCapBuffer(diagBytes)}
+	r.rep.tunnelLost = true // this worker answers none of the code's connections
 	if err := r.attach(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -105,6 +106,43 @@ func TestDockerAdoptsARunWhoseWorkerDied(t *testing.T) {
 			}
 			_ = b.remove(context.Background(), id, true)
 		})
+	})
+}
+
+// TestDockerAdoptsAnEgressRun: a run with egress whose worker died: the supervisor closes the
+// code's open connection through the tunnel and refuses new ones at once (nothing would answer
+// them), so the code goes on rather than hang to its timeout, and the adopted result says the
+// egress report was lost with the worker.
+func TestDockerAdoptsAnEgressRun(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, func(c *Config) { c.Egress.Resolver = egressResolver })
+		code := `
+import socket, time
+s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+print("holding", flush=True)
+s.settimeout(30)
+print("closed" if s.recv(100) == b"" else "answered", flush=True)
+time.sleep(0.5)
+try:
+    socket.create_connection(("127.0.0.1", 3128), timeout=5).close()
+    print("reconnected")
+except OSError:
+    print("refused")
+`
+		c := egressChecked(t, code, []string{"allowed.test"}, nil)
+		c.Limits.Timeout = 20 * time.Second
+		id := lostWorker(t, b, c, "holding")
+		res, err := b.Adopt(context.Background(), id, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.TimedOut || string(res.Stdout) != "holding\nclosed\nrefused\n" {
+			t.Errorf("adopted egress run: timed out %v, stdout %q; want its connection closed and a new one refused", res.TimedOut, res.Stdout)
+		}
+		if res.Egress == nil || !res.Egress.Lost || len(res.Egress.Attempts) != 0 {
+			t.Errorf("egress report %+v; want it marked lost", res.Egress)
+		}
 	})
 }
 

@@ -255,6 +255,9 @@ type report struct {
 	pending   []byte
 	// tunnel takes the tunnel frames of a run with egress; nil otherwise.
 	tunnel *tunnel
+	// tunnelLost drops the tunnel frames of an adopted run with egress: the worker that
+	// carried its connections is gone.
+	tunnelLost bool
 	// session is set for a session's cell (frameCellEnd ends it) or its opening (opening set:
 	// frameReady ends it); endKind is the frame that ended the report.
 	session, opening bool
@@ -327,8 +330,11 @@ func (r *report) frame(t frameType, ch uint32, payload []byte) error {
 	if r.end != nil {
 		return errors.New("sandbox sent a frame after its end frame")
 	}
-	if ch != 0 && r.tunnel != nil {
+	if ch != 0 && (r.tunnel != nil || r.tunnelLost) {
 		r.tunnelled += frameHeaderBytes + int64(len(payload))
+		if r.tunnel == nil {
+			return nil
+		}
 		return r.tunnel.handle(t, ch, payload)
 	}
 	if ch != 0 {

@@ -747,6 +747,7 @@ class Tunnel:
         self.stdin_open = True
         self.poller = None
         self.paused = False
+        self.gone = False
 
     def register(self, poller):
         self.poller = poller
@@ -850,7 +851,7 @@ class Tunnel:
     def pause(self, on):
         """Stops (or resumes) accepting: the listener leaves (or rejoins) the poll set, so
         pending connections wait in the backlog instead of waking the loop."""
-        if on == self.paused:
+        if on == self.paused or self.gone:
             return
         self.paused = on
         if on:
@@ -868,6 +869,7 @@ class Tunnel:
         if not b:
             self.poller.unregister(0)
             self.stdin_open = False
+            self.worker_gone()
             return
         self.inbuf += b
         while len(self.inbuf) >= 9:
@@ -890,6 +892,17 @@ class Tunnel:
                 if not c.out:
                     self.shut_write(c)
             self.update(c)
+
+    def worker_gone(self):
+        """The worker's end of stdin closed while the tunnel was up: the worker died (it closes
+        stdin only once the run is over), and nothing will answer the code's connections. They
+        end now, and new ones are refused, rather than hang to the run's timeout."""
+        self.gone = True
+        for c in list(self.conns.values()):
+            self.drop(c)
+        if not self.paused:
+            self.poller.unregister(self.lsock.fileno())
+        self.lsock.close()
 
     def end_cell(self):
         """Closes every connection of a session's cell without sending frames (the worker ends
