@@ -28,7 +28,11 @@
  *      result (not lost), the run ends with a result ("ran" or "recovered"), never "failed",
  *      unless the wait's timer fired first (cut: a fault, the code ran longer than the wait), a
  *      writer ended or scheduled an activity (forged), or a reset ended the run: at the end,
- *      like P4.
+ *      like P4;
+ *   L3 when a host died while its run's code ran (its container lives on, the run in its spool),
+ *      the run ends with a result, the late result of the worker that adopted it, unless that
+ *      late result was lost, the wait's timer fired first, a writer forged an activity's end or a
+ *      reset ended the run: at the end, like P4.
  *
  * Each -D macro below removes one check of the code; model_test.go shows spin finds a
  * counterexample for each:
@@ -47,6 +51,8 @@
  *                    run the edited code);
  *   NO_LATE_WAIT     the workflow does not wait for a late result: a timeout ends the run
  *                    "outcome unknown" (L2);
+ *   NO_ADOPTION      a host that dies while the code runs spools nothing, so no worker adopts
+ *                    its run (L3);
  *   NO_LATE_RECEIPT_CHECK  the workflow takes any late result while it waits, signed or not, for
  *                    any run, activity and claim (L1: a writer's made-up result ends the run);
  *   NO_LATE_BINDING  the workflow takes a late result a host signed, for any run, activity and
@@ -166,6 +172,11 @@ byte lwait[NRUN];  /* the workflow waits for a late result of activity lwait[r]-
 bit  hsig[NRUN];   /* a host that started run r's code signed a late result for it */
 bit  lok[NRUN];    /* the partition timed out an activity of run r whose host lived, ran the code and sent its late result, not lost */
 bit  cut[NRUN];    /* run r's wait ended before nothing else could move (a fault: the code ran past the wait) */
+/* Adoption: a host that dies after its code started leaves the container running and the run in
+ * its spool; a worker started again on the host takes the spool and sends the late result. */
+byte spool[NACT];  /* the claim commitment of activity a's run, spooled by a host that died after the start (0: none) */
+bit  hdied[NRUN];  /* a host died while run r's code ran (its container lives on) */
+bit  llost[NRUN];  /* a late result of run r was lost (every delivery failed) */
 /* the newest genuine late result that landed in a run: the writer saw it and may replay it */
 bit  g_sig;
 byte g_run, g_act, g_c, g_val;
@@ -412,7 +423,7 @@ inline late_result(la, lr, lc_) {
 		:: act_kind[la] == K_TIMEOUT -> lok[lr] = 1
 		:: else -> skip
 		fi
-	:: CAN_FAULT -> FAULT /* lost: every delivery failed */
+	:: CAN_FAULT -> FAULT; llost[lr] = 1 /* lost: every delivery failed */
 	fi
 }
 
@@ -569,7 +580,7 @@ checked:
 		   }
 		fi;
 		if
-		:: CAN_FAULT -> FAULT; goto crash
+		:: CAN_FAULT -> FAULT; goto crash_started
 		:: skip
 		fi;
 		if
@@ -605,11 +616,31 @@ release_notstarted:
 			fi;
 			goto next
 		};
+crash_started:
+		/* the host dies while the code runs: its container runs on, and the run is in its spool */
+		hdied[r] = 1;
+#ifndef NO_ADOPTION
+		spool[a] = c;
+#endif
 crash:
 		/* the host dies and restarts with nothing: its activity is left to the timeouts */
 		act_orphan[a] = 1;
 next:
 		atomic { a = 0; r = 0; c = 0; ok = 0; vis = 0; fc = 0 }
+	od
+}
+
+/* A worker started again on a host that died adopts the runs of its spool (activities.Adopt):
+ * once the code ended (here: once the server timed the activity out, before which the run holds
+ * the signal unread) it signs the receipt with the spooled claim's commitment and sends the late
+ * result. It starts nothing. */
+#define ADOPT(x) \
+	:: atomic { spool[x] != 0 && act_state[x] == A_ENDED -> late_result(x, act_run[x], spool[x]); spool[x] = 0 }
+
+proctype Adopter() {
+end_adopt:
+	do
+	ADOPT(0) ADOPT(1) ADOPT(2) ADOPT(3) ADOPT(4)
 	od
 }
 
@@ -782,6 +813,9 @@ proctype Final() {
 #endif
 			/* L2: a late result the partition's host sent, not lost, ends its run with a result */
 			assert(!lok[r] || forged || cut[r] || wf_end[r] == W_RESET || wf_end[r] == W_RAN || wf_end[r] == W_RECOVERED);
+			/* L3: a run whose host died while its code ran ends with a result, its late result
+			 * sent by the worker that adopted it, unless that was lost */
+			assert(!hdied[r] || llost[r] || forged || cut[r] || wf_end[r] == W_RESET || wf_end[r] == W_RAN || wf_end[r] == W_RECOVERED);
 			r++
 		:: else -> break
 		od
@@ -812,6 +846,7 @@ init {
 		run Host(1);
 		run Network();
 		run Timers();
+		run Adopter();
 		run Writer();
 		run Final()
 	}

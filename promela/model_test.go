@@ -185,6 +185,9 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		// The partition times out the running activity, its host runs the code and sends the
 		// result, and the workflow, not waiting for it, ends the run "outcome unknown".
 		{"NO_LATE_WAIT", "-DFAULTS=1 -DWACTS=0", "( !(lok[r])||forged)"},
+		// The host dies while the code runs; its container lives on, but it spooled nothing, so
+		// the worker started again on the host cannot deliver the result: "outcome unknown".
+		{"NO_ADOPTION", "-DFAULTS=1 -DWACTS=0", "( !(hdied[r])||llost[r])"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
 		{"SHOW_UNUSED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=2"},
 		{"SHOW_RECOVERED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=5"},
