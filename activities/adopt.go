@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -61,6 +62,7 @@ func (a *Activities) Adopt(ctx context.Context, log RunLog) {
 		for _, path := range o.entries {
 			wg.Go(func() {
 				if a.adoptEntry(ctx, log, path) {
+					os.Remove(latePath(path))
 					os.Remove(path)
 				}
 			})
@@ -88,6 +90,15 @@ func (a *Activities) adoptEntry(ctx context.Context, log RunLog, path string) bo
 	to := lateRoute{log: log, stop: ctx.Done(), adopted: true, info: activity.Info{
 		Namespace: e.Namespace, ActivityID: e.Owner.ActivityID,
 		WorkflowExecution: workflow.Execution{ID: e.Owner.WorkflowID, RunID: e.Owner.RunID}}}
+	// A worker that died while it delivered the run's late result kept it: sent as it is.
+	if input, err := readLate(path); err != nil || input != nil {
+		if err != nil {
+			a.emitLate(ctx, to, c, 0, fmt.Errorf("read the kept late result: %w", err))
+			return true
+		}
+		a.sendLate(ctx, to, c, input)
+		return ctx.Err() == nil
+	}
 	bound := time.Until(e.Started.Add(c.Limits.Timeout + a.policy.Grace + adoptSlack))
 	actx, cancel := context.WithTimeout(ctx, max(bound, adoptSlack))
 	res, err := a.guarded.Adopt(actx, e.Sandbox, c, e.Started)

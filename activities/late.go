@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	commonpb "go.temporal.io/api/common/v1"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -94,9 +95,10 @@ func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.Cancel
 // after the code ended and outlasted the heartbeat timeout leaves the SDK unaware, and its answer
 // would be refused with the result lost. It reports true when the server answers "not found"
 // (it timed the attempt out: the result goes as a late result). While the server cannot be
-// reached it asks again, with backoff, for at most a.lateDelivery; any other answer, and a
-// worker that is stopping, is false (the SDK answers as always).
-func (a *Activities) attemptGone(ctx context.Context, info activity.Info, d contract.LiveOutput) bool {
+// reached it asks again, with backoff, for at most a.lateDelivery, calling waiting before the
+// first wait; any other answer, and a worker that is stopping, is false (the SDK answers as
+// always).
+func (a *Activities) attemptGone(ctx context.Context, info activity.Info, d contract.LiveOutput, waiting func()) bool {
 	details, err := a.dc.ToPayloads(d)
 	if err != nil {
 		return false
@@ -115,6 +117,9 @@ func (a *Activities) attemptGone(ctx context.Context, info activity.Info, d cont
 			return true
 		case !lateRetryable(err) || time.Now().Add(wait).After(deadline):
 			return false
+		}
+		if wait == lateRetryFirst {
+			waiting()
 		}
 		select {
 		case <-time.After(wait):
@@ -159,30 +164,61 @@ type lateRoute struct {
 	info    activity.Info
 	stop    <-chan struct{}
 	adopted bool
+	// spool keeps the late result in the host's spool before it is sent, so that a worker
+	// started after this one dies sends it (nil: not kept).
+	spool *spool
 }
 
 // activityRoute is the route of the late result of the sandbox activity whose context is ctx.
 func (a *Activities) activityRoute(ctx context.Context, info activity.Info) lateRoute {
-	return lateRoute{log: a.historyOf(ctx), info: info, stop: activity.GetWorkerStopChannel(ctx)}
+	return lateRoute{log: a.historyOf(ctx), info: info, stop: activity.GetWorkerStopChannel(ctx), spool: a.spool}
+}
+
+// lateInput is the signal's input for res, a late result by route to: contract.LateResult
+// encoded with the worker's data converter (its payload codec too: the result holds output).
+func (a *Activities) lateInput(to lateRoute, res guard.Result) (*commonpb.Payloads, error) {
+	return a.dc.ToPayloads(contract.LateResult{RunID: to.info.WorkflowExecution.RunID, ActivityID: to.info.ActivityID, Result: res})
+}
+
+// keepLate spools res, the signed result of the run of c, for a worker started after this one
+// dies (a no-op when the route keeps nothing, or res has no receipt).
+func (a *Activities) keepLate(to lateRoute, c guard.Checked, res guard.Result) {
+	if to.spool == nil || res.Receipt == nil {
+		return
+	}
+	input, err := a.lateInput(to, res)
+	if err == nil {
+		err = to.spool.putLate(c.Owner, input)
+	}
+	if err != nil {
+		a.emitLate(context.Background(), to, c, 0, fmt.Errorf("not spooled (it is lost if this worker dies first): %w", err))
+	}
 }
 
 // deliverLate sends res, the signed result of a run whose attempt may have been lost, to the run
-// as contract.SignalLateResult, encoded with the worker's data converter (its payload codec
-// too: the result holds output). It tries again with backoff for a.lateDelivery while the server
-// cannot be reached (and the worker is not stopping), and emits contract.EventSandboxLateResult
-// saying whether it was delivered. A result without a receipt is not sent: nothing could verify
-// it.
+// as contract.SignalLateResult (lateInput), spooled first (keepLate). A result without a receipt
+// is not sent: nothing could verify it.
 func (a *Activities) deliverLate(ctx context.Context, to lateRoute, c guard.Checked, res guard.Result) {
 	ctx = context.WithoutCancel(ctx)
 	if res.Receipt == nil {
 		a.emitLate(ctx, to, c, 0, errors.New("this host signs no receipts, so no run could take its late result"))
 		return
 	}
-	input, err := a.dc.ToPayloads(contract.LateResult{RunID: to.info.WorkflowExecution.RunID, ActivityID: to.info.ActivityID, Result: res})
+	input, err := a.lateInput(to, res)
 	if err != nil {
 		a.emitLate(ctx, to, c, 0, err)
 		return
 	}
+	a.keepLate(to, c, res)
+	a.sendLate(ctx, to, c, input)
+}
+
+// sendLate sends input, a late result of the run of c, to the run as contract.SignalLateResult.
+// It tries again with backoff for a.lateDelivery while the server cannot be reached (and the
+// worker is not stopping), and emits contract.EventSandboxLateResult saying whether it was
+// delivered.
+func (a *Activities) sendLate(ctx context.Context, to lateRoute, c guard.Checked, input *commonpb.Payloads) {
+	var err error
 	deadline := time.Now().Add(a.lateDelivery)
 	tries := 0
 retry:

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	commonpb "go.temporal.io/api/common/v1"
+	"google.golang.org/protobuf/proto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,17 +104,61 @@ func entryName(o guard.Owner) string {
 	return hex.EncodeToString(h[:16]) + ".json"
 }
 
-// put writes e durably (written, synced, renamed into place) and returns what removes it.
+// latePath is where the late result of the entry at path is kept (putLate).
+func latePath(entry string) string {
+	return strings.TrimSuffix(entry, ".json") + ".late"
+}
+
+// put writes e durably and returns what removes it, with its late result if one was kept.
 func (s *spool) put(e spooled) (drop func(), err error) {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(s.root, s.id)
-	path := filepath.Join(dir, entryName(e.Owner))
-	f, err := os.CreateTemp(dir, ".new-*")
+	path := filepath.Join(s.root, s.id, entryName(e.Owner))
+	if err := writeDurably(path, b); err != nil {
+		return nil, fmt.Errorf("activities: spool the run: %w", err)
+	}
+	return func() {
+		os.Remove(latePath(path))
+		os.Remove(path)
+	}, nil
+}
+
+// putLate keeps the late result of the run of owner o, the signal's input as the worker's data
+// converter encoded it (its payload codec too), next to the run's entry: a worker that adopts
+// the entry sends it as it is.
+func (s *spool) putLate(o guard.Owner, input *commonpb.Payloads) error {
+	b, err := proto.Marshal(input)
+	if err != nil {
+		return err
+	}
+	return writeDurably(latePath(filepath.Join(s.root, s.id, entryName(o))), b)
+}
+
+// readLate reads the late result kept for the entry at path; nil when none was kept.
+func readLate(entry string) (*commonpb.Payloads, error) {
+	b, err := os.ReadFile(latePath(entry))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
+	}
+	var p commonpb.Payloads
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// writeDurably writes b to path: written to a temporary file, synced, renamed into place, and
+// the rename synced.
+func writeDurably(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".new-*")
+	if err != nil {
+		return err
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -126,10 +172,10 @@ func (s *spool) put(e spooled) (drop func(), err error) {
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return nil, fmt.Errorf("activities: spool the run: %w", err)
+		return err
 	}
 	syncDir(dir)
-	return func() { os.Remove(path) }, nil
+	return nil
 }
 
 // syncDir makes a rename in dir durable; a failure only weakens that.

@@ -52,6 +52,8 @@ const (
 	// pfHeartbeat is the sandbox activity's heartbeat timeout; each cut lasts longer.
 	pfHeartbeat = 3 * time.Second
 	pfCut       = 5 * time.Second
+	// pfLateWait is the runs' late-result wait (--late-result-wait).
+	pfLateWait = 30 * time.Second
 	// pfReapAge is the reaper's threshold with the hosts' flags (see soakReapAge); a session's
 	// container goes at the first reap after its session ended.
 	pfReapAge = soakReapAge
@@ -387,10 +389,14 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	reviewer, reviewer2 := reviewertest.New(t, "pf-reviewer"), reviewertest.New(t, "pf-reviewer-2")
 	reviewers := []*reviewertest.Reviewer{reviewer, reviewer2}
 	reviewersFile := reviewertest.WriteAllowedSigners(t, t.TempDir(), reviewers...)
+	// Each host signs receipts with a key of its own and spools its runs in a data dir of its
+	// own, which it finds again when it is started after a SIGKILL.
+	hostKeys, hostsFile := pfHostKeys(t, 2)
+	hostData := [2]string{t.TempDir(), t.TempDir()}
 	policy := []string{"--backend", "docker", "--task-queue", "pf-workflows", "--sandbox-task-queue", "pf-sandboxes",
 		"--reviewers", reviewersFile, "--risky-quorum", "2", "--max-timeout", "10s", "--default-timeout", "5s", "--grace", "2s",
 		"--heartbeat-timeout", pfHeartbeat.String(), "--egress-allow", target, "--egress-private-ok", "127.0.0.0/8",
-		"--max-session-lifetime", "5m", "--max-session-idle", "5m"}
+		"--max-session-lifetime", "5m", "--max-session-idle", "5m", "--hosts", hostsFile, "--late-result-wait", pfLateWait.String()}
 	env := func(p *faultProxy) []string {
 		return []string{"TEMPORAL_ADDRESS=" + p.addr(), "SANDBOXFLOW_KEY_FILE=", "DOCKER_HOST=unix://" + d.sock}
 	}
@@ -405,7 +411,8 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	var hosts [2]*devWorker
 	var hostLogs []func() string
 	startHost := func(i int) {
-		w := startWorker(t, workerBin, env(sbProxies[i]), hostArgs...)
+		w := startWorker(t, workerBin, env(sbProxies[i]), append([]string{"--host-key", hostKeys[i], "--host-name", pfHostName(i),
+			"--data-dir", hostData[i]}, hostArgs...)...)
 		hostMu.Lock()
 		hosts[i] = w
 		hostLogs = append(hostLogs, w.output)
@@ -450,11 +457,14 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	}
 
 	faults := map[string]int{}
+	var spans []pfFaultSpan
 	var faultsMu sync.Mutex
 	fault := func(name string, f func()) {
+		start := time.Now()
 		f()
 		faultsMu.Lock()
 		faults[name]++
+		spans = append(spans, pfFaultSpan{kind: name, start: start, end: time.Now()})
 		faultsMu.Unlock()
 		t.Logf("fault: %s", name)
 	}
@@ -489,7 +499,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 				temporal = startTemporal()
 			}},
 			{"sandbox host SIGKILL", func() { killHost(0) }},
-			{"dockerd restart", func() {
+			{pfDockerdRestart, func() {
 				stopEvents()
 				d.stop(t)
 				startSoakDockerd(t, d)
@@ -557,8 +567,10 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 		}()
 	}
 	approveErrs := make([]error, pfRuns)
+	approving := make([]time.Time, pfRuns)
 	for i, s := range started {
 		wg.Add(1)
+		approving[i] = time.Now()
 		go func() {
 			defer wg.Done()
 			approveErrs[i] = pfApprove(phase, sc, reviewers, s)
@@ -574,18 +586,28 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	// Every run ends with a result or a typed error, and began at most once.
 	var results, recovered, unknown, typed, twice, cutShort, quorumRuns, quorumCells int
 	typedBy := map[string]int{}
+	byFault := pfTable{}
 	for i, s := range started {
 		res, err := pfRetry(ctx, func(ctx context.Context) (guard.Result, error) {
-			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			rctx, cancel := context.WithTimeout(ctx, pfLateWait+time.Minute)
 			defer cancel()
 			return sc.Result(rctx, s.WorkflowID)
 		})
 		n := counts.get(fmt.Sprintf("/run/%d", i))
+		faultsMu.Lock()
+		kind := pfKindOf(spans, approving[i], pfClosed(ctx, tc, s.WorkflowID), pfHeartbeat+pfLateWait)
+		faultsMu.Unlock()
+		row := byFault.of(kind)
+		if n > 1 {
+			row.twice++
+		}
 		switch {
 		case err == nil:
 			results++
+			row.results++
 			if res.Recovered != nil {
 				recovered++ // its host delivered it after the server timed its activity out
+				row.recovered++
 			}
 			if pfApprovedByBoth(res) {
 				quorumRuns++
@@ -608,6 +630,29 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 			typedBy[string(guard.TypeOf(err))]++
 			if strings.Contains(err.Error(), "outcome unknown") {
 				unknown++
+				if n == 0 {
+					// The code never called the upstream: it did not start (a worker killed after
+					// the claim but before it sent the code, or a timeout before the claim was in
+					// the history), yet the approval counts as used: no container held a result.
+					row.unstarted++
+					t.Logf("run %d: outcome unknown, its code never started: %v", i, err)
+					break
+				}
+				row.unknown++
+				if kind != pfDockerdRestart {
+					t.Errorf("run %d went through %q, which leaves its container alive, and ended outcome unknown after its code started: %v", i, kind, err)
+					hostMu.Lock()
+					for _, l := range hostLogs {
+						for _, line := range strings.Split(l(), "\n") {
+							if strings.Contains(line, s.WorkflowID) {
+								t.Logf("  host log: %.600s", line)
+							}
+						}
+					}
+					hostMu.Unlock()
+				}
+			} else {
+				row.otherTyped++
 			}
 			if typed <= 5 {
 				t.Logf("run %d: %v", i, err)
@@ -718,6 +763,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 	}
 	faultsMu.Unlock()
 	sort.Strings(fl)
+	byFault.log(t)
 	t.Logf("production-shape faults: %d runs, %d sessions (%d cells ended); %d faults injected (%s); "+
 		"runs: %d results (%d recovered late, %d cut short by a fault), %d typed errors %v (%d outcome unknown); cells: %d results, %d typed errors; "+
 		"under a quorum of 2: %d runs' and %d cells' results approved by both reviewers; run twice %d (upstream), %d (containers, of %d created); "+
