@@ -21,24 +21,31 @@ const adoptSlack = time.Minute
 
 // spoolRun writes the spool entry of the run of c, whose sandbox got holds and whose approval
 // claim holds, so that a worker started after this one dies can deliver its result (Adopt);
-// it returns what removes the entry once the activity answered. Nothing is spooled when no
+// it returns what removes the entry once the activity answered. The entry is written beside the
+// sending of the code, off the run's critical path (a worker that dies in those few
+// milliseconds leaves the run "outcome unknown", as without a spool). Nothing is spooled when no
 // worker could adopt the run: no spool, no host key (no receipt, no late result), a backend that
 // is no Adopter, or a sandbox not taken.
 func (a *Activities) spoolRun(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput, got acquiredSandbox, cl *claim, approvals []guard.Approval) func() {
 	if a.spool == nil || a.hostKey == nil || a.guarded.Adopter() == nil || got.err != nil {
 		return func() {}
 	}
-	drop, err := a.spool.put(spooled{
+	e := spooled{
 		Namespace: info.Namespace, Owner: c.Owner, Sandbox: got.prepared.SandboxID(),
 		Digest: c.Digest, Backend: c.Backend, Limits: c.Limits, Egress: c.Egress, Secrets: c.Secrets, Metadata: c.Metadata,
 		Claim: cl.msg.Commitment, ApprovalID: in.Decision.ApprovalID, Reviewer: in.Decision.Reviewer,
 		Approvals: approvals, Edit: in.Edit, Started: time.Now(),
-	})
-	if err != nil {
-		activity.GetLogger(ctx).Warn("sandbox activity: the run is not spooled: if this worker dies while the code runs, no other worker can deliver its result", "error", err)
-		return func() {}
 	}
-	return drop
+	written := make(chan func(), 1)
+	go func() {
+		drop, err := a.spool.put(e)
+		if err != nil {
+			activity.GetLogger(ctx).Warn("sandbox activity: the run is not spooled: if this worker dies while the code runs, no other worker can deliver its result", "error", err)
+			drop = func() {}
+		}
+		written <- drop
+	}()
+	return func() { (<-written)() }
 }
 
 // Adopt delivers the results of the runs whose worker died on this host while their code ran
