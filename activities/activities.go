@@ -429,7 +429,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	// They go on, as the code does, when the server may have lost the attempt (late.go).
 	code, stopCode := codeContext(ctx)
 	defer stopCode(nil)
-	runCtx, stopBeat, live := a.runHeartbeat(ctx, code, stopCode, info)
+	runCtx, stopBeat, live := a.runHeartbeat(ctx, code, stopCode, info, 0)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
 	// The signatures are verified before a sandbox is taken, so that an activity a namespace

@@ -73,11 +73,12 @@ func codeContext(ctx context.Context) (code context.Context, stop context.Cancel
 	}
 }
 
-// runHeartbeat is liveHeartbeat for a run's code (code and stop from codeContext). Once the SDK
+// runHeartbeat is liveHeartbeat for the code of a run or a session's cell (code and stop from
+// codeContext). Once the SDK
 // gave the attempt up (attemptMayBeLost(ctx)) it can no longer tell the code of a cancel, so the
 // heartbeats go to the server directly (beatLost) until it answers "not found".
-func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.CancelCauseFunc, info activity.Info) (context.Context, func(), *liveRecorder) {
-	rec := newLiveRecorder(0)
+func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.CancelCauseFunc, info activity.Info, cell int) (context.Context, func(), *liveRecorder) {
+	rec := newLiveRecorder(cell)
 	gone := false // only the heartbeat goroutine calls record
 	record := func(d contract.LiveOutput) {
 		switch {

@@ -371,8 +371,11 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
 	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
 	// Heartbeated from the start, as a run's activity is: the claim's signal and history read
-	// on a loaded server must not let the server time the activity out.
-	runCtx, stopBeat := liveHeartbeat(ctx, info.HeartbeatTimeout, in.Cell.Index)
+	// on a loaded server must not let the server time the activity out. The cell goes on, as a
+	// run's code does, when the server may have lost the attempt (late.go).
+	code, stopCode := codeContext(ctx)
+	defer stopCode(nil)
+	runCtx, stopBeat, live := a.runHeartbeat(ctx, code, stopCode, info, in.Cell.Index)
 	stop := sync.OnceFunc(stopBeat)
 	defer stop()
 	ad := a.cellAdmission(info, hs, in)
@@ -413,6 +416,9 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	}
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
 	a.cellEvent(context.WithoutCancel(ctx), &finished, in, hs)
+	if err == nil && code.Err() == nil && (attemptMayBeLost(ctx) || a.attemptGone(ctx, info, live.snapshot(), func() {})) {
+		a.deliverLate(ctx, lateRoute{log: a.historyOf(ctx), info: info, stop: activity.GetWorkerStopChannel(ctx)}, c, res)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return guard.Result{}, fmt.Errorf("cell activity: %w", ctx.Err())

@@ -62,13 +62,9 @@ func verifyResult(hosts *receipt.Hosts, res guard.Result, want receipt.Expect) (
 	return st, err
 }
 
-// checkCellReceipt is checkReceipt for a session's cell st: the receipt must also be for the
-// cell's digest as the workflow computed it and its index, and chain to the receipt of the cell
-// that ran before it. A refusal ends the session (the sandbox's state is unknown).
-func (r *session) checkCellReceipt(ctx workflow.Context, res guard.Result, st *contract.CellStatus) error {
-	if workflow.GetVersion(ctx, receiptChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion || r.hosts == nil {
-		return nil
-	}
+// cellExpect is what the receipt of cell st's result must name: the session's run, the cell's
+// digest and index, the receipt of the cell before it, and every approval the workflow accepted.
+func (r *session) cellExpect(st *contract.CellStatus) receipt.Expect {
 	want := receipt.Expect{WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Digest: st.Digest,
 		Cell: &receipt.Cell{Index: st.Cell, Previous: r.lastReceipt}}
 	if st.Decision != nil {
@@ -80,7 +76,17 @@ func (r *session) checkCellReceipt(ctx workflow.Context, res guard.Result, st *c
 			}
 		}
 	}
-	if _, err := verifyResult(r.hosts, res, want); err != nil {
+	return want
+}
+
+// checkCellReceipt is checkReceipt for a session's cell st: the receipt must also be for the
+// cell's digest as the workflow computed it and its index, and chain to the receipt of the cell
+// that ran before it. A refusal ends the session (the sandbox's state is unknown).
+func (r *session) checkCellReceipt(ctx workflow.Context, res guard.Result, st *contract.CellStatus) error {
+	if workflow.GetVersion(ctx, receiptChangeID, workflow.DefaultVersion, 1) == workflow.DefaultVersion || r.hosts == nil {
+		return nil
+	}
+	if _, err := verifyResult(r.hosts, res, r.cellExpect(st)); err != nil {
 		r.event(ctx, contract.EventReceiptRefused, "cell", st.Cell, "error", err.Error())
 		return err
 	}

@@ -629,15 +629,22 @@ func (r *session) runCell(ctx workflow.Context) error {
 			r.endCell(ctx, contract.StatusError, rerr.Error())
 			return rerr // what the sandbox holds now is unknown
 		}
-		rd := guard.ResultDigest(res)
-		st.Result = &res
-		st.ResultDigest = rd
-		r.status.Chain = guard.ChainNext(st.Chain, st.Digest, rd)
-		r.endCell(ctx, contract.FinalState(res.Outcome), "")
+		r.cellResult(ctx, st, res)
 		return nil
 	}
 	if ctx.Err() != nil {
 		return err
+	}
+	if lost, due := r.cellLateDue(ctx, err); due { // celllate.go
+		late, ok, wait := r.awaitCellLate(ctx, lost)
+		if ok {
+			r.cellResult(ctx, st, late)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		err = fmt.Errorf("no late result within %s: %w", wait, err)
 	}
 	if st.Cancel != nil {
 		ended, cause := r.cancelledCellFailure(err)
@@ -663,6 +670,16 @@ func (r *session) runCell(ctx workflow.Context) error {
 		return cause // the sandbox's state is unknown
 	}
 	return nil // refused or failed before the cell could start: nothing ran
+}
+
+// cellResult makes res, whose receipt the workflow checked, the result of cell st, and chains
+// the session to it.
+func (r *session) cellResult(ctx workflow.Context, st *contract.CellStatus, res guard.Result) {
+	rd := guard.ResultDigest(res)
+	st.Result = &res
+	st.ResultDigest = rd
+	r.status.Chain = guard.ChainNext(st.Chain, st.Digest, rd)
+	r.endCell(ctx, contract.FinalState(res.Outcome), "")
 }
 
 // cellFailure is the typed error of a failed cell activity: a timeout (the host or its sandbox
