@@ -537,53 +537,18 @@ func (c *Client) auditForHosts(ctx context.Context, workflowID, runID string, ho
 // the cell's result and receipt, in order.
 func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, runID string) (contract.AuditRecord, error) {
 	rec.Cells = []contract.AuditCell{}
-	scheduled := map[int64]guard.Cell{}
+	h := &sessionHistory{dc: c.dc, rec: rec, scheduled: map[int64]scheduledCell{}, lost: map[string]guard.Cell{}}
 	iter := c.tc.GetWorkflowHistory(ctx, rec.WorkflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		e, err := iter.Next()
 		if err != nil {
-			return rec, fmt.Errorf("client: audit: history of %s: %w", rec.WorkflowID, err)
+			return h.rec, fmt.Errorf("client: audit: history of %s: %w", rec.WorkflowID, err)
 		}
-		at := e.GetEventTime().AsTime()
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			rec.Started = at
-		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			a := e.GetMarkerRecordedEventAttributes()
-			if a.GetMarkerName() != localActivityMarker || rec.Session != nil {
-				continue
-			}
-			var cr contract.SessionCheckResult
-			if err := c.dc.FromPayloads(a.GetDetails()["result"], &cr); err != nil || cr.Session.Digest == "" {
-				continue
-			}
-			rec.Session, rec.StatementVersion = &cr.Session, cr.StatementVersion
-			rec.ReviewerKeys, rec.HostKeys = cr.Reviewers.Keys(), cr.Hosts.Keys()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := e.GetActivityTaskScheduledEventAttributes()
-			if a.GetActivityType().GetName() != contract.SessionCellActivityName {
-				continue
-			}
-			var in contract.CellRunInput
-			if err := c.dc.FromPayloads(a.GetInput(), &in); err == nil {
-				scheduled[e.GetEventId()] = in.Cell
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			cell, ok := scheduled[a.GetScheduledEventId()]
-			if !ok {
-				continue
-			}
-			var res guard.Result
-			if err := c.dc.FromPayloads(a.GetResult(), &res); err != nil {
-				return rec, fmt.Errorf("client: audit: decode cell %d's result of %s: %w", cell.Index, rec.WorkflowID, err)
-			}
-			rec.Cells = append(rec.Cells, contract.AuditCell{Cell: cell, Result: res})
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
-			enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
-			rec.Closed = at
+		if err := h.read(e); err != nil {
+			return h.rec, err
 		}
 	}
+	rec = h.rec
 	if rec.Session == nil {
 		return rec, fmt.Errorf("client: audit: the history of session %s %w", rec.WorkflowID, errNoCheck)
 	}

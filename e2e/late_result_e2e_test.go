@@ -126,3 +126,54 @@ func waitRunning(t *testing.T, s starterCLI, id string) {
 		}
 	}
 }
+
+// TestCellLateResultThroughACutConnection: the real worker binaries, runc. The session's host
+// reaches Temporal through a proxy the test cuts, while an approved cell runs, for longer than
+// the heartbeat timeout: the server times the cell's activity (and the session's hold) out, the
+// host runs the cell on and, once it reaches the server again, delivers the cell's result with
+// its receipt. The cell ends with the output it printed after the cut, marked recovered, and
+// the session goes on in the same sandbox. Before, the session ended SandboxLost.
+func TestCellLateResultThroughACutConnection(t *testing.T) {
+	requireDocker(t)
+	workerBin, starterBin := binaries(t)
+	data := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	queue := "e2e-cell-late"
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
+		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
+		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
+	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
+	proxy := newFaultProxy(t, addr)
+	hostEnv := append(slices.Clone(env), "TEMPORAL_ADDRESS="+proxy.addr())
+	startWorker(t, workerBin, hostEnv, append([]string{"--role", "sandboxes", "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
+		"--host-key", filepath.Join(data, "host", "id_ed25519"), "--warm-sandboxes", "0"}, common...)...)
+	s := sessionCLI{starterCLI{t: t, bin: starterBin, env: env}}
+	sess := s.open()
+	var sub contract.CellSubmitted
+	s.mustJSON(&sub, "session", "cell", sess.WorkflowID, "--code",
+		"import time\nx = 41\nprint('before', flush=True)\ntime.sleep(12)\nprint('after the cut')\n")
+	s.mustJSON(&struct{}{}, "approve", sess.WorkflowID, "--cell", strconv.Itoa(sub.Cell))
+	for deadline := time.Now().Add(time.Minute); s.show(sess.WorkflowID).Cells[0].State != contract.StatusRunning; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("cell 1 never ran")
+		}
+	}
+	time.Sleep(2 * time.Second)
+	proxy.cutFor(6 * time.Second)
+
+	var cell contract.CellStatus
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		r := s.show(sess.WorkflowID)
+		if cell = r.Cells[0]; cell.State != contract.StatusRunning || r.State == contract.SessionError || time.Now().After(deadline) {
+			break
+		}
+	}
+	if res := cell.Result; res == nil || string(res.Stdout) != "before\nafter the cut\n" || !res.OK || res.Recovered == nil || res.Receipt == nil {
+		t.Fatalf("cell 1: %s, %s, result %+v; want its whole output, recovered, with its receipt", cell.State, cell.Error, res)
+	}
+	if next := s.cell(sess.WorkflowID, "print(x + 1)"); string(next.Stdout) != "42\n" {
+		t.Errorf("cell 2 printed %q; want 42, in the same sandbox", next.Stdout)
+	}
+	s.mustJSON(&struct{}{}, "session", "close", sess.WorkflowID)
+}
