@@ -98,7 +98,9 @@ var numbered = regexp.MustCompile(`^line (\d+) at ([0-9.]+)\n$`)
 // 6 s, with ANSI and OSC escape sequences and bytes that are not UTF-8 among them: watch prints
 // line 1 within a second of its printing and every line in order, each hostile byte escaped,
 // then the result; result --follow prints the same on stderr and only the result on stdout. A
-// 200 MiB flood then shows as "[N bytes skipped]" and a truncated result.
+// 200 MiB flood then shows as skip markers on stderr and a truncated result; starter's own lines
+// (the markers, the result) begin with the record separator, which the code's escaped output
+// never holds.
 func TestStarterWatchShowsOutputAsItIsPrinted(t *testing.T) {
 	requireDocker(t)
 	workerBin, starterBin := binaries(t)
@@ -130,8 +132,8 @@ func TestStarterWatchShowsOutputAsItIsPrinted(t *testing.T) {
 	var live []string
 	var resultJSON strings.Builder
 	for i, line := range wOut.lines {
-		if resultJSON.Len() > 0 || strings.HasPrefix(line, "{") {
-			resultJSON.WriteString(line)
+		if r, ok := strings.CutPrefix(line, "\x1e"); ok || resultJSON.Len() > 0 {
+			resultJSON.WriteString(r)
 			continue
 		}
 		live = append(live, line)
@@ -195,16 +197,20 @@ func TestStarterWatchShowsOutputAsItIsPrinted(t *testing.T) {
 	approveRun(t, s, started)
 	finish(t, watch, 90*time.Second, wOut, wErr)
 	out := strings.Join(wOut.lines, "")
-	m := regexp.MustCompile(`\[(\d+) bytes skipped\]\n`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("watch of the flood printed no skip: %.300q", out)
+	skips := regexp.MustCompile("\x1e\\[starter: (\\d+) bytes of the code's stdout skipped\\]\n").FindAllStringSubmatch(strings.Join(wErr.lines, ""), -1)
+	if len(skips) == 0 {
+		t.Fatalf("watch of the flood printed no skip on stderr: %.300q", strings.Join(wErr.lines, ""))
 	}
-	i := strings.Index(out, "{")
-	if err := json.Unmarshal([]byte(out[i:]), &res); err != nil || !res.StdoutTruncated {
-		t.Fatalf("flood result: truncated %t, %v", res.StdoutTruncated, err)
+	i := strings.Index(out, "\x1e{")
+	if i < 0 || json.Unmarshal([]byte(out[i+1:]), &res) != nil || !res.StdoutTruncated {
+		t.Fatalf("flood result: %.300q; want it after the record separator, truncated", out[max(i, 0):])
 	}
-	skipped, _ := strconv.Atoi(m[1])
-	if printed := strings.Count(strings.ReplaceAll(out[:i], m[0], ""), "y"); printed+skipped != len(res.Stdout) {
+	skipped := 0
+	for _, m := range skips {
+		n, _ := strconv.Atoi(m[1])
+		skipped += n
+	}
+	if printed := strings.Count(out[:i], "y"); printed+skipped != len(res.Stdout) {
 		t.Errorf("watch printed %d bytes and skipped %d; the result kept %d", printed, skipped, len(res.Stdout))
 	}
 }
@@ -235,8 +241,8 @@ func TestStarterWatchFollowsACell(t *testing.T) {
 	var live []string
 	var result strings.Builder
 	for _, line := range wOut.lines {
-		if result.Len() > 0 || strings.HasPrefix(line, "{") {
-			result.WriteString(line)
+		if r, ok := strings.CutPrefix(line, "\x1e"); ok || result.Len() > 0 {
+			result.WriteString(r)
 			continue
 		}
 		live = append(live, line)

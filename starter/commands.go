@@ -115,8 +115,10 @@ var commands = []starterCommand{
 		names: []string{"watch"},
 		help: `  watch ID [--cell N] [--timeout D]
                        print the run's (or cell N's) output as it comes, escaped for the terminal
-                       (stdout on stdout, stderr on stderr; "[N bytes skipped]" where this reader
-                       missed some), then the result as result prints it
+                       (stdout on stdout, stderr on stderr), then the result on stdout; starter's
+                       own lines begin with the record separator 0x1E, which the code's output
+                       never holds: the result, and on stderr "[starter: N bytes of the code's
+                       stdout skipped]" where this reader missed some
 `,
 		parse: (*command).parseReview, exec: watchCmd,
 	},

@@ -14,9 +14,16 @@ import (
 
 // `starter watch ID [--cell N]` and `starter result ID --follow` print a run's (or a cell's)
 // output as it comes, escaped for the terminal as show escapes code (the model's code may print
-// escape sequences), with "[N bytes skipped]" where the reader missed some, then the result as
-// result prints it. watch prints the code's stdout on stdout and its stderr on stderr;
-// result --follow prints both on stderr, so that its stdout stays the one JSON document.
+// escape sequences, and never a raw control character), with a marker where the reader missed
+// some, then the result as result prints it. watch prints the code's stdout on stdout and its
+// stderr on stderr, its own markers on stderr and the result on stdout, each of its own lines
+// after the ASCII record separator (0x1E, as a JSON text sequence, RFC 7464, frames the result):
+// the code's output, escaped, never holds that byte, so it cannot print a line that reads as
+// starter's. result --follow prints the output and the markers on stderr, so that its stdout
+// stays the one JSON document.
+
+// recordSeparator begins each line of watch's own.
+const recordSeparator = "\x1e"
 
 // addWatchFlags adds the flags of watch (--cell) and of result (--follow).
 func (c *command) addWatchFlags(fs *flag.FlagSet) {
@@ -34,10 +41,11 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 		ctx, cancel = context.WithTimeout(ctx, cmd.waitTimeout)
 		defer cancel()
 	}
-	out, errOut := &liveWriter{w: stdout}, &liveWriter{w: stderr}
+	out, errOut := &liveWriter{w: stdout, name: "stdout"}, &liveWriter{w: stderr, name: "stderr"}
 	if cmd.name != "watch" {
-		out = &liveWriter{w: stderr} // each stream holds back its own split character
+		out = &liveWriter{w: stderr, name: "stdout"} // each stream holds back its own split character
 	}
+	out.marks, errOut.marks = stderr, stderr
 	for ev, err := range sc.Watch(ctx, cmd.id, client.WatchOptions{Cell: cmd.cell}) {
 		if err != nil {
 			out.flush()
@@ -52,10 +60,15 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 			return err
 		}
 		if ev.Result != nil {
-			out.flush()
-			errOut.flush()
+			out.end()
+			errOut.end()
 			if ev.LiveMismatch != nil {
 				fmt.Fprintf(stderr, "starter: warning: %v\n", ev.LiveMismatch)
+			}
+			if cmd.name == "watch" {
+				if _, err := io.WriteString(stdout, recordSeparator); err != nil {
+					return err
+				}
 			}
 			return printResult(stdout, *ev.Result)
 		}
@@ -73,21 +86,17 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 // liveWriter prints one stream's chunks escaped for a terminal. It holds back the bytes of a
 // character split across two chunks, so that it is printed whole, not as two escapes.
 type liveWriter struct {
-	w       io.Writer
-	held    []byte
-	midLine bool
-	err     error
+	w, marks io.Writer // the stream's output, and where its markers go
+	name     string    // the stream's name in markers
+	held     []byte
+	midLine  bool
+	err      error
 }
 
 func (l *liveWriter) write(ch client.Chunk) error {
 	if ch.Skipped > 0 {
-		l.flush()
-		nl := ""
-		if l.midLine {
-			nl = "\n"
-		}
-		l.print(fmt.Sprintf("%s[%d bytes skipped]\n", nl, ch.Skipped))
-		l.midLine = false
+		l.end()
+		l.mark(fmt.Sprintf("[starter: %d bytes of the code's %s skipped]", ch.Skipped, l.name))
 	}
 	b, rest := client.SplitIncomplete(append(l.held, ch.Bytes...))
 	l.held = append([]byte(nil), rest...)
@@ -96,6 +105,23 @@ func (l *liveWriter) write(ch client.Chunk) error {
 		l.midLine = b[len(b)-1] != '\n'
 	}
 	return l.err
+}
+
+// end flushes what write held back and ends the line the code left open, so that starter's own
+// lines begin lines.
+func (l *liveWriter) end() {
+	l.flush()
+	if l.midLine {
+		l.print("\n")
+		l.midLine = false
+	}
+}
+
+// mark writes one line of starter's own, after the record separator.
+func (l *liveWriter) mark(s string) {
+	if l.err == nil {
+		_, l.err = io.WriteString(l.marks, recordSeparator+s+"\n")
+	}
 }
 
 // flush prints what write held back (escaped: it never became a whole character).
