@@ -141,17 +141,27 @@ func TestNewRefusesIPOrigin(t *testing.T) {
 	}
 }
 
-// The inbox's cookie is named after its port, so that another inbox on another port of localhost
-// (one cookie jar for every port of a host) neither replaces it nor is replaced by it; and a
-// request that carries another cookie of the same name first (set by a server on another path)
-// still finds its sign-in.
+// The inbox's cookie is named after its port and a random part drawn at its start, so that a
+// server on another port of localhost (one cookie jar for every port of a host), which cannot
+// read the name, can neither replace it nor be replaced by it; two inboxes on one port name it
+// differently; and a request that carries another cookie of the same name first (set by a
+// server on another path) still finds its sign-in.
 func TestSignInCookieSurvivesAnotherPorts(t *testing.T) {
-	s := newTestServer(t)
+	s, other := newTestServer(t), newTestServer(t)
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/signin", nil))
 	c := w.Result().Cookies()
-	if len(c) != 1 || c[0].Name != "sandboxflow_inbox_8235" {
-		t.Fatalf("cookies %+v; want one named after the inbox's port, sandboxflow_inbox_8235", c)
+	if len(c) != 1 || !strings.HasPrefix(c[0].Name, "sandboxflow_inbox_8235_") || len(c[0].Name) < len("sandboxflow_inbox_8235_")+16 {
+		t.Fatalf("cookies %+v; want one named after the inbox's port and a random part", c)
+	}
+	if other.signIns.cookieNm == s.signIns.cookieNm {
+		t.Errorf("two inboxes on one port name their cookie alike: %s", s.signIns.cookieNm)
+	}
+	guessed := httptest.NewRequest("GET", "/signin", nil)
+	guessed.AddCookie(&http.Cookie{Name: "sandboxflow_inbox_8235", Value: "another-servers-value"})
+	guessed.AddCookie(c[0])
+	if s.signIns.get(guessed) == nil {
+		t.Error("a cookie named after the port alone hid the inbox's sign-in")
 	}
 	r := httptest.NewRequest("GET", "/signin", nil)
 	r.AddCookie(&http.Cookie{Name: c[0].Name, Value: "another-servers-value"})

@@ -51,13 +51,17 @@ func (st *signIns) useSecureCookies() {
 	st.cookieNm = "__Host-" + st.cookieNm
 }
 
-// nameFor names the cookie after the inbox's port too: browsers keep one cookie jar for every port
-// of a host, so another inbox (or any server) on another port of localhost that set
-// "sandboxflow_inbox" replaced this one's, and signed its reviewer out.
+// nameFor names the cookie after the inbox's port and a random part drawn when the inbox starts:
+// browsers keep one cookie jar for every port of a host, so a server on another port of
+// localhost that sets a cookie of the same name replaces this one's and signs its reviewer out.
+// A page there cannot read this inbox's cookies (HttpOnly, another origin), so it cannot learn
+// the name to replace.
 func (st *signIns) nameFor(origin string) {
+	port := ""
 	if u, err := url.Parse(origin); err == nil && u.Port() != "" {
-		st.cookieNm = "sandboxflow_inbox_" + u.Port()
+		port = u.Port() + "_"
 	}
+	st.cookieNm = "sandboxflow_inbox_" + port + randomToken()[:16]
 }
 
 // randomToken returns 256 random bits, base64url.
