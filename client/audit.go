@@ -598,6 +598,60 @@ func (c *Client) VerifyCell(ctx context.Context, sessionID string, cell int, res
 	return receipt.CheckResult(st, res)
 }
 
+// CheckCellResults checks the results a view shows for the cells of session sessionID, as
+// VerifyCell checks one, from one read of the session's history: for each cell of results (by
+// index) it returns nil when its result is the one the history records, with a receipt that
+// verifies against hosts (nil: the hosts the session's check recorded) in an unbroken chain, or
+// the refusal. A session whose check recorded no hosts, with none given, is not checked: every
+// cell is nil. An error reading the history is returned for every cell.
+func (c *Client) CheckCellResults(ctx context.Context, sessionID string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error {
+	out := make(map[int]error, len(results))
+	rec, hosts, err := c.auditForHosts(ctx, sessionID, "", hosts)
+	if err != nil || hosts == nil {
+		for i := range results {
+			out[i] = err
+		}
+		return out
+	}
+	chainErr := map[int]error{}
+	var broken error
+	verifySession(rec, hosts, func(name string, err error) {
+		if err != nil && broken == nil {
+			broken = &guard.ReceiptRefused{Field: "receipt", Msg: name + ": " + err.Error(), Err: err}
+		}
+		var n int
+		if _, scanErr := fmt.Sscanf(name, "cell %d", &n); scanErr == nil {
+			chainErr[n] = broken
+		}
+	})
+	recorded := map[int]*guard.Receipt{}
+	for _, ac := range rec.Cells {
+		recorded[ac.Cell.Index] = ac.Result.Receipt
+	}
+	for i, res := range results {
+		out[i] = checkShownCell(i, res, recorded[i], hosts, chainErr[i])
+	}
+	return out
+}
+
+// checkShownCell checks res, shown as cell i's result, against the receipt the history records
+// for it (recorded) and the chain's verdict up to it (chainErr).
+func checkShownCell(i int, res guard.Result, recorded *guard.Receipt, hosts *receipt.Hosts, chainErr error) error {
+	switch {
+	case recorded == nil:
+		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("the session's history records no result of cell %d", i)}
+	case chainErr != nil:
+		return chainErr
+	case res.Receipt == nil || receipt.Hash(*res.Receipt) != receipt.Hash(*recorded):
+		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("cell %d's result does not carry the receipt its host signed", i)}
+	}
+	st, err := receipt.Verify(hosts, res.Receipt)
+	if err != nil {
+		return err
+	}
+	return receipt.CheckResult(st, res)
+}
+
 // verifySession checks a session's cells offline: each receipt verifies against hosts, is the
 // cell's (its digest recomputed from the settings digest, the index, the code and the chain over
 // the results of the cells before it), chains to the receipt of the cell before it, and signs

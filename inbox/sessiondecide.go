@@ -112,8 +112,8 @@ func (s *Server) sessionDownloads(ctx context.Context, id string) (downloads, er
 	if err != nil {
 		return downloads{}, err
 	}
-	return downloads{runID: si.Status.RunID, inputFiles: s.sessionInputFiles, output: func(w http.ResponseWriter, _ *http.Request, what string) {
-		serveCellOutput(w, si.Status, what)
+	return downloads{runID: si.Status.RunID, inputFiles: s.sessionInputFiles, output: func(w http.ResponseWriter, r *http.Request, what string) {
+		serveCellOutput(w, si.Status, what, func() map[int]error { return s.unverifiedCells(r.Context(), si.Status) })
 	}}, nil
 }
 
@@ -123,14 +123,18 @@ func (s *Server) sessionInputFiles(ctx context.Context, id, runID string) (map[s
 	return in.Request.Files, err
 }
 
-// serveCellOutput sends what names of a cell's result: cell-C-stdout, cell-C-stderr or
-// cell-C-file-N.
-func serveCellOutput(w http.ResponseWriter, st contract.SessionStatus, what string) {
+// serveCellOutput sends what names of a cell's result, once it verifies (unverified):
+// cell-C-stdout, cell-C-stderr or cell-C-file-N.
+func serveCellOutput(w http.ResponseWriter, st contract.SessionStatus, what string, unverified func() map[int]error) {
 	rest, ok := strings.CutPrefix(what, "cell-")
 	num, part, _ := strings.Cut(rest, "-")
 	c, err := strconv.Atoi(num)
 	if !ok || err != nil || c < 1 || c > len(st.Cells) || st.Cells[c-1].Result == nil {
 		http.Error(w, "no such download", http.StatusNotFound)
+		return
+	}
+	if err := unverified()[c]; err != nil {
+		http.Error(w, "this cell's result is not verified: "+err.Error(), http.StatusConflict)
 		return
 	}
 	sendResultPart(w, st.Cells[c-1].Result, part)

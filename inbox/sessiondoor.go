@@ -9,6 +9,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // sessionDoor is what the inbox reads and sends of Session workflows (issue 28). Its one
@@ -29,6 +30,9 @@ type sessionDoor interface {
 	// SessionChanges is what changed since the previous run or session of the conversation of
 	// run runID of id, started at started with req (client.SessionChangesOf).
 	SessionChanges(ctx context.Context, id, runID string, started time.Time, req guard.SessionRequest) (*client.Changes, error)
+	// CheckCellResults checks the cell results a page shows against the session's history
+	// (client.CheckCellResults): nil for a cell whose result verifies, else why not.
+	CheckCellResults(ctx context.Context, id string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error
 }
 
 // sessionInfo is a Session workflow as the inbox reads it: its status (naming its workflow and
@@ -53,6 +57,10 @@ func (d clientSessions) ReadSession(ctx context.Context, id string) (sessionInfo
 		return sessionInfo{}, fmt.Errorf("inbox: %w", err)
 	}
 	return si, nil
+}
+
+func (d clientSessions) CheckCellResults(ctx context.Context, id string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error {
+	return d.c.CheckCellResults(ctx, id, results, hosts)
 }
 
 func (d clientSessions) SessionInput(ctx context.Context, id, runID string) (contract.SessionInput, error) {

@@ -95,6 +95,8 @@ type cellView struct {
 	Quorum    int
 	Approvals []contract.DecisionRecord
 	Result    *resultView
+	// ResultErr says why the cell's result is not shown: it did not verify.
+	ResultErr string
 	Error     string
 	// Diff is the waiting cell's line diff against the cell it retries (DiffFrom); nil for the
 	// first cell and for cells that do not wait.
@@ -133,8 +135,39 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *sign
 	if readErr == nil {
 		v.Changes = s.sessionChanges(r.Context(), si, in)
 	}
+	s.checkCellResults(r.Context(), si.Status, v)
 	data.Session = v
 	s.render(w, "session", data)
+}
+
+// checkCellResults shows in v only the cell results that verify (client.CheckCellResults: the
+// result the session's history records, its receipt against the hosts, in an unbroken chain):
+// in place of one that does not, the page says why, and shows none of it. The status query that
+// gave the results is a workflow worker's answer, which a namespace writer's worker can make up.
+func (s *Server) checkCellResults(ctx context.Context, st contract.SessionStatus, v *sessionView) {
+	errs := s.unverifiedCells(ctx, st)
+	for _, cv := range v.Cells {
+		if err := errs[cv.Index]; err != nil {
+			cv.Result, cv.ResultErr = nil, err.Error()
+		}
+	}
+}
+
+// unverifiedCells returns, by cell index, why each result st shows does not verify (nil when it
+// does).
+func (s *Server) unverifiedCells(ctx context.Context, st contract.SessionStatus) map[int]error {
+	results := map[int]guard.Result{}
+	for _, c := range st.Cells {
+		if c.Result != nil {
+			results[c.Cell] = *c.Result
+		}
+	}
+	if len(results) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
+	defer cancel()
+	return s.door.CheckCellResults(ctx, st.WorkflowID, results, nil)
 }
 
 // sessionView turns a session's status, and the input it was started with, into the page's

@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // The session page, its sign form and its decide endpoint, against session statuses built here
@@ -121,6 +122,18 @@ type sessionDoorFake struct {
 	changes      *client.Changes
 	changesErr   error
 	changesAsked []guard.SessionRequest
+	// unverified is what CheckCellResults answers: why each cell's result does not verify.
+	unverified map[int]error
+}
+
+func (d *sessionDoorFake) CheckCellResults(_ context.Context, _ string, results map[int]guard.Result, _ *receipt.Hosts) map[int]error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[int]error{}
+	for i := range results {
+		out[i] = d.unverified[i]
+	}
+	return out
 }
 
 func (d *sessionDoorFake) set(f *sessionFixture) {
@@ -740,5 +753,33 @@ func TestSessionPageDiffsARetryAgainstTheCellItRetries(t *testing.T) {
 	}
 	if !strings.Contains(page, `id="code-3"`) || !strings.Contains(text, "Cell 3 in full") {
 		t.Error("the waiting cell's whole code is missing beside its diff")
+	}
+}
+
+// TestSessionPageHidesUnverifiedCellResults: a cell result the session's history does not vouch
+// for (a status a namespace writer's worker made up, a receipt that does not verify) is not
+// shown: the page says why in its place, and its downloads are refused; a verified one beside it
+// is shown.
+func TestSessionPageHidesUnverifiedCellResults(t *testing.T) {
+	f := newSessionFixture(t, "session-unverified")
+	f.add("print(1)\n", contract.StatusSucceeded, &guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Stdout: []byte("VERIFIED_OUTPUT\n")})
+	f.add("print(2)\n", contract.StatusSucceeded, &guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Stdout: []byte("all 42 tests passed\n")})
+	door := &sessionDoorFake{unverified: map[int]error{2: &guard.ReceiptRefused{Field: "receipt", Msg: "the session's history records no result of cell 2"}}}
+	door.set(f)
+	b := newSessionServer(t, door, f.start)
+	_, page := b.get("/session/session-unverified")
+	text := html.UnescapeString(page)
+	for _, want := range []string{"VERIFIED_OUTPUT", `id="result-unverified-2"`, "Unverified result, not shown:", "records no result of cell 2"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the session page lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "all 42 tests passed") {
+		t.Error("the page shows an unverified cell result")
+	}
+	for cell, want := range map[string]int{"1": http.StatusOK, "2": http.StatusConflict} {
+		if code, _ := b.get("/session/session-unverified/download/cell-" + cell + "-stdout"); code != want {
+			t.Errorf("cell %s's stdout download: %d; want %d", cell, code, want)
+		}
 	}
 }
