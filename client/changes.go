@@ -19,8 +19,8 @@ import (
 
 // ConversationNotice is what every door says beside a conversation's diff.
 const ConversationNotice = "The conversation is a label the orchestrator chose (any orchestrator can name any conversation, another team's too): " +
-	"this diff against its previous run or session is a reading aid only, and how that one was decided and how it ended is its workflow's " +
-	"own word, not checked against a signature or a receipt here (anyone who can write to the namespace can start one that says anything). " +
+	"this diff against its previous run or session is a reading aid only. How the previous run was decided is shown only once its signature " +
+	"verified against the reviewers file; how it ended is its workflow's own word (anyone who can write to the namespace can start one that says anything). " +
 	"It never changes what you sign: your decision covers this run's (or this cell's) whole code, files and settings, shown in full, whatever came before."
 
 // maxPreviousPages bounds how many visibility pages Changes reads to find the previous run or
@@ -62,6 +62,12 @@ type PreviousRun struct {
 	Decision *contract.DecisionRecord `json:"decision,omitempty"`
 	// Error is what ended it, if anything did (expired, denied, failed).
 	Error string `json:"error,omitempty"`
+	// Verified says its decision (or that it has none) is what its history records, signed by a
+	// reviewer the door's reviewers file lists (Client.WithReviewersFile); otherwise Unverified
+	// says why, and Outcome says nothing of it: anyone who can write to the namespace can start
+	// a run whose status says anything.
+	Verified   bool   `json:"verified"`
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // Kind is what the previous one is: "session" or "run".
@@ -72,13 +78,16 @@ func (p *PreviousRun) Kind() string {
 	return "run"
 }
 
-// Outcome says in words how the previous run was decided, or where the previous session is.
+// Outcome says in words how the previous run was decided, or where the previous session is,
+// once verified; otherwise "unverified" and why.
 func (p *PreviousRun) Outcome() string {
 	switch d := p.Decision; {
-	case p.Session && p.Error != "":
-		return "session " + p.State + ": " + p.Error
 	case p.Session:
-		return "session " + p.State
+		return "session " + p.State + ", unverified (a session's state is its workflow's word)"
+	case !p.Verified && p.Unverified != "":
+		return "unverified: " + p.Unverified
+	case !p.Verified:
+		return "unverified"
 	case d != nil && d.Approve:
 		return "approved by " + d.Reviewer
 	case d != nil && d.Reason != "":
@@ -162,6 +171,7 @@ func (c *Client) changesOf(ctx context.Context, workflowID, runID string, starte
 	if err := c.previousState(ctx, prev); err != nil {
 		return ch, err
 	}
+	c.verifyPrevious(ctx, prev)
 	ch.Previous = prev
 	old, err := c.previousCompared(ctx, prev)
 	if err != nil {

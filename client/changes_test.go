@@ -9,6 +9,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflow/v1"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 // conversationTemporal is a Temporal service holding a few closed workflows, each with its
@@ -131,8 +133,17 @@ func TestChangesBetweenRunsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := ch.Previous; p == nil || p.WorkflowID != "run-1" || p.Session || p.Outcome() != "approved by bob" {
-		t.Fatalf("session's previous %+v; want run-1, approved by bob", ch.Previous)
+	// Its status says "approved by bob"; its history records no decision, and no reviewers
+	// file was given: unverified.
+	if p := ch.Previous; p == nil || p.WorkflowID != "run-1" || p.Session || p.Verified || p.Outcome() != "unverified: no reviewers file to check its decision against was given" {
+		t.Fatalf("session's previous %+v; want run-1, unverified", ch.Previous)
+	}
+	// With the reviewers file, still unverified: the history holds no check and no signed
+	// decision (a namespace writer's run whose status says what it likes).
+	withReviewers := c.WithReviewersFile(reviewertest.WriteAllowedSigners(t, t.TempDir(), reviewertest.New(t, "bob")), "")
+	ch2, err := withReviewers.SessionChangesOf(ctx, "session-1", "s1", t0.Add(time.Minute), sessionReq)
+	if p := ch2.Previous; err != nil || p == nil || p.Verified || !strings.HasPrefix(p.Outcome(), "unverified: ") || strings.Contains(p.Outcome(), "approved") {
+		t.Fatalf("session's previous, checked against a reviewers file: %+v, %v; want it unverified", ch2.Previous, err)
 	}
 	if !slices.Equal(ch.ChangedFiles, []string{"files/data.csv", "settings"}) || ch.Notice != ConversationNotice {
 		t.Errorf("session's diff changed %q; want the input file and the settings, not the code", ch.ChangedFiles)
@@ -154,7 +165,7 @@ func TestChangesBetweenRunsAndSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := ch.Previous; p == nil || p.WorkflowID != "session-1" || !p.Session || p.Kind() != "session" || p.Outcome() != "session closed" {
+	if p := ch.Previous; p == nil || p.WorkflowID != "session-1" || !p.Session || p.Kind() != "session" || p.Outcome() != "session closed, unverified (a session's state is its workflow's word)" {
 		t.Fatalf("later run's previous %+v; want session-1, closed", ch.Previous)
 	}
 	if slices.Contains(ch.ChangedFiles, "code") || !strings.Contains(ch.Diff, "-language: python, sh\n+language: python\n") {
@@ -174,4 +185,30 @@ func TestChangesBetweenRunsAndSessions(t *testing.T) {
 	if _, err := c.SessionChangesOf(ctx, "session-3", "s3", t0, guard.SessionRequest{Conversation: "x' OR '1'='1"}); guard.TypeOf(err) != guard.TypeToolUsageError {
 		t.Errorf("a bad conversation: %v; want a ToolUsageError before any query", err)
 	}
+}
+
+// GetWorkflowHistory is the history GetWorkflowExecutionHistory answers: the start event only.
+func (f *conversationTemporal) GetWorkflowHistory(ctx context.Context, id, runID string, _ bool, _ enumspb.HistoryEventFilterType) tclient.HistoryEventIterator {
+	resp, err := historyService{f: f}.GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID}})
+	return &eventsIterator{events: resp.GetHistory().GetEvents(), err: err}
+}
+
+// eventsIterator iterates over events, or fails with err.
+type eventsIterator struct {
+	events []*historypb.HistoryEvent
+	err    error
+}
+
+func (it *eventsIterator) HasNext() bool { return it.err != nil || len(it.events) > 0 }
+
+func (it *eventsIterator) Next() (*historypb.HistoryEvent, error) {
+	if it.err != nil {
+		err := it.err
+		it.err = nil
+		return nil, err
+	}
+	e := it.events[0]
+	it.events = it.events[1:]
+	return e, nil
 }

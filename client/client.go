@@ -81,6 +81,9 @@ type Client struct {
 	reviewer   string
 	canceller  string
 	hosts      *receipt.Hosts
+	// reviewersFile and passkeyOrigin verify a conversation's previous run's decision
+	// (WithReviewersFile).
+	reviewersFile, passkeyOrigin string
 }
 
 // New returns a Client, or an error when no Temporal client is given.

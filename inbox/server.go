@@ -112,6 +112,9 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
+	// A conversation's previous run is shown as decided only once its signature verified
+	// against the reviewers file the inbox reads.
+	runs = runs.WithReviewersFile(cfg.ReviewersPath, cfg.Origin)
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ func TestSessionPageShowsItsConversationDiff(t *testing.T) {
 	door := &sessionDoorFake{}
 	door.set(f)
 	door.changes = &client.Changes{Conversation: "task-7", Notice: client.ConversationNotice, Added: 1, Removed: 1, ChangedFiles: []string{"settings"},
-		Previous: &client.PreviousRun{WorkflowID: "run-1", RunID: "r1", Started: f.start.Add(-time.Hour), State: contract.StatusSucceeded,
+		Previous: &client.PreviousRun{WorkflowID: "run-1", RunID: "r1", Started: f.start.Add(-time.Hour), State: contract.StatusSucceeded, Verified: true,
 			Decision: &contract.DecisionRecord{Approve: true, Reviewer: "bob"}},
 		Diff: "--- previous/settings\n+++ this/settings\n@@ -1 +1 @@\n-language: python\n+language: python, sh <script>alert(1)</script>\n"}
 	b := newSessionServer(t, door, f.start.Add(5*time.Minute))

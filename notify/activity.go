@@ -50,6 +50,11 @@ type Config struct {
 	// DataConverter decodes the runs' payloads (the workers' payload codec), to read the
 	// previous run of a conversation. Optional: the SDK's default.
 	DataConverter converter.DataConverter
+	// ReviewersFile is the reviewers file a conversation's previous run's decision is verified
+	// against before a notification says who decided it (client.WithReviewersFile). Optional:
+	// without it the previous run is "unverified". PasskeyOrigin is the inbox's origin, where
+	// a passkey decision must have been made (the workers' --passkey-origin).
+	ReviewersFile, PasskeyOrigin string
 }
 
 // Activities is the notify activity of one worker.
@@ -163,6 +168,7 @@ func (a *Activities) changes(ctx context.Context, tc tclient.Client, in contract
 	if err != nil {
 		return &Changes{Error: err.Error()}
 	}
+	c = c.WithReviewersFile(a.cfg.ReviewersFile, a.cfg.PasskeyOrigin)
 	ctx, cancel := context.WithTimeout(ctx, changesTimeout)
 	defer cancel()
 	req, err := c.StartInput(ctx, in.WorkflowID, in.RunID)

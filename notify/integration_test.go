@@ -560,11 +560,14 @@ func TestIntegrationWebhookPerWaitingCell(t *testing.T) {
 	}
 }
 
-// A run in a conversation: its notification names the previous run, how it was decided and what
-// changed (names and counts), and carries no diff (it holds code) without IncludeCode.
+// A run in a conversation: its notification names the previous run, how it was decided (its
+// signature verified against the worker's reviewers file) and what changed (names and counts),
+// and carries no diff (it holds code) without IncludeCode.
 func TestIntegrationWebhookShowsConversationChanges(t *testing.T) {
 	rcv := startReceiver(t, func(int) int { return 200 })
-	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))}}, nil)
+	rev := reviewertest.New(t, "alice")
+	e := env(t, notify.Config{Channels: []notify.Channel{webhook(t, rcv.URL, secretFile(t))},
+		ReviewersFile: reviewertest.WriteAllowedSigners(t, t.TempDir(), rev)}, &agenttest.Options{NoStarter: true, Reviewer: rev})
 	first := start(t, e.Client, "conv-n1", guard.Request{Code: "x = 1\nprint(x)\n", Conversation: "task-n"})
 	rcv.wait(t, 30*time.Second)
 	if res := approveAndResult(t, e.Client, e.Reviewer, first); !res.OK {

@@ -201,7 +201,7 @@ func TestChangesInTextChannels(t *testing.T) {
 func TestChangesAfterASession(t *testing.T) {
 	ch := changesOf(&client.Changes{Previous: &client.PreviousRun{WorkflowID: "session-0", Session: true, State: contract.SessionClosed}}, false)
 	got := ch.fields()
-	want := []field{{"Previous session", "session-0, session closed"}, {"Changes", "none: the same files and settings"}}
+	want := []field{{"Previous session", "session-0, session closed, unverified (a session's state is its workflow's word)"}, {"Changes", "none: the same files and settings"}}
 	if !slices.Equal(got, want) || !ch.PreviousSession {
 		t.Errorf("fields %q (previous session %t); want %q", got, ch.PreviousSession, want)
 	}

@@ -120,6 +120,9 @@ func execute(ctx context.Context, cmd *command, stdin io.Reader, stdout, stderr 
 	if sc, err = withHosts(sc, cmd); err != nil {
 		return err
 	}
+	// A conversation's previous run is shown as decided only once its signature verified
+	// against the reviewers file (the workers' own, as audit verify and inbox read it).
+	sc = sc.WithReviewersFile(os.Getenv("SANDBOXFLOW_REVIEWERS"), os.Getenv("SANDBOXFLOW_PASSKEY_ORIGIN"))
 	return entry.exec(ctx, sc, cmd, stdout, stderr)
 }
 

@@ -63,6 +63,7 @@ func mcpMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	defer sc.Close()
+	sc = sc.WithReviewersFile(os.Getenv("SANDBOXFLOW_REVIEWERS"), os.Getenv("SANDBOXFLOW_PASSKEY_ORIGIN"))
 	srv, err := mcpserver.New(mcpserver.Config{
 		Client: sc, Base: base, Languages: languages, Backend: *backend,
 		SandboxTaskQueue: *sandboxTQ, Wait: *wait, ProgressInterval: *progress, InboxURL: *inboxURL,

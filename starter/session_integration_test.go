@@ -27,7 +27,7 @@ func binary(t *testing.T, e *agenttest.Env, stdin string, args ...string) cliRes
 	cmd := exec.Command(e.Starter, args...)
 	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.Address, "TEMPORAL_NAMESPACE="+e.Namespace,
 		"SANDBOXFLOW_TASK_QUEUE="+e.TaskQueue, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_REVIEWER="+e.Reviewer.Principal,
-		"SANDBOXFLOW_REVIEWER_KEY="+e.Reviewer.KeyFile)
+		"SANDBOXFLOW_REVIEWER_KEY="+e.Reviewer.KeyFile, "SANDBOXFLOW_REVIEWERS="+e.ReviewersFile)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -328,7 +328,7 @@ func TestSessionShowPrintsItsConversationDiff(t *testing.T) {
 	r := hostileSession()
 	r.Settings.Conversation = "task-7"
 	r.Changes = &client.Changes{Conversation: "task-7", Notice: client.ConversationNotice, Added: 1, Removed: 1, ChangedFiles: []string{"settings"},
-		Previous: &client.PreviousRun{WorkflowID: "run-1", RunID: "r0", Started: started, State: contract.StatusSucceeded,
+		Previous: &client.PreviousRun{WorkflowID: "run-1", RunID: "r0", Started: started, State: contract.StatusSucceeded, Verified: true,
 			Decision: &contract.DecisionRecord{Approve: true, Reviewer: "bob"}},
 		Diff: "--- previous/settings\n+++ this/settings\n@@ -1 +1 @@\n-language: python\n+language: python, sh \\x1b[2J\n"}
 	out := show(r)
@@ -347,7 +347,7 @@ func TestSessionShowPrintsItsConversationDiff(t *testing.T) {
 
 	r.Changes = &client.Changes{Conversation: "task-7", Notice: client.ConversationNotice,
 		Previous: &client.PreviousRun{WorkflowID: "session-0", RunID: "s0", Started: started, Session: true, State: contract.SessionClosed}}
-	if out := show(r); !strings.Contains(out, "since its previous session, session-0 (run id s0, started 2026-01-01T00:00:00Z), session closed:\nnothing: the same files and settings") {
+	if out := show(r); !strings.Contains(out, "since its previous session, session-0 (run id s0, started 2026-01-01T00:00:00Z), session closed, unverified (a session's state is its workflow's word):\nnothing: the same files and settings") {
 		t.Errorf("session show of a session with nothing changed since the previous session:\n%s", out)
 	}
 	r.Changes = &client.Changes{Conversation: "task-7", Notice: client.ConversationNotice}

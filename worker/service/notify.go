@@ -55,8 +55,9 @@ func NotifyFlags(fs *flag.FlagSet, o *Options) {
 }
 
 // notifyActivities builds the notify activity from the options (with no channel when none is
-// set), reading runs with dc (nil: the SDK's default); a bad setting is a guard.ConfigError.
-func notifyActivities(cfg *Options, dc converter.DataConverter, logger *slog.Logger) (*notify.Activities, error) {
+// set), reading runs with dc (nil: the SDK's default) and verifying a conversation's previous
+// run against the reviewers file; a bad setting is a guard.ConfigError.
+func notifyActivities(cfg *Options, dc converter.DataConverter, logger *slog.Logger, reviewers string) (*notify.Activities, error) {
 	n := cfg.Notify
 	var channels []notify.Channel
 	if n.WebhookURL != "" || n.WebhookSecretFile != "" {
@@ -86,7 +87,7 @@ func notifyActivities(cfg *Options, dc converter.DataConverter, logger *slog.Log
 	if inbox == "" && cfg.Dev && cfg.InboxPort >= 0 {
 		inbox = "http://localhost:" + strconv.Itoa(cfg.InboxPort)
 	}
-	return notify.New(notify.Config{Channels: channels, InboxURL: inbox, IncludeCode: n.IncludeCode, Logger: logger, DataConverter: dc})
+	return notify.New(notify.Config{Channels: channels, InboxURL: inbox, IncludeCode: n.IncludeCode, Logger: logger, DataConverter: dc, ReviewersFile: reviewers, PasskeyOrigin: passkeyOrigin(cfg)})
 }
 
 // notifyRecorded is what checks record: the defaults when the worker has channels, else nil.

@@ -201,7 +201,7 @@ func (o *Options) Validate() error {
 	if err := o.loadSecrets(); err != nil {
 		return err
 	}
-	if _, err := notifyActivities(o, nil, nil); err != nil {
+	if _, err := notifyActivities(o, nil, nil, ""); err != nil {
 		return err
 	}
 	return o.Policy().Validate()

@@ -105,7 +105,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if w.notify, err = notifyActivities(cfg, topts.DataConverter, logger); err != nil {
+	if w.notify, err = notifyActivities(cfg, topts.DataConverter, logger, files.reviewers); err != nil {
 		return err
 	}
 	acts, err := activities.New(w.activitiesConfig(files, topts.DataConverter, backend, met))

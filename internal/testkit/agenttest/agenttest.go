@@ -51,6 +51,8 @@ type Env struct {
 	// Host is the sandbox host whose key signs the worker's receipts, and whose hosts file the
 	// worker's check records (so every result is verified against it).
 	Host *hosttest.Host
+	// ReviewersFile is the worker's reviewers file.
+	ReviewersFile string
 }
 
 // Options adjust Setup.
@@ -153,7 +155,7 @@ func Setup(t *testing.T, opts ...Options) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer, Host: host}
+	e := &Env{Address: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), TaskQueue: queue, Temporal: tc, Client: sc, Reviewer: reviewer, Host: host, ReviewersFile: reviewers}
 	if !o.NoStarter {
 		e.Starter = buildStarter(t)
 	}
