@@ -37,6 +37,11 @@ type CellView struct {
 	// module from bytes the reviewer never reads as code, and cell 2 import it.
 	WrittenStartup []pysource.StartupWarning `json:"written_startup,omitempty"`
 	WrittenNames   []pysource.ConfusableName `json:"written_confusable_names,omitempty"`
+	// WrittenSource says, for each file the cell wrote that Python or sh could read as other
+	// than what the views draw (a coding declaration other than UTF-8, mixed indentation, lone
+	// carriage returns, a byte order mark: pysource.CheckWrittenSource, the checks input files
+	// must pass to be accepted at all), why.
+	WrittenSource []string `json:"written_source,omitempty"`
 	// Retry is what changed since the cell this one retries (CellRequest.Retries), nil when it
 	// retries none. A reading aid beside the whole code, never in its place.
 	Retry *CellRetry `json:"retry,omitempty"`
@@ -108,7 +113,7 @@ func (c *Client) reviewSession(ctx context.Context, sessionID string, opts Revie
 		v.Warning = SuspiciousWarning(v.SuspiciousCharacters)
 		v.NamesWarning = ConfusableWarning(v.ConfusableNames)
 		st.Cells[i].SuspiciousCharacters = v.SuspiciousCharacters
-		v.WrittenStartup, v.WrittenNames = writtenWarnings(cell.Result)
+		v.WrittenStartup, v.WrittenNames, v.WrittenSource = writtenWarnings(cell.Result)
 		v.Retry = RetryOf(st, cell)
 		r.Views = append(r.Views, v)
 	}
@@ -118,15 +123,18 @@ func (c *Client) reviewSession(ctx context.Context, sessionID string, opts Revie
 
 // writtenWarnings returns the start-up warnings and confusable names of the files a cell's result
 // carries: what it left in /work for later cells.
-func writtenWarnings(res *guard.Result) ([]pysource.StartupWarning, []pysource.ConfusableName) {
+func writtenWarnings(res *guard.Result) ([]pysource.StartupWarning, []pysource.ConfusableName, []string) {
 	if res == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	var names []string
+	var names, source []string
 	var confusable []pysource.ConfusableName
 	for _, f := range res.Files {
 		names = append(names, f.Name)
 		confusable = append(confusable, pysource.FileConfusableNames(f.Name, f.Content)...)
+		if err := pysource.CheckWrittenSource(f.Name, f.Content); err != nil {
+			source = append(source, err.Error())
+		}
 	}
-	return pysource.StartupWarnings(names), confusable
+	return pysource.StartupWarnings(names), confusable, source
 }

@@ -235,18 +235,26 @@ func TestCellOutcome(t *testing.T) {
 }
 
 // A cell that leaves a module shadowing the standard library, or a start-up hook, in /work is
-// named to the next cell's reviewer; files with nothing to say about them are not.
+// named to the next cell's reviewer, and so is a module Python reads as other code than shown
+// (a coding declaration other than UTF-8, tabs mixed with spaces); files with nothing to say
+// about them are not.
 func TestWrittenWarningsNameWhatACellLeftBehind(t *testing.T) {
-	if s, n := writtenWarnings(nil); s != nil || n != nil {
-		t.Fatalf("writtenWarnings(nil) = %v, %v", s, n)
+	if s, n, src := writtenWarnings(nil); s != nil || n != nil || src != nil {
+		t.Fatalf("writtenWarnings(nil) = %v, %v, %v", s, n, src)
 	}
 	res := &guard.Result{Files: []guard.File{
 		{Name: "json.py", Content: []byte("def loads(s):\n    return eval(s)\n")},
 		{Name: "usercustomize.py", Content: []byte("import os\n")},
 		{Name: "helper.py", Content: []byte("p\u0430ssword = 1\n")},
 		{Name: "data.csv", Content: []byte("a,b\n")},
+		{Name: "codec.py", Content: []byte("# coding: raw_unicode_escape\n# \\u000aimport os\n")},
+		{Name: "mixed.py", Content: []byte("if True:\n\tx = 1\n        y = 2\n")},
 	}}
-	startup, names := writtenWarnings(res)
+	startup, names, source := writtenWarnings(res)
+	if len(source) != 2 || !strings.Contains(source[0], "written file codec.py") || !strings.Contains(source[0], "raw_unicode_escape") ||
+		!strings.Contains(source[1], "written file mixed.py") {
+		t.Errorf("source warnings %q; want codec.py's coding declaration and mixed.py's indentation", source)
+	}
 	got := map[string]bool{}
 	for _, w := range startup {
 		got[w.File] = true

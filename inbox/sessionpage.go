@@ -268,6 +268,9 @@ func (v *sessionView) addWritten(cell int, written []guard.File) {
 		for _, n := range pysource.FileConfusableNames(f.Name, f.Content) {
 			v.Names = append(v.Names, fmt.Sprintf("cell %d wrote %s, line %d column %d: %s %s", cell, pysource.VisibleText(n.File), n.Line, n.Column, n.Name, n.Reason))
 		}
+		if err := pysource.CheckWrittenSource(f.Name, f.Content); err != nil {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("cell %d: %s (a later cell that imports or runs it reads other code than shown)", cell, err))
+		}
 	}
 }
 

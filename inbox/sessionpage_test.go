@@ -665,7 +665,8 @@ func TestSessionPageShowsWhatCellsWrote(t *testing.T) {
 	helper := "def f():\n\treturn 1\n" + strings.Repeat("PADDING = 'innocent'\n", 250) + "p\u0430ypal = LAST_LINE_PAST_4_KIB\n"
 	f.add("open('helper.py', 'w').write(HELPER)\nprint('x' * 70000)\n", contract.StatusSucceeded, &guard.Result{Outcome: guard.OutcomeSucceeded, OK: true,
 		Stdout: []byte(strings.Repeat("x", 70000) + "\nTAIL_OF_STDOUT\n"),
-		Files:  []guard.File{{Name: "helper.py", Size: int64(len(helper)), Content: []byte(helper)}}})
+		Files: []guard.File{{Name: "helper.py", Size: int64(len(helper)), Content: []byte(helper)},
+			{Name: "codec.py", Size: 40, Content: []byte("# coding: raw_unicode_escape\n# \\u000aimport os\n")}}})
 	f.add("import helper\n", contract.StatusAwaitingApproval, nil)
 	door := &sessionDoorFake{}
 	door.set(f)
@@ -673,6 +674,7 @@ func TestSessionPageShowsWhatCellsWrote(t *testing.T) {
 	_, page := b.get("/session/session-wrote")
 	text := html.UnescapeString(page)
 	for _, want := range []string{"LAST_LINE_PAST_4_KIB", "⇥       return 1", `id="names-warning"`, "cell 1 wrote helper.py, line 253 column 1: p\u0430ypal mixes scripts",
+		"cell 1: written file codec.py line 1: coding declaration", "a later cell that imports or runs it reads other code than shown",
 		"(the first 64 KiB: download it to read the rest)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the session page lacks %q", want)

@@ -211,7 +211,17 @@ func isPythonIndented(name string, content []byte) bool {
 // other than UTF-8's or is not valid UTF-8. With indentation, it also applies CheckIndentation
 // to Python modules and scripts; without, CheckFormFeeds.
 func CheckInputSource(name string, content []byte, indentation bool) error {
-	file := "input file " + VisibleText(name)
+	return checkSource("input file "+VisibleText(name), name, content, indentation)
+}
+
+// CheckWrittenSource is CheckInputSource for a file a session's cell wrote in /work, where a later
+// cell can import or run it: the error names it as a written file. Indentation is always checked.
+func CheckWrittenSource(name string, content []byte) error {
+	return checkSource("written file "+VisibleText(name), name, content, true)
+}
+
+// checkSource is CheckInputSource for the file named name, called file in errors.
+func checkSource(file, name string, content []byte, indentation bool) error {
 	if err := CheckCoding(file, content); err != nil {
 		return err
 	}

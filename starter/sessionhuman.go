@@ -289,6 +289,9 @@ func printWrittenWarnings(w io.Writer, cell int, v client.CellView) error {
 	for _, n := range v.WrittenNames {
 		fmt.Fprintf(&b, "\nWARNING: cell %d wrote %s, line %d column %d: %s %s\n", cell, terminal(n.File), n.Line, n.Column, terminal(n.Name), terminal(n.Reason))
 	}
+	for _, s := range v.WrittenSource {
+		fmt.Fprintf(&b, "\nWARNING: cell %d: %s (a later cell that imports or runs it reads other code than shown)\n", cell, terminal(s))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
