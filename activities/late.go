@@ -73,8 +73,9 @@ func codeContext(ctx context.Context) (code context.Context, stop context.Cancel
 	}
 }
 
-// runHeartbeat is liveHeartbeat for the code of a run or a session's cell (code and stop from
-// codeContext). Once the SDK
+// runHeartbeat starts the heartbeats (beat) of the code of a run or a session's cell (code and
+// stop from codeContext) and returns the context to run the backend with (its output feeds the
+// heartbeats), what stops them, and the recorder of the output. Once the SDK
 // gave the attempt up (attemptMayBeLost(ctx)) it can no longer tell the code of a cancel, so the
 // heartbeats go to the server directly (beatLost) until it answers "not found".
 func (a *Activities) runHeartbeat(ctx, code context.Context, stop context.CancelCauseFunc, info activity.Info, cell int) (context.Context, func(), *liveRecorder) {

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -120,18 +119,12 @@ func (r *liveRecorder) snapshot() contract.LiveOutput {
 	return contract.LiveOutput{Seq: r.seq, Cell: r.cell, Stdout: r.stdout.chunk(a), Stderr: r.stderr.chunk(b)}
 }
 
-// liveHeartbeat starts the heartbeat goroutine of a sandbox or cell activity whose heartbeat
-// timeout is timeout, and returns the context to run the backend with (its output feeds the
-// heartbeats) and stop, which ends the heartbeats and waits for the last one to finish. It records
-// a heartbeat at once, then one LiveInterval after new output arrives, and otherwise every third
+// beat starts the heartbeat goroutine of a sandbox or cell activity whose heartbeat timeout is
+// timeout, with record as the heartbeat call and rec's output as its details (runHeartbeat), and
+// returns stop, which ends the heartbeats and waits for the last one to finish. It records a
+// heartbeat at once, then one LiveInterval after new output arrives, and otherwise every third
 // of timeout, at most MaxHeartbeatInterval apart (so that a cancel reaches the activity within
 // about a second).
-func liveHeartbeat(ctx context.Context, timeout time.Duration, cell int) (context.Context, func()) {
-	rec := newLiveRecorder(cell)
-	return guard.WithOutput(ctx, rec.write), beat(ctx, timeout, rec, func(d contract.LiveOutput) { activity.RecordHeartbeat(ctx, d) })
-}
-
-// beat runs the heartbeat loop of liveHeartbeat with record as the heartbeat call.
 func beat(ctx context.Context, timeout time.Duration, rec *liveRecorder, record func(contract.LiveOutput)) (stop func()) {
 	idle := MaxHeartbeatInterval
 	if timeout > 0 {
