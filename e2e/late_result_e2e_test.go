@@ -23,22 +23,10 @@ import (
 // verified by starter result; the code ran once. Without late results the run ended "outcome
 // unknown; the approval was used".
 func TestLateResultThroughACutConnection(t *testing.T) {
-	requireDocker(t)
-	workerBin, starterBin := binaries(t)
-	data := t.TempDir()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	queue := "e2e-late"
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
-		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
-	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
-		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
-	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
-	proxy := newFaultProxy(t, addr)
-	hostEnv := append(slices.Clone(env), "TEMPORAL_ADDRESS="+proxy.addr())
-	startWorker(t, workerBin, hostEnv, append([]string{"--role", "sandboxes", "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
-		"--host-key", filepath.Join(data, "host", "id_ed25519"), "--warm-sandboxes", "0"}, common...)...)
-	s := starterCLI{t: t, bin: starterBin, env: env}
-
+	e := newLateEnv(t, "e2e-late", "")
+	proxy := newFaultProxy(t, e.addr)
+	e.startHost(t, proxy)
+	s := e.s
 	var started client.Started
 	s.mustJSON(&started, "run", "--timeout", "60s", "--code",
 		"import time\nprint('before', flush=True)\ntime.sleep(14)\nprint('after the cut')\n")
@@ -68,20 +56,9 @@ func TestLateResultThroughACutConnection(t *testing.T) {
 // receipt verified by starter result. Without adoption the run ended "outcome unknown; the
 // approval was used".
 func TestLateResultAfterTheWorkerIsKilled(t *testing.T) {
-	requireDocker(t)
-	workerBin, starterBin := binaries(t)
-	data, hostData := t.TempDir(), t.TempDir()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	queue := "e2e-adopt"
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
-		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
-	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
-		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
-	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
-	host := append([]string{"--role", "sandboxes", "--data-dir", hostData, "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
-		"--host-key", filepath.Join(data, "host", "id_ed25519")}, common...)
-	first := startWorker(t, workerBin, env, host...)
-	s := starterCLI{t: t, bin: starterBin, env: env}
+	e := newLateEnv(t, "e2e-adopt", t.TempDir())
+	first := e.startHost(t, nil)
+	s := e.s
 
 	var started client.Started
 	s.mustJSON(&started, "run", "--timeout", "60s", "--code",
@@ -94,7 +71,7 @@ func TestLateResultAfterTheWorkerIsKilled(t *testing.T) {
 	}
 	<-first.done
 	time.Sleep(3 * time.Second) // the server times the attempt out: no worker heartbeats it
-	second := startWorker(t, workerBin, env, host...)
+	second := e.startHost(t, nil)
 
 	var res guard.Result
 	s.mustJSON(&res, "result", started.WorkflowID, "--timeout", "3m")
@@ -134,21 +111,10 @@ func waitRunning(t *testing.T, s starterCLI, id string) {
 // its receipt. The cell ends with the output it printed after the cut, marked recovered, and
 // the session goes on in the same sandbox. Before, the session ended SandboxLost.
 func TestCellLateResultThroughACutConnection(t *testing.T) {
-	requireDocker(t)
-	workerBin, starterBin := binaries(t)
-	data := t.TempDir()
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	queue := "e2e-cell-late"
-	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
-		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
-	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
-		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
-	startDevWorker(t, workerBin, env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
-	proxy := newFaultProxy(t, addr)
-	hostEnv := append(slices.Clone(env), "TEMPORAL_ADDRESS="+proxy.addr())
-	startWorker(t, workerBin, hostEnv, append([]string{"--role", "sandboxes", "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
-		"--host-key", filepath.Join(data, "host", "id_ed25519"), "--warm-sandboxes", "0"}, common...)...)
-	s := sessionCLI{starterCLI{t: t, bin: starterBin, env: env}}
+	e := newLateEnv(t, "e2e-cell-late", "")
+	proxy := newFaultProxy(t, e.addr)
+	e.startHost(t, proxy)
+	s := sessionCLI{e.s}
 	sess := s.open()
 	var sub contract.CellSubmitted
 	s.mustJSON(&sub, "session", "cell", sess.WorkflowID, "--code",
@@ -176,4 +142,48 @@ func TestCellLateResultThroughACutConnection(t *testing.T) {
 		t.Errorf("cell 2 printed %q; want 42, in the same sandbox", next.Stdout)
 	}
 	s.mustJSON(&struct{}{}, "session", "close", sess.WorkflowID)
+}
+
+// lateEnv is the production split of the late-result tests: a worker --dev that runs the
+// workflows only, and a sandbox host (runc, a 2 s heartbeat timeout, a 2 min late-result wait,
+// its receipts signed with the dev host key) that reaches Temporal directly, or through a fault
+// proxy the test cuts.
+type lateEnv struct {
+	s         starterCLI
+	workerBin string
+	// env is the starters' and workers' environment; host the sandbox host's arguments.
+	env, host []string
+	addr      string
+}
+
+// newLateEnv starts the workflow worker of task queue queue and returns the env to start a host
+// in (startHost); hostData is the host's data dir ("" for the default).
+func newLateEnv(t *testing.T, queue, hostData string) *lateEnv {
+	t.Helper()
+	requireDocker(t)
+	workerBin, starterBin := binaries(t)
+	data := t.TempDir()
+	e := &lateEnv{workerBin: workerBin, addr: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	e.env = []string{"TEMPORAL_ADDRESS=" + e.addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
+		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+	common := []string{"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc",
+		"--heartbeat-timeout", "2s", "--late-result-wait", "2m", "--sandbox-task-queue", queue + "-sbx"}
+	startDevWorker(t, workerBin, e.env, append([]string{"--data-dir", data, "--ui-port", "-1", "--role", "workflows"}, common...)...)
+	e.host = append([]string{"--role", "sandboxes", "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"),
+		"--host-key", filepath.Join(data, "host", "id_ed25519"), "--warm-sandboxes", "0"}, common...)
+	if hostData != "" {
+		e.host = append(e.host, "--data-dir", hostData)
+	}
+	e.s = starterCLI{t: t, bin: starterBin, env: e.env}
+	return e
+}
+
+// startHost starts the sandbox host, reaching Temporal through proxy when it is not nil.
+func (e *lateEnv) startHost(t *testing.T, proxy *faultProxy) *devWorker {
+	t.Helper()
+	env := e.env
+	if proxy != nil {
+		env = append(slices.Clone(e.env), "TEMPORAL_ADDRESS="+proxy.addr())
+	}
+	return startWorker(t, e.workerBin, env, e.host...)
 }

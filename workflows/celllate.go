@@ -1,11 +1,8 @@
 package workflows
 
 import (
-	"errors"
 	"fmt"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -28,18 +25,12 @@ func (r *session) cellLateDue(ctx workflow.Context, err error) (lostAttempt, boo
 	if r.cell().Cancel != nil || r.opts.LateResultWait <= 0 || r.hosts == nil {
 		return lostAttempt{}, false
 	}
-	var ae *temporal.ActivityError
-	if !errors.As(err, &ae) {
+	lost, ok := lostAttemptOf(err)
+	if !ok {
 		return lostAttempt{}, false
 	}
-	lost := lostAttempt{activityID: ae.ActivityID(), err: err}
-	switch {
-	case timedOut(err, enumspb.TIMEOUT_TYPE_HEARTBEAT):
-		lost.timeout, lost.codeMayRunFor = timeoutHeartbeat, r.checked.Limits.Timeout+r.opts.Grace
-	case timedOut(err, enumspb.TIMEOUT_TYPE_START_TO_CLOSE):
-		lost.timeout = timeoutStartToClose
-	default:
-		return lostAttempt{}, false
+	if lost.timeout == timeoutHeartbeat {
+		lost.codeMayRunFor = r.checked.Limits.Timeout + r.opts.Grace
 	}
 	if workflow.GetVersion(ctx, cellLateChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return lostAttempt{}, false

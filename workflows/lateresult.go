@@ -43,6 +43,25 @@ func (r *runCode) lateResultDue(ctx workflow.Context, check contract.CheckResult
 	if r.cancel != nil || check.Run.LateResultWait <= 0 || check.Hosts == nil {
 		return lostAttempt{}, false
 	}
+	lost, ok := lostAttemptOf(err)
+	if !ok || !r.heldClaim() {
+		return lostAttempt{}, false
+	}
+	// Version 2 waits for the code's own limits too after a heartbeat timeout (a worker that was
+	// SIGKILLed at the start of a long run leaves its code running for all of them).
+	v := workflow.GetVersion(ctx, lateResultChange, workflow.DefaultVersion, 2)
+	if v == workflow.DefaultVersion {
+		return lostAttempt{}, false
+	}
+	if v >= 2 && lost.timeout == timeoutHeartbeat {
+		lost.codeMayRunFor = r.checked.Limits.Timeout + check.Run.Grace
+	}
+	return lost, true
+}
+
+// lostAttemptOf is the sandbox (or cell) attempt an activity error err says the server timed
+// out, with its code possibly running on: a heartbeat or a start-to-close timeout.
+func lostAttemptOf(err error) (lostAttempt, bool) {
 	var ae *temporal.ActivityError
 	if !errors.As(err, &ae) {
 		return lostAttempt{}, false
@@ -55,18 +74,6 @@ func (r *runCode) lateResultDue(ctx workflow.Context, check contract.CheckResult
 		lost.timeout = timeoutStartToClose
 	default:
 		return lostAttempt{}, false
-	}
-	if !r.heldClaim() {
-		return lostAttempt{}, false
-	}
-	// Version 2 waits for the code's own limits too after a heartbeat timeout (a worker that was
-	// SIGKILLed at the start of a long run leaves its code running for all of them).
-	v := workflow.GetVersion(ctx, lateResultChange, workflow.DefaultVersion, 2)
-	if v == workflow.DefaultVersion {
-		return lostAttempt{}, false
-	}
-	if v >= 2 && lost.timeout == timeoutHeartbeat {
-		lost.codeMayRunFor = r.checked.Limits.Timeout + check.Run.Grace
 	}
 	return lost, true
 }
