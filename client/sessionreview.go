@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -42,6 +44,10 @@ type CellView struct {
 	// carriage returns, a byte order mark: pysource.CheckWrittenSource, the checks input files
 	// must pass to be accepted at all), why.
 	WrittenSource []string `json:"written_source,omitempty"`
+	// ThreadsWarning says what threads of the session's interpreter the host counted alive at
+	// the end of the cell before this one (they run on in this one) and of this one
+	// (ThreadsWarning); empty when none.
+	ThreadsWarning string `json:"threads_warning,omitempty"`
 	// Retry is what changed since the cell this one retries (CellRequest.Retries), nil when it
 	// retries none. A reading aid beside the whole code, never in its place.
 	Retry *CellRetry `json:"retry,omitempty"`
@@ -114,6 +120,7 @@ func (c *Client) reviewSession(ctx context.Context, sessionID string, opts Revie
 		v.NamesWarning = ConfusableWarning(v.ConfusableNames)
 		st.Cells[i].SuspiciousCharacters = v.SuspiciousCharacters
 		v.WrittenStartup, v.WrittenNames, v.WrittenSource = writtenWarnings(cell.Result)
+		v.ThreadsWarning = ThreadsWarning(st, i)
 		v.Retry = RetryOf(st, cell)
 		r.Views = append(r.Views, v)
 	}
@@ -137,4 +144,24 @@ func writtenWarnings(res *guard.Result) ([]pysource.StartupWarning, []pysource.C
 		}
 	}
 	return pysource.StartupWarnings(names), confusable, source
+}
+
+// ThreadsWarning is what the views of cell st.Cells[i] say of the threads the host counted alive
+// in the session's interpreter (guard.Result.ThreadsAlive) at the end of the cell that ran before
+// it, which run on in this one, and at the end of this one; empty when none.
+func ThreadsWarning(st contract.SessionStatus, i int) string {
+	var parts []string
+	for j := i - 1; j >= 0; j-- {
+		if r := st.Cells[j].Result; r != nil {
+			if r.ThreadsAlive > 0 {
+				parts = append(parts, fmt.Sprintf("cell %d ended with %d thread(s) it or an earlier cell started still running in the interpreter: "+
+					"they run on in this cell, where they can print, change its variables and end it before its code did", st.Cells[j].Cell, r.ThreadsAlive))
+			}
+			break
+		}
+	}
+	if r := st.Cells[i].Result; r != nil && r.ThreadsAlive > 0 {
+		parts = append(parts, fmt.Sprintf("when this cell ended, %d thread(s) besides the interpreter's own were running: its output, its end and its exit status may be theirs", r.ThreadsAlive))
+	}
+	return strings.Join(parts, "; ")
 }

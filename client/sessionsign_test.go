@@ -266,3 +266,26 @@ func TestWrittenWarningsNameWhatACellLeftBehind(t *testing.T) {
 		t.Errorf("confusable names %v; want the Cyrillic a in helper.py", names)
 	}
 }
+
+// A thread a cell left running is named in the next cell's views, and in its own.
+func TestThreadsWarningNamesThreadsACellLeft(t *testing.T) {
+	st := contract.SessionStatus{Cells: []contract.CellStatus{
+		{Cell: 1, Result: &guard.Result{ThreadsAlive: 1}},
+		{Cell: 2, State: contract.StatusAwaitingApproval},
+		{Cell: 3, Result: &guard.Result{}},
+	}}
+	if w := ThreadsWarning(st, 0); !strings.Contains(w, "when this cell ended, 1 thread(s)") {
+		t.Errorf("cell 1's own warning %q", w)
+	}
+	if w := ThreadsWarning(st, 1); !strings.Contains(w, "cell 1 ended with 1 thread(s)") {
+		t.Errorf("cell 2's warning %q; want it to name cell 1's thread", w)
+	}
+	if w := ThreadsWarning(st, 2); !strings.Contains(w, "cell 1 ended with 1 thread(s)") {
+		t.Errorf("cell 3's warning %q; want cell 1's thread (cell 2 did not run)", w)
+	}
+	st.Cells[2].Result.ThreadsAlive = 0
+	st.Cells = append(st.Cells, contract.CellStatus{Cell: 4})
+	if w := ThreadsWarning(st, 3); w != "" {
+		t.Errorf("after a cell that ended with none: %q; want no warning", w)
+	}
+}

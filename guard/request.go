@@ -265,6 +265,12 @@ type Result struct {
 	// StateReset says, for a session's cell, that the cell ran in a fresh interpreter because an
 	// earlier cell killed or wedged the last one: variables and imports are gone, /work is kept.
 	StateReset bool `json:"state_reset,omitempty"`
+	// ThreadsAlive says, for a session's Python interpreter, how many threads besides its
+	// driver's the sandbox's supervisor counted in it when the cell ended (the Docker backend
+	// measures it from outside the interpreter; 0 when none, or not measured): threads an
+	// earlier cell or this one started run on into the next cells, where they can print, change
+	// state, and end a cell before its code did.
+	ThreadsAlive int `json:"threads_alive,omitempty"`
 	// Receipt is the sandbox host's signed account of the run (package receipt): what ran,
 	// where, and the hashes of what it produced. Absent from results of hosts without a key.
 	Receipt *Receipt `json:"receipt,omitempty"`

@@ -97,6 +97,8 @@ type cellView struct {
 	Result    *resultView
 	// ResultErr says why the cell's result is not shown: it did not verify.
 	ResultErr string
+	// Threads is client.ThreadsWarning of the cell.
+	Threads string
 	Error     string
 	// Diff is the waiting cell's line diff against the cell it retries (DiffFrom); nil for the
 	// first cell and for cells that do not wait.
@@ -200,6 +202,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	for i := range st.Cells {
 		c := &st.Cells[i]
 		cv := newCellView(c, now)
+		cv.Threads = client.ThreadsWarning(st, i)
 		v.Cells = append(v.Cells, cv)
 		if c.Result != nil {
 			v.addWritten(c.Cell, c.Result.Files)

@@ -61,6 +61,9 @@ type Statement struct {
 	TimedOut bool   `json:"timed_out"`
 	// StateReset is a cell's result's flag: it ran in a fresh interpreter.
 	StateReset bool `json:"state_reset"`
+	// ThreadsAlive is how many threads besides its driver's the host counted in a session's
+	// interpreter when the cell ended (guard.Result.ThreadsAlive). Absent when 0.
+	ThreadsAlive int `json:"threads_alive,omitempty"`
 	// Stdout and Stderr are the output streams, whole and as kept.
 	Stdout Stream `json:"stdout"`
 	Stderr Stream `json:"stderr"`
@@ -236,7 +239,7 @@ func New(run Run, res guard.Result) Statement {
 		Digest: run.Digest, Approvals: run.Approvals, Host: run.Host, Backend: run.Backend,
 		ImageID: res.ImageID, Started: run.Started.UTC().Format(timeLayout), Ended: run.Ended.UTC().Format(timeLayout),
 		Outcome: res.Outcome.String(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
-		StateReset: res.StateReset, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell, Claim: run.Claim,
+		StateReset: res.StateReset, ThreadsAlive: res.ThreadsAlive, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell, Claim: run.Claim,
 	}
 	if run.Err != nil {
 		// The type and operation only: a backend's cause can quote the code's output.

@@ -173,6 +173,7 @@ func CheckResult(st Statement, res guard.Result) error {
 		{"signal", res.Signal, st.Signal},
 		{"timed_out", res.TimedOut, st.TimedOut},
 		{"state_reset", res.StateReset, st.StateReset},
+		{"threads_alive", res.ThreadsAlive, st.ThreadsAlive},
 		{"files_truncated", res.FilesTruncated, st.FilesTruncated},
 		{"digest", res.Digest, st.Digest},
 		{"backend", res.Backend, st.Backend},

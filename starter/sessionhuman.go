@@ -143,7 +143,11 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, warning := range []string{v.Warning, v.NamesWarning} {
+	threads := ""
+	if v.ThreadsWarning != "" {
+		threads = "WARNING: " + v.ThreadsWarning + "."
+	}
+	for _, warning := range []string{v.Warning, v.NamesWarning, threads} {
 		if warning != "" {
 			if _, err := fmt.Fprintf(w, "\n%s\n", terminal(warning)); err != nil {
 				return err

@@ -977,3 +977,25 @@ func TestDockerSessionShadowedDriverModules(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerSessionCountsThreadsLeftAlive: a thread cell 1 starts and leaves running is counted
+// by the supervisor, from outside the interpreter, at the end of that cell and of the next (it
+// runs on); once it ends, nothing is counted.
+func TestDockerSessionCountsThreadsLeftAlive(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		ts := openSession(t, newTestBackend(t, rt, nil), nil)
+		if res := ts.must(guard.Python, "print('no thread')"); res.ThreadsAlive != 0 {
+			t.Errorf("a cell that starts no thread: %d threads alive; want 0", res.ThreadsAlive)
+		}
+		res := ts.must(guard.Python, "import threading, time\nstop = threading.Event()\nthreading.Thread(target=stop.wait, daemon=True).start()\nprint('started')")
+		if res.ThreadsAlive != 1 {
+			t.Errorf("cell 2 left a thread: %d threads alive; want 1", res.ThreadsAlive)
+		}
+		if res := ts.must(guard.Python, "print('later')"); res.ThreadsAlive != 1 {
+			t.Errorf("the cell after it: %d threads alive; want 1 (the thread runs on)", res.ThreadsAlive)
+		}
+		if res := ts.must(guard.Python, "stop.set()\nimport time\ntime.sleep(0.3)\nprint('stopped')"); res.ThreadsAlive != 0 {
+			t.Errorf("once the thread ended: %d threads alive; want 0", res.ThreadsAlive)
+		}
+	})
+}

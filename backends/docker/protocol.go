@@ -223,6 +223,9 @@ type exitReport struct {
 	// StateReset (sessions only) says this Python cell ran in a fresh interpreter because the
 	// one of earlier cells died (a timeout, os._exit, a signal, a memory kill).
 	StateReset bool `json:"state_reset"`
+	// ThreadsAlive (sessions only) is how many threads besides its driver's the supervisor
+	// counted in the session's interpreter when the cell ended (/proc/PID/task).
+	ThreadsAlive int `json:"threads_alive"`
 }
 
 // endReport is the payload of frameEnd.

@@ -453,7 +453,7 @@ func (s *Session) cellOutcome(ctx context.Context, cell guard.Cell, rep *report,
 		return s.ended(cell, rep, l, start)
 	}
 	res := b.outcome(measured{out: rep.output(), exit: rep.exit, containerExit: -1}, l)
-	res.StateReset = rep.exit.StateReset
+	res.StateReset, res.ThreadsAlive = rep.exit.StateReset, rep.exit.ThreadsAlive
 	if rep.tunnel != nil {
 		audit := rep.tunnel.close()
 		res.Egress = &audit

@@ -352,7 +352,7 @@ def exit_of(status):
     return os.WEXITSTATUS(status), 0
 
 
-def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancelled=None, state_reset=None):
+def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancelled=None, state_reset=None, threads_alive=None):
     """The exit frame of a run or a cell: its exit, its time, its streams as the code wrote them,
     and what the cgroup counted since before (cgroup_counters). A cell's also says whether it was
     cancelled and whether it ran in a fresh interpreter (cancelled and state_reset, not None)."""
@@ -372,7 +372,18 @@ def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancell
     })
     if state_reset is not None:
         fields["state_reset"] = state_reset
+    if threads_alive is not None:
+        fields["threads_alive"] = threads_alive
     return fields
+
+
+def threads_besides_driver(pid):
+    """How many threads besides its first (the cell driver's) the interpreter pid runs, counted
+    from outside it (/proc/PID/task), or None when it cannot be read."""
+    try:
+        return max(len(os.listdir("/proc/%d/task" % pid)) - 1, 0)
+    except OSError:
+        return None
 
 
 def write_inputs(files):
@@ -1491,6 +1502,9 @@ class Session:
             os.close(out.err_r)
         if keep is None:
             self.drop_interp()
+        # Counted here, from outside the interpreter: its own report (the driver's end) could be
+        # a thread's forgery, this count cannot.
+        threads_alive = threads_besides_driver(keep) if keep is not None else None
         if timed_out or cancelled:
             exit_code, sig = -1, 0
         elif driver_status is not None:
@@ -1498,7 +1512,7 @@ class Session:
         else:
             exit_code, sig = exit_of(status)
         frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, int((ended - started) * 1000), out, counters,
-                                              cancelled=cancelled, state_reset=state_reset)))
+                                              cancelled=cancelled, state_reset=state_reset, threads_alive=threads_alive)))
         with AsUser():
             truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
         frame(F_CELL_END, json_fields({"files_truncated": truncated}))
