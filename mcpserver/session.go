@@ -274,6 +274,7 @@ func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, session
 		content: func(ctx context.Context, c contract.CellStatus) *mcp.CallToolResult {
 			return s.cellContent(ctx, sessionID, c)
 		},
+		result: func(c contract.CellStatus) *guard.Result { return c.Result },
 	})
 }
 

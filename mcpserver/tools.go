@@ -45,6 +45,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest 
 		progress:     func(ctx context.Context) string { return s.waitingMessage(ctx, id, digest) },
 		stillWaiting: func(ctx context.Context) *mcp.CallToolResult { return s.stillWaiting(ctx, id, digest) },
 		content:      func(_ context.Context, res guard.Result) *mcp.CallToolResult { return resultContent(id, res) },
+		result:       func(res guard.Result) *guard.Result { return &res },
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // waited is what a tool call waits for, a run or a cell: how to wait for its end, follow its
@@ -23,6 +24,21 @@ type waited[T any] struct {
 	stillWaiting func(ctx context.Context) *mcp.CallToolResult
 	// content is the answer once it ended.
 	content func(ctx context.Context, end T) *mcp.CallToolResult
+	// result is the result end holds (nil when none), which the live output sent as progress
+	// must match.
+	result func(end T) *guard.Result
+}
+
+// checkedLive is w's content for end, with a warning when the live output sent as progress is not
+// what its result holds (client.LiveCursor.Verify): heartbeat details are not signed.
+func (w waited[T]) checkedLive(ctx context.Context, end T) *mcp.CallToolResult {
+	out := w.content(ctx, end)
+	if res := w.result(end); res != nil && out != nil {
+		if err := w.live.cur.Verify(*res); err != nil {
+			out.Content = append(out.Content, &mcp.TextContent{Text: "WARNING: the live output sent as progress is not this result's: " + err.Error()})
+		}
+	}
+	return out
 }
 
 // waitWithProgress waits for w up to Config.Wait, notifying progress (and live output) to a
@@ -71,7 +87,7 @@ func waitWithProgress[T any](ctx context.Context, s *Server, req *mcp.CallToolRe
 			if o.err != nil {
 				return errorResult(o.err), nil
 			}
-			return w.content(ctx, o.end), nil
+			return w.checkedLive(ctx, o.end), nil
 		case <-tick.C:
 			notify(w.progress(ctx))
 		}
