@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -125,6 +126,16 @@ func (a *Activities) adoptEntry(ctx context.Context, log RunLog, path string) bo
 		return true
 	}
 	res.Receipt = rec
-	a.deliverLate(ctx, to, c, res)
-	return true
+	input, err := a.lateInput(to, res)
+	if err != nil {
+		a.emitLate(ctx, to, c, 0, err)
+		return true
+	}
+	// Kept beside the entry before it is sent: the sandbox is gone now, and a worker that dies
+	// while it delivers leaves the result to the next.
+	if b, err := proto.Marshal(input); err == nil {
+		_ = writeDurably(latePath(path), b)
+	}
+	a.sendLate(ctx, to, c, input)
+	return ctx.Err() == nil
 }
