@@ -28,8 +28,10 @@ import (
 // lifetime, so age alone never takes a live one (one that has exited is removed at once: no cell
 // can run in it again): with Config.SessionEnded it is removed once that
 // hook says its workflow run has ended (whatever its age), and kept while it says not; without
-// the hook only once older than Config.MaxSessionLifetime plus olderThan. A run's container younger
-// than olderThan is removed too when that hook says its workflow run has ended.
+// the hook only once older than Config.MaxSessionLifetime plus olderThan. A run's container
+// (labelled with its run) is removed, whatever its age, once that hook says its workflow run has
+// ended, and kept while the hook says it is open: an old one may hold the report of a run that
+// waits for its late result (Adopt).
 //
 // The hook asks this worker's Temporal server, which knows only its own runs and sessions, so it
 // is asked only about containers of this backend's Config.NamespaceID: a container whose
@@ -78,9 +80,11 @@ func (b *Backend) Reap(ctx context.Context, olderThan time.Duration) (int, error
 			case !c.Created.Before(now.Add(-(b.cfg.MaxSessionLifetime + olderThan))):
 				continue
 			}
-		} else if young := !c.Created.Before(now.Add(-age)); young && sessionEnded != nil && c.Labels[LabelWorkflowID] != "" && c.Labels[LabelRunID] != "" {
+		} else if young := !c.Created.Before(now.Add(-age)); sessionEnded != nil && c.Labels[LabelWorkflowID] != "" && c.Labels[LabelRunID] != "" {
 			// A run's container: young for the threshold, which must outlast the longest run,
-			// but its run may have ended (its worker lost): then nothing waits for it.
+			// but its run may have ended (its worker lost): then nothing waits for it. Old, it
+			// may hold the report of a run still waiting for its late result (its worker died:
+			// a worker started again adopts it): kept while its run is open.
 			ended, err := sessionEnded(ctx, c.Labels[LabelWorkflowID], c.Labels[LabelRunID])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("docker: has run %s (workflow %s) of container %s ended: %w", c.Labels[LabelRunID], c.Labels[LabelWorkflowID], c.ID, err))

@@ -483,3 +483,25 @@ func TestNamespaceIDLabel(t *testing.T) {
 		t.Errorf("namespace id with a space: got %v; want a ConfigError", err)
 	}
 }
+
+// A run's container older than the reap threshold is kept while its run is open (it may hold the
+// report of a run that waits for its late result, which a restarted worker adopts) and removed
+// once the run ended.
+func TestReapKeepsAnOldContainerOfAnOpenRun(t *testing.T) {
+	now := time.Now()
+	f := newFake()
+	f.list = []containerSummary{
+		{ID: "waiting", Created: now.Add(-2 * time.Hour), Labels: map[string]string{LabelWorkflowID: "wf-waiting", LabelRunID: "r1", LabelNamespaceID: "ns-a"}},
+		{ID: "ended", Created: now.Add(-2 * time.Hour), Labels: map[string]string{LabelWorkflowID: "wf-ended", LabelRunID: "r2", LabelNamespaceID: "ns-a"}},
+		{ID: "unlabelled", Created: now.Add(-2 * time.Hour)},
+	}
+	b := fakeBackend(t, f, Config{NamespaceID: "ns-a", SessionEnded: func(_ context.Context, wf, _ string) (bool, error) {
+		return wf != "wf-waiting", nil
+	}})
+	if n, err := b.Reap(context.Background(), time.Hour); n != 2 || err != nil {
+		t.Errorf("reap: got %d, %v; want 2", n, err)
+	}
+	if got := strings.Join(f.removedIDs(), ","); got != "ended,unlabelled" {
+		t.Errorf("removed %s; want ended,unlabelled (the open run's container kept)", got)
+	}
+}
