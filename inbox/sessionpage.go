@@ -99,7 +99,7 @@ type cellView struct {
 	ResultErr string
 	// Threads is client.ThreadsWarning of the cell.
 	Threads string
-	Error     string
+	Error   string
 	// Diff is the waiting cell's line diff against the cell it retries (DiffFrom); nil for the
 	// first cell and for cells that do not wait.
 	Diff     []diffLine
