@@ -162,6 +162,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["files_truncated"] = res.FilesTruncated
 	d["outcome"] = res.Outcome.String()
 	d["state_reset"] = res.StateReset
+	d["threads_alive"] = res.ThreadsAlive
 	// Who cancelled is the workflow's record (Result.Cancelled); the host knows only that it
 	// stopped the code because the run was cancelled.
 	d["cancelled"] = res.Outcome == guard.OutcomeCancelled
