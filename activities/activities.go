@@ -487,11 +487,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)
-	if err == nil && code.Err() == nil {
-		to := a.activityRoute(ctx, info)
-		if attemptMayBeLost(ctx) || a.attemptGone(ctx, info, live.snapshot(), func() { a.keepLate(to, c, res) }) {
-			a.deliverLate(ctx, to, c, res)
-		}
+	if err == nil {
+		a.answerLate(ctx, code, a.activityRoute(ctx, info), c, res, live)
 	}
 	return runAnswer(ctx, code, res, err)
 }

@@ -176,6 +176,20 @@ func (a *Activities) activityRoute(ctx context.Context, info activity.Info) late
 	return lateRoute{log: a.historyOf(ctx), info: info, stop: activity.GetWorkerStopChannel(ctx), spool: a.spool}
 }
 
+// answerLate delivers res, the signed result of the code of a run or a cell that ran under code
+// (codeContext), as a late result by route to when the server may have lost its attempt: the SDK
+// gave the attempt up, or the server answers the host's own probe "not found" (attemptGone,
+// spooling res while it waits). A cancel, a stopping worker, a pause or a reset (code ended)
+// deliver nothing.
+func (a *Activities) answerLate(ctx, code context.Context, to lateRoute, c guard.Checked, res guard.Result, live *liveRecorder) {
+	if code.Err() != nil {
+		return
+	}
+	if attemptMayBeLost(ctx) || a.attemptGone(ctx, to.info, live.snapshot(), func() { a.keepLate(to, c, res) }) {
+		a.deliverLate(ctx, to, c, res)
+	}
+}
+
 // lateInput is the signal's input for res, a late result by route to: contract.LateResult
 // encoded with the worker's data converter (its payload codec too: the result holds output).
 func (a *Activities) lateInput(to lateRoute, res guard.Result) (*commonpb.Payloads, error) {

@@ -416,8 +416,10 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	}
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
 	a.cellEvent(context.WithoutCancel(ctx), &finished, in, hs)
-	if err == nil && code.Err() == nil && (attemptMayBeLost(ctx) || a.attemptGone(ctx, info, live.snapshot(), func() {})) {
-		a.deliverLate(ctx, lateRoute{log: a.historyOf(ctx), info: info, stop: activity.GetWorkerStopChannel(ctx)}, c, res)
+	if err == nil {
+		to := a.activityRoute(ctx, info)
+		to.spool = nil // cells are not spooled: no worker could adopt their sandbox
+		a.answerLate(ctx, code, to, c, res, live)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

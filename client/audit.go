@@ -568,34 +568,7 @@ func (c *Client) auditSession(ctx context.Context, rec contract.AuditRecord, run
 // receipt signs. A session whose check recorded no hosts, with none given, is not checked. A
 // refusal is a *guard.ReceiptRefused.
 func (c *Client) VerifyCell(ctx context.Context, sessionID string, cell int, res guard.Result, hosts *receipt.Hosts) error {
-	rec, hosts, err := c.auditForHosts(ctx, sessionID, "", hosts)
-	if err != nil || hosts == nil {
-		return err
-	}
-	i := slices.IndexFunc(rec.Cells, func(ac contract.AuditCell) bool { return ac.Cell.Index == cell })
-	if i < 0 {
-		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("the history of session %s records no result of cell %d", sessionID, cell)}
-	}
-	upTo := rec
-	upTo.Cells = rec.Cells[:i+1]
-	var refusal error
-	verifySession(upTo, hosts, func(name string, err error) {
-		if err != nil && refusal == nil {
-			refusal = &guard.ReceiptRefused{Field: "receipt", Msg: name + ": " + err.Error(), Err: err}
-		}
-	})
-	if refusal != nil {
-		return refusal
-	}
-	recorded := rec.Cells[i].Result.Receipt
-	if res.Receipt == nil || recorded == nil || receipt.Hash(*res.Receipt) != receipt.Hash(*recorded) {
-		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("cell %d's result does not carry the receipt its host signed", cell)}
-	}
-	st, err := receipt.Verify(hosts, res.Receipt)
-	if err != nil {
-		return err
-	}
-	return receipt.CheckResult(st, res)
+	return c.CheckCellResults(ctx, sessionID, map[int]guard.Result{cell: res}, hosts)[cell]
 }
 
 // CheckCellResults checks the results a view shows for the cells of session sessionID, as
@@ -639,7 +612,7 @@ func (c *Client) CheckCellResults(ctx context.Context, sessionID string, results
 func checkShownCell(i int, res guard.Result, recorded *guard.Receipt, hosts *receipt.Hosts, chainErr error) error {
 	switch {
 	case recorded == nil:
-		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("the session's history records no result of cell %d", i)}
+		return &guard.ReceiptRefused{Field: "receipt", Msg: fmt.Sprintf("the history of the session records no result of cell %d", i)}
 	case chainErr != nil:
 		return chainErr
 	case res.Receipt == nil || receipt.Hash(*res.Receipt) != receipt.Hash(*recorded):
