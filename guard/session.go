@@ -106,6 +106,32 @@ type SessionBackend interface {
 	OpenSession(ctx context.Context, s CheckedSession) (Sandbox, error)
 }
 
+// A SessionAdopter is a SessionBackend whose session sandboxes outlive the worker process that
+// opened them (issue 44): a worker that starts on the same host takes over the sandbox of a
+// session whose worker died (SIGKILLed, or stopped), so that the session goes on in it.
+type SessionAdopter interface {
+	SessionBackend
+	// AdoptSession takes over the session sandbox id, which a worker of this deployment opened
+	// for s and lost. s carries no file contents or env values (the sandbox has them); its
+	// Digest must be the one the sandbox was opened with. When pending is not nil, that worker
+	// had sent, or was about to send, the cell pending.Cell: AdoptSession waits, at most until
+	// pending.Deadline, for that cell's end in what the sandbox reported, and returns its result
+	// (limits applied; Digest left to the caller); a nil result says the cell's end never came
+	// by then (it was never sent, or its outcome is unknown). The Sandbox it returns runs the
+	// session's further cells. Errors: a SandboxLost when the sandbox is gone or is not one this
+	// backend can take over (another deployment's, another digest's, a session with egress,
+	// whose proxy died with its worker).
+	AdoptSession(ctx context.Context, id string, s CheckedSession, pending *PendingCell) (Sandbox, *Result, error)
+}
+
+// PendingCell is the cell a lost worker had sent to a session's sandbox and not collected.
+type PendingCell struct {
+	// Cell is the cell as its host checked it; Code may be empty (spools keep no code).
+	Cell     Cell
+	Limits   Limits
+	Deadline time.Time
+}
+
 // Sandbox is a session's live sandbox. Its methods are never called concurrently for one sandbox.
 type Sandbox interface {
 	// ID names the sandbox (a container id) in logs, labels and the reaper.
