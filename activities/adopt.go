@@ -53,10 +53,12 @@ func (a *Activities) spoolRun(ctx context.Context, info activity.Info, c guard.C
 // (spool.go): for each entry of a worker that is gone it waits for the code to end in its
 // sandbox (guard.Adopter), signs the receipt and delivers the result late through log, as the
 // activity would have. A sandbox that is gone, or kept no report, leaves the run to end
-// "outcome unknown", as it would have without adoption. Call it once the worker runs (its
+// "outcome unknown", as it would have without adoption. It takes over the sessions of those
+// workers too (adoptsession.go), and calls poll with each one's host task queue, which this
+// worker must then poll with RegisterHost's activities. Call it once the worker runs (its
 // results go to runs that wait for them); it returns when every entry was handled, or ctx
 // ended (the entries left are the next worker's).
-func (a *Activities) Adopt(ctx context.Context, log RunLog) {
+func (a *Activities) Adopt(ctx context.Context, log RunLog, poll func(queue string)) {
 	if a.spool == nil {
 		return
 	}
@@ -74,6 +76,9 @@ func (a *Activities) Adopt(ctx context.Context, log RunLog) {
 					os.Remove(path)
 				}
 			})
+		}
+		for _, path := range o.sessions {
+			wg.Go(func() { a.adoptSession(ctx, log, path, poll) })
 		}
 	}
 	wg.Wait()

@@ -87,7 +87,7 @@ func TestAdoptDeliversTheRunsOfAWorkerThatDied(t *testing.T) {
 
 	b := &adoptingBackend{}
 	next := adoptHost(t, dir, host, log, b)
-	next.Adopt(context.Background(), log)
+	next.Adopt(context.Background(), log, nil)
 
 	if n := b.adopted.Load(); n != 1 {
 		t.Errorf("the backend adopted %d sandboxes; want 1 (the kept late result needs none)", n)
@@ -134,7 +134,7 @@ func TestAdoptDeliversTheRunsOfAWorkerThatDied(t *testing.T) {
 	sink := &MemorySink{}
 	next = adoptHost(t, dir, host, log, &adoptingBackend{gone: true})
 	next.sink = sink
-	next.Adopt(context.Background(), log)
+	next.Adopt(context.Background(), log, nil)
 	if n := len(log.Signals(testWorkflowID, "lost")); n != 0 {
 		t.Errorf("%d signals for a run whose sandbox is gone; want none", n)
 	}

@@ -42,6 +42,11 @@ type hostSandbox struct {
 	key    sessionKey
 	box    *guard.GuardedSandbox
 	opened time.Time
+	// namespace and queue are the session's namespace and the host task queue its holds and
+	// cells come on; spool keeps its entry (nil: not spooled). See adoptsession.go.
+	namespace string
+	queue     string
+	spool     *spool
 
 	// mu serializes the cells and guards the record below.
 	mu sync.Mutex
@@ -71,6 +76,46 @@ type hostSandbox struct {
 type sessions struct {
 	mu sync.Mutex
 	m  map[sessionKey]*hostSandbox
+	// adopting holds the sessions this worker is taking over (adoptsession.go): each channel is
+	// closed when its sandbox was added, or could not be.
+	adopting map[sessionKey]chan struct{}
+}
+
+// adopt marks k as being taken over until done is called.
+func (r *sessions) adopt(k sessionKey) (done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.adopting == nil {
+		r.adopting = map[sessionKey]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	r.adopting[k] = ch
+	return sync.OnceFunc(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.adopting, k)
+		close(ch)
+	})
+}
+
+// await returns the sandbox of k, waiting (and calling beat every interval) while it is being
+// taken over; nil when there is none, or ctx ended first.
+func (r *sessions) await(ctx context.Context, k sessionKey, interval time.Duration, beat func()) *hostSandbox {
+	for {
+		r.mu.Lock()
+		hs, wait := r.m[k], r.adopting[k]
+		r.mu.Unlock()
+		if hs != nil || wait == nil {
+			return hs
+		}
+		select {
+		case <-wait:
+		case <-time.After(interval):
+			beat()
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 func (r *sessions) get(k sessionKey) *hostSandbox {
@@ -173,12 +218,26 @@ func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInp
 	if err != nil {
 		return contract.SessionOpened{}, contract.ToFailure(err)
 	}
-	hs := &hostSandbox{key: key, box: box, opened: time.Now(), used: map[string]bool{}, chain: guard.ChainStart(s.Digest)}
+	hs := &hostSandbox{key: key, box: box, opened: time.Now(), used: map[string]bool{}, chain: guard.ChainStart(s.Digest),
+		namespace: info.Namespace, queue: a.hostQueue, spool: a.spool}
 	if !a.sessions.add(hs) {
 		_ = box.Close(context.WithoutCancel(ctx))
 		return contract.SessionOpened{}, contract.ToFailure(&guard.ConfigError{Msg: fmt.Sprintf("session open: run %s of %s already has a sandbox on this host", key.runID, key.workflowID)})
 	}
+	a.armSession(hs, s.Lifetime+a.lifetimeExtra)
+	a.spoolSession(ctx, hs, nil)
+	a.sink.Emit(ctx, Event{Type: contract.EventSessionOpened, Time: time.Now(), Data: map[string]any{
+		"workflow_id": key.workflowID, "run_id": key.runID, "activity_id": info.ActivityID, "sandbox_id": box.ID(),
+		"digest": s.Digest, "backend": s.Backend, "languages": s.Languages, "host_task_queue": a.hostQueue,
+	}})
+	return contract.SessionOpened{HostTaskQueue: a.hostQueue, SandboxID: box.ID(), ImageID: box.ImageID()}, nil
+}
+
+// armSession ends hs's session if no hold takes it within a.holdStart, and at the latest after
+// lifetime.
+func (a *Activities) armSession(hs *hostSandbox, lifetime time.Duration) {
 	hs.holdMu.Lock()
+	defer hs.holdMu.Unlock()
 	hs.timers = append(hs.timers,
 		time.AfterFunc(a.holdStart, func() {
 			hs.holdMu.Lock()
@@ -188,13 +247,7 @@ func (a *Activities) SessionOpen(ctx context.Context, in contract.SessionOpenInp
 				a.endSession(hs, "never held")
 			}
 		}),
-		time.AfterFunc(s.Lifetime+a.lifetimeExtra, func() { a.endSession(hs, "lifetime") }))
-	hs.holdMu.Unlock()
-	a.sink.Emit(ctx, Event{Type: contract.EventSessionOpened, Time: time.Now(), Data: map[string]any{
-		"workflow_id": key.workflowID, "run_id": key.runID, "activity_id": info.ActivityID, "sandbox_id": box.ID(),
-		"digest": s.Digest, "backend": s.Backend, "languages": s.Languages, "host_task_queue": a.hostQueue,
-	}})
-	return contract.SessionOpened{HostTaskQueue: a.hostQueue, SandboxID: box.ID(), ImageID: box.ImageID()}, nil
+		time.AfterFunc(max(lifetime, 0), func() { a.endSession(hs, "lifetime") }))
 }
 
 // endSession removes hs's sandbox and forgets it, once.
@@ -206,6 +259,7 @@ func (a *Activities) endSession(hs *hostSandbox, why string) {
 		}
 		hs.holdMu.Unlock()
 		a.sessions.drop(hs)
+		unspoolSession(hs)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err := hs.box.Close(ctx)
@@ -221,9 +275,10 @@ func (a *Activities) endSession(hs *hostSandbox, why string) {
 	})
 }
 
-// lookup returns the sandbox this host keeps for the activity's own run, or a SandboxLost.
-func (a *Activities) lookup(info activity.Info) (*hostSandbox, error) {
-	hs := a.sessions.get(keyOf(info))
+// lookup returns the sandbox this host keeps for the activity's own run, or a SandboxLost; while
+// this worker takes the sandbox over from a worker that died, it waits, heartbeating.
+func (a *Activities) lookup(ctx context.Context, info activity.Info) (*hostSandbox, error) {
+	hs := a.sessions.await(ctx, keyOf(info), minHeartbeatInterval, func() { activity.RecordHeartbeat(ctx) })
 	if hs == nil {
 		return nil, &guard.SandboxLost{Msg: fmt.Sprintf("this host (task queue %s) keeps no sandbox for run %s of %s", info.TaskQueue, info.WorkflowExecution.RunID, info.WorkflowExecution.ID)}
 	}
@@ -234,7 +289,7 @@ func (a *Activities) lookup(info activity.Info) (*hostSandbox, error) {
 // sandbox ended by itself, and removes the sandbox when cancelled (the session ended).
 func (a *Activities) SessionHold(ctx context.Context, in contract.SessionHoldInput) error {
 	info := activity.GetInfo(ctx)
-	hs, err := a.lookup(info)
+	hs, err := a.lookup(ctx, info)
 	if err != nil {
 		return contract.ToFailure(err)
 	}
@@ -360,7 +415,7 @@ func (a *Activities) hold(ctx context.Context, hs *hostSandbox, interval time.Du
 // (a sandbox.refused event): nothing ran.
 func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) (guard.Result, error) {
 	info := activity.GetInfo(ctx)
-	hs, err := a.lookup(info)
+	hs, err := a.lookup(ctx, info)
 	if err != nil {
 		return guard.Result{}, contract.ToFailure(err)
 	}
@@ -392,6 +447,9 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	started := startedEvent(c, contract.RunInput{Decision: in.Decision}, info.Attempt)
 	a.cellEvent(ctx, &started, in, hs)
 
+	// The cell is spooled before it is sent, with the host's record as admitted: a worker
+	// started after this one dies delivers its result (adoptsession.go).
+	a.spoolSession(ctx, hs, pendingCell(info, hs, in, approvalsOf(ad.decisions, verified)))
 	start := time.Now()
 	chainBefore := hs.chain
 	res, err := hs.box.RunCell(runCtx, in.Cell, hs.chain) // in.Cell as this host checked it (cellSubject.bind)
@@ -414,6 +472,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 			approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed),
 			cell: &receipt.Cell{Index: in.Cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
 	}
+	a.spoolSession(ctx, hs, nil)
 	finished := finishedEvent(c, contract.RunInput{Decision: in.Decision}, res, err, elapsed)
 	a.cellEvent(context.WithoutCancel(ctx), &finished, in, hs)
 	if err == nil {

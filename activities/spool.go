@@ -190,7 +190,8 @@ func syncDir(dir string) {
 type orphan struct {
 	dir     string
 	lock    *os.File
-	entries []string // paths
+	entries  []string // paths of run entries
+	sessions []string // paths of session entries (adoptsession.go)
 }
 
 // orphans returns the spools of the workers that are gone, each locked until done is called.
@@ -234,6 +235,10 @@ func (s *spool) takeOrphan(id string) (*orphan, error) {
 		return nil, err
 	}
 	o.entries = entries
+	if o.sessions, err = filepath.Glob(filepath.Join(o.dir, "*.session")); err != nil {
+		f.Close()
+		return nil, err
+	}
 	return o, nil
 }
 

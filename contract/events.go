@@ -37,6 +37,10 @@ const (
 	// sandbox.finished and sandbox.refused, whose data carry the cell's index ("cell").
 	EventSessionOpened EventType = "session.opened"
 	EventSessionEnded  EventType = "session.ended"
+	// EventSessionAdopted: a worker that started took over the sandbox of a session whose worker
+	// died on the same host ("adopted"), or could not ("error"); "pending_cell" names the cell
+	// whose result it then delivers late.
+	EventSessionAdopted EventType = "session.adopted"
 	// EventSandboxLateResult: a sandbox host finished a run whose attempt the server may have
 	// lost, and delivered its result to the run as the signal SignalLateResult ("delivered"
 	// true) or gave up ("delivered" false, with "error").

@@ -144,6 +144,58 @@ func TestCellLateResultThroughACutConnection(t *testing.T) {
 	s.mustJSON(&struct{}{}, "session", "close", sess.WorkflowID)
 }
 
+// TestSessionSurvivesItsWorkerKilled: the real worker binaries, runc. The session's host worker
+// is SIGKILLed while an approved cell runs; the session's container runs on, its interpreter's
+// state with it. A worker started again on the host (same data dir, same host key) takes the
+// sandbox over from the dead worker's spool: it reads the cell's report from the container's
+// start once the cell ended, signs the receipt and delivers the cell's result late, and polls
+// the dead worker's host task queue, where the session's next hold and cells come. The cell ends
+// with the output it printed after the kill, marked recovered, and the next cell sees the state
+// the cells before it left. Before, the session ended SandboxLost.
+func TestSessionSurvivesItsWorkerKilled(t *testing.T) {
+	e := newLateEnv(t, "e2e-session-adopt", t.TempDir())
+	first := e.startHost(t, nil)
+	s := sessionCLI{e.s}
+	sess := s.open()
+	if got := s.cell(sess.WorkflowID, "x = 41"); !got.OK {
+		t.Fatalf("cell 1: %+v", got)
+	}
+	var sub contract.CellSubmitted
+	s.mustJSON(&sub, "session", "cell", sess.WorkflowID, "--code",
+		"import time\nprint('before', flush=True)\ntime.sleep(10)\nprint('after the kill', x + 1)\n")
+	s.mustJSON(&struct{}{}, "approve", sess.WorkflowID, "--cell", strconv.Itoa(sub.Cell))
+	for deadline := time.Now().Add(time.Minute); s.show(sess.WorkflowID).Cells[1].State != contract.StatusRunning; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("cell 2 never ran")
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	time.Sleep(3 * time.Second) // the server times the cell and the hold out: no worker heartbeats them
+	second := e.startHost(t, nil)
+
+	var cell contract.CellStatus
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
+		r := s.show(sess.WorkflowID)
+		if cell = r.Cells[1]; cell.State != contract.StatusRunning || r.State == contract.SessionError || time.Now().After(deadline) {
+			break
+		}
+	}
+	if res := cell.Result; res == nil || string(res.Stdout) != "before\nafter the kill 42\n" || !res.OK || res.Recovered == nil || res.Receipt == nil {
+		t.Fatalf("cell 2: %s, %s, result %+v; want its whole output, recovered, with its receipt\nsecond worker:\n%s", cell.State, cell.Error, res, second.output())
+	}
+	if next := s.cell(sess.WorkflowID, "print(x)"); string(next.Stdout) != "41\n" {
+		t.Errorf("cell 3 printed %q; want 41, in the same sandbox\nsecond worker:\n%s", next.Stdout, second.output())
+	}
+	if out := second.output(); !strings.Contains(out, "session.adopted") {
+		t.Errorf("the second worker logged no session.adopted event:\n%s", out)
+	}
+	s.mustJSON(&struct{}{}, "session", "close", sess.WorkflowID)
+}
+
 // lateEnv is the production split of the late-result tests: a worker --dev that runs the
 // workflows only, and a sandbox host (runc, a 2 s heartbeat timeout, a 2 min late-result wait,
 // its receipts signed with the dev host key) that reaches Temporal directly, or through a fault

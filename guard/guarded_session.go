@@ -33,6 +33,11 @@ func (g *Guarded) OpenSession(ctx context.Context, s CheckedSession) (*GuardedSa
 	if err != nil {
 		return nil, typedOpen(g.backend.Name(), err)
 	}
+	return g.guardedSandbox(box, s), nil
+}
+
+// guardedSandbox puts box, a sandbox of session s, behind the guard.
+func (g *Guarded) guardedSandbox(box Sandbox, s CheckedSession) *GuardedSandbox {
 	gs := &GuardedSandbox{box: box, session: s, policy: g.policy, backend: g.backend.Name(), broken: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		select {
@@ -41,7 +46,52 @@ func (g *Guarded) OpenSession(ctx context.Context, s CheckedSession) (*GuardedSa
 		}
 		close(gs.done)
 	}()
-	return gs, nil
+	return gs
+}
+
+// SessionAdopter returns the backend as a SessionAdopter, or nil when it is none.
+func (g *Guarded) SessionAdopter() SessionAdopter {
+	a, _ := g.backend.(SessionAdopter)
+	return a
+}
+
+// AdoptSession takes over the session sandbox id that a worker before this one opened for s
+// (SessionAdopter.AdoptSession; s as Redacted left it) and returns it behind the guard, with the
+// result of the cell that worker had sent, if it came: limits re-applied and Digest the cell's
+// over chain, the session's chain before it. A ConfigError when the backend is no
+// SessionAdopter; its other errors are typed as OpenSession's.
+func (g *Guarded) AdoptSession(ctx context.Context, id string, s CheckedSession, pending *PendingCell, chain string) (*GuardedSandbox, *Result, error) {
+	a := g.SessionAdopter()
+	if a == nil {
+		return nil, nil, configf("backend %q keeps no session sandbox for another worker to adopt", g.backend.Name())
+	}
+	box, res, err := a.AdoptSession(ctx, id, s, pending)
+	if err != nil {
+		return nil, nil, typed(g.backend.Name(), err)
+	}
+	if res != nil {
+		r := fitEncoding(Enforce(*res, pending.Limits), pending.Limits)
+		r.Digest = CellDigest(s.Digest, pending.Cell.Index, pending.Cell.CodeDigest, chain)
+		r.Backend = g.backend.Name()
+		res = &r
+	}
+	return g.guardedSandbox(box, s), res, nil
+}
+
+// Redacted is s without what a host must not write down: its files' contents and its env's
+// values, which the sandbox received when it was opened. Its digest and everything a cell's
+// check, limits and receipt read stay.
+func (s CheckedSession) Redacted() CheckedSession {
+	r := s
+	r.Files = make([]InputFile, len(s.Files))
+	for i, f := range s.Files {
+		r.Files[i] = InputFile{Name: f.Name}
+	}
+	r.Env = make([]EnvVar, len(s.Env))
+	for i, e := range s.Env {
+		r.Env[i] = EnvVar{Name: e.Name}
+	}
+	return r
 }
 
 // typedOpen makes an untyped OpenSession error one of ours: nothing of a cell ran, so it is an

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	tclient "go.temporal.io/sdk/client"
@@ -112,14 +113,18 @@ func (w *Worker) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stopWorkers, err := w.startWorkers(tc, acts, backend != nil, metricsInterceptors(met))
+	icpt := metricsInterceptors(met)
+	stopWorkers, err := w.startWorkers(tc, acts, backend != nil, icpt)
 	if err != nil {
 		return err
 	}
 	defer stopWorkers()
-	// The runs whose worker died on this host while their code ran get their results now.
+	// The runs whose worker died on this host while their code ran get their results now, and
+	// its sessions a worker that keeps their sandboxes.
 	adopted := make(chan struct{})
-	go func() { defer close(adopted); acts.Adopt(ctx, tc) }()
+	hosts := &adoptedHosts{w: w, tc: tc, acts: acts, icpt: icpt}
+	go func() { defer close(adopted); acts.Adopt(ctx, tc, hosts.poll) }()
+	defer hosts.stop()
 	defer func() { <-adopted }()
 	<-ctx.Done()
 	logger.Info("worker stopping")
@@ -317,6 +322,48 @@ func (w *Worker) startWorkers(tc tclient.Client, acts *activities.Activities, ha
 	w.logger.Info("worker running", "task_queue", cfg.TaskQueue, "sandbox_task_queue", sandboxQueue, "host_task_queue", acts.HostTaskQueue(),
 		"role", cfg.Role, "backend", cfg.Backend, "max_sandboxes", cfg.MaxSandboxes, "policy", cfg.Policy().String())
 	return stop, nil
+}
+
+// adoptedHosts polls the host task queues of the sessions this worker took over from a worker
+// that died on this host (activities.Adopt): their holds and cells come on the queue their
+// sandbox was opened with.
+type adoptedHosts struct {
+	w    *Worker
+	tc   tclient.Client
+	acts *activities.Activities
+	icpt []interceptor.WorkerInterceptor
+
+	mu      sync.Mutex
+	workers map[string]worker.Worker
+}
+
+// poll starts polling queue, once.
+func (h *adoptedHosts) poll(queue string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.workers[queue]; ok || queue == h.acts.HostTaskQueue() {
+		return
+	}
+	hw := worker.New(h.tc, queue, activities.WorkerOptions(worker.Options{MaxConcurrentActivityExecutionSize: 2 * h.w.opts.MaxSandboxes, Interceptors: h.icpt}))
+	h.acts.RegisterHost(hw)
+	if err := hw.Start(); err != nil {
+		h.w.logger.Error("the host task queue of an adopted session is not polled: its session ends", "host_task_queue", queue, "error", err)
+		return
+	}
+	if h.workers == nil {
+		h.workers = map[string]worker.Worker{}
+	}
+	h.workers[queue] = hw
+	h.w.logger.Info("polling the host task queue of a dead worker's sessions", "host_task_queue", queue)
+}
+
+// stop stops every poller poll started.
+func (h *adoptedHosts) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hw := range h.workers {
+		hw.Stop()
+	}
 }
 
 func startCodecServer(ctx context.Context, cfg *Options, ring *codec.KeyRing, port int, logger *slog.Logger) (string, error) {
