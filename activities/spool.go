@@ -188,8 +188,8 @@ func syncDir(dir string) {
 
 // orphan is the spool of a worker that is gone, locked by this one while it adopts it.
 type orphan struct {
-	dir     string
-	lock    *os.File
+	dir      string
+	lock     *os.File
 	entries  []string // paths of run entries
 	sessions []string // paths of session entries (adoptsession.go)
 }
