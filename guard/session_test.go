@@ -3,6 +3,7 @@ package guard
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,5 +79,31 @@ func TestResultDigestSurvivesJSONAndBindsOutput(t *testing.T) {
 		CellDigest(settings, 1, CellCodeDigest(Shell, "x = 41"), chain) == d1 ||
 		CellDigest(settings, 1, CellCodeDigest(Python, "x = 41"), ChainNext(chain, d1, ResultDigest(r))) == d1 {
 		t.Error("the cell digest does not bind its index, language or chain")
+	}
+}
+
+// TestRedactedKeepsNoFileContentsOrEnvValues: what a host spools of a session (Redacted) holds
+// the names and the digest, never a file's content or an env var's value; a cell checks against
+// it as against the session.
+func TestRedactedKeepsNoFileContentsOrEnvValues(t *testing.T) {
+	s := CheckedSession{Languages: []string{Python}, Digest: "sha256:00", CheckedSettings: CheckedSettings{
+		Files: []InputFile{{Name: "data.csv", Content: []byte("secret-file-bytes")}},
+		Env:   []EnvVar{{Name: "TOKEN", Value: "secret-env-value"}},
+	}}
+	r := s.Redacted()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"secret-file-bytes", "c2VjcmV0LWZpbGUtYnl0ZXM", "secret-env-value"} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("redacted session holds %q: %s", secret, b)
+		}
+	}
+	if r.Files[0].Name != "data.csv" || r.Env[0].Name != "TOKEN" || r.Digest != s.Digest {
+		t.Errorf("redacted session lost names or digest: %+v", r)
+	}
+	if string(s.Files[0].Content) != "secret-file-bytes" || s.Env[0].Value != "secret-env-value" {
+		t.Error("Redacted changed the session it was called on")
 	}
 }
