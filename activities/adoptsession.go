@@ -11,6 +11,10 @@ import (
 	"path/filepath"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/workflow"
 
@@ -130,6 +134,12 @@ func (a *Activities) adoptSession(ctx context.Context, log RunLog, path string, 
 		a.adoptedSessionEvent(ctx, e, "", fmt.Errorf("read the spool entry %s: %w", path, err))
 		return
 	}
+	if ended, err := runEnded(ctx, log, e.Namespace, e.WorkflowID, e.RunID); ended || err != nil {
+		// An ended session's sandbox is the reaper's; one the server cannot tell of is left to
+		// it too (nothing is taken over blind).
+		a.adoptedSessionEvent(ctx, e, "", errors.Join(errors.New("its session has ended, or its state cannot be read"), err))
+		return
+	}
 	// The session's next hold may come on its queue while the sandbox is taken over (a pending
 	// cell's end may be minutes away): it waits for it (lookup).
 	done := a.sessions.adopt(sessionKey{e.WorkflowID, e.RunID})
@@ -217,4 +227,20 @@ func (a *Activities) adoptedSessionEvent(ctx context.Context, e spooledSession, 
 		d["error"] = err.Error()
 	}
 	a.sink.Emit(ctx, Event{Type: contract.EventSessionAdopted, Time: time.Now(), Data: d})
+}
+
+// runEnded reports whether the workflow run has ended (or is gone).
+func runEnded(ctx context.Context, log RunLog, namespace, workflowID, runID string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, historyReadTimeout)
+	defer cancel()
+	resp, err := log.WorkflowService().DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: runID}})
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return resp.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
