@@ -66,7 +66,11 @@ type session struct {
 
 	// finalCellBytes memoizes the encoded size of each cell's status once it is final (0: not
 	// yet), so the status budget re-encodes only the cells that can still change: a submit's
-	// work stays bounded however large earlier cells' outputs were.
+	// work stays bounded however large earlier cells' outputs were. It is filled as each cell
+	// ends (endCell), in the task that ended it, replays included: a submit after a replay (the
+	// worker restarted, or evicted the session from its cache) would otherwise encode every
+	// cell at once, which for a status near its 2 MB budget took past the SDK's 1 s deadlock
+	// detector on a loaded host.
 	finalCellBytes []int
 
 	closeRequested bool
@@ -459,6 +463,16 @@ func (r *session) statusBytes() (int, error) {
 	return size, nil
 }
 
+// memoCellBytes records the encoded size of st, a cell that has just ended (statusBytes).
+func (r *session) memoCellBytes(st *contract.CellStatus) {
+	for len(r.finalCellBytes) < st.Cell {
+		r.finalCellBytes = append(r.finalCellBytes, 0)
+	}
+	if cb, err := json.Marshal(st); err == nil && st.Final() {
+		r.finalCellBytes[st.Cell-1] = len(cb) + 1
+	}
+}
+
 // submit checks the cell in a local activity, gives it the next index, and starts its wait for a
 // decision.
 func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contract.CellSubmitted, error) {
@@ -588,6 +602,7 @@ func (r *session) endCell(ctx workflow.Context, state, why string) {
 	st := r.cell()
 	st.State = state
 	st.Error = why
+	r.memoCellBytes(st)
 	if state == contract.StatusExpired {
 		r.event(ctx, contract.EventApprovalExpired, "cell", st.Cell, "approval_timeout", r.approvalTimeout.String())
 	}
