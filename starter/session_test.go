@@ -363,3 +363,29 @@ func TestSessionShowPrintsItsConversationDiff(t *testing.T) {
 		t.Errorf("session show of a session in no conversation names one:\n%s", out)
 	}
 }
+
+// TestStatementWarnsOfWhatEarlierCellsLeft: `starter statement --cell 3` prints, with the
+// waiting cell's own warnings, what earlier cells left in /work that a later interpreter may read
+// as other code (cell 1's helper.py declaring raw_unicode_escape) and the threads the host
+// counted alive after the cell before it: the reviewer who signs cell 3 decides with them in view.
+func TestStatementWarnsOfWhatEarlierCellsLeft(t *testing.T) {
+	r := hostileSession()
+	r.Views[0].WrittenSource = []string{"file helper.py line 1: coding declaration raw_unicode_escape\x1b[2J"}
+	r.Views[0].WrittenStartup = pysource.StartupWarnings([]string{"json.py"})
+	r.Views[2].ThreadsWarning = "1 thread of the interpreter was alive after cell 2"
+	var b bytes.Buffer
+	warnSession(&b, r, func(v client.CellView) bool { return v.Cell == 3 })
+	out := b.String()
+	for _, want := range []string{
+		"starter: cell 3: WARNING: cell 1: file helper.py line 1: coding declaration raw_unicode_escape",
+		"starter: cell 3: WARNING: cell 1 wrote input file json.py: module json shadows",
+		"starter: cell 3: 1 thread of the interpreter was alive after cell 2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("statement warnings lack %q:\n%s", want, out)
+		}
+	}
+	if strings.ContainsRune(out, 0x1b) {
+		t.Errorf("a control byte reaches the terminal:\n%s", out)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -79,9 +80,22 @@ func warnSession(stderr io.Writer, review client.SessionReview, include func(cli
 		if !include(v) {
 			continue
 		}
-		for _, w := range []string{v.Warning, v.NamesWarning} {
+		for _, w := range []string{v.Warning, v.NamesWarning, v.ThreadsWarning} {
 			if w != "" {
 				fmt.Fprintf(stderr, "starter: cell %d: %s\n", v.Cell, terminal(w))
+			}
+		}
+		// What earlier cells left in /work runs in this one's sandbox: the cell's reviewer
+		// decides with it in view.
+		var b strings.Builder
+		for _, u := range review.Views {
+			if u.Cell < v.Cell {
+				_ = printWrittenWarnings(&b, u.Cell, u)
+			}
+		}
+		for _, line := range strings.Split(b.String(), "\n") {
+			if line != "" {
+				fmt.Fprintf(stderr, "starter: cell %d: %s\n", v.Cell, line)
 			}
 		}
 	}
