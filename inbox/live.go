@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -61,7 +62,13 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, who *signIn, 
 		return
 	}
 	q := r.URL.Query()
-	cur := client.LiveCursor{ActivityID: q.Get("activity")}
+	id := r.PathValue("id")
+	shown := s.shown.cursor(liveKey{signIn: who.id, id: id, cell: cell})
+	shown.mu.Lock()
+	defer shown.mu.Unlock()
+	cur := &shown.cur
+	cur.ActivityID = q.Get("activity")
+	cur.Stdout, cur.Stderr = 0, 0
 	for _, p := range []struct {
 		name string
 		v    *int64
@@ -75,7 +82,6 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, who *signIn, 
 			*p.v = n
 		}
 	}
-	id := r.PathValue("id")
 	read, err := s.runs.ReadLive(r.Context(), id, cell)
 	if err != nil {
 		var ns *client.NotSessionError
@@ -118,4 +124,64 @@ func (s *Server) checkOwnScript(r *http.Request, who *signIn) error {
 		return errors.New("missing or wrong CSRF token")
 	}
 	return nil
+}
+
+// What this inbox's live reads handed each page is kept, per sign-in and run (or session cell),
+// so that the page drawn once the code ended says whether that output was the result's
+// (client.LiveCursor.Verify): live output is heartbeat details, unsigned, and a namespace
+// writer can record any for a running activity.
+
+// liveKey names the live output one sign-in was shown of run id (cell 0) or of a session's cell.
+type liveKey struct {
+	signIn, id string
+	cell       int
+}
+
+// liveCursor is what the live reads of one key handed out.
+type liveCursor struct {
+	mu  sync.Mutex
+	cur client.LiveCursor
+}
+
+// maxLiveShown bounds how many keys liveShown keeps: past it, it starts again empty (a page
+// then says nothing of output shown before).
+const maxLiveShown = 1024
+
+// liveShown keeps the cursors of the live reads the inbox answered.
+type liveShown struct {
+	mu sync.Mutex
+	m  map[liveKey]*liveCursor
+}
+
+// cursor returns k's cursor, made when there is none.
+func (l *liveShown) cursor(k liveKey) *liveCursor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil || len(l.m) >= maxLiveShown && l.m[k] == nil {
+		l.m = map[liveKey]*liveCursor{}
+	}
+	c := l.m[k]
+	if c == nil {
+		c = &liveCursor{}
+		l.m[k] = c
+	}
+	return c
+}
+
+// check says whether the live output k was shown is res's at the same offsets ("" when it is, or
+// none was shown), and forgets it.
+func (l *liveShown) check(k liveKey, res guard.Result) string {
+	l.mu.Lock()
+	c := l.m[k]
+	delete(l.m, k)
+	l.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.cur.Verify(res); err != nil {
+		return err.Error()
+	}
+	return ""
 }

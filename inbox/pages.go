@@ -114,6 +114,9 @@ type resultView struct {
 	// StdoutCut and StderrCut say the page shows only the first outputPreviewBytes of the stream.
 	StdoutCut, StderrCut bool
 	Files                []outputFile
+	// LiveMismatch says that the live output this page showed while the code ran is not the
+	// result's (liveShown.check); "" when it is, or none was shown.
+	LiveMismatch string
 }
 
 type outputFile struct {
@@ -233,6 +236,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) 
 			v.ResultErr = err.Error()
 		} else {
 			v.Result = newResultView(res)
+			v.Result.LiveMismatch = s.shown.check(liveKey{signIn: who.id, id: id}, res)
 		}
 	}
 	if v.Awaiting {

@@ -87,6 +87,8 @@ type Server struct {
 	pages     map[string]*template.Template
 	mux       *http.ServeMux
 	log       *slog.Logger
+	// shown is what the live reads handed each page (live.go).
+	shown liveShown
 }
 
 // New checks cfg and returns a Server.
