@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/internal/defaults"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 //go:embed assets templates
@@ -68,6 +69,10 @@ type Config struct {
 	IdleTTL time.Duration
 	// DecisionTTL is how long a signed statement stays valid. Optional: defaults to 15 min.
 	DecisionTTL time.Duration
+	// Hosts are the sandbox hosts' keys every result and cell the inbox shows is verified
+	// against (the same hosts file the workers sign with, --hosts). Optional: nil verifies
+	// against the hosts each run's check recorded, which a namespace writer's worker can write.
+	Hosts *receipt.Hosts
 	// Logger logs refusals and decisions. Optional: slog.Default().
 	Logger *slog.Logger
 	// Now returns the time. Optional: time.Now.
@@ -117,6 +122,9 @@ func New(cfg Config) (*Server, error) {
 	// A conversation's previous run is shown as decided only once its signature verified
 	// against the reviewers file the inbox reads.
 	runs = runs.WithReviewersFile(cfg.ReviewersPath, cfg.Origin)
+	if cfg.Hosts != nil {
+		runs = runs.WithHosts(cfg.Hosts)
+	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err

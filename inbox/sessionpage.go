@@ -174,7 +174,7 @@ func (s *Server) unverifiedCells(ctx context.Context, st contract.SessionStatus)
 	}
 	ctx, cancel := context.WithTimeout(ctx, temporalTimeout)
 	defer cancel()
-	return s.door.CheckCellResults(ctx, st.WorkflowID, results, nil)
+	return s.door.CheckCellResults(ctx, st.WorkflowID, results, s.cfg.Hosts)
 }
 
 // sessionView turns a session's status, and the input it was started with, into the page's

@@ -24,6 +24,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
@@ -122,13 +123,16 @@ type sessionDoorFake struct {
 	changes      *client.Changes
 	changesErr   error
 	changesAsked []guard.SessionRequest
-	// unverified is what CheckCellResults answers: why each cell's result does not verify.
+	// unverified is what CheckCellResults answers: why each cell's result does not verify;
+	// hostsAsked the hosts it was asked to verify against.
 	unverified map[int]error
+	hostsAsked []*receipt.Hosts
 }
 
-func (d *sessionDoorFake) CheckCellResults(_ context.Context, _ string, results map[int]guard.Result, _ *receipt.Hosts) map[int]error {
+func (d *sessionDoorFake) CheckCellResults(_ context.Context, _ string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.hostsAsked = append(d.hostsAsked, hosts)
 	out := map[int]error{}
 	for i := range results {
 		out[i] = d.unverified[i]
@@ -783,5 +787,27 @@ func TestSessionPageHidesUnverifiedCellResults(t *testing.T) {
 		if code, _ := b.get("/session/session-unverified/download/cell-" + cell + "-stdout"); code != want {
 			t.Errorf("cell %s's stdout download: %d; want %d", cell, code, want)
 		}
+	}
+}
+
+// TestSessionPageVerifiesAgainstTheInboxsHosts: an inbox given the hosts file (--hosts) checks
+// every cell result against it, not against the hosts the session's check recorded, which a
+// namespace writer's workflow worker can record for a key of its own.
+func TestSessionPageVerifiesAgainstTheInboxsHosts(t *testing.T) {
+	f := newSessionFixture(t, "session-hosts")
+	f.threeCells()
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	hosts, err := receipt.ParseHosts([]byte(hosttest.New(t, "host-a").Line()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.s.cfg.Hosts = hosts
+	if code, page := b.get("/session/session-hosts"); code != http.StatusOK {
+		t.Fatalf("GET: %d %s", code, page)
+	}
+	if len(door.hostsAsked) == 0 || door.hostsAsked[len(door.hostsAsked)-1] != hosts {
+		t.Errorf("cell results checked against %v; want the inbox's hosts", door.hostsAsked)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/inbox"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // inboxMain serves the reviewers' inbox until ctx ends: `starter inbox --listen 127.0.0.1:8235`.
@@ -25,23 +26,39 @@ func inboxMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs.StringVar(&l.Origin, "origin", os.Getenv("SANDBOXFLOW_INBOX_ORIGIN"), "the URL reviewers open (default http://localhost:PORT on loopback; its host is the passkeys' relying party id)")
 	reviewers := fs.String("reviewers", os.Getenv("SANDBOXFLOW_REVIEWERS"), "the reviewers file (OpenSSH allowed_signers), read again when it changes (required)")
 	counters := fs.String("passkey-counters", os.Getenv("SANDBOXFLOW_INBOX_PASSKEY_COUNTERS"), "where the inbox keeps each passkey's last signature counter, to refuse one that does not grow (default: in memory, forgotten on restart)")
+	hosts := fs.String("hosts", os.Getenv("SANDBOXFLOW_HOSTS"), "verify every result and cell against these sandbox hosts' keys (the workers' hosts file; default: the keys each run's check recorded)")
 	sandboxQueue := fs.String("sandbox-task-queue", os.Getenv("SANDBOXFLOW_SANDBOX_TASK_QUEUE"), "the sandbox task queue statements name when a run's status does not (default: --task-queue)")
-	if code, ok := parseServerFlags(fs, args, stderr, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue", "passkey-counters"); !ok {
+	if code, ok := parseServerFlags(fs, args, stderr, "key-file", "tls-cert", "tls-key", "origin", "sandbox-task-queue", "passkey-counters", "hosts"); !ok {
 		return code
 	}
 	if *reviewers == "" {
 		fmt.Fprintln(stderr, "starter inbox: --reviewers FILE (or SANDBOXFLOW_REVIEWERS) is required: the same reviewers file the workers use")
 		return cli.ExitUsage
 	}
-	if err := serveInbox(ctx, c, l, *reviewers, *sandboxQueue, *counters, stderr); err != nil {
+	var hostKeys *receipt.Hosts
+	if *hosts != "" {
+		var err error
+		if hostKeys, err = receipt.LoadHosts(*hosts); err != nil {
+			fmt.Fprintln(stderr, "starter inbox: --hosts:", err)
+			return cli.ExitUsage
+		}
+	}
+	if err := serveInbox(ctx, c, l, inboxFiles{reviewers: *reviewers, counters: *counters, hosts: hostKeys}, *sandboxQueue, stderr); err != nil {
 		fmt.Fprintln(stderr, "starter inbox:", err)
 		return 1
 	}
 	return 0
 }
 
+// inboxFiles are what the inbox reads besides Temporal: the reviewers file, where it keeps the
+// passkeys' counters, and the sandbox hosts' keys (nil: each check's).
+type inboxFiles struct {
+	reviewers, counters string
+	hosts               *receipt.Hosts
+}
+
 // serveInbox dials Temporal and serves the inbox until ctx ends.
-func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sandboxQueue, counters string, stderr io.Writer) error {
+func serveInbox(ctx context.Context, c *command, l inbox.Listen, f inboxFiles, sandboxQueue string, stderr io.Writer) error {
 	origin, err := l.Check()
 	if err != nil {
 		return err
@@ -54,13 +71,13 @@ func serveInbox(ctx context.Context, c *command, l inbox.Listen, reviewers, sand
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	srv, err := inbox.New(inbox.Config{
 		Temporal: tc, DataConverter: opts.DataConverter, Namespace: opts.Namespace, TaskQueue: c.taskQueue, SandboxTaskQueue: sandboxQueue,
-		ReviewersPath: reviewers, Origin: origin, Logger: logger, PasskeyCountersPath: counters,
+		ReviewersPath: f.reviewers, Origin: origin, Logger: logger, PasskeyCountersPath: f.counters, Hosts: f.hosts,
 	})
 	if err != nil {
 		return err
 	}
 	return inbox.Serve(ctx, l, srv, func(addr string) {
-		fmt.Fprintf(stderr, "reviewers' inbox on %s (listening on %s; relying party %s; reviewers %s)\n", origin, addr, srv.RPID(), reviewers)
+		fmt.Fprintf(stderr, "reviewers' inbox on %s (listening on %s; relying party %s; reviewers %s)\n", origin, addr, srv.RPID(), f.reviewers)
 	})
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/inbox"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // reviewersPath is the reviewers file this worker's workflows and hosts verify decisions
@@ -24,10 +26,18 @@ func reviewersPath(cfg *Options) string {
 }
 
 // startDevInbox serves the reviewers' inbox on 127.0.0.1:--inbox-port (http://localhost:PORT)
-// beside the dev server, until ctx ends. A failure is logged; the worker keeps running.
-func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn client.Connection, logger *slog.Logger) error {
+// beside the dev server, until ctx ends, verifying results against hostsFile (the worker's hosts
+// file; "" for each check's). A failure is logged; the worker keeps running.
+func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn client.Connection, logger *slog.Logger, hostsFile string) error {
 	if cfg.InboxPort < 0 {
 		return nil
+	}
+	var hosts *receipt.Hosts
+	if hostsFile != "" {
+		var err error
+		if hosts, err = receipt.LoadHosts(hostsFile); err != nil {
+			return fmt.Errorf("inbox: hosts file: %w", err)
+		}
 	}
 	opts, err := conn.Options()
 	if err != nil {
@@ -41,7 +51,7 @@ func startDevInbox(ctx context.Context, cfg *Options, tc tclient.Client, conn cl
 	reviewers := reviewersPath(cfg)
 	srv, err := inbox.New(inbox.Config{
 		Temporal: tc, DataConverter: opts.DataConverter, Namespace: opts.Namespace, TaskQueue: cfg.TaskQueue, SandboxTaskQueue: cfg.SandboxTaskQueue,
-		ReviewersPath: reviewers, Origin: origin, Logger: logger,
+		ReviewersPath: reviewers, Origin: origin, Logger: logger, Hosts: hosts,
 		PasskeyCountersPath: devInboxPasskeyCounters(cfg),
 	})
 	if err != nil {

@@ -91,7 +91,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 	}
 	defer tc.Close()
 	if cfg.Dev {
-		if err := startDevInbox(ctx, cfg, tc, conn, logger); err != nil {
+		if err := startDevInbox(ctx, cfg, tc, conn, logger, files.hosts); err != nil {
 			return err
 		}
 	} else if err := checkSearchAttributes(ctx, tc, conn.Namespace); err != nil {
