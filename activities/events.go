@@ -163,6 +163,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["outcome"] = res.Outcome.String()
 	d["state_reset"] = res.StateReset
 	d["threads_alive"] = res.ThreadsAlive
+	d["exit_reported_by"] = res.ExitReportedBy
 	// Who cancelled is the workflow's record (Result.Cancelled); the host knows only that it
 	// stopped the code because the run was cancelled.
 	d["cancelled"] = res.Outcome == guard.OutcomeCancelled

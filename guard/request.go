@@ -271,6 +271,12 @@ type Result struct {
 	// earlier cell or this one started run on into the next cells, where they can print, change
 	// state, and end a cell before its code did.
 	ThreadsAlive int `json:"threads_alive,omitempty"`
+	// ExitReportedBy says who gave ExitCode and the end of the code: "" when the sandbox host
+	// measured them (a process's exit or signal, a timeout, a cancel), ReportedByInterpreter
+	// when a session's Python interpreter reported its cell's end and status, which every thread
+	// in that interpreter can do too (a thread left by an earlier cell can end a cell early, as
+	// succeeded). The receipt signs which.
+	ExitReportedBy string `json:"exit_reported_by,omitempty"`
 	// Receipt is the sandbox host's signed account of the run (package receipt): what ran,
 	// where, and the hashes of what it produced. Absent from results of hosts without a key.
 	Receipt *Receipt `json:"receipt,omitempty"`
@@ -293,6 +299,10 @@ type Result struct {
 	// run, its held claim and the approvals it accepted. Nil for a result that came in time.
 	Recovered *Recovered `json:"recovered,omitempty"`
 }
+
+// ReportedByInterpreter is Result.ExitReportedBy of a cell whose end and exit status its
+// session's interpreter reported.
+const ReportedByInterpreter = "interpreter"
 
 // Recovered is how a late result reached its run.
 type Recovered struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/guard/human"
 )
 
 // Names of the session tools (issue 28).
@@ -371,7 +372,7 @@ func closedContent(sessionID string, st contract.SessionStatus) *mcp.CallToolRes
 		if c.Result != nil {
 			r := client.WithoutContents(*c.Result)
 			sum.Result = &r
-			line += fmt.Sprintf(", exit code %d", r.ExitCode)
+			line += fmt.Sprintf(", exit code %d%s", r.ExitCode, human.ExitSource(r))
 		}
 		out.Cells = append(out.Cells, sum)
 		lines = append(lines, line)
@@ -396,7 +397,7 @@ func cellResultContent(sessionID string, c contract.CellStatus, res guard.Result
 		}
 		return r
 	}
-	label := fmt.Sprintf("cell %d of session %s", c.Cell, sessionID)
+	label := fmt.Sprintf("cell %d of session %s", c.Cell, sessionID) + human.ExitSource(res)
 	if res.StateReset {
 		label += " (state_reset: an earlier cell ended the interpreter, so this cell ran in a fresh one; variables and imports are gone, files are kept)"
 	}

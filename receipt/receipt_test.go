@@ -127,6 +127,9 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		{"file bytes", "files[0]", func(r *guard.Result) { r.Files[0].Content = []byte("dat4") }},
 		{"file added", "files", func(r *guard.Result) { r.Files = append(r.Files, guard.File{Name: "x", Content: []byte("x")}) }},
 		{"exit code", "exit_code", func(r *guard.Result) { r.ExitCode = 3 }},
+		// An exit the interpreter reported passed off as one the host measured, and the reverse.
+		{"who reported the exit", "exit_reported_by", func(r *guard.Result) { r.ExitReportedBy = guard.ReportedByInterpreter }},
+		{"threads alive", "threads_alive", func(r *guard.Result) { r.ThreadsAlive = 1 }},
 		{"egress bytes", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].BytesIn++ }},
 		{"egress host", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Host = "evil.example" }},
 		{"egress secret", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Secrets = []string{"OTHER"} }},

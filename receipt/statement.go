@@ -64,6 +64,10 @@ type Statement struct {
 	// ThreadsAlive is how many threads besides its driver's the host counted in a session's
 	// interpreter when the cell ended (guard.Result.ThreadsAlive). Absent when 0.
 	ThreadsAlive int `json:"threads_alive,omitempty"`
+	// ExitReportedBy says who gave the exit code and the end (guard.Result.ExitReportedBy):
+	// "interpreter" for a session cell whose interpreter reported them; absent when the host
+	// measured them.
+	ExitReportedBy string `json:"exit_reported_by,omitempty"`
 	// Stdout and Stderr are the output streams, whole and as kept.
 	Stdout Stream `json:"stdout"`
 	Stderr Stream `json:"stderr"`
@@ -239,7 +243,7 @@ func New(run Run, res guard.Result) Statement {
 		Digest: run.Digest, Approvals: run.Approvals, Host: run.Host, Backend: run.Backend,
 		ImageID: res.ImageID, Started: run.Started.UTC().Format(timeLayout), Ended: run.Ended.UTC().Format(timeLayout),
 		Outcome: res.Outcome.String(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
-		StateReset: res.StateReset, ThreadsAlive: res.ThreadsAlive, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell, Claim: run.Claim,
+		StateReset: res.StateReset, ThreadsAlive: res.ThreadsAlive, ExitReportedBy: res.ExitReportedBy, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell, Claim: run.Claim,
 	}
 	if run.Err != nil {
 		// The type and operation only: a backend's cause can quote the code's output.

@@ -174,6 +174,7 @@ func CheckResult(st Statement, res guard.Result) error {
 		{"timed_out", res.TimedOut, st.TimedOut},
 		{"state_reset", res.StateReset, st.StateReset},
 		{"threads_alive", res.ThreadsAlive, st.ThreadsAlive},
+		{"exit_reported_by", res.ExitReportedBy, st.ExitReportedBy},
 		{"files_truncated", res.FilesTruncated, st.FilesTruncated},
 		{"digest", res.Digest, st.Digest},
 		{"backend", res.Backend, st.Backend},

@@ -219,7 +219,7 @@ func printCellRows(row func(k, format string, a ...any), c contract.CellStatus, 
 		row("error", "%s", terminal(c.Error))
 	}
 	if r := c.Result; r != nil {
-		row("result", "%s, exit code %d, %s", r.Outcome, r.ExitCode, human.Duration(r.Duration))
+		row("result", "%s, exit code %d%s, %s", r.Outcome, r.ExitCode, human.ExitSource(*r), human.Duration(r.Duration))
 		if r.StateReset {
 			row("", "the interpreter was started afresh for this cell: variables and imports of earlier cells are gone, /work is kept")
 		}

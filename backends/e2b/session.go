@@ -282,7 +282,7 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 		case <-ip.changed:
 			if ended, exitCode := c.Ended(); ended {
 				res := result()
-				res.ExitCode = exitCode
+				res.ExitCode, res.ExitReportedBy = exitCode, guard.ReportedByInterpreter
 				return res, nil
 			}
 			if !ip.finished() {

@@ -300,7 +300,7 @@ func (ss *session) runPython(ctx context.Context, cell guard.Cell, limits guard.
 		case <-ip.changed:
 			if done, exitCode := c.Ended(); done {
 				res := result()
-				res.ExitCode = exitCode
+				res.ExitCode, res.ExitReportedBy = exitCode, guard.ReportedByInterpreter
 				return res, nil
 			}
 			if !ip.hasExited() {

@@ -77,6 +77,10 @@ func TestSessionKeepsStateAcrossCells(t *testing.T) {
 	if r4.ExitCode != 3 || string(r4.Stdout) != "made 41\n" || r4.Files != nil {
 		t.Fatalf("cell 4: exit %d stdout %q files %v", r4.ExitCode, r4.Stdout, fileNames(r4))
 	}
+	// The interpreter reported cell 4's status; the host measured the sh cell's process.
+	if r4.ExitReportedBy != guard.ReportedByInterpreter || r3.ExitReportedBy != "" {
+		t.Errorf("exit reported by %q (python) and %q (sh); want interpreter and the host's measure", r4.ExitReportedBy, r3.ExitReportedBy)
+	}
 	if err := sb.Close(t.Context()); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -88,7 +92,7 @@ func TestSessionExitAndTimeoutReset(t *testing.T) {
 	sb, s := openSession(t, b, guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 2 * time.Second}}})
 	cell(t, sb, s, 1, guard.Python, "x = 1\nopen('keep.txt', 'w').write('kept')\n")
 	r2 := cell(t, sb, s, 2, guard.Python, "import os\nprint('bye', flush=True)\nos._exit(7)\n")
-	if r2.ExitCode != 7 || string(r2.Stdout) != "bye\n" || r2.StateReset {
+	if r2.ExitCode != 7 || string(r2.Stdout) != "bye\n" || r2.StateReset || r2.ExitReportedBy != "" {
 		t.Fatalf("os._exit: exit %d stdout %q; want 7 and bye", r2.ExitCode, r2.Stdout)
 	}
 	select {

@@ -79,3 +79,12 @@ func Metadata(m guard.Metadata) []Field {
 	}
 	return out
 }
+
+// ExitSource is what every view writes after a result's exit code when the host did not measure
+// it: "" for a measured exit, else why it cannot be taken as the code's own end.
+func ExitSource(res guard.Result) string {
+	if res.ExitReportedBy != guard.ReportedByInterpreter {
+		return ""
+	}
+	return " (reported by the session's interpreter, not measured by the host: a thread left running in it can report a cell's end and status)"
+}
