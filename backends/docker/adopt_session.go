@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +35,10 @@ var errKeptEnd = errors.New("the pending cell's end was read")
 // With pending, AdoptSession reads the container's kept output from its first byte (never a
 // live stream joined mid-way, where the code's stdout bytes could pass for frames): the
 // opening, then one report per cell, each end checked against the session's nonce, which the
-// code cannot know, so a log the daemon cut short is refused. It stops at the end of
-// pending.Cell (its result, built as RunCell's, with pending.Limits and the duration the
-// supervisor measured), at pending.Deadline (a nil result) or when the container stops (a
+// code cannot know, so a log the daemon cut at its bound is refused. It stops at the end of
+// pending.Cell, then reads the log once more from its first byte (the follow may have crossed
+// a cut) for the cell's result, built as RunCell's, with pending.Limits and the duration the
+// supervisor measured; at pending.Deadline (a nil result); or when the container stops (a
 // SandboxLost). A nil result leaves the session lost: the cell may still run, or a frame cut
 // short may wait in the supervisor's stdin, so the container is killed and the returned
 // sandbox refuses every cell with a SandboxLost (Close removes it). Without pending the kept
@@ -149,7 +151,7 @@ func (s *Session) readKept(ctx context.Context, pending *guard.PendingCell) (*re
 	err := b.eng.FollowLogs(fctx, id, w, s.diag)
 	switch {
 	case w.got != nil:
-		return w.got, nil
+		return s.readKeptAgain(ctx, w)
 	case w.err != nil:
 		return nil, lost("its kept output cannot be read: " + w.err.Error())
 	case ctx.Err() != nil:
@@ -160,6 +162,26 @@ func (s *Session) readKept(ctx context.Context, pending *guard.PendingCell) (*re
 		return nil, &guard.IntegrationError{Op: "docker: read the kept output of session container " + id, Err: err, CodeMayHaveStarted: true}
 	}
 	return nil, lost(fmt.Sprintf("it stopped before the end of %s (container stderr: %q)", pending.Cell, clip(s.diag.Bytes())))
+}
+
+// readKeptAgain reads the kept output once more from its first byte, now that the pending
+// cell ended and the supervisor writes nothing until the next cell, and returns the pending
+// cell's report from that read. The follow that found the end may have crossed a cut the daemon
+// made at the log's bound (it then goes on in the new file, mid-stream); this read cannot: a cut
+// log does not begin with the opening's nonce.
+func (s *Session) readKeptAgain(ctx context.Context, first *sessionLog) (*report, error) {
+	w := &sessionLog{limits: first.limits, max: first.max, nonce: first.nonce, want: first.want}
+	err := s.b.eng.Logs(ctx, s.sb.id, w, io.Discard)
+	switch {
+	case w.got != nil:
+		return w.got, nil
+	case w.err != nil:
+		return nil, &guard.SandboxLost{Msg: "session container " + s.sb.id + ": its kept output cannot be read: " + w.err.Error()}
+	}
+	if err == nil {
+		err = errors.New("the pending cell's end is gone from it")
+	}
+	return nil, &guard.IntegrationError{Op: "docker: read the kept output of session container " + s.sb.id + " again", Err: err, CodeMayHaveStarted: true}
 }
 
 // attachAdopted attaches to the adopted container and starts copying its output into the
