@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +180,8 @@ type sandbox struct {
 	release func()
 	// session is set for a session's container (OpenSession), which carries LabelSession.
 	session bool
+	// nonce is a session's secret (LabelSessionNonce); "" for a run's container.
+	nonce string
 }
 
 // Run runs c in a fresh container, one the warm pool started for it or one created now, and
@@ -372,22 +375,19 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, host engineVersion) contai
 		CgroupnsPrivate: host.CgroupVersion == "2",
 		MaskedPaths:     maskedPaths(host.NCPU),
 		KeepLog:         b.keepLog(sb),
+		KeepStdin:       sb.session,
 	}
 }
 
-// keptReportBytes bounds what the daemon keeps of a run container's output for Adopt: the
-// supervisor's frames, which its caps bound (a run's egress tunnel adds its traffic). A run that
-// wrote more cannot be adopted.
+// keptReportBytes bounds what the daemon keeps of a run or session container's output for Adopt
+// and AdoptSession: the supervisor's frames, which its caps bound (a run's egress tunnel adds its
+// traffic). Past it the daemon truncates the log: a run that wrote more cannot be adopted, and a
+// session whose log was cut is refused by its nonce (see AdoptSession).
 const keptReportBytes = 1 << 30
 
-// keepLog is containerSpec.KeepLog for sb: a run's container keeps its report for Adopt; a
-// session's keeps nothing (its cells are not adopted).
-func (b *Backend) keepLog(sb *sandbox) int64 {
-	if sb.session {
-		return 0
-	}
-	return keptReportBytes
-}
+// keepLog is containerSpec.KeepLog for sb: a run's container keeps its report for Adopt, a
+// session's its whole output for AdoptSession; a warm container's too (a run takes it).
+func (b *Backend) keepLog(*sandbox) int64 { return keptReportBytes }
 
 // labels are the labels of c's container; a container the warm pool starts (c nil) names no run.
 func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
@@ -401,6 +401,7 @@ func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
 		LabelCreated:    time.Now().UTC().Format(time.RFC3339Nano),
 		LabelRuntime:    runtime,
 		LabelImageID:    sb.image.ID,
+		LabelUID:        strconv.Itoa(sb.uid),
 	}
 	if b.cfg.NamespaceID != "" {
 		labels[LabelNamespaceID] = b.cfg.NamespaceID
@@ -414,6 +415,7 @@ func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
 		labels[LabelDigest] = c.Digest
 		if sb.session {
 			labels[LabelSession] = c.Owner.WorkflowID
+			labels[LabelSessionNonce] = sb.nonce
 		}
 	}
 	for k, v := range b.cfg.Labels {
@@ -455,9 +457,17 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked, s
 	}
 	sb := &sandbox{uid: uid, image: img, release: release, session: session}
 	var suffix [8]byte
+	var nonce [32]byte
 	if _, err := rand.Read(suffix[:]); err != nil {
 		release()
 		return nil, &guard.IntegrationError{Op: "docker: container name", Err: err}
+	}
+	if session {
+		if _, err := rand.Read(nonce[:]); err != nil {
+			release()
+			return nil, &guard.IntegrationError{Op: "docker: session nonce", Err: err}
+		}
+		sb.nonce = hex.EncodeToString(nonce[:])
 	}
 	sb.name = "sandboxflow-" + hex.EncodeToString(suffix[:])
 	if c == nil {

@@ -126,7 +126,7 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 		AttachStdout: true,
 		AttachStderr: true,
 		OpenStdin:    true,
-		StdinOnce:    true,
+		StdinOnce:    !s.KeepStdin,
 		Healthcheck:  &container.HealthConfig{Test: []string{"NONE"}},
 	}
 	pids := s.PidsLimit
@@ -178,12 +178,23 @@ func logConfig(keep int64) container.LogConfig {
 }
 
 func (e *dockerEngine) Logs(ctx context.Context, id string, stdout, stderr io.Writer) error {
-	rc, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	return e.logs(ctx, id, false, stdout, stderr)
+}
+
+func (e *dockerEngine) FollowLogs(ctx context.Context, id string, stdout, stderr io.Writer) error {
+	return e.logs(ctx, id, true, stdout, stderr)
+}
+
+func (e *dockerEngine) logs(ctx context.Context, id string, follow bool, stdout, stderr io.Writer) error {
+	rc, err := e.cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow})
 	if err != nil {
 		return classify(err)
 	}
 	defer rc.Close()
 	_, err = stdcopy.StdCopy(stdout, stderr, rc)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", ctx.Err(), err)
+	}
 	return err
 }
 

@@ -77,6 +77,13 @@ const (
 	// LabelRunID is the session's run id and its LabelDigest the session's settings digest. The
 	// reaper removes it once that workflow run has ended (Config.SessionEnded).
 	LabelSession = LabelPrefix + "session"
+	// LabelUID is the uid the container's code runs as: a worker that adopts a session's
+	// container (AdoptSession) reserves it, so it never hands it to another sandbox.
+	LabelUID = LabelPrefix + "uid"
+	// LabelSessionNonce is a session container's secret (random hex): its supervisor echoes it in
+	// the frames that open the session and end each cell, which the code cannot forge, so that
+	// AdoptSession knows the kept output it reads starts at the container's first byte.
+	LabelSessionNonce = LabelPrefix + "session-nonce"
 )
 
 //go:embed seccomp.json

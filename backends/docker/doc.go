@@ -47,7 +47,9 @@
 //     the worker or the daemon) and 1000 for the code's own process (inside the sandbox the
 //     code goes before the supervisor);
 //   - a private cgroup namespace where the host has cgroup v2; no health check; the logging
-//     driver "none" (output never lands in the daemon's log files);
+//     driver "local" in one uncompressed file of at most 1 GiB (keptReportBytes): the daemon
+//     keeps what the supervisor wrote, its frames, so that a worker other than the attached
+//     one can read a run's report (Adopt) or a session's output (AdoptSession);
 //   - the image by its ID: before each run the backend inspects Config.Image (it is never
 //     pulled; missing, it is a guard.ConfigError naming the `docker pull` or build to run),
 //     refuses an image that declares VOLUMEs (they would land on the host's disk uncapped),
@@ -56,8 +58,9 @@
 //   - no host mounts and no Docker socket;
 //   - labels: LabelManaged, LabelDeployment (Config.Deployment), LabelNamespaceID (Config.NamespaceID,
 //     when set), the Temporal workflow id, run id and activity id, the creation time, the runtime, the digest and the image ID, plus
-//     Config.Labels; a session's container also LabelSession (the session's workflow id), with
-//     the session's run id and its settings digest as LabelRunID and LabelDigest.
+//     Config.Labels, and LabelUID (the uid the code runs as); a session's container also
+//     LabelSession (the session's workflow id), with the session's run id and its settings
+//     digest as LabelRunID and LabelDigest, and LabelSessionNonce (see Sessions).
 //
 // # The supervisor, and what the code can reach
 //
@@ -307,7 +310,23 @@
 // when RunCell's context ends, the worker kills the container (the session is lost) and reports
 // the cell as timed out with the output received so far. Close kills and removes the container
 // and frees its uid and slot; it may be called more than once. The backend's own Close closes
-// every session still open: its stream, and so its state, ends with the worker's process.
+// every session still open.
+//
+// A session's container outlives its worker's process (issue 44): it keeps its stdin open when
+// the worker's connection ends (StdinOnce off, unlike a run's, whose supervisor learns from
+// stdin's end that its worker is gone), so its supervisor never ends on its own, and the daemon
+// keeps its whole output, as a run's. A worker of the same deployment started later takes it
+// over with AdoptSession (adopt_session.go): it reads the kept output from the container's first
+// byte, never a live stream joined mid-way, into the opening's report and one per cell, and
+// collects the cell the dead worker had sent (each ready and cell-end frame carries the cell's
+// index and a per-session nonce, LabelSessionNonce, that the code never sees, so a log the
+// daemon cut at its bound is refused; each ends in a newline, without which the daemon's log
+// copier would hold it back); then it attaches and runs further cells in the same interpreter.
+// Its uid (LabelUID) is reserved in the adopting backend's pool. A session with egress is not
+// adopted (its proxy died with its worker), nor is one whose pending cell's end did not come by
+// its deadline (the sandbox returned is lost and killed). A container no worker adopts is
+// removed by the reaper once its session's workflow run has ended (Orphans), not by its
+// supervisor's end.
 //
 // A session with egress has the supervisor listen on 127.0.0.1:Config.Egress.Port from its
 // start to its end (bound before any cell, the env and CA files set once), and each cell gets an

@@ -46,6 +46,9 @@ type engine interface {
 	// log driver kept it (containerSpec.KeepLog), to the writers. Call it once the container
 	// stopped (Wait) for the whole of it.
 	Logs(ctx context.Context, id string, stdout, stderr io.Writer) error
+	// FollowLogs is Logs that goes on copying what the container writes after the call, until
+	// the container stops, ctx ends, or a writer returns an error (which it returns).
+	FollowLogs(ctx context.Context, id string, stdout, stderr io.Writer) error
 	// List returns every container, running or not, that carries all the given labels.
 	List(ctx context.Context, labels map[string]string) ([]containerSummary, error)
 	// Close releases the client.
@@ -96,6 +99,11 @@ type containerSpec struct {
 	CgroupnsPrivate bool
 	// MaskedPaths replace Docker's default masked paths.
 	MaskedPaths []string
+	// KeepStdin keeps the container's stdin open when the attached worker's connection ends
+	// (the daemon's StdinOnce off), so that another worker can attach and write to it: a
+	// session's (AdoptSession). A run's stdin ends with its worker's connection: its supervisor
+	// learns from that end that its worker is gone.
+	KeepStdin bool
 	// KeepLog has the daemon keep up to that many bytes of what the container writes (the
 	// "local" log driver), so that a worker other than the one attached can read a run's report
 	// (Backend.Adopt); zero keeps nothing (the "none" driver).

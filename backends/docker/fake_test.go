@@ -190,6 +190,10 @@ func (f *fakeEngine) Logs(context.Context, string, io.Writer, io.Writer) error {
 	return errors.New("fake engine keeps no logs")
 }
 
+func (f *fakeEngine) FollowLogs(context.Context, string, io.Writer, io.Writer) error {
+	return errors.New("fake engine keeps no logs")
+}
+
 func (f *fakeEngine) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -67,9 +67,11 @@ const (
 	// frameCell (worker → supervisor): one cell (supCell): its index, language, code, timeout
 	// and caps. The supervisor runs nothing of it before it has read the whole frame.
 	frameCell frameType = 11
-	// frameCellEnd (supervisor → worker): the last frame of a cell, as JSON (endReport).
+	// frameCellEnd (supervisor → worker): the last frame of a cell, as JSON (endReport, with the
+	// cell's index and the session's nonce) and a newline.
 	frameCellEnd frameType = 12
 	// frameReady (supervisor → worker): the session's input files are written; cells may come.
+	// Its payload is JSON (endReport, with the session's nonce) and a newline.
 	frameReady frameType = 13
 )
 
@@ -228,9 +230,15 @@ type exitReport struct {
 	ThreadsAlive int `json:"threads_alive"`
 }
 
-// endReport is the payload of frameEnd.
+// endReport is the payload of frameEnd, and of a session's frameReady and frameCellEnd.
 type endReport struct {
 	FilesTruncated bool `json:"files_truncated"`
+	// Cell (frameCellEnd) is the index of the cell that ended.
+	Cell int `json:"cell,omitempty"`
+	// Nonce (frameReady, frameCellEnd) echoes the session request's Nonce: the code never sees
+	// it, so a frame that carries it was written by the supervisor (AdoptSession reads the
+	// container's kept output by it).
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // maxResultBytes bounds everything the worker reads from the supervisor for limits l: the
@@ -434,6 +442,9 @@ func withNote(res guard.Result, note string, maxStderr int64) guard.Result {
 // cell's proxy.
 type supSession struct {
 	V int `json:"v"` // protocolVersion
+	// Nonce is the session's secret (hex, LabelSessionNonce), echoed in frameReady and each
+	// frameCellEnd; the supervisor keeps it from the code.
+	Nonce string `json:"nonce"`
 	// The input files are written to /work before the first cell; the env is every cell's.
 	supSetup
 }
@@ -447,14 +458,14 @@ type supCell struct {
 	supCaps
 }
 
-// encodeSession returns the session request frame for s, run as uid, with the sandbox's side of
-// its egress (nil when it has none).
-func encodeSession(s guard.CheckedSession, uid int, eg *sandboxEgress) ([]byte, error) {
+// encodeSession returns the session request frame for s, run as uid with the session's nonce,
+// with the sandbox's side of its egress (nil when it has none).
+func encodeSession(s guard.CheckedSession, uid int, nonce string, eg *sandboxEgress) ([]byte, error) {
 	setup, err := setupOf(s.Files, s.Env, uid, eg)
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(supSession{V: protocolVersion, supSetup: setup})
+	b, err := json.Marshal(supSession{V: protocolVersion, Nonce: nonce, supSetup: setup})
 	if err != nil {
 		return nil, fmt.Errorf("docker: encode session request: %w", err)
 	}

@@ -26,7 +26,8 @@ import (
 //
 // A session's container (LabelSession) lives as long as its session, up to the policy's session
 // lifetime, so age alone never takes a live one (one that has exited is removed at once: no cell
-// can run in it again): with Config.SessionEnded it is removed once that
+// can run in it again). Its supervisor does not exit when its worker dies (its stdin stays open
+// for AdoptSession), so the reaper never waits for that: with Config.SessionEnded it is removed once that
 // hook says its workflow run has ended (whatever its age), and kept while it says not; without
 // the hook only once older than Config.MaxSessionLifetime plus olderThan. A run's container
 // (labelled with its run) is removed, whatever its age, once that hook says its workflow run has

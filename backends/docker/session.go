@@ -102,6 +102,9 @@ func (b *Backend) takeSlot(ctx context.Context) (release func(), err error) {
 // OpenSession creates and starts the session's container, cold (never from the warm pool), with
 // the same spec as a run's (seccomp profile, a uid of its own, limits, labels, plus
 // LabelSession), writes the input files into /work and sets the env once. No cell code runs.
+// The container's stdin stays open when this worker's connection ends and the daemon keeps its
+// output, so that a later worker can take it over (AdoptSession); it is removed by Close, or by
+// the reaper once the session's workflow run has ended.
 //
 // Errors: a guard.ConfigError for a setting that cannot work (as Run's, and egress, which
 // sessions do not offer yet); a guard.ToolUsageError for input files or env Run refuses; a
@@ -121,7 +124,7 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 	if err := refuseNativeLoaders(c); err != nil {
 		return nil, err
 	}
-	if _, err := encodeSession(s, 0, nil); err != nil {
+	if _, err := encodeSession(s, 0, "", nil); err != nil {
 		return nil, err
 	}
 	if len(c.Egress) > 0 {
@@ -158,14 +161,19 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 		release()
 		return nil, err
 	}
+	b.register(sess)
+	b.log.Info("session sandbox opened", "container", sb.id, "workflow_id", s.Owner.WorkflowID, "run_id", s.Owner.RunID, "digest", s.Digest)
+	return sess, nil
+}
+
+// register adds s to the sessions the backend's Close closes.
+func (b *Backend) register(s *Session) {
 	b.sessionsMu.Lock()
+	defer b.sessionsMu.Unlock()
 	if b.sessions == nil {
 		b.sessions = map[*Session]struct{}{}
 	}
-	b.sessions[sess] = struct{}{}
-	b.sessionsMu.Unlock()
-	b.log.Info("session sandbox opened", "container", sb.id, "workflow_id", s.Owner.WorkflowID, "run_id", s.Owner.RunID, "digest", s.Digest)
-	return sess, nil
+	b.sessions[s] = struct{}{}
 }
 
 // open attaches, starts the container, sends the session request and waits for the
@@ -194,7 +202,7 @@ func (s *Session) open(ctx context.Context) error {
 		}
 		return fail("docker: start session container", err)
 	}
-	request, err := encodeSession(s.s, s.sb.uid, b.egressPlan(s.c))
+	request, err := encodeSession(s.s, s.sb.uid, s.sb.nonce, b.egressPlan(s.c))
 	if err != nil {
 		return err
 	}
@@ -452,7 +460,12 @@ func (s *Session) cellOutcome(ctx context.Context, cell guard.Cell, rep *report,
 		s.lose("its container ended during " + cell.String())
 		return s.ended(cell, rep, l, start)
 	}
-	res := b.outcome(measured{out: rep.output(), exit: rep.exit, containerExit: -1}, l)
+	return s.reported(rep, l, start), nil
+}
+
+// reported is the result of a cell whose supervisor reported its end (rep.exit is set).
+func (s *Session) reported(rep *report, l guard.Limits, start time.Time) guard.Result {
+	res := s.b.outcome(measured{out: rep.output(), exit: rep.exit, containerExit: -1}, l)
 	res.StateReset, res.ThreadsAlive = rep.exit.StateReset, rep.exit.ThreadsAlive
 	if rep.tunnel != nil {
 		audit := rep.tunnel.close()
@@ -463,7 +476,7 @@ func (s *Session) cellOutcome(ctx context.Context, cell guard.Cell, rep *report,
 		// Stopped by stopCell: the guard marks it cancelled (finish settled it from the exit).
 		res.Outcome = guard.OutcomeCancelled
 	}
-	return res, nil
+	return res
 }
 
 // cellError is the failure of a cell of the session at op: CodeMayHaveStarted says whether the

@@ -1297,6 +1297,11 @@ class Session:
         for e in req.get("env") or []:
             self.env[b64d(e["name"]).decode("utf-8")] = b64d(e.get("value")).decode("utf-8")
         self.env.update(FIXED_ENV)
+        # The worker's secret for this session, echoed in the ready and cell-end frames: a new
+        # worker that reads this container's kept output knows by it that a frame is ours.
+        self.nonce = req.get("nonce") or ""
+        if any(ch not in "0123456789abcdef" for ch in self.nonce):
+            raise ValueError("the session nonce is not lower-case hex")
         self.flags = PY_FLAGS
         if forged_bytecode_possible(req):
             self.env["PYTHONPYCACHEPREFIX"] = PYCACHE_PREFIX
@@ -1515,12 +1520,15 @@ class Session:
                                               cancelled=cancelled, state_reset=state_reset, threads_alive=threads_alive)))
         with AsUser():
             truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
-        frame(F_CELL_END, json_fields({"files_truncated": truncated}))
+        # The payload ends with a newline: the daemon's log copier holds a line back until its
+        # newline comes, so without it the cell's end would not reach the kept log (AdoptSession)
+        # while the supervisor waits for the next cell.
+        frame(F_CELL_END, json_fields({"files_truncated": truncated, "cell": index, "nonce": self.nonce}) + b"\n")
 
 
 def session_main(libc, req):
     s = Session(libc, req)
-    frame(F_READY, b"{}")
+    frame(F_READY, json_fields({"nonce": s.nonce}) + b"\n")  # a newline, as F_CELL_END's
     while True:
         c = s.next_cell()
         if c is None:  # the worker ended the session

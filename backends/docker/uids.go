@@ -43,3 +43,22 @@ func (p *uidPool) acquire() (uid int, release func(), err error) {
 	}
 	return 0, nil, errNoFreeUID
 }
+
+// reserve marks uid in use (a sandbox another worker made, now this backend's) and reports
+// whether it was free; release gives it back.
+func (p *uidPool) reserve(uid int) (release func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inUse[uid] {
+		return nil, false
+	}
+	p.inUse[uid] = true
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			delete(p.inUse, uid)
+			p.mu.Unlock()
+		})
+	}, true
+}
