@@ -117,8 +117,9 @@ type SessionAdopter interface {
 	// had sent, or was about to send, the cell pending.Cell: AdoptSession waits, at most until
 	// pending.Deadline, for that cell's end in what the sandbox reported, and returns its result
 	// (limits applied; Digest left to the caller); a nil result says the cell's end never came
-	// by then (it was never sent, or its outcome is unknown). The Sandbox it returns runs the
-	// session's further cells. Errors: a SandboxLost when the sandbox is gone or is not one this
+	// by then (it was never sent, or its outcome is unknown), and the Sandbox it returns then
+	// refuses every cell with a SandboxLost (its state is unknown). Otherwise that Sandbox runs
+	// the session's further cells. Errors: a SandboxLost when the sandbox is gone or is not one this
 	// backend can take over (another deployment's, another digest's, a session with egress,
 	// whose proxy died with its worker).
 	AdoptSession(ctx context.Context, id string, s CheckedSession, pending *PendingCell) (Sandbox, *Result, error)
