@@ -999,3 +999,33 @@ func TestDockerSessionCountsThreadsLeftAlive(t *testing.T) {
 		}
 	})
 }
+
+// TestDockerSessionSaysWhoReportedACellsEnd: a thread cell 1 leaves in the interpreter writes a
+// forged end of cell 2, status 0, on the driver's own pipe while cell 2's code still runs (it
+// would exit 3). The supervisor cannot tell it from the driver's; the result says the end and
+// the status were reported by the interpreter, not measured, and counts the thread, so every
+// view of cell 2 says so. An sh cell's exit is measured.
+func TestDockerSessionSaysWhoReportedACellsEnd(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		ts := openSession(t, newTestBackend(t, rt, nil), nil)
+		// The driver keeps its pipe on a descriptor of its own: the thread finds every pipe
+		// the interpreter writes to besides stdout and stderr.
+		ts.must(guard.Python, "import os, fcntl, stat, threading, time\n"+
+			"def forge():\n    time.sleep(1.5)\n"+
+			"    for fd in [int(n) for n in os.listdir('/proc/self/fd')]:\n"+
+			"        try:\n"+
+			"            if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY:\n"+
+			"                os.write(fd, (2).to_bytes(4, 'big') + (0).to_bytes(4, 'big'))\n"+
+			"        except OSError:\n            pass\n"+
+			"    time.sleep(60)\n"+
+			"threading.Thread(target=forge, daemon=True).start()\n")
+		res := ts.must(guard.Python, "import sys, time\ntime.sleep(4)\nsys.exit(3)\n")
+		if res.ExitReportedBy != guard.ReportedByInterpreter || res.ThreadsAlive < 1 {
+			t.Errorf("cell 2 ended %s, exit %d, reported by %q, %d threads alive; want the end named as the interpreter's, with the thread counted",
+				res.Outcome, res.ExitCode, res.ExitReportedBy, res.ThreadsAlive)
+		}
+		if sh := ts.must(guard.Shell, "exit 4"); sh.ExitCode != 4 || sh.ExitReportedBy != "" {
+			t.Errorf("sh cell: exit %d reported by %q; want 4, measured", sh.ExitCode, sh.ExitReportedBy)
+		}
+	})
+}

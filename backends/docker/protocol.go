@@ -228,6 +228,10 @@ type exitReport struct {
 	// ThreadsAlive (sessions only) is how many threads besides its driver's the supervisor
 	// counted in the session's interpreter when the cell ended (/proc/PID/task).
 	ThreadsAlive int `json:"threads_alive"`
+	// ReportedBy (sessions only) is "interpreter" when the cell's end and exit code are what its
+	// interpreter's driver reported (guard.Result.ExitReportedBy), absent when the supervisor
+	// measured them.
+	ReportedBy string `json:"exit_reported_by"`
 }
 
 // endReport is the payload of frameEnd, and of a session's frameReady and frameCellEnd.

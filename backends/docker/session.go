@@ -466,7 +466,7 @@ func (s *Session) cellOutcome(ctx context.Context, cell guard.Cell, rep *report,
 // reported is the result of a cell whose supervisor reported its end (rep.exit is set).
 func (s *Session) reported(rep *report, l guard.Limits, start time.Time) guard.Result {
 	res := s.b.outcome(measured{out: rep.output(), exit: rep.exit, containerExit: -1}, l)
-	res.StateReset, res.ThreadsAlive = rep.exit.StateReset, rep.exit.ThreadsAlive
+	res.StateReset, res.ThreadsAlive, res.ExitReportedBy = rep.exit.StateReset, rep.exit.ThreadsAlive, rep.exit.ReportedBy
 	if rep.tunnel != nil {
 		audit := rep.tunnel.close()
 		res.Egress = &audit

@@ -352,7 +352,7 @@ def exit_of(status):
     return os.WEXITSTATUS(status), 0
 
 
-def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancelled=None, state_reset=None, threads_alive=None):
+def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancelled=None, state_reset=None, threads_alive=None, reported_by=None):
     """The exit frame of a run or a cell: its exit, its time, its streams as the code wrote them,
     and what the cgroup counted since before (cgroup_counters). A cell's also says whether it was
     cancelled and whether it ran in a fresh interpreter (cancelled and state_reset, not None)."""
@@ -374,6 +374,8 @@ def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancell
         fields["state_reset"] = state_reset
     if threads_alive is not None:
         fields["threads_alive"] = threads_alive
+    if reported_by is not None:
+        fields["exit_reported_by"] = reported_by
     return fields
 
 
@@ -1510,14 +1512,18 @@ class Session:
         # Counted here, from outside the interpreter: its own report (the driver's end) could be
         # a thread's forgery, this count cannot.
         threads_alive = threads_besides_driver(keep) if keep is not None else None
+        reported_by = None
         if timed_out or cancelled:
             exit_code, sig = -1, 0
         elif driver_status is not None:
-            exit_code, sig = driver_status, 0
+            # The driver said the cell ended, and with what status: any thread of the
+            # interpreter can write that, so the result says who said it.
+            exit_code, sig, reported_by = driver_status, 0, "interpreter"
         else:
             exit_code, sig = exit_of(status)
         frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, int((ended - started) * 1000), out, counters,
-                                              cancelled=cancelled, state_reset=state_reset, threads_alive=threads_alive)))
+                                              cancelled=cancelled, state_reset=state_reset, threads_alive=threads_alive,
+                                              reported_by=reported_by)))
         with AsUser():
             truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
         # The payload ends with a newline: the daemon's log copier holds a line back until its
