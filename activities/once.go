@@ -132,7 +132,8 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 // A run's claim is read back from the history (firstUse). A cell's is not: the host keeps the
 // session's only sandbox and its own record of it (the indexes it admitted, the approval ids it
 // used, the chain over the results it returned), which the cell's admission checks before the
-// claim (cellSubject), and a host that lost that record has lost the sandbox too (SandboxLost).
+// claim (cellSubject), and a host that lost that record has lost the sandbox too (SandboxLost),
+// unless a worker took the sandbox over with the record its spool kept (adoptsession.go).
 // promela/session.pml proves a cell's at-most-once and its decision binding (S1, S2) from those
 // checks alone, and that a cell starts only after its claim was recorded (S4): a signal the
 // server acknowledged is durable, in the history at the latest when the workflow task in
