@@ -120,8 +120,9 @@ type SessionAdopter interface {
 	// by then (it was never sent, or its outcome is unknown), and the Sandbox it returns then
 	// refuses every cell with a SandboxLost (its state is unknown). Otherwise that Sandbox runs
 	// the session's further cells. Errors: a SandboxLost when the sandbox is gone or is not one this
-	// backend can take over (another deployment's, another digest's, a session with egress,
-	// whose proxy died with its worker).
+	// backend can take over (another deployment's, another digest's). A session with egress
+	// is taken over: the pending cell's result says its egress report was lost with the dead
+	// worker's proxy (EgressReport.Lost).
 	AdoptSession(ctx context.Context, id string, s CheckedSession, pending *PendingCell) (Sandbox, *Result, error)
 }
 

@@ -26,7 +26,10 @@ var errKeptEnd = errors.New("the pending cell's end was read")
 // AdoptSession takes over the session container id (or the one whose id begins with id) that a
 // worker of this deployment opened for s and lost (guard.SessionAdopter). The container must
 // carry this backend's labels and LabelSession, s's settings digest, its uid and nonce labels,
-// and be running; a session with egress is refused (its proxy died with its worker). Its uid
+// and be running. A session with egress keeps it: its proxy died with its worker, so the
+// pending cell's connections got no answer and its result says its egress report was lost
+// (guard.EgressReport.Lost), and each further cell gets a proxy of this backend's, as a
+// session's cells always do. Its uid
 // is reserved in this backend's pool (refused when this backend holds it already, for another
 // sandbox or for this one adopted twice); it takes a sandbox slot when one is free, and runs
 // over Config.MaxSandboxes otherwise until Close (the container exists either way: refusing
@@ -52,7 +55,10 @@ var errKeptEnd = errors.New("the pending cell's end was read")
 func (b *Backend) AdoptSession(ctx context.Context, id string, s guard.CheckedSession, pending *guard.PendingCell) (guard.Sandbox, *guard.Result, error) {
 	start := time.Now()
 	if len(s.Egress) > 0 {
-		return nil, nil, &guard.SandboxLost{Msg: "session container " + id + " cannot be adopted: its egress proxy died with its worker"}
+		c := s.CellChecked(guard.Cell{Language: s.Languages[0]})
+		if _, err := b.proxyConfig(c); err != nil {
+			return nil, nil, err // this worker could not give the session's cells a proxy
+		}
 	}
 	sb, err := b.sessionAdoptee(ctx, id, s)
 	if err != nil {
@@ -81,6 +87,9 @@ func (b *Backend) AdoptSession(ctx context.Context, id string, s guard.CheckedSe
 	case rep != nil:
 		res := sess.reported(rep, pending.Limits, start)
 		res.Duration = time.Duration(rep.exit.DurationMS) * time.Millisecond
+		if len(s.Egress) > 0 {
+			res.Egress = &guard.EgressReport{Lost: true}
+		}
 		return sess, &res, nil
 	case pending != nil:
 		sess.lose(fmt.Sprintf("the end of %s did not come by its deadline; its outcome is unknown", pending.Cell))
@@ -131,7 +140,7 @@ func (b *Backend) sessionAdoptee(ctx context.Context, id string, s guard.Checked
 func (s *Session) readKept(ctx context.Context, pending *guard.PendingCell) (*report, error) {
 	b, id := s.b, s.sb.id
 	lost := func(why string) error { return &guard.SandboxLost{Msg: "session container " + id + ": " + why} }
-	w := &sessionLog{limits: s.s.Limits, max: maxResultBytes(s.s.Limits), nonce: s.sb.nonce}
+	w := &sessionLog{limits: s.s.Limits, max: maxResultBytes(s.s.Limits), nonce: s.sb.nonce, egress: len(s.s.Egress) > 0}
 	if pending == nil {
 		err := b.eng.Logs(ctx, id, w, s.diag)
 		switch {
@@ -170,7 +179,7 @@ func (s *Session) readKept(ctx context.Context, pending *guard.PendingCell) (*re
 // made at the log's bound (it then goes on in the new file, mid-stream); this read cannot: a cut
 // log does not begin with the opening's nonce.
 func (s *Session) readKeptAgain(ctx context.Context, first *sessionLog) (*report, error) {
-	w := &sessionLog{limits: first.limits, max: first.max, nonce: first.nonce, want: first.want}
+	w := &sessionLog{limits: first.limits, max: first.max, nonce: first.nonce, want: first.want, egress: first.egress}
 	err := s.b.eng.Logs(ctx, s.sb.id, w, io.Discard)
 	switch {
 	case w.got != nil:
@@ -208,6 +217,9 @@ type sessionLog struct {
 	limits guard.Limits
 	max    int64
 	nonce  string
+	// egress drops the tunnel frames of a session with egress: the worker that carried its
+	// connections is gone.
+	egress bool
 	// want is the pending cell's index (0: none).
 	want   int
 	buf    []byte
@@ -250,7 +262,7 @@ func (w *sessionLog) Write(p []byte) (int, error) {
 func (w *sessionLog) frame(f []byte) error {
 	if w.cur == nil {
 		w.cur = newReport(w.limits, nil)
-		w.cur.max, w.cur.session, w.cur.opening = w.max, true, !w.opened
+		w.cur.max, w.cur.session, w.cur.opening, w.cur.tunnelLost = w.max, true, !w.opened, w.egress
 	}
 	r := w.cur
 	if _, err := r.Write(f); err != nil {

@@ -322,9 +322,11 @@
 // index and a per-session nonce, LabelSessionNonce, that the code never sees, so a log the
 // daemon cut at its bound is refused; each ends in a newline, without which the daemon's log
 // copier would hold it back); then it attaches and runs further cells in the same interpreter.
-// Its uid (LabelUID) is reserved in the adopting backend's pool. A session with egress is not
-// adopted (its proxy died with its worker), nor is one whose pending cell's end did not come by
-// its deadline (the sandbox returned is lost and killed). A container no worker adopts is
+// Its uid (LabelUID) is reserved in the adopting backend's pool. A session with egress is
+// adopted too: the pending cell's connections got no answer once its worker's proxy died (its
+// tunnel frames in the kept output are dropped, and its result's egress report says Lost), and
+// each further cell gets a proxy of the adopting backend's. A session whose pending cell's end
+// did not come by its deadline is not taken over (the sandbox returned is lost and killed). A container no worker adopts is
 // removed by the reaper once its session's workflow run has ended (Orphans), not by its
 // supervisor's end.
 //

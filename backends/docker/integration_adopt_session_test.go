@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestDockerAdoptsASessionWhoseWorkerDied(t *testing.T) {
 	})
 }
 
-// TestDockerAdoptSessionRefusals: another digest, a session with egress, a killed container,
+// TestDockerAdoptSessionRefusals: another digest, a killed container,
 // an id of no session, and the same container adopted twice are SandboxLost; a pending cell
 // whose end never comes gives no result and a sandbox that refuses cells; a cell that prints
 // forged frames does not change what the adoption reads.
@@ -140,10 +141,6 @@ func TestDockerAdoptSessionRefusals(t *testing.T) {
 		other.Digest = "sha256:" + strings.Repeat("0", 64)
 		_, _, err := b.AdoptSession(step(), ts.sb.ID(), other, nil)
 		wantLost("another digest", err)
-		eg := ts.cs
-		eg.Egress = []string{"example.test:443"}
-		_, _, err = b.AdoptSession(step(), ts.sb.ID(), eg, nil)
-		wantLost("a session with egress", err)
 		_, _, err = b.AdoptSession(step(), "0123456789ab", ts.cs, nil)
 		wantLost("no such container", err)
 
@@ -210,5 +207,59 @@ func TestDockerAdoptSessionRefusals(t *testing.T) {
 			t.Errorf("hostile cell: exit %d stdout %q; want exit 0 stdout %q", res.ExitCode, res.Stdout, want)
 		}
 		_ = sb.Close(step())
+	})
+}
+
+// TestDockerAdoptsAnEgressSession: a session with egress whose worker died while a cell ran: the
+// cell's connection after the death gets no answer (the proxy died with the worker) and its
+// result says the egress report was lost; the adopting backend gives the next cell a proxy of
+// its own, through which it reaches the allowed upstream.
+func TestDockerAdoptsAnEgressSession(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		up := newUpstream(t, nil)
+		h := up.port()
+		withEgress := func(c *Config) {
+			c.Egress = EgressConfig{PrivateOK: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: egressResolver}
+		}
+		a := newTestBackend(t, rt, withEgress)
+		p := testPolicy
+		p.AllowOpenNetwork = false
+		p.EgressAllow = []string{"allowed.test:" + h}
+		cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}}, Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run"}
+		sb, err := a.OpenSession(context.Background(), cs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := &testSession{t: t, sb: sb, cs: cs, next: 1, p: &p}
+		fetch := "import urllib.request\ndef fetch(u, timeout=20):\n    try:\n        with urllib.request.urlopen(u, timeout=timeout) as r:\n            return 'ok ' + r.read().decode()\n    except Exception as e:\n        return 'failed ' + type(e).__name__\n"
+		expect(t, "cell 1 through the first worker's proxy", ts.must(guard.Python, fetch+"print(fetch('http://allowed.test:"+h+"/'))"), 0, "ok hello from upstream\n")
+		cell2, err := p.CheckCell(cs, 2, guard.Python, "import time\nprint('before', flush=True)\ntime.sleep(1)\nprint('after', fetch('http://allowed.test:"+h+"/', timeout=3).split()[0])")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sendAndDie(t, sb, cell2, cs.Limits, "before")
+
+		b := newTestBackend(t, rt, withEgress)
+		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+		defer cancel()
+		sb2, res, err := b.AdoptSession(ctx, sb.ID(), adoptable(cs), &guard.PendingCell{Cell: cell2, Limits: cs.Limits, Deadline: time.Now().Add(30 * time.Second)})
+		if err != nil || res == nil {
+			t.Fatalf("adopt: %v, %+v", err, res)
+		}
+		defer sb2.Close(context.Background())
+		expect(t, "the pending cell", *res, 0, "before\nafter failed\n")
+		if res.Egress == nil || !res.Egress.Lost {
+			t.Errorf("the pending cell's egress %+v; want its report lost", res.Egress)
+		}
+		ts2 := &testSession{t: t, sb: sb2, cs: cs, next: 3, p: &p}
+		res3 := ts2.must(guard.Python, "print(fetch('http://allowed.test:"+h+"/'))")
+		expect(t, "cell 3 through the adopter's proxy", res3, 0, "ok hello from upstream\n")
+		if res3.Egress == nil || res3.Egress.Lost || len(res3.Egress.Attempts) != 1 || !res3.Egress.Attempts[0].Allowed {
+			t.Errorf("cell 3 egress %+v; want its one allowed attempt", res3.Egress)
+		}
 	})
 }
