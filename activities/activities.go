@@ -440,6 +440,12 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		a.refused(ctx, c, in, err)
 		return guard.Result{}, contract.ToFailure(err)
 	}
+	approvals := approvalsOf(ad.decisions, verified)
+	// Spooled from before the claim on (adopt.go): a worker that adopts the run after this one
+	// died delivers its result, or releases the claim of code that never went.
+	spooled := a.newRunSpool(activity.GetLogger(ctx), info, c, in, approvals)
+	defer spooled.done()
+	ad.beforeClaim = spooled.claimed
 	// The sandbox is taken while the approval is claimed, so that the request goes the moment
 	// the claim is confirmed; nothing runs in it before, and it is removed if the claim is not.
 	acquireCtx, stopAcquire := context.WithCancel(ctx)
@@ -466,8 +472,9 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	a.sink.Emit(ctx, started)
 
 	got := <-acquiring
-	approvals := approvalsOf(ad.decisions, verified)
-	defer a.spoolRun(ctx, info, c, in, got, claim, approvals)()
+	if got.err == nil {
+		spooled.sending(got.prepared.SandboxID())
+	}
 	start := time.Now()
 	runCtx, span := runSpan(runCtx, c)
 	res, err := got.run(runCtx)

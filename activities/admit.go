@@ -43,6 +43,8 @@ type admission struct {
 	decisions []contract.Decision
 	cell      int // the index the claim names; 0 for a run
 	subject   subject
+	// beforeClaim, when not nil, gets the claim before it is sent (claimApproval).
+	beforeClaim func(*claim)
 }
 
 // subject is what differs between admitting a run and a session's cell.
@@ -121,7 +123,7 @@ func (a *Activities) admit(ctx context.Context, ad *admission, vs []approval.Ver
 		return nil, err
 	}
 	_, span := tracing.Start(ctx, tracing.SpanClaim)
-	cl, err := claimApproval(ctx, a.historyOf(ctx), ad.info, ad.cell, ad.decision.ApprovalID, allValid(vs))
+	cl, err := claimApproval(ctx, a.historyOf(ctx), ad.info, ad.cell, ad.decision.ApprovalID, allValid(vs), ad.beforeClaim)
 	endSpan(span, err)
 	if err != nil {
 		return nil, err

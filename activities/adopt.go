@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -20,33 +21,66 @@ import (
 // sandbox: the container's start, and its report's reading.
 const adoptSlack = time.Minute
 
-// spoolRun writes the spool entry of the run of c, whose sandbox got holds and whose approval
-// claim holds, so that a worker started after this one dies can deliver its result (Adopt);
-// it returns what removes the entry once the activity answered. The entry is written beside the
-// sending of the code, off the run's critical path (a worker that dies in those few
-// milliseconds leaves the run "outcome unknown", as without a spool). Nothing is spooled when no
-// worker could adopt the run: no spool, no host key (no receipt, no late result), a backend that
-// is no Adopter, or a sandbox not taken.
-func (a *Activities) spoolRun(ctx context.Context, info activity.Info, c guard.Checked, in contract.RunInput, got acquiredSandbox, cl *claim, approvals []guard.Approval) func() {
-	if a.spool == nil || a.hostKey == nil || a.guarded.Adopter() == nil || got.err != nil {
-		return func() {}
+// runSpool is the spool entry of one run while its sandbox activity runs (nil: the run is not
+// spooled, because no worker could adopt it: no spool, no host key (no receipt, no late result),
+// or a backend that is no Adopter). It is written before the claim is sent, with the claim's
+// secret, at stage "claimed"; again at stage "sent" right before the code is sent, with the
+// sandbox's id; and removed once the activity answered. A worker that adopts an entry still at
+// "claimed" knows the code never reached a sandbox: it releases the claim, so that the workflow
+// runs the approved code in a fresh activity (adoptEntry). The writes are not synced: a SIGKILL
+// keeps the page cache, and a host that loses it loses its containers too.
+type runSpool struct {
+	s    *spool
+	e    spooled
+	drop func()
+	log  interface{ Warn(string, ...any) }
+}
+
+// newRunSpool returns the run's spool entry, not yet written (nil when the run is not spooled).
+// log warns of an entry that could not be written.
+func (a *Activities) newRunSpool(log interface{ Warn(string, ...any) }, info activity.Info, c guard.Checked, in contract.RunInput, approvals []guard.Approval) *runSpool {
+	if a.spool == nil || a.hostKey == nil || a.guarded.Adopter() == nil {
+		return nil
 	}
-	e := spooled{
-		Namespace: info.Namespace, Owner: c.Owner, Sandbox: got.prepared.SandboxID(),
+	return &runSpool{s: a.spool, log: log, e: spooled{
+		Namespace: info.Namespace, Owner: c.Owner,
 		Digest: c.Digest, Backend: c.Backend, Limits: c.Limits, Egress: c.Egress, Secrets: c.Secrets, Metadata: c.Metadata,
-		Claim: cl.msg.Commitment, ApprovalID: in.Decision.ApprovalID, Reviewer: in.Decision.Reviewer,
-		Approvals: approvals, Edit: in.Edit, Started: time.Now(),
+		ApprovalID: in.Decision.ApprovalID, Reviewer: in.Decision.Reviewer, Approvals: approvals, Edit: in.Edit,
+	}}
+}
+
+// claimed writes the entry with the claim cl, before cl is sent (admission.beforeClaim).
+func (r *runSpool) claimed(cl *claim) {
+	if r == nil {
+		return
 	}
-	written := make(chan func(), 1)
-	go func() {
-		drop, err := a.spool.put(e)
-		if err != nil {
-			activity.GetLogger(ctx).Warn("sandbox activity: the run is not spooled: if this worker dies while the code runs, no other worker can deliver its result", "error", err)
-			drop = func() {}
-		}
-		written <- drop
-	}()
-	return func() { (<-written)() }
+	r.e.Stage, r.e.Claim, r.e.ClaimSecret = stageClaimed, cl.msg.Commitment, hex.EncodeToString(cl.secret)
+	r.put()
+}
+
+// sending writes the entry at stage "sent" with the run's sandbox, before the code is sent.
+func (r *runSpool) sending(sandbox string) {
+	if r == nil || r.e.Claim == "" {
+		return
+	}
+	r.e.Stage, r.e.Sandbox, r.e.Started = stageSent, sandbox, time.Now()
+	r.put()
+}
+
+func (r *runSpool) put() {
+	drop, err := r.s.put(r.e)
+	if err != nil {
+		r.log.Warn("sandbox activity: the run is not spooled: if this worker dies now, no other worker can deliver its result or release its claim", "workflow_id", r.e.Owner.WorkflowID, "error", err)
+		return
+	}
+	r.drop = drop
+}
+
+// done removes the entry (the activity answered, or the code never went).
+func (r *runSpool) done() {
+	if r != nil && r.drop != nil {
+		r.drop()
+	}
 }
 
 // Adopt delivers the results of the runs whose worker died on this host while their code ran
@@ -103,6 +137,12 @@ func (a *Activities) adoptEntry(ctx context.Context, log RunLog, path string) bo
 	to := lateRoute{log: log, stop: ctx.Done(), adopted: true, info: activity.Info{
 		Namespace: e.Namespace, ActivityID: e.Owner.ActivityID,
 		WorkflowExecution: workflow.Execution{ID: e.Owner.WorkflowID, RunID: e.Owner.RunID}}}
+	if e.Stage == stageClaimed {
+		// The code never reached a sandbox: the claim is released, and the workflow runs the
+		// approved code in a fresh activity once the server timed this one out.
+		a.releaseSpooled(ctx, log, e)
+		return ctx.Err() == nil
+	}
 	// A worker that died while it delivered the run's late result kept it: sent as it is.
 	if input, err := readLate(path); err != nil || input != nil {
 		if err != nil {
@@ -143,4 +183,25 @@ func (a *Activities) adoptEntry(ctx context.Context, log RunLog, path string) bo
 	}
 	a.sendLate(ctx, to, c, input)
 	return ctx.Err() == nil
+}
+
+// releaseSpooled releases the claim of entry e, whose code never reached a sandbox, with the
+// secret the entry kept, and emits sandbox.late_result saying so ("released").
+func (a *Activities) releaseSpooled(ctx context.Context, log RunLog, e spooled) {
+	info := activity.Info{Namespace: e.Namespace, ActivityID: e.Owner.ActivityID,
+		WorkflowExecution: workflow.Execution{ID: e.Owner.WorkflowID, RunID: e.Owner.RunID}}
+	secret, err := hex.DecodeString(e.ClaimSecret)
+	if err == nil && commitment(secret) != e.Claim {
+		err = errors.New("the spooled secret is not the claim's")
+	}
+	if err == nil {
+		cl := &claim{info: info, secret: secret, msg: contract.SandboxClaim{RunID: e.Owner.RunID, ApprovalID: e.ApprovalID, ActivityID: e.Owner.ActivityID, Commitment: e.Claim}}
+		err = cl.send(ctx, log, true)
+	}
+	d := map[string]any{"workflow_id": e.Owner.WorkflowID, "run_id": e.Owner.RunID, "activity_id": e.Owner.ActivityID,
+		"digest": e.Digest, "adopted": true, "delivered": false, "released": err == nil}
+	if err != nil {
+		d["error"] = "the claim of a run whose code never started could not be released: " + err.Error()
+	}
+	a.sink.Emit(ctx, Event{Type: contract.EventSandboxLateResult, Time: time.Now(), Data: d})
 }

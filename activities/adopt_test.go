@@ -2,13 +2,16 @@ package activities
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/contract"
@@ -144,5 +147,57 @@ func TestAdoptDeliversTheRunsOfAWorkerThatDied(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*", "*")); len(left) != 0 {
 		t.Errorf("left in the spool: %v", left)
+	}
+}
+
+// TestAdoptReleasesTheClaimOfCodeThatNeverWent: a worker dies after it claimed a run's approval
+// and before it sent the code (its entry is still at stage "claimed"): the worker started after
+// it releases the claim with the spooled secret, asks no sandbox, and delivers no result; the
+// release is one the workflow and every host accept (its secret matches the commitment). An
+// entry whose secret is not its claim's releases nothing.
+func TestAdoptReleasesTheClaimOfCodeThatNeverWent(t *testing.T) {
+	host := hosttest.New(t, "host-a")
+	dir := filepath.Join(t.TempDir(), "spool")
+	log := &historytest.Log{}
+	dead := adoptHost(t, dir, host, log, &adoptingBackend{})
+	info := activity.Info{Namespace: "default", ActivityID: "7", WorkflowExecution: workflow.Execution{ID: testWorkflowID, RunID: "unsent"}}
+	c := guard.Checked{Digest: "sha256:unsent", Owner: guard.Owner{WorkflowID: testWorkflowID, RunID: "unsent", ActivityID: "7"}}
+	sp := dead.newRunSpool(slog.Default(), info, c, contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}, nil)
+	cl := newClaim(info, "ap")
+	sp.claimed(cl)
+	forged := *dead.newRunSpool(slog.Default(), info, c, contract.RunInput{}, nil)
+	forged.e.Owner.RunID, forged.e.Stage, forged.e.Claim, forged.e.ClaimSecret = "forged", stageClaimed, cl.msg.Commitment, "00"
+	forged.put()
+	dead.spool.lock.Close() // the worker dies before it sends the code
+
+	b := &adoptingBackend{}
+	sink := &MemorySink{}
+	next := adoptHost(t, dir, host, log, b)
+	next.sink = sink
+	next.Adopt(context.Background(), log, nil)
+	if n := b.adopted.Load(); n != 0 {
+		t.Errorf("the backend was asked for %d sandboxes; want none (the code never went)", n)
+	}
+	sigs := log.Signals(testWorkflowID, "unsent")
+	if len(sigs) != 1 {
+		t.Fatalf("%d signals; want one release", len(sigs))
+	}
+	var msg contract.SandboxClaim
+	s := sigs[0].GetWorkflowExecutionSignaledEventAttributes()
+	if s.GetSignalName() != contract.SignalSandboxClaim || converter.GetDefaultDataConverter().FromPayloads(s.GetInput(), &msg) != nil ||
+		msg.Commitment != cl.msg.Commitment || msg.Secret != hex.EncodeToString(cl.secret) || msg.ActivityID != "7" || msg.RunID != "unsent" {
+		t.Fatalf("signal %s %+v; want the claim's release with its secret", s.GetSignalName(), msg)
+	}
+	if n := len(log.Signals(testWorkflowID, "forged")); n != 0 {
+		t.Errorf("an entry whose secret is not its claim's sent %d signals; want none", n)
+	}
+	released := 0
+	for _, ev := range sink.Events() {
+		if ev.Type == contract.EventSandboxLateResult && ev.Data["released"] == true {
+			released++
+		}
+	}
+	if released != 1 {
+		t.Errorf("%d release events; want 1: %v", released, sink.Events())
 	}
 }

@@ -138,9 +138,15 @@ func (c *claim) release(ctx context.Context, log RunLog, runErr error) error {
 // checks alone, and that a cell starts only after its claim was recorded (S4): a signal the
 // server acknowledged is durable, in the history at the latest when the workflow task in
 // flight, if any, completes.
-func claimApproval(ctx context.Context, log RunLog, info activity.Info, cell int, approvalID string, v validity) (*claim, error) {
+//
+// before, when not nil, is called with the claim before it is sent (SandboxRun spools it there,
+// so that a worker that adopts the run after this one died can release it: spool.go).
+func claimApproval(ctx context.Context, log RunLog, info activity.Info, cell int, approvalID string, v validity, before func(*claim)) (*claim, error) {
 	c := newClaim(info, approvalID)
 	c.msg.Cell = cell
+	if before != nil {
+		before(c)
+	}
 	err := c.send(ctx, log, false)
 	switch {
 	case err != nil:
@@ -168,11 +174,14 @@ func claimApproval(ctx context.Context, log RunLog, info activity.Info, cell int
 type sandboxActivity struct {
 	id  string
 	end string // one of the end* values
+	// endAt is the index of the event that ended it (readRun counts every event).
+	endAt int
 }
 
 const (
 	endOpen       = "scheduled and not ended"
 	endNotStarted = "failed before the code could start"
+	endTimedOut   = "timed out"
 )
 
 // heldClaim is a claim in a run's history.
@@ -180,12 +189,48 @@ type heldClaim struct {
 	activityID string
 	commitment string
 	released   bool
+	// at is the index of the claim's event.
+	at int
+}
+
+// notStarted reports whether activity r's code never started: it failed before it could, or the
+// server timed it out with no claim of its own held that came before its end (none was made, or
+// each was released by its secret, which only the claiming host, or the worker that adopted its
+// spool, reveals, and only for code that never started). A claim of r that came after its end
+// never let code start: its host reads its own activity open in the history that shows its
+// claim (firstActivity), or starts nothing.
+func (rec *runRecord) notStarted(r sandboxActivity) bool {
+	switch r.end {
+	case endNotStarted:
+		return true
+	case endTimedOut:
+		for _, c := range rec.claims {
+			if c.activityID == r.id && c.at < r.endAt && !c.released {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// stale reports whether claim c came after the server timed its own activity out: its host
+// started nothing with it (notStarted), and it holds nothing back.
+func (rec *runRecord) stale(c heldClaim) bool {
+	for _, r := range rec.runs {
+		if r.id == c.activityID && r.end == endTimedOut && r.endAt < c.at {
+			return true
+		}
+	}
+	return false
 }
 
 // runRecord is what a run's history says of its sandbox activities and claims, in order.
 type runRecord struct {
 	runs   []sandboxActivity
 	claims []heldClaim
+	// at is the index of the event being read.
+	at int
 }
 
 // claimVisibleWait bounds how long firstUse waits for the host's own claim to show in the
@@ -251,7 +296,7 @@ func (rec *runRecord) firstActivity(id string) error {
 		return &guard.ApprovalRefused{Reason: guard.RefusedNotScheduled, Msg: fmt.Sprintf("sandbox activity: the run's history schedules no sandbox activity %q", id)}
 	}
 	for _, r := range rec.runs[:mine] {
-		if r.end != endNotStarted {
+		if !rec.notStarted(r) {
 			return &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: fmt.Sprintf("sandbox activity: the approval was already used in this run by sandbox activity %q (%s); an approval runs code once", r.id, r.end)}
 		}
 	}
@@ -264,7 +309,7 @@ func (rec *runRecord) firstClaim(mine string) error {
 		switch {
 		case c.commitment == mine && !c.released:
 			return nil
-		case !c.released:
+		case !c.released && !rec.stale(c):
 			return &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: fmt.Sprintf("sandbox activity: sandbox activity %q claimed the approval of this run first and never released it (its code may have run); an approval runs code once", c.activityID)}
 		}
 	}
@@ -275,11 +320,12 @@ func (rec *runRecord) firstClaim(mine string) error {
 func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error) {
 	rec := &runRecord{}
 	bySchedule := map[int64]int{}
-	for iter.HasNext() {
+	for at := 0; iter.HasNext(); at++ {
 		ev, err := iter.Next()
 		if err != nil {
 			return nil, err
 		}
+		rec.at = at
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 			if a.GetActivityType().GetName() == contract.RunActivityName {
 				bySchedule[ev.GetEventId()] = len(rec.runs)
@@ -295,7 +341,7 @@ func readRun(iter tclient.HistoryEventIterator, runID string) (*runRecord, error
 		}
 		if scheduled, end := activityEnd(ev); end != "" {
 			if i, ok := bySchedule[scheduled]; ok {
-				rec.runs[i].end = end
+				rec.runs[i].end, rec.runs[i].endAt = end, at
 			}
 		}
 	}
@@ -311,7 +357,7 @@ func (rec *runRecord) add(input *commonpb.Payloads, runID string) {
 		return
 	}
 	if msg.Secret == "" {
-		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, commitment: msg.Commitment})
+		rec.claims = append(rec.claims, heldClaim{activityID: msg.ActivityID, commitment: msg.Commitment, at: rec.at})
 		return
 	}
 	secret, err := hex.DecodeString(msg.Secret)
@@ -342,7 +388,7 @@ func activityEnd(ev *historypb.HistoryEvent) (scheduled int64, end string) {
 		}
 		return a.GetScheduledEventId(), "failed"
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-		return ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId(), "timed out"
+		return ev.GetActivityTaskTimedOutEventAttributes().GetScheduledEventId(), endTimedOut
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
 		return ev.GetActivityTaskCanceledEventAttributes().GetScheduledEventId(), "cancelled"
 	}

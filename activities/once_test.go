@@ -28,6 +28,10 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 		canceled  = enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED
 	)
 	mine := historytest.Scheduled(20, "mine")
+	secretA := []byte("the secret of a's host")
+	claimOfA := historytest.Claimed(6, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secretA)})
+	releaseOfA := historytest.Claimed(8, contract.SandboxClaim{ActivityID: "a", Commitment: commitment(secretA), Secret: hex.EncodeToString(secretA)})
+	claimOfB := historytest.Claimed(6, contract.SandboxClaim{ActivityID: "b", Commitment: "sha256:b"})
 	for _, tc := range []struct {
 		name    string
 		history historytest.Events
@@ -43,7 +47,12 @@ func TestFirstUseReadsTheRunsHistory(t *testing.T) {
 		{"after one whose code may have started", historytest.Events{historytest.Scheduled(5, "a"), historytest.Failed(7, 5, guard.TypeIntegrationError, false), mine}, `"a" (failed)`},
 		{"after a refused one", historytest.Events{historytest.Scheduled(5, "a"), historytest.Failed(7, 5, guard.TypeConfigError, false), mine}, `"a" (failed)`},
 		{"after a retryable failure of another type", historytest.Events{historytest.Scheduled(5, "a"), historytest.Failed(7, 5, "Forged", true), mine}, `"a" (failed)`},
-		{"after a timed-out one", historytest.Events{historytest.Scheduled(5, "a"), historytest.Ended(7, 5, timedOut), mine}, `"a" (timed out)`},
+		// A timed-out one's code started only if it claimed before its end and kept the claim.
+		{"after a timed-out one that claimed", historytest.Events{historytest.Scheduled(5, "a"), claimOfA, historytest.Ended(7, 5, timedOut), mine}, `"a" (timed out)`},
+		{"after a timed-out one whose claim was released", historytest.Events{historytest.Scheduled(5, "a"), claimOfA, historytest.Ended(7, 5, timedOut), releaseOfA, mine}, ""},
+		{"after a timed-out one that never claimed", historytest.Events{historytest.Scheduled(5, "a"), historytest.Ended(7, 5, timedOut), mine}, ""},
+		{"after a timed-out one that claimed after its end", historytest.Events{historytest.Scheduled(5, "a"), historytest.Ended(7, 5, timedOut), claimOfA, mine}, ""},
+		{"after a timed-out one whose other activity claimed", historytest.Events{historytest.Scheduled(5, "a"), claimOfB, historytest.Ended(7, 5, timedOut), mine}, `activity "b" claimed`},
 		{"after a cancelled one", historytest.Events{historytest.Scheduled(5, "a"), historytest.Ended(7, 5, canceled), mine}, `"a" (cancelled)`},
 		{"its id reused after a completed one", historytest.Events{historytest.Scheduled(5, "mine"), historytest.Ended(7, 5, completed), mine}, `"mine" (completed)`},
 		{"not in the history", historytest.Events{historytest.Scheduled(5, "a")}, `schedules no sandbox activity "mine"`},
@@ -302,7 +311,7 @@ func TestClaimApprovalRefusesALapsedApproval(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := &historytest.Log{Events: historytest.Events{historytest.Scheduled(5, "mine")}}
-			c, err := claimApproval(context.Background(), log, info, 0, approvalID, tc.v)
+			c, err := claimApproval(context.Background(), log, info, 0, approvalID, tc.v, nil)
 			switch {
 			case tc.want == nil && (err != nil || c == nil):
 				t.Fatalf("claim: %v; want it made", err)

@@ -50,7 +50,18 @@ type spooled struct {
 	Approvals  []guard.Approval `json:"approvals,omitempty"`
 	Edit       *guard.Edit      `json:"edit,omitempty"`
 	Started    time.Time        `json:"started"`
+	// Stage is stageClaimed from before the claim is sent until right before the code is sent,
+	// then stageSent ("" in entries written before stages: sent). ClaimSecret is the claim's
+	// secret, with which an adopting worker releases the claim of code that never went.
+	Stage       string `json:"stage,omitempty"`
+	ClaimSecret string `json:"claim_secret,omitempty"`
 }
+
+// The stages of a run's spool entry (runSpool).
+const (
+	stageClaimed = "claimed"
+	stageSent    = "sent"
+)
 
 // checked is the part of the run's request an Adopter needs.
 func (e spooled) checked() guard.Checked {
@@ -116,7 +127,7 @@ func (s *spool) put(e spooled) (drop func(), err error) {
 		return nil, err
 	}
 	path := filepath.Join(s.root, s.id, entryName(e.Owner))
-	if err := writeDurably(path, b); err != nil {
+	if err := writeQuickly(path, b); err != nil {
 		return nil, fmt.Errorf("activities: spool the run: %w", err)
 	}
 	return func() {
@@ -150,6 +161,26 @@ func readLate(entry string) (*commonpb.Payloads, error) {
 		return nil, err
 	}
 	return &p, nil
+}
+
+// writeQuickly writes b to path: to a temporary file renamed into place, not synced. It survives
+// its process's death (the page cache stays), not its machine's.
+func writeQuickly(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".new-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // writeDurably writes b to path: written to a temporary file, synced, renamed into place, and
