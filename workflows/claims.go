@@ -25,11 +25,14 @@ type claimsSeen struct {
 	claimCh workflow.ReceiveChannel
 	claims  map[string]bool
 	held    int // how many of claims are still held
+	// released gets a value at each release (lateresult.go's wait wakes on it).
+	released workflow.Channel
 }
 
 // readClaims reads the claim signals on ch into r for the whole run.
 func (r *runCode) readClaims(ctx workflow.Context, ch workflow.ReceiveChannel) {
 	r.claimCh = ch
+	r.released = workflow.NewBufferedChannel(ctx, 1)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			var c contract.SandboxClaim
@@ -64,6 +67,9 @@ func (r *runCode) noteClaim(c contract.SandboxClaim) {
 	if sum := sha256.Sum256(secret); "sha256:"+hex.EncodeToString(sum[:]) == c.Commitment {
 		if r.claims[c.Commitment] {
 			r.held--
+			if r.released != nil {
+				r.released.SendAsync(c.Commitment)
+			}
 		}
 		r.claims[c.Commitment] = false
 	}

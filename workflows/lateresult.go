@@ -84,15 +84,18 @@ func lostAttemptOf(err error) (lostAttempt, bool) {
 // schedules nothing: the code never runs again. No late result in time ends the run "outcome
 // unknown", as a lost attempt did before late results; a cancel (the update, or Temporal's)
 // ends the wait as a cancel of a claimed run does. ran is false when the run ends without a
-// result, with err as the workflow's answer.
-func (r *runCode) awaitLateResult(ctx, runCtx workflow.Context, check contract.CheckResult, d contract.Decision, lost lostAttempt) (res guard.Result, ran bool, err error) {
+// result, with err as the workflow's answer. retry says the wait ended because the claims were
+// released (by the worker that adopted the dead host's spool): lost's code never started, and
+// the run tries again in a fresh activity (retryLost).
+func (r *runCode) awaitLateResult(ctx, runCtx workflow.Context, check contract.CheckResult, d contract.Decision, lost lostAttempt) (res guard.Result, ran, retry bool, err error) {
 	wait := lost.codeMayRunFor + check.Run.LateResultWait
 	r.status.LateResultDeadline = workflow.Now(ctx).Add(wait)
 	timerCtx, stopTimer := workflow.WithCancel(runCtx)
 	defer stopTimer()
 	var (
-		got   *guard.Result
-		ended bool
+		got    *guard.Result
+		ended  bool
+		unused error
 	)
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(workflow.NewTimer(timerCtx, wait), func(workflow.Future) { ended = true })
@@ -110,20 +113,31 @@ func (r *runCode) awaitLateResult(ctx, runCtx workflow.Context, check contract.C
 			got = &res
 		}
 	})
-	for got == nil && !ended {
+	sel.AddReceive(r.released, func(c workflow.ReceiveChannel, _ bool) {
+		c.ReceiveAsync(nil)
+		retry, unused = r.retryLost(ctx, check.Run, lost)
+	})
+	for got == nil && !ended && !retry && unused == nil {
 		sel.Select(ctx)
+	}
+	switch {
+	case retry:
+		r.status.LateResultDeadline = time.Time{}
+		return guard.Result{}, false, true, nil
+	case unused != nil:
+		return guard.Result{}, false, false, r.fail(ctx, unused)
 	}
 	switch {
 	case got != nil:
 		r.event(ctx, contract.EventSandboxRecovered, "approval_id", d.ApprovalID, "activity_id", lost.activityID,
 			"timeout", lost.timeout, "outcome", got.Outcome.String())
-		return *got, true, nil
+		return *got, true, false, nil
 	case ctx.Err() != nil:
-		return guard.Result{}, false, r.cancelled(ctx, lost.err)
+		return guard.Result{}, false, false, r.cancelled(ctx, lost.err)
 	case r.cancel != nil:
-		return guard.Result{}, false, r.fail(ctx, lostOutcome(lost, "cancelled while waiting for its late result"))
+		return guard.Result{}, false, false, r.fail(ctx, lostOutcome(lost, "cancelled while waiting for its late result"))
 	}
-	return guard.Result{}, false, r.fail(ctx, lostOutcome(lost, "no late result within "+wait.String()))
+	return guard.Result{}, false, false, r.fail(ctx, lostOutcome(lost, "no late result within "+wait.String()))
 }
 
 // lostOutcome is the IntegrationError of a run whose lost attempt's outcome stays unknown, and

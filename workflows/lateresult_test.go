@@ -38,6 +38,9 @@ type lateRun struct {
 	claim, released string
 	// versions counts how often the workflow asked lateResultChange.
 	versions int
+	// calls counts the sandbox activities; after, when set, answers those after the first.
+	calls int
+	after func(activityID string) (guard.Result, error)
 }
 
 // commitment returns the commitment of secret and the claim's release.
@@ -70,6 +73,10 @@ func newLateRun(t *testing.T, wait time.Duration, timeout enumspb.TimeoutType, n
 		})
 	r.env.OnActivity(contract.RunActivityName, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, _ contract.RunInput) (guard.Result, error) {
+			r.calls++
+			if r.calls > 1 && r.after != nil {
+				return r.after(activity.GetInfo(ctx).ActivityID)
+			}
 			r.activityID = activity.GetInfo(ctx).ActivityID
 			return guard.Result{}, temporal.NewTimeoutError(timeout, nil)
 		})
@@ -244,8 +251,9 @@ func TestNoLateResultEndsOutcomeUnknownAfterTheWait(t *testing.T) {
 	r.wantStatuses(contract.StatusAwaitingApproval, contract.StatusRunning, contract.StatusError)
 }
 
-// TestNoLateResultWait: without a recorded wait, without hosts' keys or without a held claim
-// the run ends "outcome unknown" at once, as before late results, and records no version marker.
+// TestNoLateResultWait: without a recorded wait or without hosts' keys the run ends "outcome
+// unknown" at once, as before late results, and records no version marker. (Without a held
+// claim nothing started: TestLostAttemptWithoutAClaimRunsAgain.)
 func TestNoLateResultWait(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
@@ -254,7 +262,6 @@ func TestNoLateResultWait(t *testing.T) {
 	}{
 		{"no wait", 0, false, false},
 		{"no hosts", testLateWait, true, false},
-		{"no claim held", testLateWait, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newLateRun(t, tc.wait, enumspb.TIMEOUT_TYPE_HEARTBEAT, tc.noHosts, tc.noClaim)
@@ -305,5 +312,38 @@ func TestLateResultWhileNothingWaitsIsDropped(t *testing.T) {
 	}
 	if st := h.status(); st.RejectedLateResults != 0 || !st.LateResultDeadline.IsZero() {
 		t.Errorf("status %+v; want no late result waited for or counted", st)
+	}
+}
+
+// TestReleaseDuringTheWaitRunsAgain: the server timed out the sandbox activity while a claim was
+// held, and the run waits for its late result; the worker that adopted the dead host's spool
+// finds the code never went and releases the claim with its secret: the wait ends and the run
+// schedules a fresh activity, whose result it ends with. A release that does not match the
+// claim's secret leaves the wait as it was.
+func TestReleaseDuringTheWaitRunsAgain(t *testing.T) {
+	r := newLateRun(t, testLateWait, enumspb.TIMEOUT_TYPE_HEARTBEAT, false, false)
+	r.after = func(id string) (guard.Result, error) {
+		lr := r.lateResult(r.host, func(run *receipt.Run) { run.ActivityID, run.Claim = id, "" })
+		return lr.Result, nil
+	}
+	_, release := commitment("the held claim's secret")
+	r.at(time.Minute+10*time.Second, func() {
+		forged := release
+		forged.Secret = hex.EncodeToString([]byte("another secret"))
+		r.env.SignalWorkflow(contract.SignalSandboxClaim, forged)
+	})
+	r.at(time.Minute+20*time.Second, func() {
+		if st := r.status(); st.State != contract.StatusRunning || st.LateResultDeadline.IsZero() || r.calls != 1 {
+			t.Errorf("after a forged release: %s, deadline %v, %d activities; want still waiting after one", st.State, st.LateResultDeadline, r.calls)
+		}
+		r.env.SignalWorkflow(contract.SignalSandboxClaim, release)
+	})
+	r.run(pyRequest())
+	res, err := r.result()
+	if err != nil || string(res.Stdout) != "late-output\n" || res.Recovered != nil || r.calls != 2 {
+		t.Fatalf("result %+v, %v after %d activities; want the fresh activity's result", res, err, r.calls)
+	}
+	if st := r.status(); st.RunAttempts != 2 {
+		t.Errorf("run attempts %d; want 2", st.RunAttempts)
 	}
 }

@@ -151,8 +151,11 @@ func (r *runCode) awaitDecision(ctx workflow.Context, check contract.CheckResult
 // host claimed the approval, it waits for the host's late result. ran is false when the run ends without a result,
 // with err as the workflow's answer.
 func (r *runCode) runApproved(ctx, runCtx workflow.Context, check contract.CheckResult, d contract.Decision) (res guard.Result, ran bool, err error) {
-	res, err = r.run(runCtx, check.Run, d)
-	if err != nil {
+	for {
+		res, err = r.run(runCtx, check.Run, d)
+		if err == nil {
+			break
+		}
 		if ctx.Err() != nil {
 			return guard.Result{}, false, r.cancelled(ctx, err)
 		}
@@ -162,8 +165,21 @@ func (r *runCode) runApproved(ctx, runCtx workflow.Context, check contract.Check
 			}
 			return guard.Result{}, false, r.cancelledBeforeRun(ctx)
 		}
+		if lost, isLost := lostAttemptOf(err); isLost {
+			retry, unused := r.retryLost(ctx, check.Run, lost) // lostattempt.go: its code never started
+			if retry {
+				continue
+			}
+			if unused != nil {
+				return guard.Result{}, false, r.fail(ctx, unused)
+			}
+		}
 		if lost, due := r.lateResultDue(ctx, check, err); due {
-			return r.awaitLateResult(ctx, runCtx, check, d, lost) // lateresult.go
+			res, ran, retry, err := r.awaitLateResult(ctx, runCtx, check, d, lost) // lateresult.go
+			if retry {
+				continue
+			}
+			return res, ran, err
 		}
 		return guard.Result{}, false, r.fail(ctx, err)
 	}
@@ -254,7 +270,9 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 	})
 	input := r.withApprovals(contract.RunInput{Checked: r.checked, Decision: d})
 	backoff := opts.StartBackoff
-	for attempt := 1; ; attempt++ {
+	// Attempts count over the whole run: a fresh activity after a lost attempt whose code never
+	// started (lostattempt.go) is one more.
+	for attempt := r.status.RunAttempts + 1; ; attempt++ {
 		r.status.RunAttempts = attempt
 		var res guard.Result
 		err := workflow.ExecuteActivity(ctx, acts.SandboxRun, input).Get(ctx, &res)

@@ -882,13 +882,17 @@ func wantOutcomeUnknown(t *testing.T, h *harness) {
 	}
 }
 
+// A sandbox activity that failed in a way the workflow cannot classify, or that the server
+// timed out while a host's claim on the approval was held, may have run the code: the run ends
+// "outcome unknown" and nothing runs again.
 func TestLostWorkerEndsAsOutcomeUnknown(t *testing.T) {
 	for _, tt := range []struct {
-		name string
-		err  error
+		name  string
+		err   error
+		claim bool
 	}{
-		{"heartbeat timeout", temporal.NewHeartbeatTimeoutError()},
-		{"panic", temporal.NewApplicationError("worker panicked", "PanicError")},
+		{"heartbeat timeout with a claim held", temporal.NewHeartbeatTimeoutError(), true},
+		{"panic", temporal.NewApplicationError("worker panicked", "PanicError"), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, okBackend(), activities.Config{})
@@ -900,7 +904,12 @@ func TestLostWorkerEndsAsOutcomeUnknown(t *testing.T) {
 					calls++
 					return guard.Result{}, tt.err
 				})
-			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
+			h.at(time.Minute, func() {
+				if tt.claim {
+					h.env.SignalWorkflow(contract.SignalSandboxClaim, contract.SandboxClaim{RunID: testRunID, ApprovalID: id1, Commitment: "sha256:held"})
+				}
+				h.signal(decision(id1, dg, true))
+			})
 			h.run(req)
 			wantOutcomeUnknown(t, h)
 			if calls != 1 {
@@ -1140,5 +1149,53 @@ func TestTheSignedPrincipalIsTheReviewer(t *testing.T) {
 		if st := h.status(); st.Decision == nil || st.Decision.Reviewer != as || st.StatementVersion != approval.StatementVersion2 {
 			t.Errorf("signed as %s: status %+v; want the decision by %s, statement version 2", as, st, as)
 		}
+	}
+}
+
+// TestLostAttemptWithoutAClaimRunsAgain: the server timed out sandbox activities while no claim
+// on the approval was held (none was made, or each was released: by the worker that adopted a
+// dead host's spool): their code never started, so the run schedules a fresh activity, up to
+// its start attempts, and ends with the result of the one that ran; with every attempt timed
+// out so, it ends as an IntegrationError whose code never started (the approval unused), not
+// "outcome unknown".
+func TestLostAttemptWithoutAClaimRunsAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lost    int // attempts timed out before one succeeds
+		wantErr bool
+	}{
+		{"one lost, then a result", 1, false},
+		{"every attempt lost", 99, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, okBackend(), activities.Config{})
+			req := pyRequest()
+			dg := h.digest(req)
+			var calls int
+			h.env.OnActivity(contract.RunActivityName, mock.Anything, mock.Anything).Return(
+				func(context.Context, contract.RunInput) (guard.Result, error) {
+					calls++
+					if calls <= tc.lost {
+						return guard.Result{}, temporal.NewHeartbeatTimeoutError()
+					}
+					return guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Stdout: []byte("ran once\n")}, nil
+				})
+			h.at(time.Minute, func() { h.signal(decision(id1, dg, true)) })
+			h.run(req)
+			res, err := h.result()
+			if !tc.wantErr {
+				if err != nil || string(res.Stdout) != "ran once\n" || calls != 2 {
+					t.Fatalf("result %+v, %v after %d activities; want the second one's result", res, err, calls)
+				}
+				return
+			}
+			var ie *guard.IntegrationError
+			if !errors.As(contract.FromFailure(err), &ie) || ie.CodeMayHaveStarted || !strings.Contains(err.Error(), "approval is unused") {
+				t.Fatalf("error %v; want an IntegrationError whose code never started", err)
+			}
+			if want := activities.DefaultStartAttempts; calls != want {
+				t.Errorf("%d activities; want %d (the start attempts)", calls, want)
+			}
+		})
 	}
 }
