@@ -32,7 +32,12 @@
  *   L3 when a host died while its run's code ran (its container lives on, the run in its spool),
  *      the run ends with a result, the late result of the worker that adopted it, unless that
  *      late result was lost, the wait's timer fired first, a writer forged an activity's end or a
- *      reset ended the run: at the end, like P4.
+ *      reset ended the run: at the end, like P4;
+ *   L4 when a host died between its claim and the start (the run in its spool at stage
+ *      "claimed"), with no other fault, no writer's claim and no forged end, the run never ends
+ *      failed ("outcome unknown", a refusal) while its code never started: the adopting worker
+ *      released the claim, and the workflow ran a fresh activity (or ended the approval unused):
+ *      at the end, like P4.
  *
  * Each -D macro below removes one check of the code; model_test.go shows spin finds a
  * counterexample for each:
@@ -53,6 +58,11 @@
  *                    "outcome unknown" (L2);
  *   NO_ADOPTION      a host that dies while the code runs spools nothing, so no worker adopts
  *                    its run (L3);
+ *   NO_RELEASE       a host that dies between its claim and the start spools nothing, so no
+ *                    worker releases its claim (L4);
+ *   NO_CLAIM_ORDER   hosts take a timed-out activity for one whose code never started, and its
+ *                    claims for stale, wherever its claims stand against its timeout in the
+ *                    history (P1: a writer's activity runs the code a partitioned host runs);
  *   NO_LATE_RECEIPT_CHECK  the workflow takes any late result while it waits, signed or not, for
  *                    any run, activity and claim (L1: a writer's made-up result ends the run);
  *   NO_LATE_BINDING  the workflow takes a late result a host signed, for any run, activity and
@@ -83,6 +93,8 @@
 hidden byte si, sj, sk;
 hidden byte sc_c[HLEN];
 hidden byte sc_rel[HLEN];
+hidden byte sc_ust[NACT]; /* activity e's code never started, as the history shows it (notStarted) */
+hidden byte sm, sn;
 
 /* Budgets of one execution: faults (host crashes, lost, late and duplicated messages, a
  * partition that times out a running activity, a lost late result, a late-result wait that ends
@@ -177,6 +189,13 @@ bit  cut[NRUN];    /* run r's wait ended before nothing else could move (a fault
 byte spool[NACT];  /* the claim commitment of activity a's run, spooled by a host that died after the start (0: none) */
 bit  hdied[NRUN];  /* a host died while run r's code ran (its container lives on) */
 bit  llost[NRUN];  /* a late result of run r was lost (every delivery failed) */
+/* A host that dies after its claim and before the start leaves the run in its spool at stage
+ * "claimed"; the adopting worker releases the claim, and the run tries a fresh activity. */
+byte uspool[NACT]; /* the claim commitment of activity a, spooled by a host that died before the start (0: none) */
+bit  hunst[NRUN];  /* a host died between its claim and the start of run r's code */
+byte com_act[NC];  /* the activity a host's claim c named (255: a writer's) */
+byte tend[NACT];   /* where in its run's history the server timed activity a out (its history's length then) */
+bit  relw[NRUN];   /* a release landed in run r's history (the workflow's wait wakes on it) */
 /* the newest genuine late result that landed in a run: the writer saw it and may replay it */
 bit  g_sig;
 byte g_run, g_act, g_c, g_val;
@@ -188,7 +207,11 @@ inline append(hr, typ, act, com, field) {
 	hist[hr].e[hist[hr].n].a = act;
 	hist[hr].e[hist[hr].n].c = com;
 	hist[hr].e[hist[hr].n].r = field;
-	hist[hr].n++
+	hist[hr].n++;
+	if
+	:: typ == EV_REL -> relw[hr] = 1
+	:: else -> skip
+	fi
 }
 
 /* deliver lands a signal in run r's history: only while the run is open */
@@ -359,14 +382,15 @@ sched:
 		:: act_kind[a] == K_S2S -> wf_end[r] = W_UNUSED
 		:: act_kind[a] == K_FAILED -> wf_end[r] = W_FAILED
 		:: act_kind[a] == K_TIMEOUT ->
-#ifdef NO_LATE_WAIT
-			sh = 0;
-#else
 			held(r, 0);
-#endif
 			if
-			:: sh -> sh = 0; lwait[r] = a + 1; goto wait
-			:: else -> wf_end[r] = W_FAILED /* outcome unknown */
+			:: !sh && att < MAXATT -> att++; goto sched /* lostattempt.go: no claim held, the code never started */
+			:: !sh && att >= MAXATT -> wf_end[r] = W_UNUSED
+#ifdef NO_LATE_WAIT
+			:: sh -> sh = 0; wf_end[r] = W_FAILED /* outcome unknown */
+#else
+			:: sh -> sh = 0; lwait[r] = a + 1; relw[r] = 0; goto wait
+#endif
 			fi
 		fi;
 		alive[r] = 0; drain(r)
@@ -398,6 +422,14 @@ wait:
 		:: else -> skip /* refused: receipt.refused */
 		fi;
 		sh = 0; lrun = 0; lact = 0; lc = 0; lval = 0; lsig = 0 }
+	:: atomic { relw[r] -> relw[r] = 0; held(r, 0);
+		/* a release landed: with no claim held any more, the code never started (the worker
+		 * that adopted a dead host's spool released its claim): a fresh activity */
+		if
+		:: !sh && att < MAXATT -> lwait[r] = 0; att++; goto sched
+		:: !sh && att >= MAXATT -> wf_end[r] = W_UNUSED; lwait[r] = 0; alive[r] = 0; drain(r); goto out
+		:: else -> sh = 0
+		fi }
 	:: atomic { timeout -> wf_end[r] = W_FAILED; lwait[r] = 0; alive[r] = 0; drain(r); goto out } /* no late result can come any more */
 	:: atomic { CAN_FAULT -> FAULT; cut[r] = 1; wf_end[r] = W_FAILED; lwait[r] = 0; alive[r] = 0; drain(r); goto out } /* the wait's timer fires first */
 	:: atomic { !alive[r] -> lwait[r] = 0; goto out }
@@ -466,13 +498,13 @@ end_poll:
 		fi;
 
 		/* claim the approval: a fresh commitment */
-		atomic { ncommit++; c = ncommit; assert(c < NC); send(c, r, 0, ok) };
+		atomic { ncommit++; c = ncommit; assert(c < NC); com_act[c] = a; send(c, r, 0, ok) };
 		if
 		:: !ok -> goto release_notstarted
 		:: else -> skip
 		fi;
 		if
-		:: CAN_FAULT -> FAULT; goto crash
+		:: CAN_FAULT -> FAULT; goto crash_claimed
 		:: skip
 		fi;
 
@@ -492,13 +524,50 @@ read:
 				si++
 			:: else -> break
 			od;
+			/* notStarted: failed before the start, or timed out with no claim of its own that
+			 * came before its end left unreleased (a release comes after its claim) */
+			sm = 0;
+			do
+			:: sm < NACT ->
+				sc_ust[sm] = (act_kind[sm] == K_NOTSTARTED);
+				if
+				:: act_kind[sm] == K_TIMEOUT && act_run[sm] == r ->
+					sc_ust[sm] = 1;
+#ifndef NO_CLAIM_ORDER
+					sn = 0;
+					do
+					:: sn < tend[sm] && sn < hist[r].n ->
+						if
+						:: hist[r].e[sn].t == EV_CLAIM && hist[r].e[sn].r == r && com_act[hist[r].e[sn].c] == sm ->
+							sj = sn + 1; sk = 0;
+							do
+							:: sj < hist[r].n -> if :: hist[r].e[sj].t == EV_REL && hist[r].e[sj].r == r && hist[r].e[sj].c == hist[r].e[sn].c -> sk = 1 :: else -> skip fi; sj++
+							:: else -> break
+							od;
+							if
+							:: !sk -> sc_ust[sm] = 0
+							:: else -> skip
+							fi
+						:: else -> skip
+						fi;
+						sn++
+					:: else -> break
+					od;
+#endif
+					skip
+				:: else -> skip
+				fi;
+				sm++
+			:: else -> break
+			od;
+			sm = 0; sn = 0; sj = 0; sk = 0;
 			if
 			:: mine == 255 -> fc = FC_REFUSE
 			:: else ->
 				si = 0;
 				do
-				:: si < mine && hist[r].e[si].t == EV_SCHED && act_kind[hist[r].e[si].a] != K_NOTSTARTED -> fc = FC_REFUSE; break
-				:: si < mine && !(hist[r].e[si].t == EV_SCHED && act_kind[hist[r].e[si].a] != K_NOTSTARTED) -> si++
+				:: si < mine && hist[r].e[si].t == EV_SCHED && !sc_ust[hist[r].e[si].a] -> fc = FC_REFUSE; break
+				:: si < mine && !(hist[r].e[si].t == EV_SCHED && !sc_ust[hist[r].e[si].a]) -> si++
 				:: si >= mine -> break
 				od
 			fi;
@@ -510,7 +579,15 @@ read:
 				:: si < hist[r].n ->
 					if
 					:: hist[r].e[si].t == EV_CLAIM && hist[r].e[si].r == r ->
-						sc_c[sk] = hist[r].e[si].c; sc_rel[sk] = 0; sk++
+						/* stale: a claim that came after its own activity's timeout never let
+						 * code start (its host reads its activity ended): it holds nothing back */
+						sc_c[sk] = hist[r].e[si].c;
+						sc_rel[sk] = (com_act[sc_c[sk]] != 255 && act_kind[com_act[sc_c[sk]]] == K_TIMEOUT && act_run[com_act[sc_c[sk]]] == r
+#ifndef NO_CLAIM_ORDER
+							&& si >= tend[com_act[sc_c[sk]]]
+#endif
+							);
+						sk++
 					:: hist[r].e[si].t == EV_REL && hist[r].e[si].r == r ->
 						sj = 0;
 						do
@@ -566,7 +643,7 @@ refuse:
 
 checked:
 		if
-		:: CAN_FAULT -> FAULT; goto crash
+		:: CAN_FAULT -> FAULT; goto crash_claimed
 		:: skip
 		fi;
 		/* the backend: it fails before the code could start, or the code starts */
@@ -605,7 +682,7 @@ checked:
 release_notstarted:
 		/* claim.release, then a retryable IntegrationError */
 		if
-		:: CAN_FAULT -> FAULT; goto crash
+		:: CAN_FAULT -> FAULT; goto crash_claimed
 		:: skip
 		fi;
 		atomic { send(c, r, 1, ok) };
@@ -622,6 +699,14 @@ crash_started:
 #ifndef NO_ADOPTION
 		spool[a] = c;
 #endif
+		goto crash;
+crash_claimed:
+		/* the host dies after its claim, before the code started: the run is in its spool at
+		 * stage "claimed", with the claim's secret */
+		hunst[r] = 1;
+#ifndef NO_RELEASE
+		uspool[a] = c;
+#endif
 crash:
 		/* the host dies and restarts with nothing: its activity is left to the timeouts */
 		act_orphan[a] = 1;
@@ -637,10 +722,16 @@ next:
 #define ADOPT(x) \
 	:: atomic { spool[x] != 0 && act_state[x] == A_ENDED -> late_result(x, act_run[x], spool[x]); spool[x] = 0 }
 
+/* ... and releases the claim of a run its spool holds at stage "claimed": the code never went. */
+#define UADOPT(x) \
+	:: atomic { uspool[x] != 0 -> send(uspool[x], act_run[x], 1, uok); uspool[x] = 0; uok = 0 }
+
 proctype Adopter() {
+	bit uok;
 end_adopt:
 	do
 	ADOPT(0) ADOPT(1) ADOPT(2) ADOPT(3) ADOPT(4)
+	UADOPT(0) UADOPT(1) UADOPT(2) UADOPT(3) UADOPT(4)
 	od
 }
 
@@ -673,8 +764,8 @@ end_net:
 
 #define TIMER(x) \
 	:: atomic { act_state[x] == A_QUEUED && CAN_FAULT -> FAULT; finish(x, K_S2S) } \
-	:: atomic { HEARTBEAT_TIMEOUT && act_state[x] == A_STARTED && act_orphan[x] -> finish(x, K_TIMEOUT) } \
-	:: atomic { act_state[x] == A_STARTED && !act_orphan[x] && CAN_FAULT -> FAULT; finish(x, K_TIMEOUT) }
+	:: atomic { HEARTBEAT_TIMEOUT && act_state[x] == A_STARTED && act_orphan[x] -> finish(x, K_TIMEOUT); tend[x] = hist[act_run[x]].n } \
+	:: atomic { act_state[x] == A_STARTED && !act_orphan[x] && CAN_FAULT -> FAULT; finish(x, K_TIMEOUT); tend[x] = hist[act_run[x]].n }
 
 /* The server's timers: a schedule-to-start timeout of a queued activity, a heartbeat timeout of
  * one no host works on any more, or (once, a partition) of one a host still runs. */
@@ -730,7 +821,7 @@ end_writer:
 		fi }
 	WEND(0) WEND(1) WEND(2) WEND(3) WEND(4)
 	:: atomic { !w_claim && wacts < WACTS && alive[cur] && ncommit < NC - 1 -> w_claim = 1; wacts++;
-		ncommit++; append(cur, EV_CLAIM, 0, ncommit, cur) }
+		ncommit++; com_act[ncommit] = 255; append(cur, EV_CLAIM, 0, ncommit, cur) }
 	:: atomic { !w_rel && wacts < WACTS && alive[cur] -> w_rel = 1; wacts++;
 		/* a release of a commitment in the history: it needs the secret, which only a
 		 * release already there reveals */
@@ -816,6 +907,10 @@ proctype Final() {
 			/* L3: a run whose host died while its code ran ends with a result, its late result
 			 * sent by the worker that adopted it, unless that was lost */
 			assert(!hdied[r] || llost[r] || forged || cut[r] || wf_end[r] == W_RESET || wf_end[r] == W_RAN || wf_end[r] == W_RECOVERED);
+			/* L4: a run whose host died between its claim and the start, with no other fault or
+			 * writer's claim, never ends failed ("outcome unknown", a refusal) without its code
+			 * having started: the adopting worker released the claim and a fresh activity ran */
+			assert(!hunst[r] || faults > 1 || forged || w_claim || wf_end[r] != W_FAILED || starts[r] > 0);
 			r++
 		:: else -> break
 		od

@@ -188,6 +188,13 @@ func TestModelFindsRemovedChecks(t *testing.T) {
 		// The host dies while the code runs; its container lives on, but it spooled nothing, so
 		// the worker started again on the host cannot deliver the result: "outcome unknown".
 		{"NO_ADOPTION", "-DFAULTS=1 -DWACTS=0", "( !(hdied[r])||llost[r])"},
+		// The host dies after its claim, before the code started; it spooled nothing, so no
+		// worker releases the claim, and the workflow, waiting on it, ends "outcome unknown".
+		{"NO_RELEASE", "-DFAULTS=1 -DWACTS=0", "( !(hunst[r])||(faults>1))"},
+		// The partition times out an activity whose host claimed and runs the code; a writer
+		// schedules another SandboxRun, and a host that takes every timed-out activity for one
+		// that never started, and its claims for stale, runs the code again.
+		{"NO_CLAIM_ORDER", "-DFAULTS=1 -DWACTS=1", "starts[r]<=1"},
 		{"SHOW_RAN", "-DFAULTS=0 -DWACTS=0", "wf_end[r]!=1"},
 		{"SHOW_UNUSED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=2"},
 		{"SHOW_RECOVERED", "-DFAULTS=1 -DWACTS=0", "wf_end[r]!=5"},
