@@ -86,6 +86,26 @@ func pfKindOf(spans []pfFaultSpan, from, to time.Time, reach time.Duration) stri
 	return kind
 }
 
+// pfOnlyKilled reports whether every fault span that reached the run from..to (see pfKindOf) was
+// a sandbox host's SIGKILL: the one fault after which a run whose code never started must run
+// it (the worker started again on the host releases the claim its spool kept).
+func pfOnlyKilled(spans []pfFaultSpan, from, to time.Time, reach time.Duration) bool {
+	n := 0
+	for _, s := range spans {
+		if s.start.After(to) || s.end.Add(reach).Before(from) {
+			continue
+		}
+		if s.kind != pfHostKill {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// pfHostKill is the fault kind of a sandbox host's SIGKILL (it is restarted a second later).
+const pfHostKill = "sandbox host SIGKILL"
+
 // pfOutcomes counts how the runs that went through one fault kind ended.
 type pfOutcomes struct {
 	results, recovered, unknown, unstarted, otherTyped, twice int

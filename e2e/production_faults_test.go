@@ -486,10 +486,10 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 			name string
 			f    func()
 		}{
-			{"sandbox host SIGKILL", func() { killHost(0) }},
+			{pfHostKill, func() { killHost(0) }},
 			{"workflow worker connection cut", func() { wfProxies[0].cutFor(pfCut) }},
 			{"sandbox host connection cut", func() { sbProxies[1].cutFor(pfCut) }},
-			{"sandbox host SIGKILL", func() { killHost(1) }},
+			{pfHostKill, func() { killHost(1) }},
 			{"sandbox host connection stall", func() { sbProxies[0].stallFor(pfCut) }},
 			{"PostgreSQL restart", func() { pgc.restart(t) }},
 			{"workflow worker connection cut", func() { wfProxies[1].cutFor(pfCut) }},
@@ -498,7 +498,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 				<-temporal.done
 				temporal = startTemporal()
 			}},
-			{"sandbox host SIGKILL", func() { killHost(0) }},
+			{pfHostKill, func() { killHost(0) }},
 			{pfDockerdRestart, func() {
 				stopEvents()
 				d.stop(t)
@@ -506,7 +506,7 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 				stopEvents = events.follow(d)
 			}},
 			{"sandbox host connection cut", func() { sbProxies[0].cutFor(pfCut) }},
-			{"sandbox host SIGKILL", func() { killHost(1) }},
+			{pfHostKill, func() { killHost(1) }},
 		}
 		for _, s := range steps {
 			select {
@@ -636,6 +636,9 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 					// the history), yet the approval counts as used: no container held a result.
 					row.unstarted++
 					t.Logf("run %d: outcome unknown, its code never started: %v", i, err)
+					if pfOnlyKilled(spans, approving[i], pfClosed(ctx, tc, s.WorkflowID), pfHeartbeat+pfLateWait) {
+						t.Errorf("run %d went through sandbox host SIGKILLs only and ended outcome unknown though its code never started (the restarted host should have released its claim): %v", i, err)
+					}
 					break
 				}
 				row.unknown++
