@@ -9,8 +9,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	tclient "go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -74,4 +79,57 @@ func TestBrowserConversationDiff(t *testing.T) {
 		t.Errorf("the request's conversation reads %q", got)
 	}
 	e.Screenshot("inbox-conversation.png")
+}
+
+// A namespace writer's RunCode, on a queue only its own worker polls, names itself part of a
+// conversation and answers its status as succeeded, approved by alice, with the very code of the
+// conversation's next run. That run's page names it as the previous run but shows its decision
+// as unverified (its history holds no decision alice signed), never "approved by alice".
+func TestBrowserConversationMadeUpPreviousRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	signInAlice(t, e)
+	const code = "print('same code')\n"
+	rogue := func(ctx workflow.Context, in contract.Input) error {
+		info := workflow.GetInfo(ctx)
+		st := contract.Status{State: contract.StatusSucceeded, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+			Request: guard.Summary{Code: in.Request.Code, Language: guard.Python},
+			DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Approve: true, Reviewer: "alice", Time: workflow.Now(ctx), Method: "ssh"}}}
+		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
+			return err
+		}
+		return workflow.Sleep(ctx, time.Hour)
+	}
+	const queue = "sandboxflow-inbox-rogue-previous"
+	w := worker.New(e.c, queue, worker.Options{})
+	w.RegisterWorkflowWithOptions(rogue, workflow.RegisterOptions{Name: contract.WorkflowName})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if _, err := e.c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: "conv-made-up", TaskQueue: queue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(contract.ConversationKey.ValueSet("task-rogue"))},
+		contract.WorkflowName, contract.Input{Request: guard.Request{Code: code, Conversation: "task-rogue"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the next run starts after it
+	if _, err := e.sc.Start(ctx, guard.Request{Code: code, Conversation: "task-rogue"}, client.StartOptions{WorkflowID: "conv-after-made-up"}); err != nil {
+		t.Fatal(err)
+	}
+	var outcome string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		e.Do(chromedp.Navigate(e.origin + "/run/conv-after-made-up"))
+		e.WaitFor("the run's page", `!!document.getElementById("conversation")`, 20*time.Second)
+		outcome = e.Text(`document.getElementById("conversation-outcome") ? document.getElementById("conversation-outcome").textContent : ""`)
+		if outcome != "" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(outcome, "unverified") || strings.Contains(outcome, "approved by") {
+		t.Errorf("the made-up previous run reads %q; want it unverified", outcome)
+	}
+	if got := e.Text(`document.getElementById("conversation-previous").innerText`); !strings.Contains(got, "conv-made-up") {
+		t.Errorf("previous run line %q; want the made-up run named", got)
+	}
 }
