@@ -446,15 +446,8 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	spooled := a.newRunSpool(activity.GetLogger(ctx), info, c, in, approvals)
 	defer spooled.done()
 	ad.beforeClaim = spooled.claimed
-	// The sandbox is taken while the approval is claimed, so that the request goes the moment
-	// the claim is confirmed; nothing runs in it before, and it is removed if the claim is not.
-	acquireCtx, stopAcquire := context.WithCancel(ctx)
+	acquiring, stopAcquire := a.acquireAhead(ctx, c)
 	defer stopAcquire()
-	acquiring := make(chan acquiredSandbox, 1)
-	go func() {
-		p, err := a.guarded.Acquire(acquireCtx, c)
-		acquiring <- acquiredSandbox{p, err}
-	}()
 	claim, err := a.admit(ctx, ad, verified)
 	if err != nil {
 		stopAcquire()
@@ -519,6 +512,19 @@ func runAnswer(ctx, code context.Context, res guard.Result, err error) (guard.Re
 		return guard.Result{}, fmt.Errorf("sandbox activity: stopped without a cancel request: %w", context.Cause(ctx))
 	}
 	return res, nil
+}
+
+// acquireAhead takes the sandbox for c while the approval is claimed, so that the request goes
+// the moment the claim is confirmed; nothing runs in it before, and the caller discards it if
+// the claim is not. stop ends a take still under way.
+func (a *Activities) acquireAhead(ctx context.Context, c guard.Checked) (got <-chan acquiredSandbox, stop func()) {
+	ctx, stop = context.WithCancel(ctx)
+	acquiring := make(chan acquiredSandbox, 1)
+	go func() {
+		p, err := a.guarded.Acquire(ctx, c)
+		acquiring <- acquiredSandbox{p, err}
+	}()
+	return acquiring, stop
 }
 
 // acquiredSandbox is the outcome of the guard's Acquire for a run.

@@ -94,7 +94,7 @@ func TestBrowserConversationMadeUpPreviousRun(t *testing.T) {
 	rogue := func(ctx workflow.Context, in contract.Input) error {
 		info := workflow.GetInfo(ctx)
 		st := contract.Status{State: contract.StatusSucceeded, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
-			Request: guard.Summary{Code: in.Request.Code, Language: guard.Python},
+			Request:      guard.Summary{Code: in.Request.Code, Language: guard.Python},
 			DecisionWait: contract.DecisionWait{Decision: &contract.DecisionRecord{Approve: true, Reviewer: "alice", Time: workflow.Now(ctx), Method: "ssh"}}}
 		if err := workflow.SetQueryHandler(ctx, contract.QueryStatus, func() (contract.Status, error) { return st, nil }); err != nil {
 			return err
