@@ -165,34 +165,22 @@ func readLate(entry string) (*commonpb.Payloads, error) {
 
 // writeQuickly writes b to path: to a temporary file renamed into place, not synced. It survives
 // its process's death (the page cache stays), not its machine's.
-func writeQuickly(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".new-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
-}
+func writeQuickly(path string, b []byte) error { return writeReplacing(path, b, false) }
 
 // writeDurably writes b to path: written to a temporary file, synced, renamed into place, and
 // the rename synced.
-func writeDurably(path string, b []byte) error {
+func writeDurably(path string, b []byte) error { return writeReplacing(path, b, true) }
+
+// writeReplacing writes b to a temporary file beside path and renames it into place, syncing
+// the file and the rename when sync is set.
+func writeReplacing(path string, b []byte, sync bool) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, ".new-*")
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(b)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -205,7 +193,9 @@ func writeDurably(path string, b []byte) error {
 		os.Remove(f.Name())
 		return err
 	}
-	syncDir(dir)
+	if sync {
+		syncDir(dir)
+	}
 	return nil
 }
 
