@@ -437,8 +437,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	ad := a.runAdmission(info, c, in)
 	verified, err := a.verifyAdmission(ad)
 	if err != nil {
-		a.refused(ctx, c, in, err)
-		return guard.Result{}, contract.ToFailure(err)
+		return guard.Result{}, a.notAdmitted(ctx, c, in, err)
 	}
 	approvals := approvalsOf(ad.decisions, verified)
 	// Spooled from before the claim on (adopt.go): a worker that adopts the run after this one
@@ -454,8 +453,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 		if got := <-acquiring; got.err == nil {
 			got.prepared.Discard()
 		}
-		a.refused(ctx, c, in, err)
-		return guard.Result{}, contract.ToFailure(err)
+		return guard.Result{}, a.notAdmitted(ctx, c, in, err)
 	}
 	in.Decision.Reviewer = verified[0].Principal // as this host verified it
 	history := a.historyOf(ctx)
@@ -555,6 +553,18 @@ func (a *Activities) historyOf(ctx context.Context) RunLog {
 		return a.history
 	}
 	return activity.GetClient(ctx)
+}
+
+// notAdmitted is SandboxRun's answer when the run was not admitted with err (nothing ran): the
+// context's error when the activity was cancelled meanwhile (a cancel during the claim's history
+// read, whose claim was released: the workflow then ends the run Cancelled, not with the read's
+// failure), else err as a failure, with its sandbox.refused event.
+func (a *Activities) notAdmitted(ctx context.Context, c guard.Checked, in contract.RunInput, err error) error {
+	a.refused(ctx, c, in, err)
+	if ctx.Err() != nil && guard.Retryable(err) {
+		return fmt.Errorf("sandbox activity: %w", ctx.Err())
+	}
+	return contract.ToFailure(err)
 }
 
 // refused emits sandbox.refused when err is the host's refusal of the approval: nothing ran.

@@ -19,7 +19,7 @@ import (
 )
 
 // checkTimeout bounds the whole of one test: every spin, cc and pan it runs.
-const checkTimeout = 15 * time.Minute
+const checkTimeout = 25 * time.Minute
 
 // maxDepth is pan's search depth bound; the model's executions are under 600 steps deep.
 const maxDepth = 20000
