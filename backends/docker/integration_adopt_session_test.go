@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -218,23 +217,8 @@ func TestDockerAdoptsAnEgressSession(t *testing.T) {
 	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		up := newUpstream(t, nil)
 		h := up.port()
-		withEgress := func(c *Config) {
-			c.Egress = EgressConfig{PrivateOK: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: egressResolver}
-		}
-		a := newTestBackend(t, rt, withEgress)
-		p := testPolicy
-		p.AllowOpenNetwork = false
-		p.EgressAllow = []string{"allowed.test:" + h}
-		cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}}, Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run"}
-		sb, err := a.OpenSession(context.Background(), cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := &testSession{t: t, sb: sb, cs: cs, next: 1, p: &p}
+		ts := openEgressSession(t, newTestBackend(t, rt, withEgress), h)
+		sb, cs, p := ts.sb, ts.cs, *ts.p
 		fetch := "import urllib.request\ndef fetch(u, timeout=20):\n    try:\n        with urllib.request.urlopen(u, timeout=timeout) as r:\n            return 'ok ' + r.read().decode()\n    except Exception as e:\n        return 'failed ' + type(e).__name__\n"
 		expect(t, "cell 1 through the first worker's proxy", ts.must(guard.Python, fetch+"print(fetch('http://allowed.test:"+h+"/'))"), 0, "ok hello from upstream\n")
 		cell2, err := p.CheckCell(cs, 2, guard.Python, "import time\nprint('before', flush=True)\ntime.sleep(1)\nprint('after', fetch('http://allowed.test:"+h+"/', timeout=3).split()[0])")

@@ -637,29 +637,39 @@ func TestDockerSessionMemoryKill(t *testing.T) {
 	})
 }
 
+// withEgress gives a test backend the egress proxy, with the test's resolver and loopback
+// upstreams allowed.
+func withEgress(c *Config) {
+	c.Egress = EgressConfig{PrivateOK: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: egressResolver}
+}
+
+// openEgressSession opens, on b (made withEgress), a Python session whose egress allows
+// allowed.test on the upstream's port h.
+func openEgressSession(t *testing.T, b *Backend, h string) *testSession {
+	t.Helper()
+	p := testPolicy
+	p.AllowOpenNetwork = false
+	p.EgressAllow = []string{"allowed.test:" + h}
+	cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}}, Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run"}
+	sb, err := b.OpenSession(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testSession{t: t, sb: sb, cs: cs, next: 1, p: &p}
+}
+
 // Egress in a session: the supervisor listens for the session's whole life and each cell's
 // connections go through a proxy of that cell's, whose audit is the cell's Result.Egress.
 func TestDockerSessionEgress(t *testing.T) {
 	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		up := newUpstream(t, nil)
 		h := up.port()
-		b := newTestBackend(t, rt, func(c *Config) {
-			c.Egress = EgressConfig{PrivateOK: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: egressResolver}
-		})
-		p := testPolicy
-		p.AllowOpenNetwork = false
-		p.EgressAllow = []string{"allowed.test:" + h}
-		cs, err := p.CheckSession(guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Egress: p.EgressAllow, Limits: guard.Limits{Timeout: 30 * time.Second}}}, Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cs.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run"}
-		sb, err := b.OpenSession(context.Background(), cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sb.Close(context.Background())
-		ts := &testSession{t: t, sb: sb, cs: cs, next: 1, p: &p}
+		ts := openEgressSession(t, newTestBackend(t, rt, withEgress), h)
+		defer ts.sb.Close(context.Background())
 		fetch := "import urllib.request, urllib.error\ndef fetch(u):\n    try:\n        with urllib.request.urlopen(u, timeout=20) as r:\n            return 'ok ' + r.read().decode()\n    except urllib.error.HTTPError as e:\n        return 'http %d' % e.code\n"
 		res := ts.must(guard.Python, fetch+"print(fetch('http://allowed.test:"+h+"/'))\nprint(fetch('http://denied.test:"+h+"/'))")
 		if string(res.Stdout) != "ok hello from upstream\nhttp 403\n" {
