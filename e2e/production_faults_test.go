@@ -679,8 +679,15 @@ func TestFaultsOnTheProductionShape(t *testing.T) {
 			} else {
 				t.Errorf("%s: result approved by %+v; want both reviewers", c.path, c.res.Approvals)
 			}
-			if !c.res.OK || n != 1 {
-				t.Errorf("%s: result ok=%t stdout %q stderr %q after %d starts; want ok, begun once", c.path, c.res.OK, c.res.Stdout, c.res.Stderr, n)
+			switch {
+			case c.res.OK && n != 1:
+				t.Errorf("%s: succeeded with stdout %q after %d starts; want begun once", c.path, c.res.Stdout, n)
+			case !c.res.OK:
+				// As a run's: a fault stopped the cell, and the result says how (a session a
+				// restarted host took over lost its proxy with the dead worker: the cell's
+				// first call got no answer, egress.lost, and the upstream may count none).
+				// Twice is counted below.
+				t.Logf("%s: cut short by a fault: %s after %d starts (egress %+v), stderr %q", c.path, c.res.Outcome, n, c.res.Egress, c.res.Stderr)
 			}
 		case guard.TypeOf(c.err) != "" || errors.As(c.err, new(*client.CellNotRunError)):
 			cellTyped++
