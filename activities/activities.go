@@ -556,12 +556,13 @@ func (a *Activities) historyOf(ctx context.Context) RunLog {
 }
 
 // notAdmitted is SandboxRun's answer when the run was not admitted with err (nothing ran): the
-// context's error when the activity was cancelled meanwhile (a cancel during the claim's history
-// read, whose claim was released: the workflow then ends the run Cancelled, not with the read's
-// failure), else err as a failure, with its sandbox.refused event.
+// context's error when the workflow cancelled the activity meanwhile (a cancel during the claim's
+// history read, whose claim was released: the workflow then ends the run Cancelled, not with the
+// read's failure; an attempt the server lost, as after a reset, keeps err, which the workflow
+// retries), else err as a failure, with its sandbox.refused event.
 func (a *Activities) notAdmitted(ctx context.Context, c guard.Checked, in contract.RunInput, err error) error {
 	a.refused(ctx, c, in, err)
-	if ctx.Err() != nil && guard.Retryable(err) {
+	if ctx.Err() != nil && !attemptLost(ctx) && guard.Retryable(err) {
 		return fmt.Errorf("sandbox activity: %w", ctx.Err())
 	}
 	return contract.ToFailure(err)
