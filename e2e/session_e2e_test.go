@@ -250,10 +250,19 @@ func sessionsThroughTheBinaries(t *testing.T, runtime string) {
 	startWorker(t, workerBin, env, append(hostArgs, "--reap-interval", "1s")...)
 	waitNoContainers(t, 60*time.Second, a.WorkflowID, b.WorkflowID)
 
-	// The idle timeout ends a session and removes its container.
-	c := s.open("--idle-timeout", "3s")
-	if res := s.cell(c.WorkflowID, "print('hi')\n"); string(res.Stdout) != "hi\n" {
+	// A cell that writes a module Python reads as other code than drawn (a coding declaration
+	// hides a line in a comment) is shown with a warning, and the session takes no next cell,
+	// refused naming the file. Then the idle timeout ends the session and removes its container.
+	c := s.open("--idle-timeout", "5s")
+	writer := "open('helper.py', 'w').write('# coding: raw_unicode_escape\\n# \\\\u000aprint(\"HIDDEN\")\\n')\nprint('hi')\n"
+	if res := s.cell(c.WorkflowID, writer); string(res.Stdout) != "hi\n" || len(res.Files) != 1 {
 		t.Fatalf("session c, cell 1: %+v", res)
+	}
+	if out, stderr := s.runErr("session", "cell", c.WorkflowID, "--code", "import helper\n"); !strings.Contains(out+stderr, "written file helper.py line 1: coding declaration") {
+		t.Errorf("the cell after one that wrote helper.py: %s %s; want refused naming helper.py", out, stderr)
+	}
+	if v := s.show(c.WorkflowID); len(v.Views) != 1 || len(v.Views[0].WrittenSource) != 1 {
+		t.Errorf("session c's views: %+v; want cell 1 alone, warned of helper.py", v.Views)
 	}
 	ended = s.waitEnded(c.WorkflowID, 60*time.Second)
 	if ended.End != contract.EndIdle || ended.State != contract.SessionClosed {

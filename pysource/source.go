@@ -220,6 +220,28 @@ func CheckWrittenSource(name string, content []byte) error {
 	return checkSource("written file "+VisibleText(name), name, content, true)
 }
 
+// CheckWrittenCode reports an *Error for a file a session's cell wrote that a later cell could
+// import or run as other code than every view draws it, where no view can draw it as Python reads
+// it: compiled bytecode (.pyc, .pyo: Python imports it, no view shows it as text), a file of any
+// name declaring a coding other than UTF-8, and a source file (IsSourceFile) that
+// CheckWrittenSource refuses. A session takes no cell while such a file is in /work. What only
+// warrants a warning is not refused here: start-up hooks and shadowed modules (StartupWarnings,
+// drawn with what Python does with them), a lone carriage return in a text file that is not source.
+func CheckWrittenCode(name string, content []byte) error {
+	file := "written file " + VisibleText(name)
+	switch strings.ToLower(path.Ext(name)) {
+	case ".pyc", ".pyo":
+		return errorf("%s: compiled bytecode: Python runs it when it is imported, and no view can show it as text", file)
+	}
+	if err := CheckCoding(file, content); err != nil {
+		return err
+	}
+	if IsSourceFile(name, content) {
+		return CheckWrittenSource(name, content)
+	}
+	return nil
+}
+
 // checkSource is CheckInputSource for the file named name, called file in errors.
 func checkSource(file, name string, content []byte, indentation bool) error {
 	if err := CheckCoding(file, content); err != nil {

@@ -338,3 +338,31 @@ print("".join(out))`
 	}
 	t.Logf("%d layouts Python accepts, each drawn where Python puts it", accepted)
 }
+
+// TestCheckWrittenCode: what a cell writes is refused when no view can draw it as Python reads it,
+// and only warned of otherwise.
+func TestCheckWrittenCode(t *testing.T) {
+	for _, tc := range []struct {
+		name, content string
+		refused       bool
+	}{
+		{"helper.py", "# coding: raw_unicode_escape\n# \\u000aimport os\n", true},
+		{"pkg/__init__.py", "# -*- coding: utf-7 -*-\n", true},
+		{"data.csv", "a,b\n# coding: cp037\n", true},
+		{"mod.pyc", "\x6f\x0d\x0d\x0a", true},
+		{"mod.PYO", "", true},
+		{"m.py", "if 1:\n\tx = 1\nif 2:\n    y = 2\n", true},
+		{"run", "#!/usr/bin/python3\nprint(1)\rprint(2)\n", true},
+		{"m.py", "\xff\xfeprint(1)\n", true},
+		{"json.py", "x = 1\n", false},
+		{"sitecustomize.py", "x = 1\n", false},
+		{"log.txt", "10%\r20%\r", false},
+		{"data.bin", "\xff\x00\x01", false},
+		{"m.py", "# coding: utf-8\nx = 1\n", false},
+	} {
+		err := CheckWrittenCode(tc.name, []byte(tc.content))
+		if (err != nil) != tc.refused || err != nil && !strings.Contains(err.Error(), "written file "+tc.name) {
+			t.Errorf("CheckWrittenCode(%q, %q) = %v; want refused %v, naming the file", tc.name, tc.content, err, tc.refused)
+		}
+	}
+}

@@ -396,7 +396,38 @@ func (r *session) validateSubmit(req contract.CellRequest) error {
 	if err := r.submitRefusal(req); err != nil {
 		return contract.ToFailure(err)
 	}
+	if err := r.writtenRefusal(); err != nil {
+		return contract.ToFailure(err)
+	}
 	return contract.ToFailure(r.budgetRefusal(req))
+}
+
+// writtenRefusal refuses every cell once an earlier cell has left in /work a file that a cell
+// could import or run as other code than every view draws (pysource.CheckWrittenCode: bytecode,
+// a coding declaration other than UTF-8, a module whose indentation reads two ways), as its
+// result reports it; a later cell's version of the same file replaces it. Nothing says such a
+// file was removed since (results list what a cell created or changed), so the session takes no
+// more cells. Checked in the validator only, like the budget: a replayed submit is not checked
+// again.
+func (r *session) writtenRefusal() error {
+	seen := map[string]bool{} // names a later cell's result reported
+	for i := len(r.status.Cells) - 1; i >= 0; i-- {
+		st := r.status.Cells[i]
+		if st.Result == nil {
+			continue
+		}
+		for _, f := range st.Result.Files {
+			if seen[f.Name] {
+				continue
+			}
+			seen[f.Name] = true
+			if err := pysource.CheckWrittenCode(f.Name, f.Content); err != nil {
+				return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: cell %d left in /work a file a cell could import or run as other code than the views draw: %v; "+
+					"this session takes no more cells: close it and open another, with the files the next cell needs as input files", st.Cell, err)}
+			}
+		}
+	}
+	return nil
 }
 
 // statusBudgetBytes bounds the JSON of a session's status: under the server's 2 MiB payload

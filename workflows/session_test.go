@@ -786,3 +786,66 @@ func TestSessionCellQuorum(t *testing.T) {
 		t.Errorf("%d cell activities, %d cells ran; want the one approved cell once", n, h.backend.Cells())
 	}
 }
+
+// TestSessionRefusesCellsAfterAWrittenFileReadsAsOtherCode: once a cell's result reports a file
+// that a later cell could import as other code than the views draw (a coding declaration, an
+// __init__.py of a package in UTF-7, bytecode, indentation that reads two ways), the next cell is
+// refused as a ToolUsageError naming the cell and the file, and never runs; a later version of
+// files that only warrant a warning (a standard module's name, a lone
+// carriage return in a text file) do not refuse.
+func TestSessionRefusesCellsAfterAWrittenFileReadsAsOtherCode(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files [][]guard.File // what cells 1, 2, ... report writing; the cell after them is checked
+		want  string         // in the refusal; "" when the cell runs
+	}{
+		{"raw_unicode_escape", [][]guard.File{{{Name: "helper.py", Content: []byte("# coding: raw_unicode_escape\n# \\u000aimport os\n")}}}, "cell 1 left in /work a file a cell could import or run as other code than the views draw: written file helper.py line 1: coding declaration"},
+		{"package in utf-7", [][]guard.File{{{Name: "pkg/__init__.py", Content: []byte("# -*- coding: utf-7 -*-\nx = 1\n")}}}, "written file pkg/__init__.py line 1"},
+		{"a coding in any file", [][]guard.File{{{Name: "notes.txt", Content: []byte("# vim: set fileencoding=shift_jis :\n")}}}, "written file notes.txt line 1"},
+		{"bytecode", [][]guard.File{{{Name: "json.pyc", Content: []byte{0x6f, 0x0d, 0x0d, 0x0a}}}}, "written file json.pyc: compiled bytecode"},
+		{"indentation", [][]guard.File{{{Name: "m.py", Content: []byte("if 1:\n\tx = 1\nif 2:\n        y = 2\n")}}}, "written file m.py line 4"},
+		{"after a clean cell", [][]guard.File{{{Name: "m.py", Content: []byte("x = 1\n")}}, {{Name: "m.py", Content: []byte("# coding: latin-1\n")}}}, "cell 2 left in /work"},
+		{"warnings only", [][]guard.File{{{Name: "json.py", Content: []byte("x = 1\n")}, {Name: "log.txt", Content: []byte("10%\r20%\r")}}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newSessionHarness(t, sessionPolicy)
+			h.backend.Result = func(c guard.Cell, _ []guard.Cell) guard.Result {
+				res := guard.Result{Outcome: guard.OutcomeSucceeded, OK: true}
+				if c.Index <= len(tc.files) {
+					res.Files = tc.files[c.Index-1]
+				}
+				return res
+			}
+			req := sessionRequest()
+			var last *outcome
+			for i := range tc.files {
+				base := time.Duration(2*i+1) * time.Minute
+				h.at(base, func() { h.expectAccepted(fmt.Sprintf("submit cell %d", i+1), h.submit("pass")) })
+				h.at(base+time.Minute, func() {
+					h.expectAccepted(fmt.Sprintf("approve cell %d", i+1), h.decide(i+1, approve(h.status().Cells[i].Digest)))
+				})
+			}
+			h.at(time.Duration(2*len(tc.files)+1)*time.Minute, func() { last = h.submit("import helper") })
+			h.at(time.Duration(2*len(tc.files)+2)*time.Minute, func() { h.closeSession() })
+			h.run(req)
+			_, rejected, _, _, err := last.get()
+			if rejected == nil {
+				rejected = err
+			}
+			ran := len(h.backend.Sandboxes()[0].Ran())
+			if tc.want == "" {
+				if rejected != nil {
+					t.Fatalf("the next cell was refused: %v", rejected)
+				}
+				return
+			}
+			var app *temporal.ApplicationError
+			if !errors.As(rejected, &app) || app.Type() != guard.TypeToolUsageError || !strings.Contains(app.Error(), tc.want) {
+				t.Fatalf("the next cell: %v; want a ToolUsageError saying %q", rejected, tc.want)
+			}
+			if ran != len(tc.files) {
+				t.Errorf("the sandbox ran %d cells; want %d (the refused one never)", ran, len(tc.files))
+			}
+		})
+	}
+}
