@@ -160,6 +160,16 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["files"] = len(res.Files)
 	d["file_bytes"] = fileBytes
 	d["files_truncated"] = res.FilesTruncated
+	var outputBytes int64
+	mimes := []string{}
+	for _, o := range res.Outputs {
+		outputBytes += int64(len(o.Data))
+		mimes = append(mimes, o.MIME)
+	}
+	d["outputs"] = len(res.Outputs)
+	d["output_bytes"] = outputBytes
+	d["output_mimes"] = mimes
+	d["outputs_truncated"] = res.OutputsTruncated
 	d["outcome"] = res.Outcome.String()
 	d["state_reset"] = res.StateReset
 	d["threads_alive"] = res.ThreadsAlive

@@ -301,7 +301,15 @@ func (p Policy) effectiveLimits(req Limits) (Limits, error) {
 		MaxFileBytes:      pick(req.MaxFileBytes, p.MaxFileBytes),
 		MaxTotalFileBytes: pick(req.MaxTotalFileBytes, p.MaxTotalFileBytes),
 	}
-	return l, p.checkLimits(l)
+	return p.withOutputCaps(l), p.checkLimits(l)
+}
+
+// withOutputCaps returns l with the policy's output caps, whatever l held: they are the
+// operator's, part of no digest, and each sandbox host applies its own (Guarded).
+func (p Policy) withOutputCaps(l Limits) Limits {
+	p = p.WithDefaults()
+	l.MaxOutputs, l.MaxOutputBytes, l.MaxTotalOutputBytes = p.MaxOutputs, p.MaxOutputBytes, p.MaxTotalOutputBytes
+	return l
 }
 
 func pick[T comparable](requested, def T) T {

@@ -229,7 +229,8 @@ func TestCheckNarrowsNeverWidens(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Limits{Timeout: 2 * time.Second, MaxStdoutBytes: 10, MaxStderrBytes: DefaultMaxStderrBytes,
-		MaxFiles: DefaultMaxFiles, MaxFileBytes: DefaultMaxFileBytes, MaxTotalFileBytes: DefaultMaxTotalFileBytes}
+		MaxFiles: DefaultMaxFiles, MaxFileBytes: DefaultMaxFileBytes, MaxTotalFileBytes: DefaultMaxTotalFileBytes,
+		MaxOutputs: DefaultMaxOutputs, MaxOutputBytes: DefaultMaxOutputBytes, MaxTotalOutputBytes: DefaultMaxTotalOutputBytes}
 	if c.Limits != want {
 		t.Fatalf("got limits %+v; want %+v", c.Limits, want)
 	}

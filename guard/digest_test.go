@@ -159,7 +159,7 @@ func decodeCanonical(b []byte) (Checked, error) {
 			return c, err
 		}
 	}
-	c.Limits = Limits{time.Duration(lim[0]), int64(lim[1]), int64(lim[2]), int(lim[3]), int64(lim[4]), int64(lim[5])}
+	c.Limits = Limits{Timeout: time.Duration(lim[0]), MaxStdoutBytes: int64(lim[1]), MaxStderrBytes: int64(lim[2]), MaxFiles: int(lim[3]), MaxFileBytes: int64(lim[4]), MaxTotalFileBytes: int64(lim[5])}
 	net, err := r.ReadByte()
 	if err != nil {
 		return c, err

@@ -120,6 +120,7 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	if err := g.policy.Recheck(c); err != nil {
 		return Result{}, err
 	}
+	c.Limits = g.policy.withOutputCaps(c.Limits)
 	return g.run(ctx, c, func(ctx context.Context) (Result, error) { return g.backend.Run(ctx, c) })
 }
 
@@ -192,6 +193,7 @@ func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
 	if err := g.policy.Recheck(c); err != nil {
 		return nil, err
 	}
+	c.Limits = g.policy.withOutputCaps(c.Limits)
 	p := &Prepared{g: g, c: c}
 	a, ok := g.backend.(Acquirer)
 	if !ok {
@@ -253,7 +255,7 @@ func (g *Guarded) Adopt(ctx context.Context, sandbox string, c Checked, started 
 	if err != nil {
 		return Result{}, typed(g.backend.Name(), err)
 	}
-	res = Enforce(res, c.Limits)
+	res = Enforce(res, g.policy.withOutputCaps(c.Limits))
 	res.Duration = time.Since(started)
 	res.Digest = c.Digest
 	res.Backend = g.backend.Name()
@@ -347,7 +349,7 @@ func typed(backend string, err error) error {
 
 // Enforce re-applies the limits to a result from an untrusted backend: each stream is cut to its
 // cap, produced files with unsafe, colliding, oversized or excess entries are dropped (setting
-// FilesTruncated), sizes are recomputed from the content, and the outcome is settled (OK, TimedOut
+// FilesTruncated), outputs past their caps are left out (enforceOutputs), sizes are recomputed from the content, and the outcome is settled (OK, TimedOut
 // and a timeout's exit code -1 follow from it).
 func Enforce(res Result, l Limits) Result {
 	if res.Measured == nil || res.Measured.Files == nil {
@@ -398,6 +400,8 @@ func Enforce(res Result, l Limits) Result {
 		}
 		res.Files = kept
 	}
+	res.Outputs, cut = enforceOutputs(res.Outputs, l)
+	res.OutputsTruncated = res.OutputsTruncated || cut
 	res.settle()
 	return res
 }

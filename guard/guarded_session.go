@@ -38,6 +38,7 @@ func (g *Guarded) OpenSession(ctx context.Context, s CheckedSession) (*GuardedSa
 
 // guardedSandbox puts box, a sandbox of session s, behind the guard.
 func (g *Guarded) guardedSandbox(box Sandbox, s CheckedSession) *GuardedSandbox {
+	s.Limits = g.policy.withOutputCaps(s.Limits)
 	gs := &GuardedSandbox{box: box, session: s, policy: g.policy, backend: g.backend.Name(), broken: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		select {
@@ -70,7 +71,8 @@ func (g *Guarded) AdoptSession(ctx context.Context, id string, s CheckedSession,
 		return nil, nil, typed(g.backend.Name(), err)
 	}
 	if res != nil {
-		r := fitEncoding(Enforce(*res, pending.Limits), pending.Limits)
+		l := g.policy.withOutputCaps(pending.Limits)
+		r := fitEncoding(Enforce(*res, l), l)
 		r.Digest = CellDigest(s.Digest, pending.Cell.Index, pending.Cell.CodeDigest, chain)
 		r.Backend = g.backend.Name()
 		res = &r

@@ -15,23 +15,26 @@ const (
 	// MaxTimeoutCap is the longest max timeout a policy may set: a run may take hours (a
 	// training loop, a crawl, a test suite); a lost sandbox host is noticed within the sandbox
 	// activity's heartbeat timeout whatever the run's timeout.
-	MaxTimeoutCap             = 24 * time.Hour
-	DefaultGrace              = 5 * time.Second
-	DefaultMaxStdoutBytes     = 64_000
-	DefaultMaxStderrBytes     = 64_000
-	DefaultMaxFiles           = 32
-	DefaultMaxFileBytes       = 256 << 10
-	DefaultMaxTotalFileBytes  = 1 << 20
-	DefaultMaxInputFiles      = 32
-	DefaultMaxInputBytes      = 512 << 10
-	DefaultMaxEnvVars         = 64
-	DefaultMaxEnvBytes        = 32 << 10
-	DefaultApprovalTimeout    = 24 * time.Hour
-	DefaultEgressMaxBytes     = 64 << 20
-	DefaultEgressMaxConns     = 64
-	DefaultMaxFileNameBytes   = 255
-	DefaultMaxFileNameDepth   = 8
-	temporalPayloadLimitBytes = 2 << 20
+	MaxTimeoutCap              = 24 * time.Hour
+	DefaultGrace               = 5 * time.Second
+	DefaultMaxStdoutBytes      = 64_000
+	DefaultMaxStderrBytes      = 64_000
+	DefaultMaxFiles            = 32
+	DefaultMaxFileBytes        = 256 << 10
+	DefaultMaxTotalFileBytes   = 512 << 10
+	DefaultMaxOutputs          = 16
+	DefaultMaxOutputBytes      = 384 << 10
+	DefaultMaxTotalOutputBytes = 512 << 10
+	DefaultMaxInputFiles       = 32
+	DefaultMaxInputBytes       = 512 << 10
+	DefaultMaxEnvVars          = 64
+	DefaultMaxEnvBytes         = 32 << 10
+	DefaultApprovalTimeout     = 24 * time.Hour
+	DefaultEgressMaxBytes      = 64 << 20
+	DefaultEgressMaxConns      = 64
+	DefaultMaxFileNameBytes    = 255
+	DefaultMaxFileNameDepth    = 8
+	temporalPayloadLimitBytes  = 2 << 20
 )
 
 // Payload budgets. Temporal refuses a payload over 2 MiB. A policy whose caps could make one result
@@ -91,10 +94,16 @@ type Policy struct {
 	MaxStdoutBytes int64 `json:"max_stdout_bytes"`
 	MaxStderrBytes int64 `json:"max_stderr_bytes"`
 	// MaxFiles, MaxFileBytes and MaxTotalFileBytes cap produced files. Optional: default to 32,
-	// 256 KiB and 1 MiB.
+	// 256 KiB and 512 KiB.
 	MaxFiles          int   `json:"max_files"`
 	MaxFileBytes      int64 `json:"max_file_bytes"`
 	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+	// MaxOutputs, MaxOutputBytes and MaxTotalOutputBytes cap what the code shows (figures,
+	// displayed values): how many, one, and all together. Optional: default to 16, 384 KiB and
+	// 512 KiB. Files and outputs share a result's payload budget.
+	MaxOutputs          int   `json:"max_outputs"`
+	MaxOutputBytes      int64 `json:"max_output_bytes"`
+	MaxTotalOutputBytes int64 `json:"max_total_output_bytes"`
 	// MaxInputFiles and MaxInputBytes cap input files (count, and all bytes together). Optional:
 	// default to 32 and 512 KiB.
 	MaxInputFiles int   `json:"max_input_files"`
@@ -165,6 +174,9 @@ func (p Policy) WithDefaults() Policy {
 	p.MaxFiles = cmp.Or(p.MaxFiles, DefaultMaxFiles)
 	p.MaxFileBytes = cmp.Or(p.MaxFileBytes, DefaultMaxFileBytes)
 	p.MaxTotalFileBytes = cmp.Or(p.MaxTotalFileBytes, DefaultMaxTotalFileBytes)
+	p.MaxOutputs = cmp.Or(p.MaxOutputs, DefaultMaxOutputs)
+	p.MaxOutputBytes = cmp.Or(p.MaxOutputBytes, DefaultMaxOutputBytes)
+	p.MaxTotalOutputBytes = cmp.Or(p.MaxTotalOutputBytes, DefaultMaxTotalOutputBytes)
 	p.MaxInputFiles = cmp.Or(p.MaxInputFiles, DefaultMaxInputFiles)
 	p.MaxInputBytes = cmp.Or(p.MaxInputBytes, DefaultMaxInputBytes)
 	p.MaxEnvVars = cmp.Or(p.MaxEnvVars, DefaultMaxEnvVars)
@@ -220,6 +232,9 @@ func (p Policy) validateLimits() error {
 		{"max files", int64(p.MaxFiles)},
 		{"max file bytes", p.MaxFileBytes},
 		{"max total file bytes", p.MaxTotalFileBytes},
+		{"max outputs", int64(p.MaxOutputs)},
+		{"max output bytes", p.MaxOutputBytes},
+		{"max total output bytes", p.MaxTotalOutputBytes},
 		{"max input files", int64(p.MaxInputFiles)},
 		{"max input bytes", p.MaxInputBytes},
 		{"max env vars", int64(p.MaxEnvVars)},
@@ -274,9 +289,9 @@ func (p Policy) validateNames() error {
 // validatePayloads checks that no result or request the caps let through can be larger than
 // Temporal accepts.
 func (p Policy) validatePayloads() error {
-	raw := p.MaxStdoutBytes + p.MaxStderrBytes + p.MaxTotalFileBytes
+	raw := p.MaxStdoutBytes + p.MaxStderrBytes + p.MaxTotalFileBytes + p.MaxTotalOutputBytes
 	if raw > MaxRawPayloadBytes {
-		return configf("policy: stdout, stderr and file caps allow %d bytes in one result, over the %d-byte budget under Temporal's %d-byte payload limit; lower them",
+		return configf("policy: stdout, stderr, file and output caps allow %d bytes in one result, over the %d-byte budget under Temporal's %d-byte payload limit; lower them",
 			raw, MaxRawPayloadBytes, temporalPayloadLimitBytes)
 	}
 	if enc := p.worstResultEncoding(); enc > MaxEncodedPayloadBytes {
@@ -296,20 +311,21 @@ func base64Len(n int64) int64 { return (n + 2) / 3 * 4 }
 // names may be escaped six bytes per byte, and each file and the result carry field names.
 func (p Policy) worstResultEncoding() int64 {
 	return WorstResultEncodingBytes(Limits{MaxStdoutBytes: p.MaxStdoutBytes, MaxStderrBytes: p.MaxStderrBytes,
-		MaxFiles: p.MaxFiles, MaxTotalFileBytes: p.MaxTotalFileBytes})
+		MaxFiles: p.MaxFiles, MaxTotalFileBytes: p.MaxTotalFileBytes, MaxOutputs: p.MaxOutputs, MaxTotalOutputBytes: p.MaxTotalOutputBytes})
 }
 
 // WorstResultEncodingBytes bounds, as Validate does for the policy's caps, the JSON size of a
 // Result that limits l let through: a session adds it to what its status already holds before it
 // takes another cell.
 func WorstResultEncodingBytes(l Limits) int64 {
-	const resultOverhead, fileOverhead = 1024, 96
-	files := int64(l.MaxFiles)
-	perFileBase64Slack := int64(4)
+	const resultOverhead, fileOverhead, outputOverhead = 1024, 96, 128
+	files, outputs := int64(l.MaxFiles), int64(l.MaxOutputs)
+	perBase64Slack := int64(4)
 	return resultOverhead +
 		base64Len(l.MaxStdoutBytes) + base64Len(l.MaxStderrBytes) +
-		base64Len(l.MaxTotalFileBytes) + files*perFileBase64Slack +
-		files*(fileOverhead+6*DefaultMaxFileNameBytes)
+		base64Len(l.MaxTotalFileBytes) + files*perBase64Slack +
+		files*(fileOverhead+6*DefaultMaxFileNameBytes) +
+		base64Len(l.MaxTotalOutputBytes) + outputs*(perBase64Slack+outputOverhead)
 }
 
 func (p Policy) worstRequestEncoding() int64 {

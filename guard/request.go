@@ -78,6 +78,11 @@ type Limits struct {
 	MaxFileBytes int64 `json:"max_file_bytes"`
 	// MaxTotalFileBytes caps all produced files together.
 	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+	// MaxOutputs, MaxOutputBytes and MaxTotalOutputBytes cap what the code shows (Result.Outputs):
+	// the policy's, set by the check whatever a request says; not part of the digest.
+	MaxOutputs          int   `json:"max_outputs,omitempty"`
+	MaxOutputBytes      int64 `json:"max_output_bytes,omitempty"`
+	MaxTotalOutputBytes int64 `json:"max_total_output_bytes,omitempty"`
 }
 
 // InputFile is one input file of a checked request.
@@ -248,6 +253,10 @@ type Result struct {
 	StderrBinary   bool          `json:"stderr_binary,omitempty"`
 	Files          []File        `json:"files,omitempty"` // produced files, within the limits on files
 	FilesTruncated bool          `json:"files_truncated"` // a produced file was left out by those limits
+	// Outputs are what the code showed (figures, displayed values, a cell's last expression), in
+	// order, within the output limits; OutputsTruncated says one was dropped or left out.
+	Outputs          []Output `json:"outputs,omitempty"`
+	OutputsTruncated bool     `json:"outputs_truncated,omitempty"`
 	Duration       time.Duration `json:"duration"`        // how long the run took, measured by the guard wrapper
 	// Signal is the signal that ended the code's process, if one did (ExitCode is then
 	// 128+Signal), as the backend measured it.

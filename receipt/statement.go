@@ -86,6 +86,10 @@ type Statement struct {
 	// which binds a late result to the claim the run's history shows held. Absent from receipts
 	// signed before late results.
 	Claim string `json:"claim,omitempty"`
+	// Outputs are the outputs the result carries (guard.Output), each with its data measured;
+	// OutputsTruncated is the result's flag. Both absent when the result has none.
+	Outputs          []Output `json:"outputs,omitempty"`
+	OutputsTruncated bool     `json:"outputs_truncated,omitempty"`
 	// EgressLost says the egress proxy's report of the run was lost with the worker that carried
 	// it (guard.EgressReport.Lost): Egress lists nothing of it. Absent when false.
 	EgressLost bool `json:"egress_lost,omitempty"`
@@ -126,6 +130,26 @@ type File struct {
 	Produced guard.StreamMeasure `json:"produced"`
 	// Kept says the result carries it (the guard's limits dropped it otherwise).
 	Kept bool `json:"kept"`
+}
+
+// Output is one output as the result carries it: Data measures the bytes it carries (none when
+// LeftOut), Size is the size the code produced.
+type Output struct {
+	Index   int                 `json:"index"`
+	Source  string              `json:"source"`
+	MIME    string              `json:"mime"`
+	Size    int64               `json:"size"`
+	Data    guard.StreamMeasure `json:"data"`
+	LeftOut bool                `json:"left_out"`
+}
+
+// outputsOf measures the outputs of a result.
+func outputsOf(outs []guard.Output) []Output {
+	var s []Output
+	for _, o := range outs {
+		s = append(s, Output{Index: o.Index, Source: o.Source, MIME: o.MIME, Size: o.Size, Data: guard.MeasureBytes(o.Data), LeftOut: o.LeftOut})
+	}
+	return s
 }
 
 // Egress is one connection attempt through the egress proxy.
@@ -274,6 +298,7 @@ func New(run Run, res guard.Result) Statement {
 		k, ok := kept[f.Name]
 		s.Files = append(s.Files, File{Name: f.Name, Produced: f.Size, Kept: ok && k == f.Size})
 	}
+	s.Outputs, s.OutputsTruncated = outputsOf(res.Outputs), res.OutputsTruncated
 	if res.Egress != nil {
 		for _, a := range res.Egress.Attempts {
 			s.Egress = append(s.Egress, egressOf(a))

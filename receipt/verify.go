@@ -158,7 +158,7 @@ func CheckRun(st Statement, want Expect) error {
 
 // CheckResult checks res against what st signs: outcome, exit, signal, flags, the kept streams'
 // lengths and hashes, every file's bytes (and that the result carries exactly the files marked
-// kept), the egress attempts, and the digest, approval, backend and image the result names. A
+// kept), every output's bytes, the egress attempts, and the digest, approval, backend and image the result names. A
 // refusal is a *guard.ReceiptRefused naming the result's field ("stdout", "files[1]", ...).
 func CheckResult(st Statement, res guard.Result) error {
 	if st.Outcome == OutcomeError {
@@ -209,6 +209,9 @@ func CheckResult(st Statement, res guard.Result) error {
 				clip(f.Name), m.Bytes, m.SHA256, clip(kept[i].Name), kept[i].Produced.Bytes, kept[i].Produced.SHA256)
 		}
 	}
+	if err := checkOutputs(st, res); err != nil {
+		return err
+	}
 	var attempts []guard.EgressAttempt
 	dropped, lost := 0, false
 	if res.Egress != nil {
@@ -226,6 +229,24 @@ func CheckResult(st Statement, res guard.Result) error {
 		}
 	}
 	return checkDerived(st, res)
+}
+
+// checkOutputs checks that the result carries exactly the outputs st signs, byte for byte.
+func checkOutputs(st Statement, res guard.Result) error {
+	if res.OutputsTruncated != st.OutputsTruncated {
+		return refused("outputs_truncated", nil, "the result says %t; the receipt signs %t", res.OutputsTruncated, st.OutputsTruncated)
+	}
+	got := outputsOf(res.Outputs)
+	if len(got) != len(st.Outputs) {
+		return refused("outputs", nil, "the result carries %d outputs; the receipt signs %d", len(got), len(st.Outputs))
+	}
+	for i, o := range got {
+		if o != st.Outputs[i] {
+			return refused(fmt.Sprintf("outputs[%d]", i), nil, "output %d (%s, %s, %d bytes, sha256 %s) is not the receipt's (%s, %s, %d bytes, sha256 %s)",
+				o.Index, clip(o.Source), clip(o.MIME), o.Data.Bytes, o.Data.SHA256, clip(st.Outputs[i].Source), clip(st.Outputs[i].MIME), st.Outputs[i].Data.Bytes, st.Outputs[i].Data.SHA256)
+		}
+	}
+	return nil
 }
 
 // checkDerived checks the result's fields the statement does not sign itself but that a reader
