@@ -249,15 +249,15 @@ type Result struct {
 	StderrTruncated bool    `json:"stderr_truncated"` // likewise for stderr
 	// StdoutBinary and StderrBinary say that the stream was not valid UTF-8: in JSON, where the
 	// streams are text, the invalid bytes were replaced by U+FFFD.
-	StdoutBinary   bool          `json:"stdout_binary,omitempty"`
-	StderrBinary   bool          `json:"stderr_binary,omitempty"`
-	Files          []File        `json:"files,omitempty"` // produced files, within the limits on files
-	FilesTruncated bool          `json:"files_truncated"` // a produced file was left out by those limits
+	StdoutBinary   bool   `json:"stdout_binary,omitempty"`
+	StderrBinary   bool   `json:"stderr_binary,omitempty"`
+	Files          []File `json:"files,omitempty"` // produced files, within the limits on files
+	FilesTruncated bool   `json:"files_truncated"` // a produced file was left out by those limits
 	// Outputs are what the code showed (figures, displayed values, a cell's last expression), in
 	// order, within the output limits; OutputsTruncated says one was dropped or left out.
-	Outputs          []Output `json:"outputs,omitempty"`
-	OutputsTruncated bool     `json:"outputs_truncated,omitempty"`
-	Duration       time.Duration `json:"duration"`        // how long the run took, measured by the guard wrapper
+	Outputs          []Output      `json:"outputs,omitempty"`
+	OutputsTruncated bool          `json:"outputs_truncated,omitempty"`
+	Duration         time.Duration `json:"duration"` // how long the run took, measured by the guard wrapper
 	// Signal is the signal that ended the code's process, if one did (ExitCode is then
 	// 128+Signal), as the backend measured it.
 	Signal int `json:"signal,omitempty"`
