@@ -75,6 +75,19 @@ const (
 	frameReady frameType = 13
 )
 
+// frameOutput (supervisor → worker, runs and cells): one thing the code showed (guard.Output): a
+// 2-byte length, a JSON header (outputHeader), then the data. They come after the exit frame.
+const frameOutput frameType = 14
+
+// outputHeader is the JSON header of frameOutput.
+type outputHeader struct {
+	Index   int    `json:"index"`
+	Source  string `json:"source"`
+	MIME    string `json:"mime"`
+	Size    int64  `json:"size"`
+	LeftOut bool   `json:"left_out"`
+}
+
 // Frame types of the egress tunnel: a connection the supervisor accepted inside the container
 // (channel = connection id, payload = the listening port), its bytes in either direction, and its
 // end (either side). They flow only in runs whose request carries egress (egress.go); in any
@@ -130,11 +143,16 @@ type supCaps struct {
 	MaxFiles          int   `json:"max_files"`
 	MaxFileBytes      int64 `json:"max_file_bytes"`
 	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
+	// The output caps (guard.Limits.MaxOutputs...): outputs past them are dropped or left out.
+	MaxOutputs          int   `json:"max_outputs"`
+	MaxOutputBytes      int64 `json:"max_output_bytes"`
+	MaxTotalOutputBytes int64 `json:"max_total_output_bytes"`
 }
 
 func capsOf(l guard.Limits) supCaps {
 	return supCaps{MaxStdoutBytes: l.MaxStdoutBytes, MaxStderrBytes: l.MaxStderrBytes,
-		MaxFiles: l.MaxFiles, MaxFileBytes: l.MaxFileBytes, MaxTotalFileBytes: l.MaxTotalFileBytes}
+		MaxFiles: l.MaxFiles, MaxFileBytes: l.MaxFileBytes, MaxTotalFileBytes: l.MaxTotalFileBytes,
+		MaxOutputs: l.MaxOutputs, MaxOutputBytes: l.MaxOutputBytes, MaxTotalOutputBytes: l.MaxTotalOutputBytes}
 }
 
 // setupOf returns the setup of a sandbox with files and env, run as uid, with the sandbox's side
@@ -236,7 +254,8 @@ type exitReport struct {
 
 // endReport is the payload of frameEnd, and of a session's frameReady and frameCellEnd.
 type endReport struct {
-	FilesTruncated bool `json:"files_truncated"`
+	FilesTruncated   bool `json:"files_truncated"`
+	OutputsTruncated bool `json:"outputs_truncated"`
 	// Cell (frameCellEnd) is the index of the cell that ended.
 	Cell int `json:"cell,omitempty"`
 	// Nonce (frameReady, frameCellEnd) echoes the session request's Nonce: the code never sees
@@ -250,7 +269,8 @@ type endReport struct {
 // stops there.
 func maxResultBytes(l guard.Limits) int64 {
 	const overhead, perFile = 64 << 10, 4 << 10
-	return overhead + l.MaxStdoutBytes + l.MaxStderrBytes + l.MaxTotalFileBytes + int64(l.MaxFiles)*perFile
+	return overhead + l.MaxStdoutBytes + l.MaxStderrBytes + l.MaxTotalFileBytes + int64(l.MaxFiles)*perFile +
+		l.MaxTotalOutputBytes + int64(l.MaxOutputs)*perFile
 }
 
 // maxFramePayload bounds one frame's payload (the supervisor sends at most 1 MiB of output per
@@ -281,8 +301,11 @@ type report struct {
 	stdout, stderr *guard.CapBuffer
 	files          []guard.File
 	filesTruncated bool
-	exit           *exitReport
-	end            *endReport
+	outputs        []guard.Output
+	// outputsTruncated: an output was dropped or left out (by the supervisor or here).
+	outputsTruncated bool
+	exit             *exitReport
+	end              *endReport
 	// endSeen is closed when the end frame has been read: nothing follows it, so the run need
 	// not wait for the container's teardown to close the stream.
 	endSeen chan struct{}
@@ -362,6 +385,8 @@ func (r *report) frame(t frameType, ch uint32, payload []byte) error {
 		_, _ = r.stderr.Write(payload)
 	case frameFile:
 		return r.file(payload)
+	case frameOutput:
+		return r.output1(payload)
 	case frameExit:
 		var e exitReport
 		if err := json.Unmarshal(payload, &e); err != nil || r.exit != nil {
@@ -378,6 +403,7 @@ func (r *report) frame(t frameType, ch uint32, payload []byte) error {
 		}
 		r.end, r.endKind = &e, t
 		r.filesTruncated = r.filesTruncated || e.FilesTruncated
+		r.outputsTruncated = r.outputsTruncated || e.OutputsTruncated
 		close(r.endSeen)
 	case frameError, frameConfigError:
 		r.supErr = string(clip(payload))
@@ -407,16 +433,45 @@ func (r *report) file(payload []byte) error {
 	return nil
 }
 
+// output1 takes one output frame; one past the output caps is dropped (guard.Enforce applies
+// them again).
+func (r *report) output1(payload []byte) error {
+	if len(payload) < 2 {
+		return errors.New("sandbox output frame is too short")
+	}
+	n := int(binary.BigEndian.Uint16(payload[0:2]))
+	if len(payload) < 2+n {
+		return errors.New("sandbox output frame has a header longer than the frame")
+	}
+	var h outputHeader
+	if err := json.Unmarshal(payload[2:2+n], &h); err != nil {
+		return fmt.Errorf("sandbox output header is unreadable: %w", err)
+	}
+	data := payload[2+n:]
+	if len(r.outputs) >= r.limits.MaxOutputs || int64(len(data)) > r.limits.MaxOutputBytes {
+		r.outputsTruncated = true
+		return nil
+	}
+	o := guard.Output{Index: h.Index, Source: h.Source, MIME: h.MIME, Size: h.Size, LeftOut: h.LeftOut}
+	if !h.LeftOut {
+		o.Data, o.Size = append([]byte(nil), data...), int64(len(data))
+	}
+	r.outputs = append(r.outputs, o)
+	return nil
+}
+
 // output returns the output received so far (the streams already within their caps; Run
 // applies every limit once, before it returns).
 func (r *report) output() guard.Result {
 	res := guard.Result{
-		Stdout:          r.stdout.Bytes(),
-		Stderr:          r.stderr.Bytes(),
-		StdoutTruncated: r.stdout.Truncated(),
-		StderrTruncated: r.stderr.Truncated(),
-		Files:           r.files,
-		FilesTruncated:  r.filesTruncated,
+		Stdout:           r.stdout.Bytes(),
+		Stderr:           r.stderr.Bytes(),
+		StdoutTruncated:  r.stdout.Truncated(),
+		StderrTruncated:  r.stderr.Truncated(),
+		Files:            r.files,
+		FilesTruncated:   r.filesTruncated,
+		Outputs:          r.outputs,
+		OutputsTruncated: r.outputsTruncated,
 	}
 	if r.exit != nil {
 		res.StdoutTruncated = res.StdoutTruncated || r.exit.StdoutBytes > r.limits.MaxStdoutBytes

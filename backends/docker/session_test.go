@@ -280,6 +280,7 @@ func TestRunCellUntrustedStream(t *testing.T) {
 			}
 			l := cs.Limits
 			l.MaxStdoutBytes, l.MaxStderrBytes, l.MaxTotalFileBytes, l.MaxFiles = 1000, 1000, 1000, 2
+			l.MaxOutputs, l.MaxOutputBytes, l.MaxTotalOutputBytes = 1, 1000, 1000
 			res, err := sb.RunCell(context.Background(), cell, l)
 			if tt.want == "" {
 				if err != nil || string(res.Stdout) != "hi\n" || !res.OK {

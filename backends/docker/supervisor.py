@@ -30,6 +30,9 @@ SH_SCRIPT_DIR = "/tmp/.sandboxflow"
 # in for a module the reviewer read. Nothing creates it. Without such a file the image's own
 # bytecode keeps the standard library's imports fast (the prefix would recompile them all).
 PYCACHE_PREFIX = "/tmp/.sandboxflow/pycache"
+# Where the runtime's capture (CAPTURE) writes what the code shows, one file per representation,
+# outside /work; the supervisor sends them as output frames and removes them (collect_outputs).
+OUT_DIR = "/tmp/.sandboxflow/out"
 # HOME is not /work, where input files land: no user site, rc or profile file among them counts.
 FIXED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -39,6 +42,8 @@ FIXED_ENV = {
     # bytecode written (and, with forged bytecode among the inputs, none read) in /work.
     "PYTHONNOUSERSITE": "1",
     "PYTHONDONTWRITEBYTECODE": "1",
+    # matplotlib draws without a display; the capture turns plt.show() into an output.
+    "MPLBACKEND": "Agg",
 }
 PY_ENV = {"PYTHONUNBUFFERED": "1"}
 # How the code's Python starts: -E ignores every PYTHON* variable, -s the user site, -B writes no
@@ -64,6 +69,7 @@ F_SESSION = 10
 F_CELL = 11
 F_CELL_END = 12
 F_READY = 13
+F_OUTPUT = 14
 F_TUNNEL_OPEN = 16
 F_TUNNEL_DATA = 17
 F_TUNNEL_CLOSE = 18
@@ -502,6 +508,245 @@ def collect(inputs, max_files, max_file, max_total):
     return True if truncated is None else truncated
 
 
+# What the runtime adds to the code's Python interpreter (docs/outputs.md), before the code, for
+# runs and cells alike: display() as a builtin; plt.show() and figures left open become PNG
+# outputs; a cell's last expression becomes an output (DRIVER). Each shown thing is written to
+# OUT_DIR as one file per representation, richest first: NNNNNN-KK-SOURCE.EXT. It runs in the
+# code's own process, so the code can change or forge any of it: outputs are the code's word,
+# like its stdout. It imports nothing from /work (safe_import takes the working folder off the
+# path) and nothing at all until the code shows something.
+CAPTURE = r"""
+def _sandboxflow_capture(outdir):
+    import sys, os, builtins
+    seq = [0]
+    max_rows, max_cols, max_text = 200, 50, 64 << 10
+
+    def safe_import(name):
+        saved = sys.path[:]
+        sys.path[:] = [p for p in saved if p not in ("", ".", "/work")]
+        try:
+            __import__(name)
+            return sys.modules[name]
+        finally:
+            sys.path[:] = saved
+
+    def emit(source, reprs):
+        if not reprs:
+            return
+        seq[0] += 1
+        for k, (ext, data) in enumerate(reprs):
+            try:
+                fd = os.open("%s/%06d-%02d-%s.%s" % (outdir, seq[0], k, source, ext),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except OSError:
+                return
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+
+    def figure(fig):
+        buf = safe_import("io").BytesIO()
+        fig.savefig(buf, format="png")
+        return [("png", buf.getvalue())]
+
+    def show_figures(*args, **kwargs):
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        for num in plt.get_fignums():
+            try:
+                emit("figure", figure(plt.figure(num)))
+            except Exception:
+                pass
+        plt.close("all")
+
+    def table(obj):
+        pd = sys.modules.get("pandas")
+        if pd is None or not isinstance(obj, (pd.DataFrame, pd.Series)):
+            return None
+        df = obj.to_frame() if isinstance(obj, pd.Series) else obj
+        part = df.iloc[:max_rows, :max_cols]
+        doc = {"columns": [str(c) for c in part.columns], "index": [str(i) for i in part.index],
+               "rows": [[str(v) for v in row] for row in part.itertuples(index=False, name=None)],
+               "truncated": bool(df.shape[0] > max_rows or df.shape[1] > max_cols)}
+        return safe_import("json").dumps(doc).encode("utf-8")
+
+    def reprs(obj):
+        if hasattr(obj, "savefig") and type(obj).__module__.startswith("matplotlib"):
+            return figure(obj)
+        out = []
+        t = table(obj)
+        if t is not None:
+            out.append(("table", t))
+        methods = [("_repr_png_", "png"), ("_repr_jpeg_", "jpg"), ("_repr_svg_", "svg")]
+        if t is None:
+            methods.append(("_repr_html_", "html"))
+        for name, ext in methods:
+            f = getattr(obj, name, None)
+            if not callable(f):
+                continue
+            try:
+                v = f()
+            except Exception:
+                continue
+            if isinstance(v, str):
+                v = v.encode("utf-8", "replace")
+            if isinstance(v, (bytes, bytearray)):
+                out.append((ext, bytes(v)))
+        out.append(("txt", repr(obj).encode("utf-8", "replace")[:max_text]))
+        return out
+
+    def display(*objs):
+        for obj in objs:
+            emit("display", reprs(obj))
+
+    def value(v):
+        if v is not None:
+            emit("value", reprs(v))
+
+    def reset():
+        seq[0] = 0
+
+    builtins.display = display
+    path_finder = [f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"]
+
+    class ShowHook:
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            if name != "matplotlib.pyplot" or not path_finder:
+                return None
+            spec = path_finder[0].find_spec(name, path, target)
+            load = getattr(getattr(spec, "loader", None), "exec_module", None)
+            if load is None:
+                return spec
+
+            def exec_module(module):
+                load(module)
+                module.show = show_figures
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, ShowHook)
+    return show_figures, value, reset
+"""
+
+# How a run's Python starts: `python3 -E -s -B -u -c RUN_DRIVER`, the code on stdin as with
+# `python3 -`: the driver takes the working folder off sys.path while it installs CAPTURE, reads
+# the code, puts it back, and runs the code as __main__ named <stdin>. An exception's traceback
+# starts at the code's frame; figures left open are shown at exit.
+RUN_DRIVER = CAPTURE + r"""
+def _sandboxflow_run(g, capture):
+    import sys
+    while sys.path and sys.path[0] in ("", "."):
+        sys.path.pop(0)
+    show_figures = capture($OUT_DIR$)[0]
+    import atexit
+    atexit.register(show_figures)
+    code = sys.stdin.buffer.read()
+    sys.argv[0] = "-"
+    g["__file__"] = "<stdin>"
+    sys.path.insert(0, "")
+    try:
+        exec(compile(code, "<stdin>", "exec"), g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        tb = e.__traceback__
+        tb = tb.tb_next if tb is not None else None
+        sys.excepthook(type(e), e.with_traceback(tb), tb)  # it prints the exception's own
+        raise SystemExit(1)
+
+
+(lambda f, c: (globals().pop("_sandboxflow_run"), globals().pop("_sandboxflow_capture"), f(globals(), c)))(_sandboxflow_run, _sandboxflow_capture)
+""".replace("$OUT_DIR$", repr(OUT_DIR))
+
+
+OUTPUT_MIMES = {"png": "image/png", "jpg": "image/jpeg", "svg": "image/svg+xml", "html": "text/html",
+                "txt": "text/plain", "json": "application/json", "table": "application/vnd.sandboxflow.table+json"}
+OUTPUT_SOURCES = ("figure", "display", "value")
+
+
+def output_entry(name):
+    """The (index, source, MIME type) of an output file named NNNNNN-KK-SOURCE.EXT, as CAPTURE
+    names them, or None."""
+    head, _, ext = name.partition(".")
+    parts = head.split("-")
+    if (not name.isascii() or len(parts) != 3 or len(parts[0]) != 6 or len(parts[1]) != 2 or not (parts[0] + parts[1]).isdigit()
+            or parts[2] not in OUTPUT_SOURCES or ext not in OUTPUT_MIMES):
+        return None
+    return int(parts[0]), parts[2], OUTPUT_MIMES[ext]
+
+
+def make_out_dir():
+    """Makes OUT_DIR, the code's uid's, empty (call as the sandbox uid)."""
+    os.makedirs(OUT_DIR, mode=0o700, exist_ok=True)
+    clear_out_dir()
+
+
+def clear_out_dir():
+    """Removes what OUT_DIR holds (call as the sandbox uid)."""
+    try:
+        dir_fd = os.open(OUT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for name in os.listdir(dir_fd):
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except OSError:
+                pass
+    finally:
+        os.close(dir_fd)
+
+
+def collect_outputs(max_outputs, max_output, max_total):
+    """Sends an output frame for each output in OUT_DIR, in name order (the order shown), and
+    removes them; returns whether any was dropped (a name CAPTURE does not write, not a regular
+    file, past max_outputs) or left out (over max_output or max_total: its frame says its size and
+    carries no data). Call as the sandbox uid: the code may have put anything there, read it
+    as it could."""
+    try:
+        dir_fd = os.open(OUT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    truncated, count, total = False, 0, 0
+    try:
+        for name in sorted(os.listdir(dir_fd)):
+            entry = output_entry(name)
+            try:
+                st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if entry is None or count >= max_outputs or not stat.S_ISREG(st.st_mode):
+                    truncated = True
+                    continue
+                data, size = None, st.st_size
+                if size <= max_output and total + size <= max_total:
+                    data = read_regular(dir_fd, name, max_output)
+                    if data is not None and (len(data) > max_output or total + len(data) > max_total):
+                        size, data = len(data), None
+                left_out = data is None
+                truncated = truncated or left_out
+                data = data or b""
+                size = size if left_out else len(data)
+                total += len(data)
+                count += 1
+                head = json_fields({"index": entry[0], "source": entry[1], "mime": entry[2], "size": size, "left_out": left_out})
+                frame(F_OUTPUT, len(head).to_bytes(2, "big") + head + data)
+            except OSError:
+                truncated = True
+            finally:
+                try:
+                    os.unlink(name, dir_fd=dir_fd)
+                except OSError:
+                    pass
+    finally:
+        os.close(dir_fd)
+    return truncated
+
+
 def forged_bytecode_possible(req):
     """Whether an input file lies in a __pycache__ folder."""
     return any(b"__pycache__" in b64d(f["name"]).split(b"/") for f in req.get("files") or [])
@@ -516,7 +761,7 @@ def child_argv(req, env):
         flags = flags + ["-X", "pycache_prefix=" + PYCACHE_PREFIX]
     if language == "python":
         env.update(PY_ENV)
-        return [sys.executable or "/usr/bin/python3"] + flags + ["-"], code
+        return [sys.executable or "/usr/bin/python3"] + flags + ["-c", RUN_DRIVER], code
     if language == "sh":
         os.makedirs(SH_SCRIPT_DIR, mode=0o700, exist_ok=True)
         script = os.path.join(SH_SCRIPT_DIR, "main.sh")
@@ -970,6 +1215,7 @@ def run(libc, req):
     env.update(FIXED_ENV)
     with AsUser():
         write_inputs(req.get("files") or [])
+        make_out_dir()
         argv, stdin_data = child_argv(req, env)
     tunnel = None
     if req.get("egress_port"):
@@ -1026,8 +1272,8 @@ def run(libc, req):
 # from its pipes, and ends the cell at its timeout or the interpreter's death whatever the driver
 # says. A cell whose interpreter dies (its timeout, os._exit, a signal, a memory kill) leaves the
 # next Python cell a fresh interpreter, whose exit frame says state_reset.
-DRIVER = r'''
-def _sandboxflow_cells(g):
+DRIVER = CAPTURE + r'''
+def _sandboxflow_cells(g, capture):
     import sys
     # -c put the working folder ("") first on sys.path. The driver's own modules, and what
     # formatting a traceback imports on first use, come from the standard library with /work off
@@ -1035,11 +1281,12 @@ def _sandboxflow_cells(g):
     # one an earlier cell wrote) never runs before a cell, nor after an interpreter reset.
     while sys.path and sys.path[0] in ("", ".", "/work"):
         sys.path.pop(0)
-    import os, traceback
+    import os, traceback, _ast
     try:
         raise ValueError
     except ValueError as e:
         traceback.format_exception(type(e), e, e.__traceback__)
+    show_figures, show_value, reset = capture($OUT_DIR$)
     sys.path.insert(0, "/work")
     ctl, done = os.dup(3), os.dup(4)  # close-on-exec: no process the code starts holds them
     os.close(3)
@@ -1059,8 +1306,15 @@ def _sandboxflow_cells(g):
         index, n = int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
         code = read_exact(n)
         status = 0
+        reset()
         try:
-            exec(compile(code, "<cell %d>" % index, "exec"), g)
+            # As a notebook does, the value of a last expression statement is shown.
+            name = "<cell %d>" % index
+            tree = compile(code, name, "exec", _ast.PyCF_ONLY_AST)
+            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], _ast.Expr) else None
+            exec(compile(tree, name, "exec"), g)
+            if last is not None:
+                show_value(eval(compile(_ast.Expression(body=last.value), name, "eval"), g))
         except SystemExit as e:
             if e.code is None:
                 status = 0
@@ -1079,6 +1333,10 @@ def _sandboxflow_cells(g):
             except BaseException:
                 pass
             status = 1
+        try:
+            show_figures()
+        except BaseException:
+            pass
         for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
                 f.flush()
@@ -1087,8 +1345,8 @@ def _sandboxflow_cells(g):
         os.write(done, index.to_bytes(4, "big") + status.to_bytes(4, "big"))
 
 
-(lambda f: (globals().pop("_sandboxflow_cells"), f(globals())))(_sandboxflow_cells)
-'''
+(lambda f, c: (globals().pop("_sandboxflow_cells"), globals().pop("_sandboxflow_capture"), f(globals(), c)))(_sandboxflow_cells, _sandboxflow_capture)
+'''.replace("$OUT_DIR$", repr(OUT_DIR))
 # How long the supervisor reads what is left in the interpreter's pipes after its cell said it
 # ended (every other process of the code is dead by then; only the interpreter's threads write).
 DRAIN_LIVE = 0.2
@@ -1310,6 +1568,7 @@ class Session:
             self.flags = self.flags + ["-X", "pycache_prefix=" + PYCACHE_PREFIX]
         with AsUser():
             write_inputs(req.get("files") or [])
+            make_out_dir()
             # What the first cell's files are compared with: the input files.
             _, self.seen = collect_changed({}, MAX_REQUEST, MAX_REQUEST, MAX_REQUEST, send=False)
         # What the worker wrote and no one has read yet: the next cell frame, or the egress
@@ -1404,6 +1663,8 @@ class Session:
         if not kill_others(self.interp_pid(), {self.interp_pid()}):
             kill_everything()
             self.drop_interp()
+        with AsUser():  # what the interpreter's threads showed between cells is not this cell's
+            clear_out_dir()
         state_reset = False
         if lang == "python" and self.interp is None:
             state_reset = self.had_interp
@@ -1525,11 +1786,13 @@ class Session:
                                               cancelled=cancelled, state_reset=state_reset, threads_alive=threads_alive,
                                               reported_by=reported_by)))
         with AsUser():
+            outputs_truncated = collect_outputs(c["max_outputs"], c["max_output_bytes"], c["max_total_output_bytes"])
             truncated, self.seen = collect_changed(self.seen, c["max_files"], c["max_file_bytes"], c["max_total_file_bytes"])
         # The payload ends with a newline: the daemon's log copier holds a line back until its
         # newline comes, so without it the cell's end would not reach the kept log (AdoptSession)
         # while the supervisor waits for the next cell.
-        frame(F_CELL_END, json_fields({"files_truncated": truncated, "cell": index, "nonce": self.nonce}) + b"\n")
+        frame(F_CELL_END, json_fields({"files_truncated": truncated, "outputs_truncated": outputs_truncated,
+                                       "cell": index, "nonce": self.nonce}) + b"\n")
 
 
 def session_main(libc, req):
@@ -1573,8 +1836,9 @@ def main():
     frame(F_EXIT, json_fields(exit_fields(exit_code, sig, timed_out, elapsed_ms, streams, before)))
     inputs = {b64d(f["name"]): b64d(f.get("content")) for f in req.get("files") or []}
     with AsUser():
+        outputs_truncated = collect_outputs(req["max_outputs"], req["max_output_bytes"], req["max_total_output_bytes"])
         truncated = collect(inputs, req["max_files"], req["max_file_bytes"], req["max_total_file_bytes"])
-    frame(F_END, json_fields({"files_truncated": truncated}))
+    frame(F_END, json_fields({"files_truncated": truncated, "outputs_truncated": outputs_truncated}))
 
 
 main()
