@@ -45,7 +45,11 @@ func sample() (Run, guard.Result) {
 		Measured: &guard.Measured{Stdout: &guard.StreamMeasure{Bytes: 999, SHA256: strings.Repeat("ab", 32)}, Runtime: "runsc"},
 		Egress:   &guard.EgressReport{Attempts: []guard.EgressAttempt{{Host: "pypi.org", Port: 443, Allowed: true, BytesOut: 10, BytesIn: 20}}},
 		ImageID:  "sha256:" + strings.Repeat("1", 64),
-	}, guard.Limits{MaxStdoutBytes: 12, MaxStderrBytes: 100, MaxFiles: 5, MaxFileBytes: 32, MaxTotalFileBytes: 100})
+		Outputs: []guard.Output{{Index: 1, Source: guard.OutputFigure, MIME: guard.MIMEPNG, Data: []byte("\x89PNG....")},
+			{Index: 2, Source: guard.OutputValue, MIME: guard.MIMEText, Data: []byte("42")},
+			{Index: 3, Source: guard.OutputDisplay, MIME: guard.MIMEPNG, Data: make([]byte, 40)}},
+	}, guard.Limits{MaxStdoutBytes: 12, MaxStderrBytes: 100, MaxFiles: 5, MaxFileBytes: 32, MaxTotalFileBytes: 100,
+		MaxOutputs: 5, MaxOutputBytes: 32, MaxTotalOutputBytes: 100})
 	res.Digest, res.Backend, res.ApprovalID = "sha256:"+strings.Repeat("c", 64), "docker", approvalID
 	run := Run{WorkflowID: "wf-1", RunID: "run-1", ActivityID: "5", Digest: res.Digest,
 		Approvals: []Approval{{ID: approvalID, Reviewer: "alice", Fingerprint: "SHA256:abc"}},
@@ -126,6 +130,12 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		{"stderr", "stderr", func(r *guard.Result) { r.Stderr = []byte("no warnings\n") }},
 		{"file bytes", "files[0]", func(r *guard.Result) { r.Files[0].Content = []byte("dat4") }},
 		{"file added", "files", func(r *guard.Result) { r.Files = append(r.Files, guard.File{Name: "x", Content: []byte("x")}) }},
+		{"output bytes", "outputs[0]", func(r *guard.Result) { r.Outputs[0].Data = []byte("\x89PNG...!") }},
+		{"output type", "outputs[1]", func(r *guard.Result) { r.Outputs[1].MIME = guard.MIMEHTML }},
+		{"output source", "outputs[1]", func(r *guard.Result) { r.Outputs[1].Source = guard.OutputDisplay }},
+		{"output left out put back", "outputs[2]", func(r *guard.Result) { r.Outputs[2].Data, r.Outputs[2].LeftOut = make([]byte, 40), false }},
+		{"output dropped", "outputs", func(r *guard.Result) { r.Outputs = r.Outputs[:2] }},
+		{"outputs truncated", "outputs_truncated", func(r *guard.Result) { r.OutputsTruncated = false }},
 		{"exit code", "exit_code", func(r *guard.Result) { r.ExitCode = 3 }},
 		// An exit the interpreter reported passed off as one the host measured, and the reverse.
 		{"who reported the exit", "exit_reported_by", func(r *guard.Result) { r.ExitReportedBy = guard.ReportedByInterpreter }},
@@ -158,6 +168,7 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := res
 			r.Files = append([]guard.File(nil), res.Files...)
+			r.Outputs = append([]guard.Output(nil), res.Outputs...)
 			eg := *res.Egress
 			eg.Attempts = append([]guard.EgressAttempt(nil), res.Egress.Attempts...)
 			r.Egress = &eg
