@@ -114,6 +114,26 @@ func startedEvent(c guard.Checked, in contract.RunInput, attempt int32) Event {
 	return Event{Type: contract.EventSandboxStarted, Data: d}
 }
 
+// addProduced adds the counts and sizes of a result's files and outputs (never their contents).
+func addProduced(d map[string]any, res guard.Result) {
+	var fileBytes, outputBytes int64
+	for _, f := range res.Files {
+		fileBytes += f.Size
+	}
+	mimes := []string{}
+	for _, o := range res.Outputs {
+		outputBytes += int64(len(o.Data))
+		mimes = append(mimes, o.MIME)
+	}
+	d["files"] = len(res.Files)
+	d["file_bytes"] = fileBytes
+	d["files_truncated"] = res.FilesTruncated
+	d["outputs"] = len(res.Outputs)
+	d["output_bytes"] = outputBytes
+	d["output_mimes"] = mimes
+	d["outputs_truncated"] = res.OutputsTruncated
+}
+
 // finishedEvent describes how a run ended. Content only with capture_content.
 func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err error, elapsed time.Duration) Event {
 	d := map[string]any{
@@ -144,10 +164,6 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		}
 		return Event{Type: contract.EventSandboxFinished, Data: d}
 	}
-	var fileBytes int64
-	for _, f := range res.Files {
-		fileBytes += f.Size
-	}
 	d["ok"] = res.OK
 	d["exit_code"] = res.ExitCode
 	d["timed_out"] = res.TimedOut
@@ -157,19 +173,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 	d["stderr_truncated"] = res.StderrTruncated
 	d["stdout_binary"] = res.StdoutBinary || !utf8.Valid(res.Stdout)
 	d["stderr_binary"] = res.StderrBinary || !utf8.Valid(res.Stderr)
-	d["files"] = len(res.Files)
-	d["file_bytes"] = fileBytes
-	d["files_truncated"] = res.FilesTruncated
-	var outputBytes int64
-	mimes := []string{}
-	for _, o := range res.Outputs {
-		outputBytes += int64(len(o.Data))
-		mimes = append(mimes, o.MIME)
-	}
-	d["outputs"] = len(res.Outputs)
-	d["output_bytes"] = outputBytes
-	d["output_mimes"] = mimes
-	d["outputs_truncated"] = res.OutputsTruncated
+	addProduced(d, res)
 	d["outcome"] = res.Outcome.String()
 	d["state_reset"] = res.StateReset
 	d["threads_alive"] = res.ThreadsAlive
