@@ -314,7 +314,7 @@ func TestEndToEnd(t *testing.T) {
 	// For a person: the code with line numbers, the limits in units, the digest, the deadline;
 	// pending as a table naming the run.
 	text, rc := s.run("show", started.WorkflowID)
-	for _, want := range []string{"2 | print('hello', sys.argv[0] != '')", "timeout", "30s", "1 MiB", "digest", started.Digest, "deadline", "left)"} {
+	for _, want := range []string{"2 | print('hello', sys.argv[0] != '')", "timeout", "30s", "512 KiB", "digest", started.Digest, "deadline", "left)"} {
 		if rc != 0 || !strings.Contains(text, want) {
 			t.Fatalf("starter show (exit %d) printed %q; want it to contain %q", rc, text, want)
 		}

@@ -49,13 +49,21 @@ type Field struct {
 
 // Limits lists a run's limits in units.
 func Limits(l guard.Limits) []Field {
-	return []Field{
+	f := []Field{
 		{"timeout", l.Timeout.String()},
 		{"stdout", Bytes(l.MaxStdoutBytes)},
 		{"stderr", Bytes(l.MaxStderrBytes)},
 		{"output files", fmt.Sprintf("%d, %s each, %s in all", l.MaxFiles, Bytes(l.MaxFileBytes), Bytes(l.MaxTotalFileBytes))},
 	}
+	if l.MaxOutputs > 0 {
+		f = append(f, Field{"shown outputs", fmt.Sprintf("%d, %s each, %s in all; %s", l.MaxOutputs, Bytes(l.MaxOutputBytes), Bytes(l.MaxTotalOutputBytes), RuntimeAdds)})
+	}
+	return f
 }
+
+// RuntimeAdds is the fixed line every view shows of what the runtime adds to the code's Python
+// (docs/outputs.md): no request changes it.
+const RuntimeAdds = "on Docker the runtime adds display(), turns plt.show() and figures left open into outputs, and shows a cell's last expression"
 
 // Network says in a few words what network a run gets.
 func Network(req guard.Summary) string {
