@@ -51,6 +51,8 @@ type Backend struct {
 	host   *engineVersion
 
 	removals sync.WaitGroup
+	// noCapture runs without the outputs capture: BenchmarkOutputs's reference only.
+	noCapture bool
 	// pool holds started containers waiting for their run; nil when Config.WarmSandboxes is 0.
 	pool *pool
 	// slots holds one token per run or open session (Config.MaxSandboxes); nil without a cap.
@@ -263,7 +265,7 @@ func (b *Backend) acquireFor(ctx context.Context, c guard.Checked, wait bool) (*
 		releaseSlot()
 		return nil, err
 	}
-	request, err := encodeRequest(c, sb.uid, b.egressPlan(c))
+	request, err := encodeRun(c, sb.uid, b.egressPlan(c), b.noCapture)
 	if err != nil {
 		if warm != nil {
 			warm.att.Close()

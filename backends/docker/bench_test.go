@@ -248,3 +248,61 @@ func benchSessionCell(b *testing.B, rt string) {
 	b.ReportMetric(float64(ms)/float64(mc), "ratio")
 	b.Logf("%s: %d each: session cell median %s, docker run --rm median %s, ratio %.3f", rt, n, ms, mc, float64(ms)/float64(mc))
 }
+
+// BenchmarkOutputs measures, in one process and alternating so drift hits all three, what the
+// outputs capture costs a run: the median time of the backend's Run of print(1) without the
+// capture (the reference: the code's Python as before outputs existed), of print(1) with it (a
+// run that shows nothing), and of a run that shows one 100 KB PNG (through display(), so that
+// drawing it costs nothing: what is measured is the capture, the frames and the checks). Targets:
+// at most 2 ms and 30 ms over the reference (docs/benchmarks.md).
+func BenchmarkOutputs(b *testing.B) {
+	if reason := probeDocker(); reason != "" {
+		need.Missing(b, need.Docker, errors.New(reason))
+	}
+	for _, rt := range []string{"runc", RuntimeRunsc} {
+		b.Run(rt, func(b *testing.B) {
+			if !slices.Contains(dockerInfo.Runtimes, rt) {
+				b.Skip("the docker daemon has no runtime " + rt)
+			}
+			benchOutputs(b, rt)
+		})
+	}
+}
+
+func benchOutputs(b *testing.B, rt string) {
+	with := newTestBackend(b, rt, nil)
+	without := newTestBackend(b, rt, nil)
+	without.noCapture = true
+	nothing := print1Checked("bench")
+	figure := print1Checked("bench")
+	figure.Code = "import os\nclass Fig:\n    def _repr_png_(self):\n        return b'\\x89PNG\\r\\n\\x1a\\n' + os.urandom(100000)\ndisplay(Fig())\nprint(1)\n"
+	figure.Limits.MaxOutputs, figure.Limits.MaxOutputBytes, figure.Limits.MaxTotalOutputBytes = guard.DefaultMaxOutputs, guard.DefaultMaxOutputBytes, guard.DefaultMaxTotalOutputBytes
+	figure.Digest = guard.Digest(&figure)
+	run := func(be *Backend, c guard.Checked, outputs int) time.Duration {
+		start := time.Now()
+		res, err := be.Run(context.Background(), c)
+		d := time.Since(start)
+		if err != nil || string(res.Stdout) != "1\n" || len(res.Outputs) != outputs {
+			b.Fatalf("run: %+v, %v", res, err)
+		}
+		return d
+	}
+	run(without, nothing, 0)
+	run(with, nothing, 0)
+	run(with, figure, 2)
+	n := max(b.N, minSamples)
+	var ref, none, fig []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		ref = append(ref, run(without, nothing, 0))
+		none = append(none, run(with, nothing, 0))
+		fig = append(fig, run(with, figure, 2))
+	}
+	b.StopTimer()
+	mr, mn, mf := median(ref), median(none), median(fig)
+	b.ReportMetric(float64(mr.Microseconds())/1000, "reference-median-ms")
+	b.ReportMetric(float64(mn.Microseconds())/1000, "shows-nothing-median-ms")
+	b.ReportMetric(float64(mf.Microseconds())/1000, "one-100KB-figure-median-ms")
+	b.Logf("%s: %d runs each: without the capture %s, showing nothing %s (%+.1f ms), one 100 KB figure %s (%+.1f ms)",
+		rt, n, mr, mn, float64(mn-mr)/1e6, mf, float64(mf-mr)/1e6)
+}

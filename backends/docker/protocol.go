@@ -116,6 +116,9 @@ type supRequest struct {
 	Language  string `json:"language"`   // guard.Python or guard.Shell
 	Code      []byte `json:"code"`       // the program text
 	TimeoutMS int64  `json:"timeout_ms"` // the supervisor's own deadline for the code
+	// NoCapture runs the code's Python without the capture (python3 -), as before outputs
+	// existed: set only by BenchmarkOutputs, for its reference.
+	NoCapture bool `json:"no_capture,omitempty"`
 	supSetup
 	supCaps
 }
@@ -192,6 +195,11 @@ type supPair struct {
 // encodeRequest returns the request frame for c, run as uid, with the sandbox's side of its
 // egress (nil when it has none).
 func encodeRequest(c guard.Checked, uid int, eg *sandboxEgress) ([]byte, error) {
+	return encodeRun(c, uid, eg, false)
+}
+
+// encodeRun is encodeRequest, without the capture when noCapture (supRequest.NoCapture).
+func encodeRun(c guard.Checked, uid int, eg *sandboxEgress, noCapture bool) ([]byte, error) {
 	if c.Language != guard.Python && c.Language != guard.Shell {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", c.Language, guard.Python, guard.Shell)}
 	}
@@ -200,6 +208,7 @@ func encodeRequest(c guard.Checked, uid int, eg *sandboxEgress) ([]byte, error) 
 		Language:  c.Language,
 		Code:      []byte(c.Code),
 		TimeoutMS: c.Limits.Timeout.Milliseconds(),
+		NoCapture: noCapture,
 		supCaps:   capsOf(c.Limits),
 	}
 	if req.TimeoutMS <= 0 {
