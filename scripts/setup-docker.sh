@@ -30,7 +30,10 @@ fi
 GVISOR_MOD=$(cd "$(dirname "$0")/gvisor" && pwd)
 GVISOR_VERSION=$(cd "$GVISOR_MOD" && go list -m -f '{{.Version}}' gvisor.dev/gvisor)
 RUNSC_CURRENT=/usr/local/bin/runsc-current
-if ! "$RUNSC_CURRENT" --version 2>/dev/null | grep -qF "version $GVISOR_VERSION"; then
+# The version is read whole before grep looks at it: piped, grep -q's early exit can kill runsc
+# with SIGPIPE before its second line, and pipefail then reads a match as a miss (5 in 30 here).
+RUNSC_CURRENT_VERSION=$("$RUNSC_CURRENT" --version 2>/dev/null || true)
+if ! grep -qF "version $GVISOR_VERSION" <<<"$RUNSC_CURRENT_VERSION"; then
   log "building gVisor $GVISOR_VERSION from the Go module proxy as $RUNSC_CURRENT (a few minutes cold)"
   (cd "$GVISOR_MOD" && CGO_ENABLED=0 go build -trimpath -o "$RUNSC_CURRENT.new" \
     -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" gvisor.dev/gvisor/runsc)
