@@ -31,7 +31,11 @@ func needDataImage(t *testing.T) {
 	defer eng.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if ok, err := eng.ImagePresent(ctx, testDataImage()); err != nil || !ok {
-		unavailable(t, fmt.Sprintf("the data image %s is missing (%v); run scripts/setup-docker.sh", testDataImage(), err))
+	ok, err := eng.ImagePresent(ctx, testDataImage())
+	switch {
+	case err != nil:
+		unavailable(t, fmt.Sprintf("look for the data image %s: %v", testDataImage(), err))
+	case !ok:
+		unavailable(t, fmt.Sprintf("the data image %s is missing; run scripts/setup-docker.sh", testDataImage()))
 	}
 }
