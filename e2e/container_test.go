@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -48,6 +49,25 @@ func testPythonImage() string {
 		return img
 	}
 	return "sandboxflow-test-python:bookworm-full"
+}
+
+// testDataImage is the data-science image scripts/setup-docker.sh builds, which scripts/demo.sh
+// runs by default.
+func testDataImage() string {
+	if img := os.Getenv("SANDBOXFLOW_DATA_PYTHON_IMAGE"); img != "" {
+		return img
+	}
+	return "sandboxflow-data-python:bookworm"
+}
+
+// requireDataImage is requireDocker plus the data image: missing, the test skips, or fails where
+// Docker is required.
+func requireDataImage(t *testing.T) {
+	t.Helper()
+	requireDocker(t)
+	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", testDataImage()).CombinedOutput(); err != nil {
+		need.Missing(t, need.Docker, fmt.Errorf("the data image %s is missing (%v: %s); run scripts/setup-docker.sh", testDataImage(), err, bytes.TrimSpace(out)))
+	}
 }
 
 func requireDocker(t *testing.T) {

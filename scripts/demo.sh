@@ -6,16 +6,17 @@
 # workers accept only decisions signed by a key in their reviewers file).
 #
 # Settings (environment): TEMPORAL_ADDRESS (default 127.0.0.1:7233), SANDBOXFLOW_UI_PORT (8233),
-# SANDBOXFLOW_DATA_DIR (.sandboxflow), SANDBOXFLOW_DOCKER_IMAGE (the locally built test image),
-# SANDBOXFLOW_DEMO_CODE (the file to run, examples/hello.py).
+# SANDBOXFLOW_DATA_DIR (.sandboxflow), SANDBOXFLOW_DOCKER_IMAGE (the locally built data image,
+# sandboxflow-data-python:bookworm: Debian's python3 with numpy, pandas and matplotlib),
+# SANDBOXFLOW_DEMO_CODE (the file to run, examples/chart.py; examples/hello.py needs only python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export TEMPORAL_ADDRESS=${TEMPORAL_ADDRESS:-127.0.0.1:7233}
 UI_PORT=${SANDBOXFLOW_UI_PORT:-8233}
 DATA_DIR=${SANDBOXFLOW_DATA_DIR:-.sandboxflow}
-IMAGE=${SANDBOXFLOW_DOCKER_IMAGE:-sandboxflow-test-python:bookworm-full}
-CODE_FILE=${SANDBOXFLOW_DEMO_CODE:-examples/hello.py}
+IMAGE=${SANDBOXFLOW_DOCKER_IMAGE:-${SANDBOXFLOW_DATA_PYTHON_IMAGE:-sandboxflow-data-python:bookworm}}
+CODE_FILE=${SANDBOXFLOW_DEMO_CODE:-examples/chart.py}
 mkdir -p "$DATA_DIR"
 LOG="$DATA_DIR/worker.log"
 
@@ -25,6 +26,8 @@ if ! docker info >/dev/null 2>&1 || ! docker image inspect "$IMAGE" >/dev/null 2
   if [ "$(id -u)" = 0 ]; then
     say "Setting up Docker, gVisor and the local image $IMAGE (first time only)"
     scripts/setup-docker.sh
+    docker image inspect "$IMAGE" >/dev/null 2>&1 \
+      || { echo "demo: scripts/setup-docker.sh builds its own images only; build or load $IMAGE first" >&2; exit 1; }
   else
     echo "demo: Docker or the image $IMAGE is missing; run scripts/setup-docker.sh as root first" >&2
     exit 1

@@ -3,11 +3,13 @@
 # Debian's docker.io, runsc and docker-compose (to validate docker-compose.yml); a current gVisor
 # built from the Go module proxy (the release scripts/gvisor/go.mod pins) as runsc-current, next to
 # Debian's runsc (20221219); a dockerd (no bridge, no iptables, both gVisors registered with
-# --network=none); and the two locally built test images. It never pulls from a registry.
+# --network=none); the two locally built test images and the data-science image (Debian's numpy,
+# pandas and matplotlib). It never pulls from a registry.
 set -euo pipefail
 
 PY_IMAGE=${SANDBOXFLOW_TEST_PYTHON_IMAGE:-sandboxflow-test-python:bookworm-full}
 SH_IMAGE=${SANDBOXFLOW_TEST_SH_IMAGE:-sandboxflow-test-busybox:latest}
+DATA_IMAGE=${SANDBOXFLOW_DATA_PYTHON_IMAGE:-sandboxflow-data-python:bookworm}
 STATE=${SANDBOXFLOW_DOCKER_STATE:-/var/lib/sandboxflow-docker}
 
 log() { printf 'setup-docker: %s\n' "$*" >&2; }
@@ -30,7 +32,10 @@ fi
 GVISOR_MOD=$(cd "$(dirname "$0")/gvisor" && pwd)
 GVISOR_VERSION=$(cd "$GVISOR_MOD" && go list -m -f '{{.Version}}' gvisor.dev/gvisor)
 RUNSC_CURRENT=/usr/local/bin/runsc-current
-if ! "$RUNSC_CURRENT" --version 2>/dev/null | grep -qF "version $GVISOR_VERSION"; then
+# The version is read whole before grep looks at it: piped, grep -q's early exit can kill runsc
+# with SIGPIPE before its second line, and pipefail then reads a match as a miss (5 in 30 here).
+RUNSC_CURRENT_VERSION=$("$RUNSC_CURRENT" --version 2>/dev/null || true)
+if ! grep -qF "version $GVISOR_VERSION" <<<"$RUNSC_CURRENT_VERSION"; then
   log "building gVisor $GVISOR_VERSION from the Go module proxy as $RUNSC_CURRENT (a few minutes cold)"
   (cd "$GVISOR_MOD" && CGO_ENABLED=0 go build -trimpath -o "$RUNSC_CURRENT.new" \
     -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" gvisor.dev/gvisor/runsc)
@@ -88,4 +93,29 @@ if ! docker image inspect "$PY_IMAGE" >/dev/null 2>&1; then
   tar -C "$root" -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' - "$PY_IMAGE" >/dev/null
   rm -rf "$root"
 fi
-log "ready: $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), images $PY_IMAGE and $SH_IMAGE"
+# The data-science image: Debian's own numpy, pandas and matplotlib on the same minbase python3 as
+# the test image, installed by apt in the new root without recommends. Not by debootstrap's
+# --include: its resolver takes the first of each "a | b" dependency, and python3-fonttools'
+# "python3-scipy | python3-munkres" then brings scipy, pythran, gcc and boost (1.25 GB in all);
+# naming python3-munkres lets apt take the small one. matplotlib's hard dependency on
+# python3-pil.imagetk still brings tk and a few X libraries. numpy gets Debian's reference BLAS
+# (libblas3), which starts no threads against the sandbox's process limit. Debian's
+# /etc/matplotlibrc names TkAgg (matplotlib 3.6 tries Tk, and falls back to Agg when no display
+# answers; a request's env may set DISPLAY); ours names Agg, so nothing tries one. The image sets
+# no MPLBACKEND (the supervisor fixes the code's environment anyway), and matplotlib keeps its
+# font cache and config under HOME=/tmp, which every sandbox has writable: no MPLCONFIGDIR.
+if ! docker image inspect "$DATA_IMAGE" >/dev/null 2>&1; then
+  log "building $DATA_IMAGE with debootstrap and apt (about two minutes)"
+  root=$(mktemp -d)
+  dlog=$STATE.debootstrap-data.log
+  debootstrap --variant=minbase --include=python3 bookworm "$root" >"$dlog" 2>&1 \
+    || { log "debootstrap failed; see $dlog"; tail -n 30 "$dlog" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends \
+    python3-numpy python3-pandas python3-matplotlib fonts-dejavu-core python3-munkres >>"$dlog" 2>&1 \
+    || { log "apt-get install in the new root failed; see $dlog"; tail -n 30 "$dlog" >&2; exit 1; }
+  printf '# sandboxflow: no display in a sandbox; figures render with Agg.\nbackend: Agg\n' >"$root/etc/matplotlibrc"
+  rm -rf "$root"/var/cache/apt/* "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' - "$DATA_IMAGE" >/dev/null
+  rm -rf "$root"
+fi
+log "ready: $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), images $PY_IMAGE, $SH_IMAGE and $DATA_IMAGE"
