@@ -5,6 +5,7 @@ package docker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image"
 	"image/png"
 	"strings"
@@ -102,4 +103,48 @@ func distinctColors(img image.Image, enough int) int {
 		}
 	}
 	return len(seen)
+}
+
+// TestDataImageShowsChartsAndTables: in the data image, a run's plt.show() and a figure it left
+// open come back as PNG outputs of the size drawn, and a cell ending with a DataFrame shows it as
+// a table and as text, with its figure left open after it.
+func TestDataImageShowsChartsAndTables(t *testing.T) {
+	needDataImage(t)
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		b := newTestBackend(t, rt, func(c *Config) { c.Image = testDataImage() })
+		code := strings.Replace(chartCode, `plt.savefig("chart.png")`, "plt.show()\nplt.figure(figsize=(3, 2), dpi=100)\nplt.bar(['a', 'b'], [1, 2])", 1)
+		c := checked(t, guard.Python, code, func(r *guard.Request) { r.Limits.Timeout = time.Minute })
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		res, err := b.Run(ctx, c)
+		if err != nil || !res.OK {
+			t.Fatalf("run: %v, exit %d stderr %s", err, res.ExitCode, res.Stderr)
+		}
+		if len(res.Outputs) != 2 {
+			t.Fatalf("outputs %q; want the shown chart and the open bar chart", outputsOf(res.Outputs))
+		}
+		for i, want := range []image.Point{{600, 400}, {300, 200}} {
+			o := res.Outputs[i]
+			img, err := png.Decode(bytes.NewReader(o.Data))
+			if o.Index != i+1 || o.Source != guard.OutputFigure || o.MIME != guard.MIMEPNG || err != nil || img.Bounds().Size() != want {
+				t.Errorf("output %d: %d %s %s, %v; want figure %d, a %v PNG", i, o.Index, o.Source, o.MIME, err, i+1, want)
+			}
+		}
+
+		ts := openSession(t, b, func(r *guard.SessionRequest) { r.Limits.Timeout = time.Minute })
+		ts.must(guard.Python, "import pandas as pd, matplotlib.pyplot as plt\ndf = pd.DataFrame({'x': [1, 2, 3], 'y<b>': ['a', 'b', '<i>c</i>']})\n")
+		cell := ts.must(guard.Python, "plt.plot(df['x'])\ndf\n")
+		got := outputsOf(cell.Outputs)
+		if len(got) != 3 || cell.Outputs[0].MIME != guard.MIMETable || cell.Outputs[1].MIME != guard.MIMEText || cell.Outputs[2].Source != guard.OutputFigure {
+			t.Fatalf("cell outputs %q; want the DataFrame as a table and as text, then the open figure", got)
+		}
+		var table guard.TableOutput
+		if err := json.Unmarshal(cell.Outputs[0].Data, &table); err != nil || strings.Join(table.Columns, ",") != "x,y<b>" ||
+			len(table.Rows) != 3 || table.Rows[2][1] != "<i>c</i>" || strings.Join(table.Index, ",") != "0,1,2" {
+			t.Errorf("table %s (%v); want columns x and y<b>, three rows, markup as text", cell.Outputs[0].Data, err)
+		}
+		if !strings.Contains(string(cell.Outputs[1].Data), "<i>c</i>") {
+			t.Errorf("text %q; want the DataFrame's repr", cell.Outputs[1].Data)
+		}
+	})
 }

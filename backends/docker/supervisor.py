@@ -516,7 +516,7 @@ def collect(inputs, max_files, max_file, max_total):
 # like its stdout. It imports nothing from /work (safe_import takes the working folder off the
 # path) and nothing at all until the code shows something.
 CAPTURE = r"""
-def _sandboxflow_capture(outdir):
+def _sandboxflow_capture(outdir, at_exit):
     import sys, os, builtins
     seq = [0]
     max_rows, max_cols, max_text = 200, 50, 64 << 10
@@ -626,6 +626,10 @@ def _sandboxflow_capture(outdir):
             def exec_module(module):
                 load(module)
                 module.show = show_figures
+                if at_exit:
+                    # After pyplot's own exit handler, which closes every figure: exit handlers
+                    # run last registered first.
+                    __import__("atexit").register(show_figures)
 
             spec.loader.exec_module = exec_module
             return spec
@@ -643,9 +647,7 @@ def _sandboxflow_run(g, capture):
     import sys
     while sys.path and sys.path[0] in ("", "."):
         sys.path.pop(0)
-    show_figures = capture($OUT_DIR$)[0]
-    import atexit
-    atexit.register(show_figures)
+    capture($OUT_DIR$, True)
     code = sys.stdin.buffer.read()
     sys.argv[0] = "-"
     g["__file__"] = "<stdin>"
@@ -1307,7 +1309,7 @@ def _sandboxflow_cells(g, capture):
         raise ValueError
     except ValueError as e:
         traceback.format_exception(type(e), e, e.__traceback__)
-    show_figures, show_value, reset = capture($OUT_DIR$)
+    show_figures, show_value, reset = capture($OUT_DIR$, False)
     sys.path.insert(0, "/work")
     ctl, done = os.dup(3), os.dup(4)  # close-on-exec: no process the code starts holds them
     os.close(3)
