@@ -381,7 +381,7 @@ func approveRun(t *testing.T, e *env) {
 		if (!a) return "no download link";
 		const x = new XMLHttpRequest(); x.open("GET", a.getAttribute("href"), false); x.send();
 		return x.status + " " + x.getResponseHeader("Content-Disposition") + "\n" + x.responseText; })()`)
-	if want := "200 attachment; filename=helper.py.txt\n" + helperModule; got != want {
+	if want := "200 attachment; filename=\"helper.py\"; filename*=UTF-8''helper.py\n" + helperModule; got != want {
 		t.Errorf("the download of helper.py: got %.200q; want the whole file as an attachment", got)
 	}
 	e.Screenshot("inbox-run.png")

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/approval"
@@ -200,7 +197,7 @@ func (s *Server) runDownloads(ctx context.Context, id string) (downloads, error)
 			http.Error(w, "the run has no result: "+err.Error(), http.StatusNotFound)
 			return
 		}
-		sendResultPart(w, &res, what)
+		sendResultPart(w, &res, what, wantsInline(r))
 	}}, nil
 }
 
@@ -208,31 +205,4 @@ func (s *Server) runDownloads(ctx context.Context, id string) (downloads, error)
 func (s *Server) runInputFiles(ctx context.Context, id, runID string) (map[string][]byte, error) {
 	in, err := s.readInput(ctx, id, runID)
 	return in.Request.Files, err
-}
-
-// sendAttachment writes body as a plain-text attachment named name, never sniffed as a page.
-func sendAttachment(w http.ResponseWriter, name string, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	_, _ = w.Write(body)
-}
-
-// downloadName is the last element of a produced file's name, with anything odd replaced.
-func downloadName(name string) string {
-	if i := strings.LastIndexByte(name, '/'); i >= 0 {
-		name = name[i+1:]
-	}
-	name = strings.Map(func(r rune) rune {
-		if r == '.' || r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, name)
-	if name == "" || strings.Trim(name, ".") == "" {
-		return "file.txt"
-	}
-	return name + ".txt"
 }

@@ -43,7 +43,13 @@
 //
 // # Output
 //
-// Output and files of finished runs are shown as escaped text or offered as downloads
-// (Content-Disposition: attachment, text/plain, nosniff); nothing from a run is ever rendered as
-// HTML.
+// Output, files and what the code showed (guard.Output) of finished runs and cells are shown
+// only from results that verify, as escaped text, escaped tables, or pictures: a PNG or JPEG
+// whose bytes start with its format's magic and whose header decodes to at most 40
+// megapixels, drawn by an <img> of the page's own download URL (?inline=1) with its size from
+// that header. SVG and HTML are never drawn: they are named, with their size, and offered as
+// downloads. Every download is an attachment (a checked picture inline only when asked for by
+// the page) with its name's last element, a content type from a short list by extension
+// (application/octet-stream otherwise), nosniff and a CSP that runs nothing; nothing from a run
+// is ever rendered as HTML.
 package inbox

@@ -96,14 +96,6 @@ func TestInvisibleShownAsGuardListsThem(t *testing.T) {
 	}
 }
 
-func TestDownloadName(t *testing.T) {
-	for in, want := range map[string]string{"out/report.html": "report.html.txt", "..": "file.txt", "a b<c>.txt": "a_b_c_.txt.txt"} {
-		if got := downloadName(in); got != want {
-			t.Errorf("downloadName(%q) = %q; want %q", in, got, want)
-		}
-	}
-}
-
 // A name that mixes scripts is marked where it stands, with the reason as its title; the text
 // around it keeps its class.
 func TestConfusableNamesMarked(t *testing.T) {

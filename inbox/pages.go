@@ -114,6 +114,11 @@ type resultView struct {
 	// StdoutCut and StderrCut say the page shows only the first outputPreviewBytes of the stream.
 	StdoutCut, StderrCut bool
 	Files                []outputFile
+	// Shown is what the code showed (Result.Outputs), one entry for each thing shown.
+	Shown []shownThing
+	// Links is where the result's downloads are: the prefix of its output-N and file-N
+	// (setLinks).
+	Links string
 	// LiveMismatch says that the live output this page showed while the code ran is not the
 	// result's (liveShown.check); "" when it is, or none was shown.
 	LiveMismatch string
@@ -126,13 +131,17 @@ type outputFile struct {
 	Preview string
 	Binary  bool
 	Cut     bool
+	// Picture says the file is a PNG or JPEG the inbox draws (by its name and its bytes,
+	// checkPicture), of size Width x Height.
+	Picture bool
+	picture
 }
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/outputs.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
 		}
@@ -236,6 +245,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) 
 			v.ResultErr = err.Error()
 		} else {
 			v.Result = newResultView(res)
+			v.Result.setLinks(v.DownloadBase(), 0)
 			v.Result.LiveMismatch = s.shown.check(liveKey{signIn: who.id, id: id}, res)
 		}
 	}
@@ -346,9 +356,23 @@ func newResultView(res guard.Result) *resultView {
 	for i, f := range res.Files {
 		of := outputFile{N: i, Name: visible(f.Name), Size: human.Bytes(f.Size)}
 		of.Preview, of.Binary, of.Cut = preview(f.Content, previewBytes)
+		if t := contentType(safeName(f.Name), f.Content); t == guard.MIMEPNG || t == guard.MIMEJPEG {
+			of.picture, _ = checkPicture(t, f.Content)
+			of.Picture = true
+		}
 		v.Files = append(v.Files, of)
 	}
+	v.Shown = shownThings(res.Outputs)
 	return v
+}
+
+// setLinks says where the result's downloads are: base is the page's DownloadBase, cell the
+// session's cell the result is of (0 for a run).
+func (v *resultView) setLinks(base string, cell int) {
+	v.Links = base + "/download/"
+	if cell > 0 {
+		v.Links += fmt.Sprintf("cell-%d-", cell)
+	}
 }
 
 // previewLines splits a file's preview into its lines, each with its line feed, for the page to

@@ -113,7 +113,7 @@ func (s *Server) sessionDownloads(ctx context.Context, id string) (downloads, er
 		return downloads{}, err
 	}
 	return downloads{runID: si.Status.RunID, inputFiles: s.sessionInputFiles, output: func(w http.ResponseWriter, r *http.Request, what string) {
-		serveCellOutput(w, si.Status, what, func() map[int]error { return s.unverifiedCells(r.Context(), si.Status) })
+		serveCellOutput(w, si.Status, what, wantsInline(r), func() map[int]error { return s.unverifiedCells(r.Context(), si.Status) })
 	}}, nil
 }
 
@@ -124,8 +124,8 @@ func (s *Server) sessionInputFiles(ctx context.Context, id, runID string) (map[s
 }
 
 // serveCellOutput sends what names of a cell's result, once it verifies (unverified):
-// cell-C-stdout, cell-C-stderr or cell-C-file-N.
-func serveCellOutput(w http.ResponseWriter, st contract.SessionStatus, what string, unverified func() map[int]error) {
+// cell-C-stdout, cell-C-stderr, cell-C-file-N or cell-C-output-N (inline: sendResultPart).
+func serveCellOutput(w http.ResponseWriter, st contract.SessionStatus, what string, inline bool, unverified func() map[int]error) {
 	rest, ok := strings.CutPrefix(what, "cell-")
 	num, part, _ := strings.Cut(rest, "-")
 	c, err := strconv.Atoi(num)
@@ -137,5 +137,5 @@ func serveCellOutput(w http.ResponseWriter, st contract.SessionStatus, what stri
 		http.Error(w, "this cell's result is not verified: "+err.Error(), http.StatusConflict)
 		return
 	}
-	sendResultPart(w, st.Cells[c-1].Result, part)
+	sendResultPart(w, st.Cells[c-1].Result, part, inline)
 }

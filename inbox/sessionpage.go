@@ -139,6 +139,9 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *sign
 	}
 	s.checkCellResults(r.Context(), si.Status, v)
 	for _, cv := range v.Cells {
+		if cv.Result != nil {
+			cv.Result.setLinks(v.DownloadBase(), cv.Index)
+		}
 		if i := cv.Index - 1; cv.Result != nil && i >= 0 && i < len(si.Status.Cells) && si.Status.Cells[i].Result != nil {
 			cv.Result.LiveMismatch = s.shown.check(liveKey{signIn: who.id, id: id, cell: cv.Index}, *si.Status.Cells[i].Result)
 		}
