@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/term"
@@ -78,7 +79,7 @@ func printOutcomeRows(row func(k, format string, a ...any), v resultView) {
 	if exit == "" {
 		exit = " (measured by the sandbox host)"
 	}
-	row("outcome", "%s, exit code %d%s, took %s", r.Outcome, r.ExitCode, exit, r.Duration)
+	row("outcome", "%s, exit code %d%s, took %s", r.Outcome, r.ExitCode, exit, roundDuration(r.Duration))
 	if r.Signal != 0 {
 		row("", "ended by signal %d", r.Signal)
 	}
@@ -116,6 +117,14 @@ func printOutcomeRows(row func(k, format string, a ...any), v resultView) {
 	if r.ThreadsAlive > 0 {
 		row("threads", "%d left running in the interpreter: they run on into later cells", r.ThreadsAlive)
 	}
+}
+
+// roundDuration keeps what a person reads of d: milliseconds, or microseconds under one.
+func roundDuration(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }
 
 // printProduceRows writes the rows of what the code produced besides its streams: connections,
