@@ -194,3 +194,52 @@ func tmuxRun(t *testing.T, name, line string) (screen, raw string) {
 		}
 	}
 }
+
+// imgCode is Python (standard library only) that prints a colour escape and shows a 4×3 grey PNG
+// through the runtime's display(), with its repr beside it.
+const imgCode = `import struct, zlib
+def png(w, h):
+    raw = b"".join(b"\x00" + b"\x80" * w for _ in range(h))
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+class Img:
+    def _repr_png_(self):
+        return png(4, 3)
+    def __repr__(self):
+        return "Img(4, 3)"
+print("\x1b[31mred")
+display(Img())
+`
+
+// TestIntegrationResultOutDockerOutputs: with the real Docker backend, what the code shows
+// through the runtime's display() reaches `starter result --out` as files: the PNG (4×3, as
+// image/png decodes it) and its repr as text.
+func TestIntegrationResultOutDockerOutputs(t *testing.T) {
+	e, _ := cancelEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	started, err := e.Client.Start(ctx, guard.Request{Code: imgCode}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttest.Decide(t, e, started.WorkflowID, true)
+	dir := t.TempDir()
+	r := binary(t, e, "", "result", started.WorkflowID, "--out", dir)
+	var res guard.Result
+	if err := json.Unmarshal([]byte(r.stdout), &res); r.code != 0 || err != nil || !res.OK {
+		t.Fatalf("result --out: exit %d, %v: %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	f, err := os.Open(filepath.Join(dir, "output-1-1.png"))
+	if err != nil {
+		t.Fatalf("%v; outputs %+v, stderr %s", err, res.Outputs, r.stderr)
+	}
+	defer f.Close()
+	if cfg, err := png.DecodeConfig(f); err != nil || cfg.Width != 4 || cfg.Height != 3 {
+		t.Errorf("output-1-1.png decodes to %+v, %v; want 4×3", cfg, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "output-1-2.txt")); err != nil || string(b) != "Img(4, 3)" {
+		t.Errorf("output-1-2.txt holds %q, %v; want the repr", b, err)
+	}
+}
