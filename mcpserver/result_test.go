@@ -15,7 +15,7 @@ import (
 
 // TestStructuredResultKeepsEveryField: the run_code tool's structured content holds every field
 // of the result (walked by reflection), the produced files by name and size, their contents only
-// as embedded resources.
+// as embedded resources, the outputs without their data (content blocks carry it).
 func TestStructuredResultKeepsEveryField(t *testing.T) {
 	res := reflecttest.Filled[guard.Result](t)
 	res.Outcome, res.Duration = guard.OutcomeFailed, 1500*time.Millisecond
@@ -41,14 +41,16 @@ func TestStructuredResultKeepsEveryField(t *testing.T) {
 	}
 	want := res
 	want.Files = []guard.File{{Name: res.Files[0].Name, Size: res.Files[0].Size}}
+	want.Outputs = []guard.Output{res.Outputs[0]}
+	want.Outputs[0].Data = nil
 	if !reflect.DeepEqual(back, want) {
 		t.Errorf("structured content reads back as %+v; want %+v", back, want)
 	}
-	if res.Files[0].Content == nil {
-		t.Errorf("resultContent changed the caller's files")
+	if res.Files[0].Content == nil || res.Outputs[0].Data == nil {
+		t.Errorf("resultContent changed the caller's files or outputs")
 	}
-	if len(out.Content) != 4 {
-		t.Errorf("content has %d parts; want summary, stdout, stderr and one file", len(out.Content))
+	if len(out.Content) != 6 {
+		t.Errorf("content has %d parts; want summary, stdout, stderr, the left-out output named, the outputs' truncation said and one file", len(out.Content))
 	}
 }
 

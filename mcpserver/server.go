@@ -1,6 +1,7 @@
 // Package mcpserver offers sandboxflow to agents as a Model Context Protocol server: the tool
 // run_code starts a RunCode run, reports progress while a person reviews it, and returns the
-// output as text and produced files as embedded resources; the tool run_status reads a run that
+// output as text, what the code showed as image and text blocks (outputs.go) and produced files
+// as embedded resources; the tool run_status reads a run that
 // outlived one call. The session tools keep one sandbox for a task: open_session opens it,
 // run_cell runs one cell in it (each approved by a person, state kept between cells), cell_status
 // reads a cell that outlived one call, and close_session removes it and lists every cell. Everything but the code and its language (limits, egress, env, secrets, the

@@ -370,7 +370,7 @@ func closedContent(sessionID string, st contract.SessionStatus) *mcp.CallToolRes
 		}
 		line := fmt.Sprintf("cell %d (%s): %s", c.Cell, c.Language, c.State)
 		if c.Result != nil {
-			r := client.WithoutContents(*c.Result)
+			r := withoutData(*c.Result)
 			sum.Result = &r
 			line += fmt.Sprintf(", exit code %d%s", r.ExitCode, human.ExitSource(r))
 		}

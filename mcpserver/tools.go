@@ -146,8 +146,9 @@ func errorResult(err error) *mcp.CallToolResult {
 	}
 }
 
-// resultContent is a run's result: a summary line, stdout and stderr as text, produced files as
-// embedded resources, and the whole result (without file contents) as structured content.
+// resultContent is a run's result: a summary line, stdout and stderr as text, what the code
+// showed (outputContent), produced files as embedded resources, and the whole result (without
+// file contents or output data) as structured content.
 func resultContent(id string, r guard.Result) *mcp.CallToolResult {
 	return resultContentAt("run "+id, runURI(id), r)
 }
@@ -165,6 +166,9 @@ func resultContentAt(label, base string, r guard.Result) *mcp.CallToolResult {
 	if r.FilesTruncated {
 		summary += "; some produced files were dropped (limits or names)"
 	}
+	if len(r.Outputs) > 0 || r.OutputsTruncated {
+		summary += fmt.Sprintf("; %d output(s) shown by the code, after stdout", shownThings(r.Outputs))
+	}
 	if e := r.Edit; e != nil {
 		summary += fmt.Sprintf("; the code that ran is reviewer %s's edit of yours (digest %s, yours %s), not what you sent", e.Editor, e.Digest, e.OriginalDigest)
 	}
@@ -176,10 +180,11 @@ func resultContentAt(label, base string, r guard.Result) *mcp.CallToolResult {
 	if len(r.Stderr) > 0 || r.StderrTruncated {
 		content = append(content, &mcp.TextContent{Text: streamText("stderr", r.Stderr, r.StderrTruncated)})
 	}
+	content = append(content, outputContent(r.Outputs, r.OutputsTruncated)...)
 	for _, f := range r.Files {
 		content = append(content, &mcp.EmbeddedResource{Resource: fileResourceAt(base, f)})
 	}
-	return &mcp.CallToolResult{Content: content, StructuredContent: client.WithoutContents(r)}
+	return &mcp.CallToolResult{Content: content, StructuredContent: withoutData(r)}
 }
 
 func streamText(name string, b []byte, truncated bool) string {

@@ -44,6 +44,10 @@ type command struct {
 	hosts string
 	// follow: result --follow prints the output as it comes (watch.go)
 	follow bool
+	// outDir is result --out's folder, where the files and outputs are written (outdir.go);
+	// force lets it replace existing files.
+	outDir string
+	force  bool
 
 	// statement, approve, deny
 	key        string
@@ -117,6 +121,11 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.hosts, "hosts", os.Getenv("SANDBOXFLOW_HOSTS"), "verify the result's receipt against these sandbox hosts' keys (default: the keys the run's check recorded)")
 		c.addWatchFlags(fs)
 	}
+	if c.name == "result" {
+		fs.BoolVar(&c.json, "json", false, "print JSON even on a terminal (it is printed whenever stdout is not one)")
+		fs.StringVar(&c.outDir, "out", "", "write the produced files and the outputs into this folder (made when missing), under checked names")
+		fs.BoolVar(&c.force, "force", false, "with --out: replace existing files (never a symlink or a folder)")
+	}
 	pos, err := cli.Parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -127,6 +136,9 @@ func (c *command) parseReview(fs *flag.FlagSet, args []string) error {
 	}
 	if c.cell < 0 {
 		return &cli.UsageError{Msg: fmt.Sprintf("--cell %d: cells are numbered from 1", c.cell)}
+	}
+	if c.force && c.outDir == "" {
+		return &cli.UsageError{Msg: "--force replaces files --out writes: give --out DIR"}
 	}
 	return nil
 }

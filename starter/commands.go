@@ -104,10 +104,15 @@ var commands = []starterCommand{
 	},
 	{
 		names: []string{"result"},
-		help: `  result ID [--timeout D] [--hosts F] [--follow]
+		help: `  result ID [--timeout D] [--hosts F] [--follow] [--json] [--out DIR [--force]]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run, or
                        when its receipt does not verify against the hosts the check recorded, or F);
-                       --follow prints its output on stderr as it comes (escaped), as watch does
+                       on a terminal a summary for a person (output escaped, files and outputs with
+                       sizes and types, approvals, the host whose receipt verified), else or with
+                       --json the result as JSON; --out writes the files and outputs into DIR
+                       (output-<index>-<n>.<ext>), refusing unsafe names, symlinks and existing
+                       files (--force replaces files); --follow prints its output on stderr as it
+                       comes (escaped), as watch does
 `,
 		parse: (*command).parseReview, exec: resultCmd,
 	},

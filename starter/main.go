@@ -3,7 +3,8 @@
 // audit, session, tool-schema, and two servers, inbox (the reviewers' web page) and mcp (tools for
 // agents). Every command but the servers prints JSON on stdout, a failure too ({"error":
 // {"type": ..., "message": ...}}), except that show, pending and session show print for a person
-// unless given --json; usage errors exit 2, other failures 1. Each command goes through package
+// unless given --json, and result does on a terminal unless given --json; usage errors exit 2,
+// other failures 1. Each command goes through package
 // client; the commands are documented in docs/orchestrators.md, docs/reviewing.md,
 // docs/sessions.md and docs/receipts-and-audit.md, and `starter -h` lists their flags.
 //

@@ -34,8 +34,21 @@ func (c *command) addWatchFlags(fs *flag.FlagSet) {
 	}
 }
 
-// watchCmd runs watch, and result --follow.
+// watchCmd runs watch: the output as it comes, then the result after the record separator.
 func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) error {
+	res, err := followResult(ctx, sc, cmd, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(stdout, recordSeparator); err != nil {
+		return err
+	}
+	return printResult(stdout, res)
+}
+
+// followResult prints the run's (or cell's) output as it comes, as watch and result --follow
+// do, and returns its result once it ended.
+func followResult(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr io.Writer) (guard.Result, error) {
 	if cmd.waitTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cmd.waitTimeout)
@@ -52,12 +65,12 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 			errOut.flush()
 			var nr *client.NotRunCodeError
 			if errors.As(err, &nr) && nr.Type == contract.SessionWorkflowName {
-				return fmt.Errorf("starter: %s is a session: watch one of its cells with --cell N: %w", cmd.id, err)
+				return guard.Result{}, fmt.Errorf("starter: %s is a session: watch one of its cells with --cell N: %w", cmd.id, err)
 			}
 			if ctx.Err() != nil && cmd.waitTimeout > 0 {
-				return &client.WaitTimeoutError{WorkflowID: cmd.id, Timeout: cmd.waitTimeout, Err: err}
+				return guard.Result{}, &client.WaitTimeoutError{WorkflowID: cmd.id, Timeout: cmd.waitTimeout, Err: err}
 			}
-			return err
+			return guard.Result{}, err
 		}
 		if ev.Result != nil {
 			out.end()
@@ -65,22 +78,17 @@ func watchCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stde
 			if ev.LiveMismatch != nil {
 				fmt.Fprintf(stderr, "starter: warning: %v\n", ev.LiveMismatch)
 			}
-			if cmd.name == "watch" {
-				if _, err := io.WriteString(stdout, recordSeparator); err != nil {
-					return err
-				}
-			}
-			return printResult(stdout, *ev.Result)
+			return *ev.Result, nil
 		}
 		w := out
 		if ev.Chunk.Stream == guard.StreamStderr {
 			w = errOut
 		}
 		if err := w.write(*ev.Chunk); err != nil {
-			return fmt.Errorf("starter: print output: %w", err)
+			return guard.Result{}, fmt.Errorf("starter: print output: %w", err)
 		}
 	}
-	return fmt.Errorf("starter: watch %s ended without a result", cmd.id)
+	return guard.Result{}, fmt.Errorf("starter: watch %s ended without a result", cmd.id)
 }
 
 // liveWriter prints one stream's chunks escaped for a terminal. It holds back the bytes of a
