@@ -66,7 +66,8 @@ unit:
 build:
 	$(GO) build -o bin/ ./worker ./starter
 
-## bench: the Docker backend's print(1), and a cell print(1) in a live session, against `docker run --rm` of the same container.
+## bench: the Docker backend's print(1), and a cell print(1) in a live session, against `docker run --rm` of the same container;
+## what the outputs capture costs a run (docs/benchmarks.md).
 bench: setup
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 30x -count 1 ./backends/docker/
 
