@@ -139,8 +139,14 @@ func printProduceRows(row func(k, format string, a ...any), r guard.Result) {
 	if r.FilesTruncated {
 		row("", "some files were left out (limits or names)")
 	}
+	printOutputRows(row, r.Outputs, r.OutputsTruncated)
+}
+
+// printOutputRows writes a row for each output: what it is and its size, the other
+// representations of the same shown thing as "also".
+func printOutputRows(row func(k, format string, a ...any), outs []guard.Output, truncated bool) {
 	last := 0
-	for _, o := range r.Outputs {
+	for _, o := range outs {
 		k := fmt.Sprintf("output %d", o.Index)
 		what := outputtext.Describe(o)
 		if o.Index == last {
@@ -152,7 +158,7 @@ func printProduceRows(row func(k, format string, a ...any), r guard.Result) {
 		}
 		row(k, "%s", what)
 	}
-	if r.OutputsTruncated {
+	if truncated {
 		row("", "some outputs were dropped or left out (the output limits)")
 	}
 }
@@ -183,15 +189,34 @@ func printResultStreams(w io.Writer, r guard.Result) error {
 			return err
 		}
 	}
+	return printOutputTexts(w, "", r.Outputs, cols)
+}
+
+// printOutputTexts writes, for each shown thing whose first representation is text, JSON or a
+// table, that representation numbered and escaped (a table as aligned text), clipped; each title
+// starts with prefix.
+func printOutputTexts(w io.Writer, prefix string, outs []guard.Output, cols int) error {
 	last := 0
-	for _, o := range r.Outputs {
+	for _, o := range outs {
 		first := o.Index != last
 		last = o.Index
-		if !first || o.LeftOut || (o.MIME != guard.MIMEText && o.MIME != guard.MIMEJSON) {
+		if !first || o.LeftOut {
 			continue
 		}
-		text, clipped := clipText(string(o.Data))
-		title := fmt.Sprintf("output %d (%s)", o.Index, o.MIME)
+		text := string(o.Data)
+		switch o.MIME {
+		case guard.MIMEText, guard.MIMEJSON:
+		case guard.MIMETable:
+			t, err := outputtext.Table(o.Data)
+			if err != nil {
+				continue
+			}
+			text = outputtext.TableText(t, textOutputBytes)
+		default:
+			continue
+		}
+		text, clipped := clipText(text)
+		title := fmt.Sprintf("%soutput %d (%s)", prefix, o.Index, o.MIME)
 		if clipped > 0 {
 			title += fmt.Sprintf(", the first %d lines (%s more: --out writes it whole)", textOutputLines, human.Bytes(int64(clipped)))
 		}

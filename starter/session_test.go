@@ -389,3 +389,31 @@ func TestStatementWarnsOfWhatEarlierCellsLeft(t *testing.T) {
 		t.Errorf("a control byte reaches the terminal:\n%s", out)
 	}
 }
+
+// TestSessionShowShowsWhatEarlierCellsShowed: the next cell's reviewer reads what cell 1 showed:
+// its outputs listed with type and size, a table drawn as aligned text and a text output, both
+// escaped (a table cell holding a terminal escape and markup), an SVG named but never drawn.
+func TestSessionShowShowsWhatEarlierCellsShowed(t *testing.T) {
+	r := hostileSession()
+	r.Cells[0].Result.Outputs = []guard.Output{
+		{Index: 1, Source: guard.OutputValue, MIME: guard.MIMETable, Size: 80,
+			Data: []byte(`{"columns":["x","note"],"index":["0","1"],"rows":[["1","<b>bold</b>"],["2","\u001b[2Jcleared"]]}`)},
+		{Index: 1, Source: guard.OutputValue, MIME: guard.MIMEText, Size: 20, Data: []byte("   x note\n0  1 <b>")},
+		{Index: 2, Source: guard.OutputFigure, MIME: guard.MIMEPNG, Size: 4, Data: []byte("\x89PNG")},
+		{Index: 3, Source: guard.OutputDisplay, MIME: guard.MIMESVG, Size: 30, Data: []byte("<svg onload=alert(1)></svg>")},
+	}
+	var b bytes.Buffer
+	if err := printSessionReview(&b, r, time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"output 1", "table", "output 2", "image/png", "output 3", "never drawn",
+		"cell 1 output 1 (" + guard.MIMETable + ")", "<b>bold</b>", `\x1b[2Jcleared`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("session show lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.ContainsRune(out, 0x1b) || strings.Contains(out, "onload") {
+		t.Errorf("an escape or the SVG's markup reaches the terminal:\n%s", out)
+	}
+}

@@ -229,10 +229,12 @@ func printCellRows(row func(k, format string, a ...any), c contract.CellStatus, 
 		if r.FilesTruncated {
 			row("", "some files were left out (limits or names)")
 		}
+		printOutputRows(row, r.Outputs, r.OutputsTruncated)
 	}
 }
 
-// printCellOutput writes the stdout and stderr of a cell that ran, numbered, each unless empty.
+// printCellOutput writes the stdout and stderr of a cell that ran, numbered, each unless empty,
+// and what it showed as text or a table (printOutputTexts): a later cell's reviewer reads it.
 func printCellOutput(w io.Writer, c contract.CellStatus, cols int) error {
 	if r := c.Result; r != nil {
 		for _, out := range []struct {
@@ -251,6 +253,7 @@ func printCellOutput(w io.Writer, c contract.CellStatus, cols int) error {
 				return err
 			}
 		}
+		return printOutputTexts(w, fmt.Sprintf("cell %d ", c.Cell), r.Outputs, cols)
 	}
 	return nil
 }
