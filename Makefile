@@ -88,7 +88,7 @@ bench-waiting:
 	SANDBOXFLOW_WAITING_RUNS=$${SANDBOXFLOW_WAITING_RUNS:-10000} $(GO) test -tags integration -run '^TestManyWaitingRuns$$' -count 1 -v -timeout 70m ./e2e/
 
 ## demo: the main job: embedded Temporal + UI, a worker, and a run that waits for your approval.
-demo: build
+demo:
 	scripts/demo.sh
 
 clean:

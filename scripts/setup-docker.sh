@@ -5,7 +5,11 @@
 # Debian's runsc (20221219); a dockerd (no bridge, no iptables, both gVisors registered with
 # --network=none); the two locally built test images and the data-science image (Debian's numpy,
 # pandas and matplotlib). It never pulls from a registry.
+#
+# SANDBOXFLOW_SETUP_ONLY=demo does only what `make demo` uses: Docker, Debian's runsc and the data
+# image (no current gVisor, no test images); a later full run adds the rest.
 set -euo pipefail
+ONLY=${SANDBOXFLOW_SETUP_ONLY:-}
 
 PY_IMAGE=${SANDBOXFLOW_TEST_PYTHON_IMAGE:-sandboxflow-test-python:bookworm-full}
 SH_IMAGE=${SANDBOXFLOW_TEST_SH_IMAGE:-sandboxflow-test-busybox:latest}
@@ -35,7 +39,7 @@ RUNSC_CURRENT=/usr/local/bin/runsc-current
 # The version is read whole before grep looks at it: piped, grep -q's early exit can kill runsc
 # with SIGPIPE before its second line, and pipefail then reads a match as a miss (5 in 30 here).
 RUNSC_CURRENT_VERSION=$("$RUNSC_CURRENT" --version 2>/dev/null || true)
-if ! grep -qF "version $GVISOR_VERSION" <<<"$RUNSC_CURRENT_VERSION"; then
+if [ "$ONLY" != demo ] && ! grep -qF "version $GVISOR_VERSION" <<<"$RUNSC_CURRENT_VERSION"; then
   log "building gVisor $GVISOR_VERSION from the Go module proxy as $RUNSC_CURRENT (a few minutes cold)"
   (cd "$GVISOR_MOD" && CGO_ENABLED=0 go build -trimpath -o "$RUNSC_CURRENT.new" \
     -ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" gvisor.dev/gvisor/runsc)
@@ -45,6 +49,11 @@ fi
 mkdir -p /etc/docker
 args='"runtimeArgs":["--network=none","--oci-seccomp"]'
 want='{"runtimes":{"runsc":{"path":"/usr/bin/runsc",'$args'},"runsc-current":{"path":"'$RUNSC_CURRENT'",'$args'}}}'
+runtimes="runsc runsc-current"
+if [ ! -x "$RUNSC_CURRENT" ]; then # the demo's setup: registered once it is built
+  want='{"runtimes":{"runsc":{"path":"/usr/bin/runsc",'$args'}}}'
+  runtimes=runsc
+fi
 if [ "$(cat /etc/docker/daemon.json 2>/dev/null)" != "$want" ]; then
   printf '%s\n' "$want" >/etc/docker/daemon.json
   if docker info >/dev/null 2>&1; then
@@ -57,19 +66,20 @@ fi
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd --bridge=none --iptables=false"
   mkdir -p "$STATE"
-  nohup dockerd --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
-    >"$STATE/dockerd.log" 2>&1 &
+  # In a session of its own: a Ctrl-C in the terminal that ran this (make demo) does not reach it.
+  setsid nohup dockerd --bridge=none --iptables=false --ip-masq=false --ip-forward=false \
+    >"$STATE/dockerd.log" 2>&1 </dev/null &
   for _ in $(seq 1 60); do
     docker info >/dev/null 2>&1 && break
     sleep 1
   done
   docker info >/dev/null 2>&1 || { log "dockerd did not start; see $STATE/dockerd.log"; tail -n 30 "$STATE/dockerd.log" >&2; exit 1; }
 fi
-for rt in runsc runsc-current; do
+for rt in $runtimes; do
   docker info --format '{{json .Runtimes}}' | grep -q "\"$rt\"" || { log "dockerd does not list the $rt runtime"; exit 1; }
 done
 
-if ! docker image inspect "$SH_IMAGE" >/dev/null 2>&1; then
+if [ "$ONLY" != demo ] && ! docker image inspect "$SH_IMAGE" >/dev/null 2>&1; then
   log "building $SH_IMAGE from busybox-static"
   ctx=$(mktemp -d)
   bb=$(command -v busybox)
@@ -84,7 +94,7 @@ DOCKERFILE
   rm -rf "$ctx"
 fi
 
-if ! docker image inspect "$PY_IMAGE" >/dev/null 2>&1; then
+if [ "$ONLY" != demo ] && ! docker image inspect "$PY_IMAGE" >/dev/null 2>&1; then
   log "building $PY_IMAGE with debootstrap (about a minute)"
   root=$(mktemp -d)
   debootstrap --variant=minbase --include=python3 bookworm "$root" >"$STATE.debootstrap.log" 2>&1 \
@@ -118,4 +128,8 @@ if ! docker image inspect "$DATA_IMAGE" >/dev/null 2>&1; then
   tar -C "$root" -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' - "$DATA_IMAGE" >/dev/null
   rm -rf "$root"
 fi
-log "ready: $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), images $PY_IMAGE, $SH_IMAGE and $DATA_IMAGE"
+if [ "$ONLY" = demo ]; then
+  log "ready for the demo: $(docker version --format '{{.Server.Version}}'), image $DATA_IMAGE"
+else
+  log "ready: $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), images $PY_IMAGE, $SH_IMAGE and $DATA_IMAGE"
+fi
