@@ -92,7 +92,7 @@ f()
 // TestDockerCellShowsOutputs: a cell's last expression is shown as a notebook shows it, after what
 // it displayed; a cell ending in a statement or None shows nothing; an exception in the last
 // expression is the cell's error and shows nothing; what a thread shows between cells is not
-// the next cell's.
+// the next cell's; the capture's imports never load io.py or json.py a cell wrote in /work.
 func TestDockerCellShowsOutputs(t *testing.T) {
 	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		ts := openSession(t, newTestBackend(t, rt, nil), nil)
@@ -106,9 +106,31 @@ func TestDockerCellShowsOutputs(t *testing.T) {
 		if res.ExitCode != 1 || len(res.Outputs) != 0 || !strings.Contains(string(res.Stderr), "ZeroDivisionError") {
 			t.Errorf("cell 3: exit %d outputs %q stderr %s; want 1, none, the error", res.ExitCode, outputsOf(res.Outputs), res.Stderr)
 		}
-		ts.must(guard.Shell, "sleep 1")
+		ts.must(guard.Shell, "sleep 1; for m in io json; do echo 'print(\"SHADOW\")' > $m.py; done")
 		if res := ts.must(guard.Python, "Img(2, 5)\n"); len(res.Outputs) != 2 || res.Outputs[0].MIME != guard.MIMEPNG || res.Outputs[0].Source != guard.OutputValue {
 			t.Errorf("cell 5 outputs %q; want Img's PNG and text, not the thread's", outputsOf(res.Outputs))
+		}
+		// The capture's own imports never load a module an earlier cell wrote in /work.
+		// (A stand-in for pandas, whose tables the capture encodes with json, not yet imported.)
+		fakePandas := `import sys, types
+assert "json" not in sys.modules
+pd = types.ModuleType("pandas")
+class Frame:
+    shape, columns, index = (1, 1), ["c"], [0]
+    class _Rows:
+        def __getitem__(self, key):
+            return FRAME
+    iloc = _Rows()
+    def itertuples(self, index=False, name=None):
+        return iter([(1,)])
+pd.DataFrame, pd.Series = Frame, type("Series", (), {})
+sys.modules["pandas"] = pd
+FRAME = Frame()
+FRAME
+`
+		if res := ts.must(guard.Python, fakePandas); strings.Contains(string(res.Stdout), "SHADOW") || len(res.Outputs) != 2 ||
+			string(res.Outputs[0].Data) != `{"columns": ["c"], "index": ["0"], "rows": [["1"]], "truncated": false}` {
+			t.Errorf("cell 6: exit %d stdout %q stderr %s outputs %q; want the table and no shadow module run", res.ExitCode, res.Stdout, res.Stderr, outputsOf(res.Outputs))
 		}
 	})
 }
