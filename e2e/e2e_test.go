@@ -56,6 +56,9 @@ func TestMain(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if tsExamples.dir != "" {
+		os.RemoveAll(tsExamples.dir)
+	}
 	os.Exit(code)
 }
 

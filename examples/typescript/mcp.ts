@@ -1,7 +1,8 @@
 // Call sandboxflow's run_code tool from TypeScript with the official MCP SDK, as an agent's host
 // would: over stdio (the SDK starts `starter mcp`) or over streamable HTTP (`starter mcp --http`).
 // Each progress notification (it names the run and where a reviewer decides) is printed as it
-// comes; the tool's result is printed as one JSON line.
+// comes; the tool's result is printed as one JSON line. SANDBOXFLOW_EXAMPLE_CODE, when set, is
+// the Python code run_code runs instead of the example's own.
 //
 //   node dist/mcp.js stdio ../../bin/starter mcp --task-queue sandboxflow
 //   node dist/mcp.js http http://127.0.0.1:8765/mcp
@@ -10,7 +11,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 
-const code = [
+const code = process.env.SANDBOXFLOW_EXAMPLE_CODE ?? [
   "print('hello from an MCP client')",
   "open('report.txt', 'w').write('a report\\n')",
   "",

@@ -2,17 +2,23 @@
 // would: open_session, three run_cell calls in the same sandbox (a Python variable kept from one
 // cell to the next, a file a Python cell wrote read by an sh cell), then close_session. A person
 // approves each cell while its call waits; progress notifications say where. Each step is
-// printed as one line: SESSION, PROGRESS, CELL <n>, CLOSED.
+// printed as one line: SESSION, PROGRESS, CELL <n> (the call's content blocks and structured
+// result), CLOSED. SANDBOXFLOW_EXAMPLE_CELLS, when set, is the cells to run instead, as JSON:
+// [{"language": "python", "code": "..."}, ...].
 //
 //   node dist/session.js ../../bin/starter mcp --languages python,sh --task-queue sandboxflow
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-const cells: { code: string; language: string }[] = [
+type Cell = { code: string; language: string };
+
+const exampleCells: Cell[] = [
   { language: "python", code: "x = 41\nopen('answer.txt', 'w').write('forty-two\\n')\n" },
   { language: "python", code: "print(x + 1)\n" },
   { language: "sh", code: "cat answer.txt\n" },
 ];
+
+const cells: Cell[] = process.env.SANDBOXFLOW_EXAMPLE_CELLS ? JSON.parse(process.env.SANDBOXFLOW_EXAMPLE_CELLS) : exampleCells;
 
 async function main(): Promise<void> {
   const [command, ...args] = process.argv.slice(2);
@@ -41,7 +47,7 @@ async function main(): Promise<void> {
         maxTotalTimeout: 10 * 60_000,
       },
     );
-    console.log(`CELL ${i + 1} ` + JSON.stringify({ isError: result.isError ?? false, result: result.structuredContent }));
+    console.log(`CELL ${i + 1} ` + JSON.stringify({ isError: result.isError ?? false, content: result.content, result: result.structuredContent }));
   }
 
   const closed = await client.callTool({ name: "close_session", arguments: { session_id: session.session_id } });
