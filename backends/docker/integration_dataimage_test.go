@@ -146,5 +146,10 @@ func TestDataImageShowsChartsAndTables(t *testing.T) {
 		if !strings.Contains(string(cell.Outputs[1].Data), "<i>c</i>") {
 			t.Errorf("text %q; want the DataFrame's repr", cell.Outputs[1].Data)
 		}
+		// SVG on request: the figure as SVG first, then as PNG.
+		svg := ts.must(guard.Python, "plt.rcParams['savefig.format'] = 'svg'\nplt.plot([1, 2])\nplt.show()\n")
+		if len(svg.Outputs) != 2 || svg.Outputs[0].MIME != guard.MIMESVG || !bytes.Contains(svg.Outputs[0].Data, []byte("<svg")) || svg.Outputs[1].MIME != guard.MIMEPNG {
+			t.Errorf("outputs with savefig.format svg: %q; want the figure as SVG, then PNG", outputsOf(svg.Outputs))
+		}
 	})
 }

@@ -548,9 +548,17 @@ def _sandboxflow_capture(outdir, at_exit):
                 os.close(fd)
 
     def figure(fig):
-        buf = safe_import("io").BytesIO()
-        fig.savefig(buf, format="png")
-        return [("png", buf.getvalue())]
+        # PNG; SVG first when the code asked matplotlib for SVG (rcParams["savefig.format"]).
+        mpl = sys.modules.get("matplotlib")
+        formats = ["png"]
+        if mpl is not None and str(mpl.rcParams.get("savefig.format")) == "svg":
+            formats.insert(0, "svg")
+        out = []
+        for fmt in formats:
+            buf = safe_import("io").BytesIO()
+            fig.savefig(buf, format=fmt)
+            out.append((fmt, buf.getvalue()))
+        return out
 
     def show_figures(*args, **kwargs):
         plt = sys.modules.get("matplotlib.pyplot")
