@@ -78,8 +78,9 @@ func waitWithProgress[T any](ctx context.Context, s *Server, req *mcp.CallToolRe
 			began := time.Now()
 			attempt, stop := context.WithTimeout(waitCtx, s.cfg.Wait)
 			end, err := w.await(attempt)
+			ended := err != nil && waitEnded(attempt, err)
 			stop()
-			if err == nil || waitCtx.Err() != nil || !waitEnded(attempt, err) {
+			if !ended || waitCtx.Err() != nil {
 				done <- outcome{end, err}
 				return
 			}
