@@ -159,7 +159,9 @@ func call(cs *mcp.ClientSession, name string, args any) <-chan *mcp.CallToolResu
 func callWith(cs *mcp.ClientSession, name string, args any, progressToken bool) <-chan *mcp.CallToolResult {
 	ch := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Generous: under a loaded `make test` a sandbox attempt's heartbeat can be lost and the
+		// run's result come late; a call that hangs still fails, after callTimeout.
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
 		params := &mcp.CallToolParams{Name: name, Arguments: args}
 		if progressToken {
@@ -378,3 +380,6 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 }
 
 const mcpserverStillWaiting = "still waiting for approval"
+
+// callTimeout bounds one tool call of these tests.
+const callTimeout = 3 * time.Minute
