@@ -5,6 +5,7 @@ package mcpserver_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -151,12 +152,21 @@ func refusesWebPages(t *testing.T, addr string) {
 
 // call calls a tool with a progress token in the background and returns a channel of its result.
 func call(cs *mcp.ClientSession, name string, args any) <-chan *mcp.CallToolResult {
+	return callWith(cs, name, args, true)
+}
+
+// callWith is call, with a progress token or without one.
+func callWith(cs *mcp.ClientSession, name string, args any, progressToken bool) <-chan *mcp.CallToolResult {
 	ch := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Generous: under a loaded `make test` a sandbox attempt's heartbeat can be lost and the
+		// run's result come late; a call that hangs still fails, after callTimeout.
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
 		params := &mcp.CallToolParams{Name: name, Arguments: args}
-		params.SetProgressToken(fmt.Sprintf("tok-%d", time.Now().UnixNano()))
+		if progressToken {
+			params.SetProgressToken(fmt.Sprintf("tok-%d", time.Now().UnixNano()))
+		}
 		res, err := cs.CallTool(ctx, params)
 		if err != nil {
 			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "call failed: " + err.Error()}}}
@@ -183,12 +193,26 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 		if err != nil {
 			t.Fatal(err)
 		}
-		schema := e.ToolInputSchema(t)
+		// tool-schema's, with input_files, which only MCP clients give.
+		schema := e.ToolInputSchema(t).(map[string]any)
+		props := schema["properties"].(map[string]any)
+		if _, ok := props["input_files"]; ok {
+			t.Fatal("tool-schema has input_files: compare with it as it is")
+		}
 		var names []string
 		for _, tool := range tools.Tools {
 			names = append(names, tool.Name)
-			if tool.Name == client.ToolName && !reflect.DeepEqual(tool.InputSchema, schema) {
-				t.Errorf("run_code input schema %v; want tool-schema's %v", tool.InputSchema, schema)
+			if tool.Name != client.ToolName {
+				continue
+			}
+			got := tool.InputSchema.(map[string]any)
+			gotProps := got["properties"].(map[string]any)
+			if gotProps["input_files"] == nil {
+				t.Errorf("run_code input schema %v lacks input_files", got)
+			}
+			delete(gotProps, "input_files")
+			if !reflect.DeepEqual(got, schema) {
+				t.Errorf("run_code input schema %v; want tool-schema's %v with input_files", got, schema)
 			}
 		}
 		slices.Sort(names)
@@ -228,8 +252,58 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 		p.mu.Lock()
 		msgs := strings.Join(p.msgs[skip:], "\n")
 		p.mu.Unlock()
-		if !strings.Contains(msgs, "waiting for a reviewer") || !strings.Contains(msgs, "http://127.0.0.1:9/inbox") {
-			t.Errorf("progress %q; want \"waiting for a reviewer\" and the inbox URL", msgs)
+		if !strings.Contains(msgs, "waiting for a reviewer") || !strings.Contains(msgs, "http://127.0.0.1:9/inbox/run/"+id) {
+			t.Errorf("progress %q; want \"waiting for a reviewer\" and the run's page in the inbox", msgs)
+		}
+	})
+	t.Run("a call with a progress token outlives --mcp-wait, kept alive by progress, and returns the result", func(t *testing.T) {
+		skip := p.count()
+		ch := call(cs, "run_code", map[string]any{"code": "print(6*7)"})
+		id := p.waitID(t, skip)
+		select {
+		case res := <-ch:
+			t.Fatalf("the call returned while the run waited: %s", texts(res))
+		case <-time.After(6 * time.Second): // --mcp-wait is 4s
+		}
+		if n := p.count() - skip; n < 10 {
+			t.Errorf("%d progress notifications in 6 s at a 200 ms interval; want 10 or more", n)
+		}
+		agenttest.Decide(t, e, id, true)
+		if res := <-ch; res.IsError || !strings.Contains(texts(res), "stdout:\n42\n") {
+			t.Errorf("isError %t, text %q; want the result in the same call", res.IsError, texts(res))
+		}
+	})
+	t.Run("input files reach the run", func(t *testing.T) {
+		var csv strings.Builder
+		csv.WriteString("region,amount\n")
+		want := 0
+		for i := 0; csv.Len() < 100<<10; i++ {
+			fmt.Fprintf(&csv, "region-%d,%d\n", i%7, i)
+			want += i
+		}
+		code := "import csv\nrows = list(csv.DictReader(open('data/sales.csv')))\n" +
+			"print(len(rows), sum(int(r['amount']) for r in rows), open('raw.bin', 'rb').read().hex())\n"
+		skip := p.count()
+		ch := call(cs, "run_code", map[string]any{"code": code, "input_files": map[string]any{
+			"data/sales.csv": csv.String(), "raw.bin": map[string]any{"base64": "AP8B"},
+		}})
+		id := p.waitID(t, skip)
+		agenttest.Decide(t, e, id, true)
+		res := <-ch
+		rows := strings.Count(csv.String(), "\n") - 1
+		if wantOut := fmt.Sprintf("stdout:\n%d %d 00ff01\n", rows, want); res.IsError || !strings.Contains(texts(res), wantOut) {
+			t.Errorf("isError %t, text %q; want %q", res.IsError, texts(res), wantOut)
+		}
+		st, err := e.Client.Status(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(st.Request); !strings.Contains(string(b), "sales.csv") {
+			t.Errorf("the request reviewers read does not name sales.csv: %s", b)
+		}
+		bad := <-call(cs, "run_code", map[string]any{"code": "print(1)", "input_files": map[string]any{"../escape": "x"}})
+		if !bad.IsError || !strings.Contains(texts(bad), "ToolUsageError") {
+			t.Errorf("a name outside the folder: isError %t, text %q; want a ToolUsageError", bad.IsError, texts(bad))
 		}
 	})
 	t.Run("denied returns isError naming ApprovalDenied", func(t *testing.T) {
@@ -241,28 +315,31 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 			t.Errorf("isError %t, text %q; want isError naming ApprovalDenied", res.IsError, texts(res))
 		}
 	})
-	t.Run("a long wait returns the id and run_status gives the result", func(t *testing.T) {
-		skip := p.count()
-		ch := call(cs, "run_code", map[string]any{"code": "print(6*7)"})
-		id := p.waitID(t, skip)
-		res := <-ch
-		if res.IsError || !strings.Contains(texts(res), mcpserverStillWaiting) || !strings.Contains(texts(res), id) {
-			t.Fatalf("isError %t, text %q; want %q with %s", res.IsError, texts(res), mcpserverStillWaiting, id)
+	t.Run("without a progress token a long wait returns the id, and run_status with wait_seconds returns on approval", func(t *testing.T) {
+		res := <-callWith(cs, "run_code", map[string]any{"code": "print(6*7)"}, false)
+		sm := runIDPattern.FindStringSubmatch(texts(res))
+		if res.IsError || !strings.Contains(texts(res), mcpserverStillWaiting) || sm == nil {
+			t.Fatalf("isError %t, text %q; want %q with the run's id", res.IsError, texts(res), mcpserverStillWaiting)
 		}
-		st := <-call(cs, "run_status", map[string]any{"id": id})
+		id := sm[1]
+		if !strings.Contains(texts(res), "wait_seconds") || !strings.Contains(texts(res), "http://127.0.0.1:9/inbox/run/"+id) {
+			t.Errorf("text %q; want wait_seconds suggested and the run's page", texts(res))
+		}
+		st := <-callWith(cs, "run_status", map[string]any{"id": id}, false)
 		if st.IsError || !strings.Contains(texts(st), "awaiting_approval") {
 			t.Errorf("run_status before the decision: %q", texts(st))
 		}
+		began := time.Now()
+		ch := callWith(cs, "run_status", map[string]any{"id": id, "wait_seconds": 45}, false)
+		time.Sleep(time.Second)
 		agenttest.Decide(t, e, id, true)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			st = <-call(cs, "run_status", map[string]any{"id": id})
-			if strings.Contains(texts(st), "stdout:\n42\n") {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
+		st = <-ch
+		if took := time.Since(began); st.IsError || !strings.Contains(texts(st), "stdout:\n42\n") || took > 30*time.Second {
+			t.Errorf("run_status with wait_seconds: isError %t after %v, text %q; want the result soon after the approval", st.IsError, took, texts(st))
 		}
-		t.Errorf("run_status never gave the result; last %q", texts(st))
+		if bad := <-callWith(cs, "run_status", map[string]any{"id": id, "wait_seconds": 3600}, false); !bad.IsError || !strings.Contains(texts(bad), "ToolUsageError") {
+			t.Errorf("wait_seconds 3600: isError %t, text %q; want a ToolUsageError", bad.IsError, texts(bad))
+		}
 	})
 	t.Run("run_status of a waiting run names the start-up warnings reviewers see", func(t *testing.T) {
 		started, err := e.Client.Start(ctx, guard.Request{Code: "import json\n", Settings: guard.Settings{
@@ -303,3 +380,6 @@ func exercise(t *testing.T, e *agenttest.Env, cs *mcp.ClientSession, p *progress
 }
 
 const mcpserverStillWaiting = "still waiting for approval"
+
+// callTimeout bounds one tool call of these tests.
+const callTimeout = 3 * time.Minute

@@ -43,13 +43,21 @@ type Config struct {
 	Backend string
 	// SandboxTaskQueue is the sandbox activity's task queue. Optional: the workers' setting.
 	SandboxTaskQueue string
-	// Wait bounds how long a run_code call waits for the run before it returns "still waiting
-	// for approval" with the run's id. Optional: defaults to DefaultWait.
+	// Wait bounds how long a run_code or run_cell call from a client that sent no progress token
+	// waits before it returns "still waiting for approval" with the run's id, and each long poll
+	// of any wait. Optional: defaults to DefaultWait.
 	Wait time.Duration
+	// ProgressWait bounds how long a run_code or run_cell call from a client that sent a
+	// progress token waits, sending progress every ProgressInterval meanwhile. Optional: zero
+	// waits until the run or cell ends, which its approval deadline bounds (or the client
+	// cancels the call).
+	ProgressWait time.Duration
 	// ProgressInterval is how often a waiting call sends a progress notification (to clients
 	// that asked for progress). Optional: defaults to 5 s.
 	ProgressInterval time.Duration
-	// InboxURL is where reviewers decide (`starter inbox`); progress messages name it. Optional.
+	// InboxURL is where reviewers decide (`starter inbox`); progress messages and "still
+	// waiting" answers link to the run's page under it (/run/{id}, /session/{id}#cell-{n}).
+	// Optional.
 	InboxURL string
 	// Version is reported to clients. Optional.
 	Version string
@@ -90,7 +98,10 @@ func New(cfg Config) (*Server, error) {
 		Name: StatusToolName,
 		Description: "Read a run_code run that was still waiting for approval when run_code returned: " +
 			"its state, or its result once it ran.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","description":"The run's id, as run_code returned it."}},"required":["id"],"additionalProperties":false}`),
+		InputSchema: object(map[string]any{
+			"id":           map[string]any{"type": "string", "description": "The run's id, as run_code returned it."},
+			"wait_seconds": waitSecondsProp("the run"),
+		}, []string{"id"}),
 	}, s.runStatus)
 	s.sessionTools()
 	return s, nil
@@ -108,7 +119,8 @@ func (s *Server) RunStdio(ctx context.Context) error {
 }
 
 // runCodeTool is run_code with the input schema of `starter tool-schema` (Anthropic's
-// input_schema, which is also what OpenAI calls parameters).
+// input_schema, which is also what OpenAI calls parameters) and input_files, which only MCP
+// clients give.
 func (s *Server) runCodeTool() (*mcp.Tool, error) {
 	raw, err := client.ToolSchema(client.FormatAnthropic, client.ToolOptions{
 		Languages: s.cfg.Languages, Timeout: s.cfg.Base.Limits.Timeout, Backend: s.cfg.Backend,
@@ -124,17 +136,26 @@ func (s *Server) runCodeTool() (*mcp.Tool, error) {
 	if err := json.Unmarshal(raw, &def); err != nil {
 		return nil, fmt.Errorf("mcpserver: read the tool schema: %w", err)
 	}
-	return &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: def.InputSchema}, nil
+	var schema map[string]any
+	if err := json.Unmarshal(def.InputSchema, &schema); err != nil {
+		return nil, fmt.Errorf("mcpserver: read the tool's input schema: %w", err)
+	}
+	props, ok := schema["properties"].(map[string]any)
+	if !ok {
+		return nil, errors.New("mcpserver: the tool's input schema has no properties")
+	}
+	props["input_files"] = inputFilesProp()
+	return &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema}, nil
 }
 
 // parseArguments reads the model's arguments strictly: unknown fields and a language that is not
 // offered are a ToolUsageError the model can correct.
-func (s *Server) parseArguments(raw json.RawMessage) (client.ToolArguments, error) {
-	var args client.ToolArguments
+func (s *Server) parseArguments(raw json.RawMessage) (RunCodeArguments, error) {
+	var args RunCodeArguments
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&args); err != nil {
-		return args, &guard.ToolUsageError{Msg: "run_code arguments: " + err.Error() + " (want {\"code\": ..." + s.languageHint() + "})"}
+		return args, &guard.ToolUsageError{Msg: "run_code arguments: " + err.Error() + " (want {\"code\": ..." + s.languageHint() + ", \"input_files\": {\"name\": \"text\"}})"}
 	}
 	if args.Language == "" && len(s.cfg.Languages) == 1 {
 		args.Language = s.cfg.Languages[0]

@@ -25,13 +25,14 @@ const (
 )
 
 // OpenSessionArguments are what a model may choose of a session: how long it lives, how long it
-// may stay idle and how many cells it runs, each within the workers' policy. Every other setting
-// (languages, limits, network, egress, env, secrets, input files) is the operator's, as for
-// run_code.
+// may stay idle and how many cells it runs, each within the workers' policy, and input files
+// written into /work when the sandbox opens (added to the operator's, as for run_code). Every
+// other setting (languages, limits, network, egress, env, secrets) is the operator's.
 type OpenSessionArguments struct {
-	Lifetime    string `json:"lifetime,omitempty"`
-	IdleTimeout string `json:"idle_timeout,omitempty"`
-	MaxCells    int    `json:"max_cells,omitempty"`
+	Lifetime    string               `json:"lifetime,omitempty"`
+	IdleTimeout string               `json:"idle_timeout,omitempty"`
+	MaxCells    int                  `json:"max_cells,omitempty"`
+	InputFiles  map[string]InputFile `json:"input_files,omitempty"`
 }
 
 // RunCellArguments are a run_cell call's: the session, the cell's code and, where more than one
@@ -52,6 +53,9 @@ type RunCellArguments struct {
 type CellStatusArguments struct {
 	SessionID string `json:"session_id"`
 	Cell      int    `json:"cell"`
+	// WaitSeconds is how long to wait for the cell to end before answering: 0 (the default)
+	// answers at once, at most MaxStatusWaitSeconds.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
 }
 
 // CloseSessionArguments name the session to close.
@@ -121,6 +125,7 @@ func (s *Server) sessionTools() {
 				"lifetime":     durationProp("How long the session may live"),
 				"idle_timeout": durationProp("How long it may wait for a cell"),
 				"max_cells":    map[string]any{"type": "integer", "minimum": 1, "description": "How many cells it may run, denied ones included. Optional: the workers' cap."},
+				"input_files":  inputFilesProp(),
 			}, nil),
 		}, s.openSession},
 		{&mcp.Tool{
@@ -134,8 +139,9 @@ func (s *Server) sessionTools() {
 			Name:        CellStatusToolName,
 			Description: "Read a cell that was still waiting for approval when run_cell returned: its state, or its result once it ran.",
 			InputSchema: object(map[string]any{
-				"session_id": map[string]any{"type": "string", "description": "The session's id."},
-				"cell":       map[string]any{"type": "integer", "minimum": 1, "description": "The cell's number, as run_cell returned it."},
+				"session_id":   map[string]any{"type": "string", "description": "The session's id."},
+				"cell":         map[string]any{"type": "integer", "minimum": 1, "description": "The cell's number, as run_cell returned it."},
+				"wait_seconds": waitSecondsProp("the cell"),
 			}, []string{"session_id", "cell"}),
 		}, s.cellStatus},
 		{&mcp.Tool{
@@ -197,12 +203,17 @@ func (s *Server) sessionRequest(a OpenSessionArguments) (guard.SessionRequest, e
 	if a.MaxCells < 0 {
 		return req, &guard.ToolUsageError{Msg: fmt.Sprintf("open_session: max_cells %d: want 1 or more", a.MaxCells)}
 	}
+	files, err := withInputFiles(b.Files, a.InputFiles)
+	if err != nil {
+		return req, err
+	}
+	req.Files = files
 	return req, nil
 }
 
 func (s *Server) openSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a OpenSessionArguments
-	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20}, each optional`); err != nil {
+	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20, "input_files": {"name": "text"}}, each optional`); err != nil {
 		return errorResult(err), nil
 	}
 	sreq, err := s.sessionRequest(a)
@@ -239,7 +250,7 @@ func (s *Server) runCell(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return errorResult(err), nil
 	}
-	return s.waitCell(ctx, req, a.SessionID, sub.Cell, sub.Digest)
+	return s.waitCell(ctx, req, a.SessionID, sub.Cell, sub.Digest, s.waitLimit(req))
 }
 
 // checkLanguage defaults an empty language to the only one offered and refuses one not offered.
@@ -262,10 +273,10 @@ func checkSessionID(id string) error {
 	return nil
 }
 
-// waitCell waits for the cell to end up to Config.Wait, notifying progress, and returns its
-// result, why it did not run, or "still waiting".
-func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, sessionID string, cell int, digest string) (*mcp.CallToolResult, error) {
-	return waitWithProgress(ctx, s, req, waited[contract.CellStatus]{
+// waitCell waits for the cell to end up to limit (zero: until it ends), notifying progress, and
+// returns its result, why it did not run, or "still waiting".
+func (s *Server) waitCell(ctx context.Context, req *mcp.CallToolRequest, sessionID string, cell int, digest string, limit time.Duration) (*mcp.CallToolResult, error) {
+	return waitWithProgress(ctx, s, req, limit, waited[contract.CellStatus]{
 		await: func(ctx context.Context) (contract.CellStatus, error) {
 			return s.cfg.Client.AwaitCell(ctx, sessionID, cell)
 		},
@@ -297,15 +308,15 @@ func (s *Server) cellState(ctx context.Context, sessionID string, cell int) stri
 func (s *Server) cellMessage(ctx context.Context, sessionID string, cell int, digest string) string {
 	state := s.cellState(ctx, sessionID, cell)
 	waiting := state == contract.StatusAwaitingApproval || state == ""
-	return s.progressMessage(fmt.Sprintf("cell %d of session %s", cell, sessionID), digest, state, waiting)
+	return s.progressMessage(fmt.Sprintf("cell %d of session %s", cell, sessionID), digest, state, s.cellPage(sessionID, cell), waiting)
 }
 
 // cellStillWaiting is what run_cell returns when the cell outlived Config.Wait.
 func (s *Server) cellStillWaiting(ctx context.Context, sessionID string, cell int, digest string) *mcp.CallToolResult {
 	state := cmpOr(s.cellState(ctx, sessionID, cell), contract.StatusAwaitingApproval)
-	text := fmt.Sprintf("%s: cell %d of session %s (digest %s) is %s. Call %s with {\"session_id\": %q, \"cell\": %d} later for its result; run no other cell before it ended.",
-		StillWaiting, cell, sessionID, digest, state, CellStatusToolName, sessionID, cell)
-	return s.stillWaitingResult(text, "", map[string]any{"session_id": sessionID, "cell": cell, "state": state, "digest": digest})
+	text := fmt.Sprintf("%s: cell %d of session %s (digest %s) is %s. Call %s with {\"session_id\": %q, \"cell\": %d, \"wait_seconds\": %d} for its result: it returns as soon as the cell ends; run no other cell before it ended.",
+		StillWaiting, cell, sessionID, digest, state, CellStatusToolName, sessionID, cell, MaxStatusWaitSeconds)
+	return s.stillWaitingResult(text, s.cellPage(sessionID, cell), "", map[string]any{"session_id": sessionID, "cell": cell, "state": state, "digest": digest})
 }
 
 func cmpOr(a, b string) string {
@@ -317,10 +328,14 @@ func cmpOr(a, b string) string {
 
 func (s *Server) cellStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a CellStatusArguments
-	if err := strictly(CellStatusToolName, req.Params.Arguments, &a, `{"session_id": ..., "cell": N}`); err != nil {
+	if err := strictly(CellStatusToolName, req.Params.Arguments, &a, `{"session_id": ..., "cell": N, "wait_seconds": 0..50}`); err != nil {
 		return errorResult(err), nil
 	}
 	if err := checkSessionID(a.SessionID); err != nil {
+		return errorResult(err), nil
+	}
+	wait, err := statusWait(CellStatusToolName, a.WaitSeconds)
+	if err != nil {
 		return errorResult(err), nil
 	}
 	st, err := s.cfg.Client.SessionStatus(ctx, a.SessionID)
@@ -332,6 +347,9 @@ func (s *Server) cellStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 			continue
 		}
 		if !c.Final() {
+			if wait > 0 {
+				return s.waitCell(ctx, req, a.SessionID, c.Cell, c.Digest, wait)
+			}
 			if c.State == contract.StatusAwaitingApproval {
 				return s.cellStillWaiting(ctx, a.SessionID, c.Cell, c.Digest), nil
 			}

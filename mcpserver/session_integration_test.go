@@ -4,10 +4,12 @@ package mcpserver_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -17,15 +19,17 @@ import (
 // TestIntegrationMCPSession drives a session through `starter mcp` with the Go MCP SDK against a
 // real server, worker and Docker sandbox: open_session, three run_cell calls that keep state
 // (the third ends the interpreter, the fourth says state_reset and still reads the file), a
-// denied cell that leaves the session open, and close_session listing every cell.
+// denied cell that leaves the session open, an sh cell reading the input file open_session was
+// given, read by cell_status with wait_seconds while it waits and returned on approval (progress
+// linking to the cell on its session's page), and close_session listing every cell.
 func TestIntegrationMCPSession(t *testing.T) {
 	e := sessionenv.Setup(t)
 	cmd := exec.Command(e.Starter, "mcp", "--address", e.Address, "--namespace", e.Namespace, "--task-queue", e.TaskQueue,
-		"--mcp-wait", "2m", "--progress-interval", "200ms", "--languages", "python,sh")
+		"--mcp-wait", "2m", "--progress-interval", "200ms", "--languages", "python,sh", "--inbox-url", "http://127.0.0.1:9/inbox")
 	cmd.Stderr = os.Stderr
-	cs, _ := connect(t, &mcp.CommandTransport{Command: cmd})
+	cs, p := connect(t, &mcp.CommandTransport{Command: cmd})
 
-	open := <-call(cs, "open_session", map[string]any{"max_cells": 8, "idle_timeout": "5m"})
+	open := <-call(cs, "open_session", map[string]any{"max_cells": 8, "idle_timeout": "5m", "input_files": map[string]any{"seed.txt": "seeded"}})
 	var opened struct {
 		SessionID string   `json:"session_id"`
 		Languages []string `json:"languages"`
@@ -89,6 +93,26 @@ func TestIntegrationMCPSession(t *testing.T) {
 		t.Errorf("sh cell: isError %t, %s, %+v", res.IsError, texts(res), out)
 	}
 
+	// cell_status with wait_seconds, called while the cell waits, returns its result once it is
+	// approved, as run_cell does; the file open_session was given is in /work.
+	skip := p.count()
+	ch := call(cs, "run_cell", map[string]any{"session_id": id, "code": "cat seed.txt\n", "language": "sh"})
+	cell := sessionenv.WaitCell(t, e, id)
+	status := callWith(cs, "cell_status", map[string]any{"session_id": id, "cell": cell, "wait_seconds": 45}, false)
+	time.Sleep(time.Second)
+	sessionenv.Decide(t, e, id, true)
+	for name, res := range map[string]*mcp.CallToolResult{"run_cell": <-ch, "cell_status with wait_seconds": <-status} {
+		if res.IsError || decoded(res).Stdout != "seeded" {
+			t.Errorf("%s of the cell reading the input file: isError %t, %s; want \"seeded\"", name, res.IsError, texts(res))
+		}
+	}
+	p.mu.Lock()
+	msgs := strings.Join(p.msgs[skip:], "\n")
+	p.mu.Unlock()
+	if want := fmt.Sprintf("http://127.0.0.1:9/inbox/session/%s#cell-%d", id, cell); !strings.Contains(msgs, want) {
+		t.Errorf("progress %q does not link to the cell's place %s", msgs, want)
+	}
+
 	closed := <-call(cs, "close_session", map[string]any{"session_id": id})
 	var list struct {
 		End   string `json:"end"`
@@ -97,7 +121,7 @@ func TestIntegrationMCPSession(t *testing.T) {
 			State string `json:"state"`
 		} `json:"cells"`
 	}
-	if b, _ := json.Marshal(closed.StructuredContent); closed.IsError || json.Unmarshal(b, &list) != nil || list.End != "closed" || len(list.Cells) != 6 || list.Cells[2].State != "denied" {
-		t.Errorf("close_session: isError %t, %s, %+v; want 6 cells, the third denied", closed.IsError, texts(closed), closed.StructuredContent)
+	if b, _ := json.Marshal(closed.StructuredContent); closed.IsError || json.Unmarshal(b, &list) != nil || list.End != "closed" || len(list.Cells) != 7 || list.Cells[2].State != "denied" {
+		t.Errorf("close_session: isError %t, %s, %+v; want 7 cells, the third denied", closed.IsError, texts(closed), closed.StructuredContent)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,17 +30,21 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return errorResult(err), nil
 	}
-	started, err := s.cfg.Client.Start(ctx, args.Request(s.cfg.Base), client.StartOptions{SandboxTaskQueue: s.cfg.SandboxTaskQueue})
+	r := args.Request(s.cfg.Base)
+	if r.Files, err = withInputFiles(s.cfg.Base.Files, args.InputFiles); err != nil {
+		return errorResult(err), nil
+	}
+	started, err := s.cfg.Client.Start(ctx, r, client.StartOptions{SandboxTaskQueue: s.cfg.SandboxTaskQueue})
 	if err != nil {
 		return errorResult(err), nil
 	}
-	return s.wait(ctx, req, started.WorkflowID, started.Digest)
+	return s.wait(ctx, req, started.WorkflowID, started.Digest, s.waitLimit(req))
 }
 
-// wait waits for the run's result up to Config.Wait, notifying progress to a client that gave a
-// progress token, and returns the result, the typed error or "still waiting".
-func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest string) (*mcp.CallToolResult, error) {
-	return waitWithProgress(ctx, s, req, waited[guard.Result]{
+// wait waits for the run's result up to limit (zero: until it ends), notifying progress to a
+// client that gave a progress token, and returns the result, the typed error or "still waiting".
+func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, id, digest string, limit time.Duration) (*mcp.CallToolResult, error) {
+	return waitWithProgress(ctx, s, req, limit, waited[guard.Result]{
 		await:        func(ctx context.Context) (guard.Result, error) { return s.cfg.Client.Result(ctx, id) },
 		live:         &liveOutput{c: s.cfg.Client, id: id},
 		progress:     func(ctx context.Context) string { return s.waitingMessage(ctx, id, digest) },
@@ -63,7 +68,7 @@ func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
 		state = st.State
 	}
 	waiting := state == contract.StatusAwaitingApproval || state == contract.StatusChecking
-	return s.progressMessage("run "+id, digest, state, waiting)
+	return s.progressMessage("run "+id, digest, state, s.runPage(id), waiting)
 }
 
 // stillWaiting is what a call returns when the run outlived Config.Wait.
@@ -73,9 +78,9 @@ func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallT
 	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
 		state, warnings = st.State, st.Request.Warnings
 	}
-	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q} later for its result.",
-		StillWaiting, id, digest, state, StatusToolName, id)
-	return s.stillWaitingResult(text, startupWarningText(warnings), map[string]any{"id": id, "state": state, "digest": digest})
+	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q, \"wait_seconds\": %d} for its result: it returns as soon as the run ends.",
+		StillWaiting, id, digest, state, StatusToolName, id, MaxStatusWaitSeconds)
+	return s.stillWaitingResult(text, s.runPage(id), startupWarningText(warnings), map[string]any{"id": id, "state": state, "digest": digest})
 }
 
 // startupWarningText tells the model, in the words reviewers read, which input files of its
@@ -93,18 +98,23 @@ func startupWarningText(warnings []pysource.StartupWarning) string {
 }
 
 // runStatus returns a run's state while it waits or runs, and its result or typed error once it
-// ended.
+// ended; with wait_seconds it first waits that long for the end, with progress.
 func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var in struct {
-		ID string `json:"id"`
+		ID          string `json:"id"`
+		WaitSeconds int    `json:"wait_seconds"`
 	}
 	dec := json.NewDecoder(strings.NewReader(string(req.Params.Arguments)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil || in.ID == "" {
-		return errorResult(&guard.ToolUsageError{Msg: "run_status arguments: want {\"id\": \"<the id run_code returned>\"}"}), nil
+		return errorResult(&guard.ToolUsageError{Msg: fmt.Sprintf("run_status arguments: want {\"id\": \"<the id run_code returned>\", \"wait_seconds\": 0..%d}", MaxStatusWaitSeconds)}), nil
 	}
 	if !strings.HasPrefix(in.ID, client.WorkflowIDPrefix) {
 		return errorResult(&guard.ToolUsageError{Msg: fmt.Sprintf("%q is not a run id: run ids start with %q", in.ID, client.WorkflowIDPrefix)}), nil
+	}
+	wait, err := statusWait(StatusToolName, in.WaitSeconds)
+	if err != nil {
+		return errorResult(err), nil
 	}
 	st, err := s.cfg.Client.Status(ctx, in.ID)
 	if err != nil {
@@ -112,6 +122,9 @@ func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	switch st.State {
 	case contract.StatusChecking, contract.StatusAwaitingApproval, contract.StatusRunning:
+		if wait > 0 {
+			return s.wait(ctx, req, in.ID, st.Request.Digest, wait)
+		}
 		if st.State == contract.StatusAwaitingApproval {
 			return s.stillWaiting(ctx, in.ID, st.Request.Digest), nil
 		}
@@ -122,6 +135,24 @@ func (s *Server) runStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		return errorResult(err), nil
 	}
 	return resultContent(in.ID, res), nil
+}
+
+// MaxStatusWaitSeconds bounds the wait_seconds of run_status and cell_status: under the 60 s a
+// client waits by default for an answer that sends no progress.
+const MaxStatusWaitSeconds = 50
+
+// statusWait is a status tool's wait_seconds as a duration, refused outside 0..MaxStatusWaitSeconds.
+func statusWait(tool string, seconds int) (time.Duration, error) {
+	if seconds < 0 || seconds > MaxStatusWaitSeconds {
+		return 0, &guard.ToolUsageError{Msg: fmt.Sprintf("%s: wait_seconds %d: want 0 to %d", tool, seconds, MaxStatusWaitSeconds)}
+	}
+	return time.Duration(seconds) * time.Second, nil
+}
+
+// waitSecondsProp is the schema of wait_seconds.
+func waitSecondsProp(what string) map[string]any {
+	return map[string]any{"type": "integer", "minimum": 0, "maximum": MaxStatusWaitSeconds, "default": 0,
+		"description": fmt.Sprintf("Optional: wait up to this many seconds (at most %d) for %s to end, returning as soon as it does, instead of answering at once. Use it rather than calling again and again.", MaxStatusWaitSeconds, what)}
 }
 
 // errorResult is a tool error the model reads: isError, the error's type and message as text, and

@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,11 +43,30 @@ func (w waited[T]) checkedLive(ctx context.Context, end T) *mcp.CallToolResult {
 	return out
 }
 
-// waitWithProgress waits for w up to Config.Wait, notifying progress (and live output) to a
-// client that gave a progress token, and returns its content, the typed error or "still
-// waiting".
-func waitWithProgress[T any](ctx context.Context, s *Server, req *mcp.CallToolRequest, w waited[T]) (*mcp.CallToolResult, error) {
-	waitCtx, cancel := context.WithTimeout(ctx, s.cfg.Wait)
+// waitLimit is how long a tool call waits for what it started: Config.Wait when the client sent
+// no progress token (it may time the call out without hearing from us), Config.ProgressWait when
+// it did (progress keeps it alive; zero is until the run or cell ends, which its approval deadline
+// bounds).
+func (s *Server) waitLimit(req *mcp.CallToolRequest) time.Duration {
+	if req.Params.GetProgressToken() == nil || req.Session == nil {
+		return s.cfg.Wait
+	}
+	return s.cfg.ProgressWait
+}
+
+// minRetry is the least time between two waits of one call when the first ended early with a
+// deadline error, so an RPC that keeps failing at once does not spin.
+const minRetry = time.Second
+
+// waitWithProgress waits for w up to limit (zero: until it ends or the client cancels the call),
+// notifying progress (and live output) to a client that gave a progress token, and returns its
+// content, the typed error or "still waiting". Each wait for the end is bounded by Config.Wait
+// and repeated, so a long poll that the server or an RPC deadline ends is not the call's end.
+func waitWithProgress[T any](ctx context.Context, s *Server, req *mcp.CallToolRequest, limit time.Duration, w waited[T]) (*mcp.CallToolResult, error) {
+	waitCtx, cancel := context.WithCancel(ctx)
+	if limit > 0 {
+		waitCtx, cancel = context.WithTimeout(ctx, limit)
+	}
 	defer cancel()
 	type outcome struct {
 		end T
@@ -53,8 +74,25 @@ func waitWithProgress[T any](ctx context.Context, s *Server, req *mcp.CallToolRe
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		end, err := w.await(waitCtx)
-		done <- outcome{end, err}
+		for {
+			began := time.Now()
+			attempt, stop := context.WithTimeout(waitCtx, s.cfg.Wait)
+			end, err := w.await(attempt)
+			ended := err != nil && waitEnded(attempt, err)
+			stop()
+			if !ended || waitCtx.Err() != nil {
+				done <- outcome{end, err}
+				return
+			}
+			if d := time.Since(began); d < minRetry {
+				select {
+				case <-waitCtx.Done():
+					done <- outcome{end, err}
+					return
+				case <-time.After(minRetry - d):
+				}
+			}
+		}
 	}()
 	token := req.Params.GetProgressToken()
 	tick := time.NewTicker(s.cfg.ProgressInterval)
@@ -94,14 +132,15 @@ func waitWithProgress[T any](ctx context.Context, s *Server, req *mcp.CallToolRe
 	}
 }
 
-// progressMessage says what label (a run, a cell of a session) in state waits for, with the
-// inbox's address when one is configured. waiting says the state is a wait for a reviewer.
-func (s *Server) progressMessage(label, digest, state string, waiting bool) string {
+// progressMessage says what label (a run, a cell of a session) in state waits for, with its
+// page in the inbox (page) when one is configured. waiting says the state is a wait for a
+// reviewer.
+func (s *Server) progressMessage(label, digest, state, page string, waiting bool) string {
 	switch {
 	case waiting:
 		msg := fmt.Sprintf("waiting for a reviewer to approve %s (digest %s)", label, digest)
-		if s.cfg.InboxURL != "" {
-			msg += "; review it at " + s.cfg.InboxURL
+		if page != "" {
+			msg += "; review it at " + page
 		}
 		return msg
 	case state == contract.StatusRunning:
@@ -111,11 +150,13 @@ func (s *Server) progressMessage(label, digest, state string, waiting bool) stri
 	}
 }
 
-// stillWaitingResult is a call's answer when what it waited for outlived Config.Wait: text, the
-// inbox's address when one is configured, then tail; structured as its structured content.
-func (s *Server) stillWaitingResult(text, tail string, structured map[string]any) *mcp.CallToolResult {
-	if s.cfg.InboxURL != "" {
-		text += " Reviewers decide at " + s.cfg.InboxURL + "."
+// stillWaitingResult is a call's answer when what it waited for outlived its wait: text, its
+// page in the inbox (page) when one is configured, then tail; structured as its structured
+// content.
+func (s *Server) stillWaitingResult(text, page, tail string, structured map[string]any) *mcp.CallToolResult {
+	if page != "" {
+		text += " Reviewers decide at " + page + "."
+		structured["review_url"] = page
 	}
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text + tail}},
@@ -129,4 +170,21 @@ func askAgainLater(label, state string, structured map[string]any) *mcp.CallTool
 		Content:           []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s is %s; ask again later", label, state)}},
 		StructuredContent: structured,
 	}
+}
+
+// runPage is the run's page in the inbox, or "" when no inbox is configured.
+func (s *Server) runPage(id string) string {
+	if s.cfg.InboxURL == "" {
+		return ""
+	}
+	return strings.TrimRight(s.cfg.InboxURL, "/") + "/run/" + url.PathEscape(id)
+}
+
+// cellPage is the cell's place on its session's page in the inbox, or "" when no inbox is
+// configured.
+func (s *Server) cellPage(sessionID string, cell int) string {
+	if s.cfg.InboxURL == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/session/%s#cell-%d", strings.TrimRight(s.cfg.InboxURL, "/"), url.PathEscape(sessionID), cell)
 }

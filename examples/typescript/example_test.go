@@ -220,8 +220,17 @@ func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) 
 	var names []string
 	for _, tool := range tools {
 		names = append(names, tool.Name)
-		if tool.Name == "run_code" && !reflect.DeepEqual(tool.Input, wantSchema) {
-			t.Errorf("run_code's input schema as the TypeScript SDK read it: %v; want tool-schema's %v", tool.Input, wantSchema)
+		if tool.Name != "run_code" {
+			continue
+		}
+		// tool-schema's, with input_files, which only MCP clients give.
+		props, _ := tool.Input.(map[string]any)["properties"].(map[string]any)
+		if props["input_files"] == nil {
+			t.Errorf("run_code's input schema as the TypeScript SDK read it lacks input_files: %v", tool.Input)
+		}
+		delete(props, "input_files")
+		if !reflect.DeepEqual(tool.Input, wantSchema) {
+			t.Errorf("run_code's input schema as the TypeScript SDK read it: %v; want tool-schema's %v with input_files", tool.Input, wantSchema)
 		}
 	}
 	slices.Sort(names)
@@ -236,8 +245,8 @@ func exerciseMCP(t *testing.T, e *agenttest.Env, wantSchema any, cmd *exec.Cmd) 
 			id = m[1]
 		}
 	}
-	if !strings.Contains(progress, "http://127.0.0.1:9/inbox") {
-		t.Errorf("progress %q does not say where a reviewer decides", progress)
+	if !strings.Contains(progress, "http://127.0.0.1:9/inbox/run/"+id) {
+		t.Errorf("progress %q does not link to the run's page in the inbox", progress)
 	}
 	agenttest.Decide(t, e, id, true)
 	var res toolResult
