@@ -435,11 +435,12 @@ func sameRequest(req guard.Request, c guard.Checked) error {
 	return nil
 }
 
-// AuditSince calls f with the record of every RunCode run that closed after since, in the order
-// visibility lists them, and returns the number it gave.
+// AuditSince calls f with the record of every RunCode run and every Session that closed after
+// since (a session's record holds its cells, as Audit's), in the order visibility lists them,
+// and returns the number it gave.
 func (c *Client) AuditSince(ctx context.Context, since time.Time, f func(contract.AuditRecord) error) (int, error) {
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'Running' AND CloseTime > '%s'",
-		contract.WorkflowName, since.UTC().Format(time.RFC3339Nano))
+	query := fmt.Sprintf("WorkflowType IN ('%s', '%s') AND ExecutionStatus != 'Running' AND CloseTime > '%s'",
+		contract.WorkflowName, contract.SessionWorkflowName, since.UTC().Format(time.RFC3339Nano))
 	var token []byte
 	n := 0
 	for {
