@@ -27,7 +27,7 @@ const localActivityMarker = "LocalActivity"
 // reviewer keys the check recorded, at the time of its event), the claims, the receipt and the
 // result. It trusts nothing the status query says.
 func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.AuditRecord, error) {
-	h := &runHistory{dc: c.dc, activityIDs: map[int64]bool{}, rec: contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
+	h := &runHistory{dc: c.dc, activityIDs: map[int64]bool{}, times: runTimes{scheduled: map[int64]time.Time{}, taken: map[int64]time.Time{}}, rec: contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
 		Decisions: []contract.AuditDecision{}, Claims: []contract.SandboxClaim{}}}
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
@@ -64,6 +64,7 @@ type runHistory struct {
 	activityIDs map[int64]bool // the sandbox activities' scheduled events
 	decisions   []contract.AuditDecision
 	edits       auditEdits
+	times       runTimes
 }
 
 // read takes what the record needs from one event of the history.
@@ -73,7 +74,11 @@ func (h *runHistory) read(e *historypb.HistoryEvent) error {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 		return h.started(e.GetWorkflowExecutionStartedEventAttributes(), at)
 	case enumspb.EVENT_TYPE_MARKER_RECORDED:
+		checked := h.check != nil
 		h.marker(e.GetMarkerRecordedEventAttributes())
+		if !checked && h.check != nil {
+			h.times.checked = at
+		}
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
 		a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
 		if a.GetOutcome().GetSuccess() != nil {
@@ -87,10 +92,17 @@ func (h *runHistory) read(e *historypb.HistoryEvent) error {
 		a := e.GetActivityTaskScheduledEventAttributes()
 		if a.GetActivityType().GetName() == contract.RunActivityName {
 			h.activityIDs[e.GetEventId()] = true
+			h.times.scheduled[e.GetEventId()] = at
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+		if id := e.GetActivityTaskStartedEventAttributes().GetScheduledEventId(); h.activityIDs[id] {
+			h.times.taken[id] = at
 		}
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		h.times.ended(h.activityIDs, e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId(), at)
 		return h.activityCompleted(e.GetActivityTaskCompletedEventAttributes())
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		h.times.ended(h.activityIDs, e.GetActivityTaskFailedEventAttributes().GetScheduledEventId(), at)
 		h.activityFailed(e.GetActivityTaskFailedEventAttributes())
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 		h.rec.Closed = at
@@ -230,6 +242,7 @@ func (h *runHistory) record() (contract.AuditRecord, error) {
 		rec.HostKeys = []approval.Key{}
 	}
 	rec.Decisions = judge(rec, check.Reviewers, h.decisions)
+	rec.Phases = h.times.phases(rec.Started, rec.Closed, &rec)
 	return rec, nil
 }
 
@@ -435,11 +448,12 @@ func sameRequest(req guard.Request, c guard.Checked) error {
 	return nil
 }
 
-// AuditSince calls f with the record of every RunCode run that closed after since, in the order
-// visibility lists them, and returns the number it gave.
+// AuditSince calls f with the record of every RunCode run and every Session that closed after
+// since (a session's record holds its cells, as Audit's), in the order visibility lists them,
+// and returns the number it gave.
 func (c *Client) AuditSince(ctx context.Context, since time.Time, f func(contract.AuditRecord) error) (int, error) {
-	query := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'Running' AND CloseTime > '%s'",
-		contract.WorkflowName, since.UTC().Format(time.RFC3339Nano))
+	query := fmt.Sprintf("WorkflowType IN ('%s', '%s') AND ExecutionStatus != 'Running' AND CloseTime > '%s'",
+		contract.WorkflowName, contract.SessionWorkflowName, since.UTC().Format(time.RFC3339Nano))
 	var token []byte
 	n := 0
 	for {

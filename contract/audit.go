@@ -48,11 +48,38 @@ type AuditRecord struct {
 	Result *guard.Result `json:"result,omitempty"`
 	// Error is how the run ended when it did not end with a result (its type and message).
 	Error *AuditError `json:"error,omitempty"`
+	// Phases is where the run's time went, read from the history's event times and the
+	// receipt; absent for a Session (its cells each have their own) and for a record from before
+	// it.
+	Phases *AuditPhases `json:"phases,omitempty"`
 	// Session is a Session's checked settings, with its settings digest; Cells are the cells
 	// that ran, in order, each with its result and receipt. Both are absent for a RunCode run
 	// (whose request and checked request they replace).
 	Session *guard.CheckedSession `json:"session,omitempty"`
 	Cells   []AuditCell           `json:"cells,omitempty"`
+}
+
+// AuditPhases is where a RunCode run's time went, each phase in milliseconds. A phase the run
+// has not reached (yet, or ever: a denied run has no queue) is absent. The history's times are
+// the Temporal server's clock; the run's own start and end are the sandbox host's (its
+// receipt's), so a phase that spans both clocks (SandboxStartMS, ReceiptMS) carries their skew,
+// and is 0 rather than negative.
+type AuditPhases struct {
+	// CheckMS: from the run's start to the check's record (the policy check and its digest).
+	CheckMS *int64 `json:"check_ms,omitempty"`
+	// WaitMS: from the check's record to the accepted decision's effect, when the sandbox
+	// activity is scheduled; for a run that never ran, to the run's end (or, open, absent).
+	WaitMS *int64 `json:"wait_ms,omitempty"`
+	// QueueMS: from the sandbox activity's scheduling to a sandbox host's taking it.
+	QueueMS *int64 `json:"queue_ms,omitempty"`
+	// SandboxStartMS: from the host's taking the activity to the code's start (the approval
+	// verified and claimed, the sandbox created or taken from the warm pool).
+	SandboxStartMS *int64 `json:"sandbox_start_ms,omitempty"`
+	// RunMS: the code's run, from the receipt's started to its ended (the host's clock).
+	RunMS *int64 `json:"run_ms,omitempty"`
+	// ReceiptMS: from the code's end to the activity's completion in history (the receipt
+	// signed, the sandbox removed, the result delivered).
+	ReceiptMS *int64 `json:"receipt_ms,omitempty"`
 }
 
 // AuditCell is one cell of a session that its sandbox host ran.

@@ -6,6 +6,8 @@
 // Sandbox metrics come from the activities' events (Metrics.Sink wraps the worker's Sink); workflow
 // metrics from a worker interceptor (Metrics.WorkerInterceptor) that counts only when the workflow
 // is not replaying, so a replay never counts a run twice in one process.
+// What waits for a person now (Metrics.WaitingFor) is read from Temporal's visibility store at
+// scrape time, never kept by workflow code.
 package metrics
 
 import (
@@ -39,6 +41,7 @@ type Metrics struct {
 	cellsRun         *prometheus.CounterVec
 	sandboxLifetime  prometheus.Histogram
 	temporal         *sdkCollector
+	waiting          *waitingCollector // set by WaitingFor
 }
 
 // New returns metrics registered on a registry of their own, with Go and process collectors.

@@ -53,7 +53,7 @@ func auditMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	c := &command{name: "audit"}
 	fs := cli.NewFlagSet("starter audit", stderr)
 	c.addConnFlags(fs)
-	since := fs.String("since", "", "stream the record of every run that finished after T (RFC 3339, or a duration ago such as 1h) as JSON Lines")
+	since := fs.String("since", "", "stream the record of every run and session that finished after T (RFC 3339, or a duration ago such as 1h) as JSON Lines")
 	runID := fs.String("run-id", "", "the run of ID to export (default: its latest)")
 	pos, err := cli.Parse(fs, args, 0, 1)
 	switch {

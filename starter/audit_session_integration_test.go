@@ -79,6 +79,7 @@ func TestIntegrationAuditSessionCellsChain(t *testing.T) {
 	if v := verify(rec); !v.OK {
 		t.Fatalf("the session's export does not verify: %v", v.failed())
 	}
+	auditSinceListsTheSession(t, e.Address, e.Namespace, rec)
 	for _, tc := range []struct {
 		name  string
 		cells []contract.AuditCell
@@ -95,5 +96,32 @@ func TestIntegrationAuditSessionCellsChain(t *testing.T) {
 		if why, failed := v.failed()[tc.fails]; v.OK || !failed || !strings.Contains(why, "(cell.previous)") {
 			t.Errorf("%s: ok=%t, failed %v; want %s to fail for its chain (cell.previous)", tc.name, v.OK, v.failed(), tc.fails)
 		}
+	}
+}
+
+// auditSinceListsTheSession: starter audit --since a moment before the session started lists the
+// session's record, with its cells, as starter audit ID exports it (issue 47).
+func auditSinceListsTheSession(t *testing.T, address, namespace string, rec contract.AuditRecord) {
+	t.Helper()
+	since := rec.Started.Add(-time.Millisecond).Format(time.RFC3339Nano)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		r := starterIn(t, address, namespace, "audit", "--since", since)
+		if r.code != 0 {
+			t.Fatalf("audit --since: exit %d: %s %s", r.code, r.stdout, r.stderr)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			var got contract.AuditRecord
+			if line == "" || json.Unmarshal([]byte(line), &got) != nil || got.WorkflowID != rec.WorkflowID {
+				continue
+			}
+			if got.Session == nil || len(got.Cells) != len(rec.Cells) {
+				t.Fatalf("audit --since: the session's record has session %v and %d cells; want its settings and %d cells", got.Session, len(got.Cells), len(rec.Cells))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("audit --since %s never listed session %s:\n%s", since, rec.WorkflowID, r.stdout)
+		}
+		time.Sleep(200 * time.Millisecond) // visibility is eventually consistent
 	}
 }

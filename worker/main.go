@@ -6,8 +6,9 @@
 // server), and makes development reviewer and host keys. Its flags are documented in docs/operating.md.
 //
 //	worker [flags]          run the worker (--dev: with an embedded Temporal server and Web UI)
-//	worker doctor [flags]   check Temporal, the namespace, the search attributes, the backend,
-//	                        the host key against the hosts file, sandbox counts and sessions
+//	worker doctor [flags]   check the reviewers file, Temporal, the namespace, the search
+//	                        attributes, that workers poll the task queues, the backend, the
+//	                        host key against the hosts file, sandbox counts and sessions
 //
 // Every flag falls back to the environment variable SANDBOXFLOW_<FLAG> (--docker-image reads
 // SANDBOXFLOW_DOCKER_IMAGE); --address and --namespace read TEMPORAL_ADDRESS and

@@ -182,5 +182,13 @@ func dockerChecks(ctx context.Context, cfg *Options) []check {
 	if err != nil {
 		return []check{{name: "docker config", ok: false, detail: err.Error()}}
 	}
-	return checksOf(docker.Doctor(ctx, dc))
+	return checksOf(docker.Doctor(ctx, doctorDockerConfig(dc)))
+}
+
+// doctorDockerConfig is dc for doctor's probe: one container, created for the probe and removed
+// after it, never a warm pool started for a run that will not come (the pool's size is shown on
+// the sandboxes line).
+func doctorDockerConfig(dc docker.Config) docker.Config {
+	dc.WarmSandboxes = 0
+	return dc
 }

@@ -41,6 +41,8 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 		checks = append(checks, check{name, true, detail})
 	}
 	add("policy", cfg.Policy().Validate(), cfg.Policy().String())
+	reviewers, err := checkReviewers(cfg)
+	add("reviewers", err, reviewers)
 
 	conn := cfg.Conn.WithDefaults()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -68,6 +70,7 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 			default:
 				add("search attributes", nil, "all present")
 			}
+			checks = append(checks, checkPollers(ctx, tc, cfg)...)
 		}
 	}
 

@@ -61,6 +61,15 @@ func metricsSink(m *metrics.Metrics, next activities.Sink, cfg *Options) activit
 	return m.Sink(next, metricsLabel(cfg))
 }
 
+// serveWaiting adds the gauges of what waits for a person on the workflow task queue, read from
+// Temporal's visibility store at scrape time (a worker that runs no workflows serves none).
+func serveWaiting(m *metrics.Metrics, cfg *Options, tc tclient.Client) {
+	if m == nil || cfg.Role == RoleSandboxes {
+		return
+	}
+	m.WaitingFor([]string{cfg.TaskQueue}, metrics.ReadWaiting(tc), 0)
+}
+
 // metricsInterceptors feeds the workflow metrics.
 func metricsInterceptors(m *metrics.Metrics) []interceptor.WorkerInterceptor {
 	if m == nil {

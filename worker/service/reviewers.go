@@ -16,9 +16,7 @@ func ReviewersFile(cfg *Options, logger *slog.Logger) (string, error) {
 	path := cfg.Reviewers
 	if path == "" {
 		if !cfg.Dev {
-			return "", &guard.ConfigError{Msg: "no reviewers file: start the worker with --reviewers FILE (or SANDBOXFLOW_REVIEWERS), " +
-				"an OpenSSH allowed_signers file listing the keys whose signed decisions may run code, one `principal keytype base64` a line " +
-				"(worker --dev makes a development key when none is given)"}
+			return "", noReviewersError()
 		}
 		keys, err := approval.EnsureDevKeys(cfg.DataDir, approval.DefaultPrincipal())
 		if err != nil {

@@ -90,6 +90,7 @@ func (w *Worker) Serve(ctx context.Context) error {
 		return err
 	}
 	defer tc.Close()
+	serveWaiting(met, cfg, tc)
 	if cfg.Dev {
 		if err := startDevInbox(ctx, cfg, tc, conn, logger, files.hosts); err != nil {
 			return err
