@@ -57,6 +57,11 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, who *signI
 		s.refuseLogged(w, http.StatusForbidden, "inbox: decision refused", "decision refused: ", err, logged)
 		return
 	}
+	keys, readErr := s.recordedReviewers(r.Context(), id, ri.Status.RunID)
+	if err := checkedWith(keys, readErr, who.fingerprint, "run"); err != nil {
+		s.refuseLogged(w, http.StatusForbidden, "inbox: decision refused", "decision refused: ", err, logged)
+		return
+	}
 	res, err := s.sendDecision(r.Context(), ri, d)
 	if err != nil {
 		s.refuseLogged(w, http.StatusForbidden, "inbox: the workflow refused the decision", "the workflow refused the decision: ", err, logged)
