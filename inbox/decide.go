@@ -94,7 +94,7 @@ func (s *Server) loadWaitingRun(w http.ResponseWriter, r *http.Request, id strin
 		return nil, false
 	}
 	if !ri.Running || ri.Status.State != contract.StatusAwaitingApproval {
-		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+")")
+		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+"): another decision came first, or it expired or was cancelled; reload the page to see what happened")
 		return nil, false
 	}
 	return ri, true

@@ -28,10 +28,13 @@ type pageData struct {
 	Notice        string
 	ReviewersPath string
 	RPID          string
-	Rows          []pendingRow
-	Run           *runView
-	Session       *sessionView
-	Err           string
+	// Origin is the inbox's configured origin: the page's script refuses to start a passkey
+	// ceremony at any other (where the browser would refuse it with no reason given).
+	Origin  string
+	Rows    []pendingRow
+	Run     *runView
+	Session *sessionView
+	Err     string
 }
 
 // kv is a labelled value.
@@ -151,7 +154,7 @@ func parsePages() (map[string]*template.Template, error) {
 }
 
 func (s *Server) pageData(who *signIn, title string) pageData {
-	d := pageData{Title: title}
+	d := pageData{Title: title, Origin: s.cfg.Origin}
 	if who != nil {
 		d.CSRF, d.Principal = who.csrf, who.principal
 	}

@@ -26,10 +26,30 @@
       headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf() },
       body: JSON.stringify(body)
     });
-    var data = {};
-    try { data = await r.json(); } catch (e) { /* not JSON */ }
-    if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
+    var text = await r.text(), data = {};
+    try { data = JSON.parse(text); } catch (e) { /* not JSON: the text says why */ }
+    if (!r.ok) throw new Error(data.error || text.trim() || ('HTTP ' + r.status + ' (the inbox gave no reason)'));
     return data;
+  }
+  // wrongOrigin says why a passkey cannot be used on this page, or '' when it can: a passkey is
+  // bound to the inbox's configured origin, and a browser at another (127.0.0.1 for localhost)
+  // would refuse the ceremony with no reason given.
+  function wrongOrigin() {
+    var m = document.querySelector('meta[name="inbox-origin"]');
+    if (!m || !m.content || m.content === location.origin) return '';
+    return 'Open the inbox at ' + m.content + ': this page is at ' + location.origin +
+      ', and the inbox\'s passkeys belong to ' + m.content + ' only (127.0.0.1 and localhost are different origins).';
+  }
+  function showOrigin() {
+    var why = wrongOrigin(), el = document.getElementById('origin-msg');
+    if (!why || !el) return;
+    el.textContent = why + ' ';
+    var a = document.createElement('a');
+    a.href = document.querySelector('meta[name="inbox-origin"]').content + location.pathname;
+    a.textContent = 'Go there';
+    a.id = 'origin-link';
+    el.append(a);
+    el.hidden = false;
   }
   function say(id, text, kind) {
     var el = document.getElementById(id);
@@ -51,6 +71,7 @@
   async function register(ev) {
     ev.preventDefault();
     var name = document.getElementById('register-name').value.trim();
+    if (wrongOrigin()) { say('register-msg', 'Registration refused: ' + wrongOrigin(), 'error'); return; }
     say('register-msg', 'Follow your browser to create the passkey…');
     try {
       var o = await post('/passkey/register/begin', { name: name });
@@ -79,6 +100,7 @@
   }
 
   async function signIn() {
+    if (wrongOrigin()) { say('signin-msg', 'Sign-in refused: ' + wrongOrigin(), 'error'); return; }
     say('signin-msg', 'Follow your browser to use your passkey…');
     try {
       var o = await post('/passkey/login/begin', {});
@@ -102,6 +124,7 @@
       document.getElementById('deny-reason').focus();
       return;
     }
+    if (wrongOrigin()) { say('decide-msg', 'Nothing signed: ' + wrongOrigin(), 'error'); return; }
     var statement = pre.textContent;
     say('decide-msg', 'Follow your browser to sign with your passkey…');
     try {
@@ -269,6 +292,7 @@
     if (ep) ep.addEventListener('click', prepareEdit);
     var ea = document.getElementById('edit-approve');
     if (ea) ea.addEventListener('click', approveEdit);
+    showOrigin();
     refreshList();
     refreshRunning();
   });
