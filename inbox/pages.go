@@ -48,6 +48,18 @@ type statementView struct {
 	Text       string
 }
 
+// barView is the decision bar (templates/decisionbar.html): what it decides and which decisions
+// the page offers.
+type barView struct {
+	What          string
+	Approve, Deny bool
+}
+
+// Bar is the run page's decision bar.
+func (v runView) Bar() barView {
+	return barView{What: "run", Approve: v.ApproveRefused == "", Deny: true}
+}
+
 // DownloadBase is where the run page's downloads are.
 func (v runView) DownloadBase() string { return "/run/" + url.PathEscape(v.ID) }
 
@@ -144,7 +156,7 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/outputs.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/outputs.html", "templates/decisionbar.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
 		}

@@ -174,6 +174,7 @@ func (s *Server) routes() {
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	m.HandleFunc("GET /{$}", s.reviewer(s.handleList))
 	m.HandleFunc("GET /pending", s.reviewer(s.handlePendingRows))
+	m.HandleFunc("GET /next", s.reviewer(s.handleNext))
 	m.HandleFunc("GET /run/{id}", s.reviewer(s.handleRun))
 	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.download("no RunCode run ", s.runDownloads)))
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))

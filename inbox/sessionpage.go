@@ -75,6 +75,11 @@ type sessionView struct {
 	Changes *changesView
 }
 
+// Bar is the session page's decision bar, for its waiting cell.
+func (v sessionView) Bar() barView {
+	return barView{What: fmt.Sprintf("cell %d", v.Waiting.Index), Approve: v.ApproveRefused == "", Deny: v.Deny.Text != ""}
+}
+
 // cellView is one cell on the session page.
 type cellView struct {
 	Index     int

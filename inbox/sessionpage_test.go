@@ -836,6 +836,9 @@ func TestCellDecisionByAKeyListedAfterTheCheck(t *testing.T) {
 	door.set(f)
 	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
 	_, page := b.get("/session/session-decide")
+	if !strings.Contains(page, `id="decision-bar"`) || !strings.Contains(page, "Approve cell 3 <kbd>a</kbd>") {
+		t.Errorf("the page of a waiting cell has no decision bar for cell 3")
+	}
 	cell3 := f.status.Cells[2]
 	w := b.post("/session/session-decide/decide", b.sign(statements(page)["approve"], true, 3, cell3.Digest, ""))
 	if want := "this session accepts the reviewers it was checked with; ask for a new session"; w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), want) {

@@ -56,6 +56,8 @@
     if (!el) return;
     el.textContent = text;
     el.className = 'msg' + (kind ? ' ' + kind : '');
+    // What the Decide card says, the decision bar says too: it is the part in view.
+    if (id === 'decide-msg') say('bar-msg', text, kind);
   }
   function assertion(cred) {
     var r = cred.response;
@@ -115,17 +117,25 @@
     }
   }
 
-  async function decide(approve) {
+  // decide signs this page's approve or deny statement with the reviewer's passkey and sends it.
+  // From the decision bar (fromBar) the page then goes to the next waiting run; from the Decide
+  // card it reloads to show this run's outcome.
+  var deciding = false;
+  async function decide(approve, fromBar) {
+    if (deciding) return;
     var box = document.getElementById('decide');
     var pre = document.getElementById(approve ? 'statement-approve' : 'statement-deny');
-    var reason = approve ? '' : document.getElementById('deny-reason').value.trim();
+    if (!box || !pre) return;
+    var reasonEl = document.getElementById(fromBar ? 'bar-reason' : 'deny-reason');
+    var reason = approve ? '' : reasonEl.value.trim();
     if (!approve && !reason) {
       say('decide-msg', 'A denial needs a reason.', 'error');
-      document.getElementById('deny-reason').focus();
+      reasonEl.focus();
       return;
     }
     if (wrongOrigin()) { say('decide-msg', 'Nothing signed: ' + wrongOrigin(), 'error'); return; }
     var statement = pre.textContent;
+    deciding = true;
     say('decide-msg', 'Follow your browser to sign with your passkey…');
     try {
       var digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(statement));
@@ -144,11 +154,55 @@
       var res = await post(location.pathname.replace(/\/$/, '') + '/decide', body);
       var count = res.quorum ? ' (' + res.approvals + ' of ' + res.quorum + ' approvals' +
         (res.state === 'awaiting_approval' ? '; another reviewer must approve' : '') + ')' : '';
-      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + count + '.', 'ok');
-      setTimeout(function () { location.reload(); }, 800);
+      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + count + '.' +
+        (fromBar ? ' Going to the next waiting run…' : ''), 'ok');
+      setTimeout(function () { if (fromBar) location.assign(nextURL()); else location.reload(); }, fromBar ? 400 : 800);
     } catch (e) {
+      deciding = false;
       say('decide-msg', e.message, 'error');
     }
+  }
+
+  // nextURL is where the next waiting run (or cell) is: the server picks it from the pending
+  // list, after this page's run and never this one; the list when none waits.
+  function nextURL() {
+    return '/next?from=' + encodeURIComponent(location.pathname);
+  }
+
+  // typing says the key went to a field the reviewer writes in: no shortcut fires there.
+  function typing(t) {
+    return !!t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+  }
+
+  // decisionBar wires the bar that stays in view and its keys: a approves, d goes to the reason
+  // (Enter denies, Esc leaves it), j or n goes to the next waiting run. The two reason fields
+  // (bar and Decide card) hold the same text.
+  function decisionBar() {
+    var bar = document.getElementById('decision-bar');
+    if (!bar) return;
+    var next = document.getElementById('bar-next');
+    next.href = nextURL();
+    var approve = document.getElementById('bar-approve');
+    if (approve) approve.addEventListener('click', function () { decide(true, true); });
+    var reason = document.getElementById('bar-reason'), card = document.getElementById('deny-reason');
+    var deny = document.getElementById('bar-deny');
+    if (deny) deny.addEventListener('click', function () { decide(false, true); });
+    if (reason && card) {
+      reason.addEventListener('input', function () { card.value = reason.value; });
+      card.addEventListener('input', function () { reason.value = card.value; });
+    }
+    if (reason) {
+      reason.addEventListener('keydown', function (ev) {
+        if (ev.key === 'Enter') { ev.preventDefault(); decide(false, true); }
+        if (ev.key === 'Escape') reason.blur();
+      });
+    }
+    document.addEventListener('keydown', function (ev) {
+      if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target)) return;
+      if (ev.key === 'a' && approve) { ev.preventDefault(); decide(true, true); }
+      if (ev.key === 'd' && reason) { ev.preventDefault(); reason.focus(); }
+      if (ev.key === 'j' || ev.key === 'n') { ev.preventDefault(); location.assign(nextURL()); }
+    });
   }
 
   // cancelRun posts the reviewer's cancel of this run (a fetch: it carries the page's origin and
@@ -292,6 +346,7 @@
     if (ep) ep.addEventListener('click', prepareEdit);
     var ea = document.getElementById('edit-approve');
     if (ea) ea.addEventListener('click', approveEdit);
+    decisionBar();
     showOrigin();
     refreshList();
     refreshRunning();
