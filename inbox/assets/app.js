@@ -200,8 +200,13 @@
     document.addEventListener('keydown', function (ev) {
       if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target)) return;
       if (ev.key === 'a' && approve) { ev.preventDefault(); decide(true, true); }
-      if (ev.key === 'd' && reason) { ev.preventDefault(); reason.focus(); }
+      if (ev.key === 'd' && reason) ev.preventDefault();
       if (ev.key === 'j' || ev.key === 'n') { ev.preventDefault(); location.assign(nextURL()); }
+    });
+    // d moves to the reason once the key is up, so its own letter is not typed into it.
+    document.addEventListener('keyup', function (ev) {
+      if (ev.key !== 'd' || !reason || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+      reason.focus();
     });
   }
 
