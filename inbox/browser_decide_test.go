@@ -115,6 +115,13 @@ func barInView(t *testing.T, e *env) {
 			t.Errorf("scrolled to the bottom (%d px): %d card(s) end under the bar", y, covered)
 		}
 	}
+	// What is scrolled into view stops above the bar, not under it.
+	got := e.Text(`(() => { window.scrollTo(0, 0); const a = document.getElementById("approve"); a.scrollIntoView({block: "nearest"});
+		return String(a.getBoundingClientRect().bottom <= document.getElementById("decision-bar").getBoundingClientRect().top); })()`)
+	if got != "true" {
+		t.Error("the Decide card's Approve button, scrolled into view, ends under the bar")
+	}
+	e.Do(chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	e.Screenshot("inbox-decision-bar.png")
 }
 

@@ -182,6 +182,10 @@
     if (!bar) return;
     var next = document.getElementById('bar-next');
     next.href = nextURL();
+    // What is scrolled into view (a field tabbed to, a link to a card) stops above the bar.
+    function pad() { document.documentElement.style.scrollPaddingBottom = (bar.offsetHeight + 8) + 'px'; }
+    pad();
+    window.addEventListener('resize', pad);
     var approve = document.getElementById('bar-approve');
     if (approve) approve.addEventListener('click', function () { decide(true, true); });
     var reason = document.getElementById('bar-reason'), card = document.getElementById('deny-reason');
