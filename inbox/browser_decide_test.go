@@ -50,6 +50,11 @@ func TestBrowserInboxDecisionBar(t *testing.T) {
 	e.Do(chromedp.Click(chromedp.ID("signin")))
 	e.WaitFor("the pending list", `location.pathname === "/" && ["bar-long", "bar-a", "bar-b"].every(id => !!document.querySelector('a[href="/run/' + id + '"]'))`, 60*time.Second)
 
+	// On the list, j opens the first waiting run: the newest.
+	e.WaitFor("the list's script", `document.readyState === "complete"`, 10*time.Second)
+	e.Do(chromedp.KeyEvent("j"))
+	e.WaitFor("j on the list: the newest waiting run", `location.pathname === "/run/bar-b" && `+barReady, 20*time.Second)
+
 	e.Do(chromedp.Navigate(e.origin + "/run/bar-long"))
 	e.WaitFor("the long run's page", `!!document.getElementById("decision-bar") && !!document.getElementById("approve")`, 20*time.Second)
 	height := e.Text(`String(document.documentElement.scrollHeight)`)

@@ -340,6 +340,15 @@
     }
   }
 
+  // listKeys: on the pending list, j or n opens the first waiting run.
+  function listKeys() {
+    if (!document.getElementById('list-next')) return;
+    document.addEventListener('keydown', function (ev) {
+      if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target)) return;
+      if (ev.key === 'j' || ev.key === 'n') { ev.preventDefault(); location.assign('/next'); }
+    });
+  }
+
   document.addEventListener('DOMContentLoaded', function () {
     var f = document.getElementById('register-form');
     if (f) f.addEventListener('submit', register);
@@ -356,6 +365,7 @@
     var ea = document.getElementById('edit-approve');
     if (ea) ea.addEventListener('click', approveEdit);
     decisionBar();
+    listKeys();
     showOrigin();
     refreshList();
     refreshRunning();
