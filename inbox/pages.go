@@ -53,11 +53,13 @@ type statementView struct {
 type barView struct {
 	What          string
 	Approve, Deny bool
+	// Refused says why the run or session will refuse this reviewer's decision, if it will.
+	Refused string
 }
 
 // Bar is the run page's decision bar.
 func (v runView) Bar() barView {
-	return barView{What: "run", Approve: v.ApproveRefused == "", Deny: true}
+	return barView{What: "run", Approve: v.ApproveRefused == "", Deny: true, Refused: v.NotCheckedWith}
 }
 
 // DownloadBase is where the run page's downloads are.
@@ -111,6 +113,9 @@ type runView struct {
 	// ApproveRefused says why the page offers no approval (the status does not hash to its
 	// digest); a denial stays possible.
 	ApproveRefused string
+	// NotCheckedWith says that the signed-in passkey was listed after the run was checked, so the
+	// run will refuse its decision (notCheckedWithError).
+	NotCheckedWith string
 	CredentialID   string
 	Result         *resultView
 	ResultErr      string
@@ -270,6 +275,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) 
 		}
 		if err := checkShown(ri.Status, in, readErr); err != nil {
 			v.Approve, v.ApproveRefused = statementView{}, err.Error()
+		}
+		keys, keysErr := s.recordedReviewers(r.Context(), id, ri.Status.RunID)
+		if err := checkedWith(keys, keysErr, who.fingerprint, "run"); err != nil {
+			v.NotCheckedWith = err.Error()
 		}
 	}
 	data.Run = v

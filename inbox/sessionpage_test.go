@@ -839,6 +839,12 @@ func TestCellDecisionByAKeyListedAfterTheCheck(t *testing.T) {
 	if !strings.Contains(page, `id="decision-bar"`) || !strings.Contains(page, "Approve cell 3 <kbd>a</kbd>") {
 		t.Errorf("the page of a waiting cell has no decision bar for cell 3")
 	}
+	// Said before any passkey ceremony, in the Decide card and on the bar.
+	for _, id := range []string{`id="not-checked-with"`, `id="bar-refused"`} {
+		if i := strings.Index(page, id); i < 0 || !strings.Contains(page[i:], "accepts the reviewers it was checked with") {
+			t.Errorf("the page does not say at %s that the session accepts the reviewers it was checked with", id)
+		}
+	}
 	cell3 := f.status.Cells[2]
 	w := b.post("/session/session-decide/decide", b.sign(statements(page)["approve"], true, 3, cell3.Digest, ""))
 	if want := "this session accepts the reviewers it was checked with; ask for a new session"; w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), want) {
@@ -855,6 +861,9 @@ func TestCellDecisionByAKeyListedAfterTheCheck(t *testing.T) {
 	door.checked = rv.Keys()
 	door.mu.Unlock()
 	_, page = b.get("/session/session-decide")
+	if strings.Contains(page, `id="not-checked-with"`) {
+		t.Error("the page says a recorded key was listed after the check")
+	}
 	if w := b.post("/session/session-decide/decide", b.sign(statements(page)["approve"], true, 3, cell3.Digest, "")); w.Code != http.StatusOK {
 		t.Errorf("a key the check recorded: %d %s; want 200", w.Code, w.Body)
 	}
