@@ -68,6 +68,9 @@ type PreviousRun struct {
 	// a run whose status says anything.
 	Verified   bool   `json:"verified"`
 	Unverified string `json:"unverified,omitempty"`
+	// limits are its checked limits (its status's), which the diff's settings show: its start
+	// input's are as requested, a zero there meaning the policy's default.
+	limits guard.Limits
 }
 
 // Kind is what the previous one is: "session" or "run".
@@ -112,7 +115,9 @@ func (c *Client) reviewChanges(ctx context.Context, workflowID string, st contra
 	if err != nil {
 		return nil, err.Error()
 	}
-	return changesText(c.ChangesOf(ctx, workflowID, st.RunID, info.GetStartTime().AsTime(), in.Request))
+	req := in.Request
+	req.Limits = CheckedLimits(req.Limits, st.Request.Limits)
+	return changesText(c.ChangesOf(ctx, workflowID, st.RunID, info.GetStartTime().AsTime(), req))
 }
 
 // changesText is a review's Changes and, when they could not be read, why, as text: the review
@@ -141,7 +146,18 @@ func (c *Client) Changes(ctx context.Context, workflowID string) (*Changes, erro
 	return c.ChangesOf(ctx, workflowID, runID, info.GetStartTime().AsTime(), in.Request)
 }
 
-// ChangesOf is Changes for run runID of workflowID, started at started with req.
+// CheckedLimits is the limits a conversation's diff shows of a run or a session: the checked
+// ones (its status's, as its page's header shows them) once its check recorded them, else the
+// requested ones, where zero means the policy's default.
+func CheckedLimits(requested, checked guard.Limits) guard.Limits {
+	if checked == (guard.Limits{}) {
+		return requested
+	}
+	return checked
+}
+
+// ChangesOf is Changes for run runID of workflowID, started at started with req. Give req
+// the checked limits (CheckedLimits) so that the diff's settings show what the run's status shows.
 func (c *Client) ChangesOf(ctx context.Context, workflowID, runID string, started time.Time, req guard.Request) (*Changes, error) {
 	return c.changesOf(ctx, workflowID, runID, started, req.Conversation, runCompared(req))
 }
@@ -185,11 +201,11 @@ func (c *Client) changesOf(ctx context.Context, workflowID, runID string, starte
 func (c *Client) previousState(ctx context.Context, p *PreviousRun) error {
 	if p.Session {
 		st, err := c.SessionRunStatus(ctx, p.WorkflowID, p.RunID)
-		p.State, p.Error = st.State, st.Error
+		p.State, p.Error, p.limits = st.State, st.Error, st.Settings.Limits
 		return err
 	}
 	st, err := c.RunStatus(ctx, p.WorkflowID, p.RunID)
-	p.State, p.Decision, p.Error = st.State, st.Decision, st.Error
+	p.State, p.Decision, p.Error, p.limits = st.State, st.Decision, st.Error, st.Request.Limits
 	return err
 }
 
@@ -198,9 +214,11 @@ func (c *Client) previousState(ctx context.Context, p *PreviousRun) error {
 func (c *Client) previousCompared(ctx context.Context, p *PreviousRun) (compared, error) {
 	if p.Session {
 		in, err := c.SessionStartInput(ctx, p.WorkflowID, p.RunID)
+		in.Request.Limits = CheckedLimits(in.Request.Limits, p.limits)
 		return sessionCompared(in.Request), err
 	}
 	in, err := c.StartInput(ctx, p.WorkflowID, p.RunID)
+	in.Request.Limits = CheckedLimits(in.Request.Limits, p.limits)
 	return runCompared(in.Request), err
 }
 

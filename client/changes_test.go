@@ -212,3 +212,33 @@ func (it *eventsIterator) Next() (*historypb.HistoryEvent, error) {
 	it.events = it.events[1:]
 	return e, nil
 }
+
+// The diff's settings show the checked limits, as a run's header does: a request that left the
+// timeout to the policy (zero) is diffed with the timeout its check chose, never as "0s".
+func TestChangesShowCheckedLimits(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	req := guard.Request{Code: "print(1)\n", Conversation: "task-9"}
+	checked := func(d time.Duration) contract.Status {
+		return contract.Status{State: contract.StatusSucceeded, Request: guard.Summary{Limits: guard.Limits{Timeout: d}}}
+	}
+	f := &conversationTemporal{workflows: []storedWorkflow{
+		{id: "run-1", runID: "r1", typ: contract.WorkflowName, conversation: "task-9", started: t0, input: contract.Input{Request: req}, status: checked(30 * time.Second)},
+		{id: "run-2", runID: "r2", typ: contract.WorkflowName, conversation: "task-9", started: t0.Add(time.Minute), input: contract.Input{Request: req}, status: checked(time.Minute)},
+	}}
+	c := newFake(t, f)
+	cur := req
+	cur.Limits = CheckedLimits(req.Limits, guard.Limits{Timeout: time.Minute})
+	ch, err := c.ChangesOf(context.Background(), "run-2", "r2", t0.Add(time.Minute), cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "-timeout: 30s\n+timeout: 1m0s\n"; !strings.Contains(ch.Diff, want) {
+		t.Errorf("diff:\n%s\nwant it to hold %q (the checked timeouts)", ch.Diff, want)
+	}
+	if strings.Contains(ch.Diff, "timeout: 0s") {
+		t.Errorf("diff shows a requested zero timeout:\n%s", ch.Diff)
+	}
+	if got := CheckedLimits(guard.Limits{Timeout: time.Second}, guard.Limits{}); got.Timeout != time.Second {
+		t.Errorf("CheckedLimits with nothing checked = %v; want the requested 1s", got.Timeout)
+	}
+}

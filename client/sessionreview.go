@@ -111,7 +111,9 @@ func (c *Client) reviewSession(ctx context.Context, sessionID string, opts Revie
 		// So is the conversation, which the diff is read for.
 		st.Settings.Conversation = in.Request.Conversation
 		r.Extras = opts.extras(in.Request.Env, in.Request.Files, st.Settings.SensitiveEnv)
-		r.Changes, r.ChangesError = changesText(c.SessionChangesOf(ctx, sessionID, st.RunID, info.Started, in.Request))
+		req := in.Request
+		req.Limits = CheckedLimits(req.Limits, st.Settings.Limits)
+		r.Changes, r.ChangesError = changesText(c.SessionChangesOf(ctx, sessionID, st.RunID, info.Started, req))
 	}
 	r.Views = make([]CellView, 0, len(st.Cells))
 	for i, cell := range st.Cells {

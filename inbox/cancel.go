@@ -39,7 +39,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request, who *signI
 		return
 	}
 	if !ri.Running {
-		writeRefusal(w, http.StatusConflict, "the run has ended (state "+ri.Status.State+")")
+		writeRefusal(w, http.StatusConflict, "the run has ended (state "+ri.Status.State+"): there is nothing to cancel; reload the page to see how it ended")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), temporalTimeout)

@@ -36,14 +36,18 @@ type diffRow struct{ Class, Text string }
 // through the client's door; a failure is shown on the page, which stands without it.
 func (s *Server) changes(ctx context.Context, ri *client.RunInfo, in contract.Input) *changesView {
 	return readChanges(ctx, in.Request.Conversation, false, func(ctx context.Context) (*client.Changes, error) {
-		return s.runs.ChangesOf(ctx, ri.Status.WorkflowID, ri.Status.RunID, ri.Started, in.Request)
+		req := in.Request
+		req.Limits = client.CheckedLimits(req.Limits, ri.Status.Request.Limits)
+		return s.runs.ChangesOf(ctx, ri.Status.WorkflowID, ri.Status.RunID, ri.Started, req)
 	})
 }
 
 // sessionChanges is changes for a session's settings, through the session door.
 func (s *Server) sessionChanges(ctx context.Context, si sessionInfo, in contract.SessionInput) *changesView {
 	return readChanges(ctx, in.Request.Conversation, true, func(ctx context.Context) (*client.Changes, error) {
-		return s.door.SessionChanges(ctx, si.Status.WorkflowID, si.Status.RunID, si.Started, in.Request)
+		req := in.Request
+		req.Limits = client.CheckedLimits(req.Limits, si.Status.Settings.Limits)
+		return s.door.SessionChanges(ctx, si.Status.WorkflowID, si.Status.RunID, si.Started, req)
 	})
 }
 

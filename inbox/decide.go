@@ -57,6 +57,11 @@ func (s *Server) handleDecide(w http.ResponseWriter, r *http.Request, who *signI
 		s.refuseLogged(w, http.StatusForbidden, "inbox: decision refused", "decision refused: ", err, logged)
 		return
 	}
+	keys, readErr := s.recordedReviewers(r.Context(), id, ri.Status.RunID)
+	if err := checkedWith(keys, readErr, who.fingerprint, "run"); err != nil {
+		s.refuseLogged(w, http.StatusForbidden, "inbox: decision refused", "decision refused: ", err, logged)
+		return
+	}
 	res, err := s.sendDecision(r.Context(), ri, d)
 	if err != nil {
 		s.refuseLogged(w, http.StatusForbidden, "inbox: the workflow refused the decision", "the workflow refused the decision: ", err, logged)
@@ -89,7 +94,7 @@ func (s *Server) loadWaitingRun(w http.ResponseWriter, r *http.Request, id strin
 		return nil, false
 	}
 	if !ri.Running || ri.Status.State != contract.StatusAwaitingApproval {
-		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+")")
+		writeRefusal(w, http.StatusConflict, "the run no longer waits for a decision (state "+ri.Status.State+"): another decision came first, or it expired or was cancelled; reload the page to see what happened")
 		return nil, false
 	}
 	return ri, true

@@ -114,14 +114,14 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request, who *signIn, 
 // (Origin or Sec-Fetch-Site), or without the sign-in's CSRF token in X-CSRF-Token.
 func (s *Server) checkOwnScript(r *http.Request, who *signIn) error {
 	if origin := r.Header.Get("Origin"); origin != "" && origin != s.cfg.Origin {
-		return fmt.Errorf("origin %q is not the inbox's %s", origin, s.cfg.Origin)
+		return s.wrongOrigin(origin)
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return fmt.Errorf("sec-fetch-site %q", site)
+		return fmt.Errorf("the request came from another site (Sec-Fetch-Site %q): read the output from the inbox's own page", site)
 	}
 	token := r.Header.Get("X-CSRF-Token")
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(who.csrf)) != 1 {
-		return errors.New("missing or wrong CSRF token")
+		return errors.New("the page's CSRF token is missing or out of date (the sign-in changed since the page was read): reload the page")
 	}
 	return nil
 }

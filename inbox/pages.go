@@ -28,10 +28,13 @@ type pageData struct {
 	Notice        string
 	ReviewersPath string
 	RPID          string
-	Rows          []pendingRow
-	Run           *runView
-	Session       *sessionView
-	Err           string
+	// Origin is the inbox's configured origin: the page's script refuses to start a passkey
+	// ceremony at any other (where the browser would refuse it with no reason given).
+	Origin  string
+	Rows    []pendingRow
+	Run     *runView
+	Session *sessionView
+	Err     string
 }
 
 // kv is a labelled value.
@@ -43,6 +46,20 @@ type statementView struct {
 	ApprovalID string
 	Expires    string
 	Text       string
+}
+
+// barView is the decision bar (templates/decisionbar.html): what it decides and which decisions
+// the page offers.
+type barView struct {
+	What          string
+	Approve, Deny bool
+	// Refused says why the run or session will refuse this reviewer's decision, if it will.
+	Refused string
+}
+
+// Bar is the run page's decision bar.
+func (v runView) Bar() barView {
+	return barView{What: "run", Approve: v.ApproveRefused == "", Deny: true, Refused: v.NotCheckedWith}
 }
 
 // DownloadBase is where the run page's downloads are.
@@ -96,6 +113,9 @@ type runView struct {
 	// ApproveRefused says why the page offers no approval (the status does not hash to its
 	// digest); a denial stays possible.
 	ApproveRefused string
+	// NotCheckedWith says that the signed-in passkey was listed after the run was checked, so the
+	// run will refuse its decision (notCheckedWithError).
+	NotCheckedWith string
 	CredentialID   string
 	Result         *resultView
 	ResultErr      string
@@ -141,7 +161,7 @@ func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{"visible": visible, "lines": previewLines, "pathseg": url.PathEscape, "maxReasonBytes": func() int { return contract.MaxReasonBytes }}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "rows", "run", "session"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/outputs.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(embedded, "templates/layout.html", "templates/rowsbody.html", "templates/inputfiles.html", "templates/conversation.html", "templates/live.html", "templates/outputs.html", "templates/decisionbar.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("inbox: templates: %w", err)
 		}
@@ -151,7 +171,7 @@ func parsePages() (map[string]*template.Template, error) {
 }
 
 func (s *Server) pageData(who *signIn, title string) pageData {
-	d := pageData{Title: title}
+	d := pageData{Title: title, Origin: s.cfg.Origin}
 	if who != nil {
 		d.CSRF, d.Principal = who.csrf, who.principal
 	}
@@ -255,6 +275,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) 
 		}
 		if err := checkShown(ri.Status, in, readErr); err != nil {
 			v.Approve, v.ApproveRefused = statementView{}, err.Error()
+		}
+		keys, keysErr := s.recordedReviewers(r.Context(), id, ri.Status.RunID)
+		if err := checkedWith(keys, keysErr, who.fingerprint, "run"); err != nil {
+			v.NotCheckedWith = err.Error()
 		}
 	}
 	data.Run = v

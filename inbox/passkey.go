@@ -169,7 +169,7 @@ func (s *Server) handleLoginFinish(w http.ResponseWriter, r *http.Request, who *
 	}
 	if err != nil {
 		s.log.Warn("inbox: sign-in refused", "error", err)
-		writeRefusal(w, http.StatusForbidden, "sign-in refused: "+err.Error())
+		writeRefusal(w, http.StatusForbidden, "sign-in refused: "+err.Error()+signInHint(err))
 		return
 	}
 	s.signIns.signIn(w, who, v.Principal, v.Fingerprint, a.CredentialID)
@@ -191,7 +191,7 @@ func (s *Server) withSignIn(h func(http.ResponseWriter, *http.Request, *signIn))
 	return func(w http.ResponseWriter, r *http.Request) {
 		who := s.signIns.get(r)
 		if who == nil {
-			writeRefusal(w, http.StatusUnauthorized, "no session")
+			writeRefusal(w, http.StatusUnauthorized, "no sign-in goes with this request (it ended, or cookies are off): reload this page and try again")
 			return
 		}
 		h(w, r, who)
@@ -205,7 +205,7 @@ func (s *Server) withChallenge(kind, what string, h func(http.ResponseWriter, *h
 	return s.withSignIn(func(w http.ResponseWriter, r *http.Request, who *signIn) {
 		ch := s.signIns.takeChallenge(who.id, kind, challengeTTL)
 		if ch == nil {
-			writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (or it took too long); start again")
+			writeRefusal(w, http.StatusBadRequest, "no "+what+" in progress (it took too long, or another tab started one): click the button again")
 			return
 		}
 		h(w, r, who, ch)
@@ -220,4 +220,14 @@ func (s *Server) newChallenge(who *signIn, kind, registerName string) []byte {
 		x.challenge, x.challengeKind, x.challengeAt, x.registerName = ch, kind, s.cfg.Now(), registerName
 	})
 	return ch
+}
+
+// signInHint is what a reviewer can do about a refused sign-in: a passkey the reviewers file
+// does not list needs its line added by an operator (registering gives it).
+func signInHint(err error) string {
+	var ref *approval.RefusalError
+	if errors.As(err, &ref) && ref.Reason == approval.ReasonUnknownKey {
+		return ". If you registered this passkey, ask an operator to add its line to the reviewers file; otherwise register one below"
+	}
+	return ""
 }

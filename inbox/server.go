@@ -174,6 +174,7 @@ func (s *Server) routes() {
 	m.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	m.HandleFunc("GET /{$}", s.reviewer(s.handleList))
 	m.HandleFunc("GET /pending", s.reviewer(s.handlePendingRows))
+	m.HandleFunc("GET /next", s.reviewer(s.handleNext))
 	m.HandleFunc("GET /run/{id}", s.reviewer(s.handleRun))
 	m.HandleFunc("GET /run/{id}/download/{what}", s.reviewer(s.download("no RunCode run ", s.runDownloads)))
 	m.HandleFunc("POST /run/{id}/decide", s.reviewer(s.handleDecide))
@@ -213,6 +214,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBodyBytes)
 		if err := s.checkSameOrigin(r); err != nil {
 			s.log.Warn("inbox: refused a cross-site request", "path", r.URL.Path, "error", err)
+			// The page's fetches read a JSON refusal and show its words, not a bare status.
+			if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+				writeRefusal(w, http.StatusForbidden, err.Error())
+				return
+			}
 			http.Error(w, "forbidden: "+err.Error(), http.StatusForbidden)
 			return
 		}
@@ -221,27 +227,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkSameOrigin refuses a state-changing request from another origin, or without the
-// sign-in's CSRF token (header X-CSRF-Token, or form field csrf).
+// sign-in's CSRF token (header X-CSRF-Token, or form field csrf). Each refusal says why and what
+// to do: the reviewer reads it on the page.
 func (s *Server) checkSameOrigin(r *http.Request) error {
 	origin := r.Header.Get("Origin")
 	if origin != s.cfg.Origin {
-		return fmt.Errorf("origin %q is not the inbox's %s", origin, s.cfg.Origin)
+		return s.wrongOrigin(origin)
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return fmt.Errorf("sec-fetch-site %q", site)
+		return fmt.Errorf("the request came from another site (Sec-Fetch-Site %q): act from the inbox's own pages at %s", site, s.cfg.Origin)
 	}
 	who := s.signIns.get(r)
 	if who == nil {
-		return errors.New("no session")
+		return fmt.Errorf("no sign-in goes with this request (it ended, or cookies are off): reload %s/signin and try again", s.cfg.Origin)
 	}
 	token := r.Header.Get("X-CSRF-Token")
 	if token == "" {
 		token = r.PostFormValue("csrf")
 	}
 	if token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(who.csrf)) != 1 {
-		return errors.New("missing or wrong CSRF token")
+		return errors.New("the page's CSRF token is missing or out of date (the sign-in changed since the page was read): reload the page and try again")
 	}
 	return nil
+}
+
+// wrongOrigin says why a request from origin (its Origin header) is refused: passkeys are bound
+// to the inbox's configured origin, which a browser must open it at.
+func (s *Server) wrongOrigin(origin string) error {
+	if origin == "" {
+		return fmt.Errorf("the request names no origin (no Origin header): open the inbox at %s and act from its pages", s.cfg.Origin)
+	}
+	return fmt.Errorf("open the inbox at %s: this page's origin is %s, and the inbox's passkeys belong to %s only "+
+		"(a passkey is bound to its origin; 127.0.0.1 and localhost are different origins)", s.cfg.Origin, origin, s.cfg.Origin)
 }
 
 // reviewer wraps a page that only a signed-in, listed reviewer may see. Anyone else is sent to
@@ -269,7 +286,7 @@ func (s *Server) denyAccess(w http.ResponseWriter, r *http.Request, msg string) 
 		return
 	}
 	if msg == "" {
-		msg = "sign in with a reviewer's passkey"
+		msg = "sign in with a reviewer's passkey at " + s.cfg.Origin + "/signin, then reload this page"
 	}
 	http.Error(w, "unauthorized: "+msg, http.StatusUnauthorized)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // The session page of a session in a conversation names it and shows what changed in the
@@ -19,6 +20,9 @@ func TestSessionPageShowsItsConversationDiff(t *testing.T) {
 	f := newSessionFixture(t, "session-conv")
 	f.threeCells()
 	f.input.Request.Conversation = "task-7"
+	// The request left the timeout to the policy; the check chose 45s, which the header shows.
+	f.input.Request.Limits = guard.Limits{}
+	f.status.Settings.Limits.Timeout = 45 * time.Second
 	door := &sessionDoorFake{}
 	door.set(f)
 	door.changes = &client.Changes{Conversation: "task-7", Notice: client.ConversationNotice, Added: 1, Removed: 1, ChangedFiles: []string{"settings"},
@@ -50,6 +54,8 @@ func TestSessionPageShowsItsConversationDiff(t *testing.T) {
 	}
 	if len(door.changesAsked) != 1 || door.changesAsked[0].Conversation != "task-7" {
 		t.Errorf("changes asked for %+v; want the start input's request, conversation task-7", door.changesAsked)
+	} else if got := door.changesAsked[0].Limits.Timeout; got != 45*time.Second {
+		t.Errorf("changes asked with timeout %v; want the checked 45s the header shows, not the request's", got)
 	}
 
 	door.changes = &client.Changes{Conversation: "task-7", Notice: client.ConversationNotice,

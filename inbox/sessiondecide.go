@@ -90,6 +90,11 @@ func (s *Server) handleCellDecide(w http.ResponseWriter, r *http.Request, who *s
 		s.refuseLogged(w, code, "inbox: cell decision refused", "decision refused: ", err, logged)
 		return
 	}
+	keys, readErr := s.door.CheckedReviewers(r.Context(), id, st.RunID)
+	if err := checkedWith(keys, readErr, who.fingerprint, "session"); err != nil {
+		s.refuseLogged(w, http.StatusForbidden, "inbox: cell decision refused", "decision refused: ", err, logged)
+		return
+	}
 	res, err := s.sendCellDecision(r.Context(), st, contract.CellDecision{Cell: in.Cell, Decision: d})
 	if err != nil {
 		s.refuseLogged(w, http.StatusForbidden, "inbox: the session refused the decision", "the session refused the decision: ", err, logged)

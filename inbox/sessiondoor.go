@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -33,6 +34,9 @@ type sessionDoor interface {
 	// CheckCellResults checks the cell results a page shows against the session's history
 	// (client.CheckCellResults): nil for a cell whose result verifies, else why not.
 	CheckCellResults(ctx context.Context, id string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error
+	// CheckedReviewers is the reviewer keys run runID of id recorded when it was checked: the
+	// only keys whose decisions it takes (client.Audit).
+	CheckedReviewers(ctx context.Context, id, runID string) ([]approval.Key, error)
 }
 
 // sessionInfo is a Session workflow as the inbox reads it: its status (naming its workflow and
@@ -61,6 +65,10 @@ func (d clientSessions) ReadSession(ctx context.Context, id string) (sessionInfo
 
 func (d clientSessions) CheckCellResults(ctx context.Context, id string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error {
 	return d.c.CheckCellResults(ctx, id, results, hosts)
+}
+
+func (d clientSessions) CheckedReviewers(ctx context.Context, id, runID string) ([]approval.Key, error) {
+	return auditedReviewers(ctx, d.c, id, runID)
 }
 
 func (d clientSessions) SessionInput(ctx context.Context, id, runID string) (contract.SessionInput, error) {

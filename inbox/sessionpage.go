@@ -67,12 +67,20 @@ type sessionView struct {
 	// ApproveRefused says why the page offers no approval of the waiting cell; a denial stays
 	// possible.
 	ApproveRefused string
+	// NotCheckedWith says that the signed-in passkey was listed after the session was checked, so
+	// the session will refuse its decisions (notCheckedWithError).
+	NotCheckedWith string
 	CredentialID   string
 	// Busy says the page should refresh by itself: the session is being opened or a cell runs.
 	Busy bool
 	// Changes is what changed in the settings since the previous run or session of the
 	// session's conversation (nil: it names none, or the start input could not be read).
 	Changes *changesView
+}
+
+// Bar is the session page's decision bar, for its waiting cell.
+func (v sessionView) Bar() barView {
+	return barView{What: fmt.Sprintf("cell %d", v.Waiting.Index), Approve: v.ApproveRefused == "", Deny: v.Deny.Text != "", Refused: v.NotCheckedWith}
 }
 
 // cellView is one cell on the session page.
@@ -138,6 +146,12 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, who *sign
 		v.Changes = s.sessionChanges(r.Context(), si, in)
 	}
 	s.checkCellResults(r.Context(), si.Status, v)
+	if v.Waiting != nil {
+		keys, keysErr := s.door.CheckedReviewers(r.Context(), id, si.Status.RunID)
+		if err := checkedWith(keys, keysErr, who.fingerprint, "session"); err != nil {
+			v.NotCheckedWith = err.Error()
+		}
+	}
 	for _, cv := range v.Cells {
 		if cv.Result != nil {
 			cv.Result.setLinks(v.DownloadBase(), cv.Index)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -127,6 +128,18 @@ type sessionDoorFake struct {
 	// hostsAsked the hosts it was asked to verify against.
 	unverified map[int]error
 	hostsAsked []*receipt.Hosts
+	// checked is what CheckedReviewers answers: the keys the session's check recorded; nil
+	// answers that no check could be read (the inbox then leaves the judgment to the workflow).
+	checked []approval.Key
+}
+
+func (d *sessionDoorFake) CheckedReviewers(context.Context, string, string) ([]approval.Key, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.checked == nil {
+		return nil, errors.New("the fake holds no check")
+	}
+	return d.checked, nil
 }
 
 func (d *sessionDoorFake) CheckCellResults(_ context.Context, _ string, results map[int]guard.Result, hosts *receipt.Hosts) map[int]error {
@@ -533,7 +546,7 @@ func TestCellDecisions(t *testing.T) {
 	}{
 		{"cross-origin", "https://evil.example", true, b.sign(st, true, 3, cell3.Digest, ""), http.StatusForbidden, "origin"},
 		{"no origin", "", true, b.sign(st, true, 3, cell3.Digest, ""), http.StatusForbidden, "origin"},
-		{"no login", sessionTestOrigin, false, b.sign(st, true, 3, cell3.Digest, ""), http.StatusForbidden, "no session"},
+		{"no login", sessionTestOrigin, false, b.sign(st, true, 3, cell3.Digest, ""), http.StatusForbidden, "no sign-in goes with this request"},
 		{"cell 2 while cell 3 waits", sessionTestOrigin, true, b.sign(st, true, 2, cell3.Digest, ""), http.StatusConflict, "cell 2 does not wait for a decision; cell 3 does"},
 		{"a page read before cell 3 came", sessionTestOrigin, true, b.sign(earlyStmt, true, 2, earlyDigest, ""), http.StatusConflict, "cell 2 does not wait for a decision; cell 3 does"},
 		{"cell 3 with the digest of another page", sessionTestOrigin, true, b.sign(st, true, 3, earlyDigest, ""), http.StatusConflict, "not the"},
@@ -809,5 +822,49 @@ func TestSessionPageVerifiesAgainstTheInboxsHosts(t *testing.T) {
 	}
 	if len(door.hostsAsked) == 0 || door.hostsAsked[len(door.hostsAsked)-1] != hosts {
 		t.Errorf("cell results checked against %v; want the inbox's hosts", door.hostsAsked)
+	}
+}
+
+// A passkey the reviewers file lists now but did not list when the session was checked is
+// refused by the inbox with the reason, before anything is sent (the session would refuse it
+// against the keys its check recorded, and say why only in the worker's log); the same passkey,
+// once the check recorded it, decides.
+func TestCellDecisionByAKeyListedAfterTheCheck(t *testing.T) {
+	f := newSessionFixture(t, "session-decide")
+	f.threeCells()
+	door := &sessionDoorFake{checked: []approval.Key{{Principals: []string{"bob"}, Fingerprint: "SHA256:bob-was-listed-then"}}}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	_, page := b.get("/session/session-decide")
+	if !strings.Contains(page, `id="decision-bar"`) || !strings.Contains(page, "Approve cell 3 <kbd>a</kbd>") {
+		t.Errorf("the page of a waiting cell has no decision bar for cell 3")
+	}
+	// Said before any passkey ceremony, in the Decide card and on the bar.
+	for _, id := range []string{`id="not-checked-with"`, `id="bar-refused"`} {
+		if i := strings.Index(page, id); i < 0 || !strings.Contains(page[i:], "accepts the reviewers it was checked with") {
+			t.Errorf("the page does not say at %s that the session accepts the reviewers it was checked with", id)
+		}
+	}
+	cell3 := f.status.Cells[2]
+	w := b.post("/session/session-decide/decide", b.sign(statements(page)["approve"], true, 3, cell3.Digest, ""))
+	if want := "this session accepts the reviewers it was checked with; ask for a new session"; w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), want) {
+		t.Errorf("a key listed after the check: %d %s; want 403 saying %q", w.Code, w.Body, want)
+	}
+	if n := len(door.sent()); n != 0 {
+		t.Fatalf("%d decisions sent by a key the check did not record", n)
+	}
+	rv, err := approval.LoadReviewers(b.s.cfg.ReviewersPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	door.mu.Lock()
+	door.checked = rv.Keys()
+	door.mu.Unlock()
+	_, page = b.get("/session/session-decide")
+	if strings.Contains(page, `id="not-checked-with"`) {
+		t.Error("the page says a recorded key was listed after the check")
+	}
+	if w := b.post("/session/session-decide/decide", b.sign(statements(page)["approve"], true, 3, cell3.Digest, "")); w.Code != http.StatusOK {
+		t.Errorf("a key the check recorded: %d %s; want 200", w.Code, w.Body)
 	}
 }

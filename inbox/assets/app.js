@@ -26,16 +26,38 @@
       headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf() },
       body: JSON.stringify(body)
     });
-    var data = {};
-    try { data = await r.json(); } catch (e) { /* not JSON */ }
-    if (!r.ok) throw new Error(data.error || ('HTTP ' + r.status));
+    var text = await r.text(), data = {};
+    try { data = JSON.parse(text); } catch (e) { /* not JSON: the text says why */ }
+    if (!r.ok) throw new Error(data.error || text.trim() || ('HTTP ' + r.status + ' (the inbox gave no reason)'));
     return data;
+  }
+  // wrongOrigin says why a passkey cannot be used on this page, or '' when it can: a passkey is
+  // bound to the inbox's configured origin, and a browser at another (127.0.0.1 for localhost)
+  // would refuse the ceremony with no reason given.
+  function wrongOrigin() {
+    var m = document.querySelector('meta[name="inbox-origin"]');
+    if (!m || !m.content || m.content === location.origin) return '';
+    return 'Open the inbox at ' + m.content + ': this page is at ' + location.origin +
+      ', and the inbox\'s passkeys belong to ' + m.content + ' only (127.0.0.1 and localhost are different origins).';
+  }
+  function showOrigin() {
+    var why = wrongOrigin(), el = document.getElementById('origin-msg');
+    if (!why || !el) return;
+    el.textContent = why + ' ';
+    var a = document.createElement('a');
+    a.href = document.querySelector('meta[name="inbox-origin"]').content + location.pathname;
+    a.textContent = 'Go there';
+    a.id = 'origin-link';
+    el.append(a);
+    el.hidden = false;
   }
   function say(id, text, kind) {
     var el = document.getElementById(id);
     if (!el) return;
     el.textContent = text;
     el.className = 'msg' + (kind ? ' ' + kind : '');
+    // What the Decide card says, the decision bar says too: it is the part in view.
+    if (id === 'decide-msg') say('bar-msg', text, kind);
   }
   function assertion(cred) {
     var r = cred.response;
@@ -51,6 +73,7 @@
   async function register(ev) {
     ev.preventDefault();
     var name = document.getElementById('register-name').value.trim();
+    if (wrongOrigin()) { say('register-msg', 'Registration refused: ' + wrongOrigin(), 'error'); return; }
     say('register-msg', 'Follow your browser to create the passkey…');
     try {
       var o = await post('/passkey/register/begin', { name: name });
@@ -79,6 +102,7 @@
   }
 
   async function signIn() {
+    if (wrongOrigin()) { say('signin-msg', 'Sign-in refused: ' + wrongOrigin(), 'error'); return; }
     say('signin-msg', 'Follow your browser to use your passkey…');
     try {
       var o = await post('/passkey/login/begin', {});
@@ -93,16 +117,25 @@
     }
   }
 
-  async function decide(approve) {
+  // decide signs this page's approve or deny statement with the reviewer's passkey and sends it.
+  // From the decision bar (fromBar) the page then goes to the next waiting run; from the Decide
+  // card it reloads to show this run's outcome.
+  var deciding = false;
+  async function decide(approve, fromBar) {
+    if (deciding) return;
     var box = document.getElementById('decide');
     var pre = document.getElementById(approve ? 'statement-approve' : 'statement-deny');
-    var reason = approve ? '' : document.getElementById('deny-reason').value.trim();
+    if (!box || !pre) return;
+    var reasonEl = document.getElementById(fromBar ? 'bar-reason' : 'deny-reason');
+    var reason = approve ? '' : reasonEl.value.trim();
     if (!approve && !reason) {
       say('decide-msg', 'A denial needs a reason.', 'error');
-      document.getElementById('deny-reason').focus();
+      reasonEl.focus();
       return;
     }
+    if (wrongOrigin()) { say('decide-msg', 'Nothing signed: ' + wrongOrigin(), 'error'); return; }
     var statement = pre.textContent;
+    deciding = true;
     say('decide-msg', 'Follow your browser to sign with your passkey…');
     try {
       var digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(statement));
@@ -121,11 +154,64 @@
       var res = await post(location.pathname.replace(/\/$/, '') + '/decide', body);
       var count = res.quorum ? ' (' + res.approvals + ' of ' + res.quorum + ' approvals' +
         (res.state === 'awaiting_approval' ? '; another reviewer must approve' : '') + ')' : '';
-      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + count + '.', 'ok');
-      setTimeout(function () { location.reload(); }, 800);
+      say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + count + '.' +
+        (fromBar ? ' Going to the next waiting run…' : ''), 'ok');
+      setTimeout(function () { if (fromBar) location.assign(nextURL()); else location.reload(); }, fromBar ? 400 : 800);
     } catch (e) {
+      deciding = false;
       say('decide-msg', e.message, 'error');
     }
+  }
+
+  // nextURL is where the next waiting run (or cell) is: the server picks it from the pending
+  // list, after this page's run and never this one; the list when none waits.
+  function nextURL() {
+    return '/next?from=' + encodeURIComponent(location.pathname);
+  }
+
+  // typing says the key went to a field the reviewer writes in: no shortcut fires there.
+  function typing(t) {
+    return !!t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+  }
+
+  // decisionBar wires the bar that stays in view and its keys: a approves, d goes to the reason
+  // (Enter denies, Esc leaves it), j or n goes to the next waiting run. The two reason fields
+  // (bar and Decide card) hold the same text.
+  function decisionBar() {
+    var bar = document.getElementById('decision-bar');
+    if (!bar) return;
+    var next = document.getElementById('bar-next');
+    next.href = nextURL();
+    // What is scrolled into view (a field tabbed to, a link to a card) stops above the bar.
+    function pad() { document.documentElement.style.scrollPaddingBottom = (bar.offsetHeight + 8) + 'px'; }
+    pad();
+    window.addEventListener('resize', pad);
+    var approve = document.getElementById('bar-approve');
+    if (approve) approve.addEventListener('click', function () { decide(true, true); });
+    var reason = document.getElementById('bar-reason'), card = document.getElementById('deny-reason');
+    var deny = document.getElementById('bar-deny');
+    if (deny) deny.addEventListener('click', function () { decide(false, true); });
+    if (reason && card) {
+      reason.addEventListener('input', function () { card.value = reason.value; });
+      card.addEventListener('input', function () { reason.value = card.value; });
+    }
+    if (reason) {
+      reason.addEventListener('keydown', function (ev) {
+        if (ev.key === 'Enter') { ev.preventDefault(); decide(false, true); }
+        if (ev.key === 'Escape') reason.blur();
+      });
+    }
+    document.addEventListener('keydown', function (ev) {
+      if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target)) return;
+      if (ev.key === 'a' && approve) { ev.preventDefault(); decide(true, true); }
+      if (ev.key === 'd' && reason) ev.preventDefault();
+      if (ev.key === 'j' || ev.key === 'n') { ev.preventDefault(); location.assign(nextURL()); }
+    });
+    // d moves to the reason once the key is up, so its own letter is not typed into it.
+    document.addEventListener('keyup', function (ev) {
+      if (ev.key !== 'd' || !reason || ev.ctrlKey || ev.metaKey || ev.altKey || typing(ev.target)) return;
+      reason.focus();
+    });
   }
 
   // cancelRun posts the reviewer's cancel of this run (a fetch: it carries the page's origin and
@@ -254,6 +340,15 @@
     }
   }
 
+  // listKeys: on the pending list, j or n opens the first waiting run.
+  function listKeys() {
+    if (!document.getElementById('list-next')) return;
+    document.addEventListener('keydown', function (ev) {
+      if (ev.defaultPrevented || ev.ctrlKey || ev.metaKey || ev.altKey || ev.isComposing || typing(ev.target)) return;
+      if (ev.key === 'j' || ev.key === 'n') { ev.preventDefault(); location.assign('/next'); }
+    });
+  }
+
   document.addEventListener('DOMContentLoaded', function () {
     var f = document.getElementById('register-form');
     if (f) f.addEventListener('submit', register);
@@ -269,6 +364,9 @@
     if (ep) ep.addEventListener('click', prepareEdit);
     var ea = document.getElementById('edit-approve');
     if (ea) ea.addEventListener('click', approveEdit);
+    decisionBar();
+    listKeys();
+    showOrigin();
     refreshList();
     refreshRunning();
   });
