@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -91,8 +92,15 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 	if entry == nil || entry.parse == nil {
 		return nil, &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", c.name)}
 	}
-	fs := cli.NewFlagSet("starter "+c.name, stderr)
-	return c, entry.parse(c, fs, args[1:])
+	// The flag package would print every flag on a usage error; run prints the error and one
+	// line of help instead, and -h prints the flags here and the usage text on stdout.
+	fs := cli.NewFlagSet("starter "+c.name, io.Discard)
+	err := entry.parse(c, fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+	}
+	return c, err
 }
 
 func (c *command) addConnFlags(fs *flag.FlagSet) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -198,4 +199,18 @@ connection flags (every command but tool-schema; environment in brackets):
   --task-queue Q [SANDBOXFLOW_TASK_QUEUE]  --key-file F [SANDBOXFLOW_KEY_FILE]
 `)
 	return b.String()
+}
+
+// synopsis is one line of help for a command word: its synopsis from the usage text and how to
+// read the rest; for no command (""), how to list them.
+func synopsis(name string) string {
+	if c := lookupCommand(name); c != nil {
+		for _, line := range strings.Split(c.help, "\n") {
+			if l := strings.TrimSpace(line); strings.HasPrefix(l, name+" ") || l == name {
+				return fmt.Sprintf("starter %s (starter %s -h for more)", l, name)
+			}
+		}
+		return fmt.Sprintf("starter %s [flags] (starter %s -h for more)", name, name)
+	}
+	return "starter COMMAND [flags] (starter -h lists the commands)"
 }

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -70,16 +71,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 	if err != nil {
-		_ = client.WriteJSON(stdout, client.ErrorOutput{Error: client.ErrorBody{Type: client.TypeUsageError, Message: err.Error()}})
-		fmt.Fprintf(stderr, "starter: %v\n%s", err, usage())
-		return cli.ExitUsage
+		return usageFailed(stdout, stderr, args, err)
 	}
 	if err := execute(ctx, cmd, stdin, stdout, stderr); err != nil {
 		var ue *cli.UsageError
 		if errors.As(err, &ue) {
-			_ = client.WriteJSON(stdout, client.ErrorOutput{Error: client.ErrorBody{Type: client.TypeUsageError, Message: err.Error()}})
-			fmt.Fprintln(stderr, "starter:", err)
-			return cli.ExitUsage
+			return usageFailed(stdout, stderr, args, err)
 		}
 		out := client.NewErrorOutput(err)
 		var started startedError
@@ -91,6 +88,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	return 0
+}
+
+// usageFailed reports a usage error: its JSON document on stdout, and on stderr the error and
+// one line of help, the command's synopsis (`starter CMD -h` prints the whole usage text).
+func usageFailed(stdout, stderr io.Writer, args []string, err error) int {
+	_ = client.WriteJSON(stdout, client.ErrorOutput{Error: client.ErrorBody{Type: client.TypeUsageError, Message: err.Error()}})
+	name := ""
+	if len(args) > 0 && lookupCommand(args[0]) != nil {
+		name = args[0]
+	}
+	msg := err.Error()
+	var ue *cli.UsageError
+	if errors.As(err, &ue) {
+		msg = ue.Msg
+	}
+	fmt.Fprintf(stderr, "%s: %s\nusage: %s\n", strings.TrimSpace("starter "+name), msg, synopsis(name))
+	return cli.ExitUsage
 }
 
 // execute runs a parsed command as its entry in the command table says: the commands that talk
