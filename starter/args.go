@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,6 +76,9 @@ type command struct {
 
 	// cancel: who asks (its reason is reason)
 	by string
+
+	// review: the reviewer's answers, one a line (stdin)
+	answers *bufio.Reader
 }
 
 // parseArgs parses a command line (without the program name) with its command's entry in the

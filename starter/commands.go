@@ -104,6 +104,16 @@ var commands = []starterCommand{
 		parse: (*command).parseSession, prepare: (*command).readSession, exec: sessionCmd,
 	},
 	{
+		names: []string{"review"},
+		help: `  review --key FILE --reviewer P [--input-files]
+                       walk what pending lists: show each run (session show each waiting cell) as
+                       show does, then ask on stderr approve, deny (with a reason), skip or quit, read
+                       the answer from stdin (a line: a, d, s, q), sign and send it as approve (the
+                       digest shown) or deny does; ends with a one-line tally
+`,
+		parse: (*command).parseReviewLoop, prepare: prepareReviewLoop, exec: reviewLoopCmd,
+	},
+	{
 		names: []string{"result"},
 		help: `  result ID [--timeout D] [--hosts F] [--follow] [--json] [--out DIR [--force]]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run, or
