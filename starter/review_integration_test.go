@@ -1,0 +1,116 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
+)
+
+// reviewEnv is a server and a worker (local python, no Docker) with the starter built.
+func reviewEnv(t *testing.T, queue string) *agenttest.Env {
+	t.Helper()
+	return agenttest.Setup(t, agenttest.Options{Policy: &guard.Policy{Languages: []string{guard.Python}, ApprovalTimeout: time.Hour}, TaskQueue: queue})
+}
+
+// startWaiting starts a run through the starter and returns it once its check let it wait.
+func startWaiting(t *testing.T, e *agenttest.Env, id, code string) client.Started {
+	t.Helper()
+	r := binary(t, e, "", "run", "--code", code, "--workflow-id", id)
+	var s client.Started
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+		t.Fatalf("run %s: exit %d, %s %s", id, r.code, r.stdout, r.stderr)
+	}
+	return s
+}
+
+// waitState waits (20 s at most) until the run's state is want.
+func waitState(t *testing.T, e *agenttest.Env, id, want string) contract.Status {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := e.Client.Status(context.Background(), id)
+		if err == nil && st.State == want {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s: state %q, %v after 20 s; want %s", id, st.State, err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitListed waits (30 s at most: visibility is eventually consistent) until pending lists
+// every one of ids.
+func waitListed(t *testing.T, e *agenttest.Env, ids ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		listed, _ := e.Client.Pending(context.Background())
+		n := 0
+		for _, p := range listed {
+			for _, id := range ids {
+				if p.WorkflowID == id {
+					n++
+				}
+			}
+		}
+		if n == len(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending lists %d of %v after 30 s", n, ids)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// shell runs script with sh, the starter's environment and $STARTER, and returns its stdout.
+func shell(t *testing.T, e *agenttest.Env, script string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(append(os.Environ(), binaryEnv(e)...), "STARTER="+e.Starter)
+	return cmd
+}
+
+// run --wait and approve --wait, piped into jq, print exactly one value: each prints one JSON
+// document, the result.
+func TestIntegrationWaitPrintsOneDocument(t *testing.T) {
+	need.Need(t, need.Python3)
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Fatalf("jq is needed: %v", err)
+	}
+	e := reviewEnv(t, "one-doc")
+	var out, errb bytes.Buffer
+	pipe := shell(t, e, `"$STARTER" run --code 'print(1)' --workflow-id one-doc-run --wait | jq .ok`)
+	pipe.Stdout, pipe.Stderr = &out, &errb
+	if err := pipe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, e, "one-doc-run", contract.StatusAwaitingApproval)
+	if r := binary(t, e, "", "approve", "one-doc-run", "--digest", st.Request.Digest); r.code != 0 {
+		t.Fatalf("approve: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	if err := pipe.Wait(); err != nil || out.String() != "true\n" {
+		t.Errorf("run --wait | jq .ok: %v, printed %q (stderr %s); want exactly true", err, out.String(), errb.String())
+	}
+
+	s := startWaiting(t, e, "one-doc-approve", "print(2)")
+	waitState(t, e, s.WorkflowID, contract.StatusAwaitingApproval)
+	got, err := shell(t, e, `"$STARTER" approve one-doc-approve --digest `+s.Digest+` --wait | jq -c '[.ok, .digest]'`).Output()
+	if want := fmt.Sprintf("[true,%q]\n", s.Digest); err != nil || string(got) != want {
+		t.Errorf("approve --wait | jq: %v, printed %q; want %q", err, got, want)
+	}
+}
