@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,5 +113,106 @@ func TestIntegrationWaitPrintsOneDocument(t *testing.T) {
 	got, err := shell(t, e, `"$STARTER" approve one-doc-approve --digest `+s.Digest+` --wait | jq -c '[.ok, .digest]'`).Output()
 	if want := fmt.Sprintf("[true,%q]\n", s.Digest); err != nil || string(got) != want {
 		t.Errorf("approve --wait | jq: %v, printed %q; want %q", err, got, want)
+	}
+}
+
+// tmuxPane is a command running in a detached tmux pane with a server of its own.
+type tmuxPane struct {
+	t    *testing.T
+	sock string
+}
+
+func (p tmuxPane) tmux(args ...string) string {
+	p.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-L", p.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// waitFor waits (20 s at most) until the pane's screen holds every one of want, and returns it.
+func (p tmuxPane) waitFor(want ...string) string {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		screen := p.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "review")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(screen, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			return screen
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the pane never showed %q:\n%s", missing, screen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// send types text into the pane, then Enter.
+func (p tmuxPane) send(text string) {
+	p.t.Helper()
+	p.tmux("send-keys", "-t", "review", "-l", text)
+	p.tmux("send-keys", "-t", "review", "Enter")
+}
+
+// starter review in a real terminal (tmux): three waiting runs, each shown as show shows it;
+// the reviewer approves two and denies one with a reason, typed at the prompts; the tally says
+// so, and the runs' states agree.
+func TestIntegrationReviewInTmux(t *testing.T) {
+	need.Need(t, need.Tmux, need.Python3)
+	e := reviewEnv(t, "review-tmux")
+	ids := []string{"review-1", "review-2", "review-3"}
+	for i, id := range ids {
+		s := startWaiting(t, e, id, fmt.Sprintf("print('run %d')", i+1))
+		waitState(t, e, s.WorkflowID, contract.StatusAwaitingApproval)
+	}
+	waitListed(t, e, ids...)
+
+	p := tmuxPane{t: t, sock: fmt.Sprintf("sandboxflow-review-%d", os.Getpid())}
+	env := ""
+	for _, kv := range append(binaryEnv(e), "COLUMNS=") {
+		env += " '" + kv + "'"
+	}
+	p.tmux("new-session", "-d", "-x", "160", "-y", "50", "-s", "review", "env"+env+" '"+e.Starter+"' review; echo REVIEW-EXIT $?; sleep 60")
+	t.Cleanup(func() { _, _ = exec.Command("tmux", "-L", p.sock, "kill-server").CombinedOutput() })
+
+	decided := map[string]bool{}
+	for n := 1; n <= len(ids); n++ {
+		screen := p.waitFor(fmt.Sprintf("%d of 3: run ", n))
+		screen = p.waitFor("[a/d/s/q]")
+		id := ""
+		for _, cand := range ids {
+			if strings.Contains(screen, fmt.Sprintf("%d of 3: run %s", n, cand)) {
+				id = cand
+			}
+		}
+		st, _ := e.Client.Status(context.Background(), id)
+		// What show shows: the code with its line numbers and the whole digest.
+		if id == "" || decided[id] || !strings.Contains(screen, "1 | print('run "+id[len(id)-1:]+"')") || !strings.Contains(screen, st.Request.Digest) {
+			t.Fatalf("decision %d: the screen does not show a new run whole (id %q, digest %s):\n%s", n, id, st.Request.Digest, screen)
+		}
+		decided[id] = true
+		if id == "review-2" {
+			p.send("d")
+			p.waitFor("why deny it")
+			p.send("it prints the wrong number")
+			waitState(t, e, id, contract.StatusDenied)
+			continue
+		}
+		p.send("a")
+		waitState(t, e, id, contract.StatusSucceeded)
+	}
+	screen := p.waitFor("REVIEW-EXIT 0")
+	if !strings.Contains(screen, "review: 3 waiting: 2 approved, 1 denied, 0 skipped") {
+		t.Errorf("no tally of 2 approved, 1 denied:\n%s", screen)
+	}
+	r := binary(t, e, "", "show", "review-2", "--json")
+	if !strings.Contains(r.stdout, "it prints the wrong number") {
+		t.Errorf("review-2's status does not hold the reason: %s", r.stdout)
 	}
 }
