@@ -216,3 +216,68 @@ func TestIntegrationReviewInTmux(t *testing.T) {
 		t.Errorf("review-2's status does not hold the reason: %s", r.stdout)
 	}
 }
+
+// decisionsTimed is how many decisions TestIntegrationReviewTiming times each way.
+const decisionsTimed = 5
+
+// The seconds a scripted reviewer's commands take per decision at the terminal, through the
+// built binary: before review, three commands (pending, show, approve with the id and digest
+// copied from their output); with review, one process that shows and decides on each in turn.
+// No human time is in either: this is what the tools add. docs/benchmarks.md has the figures.
+func TestIntegrationReviewTiming(t *testing.T) {
+	need.Need(t, need.Python3)
+	e := reviewEnv(t, "review-timing")
+	start := func(prefix string) []string {
+		var ids []string
+		for i := range decisionsTimed {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			startWaiting(t, e, id, fmt.Sprintf("print(%d)", i))
+			waitState(t, e, id, contract.StatusAwaitingApproval)
+			ids = append(ids, id)
+		}
+		waitListed(t, e, ids...)
+		return ids
+	}
+
+	ids := start("three")
+	decided := map[string]bool{}
+	begin := time.Now()
+	for range ids {
+		r := binary(t, e, "", "pending")
+		id := ""
+		for _, cand := range ids {
+			// A run approved a moment ago may still be listed: the script skips the ones it did.
+			if strings.Contains(r.stdout, cand+" ") && !decided[cand] {
+				id = cand
+				break
+			}
+		}
+		decided[id] = true
+		show := binary(t, e, "", "show", id)
+		digest := ""
+		for _, line := range strings.Split(show.stdout, "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "digest" {
+				digest = f[1]
+			}
+		}
+		if a := binary(t, e, "", "approve", id, "--digest", digest); a.code != 0 {
+			t.Fatalf("approve %s --digest %q: exit %d, %s %s", id, digest, a.code, a.stdout, a.stderr)
+		}
+	}
+	before := time.Since(begin) / decisionsTimed
+	for _, id := range ids {
+		waitState(t, e, id, contract.StatusSucceeded)
+	}
+
+	ids = start("review")
+	begin = time.Now()
+	r := binary(t, e, strings.Repeat("a\n", decisionsTimed), "review")
+	after := time.Since(begin) / decisionsTimed
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("%d approved", decisionsTimed)) {
+		t.Fatalf("review: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	for _, id := range ids {
+		waitState(t, e, id, contract.StatusSucceeded)
+	}
+	t.Logf("per decision, %d decisions each way: pending + show + approve %.2f s; review %.2f s", decisionsTimed, before.Seconds(), after.Seconds())
+}
