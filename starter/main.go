@@ -1,10 +1,12 @@
 // Command starter is how agent orchestrators, reviewers and auditors use sandboxflow from a
-// terminal or a script: run, pending, show, statement, approve, deny, result, watch, cancel,
-// audit, session, tool-schema, and two servers, inbox (the reviewers' web page) and mcp (tools for
-// agents). Every command but the servers prints JSON on stdout, a failure too ({"error":
-// {"type": ..., "message": ...}}), except that show, pending and session show print for a person
-// unless given --json, and result does on a terminal unless given --json; usage errors exit 2,
-// other failures 1. Each command goes through package
+// terminal or a script: run, pending, show, statement, approve, deny, review, result, watch,
+// cancel, audit, session, tool-schema, and two servers, inbox (the reviewers' web page) and mcp
+// (tools for agents). Every command but the servers prints one JSON document on stdout, a failure
+// too ({"error": {"type": ..., "message": ...}}), except that show, pending and session show print
+// for a person unless given --json, review prints what show prints and a tally, and result (and
+// run, approve, session cell and cancel with --wait) prints the result for a person on a terminal
+// unless given --json; usage errors exit 2 (the error and one line of help on stderr), other
+// failures 1. Each command goes through package
 // client; the commands are documented in docs/orchestrators.md, docs/reviewing.md,
 // docs/sessions.md and docs/receipts-and-audit.md, and `starter -h` lists their flags.
 //
