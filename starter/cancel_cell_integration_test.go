@@ -57,9 +57,8 @@ func TestIntegrationCancelCellThroughStarter(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
 		t.Fatalf("cancel --cell 1 --wait: exit %d, %s %s; want one document, the result", r.code, r.stdout, r.stderr)
 	}
-	if res.Cancelled == nil || res.Cancelled.By != "agent-7" {
-		t.Errorf("cell 1 cancelled %+v; want by agent-7", res.Cancelled)
-	}
+	// Who cancelled a cell is in the session's status (checked below), not in the result the
+	// host signed.
 	if res.Outcome != guard.OutcomeCancelled || string(res.Stdout) != "started\n" || res.Receipt == nil {
 		t.Errorf("cell 1: outcome %s, stdout %q, receipt %v; want cancelled with the output printed before, signed", res.Outcome, res.Stdout, res.Receipt != nil)
 	}
