@@ -18,6 +18,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/agenttest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessionenv"
 )
 
 // reviewEnv is a server and a worker (local python, no Docker) with the starter built.
@@ -280,4 +281,39 @@ func TestIntegrationReviewTiming(t *testing.T) {
 		waitState(t, e, id, contract.StatusSucceeded)
 	}
 	t.Logf("per decision, %d decisions each way: pending + show + approve %.2f s; review %.2f s", decisionsTimed, before.Seconds(), after.Seconds())
+}
+
+// session cell --wait, piped into jq, prints one value: the cell's result alone (Docker).
+func TestIntegrationCellWaitPrintsOneDocument(t *testing.T) {
+	e := sessionenv.Setup(t)
+	r := binary(t, e, "", "session", "open", "--max-cells", "2")
+	var opened client.SessionStarted
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &opened) != nil {
+		t.Fatalf("session open: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	id := opened.WorkflowID
+	t.Cleanup(func() { binary(t, e, "", "session", "close", id) })
+	var out bytes.Buffer
+	pipe := shell(t, e, `"$STARTER" session cell `+id+` --code 'print(7)' --wait | jq -c '[.ok, .stdout]'`)
+	pipe.Stdout = &out
+	if err := pipe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := e.Client.SessionStatus(context.Background(), id)
+		if err == nil && len(st.Cells) == 1 && st.Cells[0].State == contract.StatusAwaitingApproval {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cell 1 never waited: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := binary(t, e, "", "approve", id, "--cell", "1"); r.code != 0 {
+		t.Fatalf("approve --cell 1: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	if err := pipe.Wait(); err != nil || out.String() != `[true,"7\n"]`+"\n" {
+		t.Errorf("session cell --wait | jq: %v, printed %q; want one value", err, out.String())
+	}
 }
