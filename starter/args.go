@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,6 +76,9 @@ type command struct {
 
 	// cancel: who asks (its reason is reason)
 	by string
+
+	// review: the reviewer's answers, one a line (stdin)
+	answers *bufio.Reader
 }
 
 // parseArgs parses a command line (without the program name) with its command's entry in the
@@ -91,8 +96,15 @@ func parseArgs(args []string, stderr io.Writer) (*command, error) {
 	if entry == nil || entry.parse == nil {
 		return nil, &cli.UsageError{Msg: fmt.Sprintf("unknown command %q", c.name)}
 	}
-	fs := cli.NewFlagSet("starter "+c.name, stderr)
-	return c, entry.parse(c, fs, args[1:])
+	// The flag package would print every flag on a usage error; run prints the error and one
+	// line of help instead, and -h prints the flags here and the usage text on stdout.
+	fs := cli.NewFlagSet("starter "+c.name, io.Discard)
+	err := entry.parse(c, fs, args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+	}
+	return c, err
 }
 
 func (c *command) addConnFlags(fs *flag.FlagSet) {

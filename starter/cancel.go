@@ -17,7 +17,8 @@ func (c *command) parseCancel(fs *flag.FlagSet, args []string) error {
 	fs.IntVar(&c.cell, "cell", 0, "cancel cell N of a session (the one that waits or runs)")
 	fs.StringVar(&c.reason, "reason", "", "why (recorded with the run)")
 	fs.StringVar(&c.by, "by", os.Getenv(client.EnvReviewer), "who cancels, as the run records it (default: "+client.EnvReviewer+", else $USER@hostname)")
-	fs.BoolVar(&c.wait, "wait", false, "then wait for the run to end and print its result (the output printed before the cancel)")
+	fs.BoolVar(&c.wait, "wait", false, "then wait for the run to end and print its result instead (the output printed before the cancel; one document: JSON, or a summary on a terminal)")
+	fs.BoolVar(&c.json, "json", false, "with --wait: print the result as JSON even on a terminal")
 	pos, err := cli.Parse(fs, args, 1, 1, "reason", "by", "cell")
 	if err != nil {
 		return err
@@ -41,15 +42,16 @@ func cancelCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, _ i
 	if err != nil {
 		return err
 	}
-	if err := client.WriteJSON(stdout, out); err != nil || !cmd.wait {
-		return err
+	if !cmd.wait {
+		return client.WriteJSON(stdout, out)
 	}
+	// One document: the result, whose "cancelled" says who cancelled it and why.
 	if t.IsCell() {
-		return printCellOutcome(ctx, sc, t.ID, t.Cell, stdout)
+		return printCellOutcome(ctx, sc, cmd, t.Cell, stdout)
 	}
 	res, err := sc.WaitResult(ctx, t, 0)
 	if err != nil {
 		return err
 	}
-	return printResult(stdout, res)
+	return printOutcome(ctx, sc, stdout, cmd, "run "+cmd.id, res, nil)
 }

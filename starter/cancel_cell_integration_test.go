@@ -53,25 +53,20 @@ func TestIntegrationCancelCellThroughStarter(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	r = binary(t, e, "", "cancel", id, "--cell", "1", "--by", "agent-7", "--reason", "too slow", "--wait")
-	dec := json.NewDecoder(strings.NewReader(r.stdout))
-	var answer contract.CancelResult
 	var res guard.Result
-	if r.code != 0 || dec.Decode(&answer) != nil || dec.Decode(&res) != nil {
-		t.Fatalf("cancel --cell 1 --wait: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+		t.Fatalf("cancel --cell 1 --wait: exit %d, %s %s; want one document, the result", r.code, r.stdout, r.stderr)
 	}
-	if answer.State != contract.StatusRunning || answer.By != "agent-7" {
-		t.Errorf("cancel answered %+v; want running, by agent-7", answer)
-	}
+	// Who cancelled a cell is in the session's status (checked below), not in the result the
+	// host signed.
 	if res.Outcome != guard.OutcomeCancelled || string(res.Stdout) != "started\n" || res.Receipt == nil {
 		t.Errorf("cell 1: outcome %s, stdout %q, receipt %v; want cancelled with the output printed before, signed", res.Outcome, res.Stdout, res.Receipt != nil)
 	}
 
 	submit("print('next')\n")
 	r = binary(t, e, "", "approve", id, "--cell", "2", "--wait")
-	dec = json.NewDecoder(strings.NewReader(r.stdout))
-	var decided client.Decided
 	var next guard.Result
-	if r.code != 0 || dec.Decode(&decided) != nil || dec.Decode(&next) != nil {
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &next) != nil {
 		t.Fatalf("approve --cell 2 --wait: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 	if !next.OK || string(next.Stdout) != "next\n" || !next.StateReset {

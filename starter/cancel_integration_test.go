@@ -85,21 +85,14 @@ func TestIntegrationStarterCancelMidRun(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("cancel: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
-	dec := json.NewDecoder(strings.NewReader(r.stdout))
-	var answer contract.CancelResult
+	// cancel --wait prints one document: the result, whose "cancelled" names who cancelled it.
 	var res guard.Result
-	if err := dec.Decode(&answer); err != nil {
-		t.Fatalf("cancel output %q: %v", r.stdout, err)
-	}
-	if err := dec.Decode(&res); err != nil {
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 		t.Fatalf("cancel --wait output %q: %v", r.stdout, err)
 	}
 	t.Logf("starter cancel --wait took %s; %d bytes of output", took, len(res.Stdout))
 	if took > 3*time.Second {
 		t.Errorf("starter cancel --wait took %s; want the run ended within 3 s", took)
-	}
-	if answer.State != contract.StatusRunning || answer.By != "ops-carol" {
-		t.Errorf("cancel answered %+v; want running, by ops-carol", answer)
 	}
 	if res.Outcome != guard.OutcomeCancelled || res.OK || res.ExitCode != -1 || res.Cancelled == nil ||
 		res.Cancelled.By != "ops-carol" || res.Cancelled.Reason != "wrong data set" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -103,6 +104,16 @@ var commands = []starterCommand{
 		parse: (*command).parseSession, prepare: (*command).readSession, exec: sessionCmd,
 	},
 	{
+		names: []string{"review"},
+		help: `  review --key FILE --reviewer P [--input-files]
+                       walk what pending lists: show each run (session show each waiting cell) as
+                       show does, then ask on stderr approve, deny (with a reason), skip or quit, read
+                       the answer from stdin (a line: a, d, s, q), sign and send it as approve (the
+                       digest shown) or deny does; ends with a one-line tally
+`,
+		parse: (*command).parseReviewLoop, prepare: prepareReviewLoop, exec: reviewLoopCmd,
+	},
+	{
 		names: []string{"result"},
 		help: `  result ID [--timeout D] [--hosts F] [--follow] [--json] [--out DIR [--force]]
                        wait for the run's result (exit 1 with {"error": ...} when it did not run, or
@@ -198,4 +209,18 @@ connection flags (every command but tool-schema; environment in brackets):
   --task-queue Q [SANDBOXFLOW_TASK_QUEUE]  --key-file F [SANDBOXFLOW_KEY_FILE]
 `)
 	return b.String()
+}
+
+// synopsis is one line of help for a command word: its synopsis from the usage text and how to
+// read the rest; for no command (""), how to list them.
+func synopsis(name string) string {
+	if c := lookupCommand(name); c != nil {
+		for _, line := range strings.Split(c.help, "\n") {
+			if l := strings.TrimSpace(line); strings.HasPrefix(l, name+" ") || l == name {
+				return fmt.Sprintf("starter %s (starter %s -h for more)", l, name)
+			}
+		}
+		return fmt.Sprintf("starter %s [flags] (starter %s -h for more)", name, name)
+	}
+	return "starter COMMAND [flags] (starter -h lists the commands)"
 }

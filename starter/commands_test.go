@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -60,5 +62,24 @@ func TestEveryParsedCommandTakesHelp(t *testing.T) {
 				t.Errorf("parseArgs(%q) = %v; want flag.ErrHelp", args, err)
 			}
 		}
+	}
+}
+
+// A usage error prints the error and one line of help on stderr, not the whole usage text; -h
+// prints the whole usage text.
+func TestUsageErrorIsShort(t *testing.T) {
+	for _, args := range [][]string{{"approve", "x", "--key", "k"}, {"run"}, {"approve", "x", "--bogus"}, {"bogus"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, strings.NewReader(""), &out, &errb); code != 2 {
+			t.Errorf("%q: exit %d; want 2", args, code)
+		}
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[1], "usage: starter ") || !strings.Contains(lines[1], " -h ") {
+			t.Errorf("%q: stderr %q; want the error and one usage line", args, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"approve", "-h"}, strings.NewReader(""), &out, &errb); code != 0 || out.String() != usage() {
+		t.Errorf("approve -h: exit %d, stdout %d bytes; want 0 and the usage text", code, out.Len())
 	}
 }

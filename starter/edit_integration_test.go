@@ -201,7 +201,7 @@ func TestIntegrationStarterApproveWithEdit(t *testing.T) {
 	r = starterIn(t, addr, ns, "approve", "cli-edit", "--digest", dr.Digest, "--key", bob.KeyFile, "--reviewer", "bob", "--wait")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	var res guard.Result
-	if r.code != 0 || len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &res) != nil {
+	if r.code != 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &res) != nil {
 		t.Fatalf("bob approves the edited code: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 	if !res.OK || strings.TrimSpace(string(res.Stdout)) != "edited by alice" || res.Digest != dr.Digest {

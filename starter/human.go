@@ -272,37 +272,42 @@ func splitColumns(s string, room int) []string {
 }
 
 // printPending writes a page of the runs that wait for a decision as a table, newest first, and
-// how to get the next page when there is one.
-func printPending(w io.Writer, page client.PendingPage, pageSize int, now time.Time) error {
+// how to get the next page when there is one. details, when given, holds one pendingDetail a
+// row: its kind (run, cell N), agent, how long it has waited, its deadline, its code's size and
+// first line (escaped).
+func printPending(w io.Writer, page client.PendingPage, details []pendingDetail, pageSize int, now time.Time) error {
 	pending := page.Runs
 	if len(pending) == 0 && page.NextPageToken == "" {
 		_, err := fmt.Fprintln(w, "No run waits for a decision.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKFLOW ID\tKIND\tWAITING\tAPPROVALS\tLANGUAGE\tBACKEND\tDIGEST")
+	fmt.Fprintln(tw, "WORKFLOW ID\tKIND\tWAITING\tDEADLINE\tAGENT\tAPPROVALS\tLANGUAGE\tBACKEND\tDIGEST\tCODE")
 	sessions := false
-	for _, p := range pending {
-		kind := cmp.Or(p.Kind, client.PendingRun)
-		sessions = sessions || kind == client.PendingSession
+	for i, p := range pending {
+		var d pendingDetail
+		if i < len(details) {
+			d = details[i]
+		}
+		kind := cmp.Or(d.Kind, p.Kind, client.PendingRun)
+		sessions = sessions || p.Kind == client.PendingSession
 		approvals := "-"
 		if p.Quorum > 0 {
 			approvals = fmt.Sprintf("%d of %d", p.Approvals, p.Quorum)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), terminal(kind), human.Duration(now.Sub(p.StartTime)),
-			approvals, terminal(p.Language), terminal(p.Backend), shortDigest(terminal(p.Digest)))
+		since := p.StartTime
+		if !d.Since.IsZero() {
+			since = d.Since
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminal(p.WorkflowID), terminal(kind), human.Duration(now.Sub(since)),
+			pendingDeadline(d.Deadline, now), cmp.Or(terminal(d.Agent), "-"), approvals, terminal(p.Language), terminal(p.Backend),
+			shortDigest(terminal(p.Digest)), pendingCode(d, details != nil))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if sessions {
-		// WAITING of a session is how long it has been open, not how long its cell has waited.
-		if _, err := fmt.Fprintln(w, "A session waits with one cell: read it, and every cell before it, with starter session show ID."); err != nil {
-			return err
-		}
-	}
-	if page.NextPageToken == "" {
-		return nil
+	if err := printPendingFooter(w, sessions); err != nil || page.NextPageToken == "" {
+		return err
 	}
 	size := ""
 	if pageSize != defaultPageSize {
@@ -311,6 +316,45 @@ func printPending(w io.Writer, page client.PendingPage, pageSize int, now time.T
 	// The token is base64url, no shell quoting needed.
 	_, err := fmt.Fprintf(w, "More runs wait; the next page: starter pending%s --next-page %s\n", size, terminal(page.NextPageToken))
 	return err
+}
+
+// printPendingFooter says where the whole digest and code are, and how to decide on each.
+func printPendingFooter(w io.Writer, sessions bool) error {
+	if sessions {
+		// WAITING of a session is how long its cell has waited, when its status was read.
+		if _, err := fmt.Fprintln(w, "A session waits with one cell: read it, and every cell before it, with starter session show ID."); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w, "The whole digest and code: starter show ID; to decide on each in turn: starter review.")
+	return err
+}
+
+// pendingDeadline is when a wait ends, as time left, or "?" when unknown.
+func pendingDeadline(deadline, now time.Time) string {
+	if deadline.IsZero() {
+		return "?"
+	}
+	if left := deadline.Sub(now); left > 0 {
+		return human.Duration(left) + " left"
+	}
+	return "passed"
+}
+
+// pendingCode is the code's size and first line, escaped, "…" when more follows; "?" when its
+// status was read but failed, "-" when it was not read.
+func pendingCode(d pendingDetail, read bool) string {
+	switch {
+	case !read:
+		return "-"
+	case d.Kind == "":
+		return "?"
+	}
+	line := fmt.Sprintf("%s: %s", human.Bytes(int64(d.CodeBytes)), terminal(d.FirstLine))
+	if d.More {
+		line += " …"
+	}
+	return line
 }
 
 // shortDigest keeps enough of a digest to tell runs apart; `starter show` prints all of it.

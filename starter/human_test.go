@@ -85,23 +85,27 @@ func TestPendingForPeople(t *testing.T) {
 	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{
 		{WorkflowID: "sandbox-new\x1b[2J", StartTime: now.Add(-90 * time.Second), Language: "python", Backend: "docker", Digest: "sha256:" + strings.Repeat("cd", 32)},
 		{WorkflowID: "sandbox-old", StartTime: now.Add(-3 * time.Hour), Language: "sh", Backend: "local", Digest: "sha256:" + strings.Repeat("ef", 32)},
-	}}, defaultPageSize, now); err != nil {
+	}}, []pendingDetail{
+		{Kind: "run", Agent: "coder\x1b]0;x\a", CodeBytes: 2048, FirstLine: "import os\x1b[2J", More: true, Deadline: now.Add(time.Hour)},
+		{},
+	}, defaultPageSize, now); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "WORKFLOW ID") ||
+	if len(lines) != 4 || !strings.Contains(lines[1], `coder\x1b]0;x\x07`) || !strings.Contains(lines[1], `2 KiB: import os\x1b[2J …`) ||
+		!strings.Contains(lines[1], "1h 0m left") || !strings.Contains(lines[2], "?") || !strings.Contains(lines[3], "starter show ID") || !strings.HasPrefix(lines[0], "WORKFLOW ID") ||
 		!strings.Contains(lines[1], `sandbox-new\x1b[2J`) || !strings.Contains(lines[1], "1m") || !strings.Contains(lines[1], "sha256:cdcdcdcdcdcd…") ||
 		!strings.Contains(lines[2], "sandbox-old") || !strings.Contains(lines[2], "3h 0m") {
 		t.Errorf("table:\n%s", b.String())
 	}
 	b.Reset()
-	if err := printPending(&b, client.PendingPage{}, defaultPageSize, now); err != nil || !strings.Contains(b.String(), "No run waits") {
+	if err := printPending(&b, client.PendingPage{}, nil, defaultPageSize, now); err != nil || !strings.Contains(b.String(), "No run waits") {
 		t.Errorf("empty: %q %v", b.String(), err)
 	}
 	// A page with more after it says how to get the next one, with the page size if not the default.
 	b.Reset()
 	page := client.PendingPage{Runs: []client.Pending{{WorkflowID: "sandbox-a", StartTime: now}}, NextPageToken: "dG9rZW4"}
-	if err := printPending(&b, page, 7, now); err != nil || !strings.Contains(b.String(), "starter pending --page-size 7 --next-page dG9rZW4\n") {
+	if err := printPending(&b, page, nil, 7, now); err != nil || !strings.Contains(b.String(), "starter pending --page-size 7 --next-page dG9rZW4\n") {
 		t.Errorf("next page: %q %v", b.String(), err)
 	}
 }

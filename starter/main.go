@@ -1,10 +1,12 @@
 // Command starter is how agent orchestrators, reviewers and auditors use sandboxflow from a
-// terminal or a script: run, pending, show, statement, approve, deny, result, watch, cancel,
-// audit, session, tool-schema, and two servers, inbox (the reviewers' web page) and mcp (tools for
-// agents). Every command but the servers prints JSON on stdout, a failure too ({"error":
-// {"type": ..., "message": ...}}), except that show, pending and session show print for a person
-// unless given --json, and result does on a terminal unless given --json; usage errors exit 2,
-// other failures 1. Each command goes through package
+// terminal or a script: run, pending, show, statement, approve, deny, review, result, watch,
+// cancel, audit, session, tool-schema, and two servers, inbox (the reviewers' web page) and mcp
+// (tools for agents). Every command but the servers prints one JSON document on stdout, a failure
+// too ({"error": {"type": ..., "message": ...}}), except that show, pending and session show print
+// for a person unless given --json, review prints what show prints and a tally, and result (and
+// run, approve, session cell and cancel with --wait) prints the result for a person on a terminal
+// unless given --json; usage errors exit 2 (the error and one line of help on stderr), other
+// failures 1. Each command goes through package
 // client; the commands are documented in docs/orchestrators.md, docs/reviewing.md,
 // docs/sessions.md and docs/receipts-and-audit.md, and `starter -h` lists their flags.
 //
@@ -22,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -70,16 +73,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 	if err != nil {
-		_ = client.WriteJSON(stdout, client.ErrorOutput{Error: client.ErrorBody{Type: client.TypeUsageError, Message: err.Error()}})
-		fmt.Fprintf(stderr, "starter: %v\n%s", err, usage())
-		return cli.ExitUsage
+		return usageFailed(stdout, stderr, args, err)
 	}
 	if err := execute(ctx, cmd, stdin, stdout, stderr); err != nil {
 		var ue *cli.UsageError
 		if errors.As(err, &ue) {
-			_ = client.WriteJSON(stdout, client.ErrorOutput{Error: client.ErrorBody{Type: client.TypeUsageError, Message: err.Error()}})
-			fmt.Fprintln(stderr, "starter:", err)
-			return cli.ExitUsage
+			return usageFailed(stdout, stderr, args, err)
 		}
 		out := client.NewErrorOutput(err)
 		var started startedError
@@ -91,6 +90,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	return 0
+}
+
+// usageFailed reports a usage error: its JSON document on stdout, and on stderr the error and
+// one line of help, the command's synopsis (`starter CMD -h` prints the whole usage text).
+func usageFailed(stdout, stderr io.Writer, args []string, err error) int {
+	_ = client.WriteJSON(stdout, client.ErrorOutput{Error: client.ErrorBody{Type: client.TypeUsageError, Message: err.Error()}})
+	name := ""
+	if len(args) > 0 && lookupCommand(args[0]) != nil {
+		name = args[0]
+	}
+	msg := err.Error()
+	var ue *cli.UsageError
+	if errors.As(err, &ue) {
+		msg = ue.Msg
+	}
+	fmt.Fprintf(stderr, "%s: %s\nusage: %s\n", strings.TrimSpace("starter "+name), msg, synopsis(name))
+	return cli.ExitUsage
 }
 
 // execute runs a parsed command as its entry in the command table says: the commands that talk

@@ -41,5 +41,7 @@ func pendingCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, _ 
 	if err != nil || cmd.json {
 		return printOr(stdout, page, err)
 	}
-	return printPending(stdout, page, cmd.pageSize, time.Now())
+	// The table reads each row's status too (agent, code, deadline); --json keeps the list's own
+	// rows, one visibility call, for programs that poll.
+	return printPending(stdout, page, pendingDetails(ctx, sc, page.Runs), cmd.pageSize, time.Now())
 }

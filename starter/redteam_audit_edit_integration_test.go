@@ -67,7 +67,7 @@ func TestIntegrationAuditOfAnEditedQuorumRunVerifies(t *testing.T) {
 	r = starterIn(t, addr, ns, "approve", id, "--digest", dr.Digest, "--key", bob.KeyFile, "--reviewer", "bob", "--wait")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	var res guard.Result
-	if r.code != 0 || len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &res) != nil || strings.TrimSpace(string(res.Stdout)) != "edited by alice" {
+	if r.code != 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &res) != nil || strings.TrimSpace(string(res.Stdout)) != "edited by alice" {
 		t.Fatalf("bob approves the edited code: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
 

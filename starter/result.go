@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -36,15 +38,25 @@ func resultCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, std
 			return err
 		}
 	}
-	if !forPerson(stdout, cmd.json) {
-		if out != nil {
-			for _, f := range out.Files {
-				fmt.Fprintf(stderr, "starter: wrote %s/%s, %s (%s)\n", terminal(out.Dir), terminal(f.Name), human.Bytes(f.Size), terminal(f.What))
-			}
+	if out != nil && !forPerson(stdout, cmd.json) {
+		for _, f := range out.Files {
+			fmt.Fprintf(stderr, "starter: wrote %s/%s, %s (%s)\n", terminal(out.Dir), terminal(f.Name), human.Bytes(f.Size), terminal(f.What))
 		}
+	}
+	return printOutcome(ctx, sc, stdout, cmd, "run "+cmd.id, res, out)
+}
+
+// printOutcome prints the result of a run or cell as the one document a command prints: the
+// result as JSON (printResult) with --json or when stdout is no terminal, else the summary for a
+// person (printResultView), with the host whose receipt verified. result, run --wait, approve
+// --wait and session cell --wait all print their result here. label names what ran ("run ID",
+// "cell N of session ID"); out is what --out wrote, or nil.
+func printOutcome(ctx context.Context, sc *client.Client, stdout io.Writer, cmd *command, label string, res guard.Result, out *outWritten) error {
+	if !forPerson(stdout, cmd.json) {
 		return printResult(stdout, res)
 	}
-	return printResultView(stdout, resultView{Label: "run " + cmd.id, Result: res, Receipt: checkReceipt(ctx, sc, cmd.hosts, cmd.id, res), Out: out})
+	hosts := cmp.Or(cmd.hosts, os.Getenv("SANDBOXFLOW_HOSTS"))
+	return printResultView(stdout, resultView{Label: label, Result: res, Receipt: checkReceipt(ctx, sc, hosts, cmd.id, res), Out: out})
 }
 
 // checkReceipt says which host signed res's receipt, verified against hostsFile, else the hosts

@@ -18,8 +18,8 @@ import (
 )
 
 // resultView is a result as the starter shows it to a person (printResultView): the result,
-// what the starter checked of its receipt, and what --out wrote. result builds it; approve
-// --wait and run --wait can build the same once they print for a person.
+// what the starter checked of its receipt, and what --out wrote. printOutcome builds it, for
+// result and for every --wait that prints a result.
 type resultView struct {
 	// Label names what ran: "run sandbox-...", or a session's cell.
 	Label  string

@@ -47,7 +47,8 @@ func (c *command) parseDecision(fs *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.reason, "reason", "", "why (deny: required)")
 		mayBeEmpty = append(mayBeEmpty, "reason")
 		if c.name == "approve" {
-			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's (or the cell's) result and print it too")
+			fs.BoolVar(&c.wait, "wait", false, "then wait for the run's (or the cell's) result and print it instead (one document: JSON, or a summary on a terminal)")
+			fs.BoolVar(&c.json, "json", false, "with --wait: print the result as JSON even on a terminal")
 			fs.StringVar(&c.editFile, "edit", "", "approve your edit of the code instead, read from FILE: you sign the edited request's digest, the workflow checks it against its policy again, and the other approvals of a quorum must be of the edited code")
 		}
 	}
@@ -180,20 +181,24 @@ func decideCmd(ctx context.Context, sc *client.Client, cmd *command, t client.Ta
 		// once its receipt verified (wait.Get), never before.
 		res.Result, res.CellStatus = nil, nil
 	}
-	if err := client.WriteJSON(stdout, res); err != nil {
-		return err
-	}
 	if res.Cell > 0 && res.Quorum > 0 && res.State == contract.StatusAwaitingApproval {
 		fmt.Fprintf(stderr, "starter: cell %d of %s has %d of %d approvals: it waits for another reviewer's\n", res.Cell, cmd.id, res.Approvals, res.Quorum)
 	}
 	if wait == nil {
-		return nil
+		return client.WriteJSON(stdout, res)
 	}
+	// One document: the result, which names the approval it ran with (approval_id, reviewer,
+	// approvals); the decision's own answer only says it was accepted.
+	fmt.Fprintf(stderr, "starter: %s %s accepted (approval %s); waiting for the result\n", cmd.name, t, res.ApprovalID)
 	out, err := wait.Get(ctx)
 	if err != nil {
 		return startedError{workflowID: cmd.id, err: err}
 	}
-	return printResult(stdout, out)
+	label := "run " + cmd.id
+	if res.Cell > 0 {
+		label = fmt.Sprintf("cell %d of session %s", res.Cell, cmd.id)
+	}
+	return printOutcome(ctx, sc, stdout, cmd, label, out, nil)
 }
 
 // showWaitingCell prints on stderr the cell of the session that waits for a decision, for a

@@ -23,7 +23,8 @@ func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
 	fs.DurationVar(&c.req.Limits.Timeout, "timeout", 0, "time limit (default: the policy's, 30s)")
 	fs.BoolVar(&c.req.Network, "network", false, "ask for a network (the policy must allow it)")
 	fs.BoolVar(&c.req.CaptureContent, "capture-content", false, "let events carry code and output")
-	fs.BoolVar(&c.wait, "wait", false, "wait for the decision and print the result")
+	fs.BoolVar(&c.wait, "wait", false, "wait for the decision and print the result instead (one document: JSON, or a summary on a terminal)")
+	fs.BoolVar(&c.json, "json", false, "with --wait: print the result as JSON even on a terminal")
 	fs.StringVar(&c.workflowID, "workflow-id", "", "the run's workflow id, unused so far (default: sandbox-<uuid>)")
 	fs.StringVar(&m.Agent, "agent", "", "metadata: the agent")
 	fs.StringVar(&m.Session, "session", "", "metadata: the session")
@@ -68,12 +69,17 @@ func runCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, stderr
 		}
 		return err
 	}
-	if err := client.WriteJSON(stdout, started); err != nil || !cmd.wait {
-		return err
+	if !cmd.wait {
+		return client.WriteJSON(stdout, started)
 	}
+	// One document: the result, which carries the digest that ran; the workflow id is on
+	// stderr now and in the error document if the run fails (--workflow-id names it ahead).
+	fmt.Fprintf(stderr, "starter: %s waits for a reviewer (starter show %s; starter approve %s --digest %s)\n",
+		started.WorkflowID, started.WorkflowID, started.WorkflowID, started.Digest)
+	cmd.id = started.WorkflowID
 	res, err := sc.WaitResult(ctx, client.Run(started.WorkflowID), 0)
 	if err != nil {
 		return startedError{workflowID: started.WorkflowID, err: err}
 	}
-	return printResult(stdout, res)
+	return printOutcome(ctx, sc, stdout, cmd, "run "+started.WorkflowID, res, nil)
 }

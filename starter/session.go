@@ -41,7 +41,8 @@ func (c *command) parseSession(cmdFlags *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.req.Metadata.ToolCallID, "tool-call-id", "", "metadata: the tool call")
 		fs.StringVar(&c.requestID, "request-id", "", "an idempotency key: a retry with the same one gets the cell it submitted, never a second cell")
 		fs.IntVar(&c.retries, "retries", 0, "the earlier cell this one retries (denied, failed, ...): reviewers see the diff against it")
-		fs.BoolVar(&c.wait, "wait", false, "wait for the cell's decision and run, and print its result")
+		fs.BoolVar(&c.wait, "wait", false, "wait for the cell's decision and run, and print its result instead (one document: JSON, or a summary on a terminal)")
+		fs.BoolVar(&c.json, "json", false, "with --wait: print the result as JSON even on a terminal")
 		pos, err := cli.Parse(fs, args, 1, 2)
 		if err != nil {
 			return err
@@ -173,11 +174,12 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 		if err != nil {
 			return err
 		}
-		if err := client.WriteJSON(stdout, sub); err != nil || !cmd.wait {
-			return err
+		if !cmd.wait {
+			return client.WriteJSON(stdout, sub)
 		}
+		// One document: the result, which carries the digest that ran.
 		fmt.Fprintf(stderr, "starter: cell %d of %s waits for a reviewer (starter session show %s; starter approve %s --cell %d)\n", sub.Cell, cmd.id, cmd.id, cmd.id, sub.Cell)
-		return printCellOutcome(ctx, sc, cmd.id, sub.Cell, stdout)
+		return printCellOutcome(ctx, sc, cmd, sub.Cell, stdout)
 	case sessionShow:
 		review, err := sc.Review(ctx, client.Session(cmd.id), client.ReviewOptions{EnvValues: true, InputFiles: cmd.inputFiles})
 		if err != nil {
@@ -201,10 +203,10 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 // printCellOutcome waits for the cell to end and prints its result, once its receipt verified,
 // as `starter result` prints a run's, or returns why it has none (denied, expired, dropped,
 // failed).
-func printCellOutcome(ctx context.Context, sc *client.Client, sessionID string, cell int, stdout io.Writer) error {
-	res, err := sc.WaitResult(ctx, client.Cell(sessionID, cell), 0)
+func printCellOutcome(ctx context.Context, sc *client.Client, cmd *command, cell int, stdout io.Writer) error {
+	res, err := sc.WaitResult(ctx, client.Cell(cmd.id, cell), 0)
 	if err != nil {
-		return startedError{workflowID: sessionID, err: err}
+		return startedError{workflowID: cmd.id, err: err}
 	}
-	return printResult(stdout, res)
+	return printOutcome(ctx, sc, stdout, cmd, fmt.Sprintf("cell %d of session %s", cell, cmd.id), res, nil)
 }

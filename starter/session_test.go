@@ -233,7 +233,7 @@ func TestPendingShowsSessions(t *testing.T) {
 	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{
 		{Kind: client.PendingSession, WorkflowID: "session-1", StartTime: now.Add(-time.Minute), Language: "python", Backend: "docker"},
 		{Kind: client.PendingRun, WorkflowID: "sandbox-1", StartTime: now.Add(-time.Minute), Language: "python", Backend: "docker"},
-	}}, defaultPageSize, now); err != nil {
+	}}, nil, defaultPageSize, now); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(b.String(), "\n")
@@ -242,7 +242,7 @@ func TestPendingShowsSessions(t *testing.T) {
 		t.Errorf("table:\n%s", b.String())
 	}
 	b.Reset()
-	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{{Kind: client.PendingRun, WorkflowID: "sandbox-1", StartTime: now}}}, defaultPageSize, now); err != nil ||
+	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{{Kind: client.PendingRun, WorkflowID: "sandbox-1", StartTime: now}}}, nil, defaultPageSize, now); err != nil ||
 		strings.Contains(b.String(), "session show") {
 		t.Errorf("runs only: %v\n%s", err, b.String())
 	}

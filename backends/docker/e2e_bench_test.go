@@ -658,14 +658,12 @@ func dockerRunBaseline(b *testing.B, rt string) func(i int) time.Duration {
 
 // approveCLI is the one place the benchmark approves a run through the binaries, as a reviewer
 // who waits for the result does: `starter approve ID --digest D --wait`, one process that sends
-// a real decision for digest and prints the decision, then the run's result, which it checks.
+// a real decision for digest and prints the run's result, one document, which it checks.
 // When decisions must be signed otherwise, only this function (and approveClient) changes.
 func approveCLI(s starterCLI, id, digest string) {
 	out := s.mustRun("approve", id, "--digest", digest, "--wait") // signed with SANDBOXFLOW_REVIEWER_KEY
-	dec := json.NewDecoder(bytes.NewReader(out))
-	var decided json.RawMessage
 	var res guard.Result
-	if dec.Decode(&decided) != nil || dec.Decode(&res) != nil || string(res.Stdout) != "1\n" {
+	if json.Unmarshal(out, &res) != nil || string(res.Stdout) != "1\n" {
 		s.b.Fatalf("starter approve %s --wait printed %s", id, out)
 	}
 }
@@ -737,10 +735,8 @@ func cellCLIPath(ctx context.Context, b *testing.B, sc *client.Client, s starter
 	start := time.Now()
 	out := s.mustRun("approve", session, "--cell", strconv.Itoa(sub.Cell), "--wait")
 	d := time.Since(start)
-	dec := json.NewDecoder(bytes.NewReader(out))
-	var decided client.Decided
 	var res guard.Result
-	if dec.Decode(&decided) != nil || dec.Decode(&res) != nil || string(res.Stdout) != "1\n" {
+	if json.Unmarshal(out, &res) != nil || string(res.Stdout) != "1\n" {
 		b.Fatalf("approve --cell %d --wait printed %s", sub.Cell, out)
 	}
 	return d
