@@ -145,7 +145,7 @@ var commands = []starterCommand{
   audit verify FILE --reviewers F --hosts F
                        check a record offline against your key files: the digest, every signature,
                        the receipt and the result's hashes; prints {"ok", "checks"}; exit 1 says what failed
-  audit --since T      the records of the runs that finished after T (RFC 3339 or 1h), as JSON Lines
+  audit --since T      the records of the runs and sessions that finished after T (RFC 3339 or 1h), as JSON Lines
 `,
 		main: auditMain,
 	},

@@ -28,7 +28,7 @@ func mcpMain(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, c := serverFlags("mcp", stderr)
 	var (
 		httpAddr  = fs.String("http", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio")
-		wait      = fs.Duration("mcp-wait", mcpserver.DefaultWait, "how long one run_code call waits before returning the run's id")
+		wait      = fs.Duration("mcp-wait", mcpserver.DefaultWait, "how long a run_code or run_cell call without a progress token waits before returning the run's id (a call with one waits, sending progress, until the run ends)")
 		progress  = fs.Duration("progress-interval", 5*time.Second, "how often a waiting call sends a progress notification")
 		inboxURL  = fs.String("inbox-url", os.Getenv("SANDBOXFLOW_INBOX_URL"), "where reviewers decide, named in progress messages")
 		langs     = fs.String("languages", guard.Python, "languages offered to the model, comma-separated")
