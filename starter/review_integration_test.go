@@ -184,8 +184,8 @@ func TestIntegrationReviewInTmux(t *testing.T) {
 
 	decided := map[string]bool{}
 	for n := 1; n <= len(ids); n++ {
-		screen := p.waitFor(fmt.Sprintf("%d of 3: run ", n))
-		screen = p.waitFor("[a/d/s/q]")
+		p.waitFor(fmt.Sprintf("%d of 3: run ", n))
+		screen := p.waitFor("[a/d/s/q]")
 		id := ""
 		for _, cand := range ids {
 			if strings.Contains(screen, fmt.Sprintf("%d of 3: run %s", n, cand)) {
