@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -19,6 +20,9 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/testkit/need"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
+
+// editedCode is the code alice's edit makes: it shows something, so the record carries an output.
+const editedCode = "display('shown by alice')\nprint('edited by alice')\n"
 
 // Red team, where edits (issue 30) meet the audit (issue 31): an honest run whose code a
 // reviewer edited, with a quorum of two (bob approves the edited code after alice's edit), must
@@ -52,7 +56,7 @@ func TestIntegrationAuditOfAnEditedQuorumRunVerifies(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &started) != nil {
 		t.Fatalf("run: exit %d, %s %s", r.code, r.stdout, r.stderr)
 	}
-	f, edit, err := sc.EditedStatement(ctx, id, started.Digest, "print('edited by alice')\n", client.StatementOptions{Reviewer: "alice"})
+	f, edit, err := sc.EditedStatement(ctx, id, started.Digest, editedCode, client.StatementOptions{Reviewer: "alice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +88,7 @@ func TestIntegrationAuditOfAnEditedQuorumRunVerifies(t *testing.T) {
 	if err := json.Unmarshal([]byte(exp.stdout), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Checked.Digest != dr.Digest || rec.Checked.Code != "print('edited by alice')\n" {
+	if rec.Checked.Digest != dr.Digest || rec.Checked.Code != editedCode {
 		t.Errorf("the audit's checked request is %s %q; want the edited one, %s", rec.Checked.Digest, rec.Checked.Code, dr.Digest)
 	}
 	p := filepath.Join(t.TempDir(), "export.json")
@@ -120,6 +124,20 @@ func TestIntegrationAuditOfAnEditedQuorumRunVerifies(t *testing.T) {
 	doc["decisions"] = kept
 	if got := verifyDoc(t, addr, ns, p, doc, reviewers, env.Host.File); got.failed()["approvals"] == "" {
 		t.Errorf("audit verify without bob's approval: failed %v; want the approvals check failed", got.failed())
+	}
+
+	// One byte of what the code showed changed in the record: the receipt signs every output.
+	doc = nil
+	if err := json.Unmarshal([]byte(exp.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	outs, _ := doc["result"].(map[string]any)["outputs"].([]any)
+	if len(outs) != 1 {
+		t.Fatalf("the record's outputs %v; want the one display() showed", outs)
+	}
+	outs[0].(map[string]any)["data"] = base64.StdEncoding.EncodeToString([]byte("'shown by alicf'"))
+	if got := verifyDoc(t, addr, ns, p, doc, reviewers, env.Host.File); got.failed()["result"] == "" {
+		t.Errorf("audit verify with an output's byte changed: failed %v; want the result check failed", got.failed())
 	}
 
 	// A database writer who changes the started request (the code the edit was made of) in the
