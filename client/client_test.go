@@ -52,8 +52,8 @@ func TestToolSchema(t *testing.T) {
 		if _, ok := props["language"]; ok != tt.wantLanguage {
 			t.Fatalf("%s %v: language parameter present %t; want %t", tt.format, tt.langs, ok, tt.wantLanguage)
 		}
-		if len(props) > 2 {
-			t.Fatalf("the model may choose more than code and language: %v", props)
+		if _, ok := props["input_files"]; !ok || len(props) > 3 {
+			t.Fatalf("the model may choose other than code, language and input files: %v", props)
 		}
 		desc := def["description"].(string)
 		if strings.Contains(desc, "nothing is isolated") != tt.wantWarning {
@@ -71,15 +71,21 @@ func TestToolSchema(t *testing.T) {
 	}
 }
 
-func TestToolArgumentsTakeOnlyCodeAndLanguage(t *testing.T) {
-	base := guard.Request{Settings: guard.Settings{Env: map[string]string{"K": "v"}, Limits: guard.Limits{Timeout: time.Second}}}
+func TestToolArgumentsTakeOnlyCodeLanguageAndFiles(t *testing.T) {
+	base := guard.Request{Settings: guard.Settings{Env: map[string]string{"K": "v"}, Limits: guard.Limits{Timeout: time.Second},
+		Files: map[string][]byte{"conf.ini": []byte("x=1")}}}
 	var args ToolArguments
-	if err := json.Unmarshal([]byte(`{"code":"print(1)","language":"sh","network":true,"env":{"LD_PRELOAD":"x"}}`), &args); err != nil {
+	if err := json.Unmarshal([]byte(`{"code":"print(1)","language":"sh","network":true,"env":{"LD_PRELOAD":"x"},"input_files":{"data.csv":"a,b\n"}}`), &args); err != nil {
 		t.Fatal(err)
 	}
-	req := args.Request(base)
-	if req.Code != "print(1)" || req.Language != "sh" || req.Network || req.Env["K"] != "v" || len(req.Env) != 1 || req.Limits.Timeout != time.Second {
-		t.Fatalf("got %+v; want the base request with only code and language from the model", req)
+	req, err := args.Request(base)
+	if err != nil || req.Code != "print(1)" || req.Language != "sh" || req.Network || req.Env["K"] != "v" || len(req.Env) != 1 || req.Limits.Timeout != time.Second ||
+		len(req.Files) != 2 || string(req.Files["data.csv"]) != "a,b\n" || len(base.Files) != 1 {
+		t.Fatalf("got %+v, %v; want the base request with only code, language and a file of its own from the model", req, err)
+	}
+	args.InputFiles = map[string]InputFile{"conf.ini": InputFile("x=2")}
+	if _, err := args.Request(base); guard.TypeOf(err) != guard.TypeToolUsageError {
+		t.Errorf("a model's file replacing the operator's: %v; want a ToolUsageError", err)
 	}
 }
 

@@ -19,8 +19,9 @@ const (
 	FormatAnthropic = "anthropic"
 )
 
-// ToolOptions describe what the operator offers; the model chooses only the code and, where more
-// than one is offered, the language. Limits, network, env and input files stay the operator's.
+// ToolOptions describe what the operator offers; the model chooses only the code, where more than
+// one is offered the language, and input files of its own beside the operator's. Limits, network
+// and env stay the operator's.
 type ToolOptions struct {
 	// Languages offered. Optional: defaults to ["python"].
 	Languages []string
@@ -37,6 +38,9 @@ type ToolOptions struct {
 type ToolArguments struct {
 	Code     string `json:"code"`
 	Language string `json:"language,omitempty"`
+	// InputFiles are written into the run's working folder before it starts, by name; the
+	// operator's input files are kept and cannot be replaced (WithInputFiles).
+	InputFiles map[string]InputFile `json:"input_files,omitempty"`
 }
 
 // ToolSchema returns the run_code tool definition in the format of OpenAI's or Anthropic's
@@ -61,7 +65,8 @@ func ToolSchema(format string, opts ToolOptions) ([]byte, error) {
 		desc += " " + note
 	}
 	props := map[string]any{
-		"code": map[string]any{"type": "string", "description": "The complete program to run."},
+		"code":        map[string]any{"type": "string", "description": "The complete program to run."},
+		"input_files": InputFilesSchema(),
 	}
 	required := []string{"code"}
 	if len(langs) > 1 {
@@ -88,12 +93,18 @@ func ToolSchema(format string, opts ToolOptions) ([]byte, error) {
 	return json.MarshalIndent(tool, "", "  ")
 }
 
-// Request turns a model's tool call into a request: only code and language come from the model;
-// everything else is the operator's base request.
-func (a ToolArguments) Request(base guard.Request) guard.Request {
+// Request turns a model's tool call into a request: code, language and input files of its own come
+// from the model; everything else is the operator's base request. A file named like one of the
+// operator's is a ToolUsageError.
+func (a ToolArguments) Request(base guard.Request) (guard.Request, error) {
 	base.Code = a.Code
 	if a.Language != "" {
 		base.Language = a.Language
 	}
-	return base
+	files, err := WithInputFiles(base.Files, a.InputFiles)
+	if err != nil {
+		return guard.Request{}, err
+	}
+	base.Files = files
+	return base, nil
 }

@@ -144,7 +144,9 @@ func (s *Server) runCodeTool() (*mcp.Tool, error) {
 	if !ok {
 		return nil, errors.New("mcpserver: the tool's input schema has no properties")
 	}
-	props["input_files"] = inputFilesProp()
+	if _, ok := props["input_files"]; !ok {
+		return nil, errors.New("mcpserver: the tool's input schema has no input_files")
+	}
 	return &mcp.Tool{Name: def.Name, Description: def.Description, InputSchema: schema}, nil
 }
 

@@ -29,10 +29,10 @@ const (
 // written into /work when the sandbox opens (added to the operator's, as for run_code). Every
 // other setting (languages, limits, network, egress, env, secrets) is the operator's.
 type OpenSessionArguments struct {
-	Lifetime    string               `json:"lifetime,omitempty"`
-	IdleTimeout string               `json:"idle_timeout,omitempty"`
-	MaxCells    int                  `json:"max_cells,omitempty"`
-	InputFiles  map[string]InputFile `json:"input_files,omitempty"`
+	Lifetime    string                      `json:"lifetime,omitempty"`
+	IdleTimeout string                      `json:"idle_timeout,omitempty"`
+	MaxCells    int                         `json:"max_cells,omitempty"`
+	InputFiles  map[string]client.InputFile `json:"input_files,omitempty"`
 }
 
 // RunCellArguments are a run_cell call's: the session, the cell's code and, where more than one
@@ -125,7 +125,7 @@ func (s *Server) sessionTools() {
 				"lifetime":     durationProp("How long the session may live"),
 				"idle_timeout": durationProp("How long it may wait for a cell"),
 				"max_cells":    map[string]any{"type": "integer", "minimum": 1, "description": "How many cells it may run, denied ones included. Optional: the workers' cap."},
-				"input_files":  inputFilesProp(),
+				"input_files":  client.InputFilesSchema(),
 			}, nil),
 		}, s.openSession},
 		{&mcp.Tool{
@@ -203,7 +203,7 @@ func (s *Server) sessionRequest(a OpenSessionArguments) (guard.SessionRequest, e
 	if a.MaxCells < 0 {
 		return req, &guard.ToolUsageError{Msg: fmt.Sprintf("open_session: max_cells %d: want 1 or more", a.MaxCells)}
 	}
-	files, err := withInputFiles(b.Files, a.InputFiles)
+	files, err := client.WithInputFiles(b.Files, a.InputFiles)
 	if err != nil {
 		return req, err
 	}

@@ -30,8 +30,8 @@ func (s *Server) runCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err != nil {
 		return errorResult(err), nil
 	}
-	r := args.Request(s.cfg.Base)
-	if r.Files, err = withInputFiles(s.cfg.Base.Files, args.InputFiles); err != nil {
+	r, err := args.Request(s.cfg.Base)
+	if err != nil {
 		return errorResult(err), nil
 	}
 	started, err := s.cfg.Client.Start(ctx, r, client.StartOptions{SandboxTaskQueue: s.cfg.SandboxTaskQueue})
