@@ -1,9 +1,12 @@
 package client
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard/human"
 	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
@@ -81,4 +84,34 @@ func (t *runTimes) ended(sandbox map[int64]bool, id int64, at time.Time) {
 	if sandbox[id] {
 		t.done, t.doneAt = id, at
 	}
+}
+
+// PhasesText is where a run's time went, as every door writes it: "check 12 ms, wait for a
+// person 5m3s, ..." in the order of the run, each phase the record has; "" when it has none.
+func PhasesText(p *contract.AuditPhases) string {
+	if p == nil {
+		return ""
+	}
+	var parts []string
+	for _, ph := range []struct {
+		name string
+		ms   *int64
+	}{{"check", p.CheckMS}, {"wait for a person", p.WaitMS}, {"queue", p.QueueMS}, {"sandbox start", p.SandboxStartMS}, {"run", p.RunMS}, {"receipt", p.ReceiptMS}} {
+		if ph.ms != nil {
+			parts = append(parts, ph.name+" "+phaseDuration(*ph.ms))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// phaseDuration writes ms as milliseconds under a second, seconds with a tenth under a minute,
+// else as human.Duration does.
+func phaseDuration(ms int64) string {
+	switch {
+	case ms < 1000:
+		return fmt.Sprintf("%d ms", ms)
+	case ms < 60_000:
+		return fmt.Sprintf("%.1f s", float64(ms)/1000)
+	}
+	return human.Duration(time.Duration(ms) * time.Millisecond)
 }

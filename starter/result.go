@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -56,7 +57,14 @@ func printOutcome(ctx context.Context, sc *client.Client, stdout io.Writer, cmd 
 		return printResult(stdout, res)
 	}
 	hosts := cmp.Or(cmd.hosts, os.Getenv("SANDBOXFLOW_HOSTS"))
-	return printResultView(stdout, resultView{Label: label, Result: res, Receipt: checkReceipt(ctx, sc, hosts, cmd.id, res), Out: out})
+	v := resultView{Label: label, Result: res, Receipt: checkReceipt(ctx, sc, hosts, cmd.id, res), Out: out}
+	if strings.HasPrefix(label, "run ") {
+		// Where the time went, from the run's history (one more read, for a person only).
+		if rec, err := sc.Audit(ctx, cmd.id, ""); err == nil {
+			v.Phases = client.PhasesText(rec.Phases)
+		}
+	}
+	return printResultView(stdout, v)
 }
 
 // checkReceipt says which host signed res's receipt, verified against hostsFile, else the hosts

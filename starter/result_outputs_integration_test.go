@@ -140,6 +140,7 @@ func TestIntegrationResultInTerminal(t *testing.T) {
 		"figure, image/png, ",
 		"table, 2 rows × 2 columns",
 		`1 | value\x1b[8m hidden`,
+		"wait for a person ", ", sandbox start ", ", run ", ", receipt ", // where the time went
 	} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("the screen lacks %q:\n%s", want, screen)

@@ -28,6 +28,9 @@ type resultView struct {
 	Receipt receiptCheck
 	// Out is what --out wrote; nil without --out.
 	Out *outWritten
+	// Phases is where a run's time went (client.PhasesText of its audit record); "" for a cell
+	// or when the history could not be read.
+	Phases string
 }
 
 // receiptCheck is which sandbox host's receipt a result carries and what it verified against,
@@ -82,6 +85,9 @@ func printOutcomeRows(row func(k, format string, a ...any), v resultView) {
 	row("outcome", "%s, exit code %d%s, took %s", r.Outcome, r.ExitCode, exit, roundDuration(r.Duration))
 	if r.Signal != 0 {
 		row("", "ended by signal %d", r.Signal)
+	}
+	if v.Phases != "" {
+		row("time", "%s", v.Phases)
 	}
 	if c := r.Cancelled; c != nil {
 		row("cancelled", "by %s: %s", terminal(c.By), terminal(c.Reason))
