@@ -110,6 +110,10 @@ func TestBrowserInboxChartsThroughTheBinaries(t *testing.T) {
 	if got := b.Text(pictureSizes("#result")); got != want {
 		t.Errorf("the run's page draws pictures of %q; want the one chart, %s", got, want)
 	}
+	// Where the run's time went, from its history.
+	if got := b.Text(`(document.getElementById("result-phases") || {}).textContent || ""`); !strings.Contains(got, "wait for a person") || !strings.Contains(got, ", run ") {
+		t.Errorf("the run's page says of its time %q; want its phases", got)
+	}
 	b.Do(chromedp.Evaluate[chromedp.Void](`document.querySelector("#result .outputs").scrollIntoView()`))
 	screenshot(t, b, "inbox-run-chart.png")
 
@@ -130,7 +134,7 @@ func TestBrowserInboxChartsThroughTheBinaries(t *testing.T) {
 	}
 	s.mustJSON(&sub, "session", "cell", id, "--code", "print(df['revenue'].max())\n")
 	w.waitCell(id, 2, time.Minute)
-	b.Do(chromedp.Navigate(origin + "/session/" + id))
+	b.Navigate(origin + "/session/" + id) // the page of cell 1 may be reloading itself
 	b.WaitFor("cell 2's sign form under cell 1's chart, decoded", `!!document.getElementById("decide") && document.getElementById("decide").dataset.cell === "2" && `+
 		picturesDrawn("#result-1"), time.Minute)
 	if got := b.Text(pictureSizes("#result-1")); got != want {

@@ -142,6 +142,9 @@ type resultView struct {
 	// LiveMismatch says that the live output this page showed while the code ran is not the
 	// result's (liveShown.check); "" when it is, or none was shown.
 	LiveMismatch string
+	// Phases is where a run's time went (client.PhasesText); "" for a cell, or when the run's
+	// history could not be read.
+	Phases string
 }
 
 type outputFile struct {
@@ -267,6 +270,10 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request, who *signIn) 
 			v.Result = newResultView(res)
 			v.Result.setLinks(v.DownloadBase(), 0)
 			v.Result.LiveMismatch = s.shown.check(liveKey{signIn: who.id, id: id}, res)
+			// Where the run's time went, from its history (the audit record's phases).
+			if rec, err := s.runs.Audit(r.Context(), id, ri.Status.RunID); err == nil {
+				v.Result.Phases = client.PhasesText(rec.Phases)
+			}
 		}
 	}
 	if v.Awaiting {

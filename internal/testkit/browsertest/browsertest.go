@@ -9,6 +9,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,22 @@ func (b *Browser) Do(steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	if err := chromedp.Do(b.Ctx, steps...); err != nil {
 		b.t.Fatalf("browser: %v", err)
+	}
+}
+
+// Navigate loads url, again when the page it leaves aborts the load with a navigation of its own
+// (a reload it had scheduled: net::ERR_ABORTED), at most three times.
+func (b *Browser) Navigate(url string) {
+	b.t.Helper()
+	var err error
+	for range 3 {
+		if err = chromedp.Do(b.Ctx, chromedp.Navigate(url)); err == nil || !strings.Contains(err.Error(), "ERR_ABORTED") {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		b.t.Fatalf("browser: navigate to %s: %v", url, err)
 	}
 }
 
