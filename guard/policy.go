@@ -100,7 +100,7 @@ type Policy struct {
 	MaxTotalFileBytes int64 `json:"max_total_file_bytes"`
 	// MaxOutputs, MaxOutputBytes and MaxTotalOutputBytes cap what the code shows (figures,
 	// displayed values): how many, one, and all together. Optional: default to 16, 384 KiB and
-	// 512 KiB. Files and outputs share a result's payload budget.
+	// 512 KiB, or less when the other caps leave less of a result's payload budget (outputRoom).
 	MaxOutputs          int   `json:"max_outputs"`
 	MaxOutputBytes      int64 `json:"max_output_bytes"`
 	MaxTotalOutputBytes int64 `json:"max_total_output_bytes"`
@@ -175,8 +175,10 @@ func (p Policy) WithDefaults() Policy {
 	p.MaxFileBytes = cmp.Or(p.MaxFileBytes, DefaultMaxFileBytes)
 	p.MaxTotalFileBytes = cmp.Or(p.MaxTotalFileBytes, DefaultMaxTotalFileBytes)
 	p.MaxOutputs = cmp.Or(p.MaxOutputs, DefaultMaxOutputs)
-	p.MaxOutputBytes = cmp.Or(p.MaxOutputBytes, DefaultMaxOutputBytes)
-	p.MaxTotalOutputBytes = cmp.Or(p.MaxTotalOutputBytes, DefaultMaxTotalOutputBytes)
+	if p.MaxTotalOutputBytes == 0 {
+		p.MaxTotalOutputBytes = p.outputRoom()
+	}
+	p.MaxOutputBytes = cmp.Or(p.MaxOutputBytes, min(DefaultMaxOutputBytes, p.MaxTotalOutputBytes))
 	p.MaxInputFiles = cmp.Or(p.MaxInputFiles, DefaultMaxInputFiles)
 	p.MaxInputBytes = cmp.Or(p.MaxInputBytes, DefaultMaxInputBytes)
 	p.MaxEnvVars = cmp.Or(p.MaxEnvVars, DefaultMaxEnvVars)
@@ -191,6 +193,18 @@ func (p Policy) WithDefaults() Policy {
 		p.DeniedEnv = slices.Clone(DefaultDeniedEnv)
 	}
 	return p
+}
+
+// outputRoom is MaxTotalOutputBytes's default: DefaultMaxTotalOutputBytes, or less when the
+// policy's stream and file caps leave less room in a result's payload budgets, so that a policy
+// written before outputs existed, with larger file caps, stays valid (its outputs get what is
+// left, in whole KiB, at least 1 KiB).
+func (p Policy) outputRoom() int64 {
+	raw := MaxRawPayloadBytes - p.MaxStdoutBytes - p.MaxStderrBytes - p.MaxTotalFileBytes
+	enc := MaxEncodedPayloadBytes - WorstResultEncodingBytes(Limits{MaxStdoutBytes: p.MaxStdoutBytes, MaxStderrBytes: p.MaxStderrBytes,
+		MaxFiles: p.MaxFiles, MaxTotalFileBytes: p.MaxTotalFileBytes, MaxOutputs: p.MaxOutputs})
+	room := min(int64(DefaultMaxTotalOutputBytes), raw, enc/4*3)
+	return max(room&^1023, 1024)
 }
 
 // Validate reports a ConfigError for a policy that cannot be used: negative or inconsistent limits,
