@@ -143,6 +143,9 @@ func (c *Client) Changes(ctx context.Context, workflowID string) (*Changes, erro
 	if err != nil {
 		return nil, err
 	}
+	if st, err := c.RunStatus(ctx, workflowID, runID); err == nil {
+		in.Request.Limits = CheckedLimits(in.Request.Limits, st.Request.Limits)
+	}
 	return c.ChangesOf(ctx, workflowID, runID, info.GetStartTime().AsTime(), in.Request)
 }
 

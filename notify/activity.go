@@ -176,6 +176,10 @@ func (a *Activities) changes(ctx context.Context, tc tclient.Client, in contract
 		log.Warn("notify: read the run's input", "error", err.Error())
 		return &Changes{Error: err.Error()}
 	}
+	// The diff shows the checked limits, as the previous run's side and every view do.
+	if st, err := c.RunStatus(ctx, in.WorkflowID, in.RunID); err == nil {
+		req.Request.Limits = client.CheckedLimits(req.Request.Limits, st.Request.Limits)
+	}
 	ch, err := c.ChangesOf(ctx, in.WorkflowID, in.RunID, in.Since, req.Request)
 	if err != nil {
 		log.Warn("notify: read the conversation's previous run", "error", err.Error())
