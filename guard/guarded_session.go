@@ -234,10 +234,16 @@ func (g *GuardedSandbox) breakSandbox() {
 }
 
 // fitEncoding cuts stdout and stderr further, flagging them truncated, until res's JSON is no
-// larger than WorstResultEncodingBytes(l): output that JSON escapes (<, >, &, control
+// larger than WorstResultEncodingBytes(l) with the outputs res holds: output that JSON escapes (<, >, &, control
 // characters: six bytes each) would otherwise encode to more than the caps' bound, which the
 // session's status budget and Temporal's payload limit rely on.
 func fitEncoding(res Result, l Limits) Result {
+	// The outputs' share is what they hold: escaped streams never take the room of outputs
+	// the cell did not show.
+	l.MaxOutputs, l.MaxTotalOutputBytes = len(res.Outputs), 0
+	for _, o := range res.Outputs {
+		l.MaxTotalOutputBytes += int64(len(o.Data))
+	}
 	budget := WorstResultEncodingBytes(l)
 	for range 64 {
 		b, err := json.Marshal(res)

@@ -154,6 +154,22 @@ func (p tmuxPane) waitFor(want ...string) string {
 	}
 }
 
+// waitForNth waits (20 s at most) until the pane's screen holds want n times, and returns it.
+func (p tmuxPane) waitForNth(want string, n int) string {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		screen := p.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "review")
+		if strings.Count(screen, want) >= n {
+			return screen
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the pane never showed %q %d times:\n%s", want, n, screen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // send types text into the pane, then Enter.
 func (p tmuxPane) send(text string) {
 	p.t.Helper()
@@ -184,8 +200,7 @@ func TestIntegrationReviewInTmux(t *testing.T) {
 
 	decided := map[string]bool{}
 	for n := 1; n <= len(ids); n++ {
-		p.waitFor(fmt.Sprintf("%d of 3: run ", n))
-		screen := p.waitFor("[a/d/s/q]")
+		screen := p.waitForNth("[a/d/s/q]", n) // the nth prompt: run n is shown whole above it
 		id := ""
 		for _, cand := range ids {
 			if strings.Contains(screen, fmt.Sprintf("%d of 3: run %s", n, cand)) {
