@@ -71,7 +71,7 @@ func hugeOutputs(t *testing.T, stdout, stderr string) {
 		ran++
 	}
 	// Each next cell is reckoned at its worst: 64,000 bytes of each stream and the policy's
-	// outputs (512 KiB): the status holds about ten such cells before that reckoning refuses one.
+	// outputs (512 KiB): the status holds about six such cells before that reckoning refuses one.
 	if guard.TypeOf(contract.FromFailure(refusal)) != guard.TypeToolUsageError || ran < 6 {
 		var res contract.SessionResult
 		rerr := run.Get(it.ctx(5*time.Second), &res)
