@@ -65,6 +65,11 @@ func (p Policy) checkSettings(s Settings, backend string) (CheckedSettings, []st
 		return CheckedSettings{}, nil, err
 	}
 	c.Limits = limits
+	if s.Packages != "" {
+		if c.Packages, err = ParseLock(s.Packages); err != nil {
+			return CheckedSettings{}, nil, err
+		}
+	}
 	return c, sensitive, nil
 }
 
@@ -137,6 +142,9 @@ func (p Policy) checkContent(c *Checked) error {
 		return err
 	}
 	if err := p.checkInputFiles(c.Files); err != nil {
+		return err
+	}
+	if err := p.checkPackages(c.Packages); err != nil {
 		return err
 	}
 	if err := p.checkSources(c); err != nil {

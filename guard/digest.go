@@ -22,7 +22,7 @@ func Digest(c *Checked) string {
 // CanonicalEncoding encodes everything that decides what runs, in a fixed order, every variable
 // part prefixed with its length: the version, language, code, backend, the input files (name and
 // bytes, sorted by name), the env (name and value, sorted by name), the effective limits and
-// network. Metadata, capture_content and the owner are not part of it: they change nothing that
+// network, egress and secrets, then the packages when there are any. Metadata, capture_content and the owner are not part of it: they change nothing that
 // runs. Files and Env must be sorted, as Check leaves them.
 func CanonicalEncoding(c *Checked) []byte {
 	size := 64 + len(c.Language) + len(c.Code) + len(c.Backend)
@@ -62,7 +62,7 @@ func CanonicalEncoding(c *Checked) []byte {
 	// digest is trusted.
 	egress, _ := ParseEgressPatterns(c.Egress)
 	b = AppendEgressDigest(b, egress, c.Secrets)
-	return b
+	return appendPackagesDigest(b, c.Packages)
 }
 
 func appendString(b []byte, s string) []byte {

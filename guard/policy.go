@@ -125,6 +125,9 @@ type Policy struct {
 	EgressMaxBytes int64 `json:"egress_max_bytes"`
 	// EgressMaxConns caps a run's egress connection attempts. Optional: defaults to 64.
 	EgressMaxConns int `json:"egress_max_conns"`
+	// Packages says the workers install packages a request's lock names (worker
+	// --package-index). Optional: defaults to false, refusing every request with packages.
+	Packages bool `json:"packages,omitempty"`
 	// SecretNames lists the names of the worker's secrets a request may name. Optional: empty.
 	SecretNames []string `json:"secret_names,omitempty"`
 	// AllowedEnv, when not empty, lists the only env names a request may set. Optional: empty means

@@ -50,6 +50,9 @@ type Settings struct {
 	// Secrets names worker secrets (never their values) that the proxy adds as headers to
 	// requests for their hosts. Optional.
 	Secrets []string `json:"secrets,omitempty"`
+	// Packages is a Python lock in pip's hash-checking format (ParseLock): the wheels the
+	// sandbox host installs, from the operator's index, before the code runs. Optional.
+	Packages string `json:"packages,omitempty"`
 	// CaptureContent lets events carry code, output, env values and file contents.
 	CaptureContent bool     `json:"capture_content,omitempty"`
 	Metadata       Metadata `json:"metadata"` // who asked: recorded in history and events, changes nothing that runs
@@ -141,6 +144,7 @@ type CheckedSettings struct {
 	Network        bool        `json:"network"`                   // an open network, which the policy allowed
 	Egress         []string    `json:"egress,omitempty"`          // canonical patterns, sorted, within the policy's EgressAllow
 	Secrets        []string    `json:"secrets,omitempty"`         // worker secret names (never values), sorted
+	Packages       []Package   `json:"packages,omitempty"`        // the lock, sorted by name (ParseLock)
 	Backend        string      `json:"backend"`                   // the backend that runs it
 	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
 	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
@@ -169,9 +173,11 @@ type Summary struct {
 	Network      bool     `json:"network"`
 	Egress       []string `json:"egress,omitempty"`  // the hosts the code may reach
 	Secrets      []string `json:"secrets,omitempty"` // secret names the proxy adds for their hosts
-	Backend      string   `json:"backend"`
-	Digest       string   `json:"digest"` // what an approval must name
-	Metadata     Metadata `json:"metadata"`
+	// Packages are the lock's packages, with their versions and hashes: what installs.
+	Packages []Package `json:"packages,omitempty"`
+	Backend  string    `json:"backend"`
+	Digest   string    `json:"digest"` // what an approval must name
+	Metadata Metadata  `json:"metadata"`
 	// Conversation is the request's conversation: a label the orchestrator chose, never a
 	// reviewer's proof of anything.
 	Conversation string `json:"conversation,omitempty"`
@@ -199,6 +205,7 @@ func (c *Checked) Summary() Summary {
 		Network:   c.Network,
 		Egress:    c.Egress,
 		Secrets:   c.Secrets,
+		Packages:  c.Packages,
 		Backend:   c.Backend,
 		Digest:    c.Digest,
 		Metadata:  c.Metadata,

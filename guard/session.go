@@ -83,6 +83,7 @@ type SessionSummary struct {
 	Network      bool          `json:"network"`
 	Egress       []string      `json:"egress,omitempty"`
 	Secrets      []string      `json:"secrets,omitempty"`
+	Packages     []Package     `json:"packages,omitempty"`
 	Backend      string        `json:"backend"`
 	Lifetime     time.Duration `json:"lifetime"`
 	IdleTimeout  time.Duration `json:"idle_timeout"`
@@ -301,7 +302,8 @@ func (p Policy) CheckCell(s CheckedSession, index int, language, code string) (C
 func (s *CheckedSession) Summary() SessionSummary {
 	sum := SessionSummary{
 		Languages: s.Languages, Limits: s.Limits, Network: s.Network, Egress: s.Egress, Secrets: s.Secrets,
-		Backend: s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
+		Packages: s.Packages,
+		Backend:  s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
 		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv, Conversation: s.Conversation,
 	}
 	sum.Files, sum.EnvNames, sum.Warnings = s.inputsShown()
