@@ -39,6 +39,8 @@ type ErrorDetails struct {
 	Receipt *guard.Receipt `json:"receipt,omitempty"`
 	// By is a Cancelled's canceller (its Reason is in Reason).
 	By string `json:"by,omitempty"`
+	// Package is a PackageError's distribution (its Reason, a guard.PackageReason, is in Reason).
+	Package string `json:"package,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -57,8 +59,13 @@ func ToFailure(err error) error {
 		sl *guard.SandboxLost
 		rr *guard.ReceiptRefused
 		cn *guard.Cancelled
+		pe *guard.PackageError
 	)
 	switch guard.TypeOf(err) {
+	case guard.TypePackageError:
+		errors.As(err, &pe)
+		return temporal.NewApplicationErrorWithOptions(err.Error(), guard.TypePackageError, temporal.ApplicationErrorOptions{
+			NonRetryable: !guard.Retryable(err), Details: []any{ErrorDetails{Message: pe.Msg, Reason: string(pe.Reason), Package: pe.Package}}})
 	case guard.TypeReceiptRefused:
 		errors.As(err, &rr)
 		d := ErrorDetails{Message: rr.Msg, Field: rr.Field}
@@ -165,6 +172,8 @@ func FromFailure(err error) error {
 		return rr
 	case guard.TypeCancelled:
 		return &guard.Cancelled{By: d.By, Reason: d.Reason}
+	case guard.TypePackageError:
+		return &guard.PackageError{Reason: guard.PackageReason(d.Reason), Package: d.Package, Msg: msg}
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {

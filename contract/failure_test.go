@@ -27,6 +27,8 @@ func TestErrorsRoundTrip(t *testing.T) {
 		{"sandbox lost", &guard.SandboxLost{Msg: "host sandbox-host-1 stopped heartbeating"}, true},
 		{"cancelled", &guard.Cancelled{By: "alice", Reason: "wrong data set"}, true},
 		{"refused", &guard.ApprovalRefused{Reason: guard.RefusedAlreadyUsed, Msg: "used by sandbox activity \"5\""}, true},
+		{"package hash mismatch", &guard.PackageError{Reason: guard.PackageHashMismatch, Package: "six", Msg: "six-1.0-py3-none-any.whl has sha256:00"}, true},
+		{"package index unreachable", &guard.PackageError{Reason: guard.PackageIndexUnreachable, Msg: "connection refused"}, false},
 		{"refused with a cause", fmt.Errorf("outer: %w", &guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,6 +52,7 @@ func TestErrorsRoundTrip(t *testing.T) {
 			&guard.ApprovalDenied{Reason: guard.DeniedByReviewer, Reviewer: "bob", Message: "no"},
 			&guard.IntegrationError{Op: "docker: ping", Err: errors.New("refused")},
 			&guard.Cancelled{By: "alice", Reason: "wrong data set"},
+			&guard.PackageError{Reason: guard.PackageSdistOnly, Package: "six", Msg: "only six-1.0.tar.gz"},
 			&guard.ApprovalRefused{Reason: guard.RefusedNotVerified, Msg: "does not verify", Err: errors.New("approval: refused (expired): past")},
 		} {
 			if got := FromFailure(ToFailure(err)).Error(); got != err.Error() {

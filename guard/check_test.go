@@ -314,6 +314,9 @@ func TestRetryable(t *testing.T) {
 		{&ApprovalRefused{Reason: RefusedNotVerified, Err: &IntegrationError{Op: "dial"}}, false},
 		{&IntegrationError{Op: "dial"}, true},
 		{&IntegrationError{Op: "wait", CodeMayHaveStarted: true}, false},
+		{&PackageError{Reason: PackageHashMismatch}, false},
+		{&PackageError{Reason: PackageSdistOnly}, false},
+		{&PackageError{Reason: PackageIndexUnreachable}, true},
 		{errors.New("unknown"), false},
 		{wrapf(&IntegrationError{Op: "dial"}), true},
 	}

@@ -458,7 +458,13 @@ type EgressAttempt struct {
 	// TLS says how the proxy handled TLS: "" (plain http, or a CONNECT tunnelled as is),
 	// "intercepted" (a CONNECT to a secret's host) or "originated" (http:// to a secret's host).
 	TLS string `json:"tls,omitempty"`
+	// Phase is EgressPhaseInstall for the sandbox host's fetches from the package index before
+	// the code ran; "" for the code's own connections.
+	Phase string `json:"phase,omitempty"`
 }
+
+// EgressPhaseInstall is the Phase of the package install's fetches.
+const EgressPhaseInstall = "install"
 
 // EgressReport is the egress audit of one run.
 type EgressReport struct {

@@ -183,10 +183,13 @@ func TypeOf(err error) string {
 		sl *SandboxLost
 		rr *ReceiptRefused
 		cn *Cancelled
+		pe *PackageError
 	)
 	switch {
 	case errors.As(err, &cn):
 		return TypeCancelled
+	case errors.As(err, &pe):
+		return TypePackageError
 	case errors.As(err, &tu):
 		return TypeToolUsageError
 	case errors.As(err, &ce):
@@ -219,6 +222,10 @@ func Retryable(err error) bool {
 		var ie *IntegrationError
 		errors.As(err, &ie)
 		return !ie.CodeMayHaveStarted
+	case TypePackageError:
+		var pe *PackageError
+		errors.As(err, &pe)
+		return pe.Reason == PackageIndexUnreachable
 	default:
 		return false
 	}

@@ -278,6 +278,8 @@ type Result struct {
 	// Egress is the audit of every connection attempt through the egress proxy, when the request
 	// asked for egress.
 	Egress *EgressReport `json:"egress,omitempty"`
+	// Packages is what the sandbox host installed for the request's lock, when it has one.
+	Packages *PackagesReport `json:"packages,omitempty"`
 	// StateReset says, for a session's cell, that the cell ran in a fresh interpreter because an
 	// earlier cell killed or wedged the last one: variables and imports are gone, /work is kept.
 	StateReset bool `json:"state_reset,omitempty"`
