@@ -19,6 +19,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/backends/kinds"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/tracing"
+	"github.com/sandboxflow/sandboxflow/wheels"
 )
 
 // Name is the backend's name, part of every digest. The runtime (runc or runsc) is not part of
@@ -184,6 +185,9 @@ type sandbox struct {
 	session bool
 	// nonce is a session's secret (LabelSessionNonce); "" for a run's container.
 	nonce string
+	// packages is the host folder of the request's package environment, mounted read-only at
+	// PackagesMount; "" when the request has no packages.
+	packages string
 }
 
 // Run runs c in a fresh container, one the warm pool started for it or one created now, and
@@ -231,6 +235,8 @@ type acquired struct {
 	releaseSlot func()
 	start       time.Time
 	used        atomic.Bool
+	// packages is c's package environment, nil without packages.
+	packages *wheels.Env
 }
 
 // acquireFor is Acquire; wait says whether to wait for a free slot (Run's own acquire) or to
@@ -247,18 +253,21 @@ func (b *Backend) acquireFor(ctx context.Context, c guard.Checked, wait bool) (*
 			return nil, err
 		}
 	}
+	env, err := b.install(ctx, c.CheckedSettings)
+	if err != nil {
+		return nil, err
+	}
 	releaseSlot, free := b.tryTakeSlot()
 	if !free {
 		if !wait {
 			return nil, guard.ErrAcquireLater
 		}
-		var err error
 		if releaseSlot, err = b.takeSlot(ctx); err != nil {
 			return nil, err
 		}
 	}
 	_, span := tracing.Start(ctx, tracing.SpanTakeSandbox, attribute.String("sandboxflow.runtime", b.cfg.Runtime))
-	sb, warm, err := b.acquire(ctx, c)
+	sb, warm, err := b.acquire(ctx, c, packagesDir(env))
 	span.SetAttributes(attribute.Bool("sandboxflow.warm", warm != nil))
 	tracing.End(span, err, guard.TypeOf(err))
 	if err != nil {
@@ -275,7 +284,7 @@ func (b *Backend) acquireFor(ctx context.Context, c guard.Checked, wait bool) (*
 		releaseSlot()
 		return nil, err
 	}
-	return &acquired{b: b, c: c, sb: sb, warm: warm, request: request, releaseSlot: releaseSlot, start: time.Now()}, nil
+	return &acquired{b: b, c: c, sb: sb, warm: warm, request: request, releaseSlot: releaseSlot, start: time.Now(), packages: env}, nil
 }
 
 // Run sends the request and runs it, then removes the container (Backend.Run's second part).
@@ -309,7 +318,7 @@ func (a *acquired) Run(ctx context.Context) (guard.Result, error) {
 	res.Digest = c.Digest
 	res.Backend = Name
 	res.ImageID = sb.image.ID
-	return res, nil
+	return withPackages(res, a.packages), nil
 }
 
 // SandboxID is the container's id (guard.Identified), for Adopt.
@@ -352,6 +361,10 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, host engineVersion) contai
 	if b.cfg.IPC == IPCPrivate {
 		mounts["/dev/shm"] = tmpfs(b.cfg.ShmBytes)
 	}
+	var binds map[string]string
+	if sb.packages != "" {
+		binds = map[string]string{PackagesMount: sb.packages}
+	}
 	return containerSpec{
 		Name:            sb.name,
 		Image:           sb.image.ID,
@@ -372,6 +385,7 @@ func (b *Backend) spec(c *guard.Checked, sb *sandbox, host engineVersion) contai
 		MemoryBytes:     b.cfg.MemoryBytes,
 		NanoCPUs:        int64(b.cfg.CPUs * 1e9),
 		Tmpfs:           mounts,
+		ReadOnlyBinds:   binds,
 		Ulimits:         []ulimit{{Name: "core", Soft: 0, Hard: 0}, {Name: "nofile", Soft: 1024, Hard: 1024}},
 		OomScoreAdj:     oomScoreAdj,
 		CgroupnsPrivate: host.CgroupVersion == "2",
@@ -427,28 +441,30 @@ func (b *Backend) labels(c *guard.Checked, sb *sandbox) map[string]string {
 }
 
 // acquire resolves the image and returns a container for c: a started one from the warm pool
-// (warm set), or one created now. Nothing runs in either until execute has written the whole
-// request on its stdin, so every failure here may be retried.
-func (b *Backend) acquire(ctx context.Context, c guard.Checked) (*sandbox, *warmSandbox, error) {
+// (warm set), or one created now (always, with packages: a warm container has no mount of
+// them). Nothing runs in either until execute has written the whole request on its stdin, so
+// every failure here may be retried.
+func (b *Backend) acquire(ctx context.Context, c guard.Checked, packages string) (*sandbox, *warmSandbox, error) {
 	img, err := b.resolveImage(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	if b.pool != nil {
-		if c.Network {
+		if c.Network || packages != "" {
 			b.pool.cold()
 		} else if w := b.pool.take(ctx, img.ID); w != nil {
 			b.renameTaken(w.sb) // now: the approval's claim may still take a while
 			return w.sb, w, nil
 		}
 	}
-	sb, err := b.create(ctx, img, &c, false)
+	sb, err := b.create(ctx, img, &c, false, packages)
 	return sb, nil, err
 }
 
 // create picks a uid and creates a container from img for c, or for the warm pool when c is nil;
-// session marks a session's container (c then carries the session's owner and settings digest).
-func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked, session bool) (*sandbox, error) {
+// session marks a session's container (c then carries the session's owner and settings digest);
+// packages is the host folder of c's package environment, or "".
+func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked, session bool, packages string) (*sandbox, error) {
 	host, err := b.hostFacts(ctx)
 	if err != nil {
 		return nil, &guard.IntegrationError{Op: "docker: daemon info", Err: err}
@@ -457,7 +473,7 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked, s
 	if err != nil {
 		return nil, &guard.IntegrationError{Op: "docker: pick a sandbox uid from " + b.cfg.UIDs.String(), Err: err}
 	}
-	sb := &sandbox{uid: uid, image: img, release: release, session: session}
+	sb := &sandbox{uid: uid, image: img, release: release, session: session, packages: packages}
 	var suffix [8]byte
 	var nonce [32]byte
 	if _, err := rand.Read(suffix[:]); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -152,6 +153,10 @@ func (e *dockerEngine) Create(ctx context.Context, s containerSpec) (string, err
 			MemorySwap: s.MemoryBytes,
 			NanoCPUs:   s.NanoCPUs,
 		},
+	}
+	for target, source := range s.ReadOnlyBinds {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: source, Target: target, ReadOnly: true,
+			BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, NonRecursive: true}})
 	}
 	if s.CgroupnsPrivate {
 		host.CgroupnsMode = container.CgroupnsModePrivate

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/defaults"
+	"github.com/sandboxflow/sandboxflow/wheels"
 )
 
 // Defaults of Config. A zero field of a Config takes these values.
@@ -208,7 +209,16 @@ type Config struct {
 	// session's container younger than this plus the reap threshold is never reaped without
 	// SessionEnded. Optional: defaults to guard.DefaultMaxSessionLifetime (1 h).
 	MaxSessionLifetime time.Duration
+	// Packages installs the packages a request's lock names, on this host, before the code runs
+	// (worker --package-index): the lock's environment is mounted read-only at PackagesMount in
+	// a container of its own (never a warm one). Optional: nil refuses a request with packages
+	// with a guard.ConfigError.
+	Packages *wheels.Installer
 }
+
+// PackagesMount is where a sandbox sees its lock's environment, read-only; the supervisor puts
+// it on the code's import path after the standard library, before the image's site-packages.
+const PackagesMount = "/opt/sandboxflow/packages"
 
 // IsGVisor reports whether runtime names gVisor: "runsc", or "runsc-" and a suffix, as gVisor's
 // `runsc install --runtime NAME` names a second installation (runsc-debug, runsc-kvm, ...).

@@ -90,9 +90,11 @@ type containerSpec struct {
 	MemoryBytes    int64
 	NanoCPUs       int64
 	Tmpfs          map[string]string
-	Init           bool
-	Ulimits        []ulimit
-	Hostname       string
+	// ReadOnlyBinds mount host folders read-only: container path to host path.
+	ReadOnlyBinds map[string]string
+	Init          bool
+	Ulimits       []ulimit
+	Hostname      string
 	// DNS replaces the resolver addresses Docker writes into /etc/resolv.conf.
 	DNS             []string
 	OomScoreAdj     int

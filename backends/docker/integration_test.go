@@ -930,7 +930,7 @@ func TestDockerReap(t *testing.T) {
 		b := newTestBackend(t, rt, func(c *Config) { c.Deployment = "reap-test-" + rt + "-" + suiteID })
 		c := checked(t, guard.Python, "print(1)", nil)
 		for i := 0; i < 2; i++ {
-			if _, _, err := b.acquire(context.Background(), c); err != nil {
+			if _, _, err := b.acquire(context.Background(), c, ""); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -473,7 +473,7 @@ func (b *Backend) startWarm(ctx context.Context) (*warmSandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := b.create(ctx, img, nil, false)
+	sb, err := b.create(ctx, img, nil, false, "")
 	if err != nil {
 		return nil, err
 	}

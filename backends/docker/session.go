@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/wheels"
 )
 
 // Sessions (issue 28): one container per session, created as hardened as a run's and started
@@ -23,7 +24,12 @@ var _ guard.SessionBackend = (*Backend)(nil)
 type Session struct {
 	b  *Backend
 	sb *sandbox
-	s  guard.CheckedSession
+	// packages is the session's package environment (nil without packages), mounted at its
+	// creation for every cell; fetchesTold says a cell's egress audit listed the install's
+	// fetches already.
+	packages    *wheels.Env
+	fetchesTold bool
+	s           guard.CheckedSession
 	// c is the session's run-shaped settings (CellChecked): its egress and secrets make each
 	// cell's proxy.
 	c   guard.Checked
@@ -132,6 +138,10 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 			return nil, err
 		}
 	}
+	env, err := b.install(ctx, s.CheckedSettings)
+	if err != nil {
+		return nil, err
+	}
 	release, err := b.takeSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -144,12 +154,12 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 	if b.pool != nil {
 		b.pool.cold()
 	}
-	sb, err := b.create(ctx, img, &c, true)
+	sb, err := b.create(ctx, img, &c, true, packagesDir(env))
 	if err != nil {
 		release()
 		return nil, err
 	}
-	sess := &Session{b: b, sb: sb, s: s, c: c, diag: guard.NewCapBuffer(diagBytes), done: make(chan struct{}), releaseSlot: release}
+	sess := &Session{b: b, sb: sb, packages: env, s: s, c: c, diag: guard.NewCapBuffer(diagBytes), done: make(chan struct{}), releaseSlot: release}
 	if err := sess.open(ctx); err != nil {
 		if sess.att != nil {
 			sess.att.Close()
@@ -472,11 +482,26 @@ func (s *Session) reported(rep *report, l guard.Limits, start time.Time) guard.R
 		res.Egress = &audit
 	}
 	res = s.finish(res, l, start)
+	res = s.withPackages(res)
 	if rep.exit.Cancelled {
 		// Stopped by stopCell: the guard marks it cancelled (finish settled it from the exit).
 		res.Outcome = guard.OutcomeCancelled
 	}
 	return res
+}
+
+// withPackages records the session's packages in a cell's result; the install's fetches go in
+// the first such cell's egress audit.
+func (s *Session) withPackages(res guard.Result) guard.Result {
+	if s.packages == nil {
+		return res
+	}
+	env := *s.packages
+	if s.fetchesTold {
+		env.Fetches = nil
+	}
+	s.fetchesTold = true
+	return withPackages(res, &env)
 }
 
 // cellError is the failure of a cell of the session at op: CodeMayHaveStarted says whether the

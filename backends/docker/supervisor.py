@@ -515,9 +515,18 @@ def collect(inputs, max_files, max_file, max_total):
 # code's own process, so the code can change or forge any of it: outputs are the code's word,
 # like its stdout. It imports nothing from /work (safe_import takes the working folder off the
 # path) and nothing at all until the code shows something.
+# Where the sandbox sees its lock's environment; keep in step with PackagesMount (config.go).
+PACKAGES = "/opt/sandboxflow/packages"
 CAPTURE = r"""
 def _sandboxflow_capture(outdir, at_exit):
     import sys, os, builtins
+    # The request's packages, mounted read-only at PACKAGES (only when its lock names some): on
+    # the path after the standard library and before the image's site folders, so the lock's
+    # version wins over a Debian-packaged one; never through site.addsitedir (a .pth file there is
+    # never run) and after start-up (a sitecustomize there is never imported on its own).
+    if os.path.isdir($PACKAGES$):
+        at = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+        sys.path.insert(at[0] if at else len(sys.path), $PACKAGES$)
     seq = [0]
     max_rows, max_cols, max_text = 200, 50, 64 << 10
 
@@ -644,7 +653,7 @@ def _sandboxflow_capture(outdir, at_exit):
 
     sys.meta_path.insert(0, ShowHook)
     return show_figures, value, reset
-"""
+""".replace("$PACKAGES$", repr(PACKAGES))
 
 # What a run's Python runs first (RUN_BOOT), the code following it on stdin as with `python3 -`:
 # the driver takes the working folder off sys.path while it installs CAPTURE, reads
