@@ -43,8 +43,11 @@ func sample() (Run, guard.Result) {
 		ExitCode: 0, Stdout: []byte("hello \xff world, and more"), Stderr: []byte("warn\n"),
 		Files:    []guard.File{{Name: "out.txt", Content: []byte("data")}, {Name: "big.bin", Content: make([]byte, 64)}},
 		Measured: &guard.Measured{Stdout: &guard.StreamMeasure{Bytes: 999, SHA256: strings.Repeat("ab", 32)}, Runtime: "runsc"},
-		Egress:   &guard.EgressReport{Attempts: []guard.EgressAttempt{{Host: "pypi.org", Port: 443, Allowed: true, BytesOut: 10, BytesIn: 20}}},
-		ImageID:  "sha256:" + strings.Repeat("1", 64),
+		Egress: &guard.EgressReport{Attempts: []guard.EgressAttempt{{Host: "index.example", Port: 443, Allowed: true, BytesIn: 900, Phase: guard.EgressPhaseInstall},
+			{Host: "pypi.org", Port: 443, Allowed: true, BytesOut: 10, BytesIn: 20}}},
+		Packages: &guard.PackagesReport{Installed: []guard.InstalledPackage{{Name: "six", Version: "1.16.0", File: "six-1.16.0-py2.py3-none-any.whl", SHA256: strings.Repeat("5", 64)}},
+			Warnings: []string{"six installs six.pth"}},
+		ImageID: "sha256:" + strings.Repeat("1", 64),
 		Outputs: []guard.Output{{Index: 1, Source: guard.OutputFigure, MIME: guard.MIMEPNG, Data: []byte("\x89PNG....")},
 			{Index: 2, Source: guard.OutputValue, MIME: guard.MIMEText, Data: []byte("42")},
 			{Index: 3, Source: guard.OutputDisplay, MIME: guard.MIMEPNG, Data: make([]byte, 40)}},
@@ -108,8 +111,11 @@ func TestReceiptVerifiesAndSignsWhatRan(t *testing.T) {
 	if len(st.Files) != 2 || !st.Files[0].Kept || st.Files[1].Kept || !st.FilesTruncated {
 		t.Errorf("files %+v; want out.txt kept and big.bin produced but dropped", st.Files)
 	}
-	if st.Runtime != "runsc" || len(st.Egress) != 1 || st.Secrets[0] != "PYPI_TOKEN" {
+	if st.Runtime != "runsc" || len(st.Egress) != 2 || st.Egress[0].Phase != guard.EgressPhaseInstall || st.Secrets[0] != "PYPI_TOKEN" {
 		t.Errorf("runtime %q, egress %+v, secrets %v", st.Runtime, st.Egress, st.Secrets)
+	}
+	if len(st.Packages) != 1 || st.Packages[0].SHA256 != strings.Repeat("5", 64) || len(st.PackageWarnings) != 1 {
+		t.Errorf("packages %+v, warnings %q; want six with its wheel's hash and its warning", st.Packages, st.PackageWarnings)
 	}
 }
 
@@ -140,7 +146,17 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		// An exit the interpreter reported passed off as one the host measured, and the reverse.
 		{"who reported the exit", "exit_reported_by", func(r *guard.Result) { r.ExitReportedBy = guard.ReportedByInterpreter }},
 		{"threads alive", "threads_alive", func(r *guard.Result) { r.ThreadsAlive = 1 }},
-		{"egress bytes", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].BytesIn++ }},
+		{"egress bytes", "egress[1]", func(r *guard.Result) { r.Egress.Attempts[1].BytesIn++ }},
+		// The install's fetch passed off as the code's, and a package's wheel swapped.
+		{"egress phase", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Phase = "" }},
+		{"package hash", "packages[0]", func(r *guard.Result) {
+			r.Packages = &guard.PackagesReport{Installed: []guard.InstalledPackage{res.Packages.Installed[0]}, Warnings: res.Packages.Warnings}
+			r.Packages.Installed[0].SHA256 = strings.Repeat("6", 64)
+		}},
+		{"package dropped", "packages", func(r *guard.Result) { r.Packages = nil }},
+		{"package warning hidden", "package_warnings", func(r *guard.Result) {
+			r.Packages = &guard.PackagesReport{Installed: res.Packages.Installed}
+		}},
 		{"egress host", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Host = "evil.example" }},
 		{"egress secret", "egress[0]", func(r *guard.Result) { r.Egress.Attempts[0].Secrets = []string{"OTHER"} }},
 		{"egress hidden", "egress", func(r *guard.Result) { r.Egress = nil }},

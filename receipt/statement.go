@@ -93,6 +93,12 @@ type Statement struct {
 	// EgressLost says the egress proxy's report of the run was lost with the worker that carried
 	// it (guard.EgressReport.Lost): Egress lists nothing of it. Absent when false.
 	EgressLost bool `json:"egress_lost,omitempty"`
+	// Packages are the distributions the host installed for the request's lock, each with the
+	// sha256 of its wheel (guard.PackagesReport); PackageWarnings and PackagesCached are the
+	// report's. All absent when the request had no packages.
+	Packages        []guard.InstalledPackage `json:"packages,omitempty"`
+	PackageWarnings []string                 `json:"package_warnings,omitempty"`
+	PackagesCached  bool                     `json:"packages_cached,omitempty"`
 }
 
 // Approval is one approval the host verified.
@@ -162,6 +168,9 @@ type Egress struct {
 	BytesIn  int64  `json:"bytes_in"`
 	// Secrets are the secrets whose headers the proxy added to this attempt.
 	Secrets []string `json:"secrets"`
+	// Phase is "install" for the host's fetches from the package index before the code ran;
+	// absent for the code's connections.
+	Phase string `json:"phase,omitempty"`
 }
 
 // Cell binds a session's cell to its place in the session.
@@ -306,6 +315,11 @@ func New(run Run, res guard.Result) Statement {
 		s.EgressDropped = res.Egress.Dropped
 		s.EgressLost = res.Egress.Lost
 	}
+	if res.Packages != nil {
+		s.Packages = slices.Clone(res.Packages.Installed)
+		s.PackageWarnings = slices.Clone(res.Packages.Warnings)
+		s.PackagesCached = res.Packages.Cached
+	}
 	return s
 }
 
@@ -321,5 +335,5 @@ func egressOf(a guard.EgressAttempt) Egress {
 	if secrets == nil {
 		secrets = []string{}
 	}
-	return Egress{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, BytesOut: a.BytesOut, BytesIn: a.BytesIn, Secrets: secrets}
+	return Egress{Host: a.Host, Port: a.Port, Allowed: a.Allowed, Reason: a.Reason, BytesOut: a.BytesOut, BytesIn: a.BytesIn, Secrets: secrets, Phase: a.Phase}
 }

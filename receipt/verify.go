@@ -212,6 +212,9 @@ func CheckResult(st Statement, res guard.Result) error {
 	if err := checkOutputs(st, res); err != nil {
 		return err
 	}
+	if err := checkPackages(st, res); err != nil {
+		return err
+	}
 	var attempts []guard.EgressAttempt
 	dropped, lost := 0, false
 	if res.Egress != nil {
@@ -224,7 +227,7 @@ func CheckResult(st Statement, res guard.Result) error {
 	for i, a := range attempts {
 		got, want := egressOf(a), st.Egress[i]
 		if got.Host != want.Host || got.Port != want.Port || got.Allowed != want.Allowed || got.Reason != want.Reason ||
-			got.BytesOut != want.BytesOut || got.BytesIn != want.BytesIn || !slices.Equal(got.Secrets, want.Secrets) {
+			got.BytesOut != want.BytesOut || got.BytesIn != want.BytesIn || !slices.Equal(got.Secrets, want.Secrets) || got.Phase != want.Phase {
 			return refused(fmt.Sprintf("egress[%d]", i), nil, "the result's attempt %+v is not the receipt's %+v", got, st.Egress[i])
 		}
 	}
@@ -245,6 +248,28 @@ func checkOutputs(st Statement, res guard.Result) error {
 			return refused(fmt.Sprintf("outputs[%d]", i), nil, "output %d (%s, %s, %d bytes, sha256 %s) is not the receipt's (%s, %s, %d bytes, sha256 %s)",
 				o.Index, clip(o.Source), clip(o.MIME), o.Data.Bytes, o.Data.SHA256, clip(st.Outputs[i].Source), clip(st.Outputs[i].MIME), st.Outputs[i].Data.Bytes, st.Outputs[i].Data.SHA256)
 		}
+	}
+	return nil
+}
+
+// checkPackages checks that the result lists exactly the installed distributions, warnings and
+// cache flag st signs.
+func checkPackages(st Statement, res guard.Result) error {
+	var rep guard.PackagesReport
+	if res.Packages != nil {
+		rep = *res.Packages
+	}
+	if len(rep.Installed) != len(st.Packages) {
+		return refused("packages", nil, "the result lists %d installed packages; the receipt signs %d", len(rep.Installed), len(st.Packages))
+	}
+	for i, p := range rep.Installed {
+		if p != st.Packages[i] {
+			return refused(fmt.Sprintf("packages[%d]", i), nil, "the result's %s %s (%s, sha256 %s) is not the receipt's %s %s (%s, sha256 %s)",
+				clip(p.Name), clip(p.Version), clip(p.File), clip(p.SHA256), clip(st.Packages[i].Name), clip(st.Packages[i].Version), clip(st.Packages[i].File), clip(st.Packages[i].SHA256))
+		}
+	}
+	if !slices.Equal(rep.Warnings, st.PackageWarnings) || rep.Cached != st.PackagesCached {
+		return refused("package_warnings", nil, "the result's package warnings or cache flag are not the receipt's")
 	}
 	return nil
 }
