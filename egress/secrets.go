@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
 	"net/textproto"
 	"os"
 	"slices"
@@ -161,6 +162,22 @@ func (s *Secrets) Names() []string {
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// HeadersFor returns the headers of every secret whose host pattern matches host:port, and
+// those secrets' names (sorted, each once): what the sandbox host sends to a private package
+// index. The values never leave the worker.
+func (s *Secrets) HeadersFor(host string, port uint16) (http.Header, []string) {
+	h := http.Header{}
+	var names []string
+	for _, r := range s.rules {
+		if r.Pattern.MatchName(host, port) {
+			h.Add(r.Header, string(r.value))
+			names = append(names, r.Name)
+		}
+	}
+	slices.Sort(names)
+	return h, slices.Compact(names)
 }
 
 // Select returns the rules of the named secrets, for one run's Config.Secrets. A name the file

@@ -52,7 +52,7 @@ func parseIndexPage(page []byte, base *url.URL) []link {
 // phase.
 type fetcher struct {
 	client   *http.Client
-	header   func(host string) (http.Header, []string)
+	header   func(u *url.URL) (http.Header, []string)
 	attempts []guard.EgressAttempt
 }
 
@@ -73,7 +73,7 @@ func (f *fetcher) get(ctx context.Context, u *url.URL, max int64) ([]byte, int, 
 		return nil, 0, err
 	}
 	if f.header != nil {
-		h, names := f.header(u.Hostname())
+		h, names := f.header(u)
 		for k, vs := range h {
 			req.Header[k] = vs
 		}

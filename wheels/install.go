@@ -39,9 +39,9 @@ type Config struct {
 	// CacheDir holds verified wheels by hash (wheels/sha256/<hex>/<file>) and the environments
 	// built for each lock (envs/<key>/site).
 	CacheDir string
-	// Header returns the headers (and the names of the secrets they come from) to send to a
-	// host: a private index's credentials. Optional: nil sends none.
-	Header func(host string) (http.Header, []string)
+	// Header returns the headers (and the names of the secrets they come from) to send with a
+	// request for a URL: a private index's credentials. Optional: nil sends none.
+	Header func(u *url.URL) (http.Header, []string)
 	// Client makes the requests. Optional: defaults to a client with DefaultFetchTimeout.
 	Client *http.Client
 	// MaxWheelBytes bounds one wheel's download. Optional: defaults to DefaultMaxWheelBytes.

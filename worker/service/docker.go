@@ -82,6 +82,7 @@ func dockerKind() backendKind {
 			return o.Docker.WarmMaxAge
 		},
 		egress:       true,
+		packages:     true,
 		metricsLabel: func(o *Options) string { return o.Docker.Runtime },
 		// One container kept for the session (backends/docker, OpenSession).
 		sessions: true,
@@ -120,6 +121,10 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 	if err != nil {
 		return docker.Config{}, err
 	}
+	packages, err := cfg.packageInstaller()
+	if err != nil {
+		return docker.Config{}, err
+	}
 	deployment := d.Deployment
 	if deployment == "" {
 		deployment = cfg.Conn.WithDefaults().Namespace + "/" + cfg.TaskQueue
@@ -138,6 +143,7 @@ func dockerConfig(cfg *Options, withCA bool, logger *slog.Logger) (docker.Config
 		WarmMaxAge:    d.WarmMaxAge,
 		Logger:        logger,
 		Egress:        eg,
+		Packages:      packages,
 		// Runs and sessions share the host's sandbox slots; a session's container is reaped
 		// once its workflow run has ended (or, without Temporal to ask, past the lifetime cap).
 		MaxSandboxes:       cfg.MaxSandboxes,

@@ -39,6 +39,8 @@ type backendKind struct {
 	reapExtra func(o *Options) time.Duration
 	// egress says whether this kind runs the filtering egress proxy, which --egress-allow needs.
 	egress bool
+	// packages says whether this kind installs a request's packages (--package-index needs it).
+	packages bool
 	// metricsLabel is the runtime label of the sandbox metrics. Optional: the name.
 	metricsLabel func(o *Options) string
 	// sessions says whether this kind keeps a sandbox for a session (issue 28: its backend is a
@@ -112,6 +114,10 @@ func (o *Options) validateBackend() error {
 		// Only a backend with the filtering proxy can give a request the egress it was approved
 		// with; elsewhere the reviewer would be shown egress the code then does not get.
 		return &guard.ConfigError{Msg: fmt.Sprintf("--egress-allow needs a backend with an egress proxy (%s); the %s backend has none", egressKinds(), o.Backend)}
+	}
+	if o.PackageIndex != "" && !k.packages {
+		// Elsewhere a reviewer would approve packages the code then runs without.
+		return &guard.ConfigError{Msg: fmt.Sprintf("--package-index needs a backend that installs packages (--backend docker); the %s backend installs none", o.Backend)}
 	}
 	return nil
 }

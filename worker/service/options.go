@@ -132,6 +132,16 @@ type Options struct {
 	// Header: value, mode 0600 or 0640); requests name its secrets. Optional: none.
 	SecretsFile string
 	secrets     *egress.Secrets
+	// PackageIndex is the PEP 503 simple index the sandbox host installs requests' packages from
+	// (package wheels); set on every worker that checks requests, it lets a request carry a
+	// lock (guard.Policy.Packages). Optional: empty refuses requests with packages.
+	PackageIndex string
+	// PackageCache holds verified wheels and built environments. Optional: defaults to
+	// DATA_DIR/packages.
+	PackageCache string
+	// PackageRefuseHooks refuses a lock whose install would put on the import path what runs
+	// on its own or shadows another module, instead of warning in the result.
+	PackageRefuseHooks bool
 	// HeartbeatTimeout is the sandbox activity's heartbeat timeout (zero: 15 s).
 	HeartbeatTimeout time.Duration
 	// LateResultWait is how long a run whose sandbox activity timed out waits for a late result,
@@ -201,6 +211,9 @@ func (o *Options) Validate() error {
 	if err := o.loadSecrets(); err != nil {
 		return err
 	}
+	if err := o.validatePackages(); err != nil {
+		return err
+	}
 	if _, err := notifyActivities(o, nil, nil, ""); err != nil {
 		return err
 	}
@@ -227,6 +240,7 @@ func (o *Options) Policy() guard.Policy {
 		EgressMaxBytes:        o.EgressMaxBytes,
 		EgressMaxConns:        o.EgressMaxConns,
 		SecretNames:           o.secretNames(),
+		Packages:              o.PackageIndex != "",
 		MaxSessionLifetime:    o.MaxSessionLifetime,
 		MaxSessionIdle:        o.MaxSessionIdle,
 		MaxSessionCells:       o.MaxSessionCells,
