@@ -3,6 +3,8 @@ package wheels
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,5 +179,40 @@ func TestConcurrentInstalls(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(cache, "envs", ".build-*"))
 	if len(left) != 0 {
 		t.Errorf("temporary folders left: %q", left)
+	}
+}
+
+// A private index's credentials go with the host's fetches (and the audit names the secret),
+// never anywhere the sandbox reads.
+func TestPrivateIndexCredentials(t *testing.T) {
+	ix := wheeltest.NewPrivateIndex(t, "Bearer s3cret")
+	b := ix.AddWheel(t, beta)
+	pkgs := lock(t, wheeltest.Line("beta", "2.1", b))
+	header := func(u *url.URL) (http.Header, []string) {
+		if u.Hostname() != "127.0.0.1" {
+			return nil, nil
+		}
+		return http.Header{"Authorization": {"Bearer s3cret"}}, []string{"mirror"}
+	}
+	in, err := New(Config{Index: ix.URL(), CacheDir: t.TempDir(), Client: ix.Server.Client(), Header: header})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := in.Install(context.Background(), pkgs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(env.Fetches) != 2 || len(env.Fetches[1].Secrets) != 1 || env.Fetches[1].Secrets[0] != "mirror" {
+		t.Errorf("fetches %+v; want two naming the secret", env.Fetches)
+	}
+	files, _ := filepath.Glob(filepath.Join(env.Dir, "..", "*"))
+	for _, f := range files {
+		if data, _ := os.ReadFile(f); strings.Contains(string(data), "s3cret") {
+			t.Errorf("%s holds the credential", f)
+		}
+	}
+	without, _ := New(Config{Index: ix.URL(), CacheDir: t.TempDir(), Client: ix.Server.Client()})
+	if _, err := without.Install(context.Background(), pkgs, nil); guard.TypeOf(err) != guard.TypePackageError {
+		t.Errorf("without credentials: %v; want a PackageError", err)
 	}
 }

@@ -115,19 +115,39 @@ type Index struct {
 	Dir    string
 	Server *httptest.Server
 	hits   atomic.Int64
+	// auth, when set, is the Authorization header every request must carry (a private index).
+	auth string
 }
 
 // NewIndex starts an empty index; it stops with the test.
 func NewIndex(t testing.TB) *Index {
 	t.Helper()
 	ix := &Index{Dir: t.TempDir()}
-	files := http.StripPrefix("/simple/", http.FileServer(http.Dir(ix.Dir)))
-	ix.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ix.hits.Add(1)
-		files.ServeHTTP(w, r)
-	}))
+	ix.Server = httptest.NewServer(ix.handler())
 	t.Cleanup(ix.Server.Close)
 	return ix
+}
+
+// NewPrivateIndex starts an empty index over TLS (its Server.Client trusts it) that answers 401
+// to a request without "Authorization: auth".
+func NewPrivateIndex(t testing.TB, auth string) *Index {
+	t.Helper()
+	ix := &Index{Dir: t.TempDir(), auth: auth}
+	ix.Server = httptest.NewTLSServer(ix.handler())
+	t.Cleanup(ix.Server.Close)
+	return ix
+}
+
+func (ix *Index) handler() http.Handler {
+	files := http.StripPrefix("/simple/", http.FileServer(http.Dir(ix.Dir)))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ix.hits.Add(1)
+		if ix.auth != "" && r.Header.Get("Authorization") != ix.auth {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 }
 
 // URL is the index's base URL (worker --package-index).
