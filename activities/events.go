@@ -162,6 +162,10 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 			d["retryable"] = guard.Retryable(err)
 			d["code_may_have_started"] = ie.CodeMayHaveStarted
 		}
+		var pe *guard.PackageError
+		if errors.As(err, &pe) {
+			d["package_reason"] = string(pe.Reason)
+		}
 		return Event{Type: contract.EventSandboxFinished, Data: d}
 	}
 	d["ok"] = res.OK
@@ -192,6 +196,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		d["image_id"] = res.ImageID
 	}
 	addEgress(d, res.Egress)
+	addPackages(d, res.Packages)
 	d["receipt_sha256"] = ""
 	if res.Receipt != nil {
 		d["receipt_sha256"] = receipt.Hash(*res.Receipt) // what an audit export's receipt must hash to
@@ -206,6 +211,18 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		d["file_contents"] = files
 	}
 	return Event{Type: contract.EventSandboxFinished, Data: d}
+}
+
+// addPackages adds what the host installed for the request's lock: how many distributions,
+// whether from the cache, how long the install took and how many warnings it gave.
+func addPackages(d map[string]any, p *guard.PackagesReport) {
+	if p == nil {
+		return
+	}
+	d["packages"] = len(p.Installed)
+	d["packages_cached"] = p.Cached
+	d["package_install_ms"] = p.Duration.Milliseconds()
+	d["package_warnings"] = len(p.Warnings)
 }
 
 // refusedEvent describes the sandbox host's refusal of a run's approval: nothing ran. Data's

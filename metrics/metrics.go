@@ -1,7 +1,7 @@
 // Package metrics serves Prometheus metrics for operators: runs by final state, the wait for a
 // reviewer, sandbox run durations, limit kills, sandboxes in use, refused egress and refused
-// decisions, sessions open, session cells run and session sandbox lifetimes, and the Temporal
-// SDK's own metrics.
+// decisions, sessions open, session cells run and session sandbox lifetimes, package installs
+// (time, cache hits, refusals), and the Temporal SDK's own metrics.
 //
 // Sandbox metrics come from the activities' events (Metrics.Sink wraps the worker's Sink); workflow
 // metrics from a worker interceptor (Metrics.WorkerInterceptor) that counts only when the workflow
@@ -13,6 +13,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -40,6 +41,9 @@ type Metrics struct {
 	sessionsOpen     prometheus.Gauge
 	cellsRun         *prometheus.CounterVec
 	sandboxLifetime  prometheus.Histogram
+	packageInstall   *prometheus.HistogramVec
+	packageCache     *prometheus.CounterVec
+	packageErrors    *prometheus.CounterVec
 	temporal         *sdkCollector
 	waiting          *waitingCollector // set by WaitingFor
 }
@@ -73,10 +77,17 @@ func New() *Metrics {
 		sandboxLifetime: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "session_sandbox_lifetime_seconds",
 			Help:    "Lifetime of session sandboxes, from open to removal.",
 			Buckets: []float64{1, 10, 30, 60, 300, 600, 1200, 1800, 3600, 2 * 3600, 4 * 3600}}),
+		packageInstall: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "package_install_seconds",
+			Help:    "Time the sandbox host took to install a request's packages before its code ran, by backend and whether the environment came from the cache.",
+			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300}}, []string{"backend", "cached"}),
+		packageCache: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "package_cache_total",
+			Help: "Package installs by whether the lock's environment was in the host's cache (hit: no connection) or built (miss), by backend."}, []string{"backend", "result"}),
+		packageErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "package_errors_total",
+			Help: "Package installs refused or failed (nothing ran), by reason (hash_mismatch, sdist_only, missing_dependency, ...)."}, []string{"reason"}),
 		temporal: newSDKCollector(),
 	}
 	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals, m.approvalRefusals,
-		m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.packageInstall, m.packageCache, m.packageErrors, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -114,6 +125,7 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
 			s.m.limitKills.WithLabelValues(kind).Inc()
 		}
+		s.m.observePackages(backend, e.Data)
 		if _, isCell := e.Data["cell"]; isCell {
 			outcome, ok := e.Data["outcome"].(string)
 			if !ok {
@@ -136,6 +148,21 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 	if s.next != nil {
 		s.next.Emit(ctx, e)
 	}
+}
+
+// observePackages counts a finished run's package install, from its event's data.
+func (m *Metrics) observePackages(backend string, d map[string]any) {
+	if reason, ok := d["package_reason"].(string); ok {
+		m.packageErrors.WithLabelValues(reason).Inc()
+	}
+	ms, ok := d["package_install_ms"].(int64)
+	if !ok {
+		return
+	}
+	cached, _ := d["packages_cached"].(bool)
+	result := map[bool]string{true: "hit", false: "miss"}[cached]
+	m.packageInstall.WithLabelValues(backend, strconv.FormatBool(cached)).Observe(float64(ms) / 1000)
+	m.packageCache.WithLabelValues(backend, result).Inc()
 }
 
 // WarmPool exposes a sandbox backend's warm pool, read from stats at each scrape: the started

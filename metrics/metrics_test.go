@@ -138,3 +138,25 @@ func TestSinkFeedsSessionMetrics(t *testing.T) {
 		`sandboxflow_sandboxes_in_use 0`,
 	)
 }
+
+func TestSinkCountsPackageInstalls(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	for _, d := range []map[string]any{
+		{"backend": "docker", "packages": 2, "packages_cached": false, "package_install_ms": int64(1500)},
+		{"backend": "docker", "packages": 2, "packages_cached": true, "package_install_ms": int64(2)},
+		{"backend": "docker", "packages": 2, "packages_cached": true, "package_install_ms": int64(3)},
+		{"backend": "docker", "error_type": guard.TypePackageError, "package_reason": string(guard.PackageHashMismatch)},
+		{"backend": "docker"},
+	} {
+		s.Emit(ctx, activities.Event{Type: contract.EventSandboxFinished, Data: d})
+	}
+	wantLines(t, scrape(t, m),
+		`sandboxflow_package_cache_total{backend="docker",result="hit"} 2`,
+		`sandboxflow_package_cache_total{backend="docker",result="miss"} 1`,
+		`sandboxflow_package_install_seconds_count{backend="docker",cached="false"} 1`,
+		`sandboxflow_package_install_seconds_sum{backend="docker",cached="false"} 1.5`,
+		`sandboxflow_package_errors_total{reason="hash_mismatch"} 1`,
+	)
+}
