@@ -33,8 +33,9 @@ type ErrorOutput struct {
 }
 
 // ErrorBody names the error's type (a guard.TypeXxx name, one of this package's TypeXxx names, or
-// "Error" for anything else). Reason is an ApprovalDenied's reason ("denied", "expired") or an
-// ApprovalRefused's (a guard.RefusedReason); Reviewer is the reviewer who denied.
+// "Error" for anything else). Reason is an ApprovalDenied's reason ("denied", "expired"), an
+// ApprovalRefused's (a guard.RefusedReason) or a PackageError's (a guard.PackageReason);
+// Reviewer is the reviewer who denied.
 type ErrorBody struct {
 	Type     string `json:"type"`
 	Message  string `json:"message"`
@@ -43,6 +44,8 @@ type ErrorBody struct {
 	// By is who cancelled a run that was cancelled before anything ran (a guard.Cancelled,
 	// whose reason is Reason).
 	By string `json:"by,omitempty"`
+	// Package is the distribution a PackageError is about (its guard.PackageReason is Reason).
+	Package string `json:"package,omitempty"`
 }
 
 // NewErrorOutput converts an error.
@@ -55,8 +58,11 @@ func NewErrorOutput(err error) ErrorOutput {
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
 		cn *guard.Cancelled
+		pe *guard.PackageError
 	)
 	switch {
+	case errors.As(err, &pe):
+		body.Reason, body.Package = string(pe.Reason), pe.Package
 	case errors.As(err, &cn):
 		body.Reason, body.By = cn.Reason, cn.By
 	case errors.As(err, &ad):

@@ -40,8 +40,18 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return guard.Checked{}, fmt.Errorf("contract: the status shows egress that does not parse: %w", err)
 	}
+	var locked []guard.Package
+	if req.Packages != "" {
+		var err error
+		if locked, err = guard.ParseLock(req.Packages); err != nil {
+			return guard.Checked{}, fmt.Errorf("contract: the request's packages do not parse: %w", err)
+		}
+	}
+	if !slices.EqualFunc(sum.Packages, locked, samePackage) {
+		return guard.Checked{}, mismatch("packages")
+	}
 	c := guard.Checked{Language: sum.Language, Code: sum.Code, CheckedSettings: guard.CheckedSettings{
-		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend}}
+		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Packages: sum.Packages, Backend: sum.Backend}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return guard.Checked{}, mismatch("input files")
@@ -63,6 +73,10 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 		return guard.Checked{}, fmt.Errorf("contract: the status's digest %s is not the digest of what it shows (%s): do not approve; the run's workflow worker may not be sandboxflow's", sum.Digest, c.Digest)
 	}
 	return c, nil
+}
+
+func samePackage(a, b guard.Package) bool {
+	return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
 }
 
 func mismatch(what string) error {

@@ -15,14 +15,15 @@ func TestShownCheckedAcceptsOnlyWhatItHashes(t *testing.T) {
 	req := guard.Request{
 		Code: "import os\nprint(os.environ['GREETING'])",
 		Settings: guard.Settings{
-			Files:   map[string][]byte{"b.txt": []byte("bee"), "a.csv": []byte("1,2\n")},
-			Env:     map[string]string{"GREETING": "hello", "MODE": "fast"},
-			Egress:  []string{"pypi.org"},
-			Secrets: []string{"token-b", "token-a"},
-			Limits:  guard.Limits{Timeout: 20 * time.Second},
+			Files:    map[string][]byte{"b.txt": []byte("bee"), "a.csv": []byte("1,2\n")},
+			Env:      map[string]string{"GREETING": "hello", "MODE": "fast"},
+			Egress:   []string{"pypi.org"},
+			Secrets:  []string{"token-b", "token-a"},
+			Limits:   guard.Limits{Timeout: 20 * time.Second},
+			Packages: "six==1.16.0 --hash=sha256:" + strings.Repeat("1", 64) + "\n",
 		},
 	}
-	policy := guard.Policy{EgressAllow: []string{"pypi.org"}, SecretNames: []string{"token-a", "token-b"}}
+	policy := guard.Policy{EgressAllow: []string{"pypi.org"}, SecretNames: []string{"token-a", "token-b"}, Packages: true}
 	checked, err := policy.Check(req, "docker")
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +60,10 @@ func TestShownCheckedAcceptsOnlyWhatItHashes(t *testing.T) {
 		{"another language", func(s *guard.Summary) { s.Language = guard.Shell }, nil, "differ in their language"},
 		{"network hidden", nil, func(r *guard.Request) { r.Network = true }, "differ in their network"},
 		{"a secret hidden", func(s *guard.Summary) { s.Secrets = []string{"token-a"} }, nil, "differ in their secrets"},
+		{"a package hidden", func(s *guard.Summary) { s.Packages = nil }, nil, "differ in their packages"},
+		{"another wheel shown than started", nil, func(r *guard.Request) {
+			r.Packages = "six==1.16.0 --hash=sha256:" + strings.Repeat("2", 64)
+		}, "differ in their packages"},
 		{"no checked request", func(s *guard.Summary) { *s = guard.Summary{} }, nil, "shows no checked request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,186 @@
+//go:build integration
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandboxflow/sandboxflow/backends/docker"
+	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/wheeltest"
+)
+
+// packagesResult is what the starter prints of a run with packages.
+type packagesResult struct {
+	OK       bool                  `json:"ok"`
+	Stdout   string                `json:"stdout"`
+	Stderr   string                `json:"stderr"`
+	Packages *guard.PackagesReport `json:"packages"`
+	Egress   *guard.EgressReport   `json:"egress"`
+	Error    *client.ErrorBody     `json:"error"`
+}
+
+// TestPackagesThroughBinaries: worker --dev --package-index with an index of the test's own on
+// loopback, under runc and runsc. A lock of two packages, one requiring the other, installs and
+// the code imports both (and not a package the lock does not name); the code cannot reach the
+// index; a wheel's .pth file is reported and never runs; a second run of the lock opens no
+// connection; the receipt signs the installed wheels' hashes (audit verify fails on a changed
+// one); and each bad lock ends with a PackageError and no container created (Docker's own
+// event log, outside the sandbox, is what counts).
+func TestPackagesThroughBinaries(t *testing.T) {
+	requireDocker(t)
+	ix := wheeltest.NewIndex(t)
+	a := ix.AddWheel(t, wheeltest.Wheel{Name: "alpha", Version: "1.0", Requires: []string{"beta>=2"},
+		Files: map[string]string{"alpha/__init__.py": "from beta import B\nA = 'a' + B\n"}})
+	b := ix.AddWheel(t, wheeltest.Wheel{Name: "beta", Version: "2.1", Files: map[string]string{
+		"beta.py": "B = 'b'\n", "beta-hook.pth": "import sys; sys.stdout.write('PTH-RAN\\n')\n"}})
+	ix.AddWheel(t, wheeltest.Wheel{Name: "gamma", Version: "1.0", Files: map[string]string{"gamma.py": ""}})
+	rogue := ix.AddWheel(t, wheeltest.Wheel{Name: "impostor", Version: "1.0", MetaName: "evil", Files: map[string]string{"evil.py": ""}})
+	ix.Add(t, "onlysource", "onlysource-1.0.tar.gz", []byte("setup.py"))
+	lock := wheeltest.Line("alpha", "1.0", a) + wheeltest.Line("beta", "2.1", b)
+	changed := append([]byte(nil), b...)
+	changed[len(changed)/3] ^= 1
+	workerBin, starterBin := binaries(t)
+
+	for _, rt := range []string{"runc", docker.RuntimeRunsc} {
+		t.Run(rt, func(t *testing.T) {
+			data := t.TempDir()
+			addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+			queue := "packages-" + rt
+			env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
+				"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+			startDevWorker(t, workerBin, env, "--data-dir", data, "--ui-port", "-1", "--task-queue", queue,
+				"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", rt, "--package-index", ix.URL())
+			s := starterCLI{t: t, bin: starterBin, env: env}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			c, err := client.Connect(ctx, client.Connection{Address: addr}, "", queue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// run starts code with a lock (the Go client: the starter's own flag is another
+			// change's), approves it and reads its result with the starter.
+			run := func(code, lock string) (string, packagesResult, time.Time) {
+				t.Helper()
+				started, err := c.Start(ctx, guard.Request{Code: code, Settings: guard.Settings{Packages: lock}}, client.StartOptions{})
+				if err != nil {
+					t.Fatalf("start: %v", err)
+				}
+				var decided struct{ State string }
+				approved := time.Now()
+				s.mustJSON(&decided, "approve", started.WorkflowID, "--digest", started.Digest)
+				out, _ := s.run("result", started.WorkflowID)
+				var res packagesResult
+				if err := json.Unmarshal([]byte(out), &res); err != nil {
+					t.Fatalf("starter result printed %q: %v", out, err)
+				}
+				return started.WorkflowID, res, approved
+			}
+
+			t.Run("installs, imports, reports and keeps the index out of reach", func(t *testing.T) {
+				code := "import alpha, beta, os, socket\nprint('A=' + alpha.A)\n" +
+					"try:\n    import gamma\n    print('gamma=imported')\nexcept ImportError:\n    print('gamma=refused')\n" +
+					"try:\n    socket.create_connection(('127.0.0.1', " + strings.TrimPrefix(ix.Server.URL[strings.LastIndex(ix.Server.URL, ":"):], ":") + "), timeout=5)\n    print('index=reached')\n" +
+					"except OSError:\n    print('index=refused')\n"
+				id, res, _ := run(code, lock)
+				if !res.OK || !strings.Contains(res.Stdout, "A=ab") || !strings.Contains(res.Stdout, "gamma=refused") || !strings.Contains(res.Stdout, "index=refused") || strings.Contains(res.Stdout, "PTH-RAN") {
+					t.Fatalf("result %+v", res)
+				}
+				if res.Packages == nil || len(res.Packages.Installed) != 2 || res.Packages.Installed[1].SHA256 != strings.TrimPrefix(wheeltest.Hash(b), "sha256:") ||
+					!strings.Contains(strings.Join(res.Packages.Warnings, "\n"), "beta-hook.pth") {
+					t.Fatalf("packages %+v; want alpha and beta with beta's hash and the .pth warned of", res.Packages)
+				}
+				install := 0
+				for _, at := range res.Egress.Attempts {
+					if at.Phase == guard.EgressPhaseInstall {
+						install++
+					}
+				}
+				if res.Egress == nil || install != 4 || len(res.Egress.Attempts) != 4 {
+					t.Errorf("egress %+v; want the install's 4 fetches, marked install, and nothing of the code's", res.Egress)
+				}
+				auditVerifies(t, s, data, id, strings.TrimPrefix(wheeltest.Hash(b), "sha256:"))
+			})
+			t.Run("a second run of the lock opens no connection", func(t *testing.T) {
+				before := ix.Requests()
+				_, res, _ := run("import alpha\nprint('A=' + alpha.A)", lock)
+				if !res.OK || res.Packages == nil || !res.Packages.Cached || ix.Requests() != before {
+					t.Fatalf("result %+v (index requests %d → %d); want the cached environment and no request", res, before, ix.Requests())
+				}
+			})
+			zero := " --hash=sha256:" + strings.Repeat("0", 64) + "\n"
+			for _, tc := range []struct {
+				name, lock string
+				reason     guard.PackageReason
+			}{
+				{"a changed byte", wheeltest.Line("beta", "2.1", changed), guard.PackageHashMismatch},
+				{"a dependency missing from the lock", wheeltest.Line("alpha", "1.0", a), guard.PackageMissingDependency},
+				{"an sdist", "onlysource==1.0" + zero, guard.PackageSdistOnly},
+				{"another distribution under a locked name", wheeltest.Line("impostor", "1.0", rogue), guard.PackageWrongDistribution},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					id, res, approved := run("print('RAN')", tc.lock)
+					if res.Error == nil || res.Error.Type != guard.TypePackageError || res.Error.Reason != string(tc.reason) || strings.Contains(res.Stdout, "RAN") {
+						t.Fatalf("result %+v; want a PackageError %s", res, tc.reason)
+					}
+					if n := containersCreated(t, id, approved); n != 0 {
+						t.Errorf("Docker created %d containers for the run; want none", n)
+					}
+				})
+			}
+		})
+	}
+}
+
+// containersCreated counts, in the Docker daemon's event log, the containers created for a
+// run's workflow since a time.
+func containersCreated(t *testing.T, workflowID string, since time.Time) int {
+	t.Helper()
+	out, err := exec.Command("docker", "events", "--since", since.Add(-time.Second).Format(time.RFC3339Nano), "--until", time.Now().Add(time.Second).Format(time.RFC3339Nano),
+		"--filter", "type=container", "--filter", "event=create", "--filter", "label="+docker.LabelWorkflowID+"="+workflowID, "--format", "{{.ID}}").Output()
+	if err != nil {
+		t.Fatalf("docker events: %v", err)
+	}
+	return len(strings.Fields(string(out)))
+}
+
+// auditVerifies exports a run's audit record, checks that `starter audit verify` accepts it, and
+// that it refuses it once an installed wheel's hash is changed.
+func auditVerifies(t *testing.T, s starterCLI, data, id, sha string) {
+	t.Helper()
+	exp, code := s.run("audit", id)
+	if code != 0 {
+		t.Fatalf("starter audit exit %d: %s", code, exp)
+	}
+	dir := t.TempDir()
+	verify := func(doc string) int {
+		p := filepath.Join(dir, "audit.json")
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, code := s.run("audit", "verify", p, "--reviewers", filepath.Join(data, "reviewer", "allowed_signers"), "--hosts", filepath.Join(data, "host", "hosts"))
+		return code
+	}
+	if code := verify(exp); code != 0 {
+		t.Fatalf("audit verify of the export: exit %d", code)
+	}
+	// The lock the run was started with, and the wheel the result says was installed.
+	for _, where := range []string{"sha256:", `"sha256":"`} {
+		if !strings.Contains(exp, where+sha) {
+			t.Fatalf("the audit export has no %s%s", where, sha)
+		}
+		if code := verify(strings.Replace(exp, where+sha, where+strings.Repeat("7", 64), 1)); code == 0 {
+			t.Errorf("audit verify accepted an export whose %s%s was changed", where, sha)
+		}
+	}
+}
