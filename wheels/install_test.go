@@ -216,3 +216,37 @@ func TestPrivateIndexCredentials(t *testing.T) {
 		t.Errorf("without credentials: %v; want a PackageError", err)
 	}
 }
+
+// An environment linked into a sandbox's slot holds the same files, read-only, and goes away
+// whole.
+func TestLinkEnv(t *testing.T) {
+	ix := wheeltest.NewIndex(t)
+	a, b := ix.AddWheel(t, alpha), ix.AddWheel(t, beta)
+	in := installer(t, ix, false)
+	env, err := in.Install(context.Background(), lock(t, wheeltest.Line("alpha", "1.0", a)+wheeltest.Line("beta", "2.1", b)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := filepath.Join(t.TempDir(), "slot")
+	if err := os.Mkdir(slot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := LinkEnv(env.Dir, slot); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(slot, "alpha", "__init__.py")); !strings.Contains(string(got), "from beta import B") {
+		t.Errorf("alpha/__init__.py in the slot = %q", got)
+	}
+	if st, _ := os.Stat(filepath.Join(slot, "alpha")); st.Mode().Perm() != 0o555 {
+		t.Errorf("slot folder mode %v; want 0555", st.Mode().Perm())
+	}
+	if err := RemoveTree(slot); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(slot); !os.IsNotExist(err) {
+		t.Errorf("slot left after RemoveTree: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(env.Dir, "beta.py")); err != nil {
+		t.Errorf("the environment lost a file with its slot: %v", err)
+	}
+}

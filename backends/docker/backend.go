@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,9 @@ type Backend struct {
 	noCapture bool
 	// pool holds started containers waiting for their run; nil when Config.WarmSandboxes is 0.
 	pool *pool
+	// pkgSlots is where the warm pool's containers get their empty package folders (a
+	// subfolder of Config.Packages' SlotsDir of this backend's own); "" without Packages.
+	pkgSlots string
 	// slots holds one token per run or open session (Config.MaxSandboxes); nil without a cap.
 	slots chan struct{}
 	// sessions are the open sessions, which Close closes: their stream ends with this process.
@@ -114,6 +118,13 @@ func newBackend(cfg Config, eng engine) (*Backend, error) {
 	b := &Backend{cfg: cfg, eng: eng, seccomp: opt, log: log.With("backend", Name), uids: newUIDPool(cfg.UIDs)}
 	if cfg.MaxSandboxes > 0 {
 		b.slots = make(chan struct{}, cfg.MaxSandboxes)
+	}
+	if cfg.Packages != nil {
+		var id [8]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return nil, &guard.ConfigError{Msg: "docker backend: " + err.Error()}
+		}
+		b.pkgSlots = filepath.Join(cfg.Packages.SlotsDir(), hex.EncodeToString(id[:]))
 	}
 	if cfg.WarmSandboxes > 0 {
 		b.pool = newPool(b)
@@ -185,9 +196,12 @@ type sandbox struct {
 	session bool
 	// nonce is a session's secret (LabelSessionNonce); "" for a run's container.
 	nonce string
-	// packages is the host folder of the request's package environment, mounted read-only at
-	// PackagesMount; "" when the request has no packages.
+	// packages is the host folder mounted read-only at PackagesMount: the request's package
+	// environment, or a warm container's empty slot (slot set); "" for none.
 	packages string
+	// slot says packages is a warm container's slot, into which the run that takes it links
+	// its environment (linkPackages); it is removed with the container.
+	slot bool
 }
 
 // Run runs c in a fresh container, one the warm pool started for it or one created now, and
@@ -450,11 +464,13 @@ func (b *Backend) acquire(ctx context.Context, c guard.Checked, packages string)
 		return nil, nil, err
 	}
 	if b.pool != nil {
-		if c.Network || packages != "" {
+		if c.Network {
 			b.pool.cold()
 		} else if w := b.pool.take(ctx, img.ID); w != nil {
-			b.renameTaken(w.sb) // now: the approval's claim may still take a while
-			return w.sb, w, nil
+			if packages == "" || b.linkPackages(w, packages) {
+				b.renameTaken(w.sb) // now: the approval's claim may still take a while
+				return w.sb, w, nil
+			}
 		}
 	}
 	sb, err := b.create(ctx, img, &c, false, packages)
@@ -474,6 +490,12 @@ func (b *Backend) create(ctx context.Context, img imageInfo, c *guard.Checked, s
 		return nil, &guard.IntegrationError{Op: "docker: pick a sandbox uid from " + b.cfg.UIDs.String(), Err: err}
 	}
 	sb := &sandbox{uid: uid, image: img, release: release, session: session, packages: packages}
+	if c == nil && b.pkgSlots != "" {
+		if err := b.makeSlot(sb); err != nil {
+			release()
+			return nil, err
+		}
+	}
 	var suffix [8]byte
 	var nonce [32]byte
 	if _, err := rand.Read(suffix[:]); err != nil {

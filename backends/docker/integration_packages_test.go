@@ -138,6 +138,21 @@ func TestPackagesIntegration(t *testing.T) {
 				t.Fatalf("got %+v, %v (index requests %d → %d); want the cached environment, no request", res.Packages, err, before, ix.Requests())
 			}
 		})
+		t.Run("a warm sandbox takes the environment into its slot", func(t *testing.T) {
+			warm := newTestBackend(t, rt, func(c *Config) { c.Packages, c.WarmSandboxes = in, 1 })
+			before := warm.WarmStats().Taken
+			waitIdle(t, warm, 1)
+			res, err := warm.Run(ctx, check("import alpha, sys\nprint('A=' + alpha.A)\nprint('path=%s' % ('/opt/sandboxflow/packages' in sys.path))", lockText, nil))
+			if err != nil || keyValues(res.Stdout)["A"] != "ab" || warm.WarmStats().Taken != before+1 {
+				t.Fatalf("got %s %s, %v, taken %d; want alpha imported in a warm sandbox", res.Stdout, res.Stderr, err, warm.WarmStats().Taken-before)
+			}
+			waitIdle(t, warm, 1)
+			// A run without packages in a warm sandbox sees its empty slot off the path.
+			res, err = warm.Run(ctx, checked(t, guard.Python, "import sys, os\nprint('path=%s' % ('/opt/sandboxflow/packages' in sys.path))\nprint('slot=%s' % os.listdir('/opt/sandboxflow/packages'))", nil))
+			if err != nil || keyValues(res.Stdout)["path"] != "False" || keyValues(res.Stdout)["slot"] != "[]" {
+				t.Fatalf("got %s %s, %v; want no package folder on the path, an empty slot", res.Stdout, res.Stderr, err)
+			}
+		})
 		t.Run("a session's cells share the environment", func(t *testing.T) {
 			req := guard.SessionRequest{Settings: guard.Settings{Packages: lockText, Limits: guard.Limits{Timeout: 20 * time.Second}}}
 			cs, err := packagesPolicy().CheckSession(req, Name)

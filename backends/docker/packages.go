@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"os"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/wheels"
@@ -62,4 +63,47 @@ func packagesDir(env *wheels.Env) string {
 		return ""
 	}
 	return env.Dir
+}
+
+// makeSlot gives a warm container sb an empty package folder of its own, mounted read-only, so
+// that a run with packages can take it: the folder is removed with the container (its release).
+func (b *Backend) makeSlot(sb *sandbox) error {
+	if err := os.MkdirAll(b.pkgSlots, 0o755); err != nil {
+		return &guard.IntegrationError{Op: "docker: package slots", Err: err}
+	}
+	dir, err := os.MkdirTemp(b.pkgSlots, "warm-")
+	if err != nil {
+		return &guard.IntegrationError{Op: "docker: package slot", Err: err}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.Remove(dir)
+		return &guard.IntegrationError{Op: "docker: package slot", Err: err}
+	}
+	release := sb.release
+	sb.packages, sb.slot = dir, true
+	sb.release = func() {
+		if err := wheels.RemoveTree(dir); err != nil {
+			b.log.Warn("package slot not removed", "dir", dir, "error", err)
+		}
+		release()
+	}
+	return nil
+}
+
+// linkPackages links the environment env into the slot of w, a warm container taken for a run
+// with packages; nothing in it has read the slot yet (its supervisor waits for the request). It
+// reports false, with w discarded, when w has no slot or the link failed: the run then takes a
+// container created for it.
+func (b *Backend) linkPackages(w *warmSandbox, env string) bool {
+	if w.sb.slot {
+		if err := wheels.LinkEnv(env, w.sb.packages); err == nil {
+			return true
+		} else {
+			b.log.Warn("package environment not linked into a warm sandbox; a fresh one is created", "error", err)
+		}
+	}
+	w.att.Close()
+	b.removeLater(w.sb, true)
+	b.pool.signal()
+	return false
 }

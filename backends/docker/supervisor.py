@@ -520,11 +520,11 @@ PACKAGES = "/opt/sandboxflow/packages"
 CAPTURE = r"""
 def _sandboxflow_capture(outdir, at_exit):
     import sys, os, builtins
-    # The request's packages, mounted read-only at PACKAGES (only when its lock names some): on
+    # The request's packages, mounted read-only at PACKAGES (empty when its lock names none): on
     # the path after the standard library and before the image's site folders, so the lock's
     # version wins over a Debian-packaged one; never through site.addsitedir (a .pth file there is
     # never run) and after start-up (a sitecustomize there is never imported on its own).
-    if os.path.isdir($PACKAGES$):
+    if os.path.isdir($PACKAGES$) and os.listdir($PACKAGES$):
         at = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
         sys.path.insert(at[0] if at else len(sys.path), $PACKAGES$)
     seq = [0]
