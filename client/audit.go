@@ -445,16 +445,7 @@ func sameRequest(req guard.Request, c guard.Checked) error {
 			return fmt.Errorf("env var %q differs between the request and the checked request", e.Name)
 		}
 	}
-	var locked []guard.Package
-	if req.Packages != "" {
-		var err error
-		if locked, err = guard.ParseLock(req.Packages); err != nil {
-			return fmt.Errorf("the request's packages do not parse: %w", err)
-		}
-	}
-	if !slices.EqualFunc(locked, c.Packages, func(a, b guard.Package) bool {
-		return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
-	}) {
+	if !contract.SameLock(c.Packages, req.Packages) {
 		return errors.New("the request's packages are not the checked request's")
 	}
 	return nil

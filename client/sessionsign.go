@@ -200,13 +200,15 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 		req.IdleTimeout != 0 && req.IdleTimeout != sum.IdleTimeout,
 		req.MaxCells != 0 && req.MaxCells != sum.MaxCells:
 		return differ("lifetime, idle timeout or cell cap")
+	case !contract.SameLock(sum.Packages, req.Packages):
+		return differ("packages")
 	}
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return fmt.Errorf("client: session %s: the status shows egress that does not parse: %w", st.WorkflowID, err)
 	}
 	s := guard.CheckedSession{Languages: sum.Languages, Lifetime: sum.Lifetime, IdleTimeout: sum.IdleTimeout, MaxCells: sum.MaxCells,
 		CheckedSettings: guard.CheckedSettings{Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress,
-			Secrets: sum.Secrets, Backend: sum.Backend}}
+			Secrets: sum.Secrets, Packages: sum.Packages, Backend: sum.Backend}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return differ("input files")

@@ -198,13 +198,32 @@ func TestCheckSessionShownRefusesOtherSettings(t *testing.T) {
 			st.Settings.Languages = []string{guard.Python}
 		},
 		"max cells": func(st *contract.SessionStatus, _ *contract.SessionInput) { st.Settings.MaxCells = 99 },
-		"timeout":   func(st *contract.SessionStatus, _ *contract.SessionInput) { st.Settings.Limits.Timeout = time.Hour },
+		"packages shown, none opened with": func(st *contract.SessionStatus, _ *contract.SessionInput) {
+			st.Settings.Packages = []guard.Package{{Name: "six", Version: "1.16.0", Hashes: []string{"sha256:" + strings.Repeat("1", 64)}}}
+		},
+		"packages opened with, none shown": func(_ *contract.SessionStatus, in *contract.SessionInput) {
+			in.Request.Packages = "six==1.16.0 --hash=sha256:" + strings.Repeat("1", 64)
+		},
+		"timeout": func(st *contract.SessionStatus, _ *contract.SessionInput) { st.Settings.Limits.Timeout = time.Hour },
 	} {
 		sc := newSessionCase(t, "fast")
 		alter(&sc.st, &sc.in)
 		if err := CheckSessionShown(sc.st, sc.in); err == nil {
 			t.Errorf("%s differs: CheckSessionShown accepted it", name)
 		}
+	}
+}
+
+// A session opened with packages: its honest status, which shows them, is accepted.
+func TestCheckSessionShownWithPackages(t *testing.T) {
+	req := guard.SessionRequest{Languages: []string{guard.Python}, Settings: guard.Settings{Packages: "six==1.16.0 --hash=sha256:" + strings.Repeat("1", 64)}}
+	s, err := guard.Policy{Languages: []string{guard.Python}, Packages: true}.CheckSession(req, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := contract.SessionStatus{WorkflowID: "session-p", Settings: s.Summary()}
+	if err := CheckSessionShown(st, contract.SessionInput{Request: req}); err != nil {
+		t.Errorf("CheckSessionShown of an honest status with packages: %v", err)
 	}
 }
 

@@ -40,14 +40,7 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return guard.Checked{}, fmt.Errorf("contract: the status shows egress that does not parse: %w", err)
 	}
-	var locked []guard.Package
-	if req.Packages != "" {
-		var err error
-		if locked, err = guard.ParseLock(req.Packages); err != nil {
-			return guard.Checked{}, fmt.Errorf("contract: the request's packages do not parse: %w", err)
-		}
-	}
-	if !slices.EqualFunc(sum.Packages, locked, samePackage) {
+	if !SameLock(sum.Packages, req.Packages) {
 		return guard.Checked{}, mismatch("packages")
 	}
 	c := guard.Checked{Language: sum.Language, Code: sum.Code, CheckedSettings: guard.CheckedSettings{
@@ -75,8 +68,19 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 	return c, nil
 }
 
-func samePackage(a, b guard.Package) bool {
-	return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
+// SameLock says whether pkgs, a lock as a status shows it or a check recorded it, is the lock
+// text a run or session was started with (none when it is empty), parsed.
+func SameLock(pkgs []guard.Package, lock string) bool {
+	var locked []guard.Package
+	if lock != "" {
+		var err error
+		if locked, err = guard.ParseLock(lock); err != nil {
+			return false
+		}
+	}
+	return slices.EqualFunc(pkgs, locked, func(a, b guard.Package) bool {
+		return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
+	})
 }
 
 func mismatch(what string) error {

@@ -59,7 +59,10 @@ func TestPackagesThroughBinaries(t *testing.T) {
 			env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
 				"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
 			startDevWorker(t, workerBin, env, "--data-dir", data, "--ui-port", "-1", "--task-queue", queue,
-				"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", rt, "--package-index", ix.URL())
+				"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", rt, "--package-index", ix.URL(),
+				// Every container is then created for its run, labelled with it: what the refusals
+				// count. The warm pool's slots are the backend's tests'.
+				"--warm-sandboxes", "0")
 			s := starterCLI{t: t, bin: starterBin, env: env}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
@@ -92,7 +95,10 @@ func TestPackagesThroughBinaries(t *testing.T) {
 					"try:\n    import gamma\n    print('gamma=imported')\nexcept ImportError:\n    print('gamma=refused')\n" +
 					"try:\n    socket.create_connection(('127.0.0.1', " + strings.TrimPrefix(ix.Server.URL[strings.LastIndex(ix.Server.URL, ":"):], ":") + "), timeout=5)\n    print('index=reached')\n" +
 					"except OSError:\n    print('index=refused')\n"
-				id, res, _ := run(code, lock)
+				id, res, approved := run(code, lock)
+				if n := containersCreated(t, id, approved); n != 1 {
+					t.Errorf("Docker's event log shows %d containers created for the run; want 1 (the count the refusals rely on)", n)
+				}
 				if !res.OK || !strings.Contains(res.Stdout, "A=ab") || !strings.Contains(res.Stdout, "gamma=refused") || !strings.Contains(res.Stdout, "index=refused") || strings.Contains(res.Stdout, "PTH-RAN") {
 					t.Fatalf("result %+v", res)
 				}
