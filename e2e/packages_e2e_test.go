@@ -62,7 +62,7 @@ func TestPackagesThroughBinaries(t *testing.T) {
 				"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", rt, "--package-index", ix.URL(),
 				// Every container is then created for its run, labelled with it: what the refusals
 				// count. The warm pool's slots are the backend's tests'.
-				"--warm-sandboxes", "0")
+				"--warm-sandboxes", "0", "--egress-allow", "other.example:1")
 			s := starterCLI{t: t, bin: starterBin, env: env}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
@@ -73,9 +73,9 @@ func TestPackagesThroughBinaries(t *testing.T) {
 			defer c.Close()
 			// run starts code with a lock (the Go client: the starter's own flag is another
 			// change's), approves it and reads its result with the starter.
-			run := func(code, lock string) (string, packagesResult, time.Time) {
+			run := func(code, lock string, egress ...string) (string, packagesResult, time.Time) {
 				t.Helper()
-				started, err := c.Start(ctx, guard.Request{Code: code, Settings: guard.Settings{Packages: lock}}, client.StartOptions{})
+				started, err := c.Start(ctx, guard.Request{Code: code, Settings: guard.Settings{Packages: lock, Egress: egress}}, client.StartOptions{})
 				if err != nil {
 					t.Fatalf("start: %v", err)
 				}
@@ -91,29 +91,39 @@ func TestPackagesThroughBinaries(t *testing.T) {
 			}
 
 			t.Run("installs, imports, reports and keeps the index out of reach", func(t *testing.T) {
-				code := "import alpha, beta, os, socket\nprint('A=' + alpha.A)\n" +
+				// The run may reach one other host; its code tries the index directly (the sandbox's
+				// own loopback) and through the egress proxy (NO_PROXY cleared): both refused, the
+				// second audited as the code's, apart from the install's fetches.
+				port := ix.Server.URL[strings.LastIndex(ix.Server.URL, ":")+1:]
+				code := "import alpha, beta, os, socket, urllib.request\nprint('A=' + alpha.A)\n" +
 					"try:\n    import gamma\n    print('gamma=imported')\nexcept ImportError:\n    print('gamma=refused')\n" +
-					"try:\n    socket.create_connection(('127.0.0.1', " + strings.TrimPrefix(ix.Server.URL[strings.LastIndex(ix.Server.URL, ":"):], ":") + "), timeout=5)\n    print('index=reached')\n" +
-					"except OSError:\n    print('index=refused')\n"
-				id, res, approved := run(code, lock)
+					"try:\n    socket.create_connection(('127.0.0.1', " + port + "), timeout=5)\n    print('index=reached')\n" +
+					"except OSError:\n    print('index=refused')\n" +
+					"os.environ.pop('no_proxy', None); os.environ.pop('NO_PROXY', None)\n" +
+					"try:\n    urllib.request.urlopen('http://127.0.0.1:" + port + "/simple/beta/', timeout=10)\n    print('proxied=reached')\n" +
+					"except Exception:\n    print('proxied=refused')\n"
+				id, res, approved := run(code, lock, "other.example:1")
 				if n := containersCreated(t, id, approved); n != 1 {
 					t.Errorf("Docker's event log shows %d containers created for the run; want 1 (the count the refusals rely on)", n)
 				}
-				if !res.OK || !strings.Contains(res.Stdout, "A=ab") || !strings.Contains(res.Stdout, "gamma=refused") || !strings.Contains(res.Stdout, "index=refused") || strings.Contains(res.Stdout, "PTH-RAN") {
+				if !res.OK || !strings.Contains(res.Stdout, "A=ab") || !strings.Contains(res.Stdout, "gamma=refused") || !strings.Contains(res.Stdout, "index=refused") || !strings.Contains(res.Stdout, "proxied=refused") || strings.Contains(res.Stdout, "PTH-RAN") {
 					t.Fatalf("result %+v", res)
 				}
 				if res.Packages == nil || len(res.Packages.Installed) != 2 || res.Packages.Installed[1].SHA256 != strings.TrimPrefix(wheeltest.Hash(b), "sha256:") ||
 					!strings.Contains(strings.Join(res.Packages.Warnings, "\n"), "beta-hook.pth") {
 					t.Fatalf("packages %+v; want alpha and beta with beta's hash and the .pth warned of", res.Packages)
 				}
-				install := 0
+				install, refused := 0, 0
 				for _, at := range res.Egress.Attempts {
-					if at.Phase == guard.EgressPhaseInstall {
+					switch {
+					case at.Phase == guard.EgressPhaseInstall && at.Allowed:
 						install++
+					case at.Phase == "" && !at.Allowed && at.Host == "127.0.0.1" && strconv.Itoa(int(at.Port)) == port:
+						refused++
 					}
 				}
-				if res.Egress == nil || install != 4 || len(res.Egress.Attempts) != 4 {
-					t.Errorf("egress %+v; want the install's 4 fetches, marked install, and nothing of the code's", res.Egress)
+				if install != 4 || refused != 1 || len(res.Egress.Attempts) != 5 {
+					t.Errorf("egress %+v; want the install's 4 fetches marked install and the code's one attempt on the index refused", res.Egress)
 				}
 				auditVerifies(t, s, data, id, strings.TrimPrefix(wheeltest.Hash(b), "sha256:"))
 			})
