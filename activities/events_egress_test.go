@@ -36,7 +36,7 @@ func TestFinishedEventCountsEgress(t *testing.T) {
 // duration and the egress audit their sizes and counts.
 func TestFinishedEventDerivesEveryResultField(t *testing.T) {
 	res := guard.Result{Outcome: guard.OutcomeFailed, ExitCode: 137, Signal: 9, ImageID: "sha256:feed", Stdout: []byte{0xff},
-		Files: []guard.File{{Name: "a", Size: 1}}, Egress: &guard.EgressReport{}}
+		Files: []guard.File{{Name: "a", Size: 1}}, Egress: &guard.EgressReport{}, Packages: &guard.PackagesReport{}}
 	in := contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}
 	d := finishedEvent(guard.Checked{Digest: "sha256:x", CheckedSettings: guard.CheckedSettings{Backend: "docker"}}, in, res, nil, time.Second).Data
 	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts",
