@@ -27,8 +27,7 @@ const localActivityMarker = "LocalActivity"
 // reviewer keys the check recorded, at the time of its event), the claims, the receipt and the
 // result. It trusts nothing the status query says.
 func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.AuditRecord, error) {
-	h := &runHistory{dc: c.dc, activityIDs: map[int64]bool{}, times: runTimes{scheduled: map[int64]time.Time{}, taken: map[int64]time.Time{}}, rec: contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
-		Decisions: []contract.AuditDecision{}, Claims: []contract.SandboxClaim{}}}
+	h := newRunHistory(c.dc, workflowID)
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 		if err != nil {
