@@ -324,6 +324,21 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		return v
 	}
 	accepted := acceptedDecision(rec)
+	verifyRequest(rec, accepted, add)
+	verified, approvalErr := verifyApproval(rec, reviewers, accepted)
+	add("approval", approvalErr)
+	if rec.Result == nil {
+		verifyNoResult(rec, hosts, add)
+	} else {
+		verifyResultReceipt(rec, reviewers, hosts, accepted, verified, add)
+	}
+	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+	return v
+}
+
+// verifyRequest checks that the record's checked request is the request started (or its
+// accepted edit) and that its digest is the one recomputed from it.
+func verifyRequest(rec contract.AuditRecord, accepted *contract.AuditDecision, add func(string, error)) {
 	if accepted != nil && accepted.Decision.Edit != nil {
 		add("request", editedRequest(rec, *accepted.Decision.Edit))
 	} else {
@@ -334,15 +349,6 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		digestErr = fmt.Errorf("the checked request's digest is %s; the record says %s", got, rec.Checked.Digest)
 	}
 	add("digest", digestErr)
-	verified, approvalErr := verifyApproval(rec, reviewers, accepted)
-	add("approval", approvalErr)
-	if rec.Result == nil {
-		verifyNoResult(rec, hosts, add)
-	} else {
-		verifyResultReceipt(rec, reviewers, hosts, accepted, verified, add)
-	}
-	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
-	return v
 }
 
 // acceptedDecision is the record's accepted decision, or nil.

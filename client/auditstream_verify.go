@@ -91,6 +91,10 @@ func verifyStreamEnd(r contract.AuditStreamRecord, reviewers *approval.Reviewers
 	if a, b := jsonOf(r.End.Result), jsonOf(rec.Result); !bytes.Equal(a, b) {
 		add("result", errors.New("the end's result is not the result of the record it carries"))
 	}
+	if rec.Result == nil && rec.Receipt == nil && rec.Session == nil {
+		verifyUnran(*rec, reviewers, add)
+		return
+	}
 	for _, c := range VerifyAudit(*rec, reviewers, hosts).Checks {
 		var err error
 		if !c.OK {
@@ -98,6 +102,28 @@ func verifyStreamEnd(r contract.AuditStreamRecord, reviewers *approval.Reviewers
 		}
 		add(c.Name, err)
 	}
+}
+
+// verifyUnran checks the end of a run whose code never ran (denied, expired, cancelled before
+// it ran): the checked request and its digest, and the signature of the decision the run took,
+// if it took one.
+func verifyUnran(rec contract.AuditRecord, reviewers *approval.Reviewers, add func(string, error)) {
+	if rec.Audit != contract.AuditVersion {
+		add("version", fmt.Errorf("audit %q; want %q", rec.Audit, contract.AuditVersion))
+	}
+	accepted := acceptedDecision(rec)
+	verifyRequest(rec, accepted, add)
+	if accepted == nil {
+		add("decision", nil)
+		return
+	}
+	want := statementFields(rec, accepted.Decision)
+	if stmt, err := want.Statement(); err != nil || string(stmt) != accepted.Statement {
+		add("decision", fmt.Errorf("the statement recorded for decision %s is not the one its fields make for this run", accepted.Decision.ApprovalID))
+		return
+	}
+	_, err := approval.Verify(reviewers, want, accepted.Decision.Proof(), accepted.Time)
+	add("decision", err)
 }
 
 // verifyCellEnd checks a cell's end: its receipt verifies against hosts, is this session's and
