@@ -17,7 +17,7 @@ import (
 // shape; each end record of a run or session by VerifyAudit on the whole record it carries (its
 // result must be that record's); each cell's end by its receipt (signature, run, cell and the
 // result it signs; the chain is checked by the session's end); and each check, accepted decision
-// and claim against the end record of its run, when the records hold it.
+// and claim against the end record of its run, when the records hold it (else its shape only).
 func VerifyAuditStream(recs []contract.AuditStreamRecord, reviewers *approval.Reviewers, hosts *receipt.Hosts) AuditVerdict {
 	var v AuditVerdict
 	add := func(name string, err error) {
@@ -50,6 +50,8 @@ func VerifyAuditStream(recs []contract.AuditStreamRecord, reviewers *approval.Re
 			add(name, verifyCellEnd(r, hosts))
 		case end != nil:
 			add(name, againstEnd(r, end))
+		default:
+			add(name, nil)
 		}
 	}
 	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })

@@ -219,6 +219,9 @@ func TestIntegrationAuditFollow(t *testing.T) {
 		if l.rec.SchemaVersion != contract.AuditStreamVersion || l.rec.Late {
 			t.Errorf("record %s: schema_version %q, late %t", l.raw, l.rec.SchemaVersion, l.rec.Late)
 		}
+		if err := validateSchema(t, "audit-stream.schema.json", []byte(l.raw)); err != nil {
+			t.Errorf("record %s: %v", l.raw, err)
+		}
 	}
 	for id, want := range map[string]string{
 		slow:      "check decision claim end",
@@ -227,6 +230,11 @@ func TestIntegrationAuditFollow(t *testing.T) {
 	} {
 		if got := strings.Join(kinds[id], " "); got != want {
 			t.Errorf("records of %s: %s; want %s", id, got, want)
+		}
+	}
+	for _, l := range all {
+		if r := l.rec.Refusal; l.rec.WorkflowID == refusedID && l.rec.Kind == contract.StreamRefusal && (r.Stage != "check" || r.Type != guard.TypeToolUsageError) {
+			t.Errorf("refusal of the ruby run %+v; want stage check, type %s", r, guard.TypeToolUsageError)
 		}
 	}
 	verifyStream(t, e, all)
