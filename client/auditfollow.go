@@ -31,8 +31,6 @@ type FollowOptions struct {
 	// Poll is how often the runs are listed and their histories read. Optional: zero means one
 	// second.
 	Poll time.Duration
-	// Once stops after the records settled at the first poll, instead of following. Optional.
-	Once bool
 }
 
 // DefaultSettle is FollowOptions.Settle's default.
@@ -58,9 +56,6 @@ func (c *Client) FollowAudit(ctx context.Context, opts FollowOptions, f func(con
 				return nil
 			}
 			return err
-		}
-		if opts.Once {
-			return nil
 		}
 		select {
 		case <-ctx.Done():

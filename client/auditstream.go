@@ -37,7 +37,9 @@ func streamRecords(dc converter.DataConverter, workflowID, runID string, events 
 			s.agent = h.rec.Request.Metadata.Agent
 		}
 		if !checked && h.check != nil {
-			s.add(contract.StreamCheck, nil, func(r *contract.AuditStreamRecord) { r.Check = runCheckBody(h) })
+			b := runCheckBody(h)
+			b.PolicyHash = policyHash(dc, e)
+			s.add(contract.StreamCheck, nil, func(r *contract.AuditStreamRecord) { r.Check = b })
 		}
 		if len(h.decisions) > decisions {
 			s.runDecisions(h, decisions)
@@ -150,9 +152,24 @@ func (s *streamer) runEnd(h *runHistory, e *historypb.HistoryEvent) {
 	s.add(contract.StreamEnd, nil, func(r *contract.AuditStreamRecord) { r.End = end })
 }
 
+// policyHash is the policy hash the check's record (the marker event e) holds under
+// rules.policy_hash, or "" (a worker without a policy file, a history from before policies).
+func policyHash(dc converter.DataConverter, e *historypb.HistoryEvent) string {
+	var probe struct {
+		Rules *struct {
+			PolicyHash string `json:"policy_hash"`
+		} `json:"rules"`
+	}
+	if dc.FromPayloads(e.GetMarkerRecordedEventAttributes().GetDetails()["result"], &probe) != nil || probe.Rules == nil {
+		return ""
+	}
+	return probe.Rules.PolicyHash
+}
+
 // refusalOf is the refusal that the close event e records, or nil: a failure before any check was
-// recorded is the check's (or the policy's) refusal; after it, a refused approval, a sandbox
-// host's refusal or a refused receipt.
+// recorded is the check's (or the policy's) refusal; after it, a refused approval, a refused
+// receipt, or any other typed failure but an infrastructure failure, a denial and a cancel: the
+// sandbox host's refusal (its own policy, its verification of the approval).
 func refusalOf(e *historypb.HistoryEvent, checked bool) *contract.StreamRefusalBody {
 	f := e.GetWorkflowExecutionFailedEventAttributes().GetFailure()
 	if f == nil {
@@ -170,10 +187,10 @@ func refusalOf(e *historypb.HistoryEvent, checked bool) *contract.StreamRefusalB
 		stage = "receipt"
 	case typ == guard.TypeApprovalRefused || typ == contract.DecisionRejectedType:
 		stage = "approval"
-	case typ == guard.TypeToolUsageError || typ == guard.TypeConfigError:
-		stage = "sandbox"
+	case typ == guard.TypeIntegrationError || typ == guard.TypeApprovalDenied || typ == guard.TypeCancelled || typ == "":
+		return nil // an infrastructure failure, a reviewer's denial, a cancel: the end says so
 	default:
-		return nil
+		stage = "sandbox"
 	}
 	return &contract.StreamRefusalBody{Stage: stage, Type: typ, Message: f.GetMessage()}
 }
@@ -194,7 +211,8 @@ func sessionStreamRecords(dc converter.DataConverter, workflowID, runID string, 
 			s.agent = h.rec.Session.Metadata.Agent
 			cs := h.rec.Session
 			s.add(contract.StreamCheck, nil, func(r *contract.AuditStreamRecord) {
-				r.Check = &contract.StreamCheckBody{Digest: cs.Digest, Quorum: 1, ReviewerKeys: len(h.rec.ReviewerKeys), HostKeys: len(h.rec.HostKeys)}
+				r.Check = &contract.StreamCheckBody{Digest: cs.Digest, Quorum: 1, ReviewerKeys: len(h.rec.ReviewerKeys), HostKeys: len(h.rec.HostKeys),
+					PolicyHash: policyHash(dc, e)}
 			})
 		}
 		s.sessionEvent(dc, e)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -83,14 +84,15 @@ func kindsOf(recs []keyedRecord) string {
 	return strings.Join(k, " ")
 }
 
-// TestStreamRecordsOfARun: a run's history gives its check (digest, agent, quorum), each
+// TestStreamRecordsOfARun: a run's history gives its check (digest, agent, quorum, the policy
+// hash the check recorded under rules.policy_hash), each
 // decision (not judged before a check), each claim, and its refusal and end, in order, each with
 // the schema version; a signal written after a workflow task with the earlier time of its arrival
 // takes the time of the event before it, so records of one run never go back in time.
 func TestStreamRecordsOfARun(t *testing.T) {
 	h := newHistory(t)
 	h.started(contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(1)", Settings: guard.Settings{Metadata: guard.Metadata{Agent: "loop-1"}}}})
-	h.marker(contract.CheckResult{Checked: guard.Checked{Digest: "sha256:abc", Language: guard.Python}, Quorum: 2})
+	h.marker(withRules(t, contract.CheckResult{Checked: guard.Checked{Digest: "sha256:abc", Language: guard.Python}, Quorum: 2}, "sha256:p"))
 	h.signal(contract.SignalApproval, -300*time.Millisecond, contract.Decision{ApprovalID: "a1", Digest: "sha256:abc", Approve: true, Reviewer: "alice", Signature: "not a signature"})
 	h.signal(contract.SignalSandboxClaim, time.Second, contract.SandboxClaim{RunID: "r", ApprovalID: "a1", ActivityID: "9", Commitment: "sha256:c"})
 	h.failed(guard.TypeReceiptRefused, "the receipt does not verify")
@@ -102,7 +104,7 @@ func TestStreamRecordsOfARun(t *testing.T) {
 		t.Fatalf("kinds %q; want %q", got, want)
 	}
 	check, dec, claim, ref, end := recs[0].rec, recs[1].rec, recs[2].rec, recs[3].rec, recs[4].rec
-	if check.Check.Digest != "sha256:abc" || check.Check.Quorum != 2 || check.Agent != "loop-1" || check.Subject != contract.SubjectRun || check.EventID != 2 {
+	if check.Check.Digest != "sha256:abc" || check.Check.Quorum != 2 || check.Check.PolicyHash != "sha256:p" || check.Agent != "loop-1" || check.Subject != contract.SubjectRun || check.EventID != 2 {
 		t.Errorf("check %+v %+v; want digest sha256:abc, quorum 2, agent loop-1, subject run, event 2", check, check.Check)
 	}
 	if !dec.Decision.Judged || dec.Decision.Accepted || dec.Decision.Refused == "" || dec.Decision.Reviewer != "alice" {
@@ -257,4 +259,20 @@ func TestVerifyAuditStreamShapes(t *testing.T) {
 	if v.OK || !strings.Contains(v.Checks[0].Error, "is not the run's") {
 		t.Errorf("a check whose digest is not its run's: %+v", v)
 	}
+}
+
+// withRules is cr's JSON with "rules": {"policy_hash": hash}, as a check under a policy file
+// records it.
+func withRules(t *testing.T, cr contract.CheckResult, hash string) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["rules"] = map[string]string{"policy_hash": hash}
+	return m
 }
