@@ -130,7 +130,7 @@ func (fl *follower) poll(ctx context.Context, first bool, f func(contract.AuditS
 	if err != nil {
 		return err
 	}
-	var due []keyedRecord
+	var listed []*followedRun
 	for _, ref := range refs {
 		r := fl.runs[ref]
 		if r == nil {
@@ -142,33 +142,48 @@ func (fl *follower) poll(ctx context.Context, first bool, f func(contract.AuditS
 				return err
 			}
 		}
-		for _, kr := range r.records {
-			switch {
-			case r.seen[kr.key] || kr.key.Time.After(horizon):
-			case kr.key.compare(fl.last) > 0:
-				due = append(due, kr)
-				r.seen[kr.key] = true
-			case first:
-				r.seen[kr.key] = true
-			default:
-				kr.rec.Late = true
-				due = append(due, kr)
-				r.seen[kr.key] = true
-			}
-		}
+		listed = append(listed, r)
 	}
-	slices.SortFunc(due, func(a, b keyedRecord) int { return a.key.compare(b.key) })
-	for _, kr := range due {
-		if !kr.rec.Late {
-			fl.last = kr.key
-		}
-		kr.rec.Cursor = fl.last.cursor()
-		if err := f(kr.rec); err != nil {
+	for _, rec := range settled(listed, &fl.last, horizon, first) {
+		if err := f(rec); err != nil {
 			return err
 		}
 	}
 	fl.forget()
 	return nil
+}
+
+// settled returns, in order and with their cursors, the records of runs not yet emitted whose
+// time is at or before horizon, marking them emitted and moving last to the last of them. A record
+// at or before last is late (marked so, with last's cursor), except on the first poll, where it
+// is taken as emitted by the follower whose cursor last is.
+func settled(runs []*followedRun, last *streamKey, horizon time.Time, first bool) []contract.AuditStreamRecord {
+	var due []keyedRecord
+	for _, r := range runs {
+		for _, kr := range r.records {
+			switch {
+			case r.seen[kr.key] || kr.key.Time.After(horizon):
+				continue
+			case kr.key.compare(*last) <= 0 && first:
+			case kr.key.compare(*last) <= 0:
+				kr.rec.Late = true
+				due = append(due, kr)
+			default:
+				due = append(due, kr)
+			}
+			r.seen[kr.key] = true
+		}
+	}
+	slices.SortFunc(due, func(a, b keyedRecord) int { return a.key.compare(b.key) })
+	out := make([]contract.AuditStreamRecord, 0, len(due))
+	for _, kr := range due {
+		if !kr.rec.Late {
+			*last = kr.key
+		}
+		kr.rec.Cursor = last.cursor()
+		out = append(out, kr.rec)
+	}
+	return out
 }
 
 // list returns the runs open now, and those closed since a second before the last key.

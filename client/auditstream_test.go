@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -275,4 +276,45 @@ func withRules(t *testing.T, cr contract.CheckResult, hash string) map[string]an
 	}
 	m["rules"] = map[string]string{"policy_hash": hash}
 	return m
+}
+
+// TestSettled: records come out in key order across runs, each with its own cursor; one later
+// than the horizon waits for a later poll; one at or before the last key is taken as emitted on the
+// first poll (the follower the cursor came from wrote it), and on a later poll comes out marked
+// late with the cursor of the record before it; nothing comes out twice.
+func TestSettled(t *testing.T) {
+	at := time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+	rec := func(wf string, sec int, id int64) keyedRecord {
+		k := streamKey{Time: at.Add(time.Duration(sec) * time.Second), WorkflowID: wf, RunID: "r", EventID: id}
+		return keyedRecord{key: k, rec: contract.AuditStreamRecord{WorkflowID: wf, EventID: id}}
+	}
+	a := &followedRun{seen: map[streamKey]bool{}, records: []keyedRecord{rec("a", 1, 1), rec("a", 4, 2), rec("a", 9, 3)}}
+	b := &followedRun{seen: map[streamKey]bool{}, records: []keyedRecord{rec("b", 2, 1), rec("b", 5, 2)}}
+	last := streamKey{Time: at.Add(3 * time.Second)}
+	got := settled([]*followedRun{a, b}, &last, at.Add(6*time.Second), true)
+	names := func(rs []contract.AuditStreamRecord) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, fmt.Sprintf("%s%d late=%t", r.WorkflowID, r.EventID, r.Late))
+		}
+		return strings.Join(s, " ")
+	}
+	if n := names(got); n != "a2 late=false b2 late=false" {
+		t.Fatalf("first poll: %s; want a2 b2 (a1 and b1 are before the cursor, a3 after the horizon)", n)
+	}
+	if k, err := parseCursor(got[0].Cursor); err != nil || k.compare(a.records[1].key) != 0 {
+		t.Errorf("a2's cursor reads %+v, %v; want a2's key", k, err)
+	}
+	// A run the visibility store listed late: its record at 4 s is before b2's (5 s).
+	c := &followedRun{seen: map[streamKey]bool{}, records: []keyedRecord{rec("c", 4, 7)}}
+	got = settled([]*followedRun{a, b, c}, &last, at.Add(10*time.Second), false)
+	if n := names(got); n != "c7 late=true a3 late=false" {
+		t.Fatalf("second poll: %s; want c7 late, then a3", n)
+	}
+	if k, _ := parseCursor(got[0].Cursor); k.compare(b.records[1].key) != 0 {
+		t.Errorf("the late record's cursor is %+v; want b2's, the last written before it", k)
+	}
+	if got = settled([]*followedRun{a, b, c}, &last, at.Add(time.Hour), false); len(got) != 0 {
+		t.Errorf("third poll: %s; want nothing again", names(got))
+	}
 }

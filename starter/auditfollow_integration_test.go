@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -238,6 +239,27 @@ func TestIntegrationAuditFollow(t *testing.T) {
 		}
 	}
 	verifyStream(t, e, all)
+	refuseExpiredCursor(t, e, all[len(all)-1].rec.Cursor)
+}
+
+// refuseExpiredCursor: a cursor older than the namespace's retention is refused, naming the
+// retention, rather than resumed with a gap.
+func refuseExpiredCursor(t *testing.T, e *agenttest.Env, cursor string) {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(b, &c); err != nil {
+		t.Fatal(err)
+	}
+	c["t"] = time.Now().AddDate(-1, 0, 0).UTC().Format(time.RFC3339Nano)
+	b, _ = json.Marshal(c)
+	r := binary(t, e, "", "audit", "--follow", "--cursor", base64.RawURLEncoding.EncodeToString(b))
+	if r.code != 1 || !strings.Contains(r.stdout, "older than the namespace's retention") {
+		t.Errorf("audit --follow with a cursor of a year ago: exit %d: %s %s; want 1, the retention named", r.code, r.stdout, r.stderr)
+	}
 }
 
 // verifyStream: starter audit verify accepts the records as written, and refuses them when the
