@@ -1,10 +1,16 @@
 package client_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
+	"strings"
 	"time"
+
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/client"
@@ -66,4 +72,30 @@ func ExampleTarget() {
 	// sandbox-7 (a cell: false)
 	// cell 3 of session-1 (a cell: true)
 	// the waiting cell of session-1 (a cell: true)
+}
+
+// A log shipper's follower: every audit stream record as one JSON line, resumed after the last
+// cursor it wrote (kept in a file), until interrupted. Not run: it needs a Temporal server.
+func ExampleClient_FollowAudit() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	tc, err := tclient.Dial(tclient.Options{HostPort: "localhost:7233", Namespace: "default"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.New(client.Options{Temporal: tc, Namespace: "default"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	last, _ := os.ReadFile("audit.cursor")
+	enc := json.NewEncoder(os.Stdout)
+	err = c.FollowAudit(ctx, client.FollowOptions{Cursor: strings.TrimSpace(string(last))}, func(rec contract.AuditStreamRecord) error {
+		if err := enc.Encode(rec); err != nil {
+			return err
+		}
+		return os.WriteFile("audit.cursor", []byte(rec.Cursor), 0o600)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
 }

@@ -22,7 +22,7 @@ import (
 const maxAuditBytes = 64 << 20
 
 // auditMain runs `starter audit ID`, `starter audit verify FILE --reviewers F --hosts F` and
-// `starter audit --since T`, and returns the exit code.
+// `starter audit --since T` and `starter audit --follow`, and returns the exit code.
 func auditMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	usageErr := func(err error) int {
 		if errors.Is(err, flag.ErrHelp) {

@@ -146,6 +146,10 @@ var commands = []starterCommand{
                        check a record offline against your key files: the digest, every signature,
                        the receipt and the result's hashes; prints {"ok", "checks"}; exit 1 says what failed
   audit --since T      the records of the runs and sessions that finished after T (RFC 3339 or 1h), as JSON Lines
+  audit --follow [--since T | --cursor C] [--settle D]
+                       stream a record per check, decision, claim, refusal and end as they happen, as JSON
+                       Lines (docs/schema/audit-stream.schema.json); resume after a record with its cursor;
+                       audit verify accepts the lines
 `,
 		main: auditMain,
 	},
