@@ -14,10 +14,13 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/converter"
+	"golang.org/x/crypto/ssh"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
+	"github.com/sandboxflow/sandboxflow/receipt"
 )
 
 // history builds events for streamRecords, numbering them and stamping their times.
@@ -316,5 +319,50 @@ func TestSettled(t *testing.T) {
 	}
 	if got = settled([]*followedRun{a, b, c}, &last, at.Add(time.Hour), false); len(got) != 0 {
 		t.Errorf("third poll: %s; want nothing again", names(got))
+	}
+}
+
+// TestVerifyCellEnd: a cell's end verifies when its receipt is by a listed host, of this session
+// and this cell, and signs its result; another cell's index, another session's receipt, a changed
+// stdout and an unlisted host each fail.
+func TestVerifyCellEnd(t *testing.T) {
+	host, other := hosttest.New(t, "host-1"), hosttest.New(t, "host-2")
+	hosts, err := receipt.LoadHosts(host.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := guard.Result{Outcome: guard.OutcomeSucceeded, OK: true, Digest: "sha256:c", Stdout: []byte("42\n")}
+	signed := func(h *hosttest.Host, workflowID string) guard.Result {
+		pub := h.Signer.PublicKey()
+		rec, err := receipt.Sign(h.Signer, receipt.New(receipt.Run{WorkflowID: workflowID, RunID: "r", Digest: "sha256:c", Started: time.Now(), Ended: time.Now(),
+			Cell: &receipt.Cell{Index: 2}, Host: receipt.Host{Name: h.Name, PublicKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), Fingerprint: ssh.FingerprintSHA256(pub)}}, res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res
+		r.Receipt = &rec
+		return r
+	}
+	end := func(r guard.Result, cell int) contract.AuditStreamRecord {
+		return contract.AuditStreamRecord{SchemaVersion: contract.AuditStreamVersion, Cursor: "c", Kind: contract.StreamEnd, Subject: contract.SubjectCell,
+			WorkflowID: "s1", RunID: "r", Cell: &cell, End: &contract.StreamEndBody{Outcome: "succeeded", Result: &r}}
+	}
+	if err := verifyCellEnd(end(signed(host, "s1"), 2), hosts); err != nil {
+		t.Fatalf("cell 2's end: %v", err)
+	}
+	changed := signed(host, "s1")
+	changed.Stdout = []byte("43\n")
+	for name, r := range map[string]contract.AuditStreamRecord{
+		"another cell":    end(signed(host, "s1"), 3),
+		"another session": end(signed(host, "s2"), 2),
+		"changed stdout":  end(changed, 2),
+		"unlisted host":   end(signed(other, "s1"), 2),
+	} {
+		if err := verifyCellEnd(r, hosts); err == nil {
+			t.Errorf("%s: verified", name)
+		}
+	}
+	if v := VerifyAuditStream([]contract.AuditStreamRecord{end(changed, 2)}, nil, hosts); v.OK {
+		t.Error("VerifyAuditStream took a cell end with a changed stdout")
 	}
 }
