@@ -152,6 +152,14 @@ func (s *streamer) runEnd(h *runHistory, e *historypb.HistoryEvent) {
 	s.add(contract.StreamEnd, nil, func(r *contract.AuditStreamRecord) { r.End = end })
 }
 
+// sessionQuorum is the quorum a session's check (the marker event e) recorded for each cell: one
+// when it recorded none.
+func sessionQuorum(dc converter.DataConverter, e *historypb.HistoryEvent) int {
+	var cr contract.SessionCheckResult
+	_ = dc.FromPayloads(e.GetMarkerRecordedEventAttributes().GetDetails()["result"], &cr)
+	return max(cr.Quorum, 1)
+}
+
 // policyHash is the policy hash the check's record (the marker event e) holds under
 // rules.policy_hash, or "" (a worker without a policy file, a history from before policies).
 func policyHash(dc converter.DataConverter, e *historypb.HistoryEvent) string {
@@ -211,7 +219,7 @@ func sessionStreamRecords(dc converter.DataConverter, workflowID, runID string, 
 			s.agent = h.rec.Session.Metadata.Agent
 			cs := h.rec.Session
 			s.add(contract.StreamCheck, nil, func(r *contract.AuditStreamRecord) {
-				r.Check = &contract.StreamCheckBody{Digest: cs.Digest, Quorum: 1, ReviewerKeys: len(h.rec.ReviewerKeys), HostKeys: len(h.rec.HostKeys),
+				r.Check = &contract.StreamCheckBody{Digest: cs.Digest, Quorum: sessionQuorum(dc, e), ReviewerKeys: len(h.rec.ReviewerKeys), HostKeys: len(h.rec.HostKeys),
 					PolicyHash: policyHash(dc, e)}
 			})
 		}

@@ -163,7 +163,7 @@ func TestStreamRecordsOfARefusedStart(t *testing.T) {
 func TestStreamRecordsOfASession(t *testing.T) {
 	h := newHistory(t)
 	h.started(contract.SessionWorkflowName, contract.SessionInput{})
-	h.marker(contract.SessionCheckResult{Session: guard.CheckedSession{Digest: "sha256:s", CheckedSettings: guard.CheckedSettings{Metadata: guard.Metadata{Agent: "nb"}}}})
+	h.marker(contract.SessionCheckResult{Session: guard.CheckedSession{Digest: "sha256:s", CheckedSettings: guard.CheckedSettings{Metadata: guard.Metadata{Agent: "nb"}}}, Quorum: 2})
 	h.add(enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, time.Second, func(e *historypb.HistoryEvent) {
 		e.Attributes = &historypb.HistoryEvent_WorkflowExecutionUpdateAcceptedEventAttributes{WorkflowExecutionUpdateAcceptedEventAttributes: &historypb.WorkflowExecutionUpdateAcceptedEventAttributes{
 			AcceptedRequest: &updatepb.Request{Input: &updatepb.Input{Name: contract.UpdateDecideCell,
@@ -181,7 +181,7 @@ func TestStreamRecordsOfASession(t *testing.T) {
 		t.Fatalf("kinds %q; want %q", got, want)
 	}
 	check, dec, claim, end := recs[0].rec, recs[1].rec, recs[2].rec, recs[3].rec
-	if check.Subject != contract.SubjectSession || check.Check.Digest != "sha256:s" || check.Agent != "nb" {
+	if check.Subject != contract.SubjectSession || check.Check.Digest != "sha256:s" || check.Check.Quorum != 2 || check.Agent != "nb" {
 		t.Errorf("check %+v", check)
 	}
 	if dec.Subject != contract.SubjectCell || dec.Cell == nil || *dec.Cell != 1 || dec.Decision.Judged || dec.Decision.Reviewer != "bob" {
