@@ -262,7 +262,7 @@ func judge(rec contract.AuditRecord, reviewers *approval.Reviewers, ds []contrac
 		v, err := approval.Verify(reviewers, want, d.Decision.Proof(), d.Time)
 		switch {
 		case err == nil && accepted:
-			d.Refused = "ignored: a decision was accepted before it"
+			d.Refused = ignoredDecision
 		case err != nil:
 			d.Refused = err.Error()
 		default:
@@ -272,6 +272,9 @@ func judge(rec contract.AuditRecord, reviewers *approval.Reviewers, ds []contrac
 	}
 	return out
 }
+
+// ignoredDecision is the refusal of a valid decision that came after the accepted one.
+const ignoredDecision = "ignored: a decision was accepted before it"
 
 // statementFields is the statement d had to sign for the run rec records.
 func statementFields(rec contract.AuditRecord, d contract.Decision) approval.Fields {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
 
@@ -33,6 +34,9 @@ func streamRecords(dc converter.DataConverter, workflowID, runID string, events 
 			return nil, err
 		}
 		s.at(e)
+		if a := e.GetActivityTaskFailedEventAttributes(); a != nil && h.activityIDs[a.GetScheduledEventId()] {
+			s.hostFailed = failureType(a.GetFailure())
+		}
 		if h.rec.Request.Metadata.Agent != "" {
 			s.agent = h.rec.Request.Metadata.Agent
 		}
@@ -69,6 +73,8 @@ type streamer struct {
 	id  int64
 	seq int
 	out []keyedRecord
+	// hostFailed is the type of the last failure of a run's sandbox activity.
+	hostFailed string
 }
 
 // at moves to event e.
@@ -126,6 +132,11 @@ func (s *streamer) runDecisions(h *runHistory, from int) {
 			}
 		}
 		s.add(contract.StreamDecision, nil, func(r *contract.AuditStreamRecord) { r.Decision = b })
+		if b.Judged && b.Refused != "" && b.Refused != ignoredDecision {
+			s.add(contract.StreamRefusal, nil, func(r *contract.AuditStreamRecord) {
+				r.Refusal = &contract.StreamRefusalBody{Stage: "decision", Type: guard.TypeApprovalRefused, Message: "decision " + b.ApprovalID + ": " + b.Refused}
+			})
+		}
 	}
 }
 
@@ -146,7 +157,7 @@ func (s *streamer) runEnd(h *runHistory, e *historypb.HistoryEvent) {
 	if end.Error == nil && h.rec.Result == nil {
 		end.Error = &contract.AuditError{Type: e.GetEventType().String(), Message: "the run ended without a result"}
 	}
-	if ref := refusalOf(e, h.check != nil); ref != nil {
+	if ref := refusalOf(e, h.check != nil, s.hostFailed); ref != nil {
 		s.add(contract.StreamRefusal, nil, func(r *contract.AuditStreamRecord) { r.Refusal = ref })
 	}
 	s.add(contract.StreamEnd, nil, func(r *contract.AuditStreamRecord) { r.End = end })
@@ -175,32 +186,42 @@ func policyHash(dc converter.DataConverter, e *historypb.HistoryEvent) string {
 }
 
 // refusalOf is the refusal that the close event e records, or nil: a failure before any check was
-// recorded is the check's (or the policy's) refusal; after it, a refused approval, a refused
-// receipt, or any other typed failure but an infrastructure failure, a denial and a cancel: the
-// sandbox host's refusal (its own policy, its verification of the approval).
-func refusalOf(e *historypb.HistoryEvent, checked bool) *contract.StreamRefusalBody {
+// recorded is the check's (or the policy's) refusal; after it, a failure of the type the sandbox
+// activity last failed with (hostFailed) is the sandbox host's (its verification of the approval,
+// its own rules), and otherwise a refused receipt or approval, or any other typed failure but an
+// infrastructure failure, a denial and a cancel.
+func refusalOf(e *historypb.HistoryEvent, checked bool, hostFailed string) *contract.StreamRefusalBody {
 	f := e.GetWorkflowExecutionFailedEventAttributes().GetFailure()
 	if f == nil {
 		return nil
 	}
-	typ := f.GetApplicationFailureInfo().GetType()
-	for c := f; typ == "" && c.GetCause() != nil; c = c.GetCause() {
-		typ = c.GetCause().GetApplicationFailureInfo().GetType()
-	}
+	typ := failureType(f)
 	stage := ""
 	switch {
 	case !checked:
 		stage = "check"
+	case typ == guard.TypeIntegrationError || typ == guard.TypeApprovalDenied || typ == guard.TypeCancelled || typ == "":
+		return nil // an infrastructure failure, a reviewer's denial, a cancel: the end says so
+	case typ == hostFailed:
+		stage = "sandbox"
 	case typ == guard.TypeReceiptRefused:
 		stage = "receipt"
 	case typ == guard.TypeApprovalRefused || typ == contract.DecisionRejectedType:
 		stage = "approval"
-	case typ == guard.TypeIntegrationError || typ == guard.TypeApprovalDenied || typ == guard.TypeCancelled || typ == "":
-		return nil // an infrastructure failure, a reviewer's denial, a cancel: the end says so
 	default:
 		stage = "sandbox"
 	}
 	return &contract.StreamRefusalBody{Stage: stage, Type: typ, Message: f.GetMessage()}
+}
+
+// failureType is the application failure type of f or of the first cause that has one.
+func failureType(f *failurepb.Failure) string {
+	for c := f; c != nil; c = c.GetCause() {
+		if typ := c.GetApplicationFailureInfo().GetType(); typ != "" {
+			return typ
+		}
+	}
+	return ""
 }
 
 // sessionStreamRecords is streamRecords for a Session: its check, each cell's decisions, claims
@@ -230,7 +251,7 @@ func sessionStreamRecords(dc converter.DataConverter, workflowID, runID string, 
 			})
 		}
 		if !h.rec.Closed.IsZero() {
-			if ref := refusalOf(e, checked); ref != nil {
+			if ref := refusalOf(e, checked, ""); ref != nil {
 				s.add(contract.StreamRefusal, nil, func(r *contract.AuditStreamRecord) { r.Refusal = ref })
 			}
 			rec := h.rec

@@ -104,10 +104,13 @@ func TestStreamRecordsOfARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := kindsOf(recs), "check decision claim refusal end"; got != want {
+	if got, want := kindsOf(recs), "check decision refusal claim refusal end"; got != want {
 		t.Fatalf("kinds %q; want %q", got, want)
 	}
-	check, dec, claim, ref, end := recs[0].rec, recs[1].rec, recs[2].rec, recs[3].rec, recs[4].rec
+	check, dec, decRef, claim, ref, end := recs[0].rec, recs[1].rec, recs[2].rec, recs[3].rec, recs[4].rec, recs[5].rec
+	if decRef.Refusal.Stage != "decision" || decRef.Refusal.Type != guard.TypeApprovalRefused || !strings.Contains(decRef.Refusal.Message, "a1") || decRef.EventID != dec.EventID {
+		t.Errorf("refusal of the decision %+v; want stage decision, %s, naming a1, of its event", decRef.Refusal, guard.TypeApprovalRefused)
+	}
 	if check.Check.Digest != "sha256:abc" || check.Check.Quorum != 2 || check.Check.PolicyHash != "sha256:p" || check.Agent != "loop-1" || check.Subject != contract.SubjectRun || check.EventID != 2 {
 		t.Errorf("check %+v %+v; want digest sha256:abc, quorum 2, agent loop-1, subject run, event 2", check, check.Check)
 	}
@@ -123,7 +126,7 @@ func TestStreamRecordsOfARun(t *testing.T) {
 	if ref.Refusal == nil || ref.Refusal.Stage != "receipt" || ref.Refusal.Type != guard.TypeReceiptRefused || ref.EventID != end.EventID {
 		t.Errorf("refusal %+v; want stage receipt, type %s, of the close event", ref.Refusal, guard.TypeReceiptRefused)
 	}
-	if end.End.Outcome != "error" || end.End.Record == nil || end.End.Record.Checked.Digest != "sha256:abc" || recs[3].key.compare(recs[4].key) >= 0 {
+	if end.End.Outcome != "error" || end.End.Record == nil || end.End.Record.Checked.Digest != "sha256:abc" || recs[4].key.compare(recs[5].key) >= 0 {
 		t.Errorf("end %+v; want outcome error, the whole record, after the refusal", end.End)
 	}
 	for i, r := range recs {
@@ -364,5 +367,34 @@ func TestVerifyCellEnd(t *testing.T) {
 	}
 	if v := VerifyAuditStream([]contract.AuditStreamRecord{end(changed, 2)}, nil, hosts); v.OK {
 		t.Error("VerifyAuditStream took a cell end with a changed stdout")
+	}
+}
+
+// TestStreamRefusalBySandboxHost: a run that failed with the type its sandbox activity failed with
+// was refused by the sandbox host (stage "sandbox"), even when that type is ApprovalRefused.
+func TestStreamRefusalBySandboxHost(t *testing.T) {
+	h := newHistory(t)
+	h.started(contract.WorkflowName, contract.Input{Request: guard.Request{Code: "print(1)"}})
+	h.marker(contract.CheckResult{Checked: guard.Checked{Digest: "sha256:abc", Language: guard.Python}})
+	h.add(enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, time.Second, func(e *historypb.HistoryEvent) {
+		e.Attributes = &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+			ActivityType: &commonpb.ActivityType{Name: contract.RunActivityName}}}
+	})
+	scheduled := h.events[len(h.events)-1].EventId
+	h.add(enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, time.Second, func(e *historypb.HistoryEvent) {
+		e.Attributes = &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{
+			ScheduledEventId: scheduled, Failure: &failurepb.Failure{Message: "the host's rules refuse it",
+				FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: guard.TypeApprovalRefused}}}}}
+	})
+	h.failed(guard.TypeApprovalRefused, "the host's rules refuse it")
+	recs, err := streamRecords(h.dc, "wf", "r", h.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kindsOf(recs), "check refusal end"; got != want {
+		t.Fatalf("kinds %q; want %q", got, want)
+	}
+	if r := recs[1].rec.Refusal; r.Stage != "sandbox" || r.Type != guard.TypeApprovalRefused {
+		t.Errorf("refusal %+v; want stage sandbox, %s", r, guard.TypeApprovalRefused)
 	}
 }

@@ -19,7 +19,8 @@ const (
 	StreamClaim = "claim"
 	// StreamEnd: a run, a session's cell or a session ended.
 	StreamEnd = "end"
-	// StreamRefusal: the check, a verification or a sandbox host refused the run.
+	// StreamRefusal: the check, a verification or a sandbox host refused the run, or a
+	// decision that does not verify was refused.
 	StreamRefusal = "refusal"
 )
 
@@ -114,11 +115,12 @@ type StreamEndBody struct {
 	Record *AuditRecord `json:"record,omitempty"`
 }
 
-// StreamRefusalBody is a refusal that ended a run or a session.
+// StreamRefusalBody is a refusal: of a decision, or one that ended a run or a session.
 type StreamRefusalBody struct {
-	// Stage is "check" (the check or a policy refused the request), "approval" (a decision or
-	// the approval was refused), "sandbox" (the sandbox host refused), or "receipt" (the
-	// workflow refused the host's receipt).
+	// Stage is "check" (the check or a policy refused the request), "decision" (a decision
+	// that does not verify: the run goes on without it), "approval" (the workflow refused the
+	// approval), "sandbox" (the sandbox host refused: its verification, its own rules), or
+	// "receipt" (the workflow refused the host's receipt).
 	Stage string `json:"stage"`
 	// Type and Message are the failure's.
 	Type    string `json:"type"`
