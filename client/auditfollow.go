@@ -38,7 +38,8 @@ const DefaultSettle = 5 * time.Second
 
 // ErrCursorExpired says a cursor is older than the namespace's retention: the histories of runs
 // that closed after it may be gone, so resuming from it could leave a gap. Start again with
-// FollowOptions.Since (and accept the gap), or resume sooner.
+// FollowOptions.Since (and accept the gap), or resume sooner. It is checked when the Client knows
+// its namespace (Options.Namespace; Connect sets it).
 var ErrCursorExpired = errors.New("client: audit follow: the cursor is older than the namespace's retention")
 
 // FollowAudit calls f with every audit stream record of every RunCode run and Session, in one
