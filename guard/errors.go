@@ -183,10 +183,13 @@ func TypeOf(err error) string {
 		sl *SandboxLost
 		rr *ReceiptRefused
 		cn *Cancelled
+		pr *PolicyRefused
 	)
 	switch {
 	case errors.As(err, &cn):
 		return TypeCancelled
+	case errors.As(err, &pr):
+		return TypePolicyRefused
 	case errors.As(err, &tu):
 		return TypeToolUsageError
 	case errors.As(err, &ce):
