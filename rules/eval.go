@@ -36,11 +36,11 @@ type Request struct {
 	Files     []string `cel:"files"`
 	Env       []string `cel:"env"`
 	Backend   string   `cel:"backend"`
-	Limits    Limits_  `cel:"limits"`
+	Limits    RequestLimits  `cel:"limits"`
 }
 
-// Limits_ is request.limits: the checked request's effective limits.
-type Limits_ struct { //nolint:revive // the CEL type name must not clash with Limits
+// RequestLimits is request.limits: the checked request's effective limits.
+type RequestLimits struct {
 	TimeoutSeconds int64 `cel:"timeout_seconds"`
 	MaxStdoutBytes int64 `cel:"max_stdout_bytes"`
 	MaxStderrBytes int64 `cel:"max_stderr_bytes"`
@@ -89,7 +89,7 @@ func ForCell(s *guard.CheckedSession, n int, language, code string) Input {
 func fromSettings(c *guard.CheckedSettings) Request {
 	r := Request{Network: c.Network, Egress: nonNil(c.Egress), Secrets: nonNil(c.Secrets), Backend: c.Backend,
 		Packages: []string{}, Files: []string{}, Env: []string{},
-		Limits: Limits_{TimeoutSeconds: int64(c.Limits.Timeout.Seconds()), MaxStdoutBytes: c.Limits.MaxStdoutBytes,
+		Limits: RequestLimits{TimeoutSeconds: int64(c.Limits.Timeout.Seconds()), MaxStdoutBytes: c.Limits.MaxStdoutBytes,
 			MaxStderrBytes: c.Limits.MaxStderrBytes, MaxFiles: c.Limits.MaxFiles, MaxFileBytes: c.Limits.MaxFileBytes}}
 	for _, p := range c.Packages {
 		r.Packages = append(r.Packages, p.Name)
@@ -117,7 +117,7 @@ func nonNil(s []string) []string {
 // newEnv is the CEL environment every rule compiles in.
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
-		ext.NativeTypes(reflect.TypeFor[Request](), reflect.TypeFor[Limits_](), reflect.TypeFor[Metadata](), ext.ParseStructTags(true)),
+		ext.NativeTypes(reflect.TypeFor[Request](), reflect.TypeFor[RequestLimits](), reflect.TypeFor[Metadata](), ext.ParseStructTags(true)),
 		ext.Strings(),
 		cel.Variable("request", cel.ObjectType("rules.Request")),
 		cel.Variable("metadata", cel.ObjectType("rules.Metadata")),
@@ -166,6 +166,13 @@ func (s *Set) compile() error {
 
 // Hash is "sha256:<hex>" of the policy file's bytes.
 func (s *Set) Hash() string { return s.hash }
+
+// Summary is one line saying what the policy holds: its hash, rules, groups and caps.
+func (s *Set) Summary() string {
+	l := s.file.Limits
+	return fmt.Sprintf("%s, %d rules, %d groups, caps waiting %d per agent and %d in all, running %d per agent and %d in all (0: none)",
+		s.hash, len(s.rules), len(s.file.Groups), l.Waiting.PerAgent, l.Waiting.Total, l.Running.PerAgent, l.Running.Total)
+}
 
 // Limits are the policy's caps.
 func (s *Set) Limits() Limits { return s.file.Limits }
