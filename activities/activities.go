@@ -15,8 +15,8 @@ import (
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
-	"github.com/sandboxflow/sandboxflow/rules"
 	"github.com/sandboxflow/sandboxflow/pysource"
+	"github.com/sandboxflow/sandboxflow/rules"
 )
 
 // Defaults of Config.

@@ -26,17 +26,17 @@ const CostLimit = 1_000_000
 // Request is what a rule reads as the variable request: the checked request (or a session's
 // settings, with its cell's code and language).
 type Request struct {
-	Language  string   `cel:"language"`
-	Code      string   `cel:"code"`
-	CodeBytes int      `cel:"code_bytes"`
-	Network   bool     `cel:"network"`
-	Egress    []string `cel:"egress"`
-	Secrets   []string `cel:"secrets"`
-	Packages  []string `cel:"packages"`
-	Files     []string `cel:"files"`
-	Env       []string `cel:"env"`
-	Backend   string   `cel:"backend"`
-	Limits    RequestLimits  `cel:"limits"`
+	Language  string        `cel:"language"`
+	Code      string        `cel:"code"`
+	CodeBytes int           `cel:"code_bytes"`
+	Network   bool          `cel:"network"`
+	Egress    []string      `cel:"egress"`
+	Secrets   []string      `cel:"secrets"`
+	Packages  []string      `cel:"packages"`
+	Files     []string      `cel:"files"`
+	Env       []string      `cel:"env"`
+	Backend   string        `cel:"backend"`
+	Limits    RequestLimits `cel:"limits"`
 }
 
 // RequestLimits is request.limits: the checked request's effective limits.
