@@ -116,7 +116,8 @@ func (a *Activities) count(ctx context.Context, query string) (int64, error) {
 func (a *Activities) verifyRules(who string, in rules.Input, vs []approval.Verified) (string, error) {
 	d, err := a.rules.Decide(in)
 	if err != nil {
-		return "", &guard.ApprovalRefused{Reason: guard.RefusedPolicy, Msg: who + ": this host's policy rules refuse the request", Err: err}
+		// Its text only: the refusal is the host's (an ApprovalRefused), not the check's.
+		return "", refuse(who, guard.RefusedPolicy, "this host's policy rules refuse the request: %v", err)
 	}
 	if len(vs) < d.Quorum {
 		return "", refuse(who, guard.RefusedPolicy, "this host's policy rules need %d approvals by distinct reviewers; the input carries %d", d.Quorum, len(vs))
