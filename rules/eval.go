@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/ext"
 
 	"github.com/sandboxflow/sandboxflow/guard"
@@ -155,12 +156,33 @@ func (s *Set) compile() error {
 		if ast.OutputType() != cel.BoolType {
 			return fmt.Errorf("rule %d (%s): when is of type %s, want bool", i+1, r.Name, ast.OutputType())
 		}
-		prg, err := env.Program(ast, cel.CostLimit(CostLimit))
+		// A rule whose worst case, over any request a payload can hold, is within CostLimit
+		// needs no tracking at run time; any other is tracked and stopped at the limit.
+		var opts []cel.ProgramOption
+		if est, err := env.EstimateCost(ast, payloadSizes{}); err != nil || est.Max > CostLimit {
+			opts = append(opts, cel.CostLimit(CostLimit))
+		}
+		prg, err := env.Program(ast, opts...)
 		if err != nil {
 			return fmt.Errorf("rule %d (%s): %w", i+1, r.Name, err)
 		}
 		s.rules = append(s.rules, compiled{rule: r, prg: prg})
 	}
+	return nil
+}
+
+// payloadSizes bounds, for CEL's cost estimate, every string and list a rule reads: none can
+// hold more than a request's payload (guard.MaxRawPayloadBytes).
+type payloadSizes struct{}
+
+func (payloadSizes) EstimateSize(n checker.AstNode) *checker.SizeEstimate {
+	if p := n.Path(); len(p) > 0 && (p[0] == "request" || p[0] == "metadata") {
+		return &checker.SizeEstimate{Min: 0, Max: guard.MaxRawPayloadBytes}
+	}
+	return nil
+}
+
+func (payloadSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
 	return nil
 }
 
