@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/sessiontest"
 	"github.com/sandboxflow/sandboxflow/rules"
 )
 
@@ -111,4 +112,44 @@ func TestCheckAppliesRules(t *testing.T) {
 		len(r.Warnings) != 1 || r.Warnings[0] != "w: read twice" {
 		t.Fatalf("check result quorum %d, rules %+v; want quorum 2, the security group and one warning", res.Quorum, r)
 	}
+}
+
+// Sessions are subjects like runs: the session's check applies the rules to its settings
+// (subject "session": a refusal refuses it; a quorum is recorded for its cells) and each cell's
+// check to the cell's code (subject "cell": a refusal refuses the cell).
+func TestSessionRules(t *testing.T) {
+	set, err := rules.Parse([]byte(`version: 1
+rules:
+  - {name: no-long-sessions, when: 'subject == "session" && request.limits.timeout_seconds > 60', refuse: cells of at most a minute}
+  - {name: secrets-two, when: 'subject == "session" && size(request.env) > 0', quorum: 2, warn: env}
+  - {name: no-fork, when: 'subject == "cell" && cell > 1 && request.code.contains("fork")', refuse: no forks after the first cell}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Backend: &sessiontest.Backend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), HostTaskQueue: testTaskQueue, Rules: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := guard.SessionRequest{Settings: guard.Settings{Limits: guard.Limits{Timeout: 2 * time.Minute}}}
+	if _, err := a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: long}); !isRefusedBy(err, "no-long-sessions") {
+		t.Errorf("a session of 2 min cells: %v; want refused by no-long-sessions", err)
+	}
+	check, err := a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"A": "1"}}}})
+	if err != nil || check.Quorum != 2 || check.Rules == nil || len(check.Rules.Warnings) != 1 {
+		t.Fatalf("a session with env: %+v, %v; want quorum 2 and a warning recorded", check.Rules, err)
+	}
+	in := contract.CellCheckInput{Session: check.Session, Index: 2, Code: "os.fork()"}
+	if _, err := a.SessionCellCheck(context.Background(), in); !isRefusedBy(err, "no-fork") {
+		t.Errorf("cell 2 that forks: %v; want refused by no-fork", err)
+	}
+	in.Index = 1
+	if _, err := a.SessionCellCheck(context.Background(), in); err != nil {
+		t.Errorf("cell 1 that forks: %v; want it checked", err)
+	}
+}
+
+func isRefusedBy(err error, rule string) bool {
+	pr, ok := contract.FromFailure(err).(*guard.PolicyRefused)
+	return ok && pr.Rule == rule
 }
