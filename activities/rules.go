@@ -102,7 +102,7 @@ func (a *Activities) count(ctx context.Context, query string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, capQueryTimeout)
 	defer cancel()
 	resp, err := a.historyOf(ctx).WorkflowService().CountWorkflowExecutions(ctx, &workflowservice.CountWorkflowExecutionsRequest{
-		Namespace: activity.GetInfo(ctx).WorkflowNamespace, Query: query})
+		Namespace: activity.GetInfo(ctx).Namespace, Query: query})
 	if err != nil {
 		return 0, &guard.IntegrationError{Op: "policy caps: count workflows", Err: err}
 	}
