@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,7 +44,8 @@ limits:
 // bob's approval (show says what is missing) and sec's approval runs it, with the host's policy
 // hash in its receipt, which audit verify accepts; the host refuses code its stricter rule
 // refuses that the workflow worker let through (nothing runs); an agent past its waiting-runs
-// cap is refused with the cap named while another agent starts.
+// cap is refused with the cap named while another agent starts; the audit record holds the
+// check's policy hash; worker doctor names a rule over a field that does not exist.
 func TestPolicyRules(t *testing.T) {
 	workerBin, starterBin := binaries(t)
 	data, hostData := t.TempDir(), t.TempDir()
@@ -131,8 +133,14 @@ func TestPolicyRules(t *testing.T) {
 	}
 	record := filepath.Join(t.TempDir(), "record.json")
 	auditOut, code := s.run("audit", run.WorkflowID)
-	if code != 0 || os.WriteFile(record, []byte(auditOut), 0o600) != nil {
-		t.Fatalf("audit: exit %d", code)
+	var audited struct {
+		Rules struct {
+			PolicyHash string `json:"policy_hash"`
+		} `json:"rules"`
+	}
+	if code != 0 || os.WriteFile(record, []byte(auditOut), 0o600) != nil || json.Unmarshal([]byte(auditOut), &audited) != nil ||
+		audited.Rules.PolicyHash != show.Rules.PolicyHash {
+		t.Fatalf("audit: exit %d, rules %+v; want the check's policy hash %s", code, audited.Rules, show.Rules.PolicyHash)
 	}
 	if vOut, code := s.run("audit", "verify", record, "--reviewers", reviewers, "--hosts", filepath.Join(data, "host", "hosts")); code != 0 {
 		t.Fatalf("audit verify of the record with the policy hash: exit %d, %s", code, vOut)
@@ -188,5 +196,21 @@ func TestPolicyRules(t *testing.T) {
 	s.mustJSON(&other, "run", "--code", "print('other')", "--agent", "other")
 	if other.WorkflowID == "" {
 		t.Fatal("another agent's run did not start")
+	}
+
+	// worker doctor validates the file: a rule over a field that does not exist is named.
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nrules:\n  - {name: typo, when: 'request.langauge == \"sh\"', warn: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file, want string
+	}{{bad, "FAIL policy rules"}, {strict, "PASS policy rules"}} {
+		cmd := exec.Command(workerBin, "doctor", "--role", "workflows", "--backend", "local", "--allow-unsafe-local", "--reviewers", reviewers, "--policy", tc.file)
+		cmd.Env = append(os.Environ(), env...)
+		doc, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(doc), tc.want) || (tc.file == bad && !strings.Contains(string(doc), "typo")) {
+			t.Errorf("worker doctor --policy %s printed:\n%s\nwant %q", filepath.Base(tc.file), doc, tc.want)
+		}
 	}
 }
