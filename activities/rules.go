@@ -51,7 +51,8 @@ const capQueryTimeout = 10 * time.Second
 // policy's caps: runs waiting for approval and sandboxes running (runs running, sessions open),
 // per agent and in all, counted in the namespace's visibility store. Visibility is eventually
 // consistent, so starts that race within its delay may each pass a cap by a few. A run's start
-// is held to the waiting caps, a session's to the running caps.
+// is held to the waiting and the running caps (a loop whose runs already run is stopped too), a
+// session's to the running caps.
 func (a *Activities) underCaps(ctx context.Context, agent string, session bool) error {
 	if a.rules == nil || !activity.IsActivity(ctx) {
 		return nil
@@ -66,11 +67,9 @@ func (a *Activities) underCaps(ctx context.Context, agent string, session bool) 
 	running := fmt.Sprintf("ExecutionStatus = 'Running' AND ((WorkflowType = '%s' AND %s = '%s') OR WorkflowType = '%s')",
 		contract.WorkflowName, contract.AttrStatus, contract.StatusRunning, contract.SessionWorkflowName)
 	byAgent := fmt.Sprintf(" AND %s = '%s'", contract.AttrAgent, queryQuote(agent))
-	var caps []capq
+	caps := []capq{{"running.per_agent", running + byAgent, l.Running.PerAgent}, {"running.total", running, l.Running.Total}}
 	if !session {
-		caps = append(caps, capq{"waiting.per_agent", waiting + byAgent, l.Waiting.PerAgent}, capq{"waiting.total", waiting, l.Waiting.Total})
-	} else {
-		caps = append(caps, capq{"running.per_agent", running + byAgent, l.Running.PerAgent}, capq{"running.total", running, l.Running.Total})
+		caps = append([]capq{{"waiting.per_agent", waiting + byAgent, l.Waiting.PerAgent}, {"waiting.total", waiting, l.Waiting.Total}}, caps...)
 	}
 	for _, c := range caps {
 		if c.limit == 0 || (agent == "" && strings.HasSuffix(c.name, "per_agent")) {
