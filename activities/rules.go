@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,4 +130,29 @@ func (a *Activities) verifyRules(who string, in rules.Input, vs []approval.Verif
 		return "", refuse(who, guard.RefusedPolicy, "this host's policy rules still need %s", strings.Join(missing, " and "))
 	}
 	return d.PolicyHash, nil
+}
+
+// cellRules applies the policy rules to cell of session s: a rule that refuses it refuses it,
+// and so does a rule that asks of it a quorum or a group's approvals beyond what the rules ask of
+// the session's settings (which the session's check recorded for every cell, and its workflow
+// waits for): the workflow cannot wait for them, and the host would refuse the cell once approved.
+func (a *Activities) cellRules(s guard.CheckedSession, cell guard.Cell) error {
+	d, err := a.rules.Decide(rules.ForCell(&s, cell.Index, cell.Language, cell.Code))
+	if err != nil || a.rules == nil {
+		return err
+	}
+	sd, err := a.rules.Decide(rules.ForSession(&s))
+	if err != nil {
+		return err
+	}
+	if d.Quorum > max(sd.Quorum, a.cellQuorum(s)) {
+		return &guard.PolicyRefused{Rule: "(cell quorum)", Reason: fmt.Sprintf("a rule asks %d approvals of this cell, more than the session's %d: write rules that ask more of a session over its settings (subject \"session\")", d.Quorum, max(sd.Quorum, a.cellQuorum(s)))}
+	}
+	for _, g := range d.Groups {
+		i := slices.IndexFunc(sd.Groups, func(h guard.GroupNeed) bool { return h.Group == g.Group })
+		if i < 0 || sd.Groups[i].Approvals < g.Approvals {
+			return &guard.PolicyRefused{Rule: strings.Join(g.Rules, ","), Reason: fmt.Sprintf("the rule asks %d approval(s) from %s of this cell, beyond what it asks of the session: write rules that ask a group of a session over its settings (subject \"session\")", g.Approvals, g.Group)}
+		}
+	}
+	return nil
 }

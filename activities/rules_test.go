@@ -153,3 +153,35 @@ func isRefusedBy(err error, rule string) bool {
 	pr, ok := contract.FromFailure(err).(*guard.PolicyRefused)
 	return ok && pr.Rule == rule
 }
+
+// A cell that a rule asks more of than the session's rules ask (a group, a quorum) is refused at
+// its check, naming the rule: the workflow cannot wait for it and the host would refuse it.
+func TestCellRulesBeyondTheSession(t *testing.T) {
+	set, err := rules.Parse([]byte(`version: 1
+groups: {security: [sec]}
+rules:
+  - {name: cell-corp, when: 'subject == "cell" && request.code.contains("corp")', require: {group: security}}
+  - {name: all-corp, when: 'request.env.exists(e, e == "CORP")', require: {group: security}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Backend: &sessiontest.Backend{}, Sink: &MemorySink{}, ReviewersFile: reviewersFile(t), HostTaskQueue: testTaskQueue, Rules: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := a.SessionCheck(context.Background(), contract.SessionCheckInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SessionCellCheck(context.Background(), contract.CellCheckInput{Session: plain.Session, Index: 1, Code: "print('corp')"}); !isRefusedBy(err, "cell-corp") {
+		t.Errorf("a corp cell of a plain session: %v; want refused by cell-corp", err)
+	}
+	corp, err := a.SessionCheck(context.Background(), contract.SessionCheckInput{Request: guard.SessionRequest{Settings: guard.Settings{Env: map[string]string{"CORP": "1"}}}})
+	if err != nil || corp.Rules == nil || len(corp.Rules.Groups) != 1 {
+		t.Fatalf("a corp session: %+v, %v; want the security group recorded", corp.Rules, err)
+	}
+	if _, err := a.SessionCellCheck(context.Background(), contract.CellCheckInput{Session: corp.Session, Index: 1, Code: "print('corp')"}); err != nil {
+		t.Errorf("a corp cell of a session that needs security: %v; want checked", err)
+	}
+}

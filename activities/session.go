@@ -197,7 +197,7 @@ func (a *Activities) SessionCheck(ctx context.Context, in contract.SessionCheckI
 func (a *Activities) SessionCellCheck(ctx context.Context, in contract.CellCheckInput) (guard.Cell, error) {
 	cell, err := a.policy.CheckCell(in.Session, in.Index, in.Language, in.Code)
 	if err == nil {
-		_, err = a.rules.Decide(rules.ForCell(&in.Session, cell.Index, cell.Language, cell.Code))
+		err = a.cellRules(in.Session, cell)
 		a.policyRefused(ctx, contract.SessionCellCheckActivityName, in.Session.Metadata.Agent, err)
 	}
 	if err != nil {
