@@ -42,7 +42,8 @@ func (s countService) CountWorkflowExecutions(_ context.Context, req *workflowse
 
 // The caps at a run's check: an agent with as many runs waiting as its cap is refused with the
 // cap named; another agent (fewer waiting) is not; an agent name that tries to end the query's
-// string is escaped, so it is counted as the name it is; without an agent only the totals count.
+// string is escaped, so it is counted as the name it is; the run being checked (an edit's check
+// runs while it waits) is not counted; without an agent only the totals count.
 func TestCapsAtTheCheck(t *testing.T) {
 	set, err := rules.Parse([]byte("version: 1\nlimits: {waiting: {per_agent: 2, total: 10}, running: {per_agent: 1}}\n"))
 	if err != nil {
@@ -80,8 +81,8 @@ func TestCapsAtTheCheck(t *testing.T) {
 	if err := check(`x' OR SandboxAgent != 'y`); err != nil {
 		t.Fatalf("an agent name with quotes: %v; want checked (counted as its own name)", err)
 	}
-	if q := log.queries[0]; !strings.Contains(q, `SandboxAgent = 'x\' OR SandboxAgent != \'y'`) {
-		t.Fatalf("query %q; want the agent name escaped", q)
+	if q := log.queries[0]; !strings.Contains(q, `SandboxAgent = 'x\' OR SandboxAgent != \'y'`) || !strings.Contains(q, "WorkflowId != 'default-test-workflow-id'") {
+		t.Fatalf("query %q; want the agent name escaped, and the run being checked (an edit's) not counted", q)
 	}
 	log.queries = nil
 	if err := check(""); err != nil || len(log.queries) != 1 || strings.Contains(strings.Join(log.queries, " "), "SandboxAgent") {

@@ -63,10 +63,12 @@ func (a *Activities) underCaps(ctx context.Context, agent string, session bool) 
 		name, query string
 		limit       int
 	}
-	// A session's status is its current cell's while one waits or runs.
-	waiting := fmt.Sprintf("ExecutionStatus = 'Running' AND %s = '%s'", contract.AttrStatus, contract.StatusAwaitingApproval)
-	running := fmt.Sprintf("ExecutionStatus = 'Running' AND ((WorkflowType = '%s' AND %s = '%s') OR WorkflowType = '%s')",
-		contract.WorkflowName, contract.AttrStatus, contract.StatusRunning, contract.SessionWorkflowName)
+	// A session's status is its current cell's while one waits or runs. The run being checked
+	// is never counted: an edit's check runs while its run waits.
+	self := fmt.Sprintf("ExecutionStatus = 'Running' AND WorkflowId != '%s'", queryQuote(activity.GetInfo(ctx).WorkflowExecution.ID))
+	waiting := fmt.Sprintf("%s AND %s = '%s'", self, contract.AttrStatus, contract.StatusAwaitingApproval)
+	running := fmt.Sprintf("%s AND ((WorkflowType = '%s' AND %s = '%s') OR WorkflowType = '%s')",
+		self, contract.WorkflowName, contract.AttrStatus, contract.StatusRunning, contract.SessionWorkflowName)
 	byAgent := fmt.Sprintf(" AND %s = '%s'", contract.AttrAgent, queryQuote(agent))
 	caps := []capq{{"running.per_agent", running + byAgent, l.Running.PerAgent}, {"running.total", running, l.Running.Total}}
 	if !session {
