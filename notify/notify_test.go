@@ -206,3 +206,13 @@ func TestChangesAfterASession(t *testing.T) {
 		t.Errorf("fields %q (previous session %t); want %q", got, ch.PreviousSession, want)
 	}
 }
+
+// A notification carries the policy rules' warnings and groups as the workflow gave them.
+func TestMessageCarriesPolicyWarnings(t *testing.T) {
+	in := hostile()
+	in.PolicyWarnings = []string{"corp: reaches corp", "needs 1 approval(s) from security"}
+	m := newMessage(in, "", false, time.Now())
+	if len(m.Data.PolicyWarnings) != 2 || m.Data.PolicyWarnings[1] != "needs 1 approval(s) from security" {
+		t.Errorf("policy warnings %q", m.Data.PolicyWarnings)
+	}
+}
