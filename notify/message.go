@@ -221,6 +221,9 @@ func (m Message) fields() []field {
 	if len(d.Secrets) > 0 {
 		out = append(out, field{"Secrets", strings.Join(d.Secrets, ", ")})
 	}
+	for _, w := range d.PolicyWarnings {
+		out = append(out, field{"Policy", w})
+	}
 	out = append(out, field{"Digest", d.Digest}, field{"Deadline", d.Deadline.Format(time.RFC3339)})
 	if d.InboxURL != "" {
 		out = append(out, field{"Inbox", d.InboxURL})
