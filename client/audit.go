@@ -226,6 +226,7 @@ func (h *runHistory) record() (contract.AuditRecord, error) {
 		return rec, fmt.Errorf("client: audit: the history of %s %w", rec.WorkflowID, errNoCheck)
 	}
 	rec.Checked, rec.StatementVersion = h.edits.ran(check.Checked), max(check.StatementVersion, approval.StatementVersion1)
+	rec.Rules = check.Rules
 	rec.SandboxTaskQueue = h.in.SandboxTaskQueue
 	if rec.SandboxTaskQueue == "" {
 		rec.SandboxTaskQueue = check.Run.TaskQueue

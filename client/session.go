@@ -271,6 +271,10 @@ func deterministicRefusal(err error) bool {
 	switch guard.TypeOf(err) {
 	case guard.TypeToolUsageError, guard.TypeConfigError:
 		return true
+	case guard.TypePolicyRefused:
+		// A rule's refusal is; a cap's passes once fewer wait or run.
+		var pr *guard.PolicyRefused
+		return errors.As(err, &pr) && pr.Rule != ""
 	}
 	return false
 }

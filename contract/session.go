@@ -256,6 +256,9 @@ type SessionStatus struct {
 	// Quorum is how many approvals by distinct reviewers each cell needs (absent for sessions
 	// checked before session quorums).
 	Quorum int `json:"quorum,omitempty"`
+	// Rules is what the checking worker's policy rules decided for the session (its hash, the
+	// groups whose approvals each cell needs, warnings). Absent without a policy.
+	Rules *guard.RuleDecision `json:"rules,omitempty"`
 	// Settings are the checked session's settings as a reviewer reads them; its Digest is the
 	// settings digest.
 	Settings guard.SessionSummary `json:"settings"`

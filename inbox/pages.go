@@ -84,7 +84,11 @@ type runView struct {
 	Secrets []string
 	// Warnings are the input files the interpreter may run without the code calling them
 	// (pysource.StartupWarnings), each as one line.
-	Warnings          []string
+	Warnings []string
+	// PolicyWarnings are the policy rules' warnings; PolicyMissing what approvals the rules'
+	// groups still need while the run waits ("1 approval from security").
+	PolicyWarnings    []string
+	PolicyMissing     []string
 	Limits            []kv
 	Network           string
 	Egress            []string
@@ -315,6 +319,16 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	v.setEnv(req, nil)
 	for _, w := range req.Warnings {
 		v.Warnings = append(v.Warnings, w.String())
+	}
+	if st.Rules != nil {
+		for _, w := range st.Rules.Warnings {
+			v.PolicyWarnings = append(v.PolicyWarnings, visible(w))
+		}
+		if v.Awaiting {
+			for _, m := range st.Missing {
+				v.PolicyMissing = append(v.PolicyMissing, visible(m))
+			}
+		}
 	}
 	for _, n := range req.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))

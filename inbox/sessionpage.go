@@ -41,6 +41,9 @@ type sessionView struct {
 	// Warnings are the files the interpreter may run without a cell calling them: input files
 	// and files earlier cells wrote into /work, which the session keeps.
 	Warnings []string
+	// PolicyWarnings are the policy rules' warnings for the session, and the group approvals
+	// they ask of each cell.
+	PolicyWarnings []string
 	// Names are the input files' names that can read as others, one line each.
 	Names            []string
 	Limits           []kv
@@ -218,6 +221,14 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	}
 	for _, f := range human.Metadata(set.Metadata) {
 		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})
+	}
+	if r := st.Rules; r != nil {
+		for _, w := range r.Warnings {
+			v.PolicyWarnings = append(v.PolicyWarnings, visible(w))
+		}
+		for _, g := range r.Groups {
+			v.PolicyWarnings = append(v.PolicyWarnings, visible(fmt.Sprintf("each cell needs %d approval(s) from %s", g.Approvals, g.Group)))
+		}
 	}
 	v.addInputs(set, in, readErr)
 	now := s.cfg.Now()

@@ -75,12 +75,13 @@ func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
 func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallToolResult {
 	state := contract.StatusAwaitingApproval
 	var warnings []pysource.StartupWarning
+	var policy string
 	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
-		state, warnings = st.State, st.Request.Warnings
+		state, warnings, policy = st.State, st.Request.Warnings, policyText(st)
 	}
 	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q, \"wait_seconds\": %d} for its result: it returns as soon as the run ends.",
 		StillWaiting, id, digest, state, StatusToolName, id, MaxStatusWaitSeconds)
-	return s.stillWaitingResult(text, s.runPage(id), startupWarningText(warnings), map[string]any{"id": id, "state": state, "digest": digest})
+	return s.stillWaitingResult(text, s.runPage(id), startupWarningText(warnings)+policy, map[string]any{"id": id, "state": state, "digest": digest})
 }
 
 // startupWarningText tells the model, in the words reviewers read, which input files of its
@@ -95,6 +96,22 @@ func startupWarningText(warnings []pysource.StartupWarning) string {
 		parts = append(parts, w.String())
 	}
 	return fmt.Sprintf(" WARNING shown to reviewers: %d input file(s) may run without the code calling them: %s.", len(warnings), strings.Join(parts, "; "))
+}
+
+// policyText tells the model what the operators' policy rules warn reviewers of and which
+// group approvals the run still waits for; empty for none.
+func policyText(st contract.Status) string {
+	if st.Rules == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, w := range st.Rules.Warnings {
+		fmt.Fprintf(&b, " WARNING shown to reviewers (policy rule): %s.", w)
+	}
+	if len(st.Missing) > 0 {
+		fmt.Fprintf(&b, " The policy rules still need %s.", strings.Join(st.Missing, " and "))
+	}
+	return b.String()
 }
 
 // runStatus returns a run's state while it waits or runs, and its result or typed error once it

@@ -37,6 +37,7 @@ type Metrics struct {
 	egressRefused    prometheus.Counter
 	decisionRefusals *prometheus.CounterVec
 	approvalRefusals *prometheus.CounterVec
+	policyRefusals   *prometheus.CounterVec
 	sessionsOpen     prometheus.Gauge
 	cellsRun         *prometheus.CounterVec
 	sandboxLifetime  prometheus.Histogram
@@ -66,6 +67,8 @@ func New() *Metrics {
 			Help: "Reviewer decisions refused, by reason and by how they came (signal, update)."}, []string{"reason", "via"}),
 		approvalRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "approval_refusals_total",
 			Help: "Approved runs whose approval a sandbox host refused (nothing ran), by reason (no_approval, mismatch, not_verified, not_scheduled, already_used)."}, []string{"reason"}),
+		policyRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "policy_refusals_total",
+			Help: "Requests the policy refused at their check (nothing waited or ran), by what refused: rule, or the cap (waiting.per_agent, waiting.total, running.per_agent, running.total)."}, []string{"by"}),
 		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "sessions_open",
 			Help: "Session sandboxes this sandbox host keeps now."}),
 		cellsRun: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "session_cells_total",
@@ -76,7 +79,7 @@ func New() *Metrics {
 		temporal: newSDKCollector(),
 	}
 	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals, m.approvalRefusals,
-		m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.policyRefusals, m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -132,6 +135,12 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		if reason, ok := e.Data["reason"].(guard.RefusedReason); ok {
 			s.m.approvalRefusals.WithLabelValues(string(reason)).Inc()
 		}
+	case contract.EventPolicyRefused:
+		by := "rule" // rule names are the operator's, many: the label stays bounded
+		if c, ok := e.Data["cap"].(string); ok {
+			by = c
+		}
+		s.m.policyRefusals.WithLabelValues(by).Inc()
 	}
 	if s.next != nil {
 		s.next.Emit(ctx, e)

@@ -70,6 +70,18 @@ func TestSinkCountsRefusedApprovals(t *testing.T) {
 		`sandboxflow_sandboxes_in_use 0`)
 }
 
+// A policy refusal is counted by what refused: "rule" for any rule (the operator's names stay
+// out of the labels), else the cap's name.
+func TestSinkCountsPolicyRefusals(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	for _, d := range []map[string]any{{"rule": "no-raw-sockets"}, {"rule": "other"}, {"cap": "waiting.per_agent"}} {
+		s.Emit(ctx, activities.Event{Type: contract.EventPolicyRefused, Data: d})
+	}
+	wantLines(t, scrape(t, m), `sandboxflow_policy_refusals_total{by="rule"} 2`, `sandboxflow_policy_refusals_total{by="waiting.per_agent"} 1`)
+}
+
 func TestTemporalHandler(t *testing.T) {
 	m := New()
 	h := m.TemporalHandler()

@@ -45,6 +45,9 @@ type Data struct {
 	Conversation string              `json:"conversation,omitempty"`
 	Deadline     time.Time           `json:"deadline"`
 	InboxURL     string              `json:"inbox_url,omitempty"`
+	// PolicyWarnings are what the operators' policy rules warn reviewers of, and the group
+	// approvals they need.
+	PolicyWarnings []string `json:"policy_warnings,omitempty"`
 	// Code is the code, only when the operator asked for it (Config.IncludeCode).
 	Code string `json:"code,omitempty"`
 	// Changes is what changed since the previous run of the conversation, when it names one.
@@ -116,6 +119,7 @@ func newMessage(in contract.NotifyInput, inbox string, includeCode bool, since t
 			Language: in.Language, CodeBytes: len(in.Code), Files: in.Files, Network: in.Network,
 			Egress: in.Egress, Secrets: in.Secrets, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
 			Conversation: in.Conversation, Deadline: in.Deadline.UTC(), InboxURL: inboxLink(inbox, in),
+			PolicyWarnings: in.PolicyWarnings,
 		},
 	}
 	if includeCode {
@@ -216,6 +220,9 @@ func (m Message) fields() []field {
 	out = append(out, field{"Egress", egress})
 	if len(d.Secrets) > 0 {
 		out = append(out, field{"Secrets", strings.Join(d.Secrets, ", ")})
+	}
+	for _, w := range d.PolicyWarnings {
+		out = append(out, field{"Policy", w})
 	}
 	out = append(out, field{"Digest", d.Digest}, field{"Deadline", d.Deadline.Format(time.RFC3339)})
 	if d.InboxURL != "" {

@@ -206,3 +206,23 @@ func TestChangesAfterASession(t *testing.T) {
 		t.Errorf("fields %q (previous session %t); want %q", got, ch.PreviousSession, want)
 	}
 }
+
+// A notification carries the policy rules' warnings and groups as the workflow gave them, in
+// its JSON and in its text renderings.
+func TestMessageCarriesPolicyWarnings(t *testing.T) {
+	in := hostile()
+	in.PolicyWarnings = []string{"corp: reaches corp", "needs 1 approval(s) from security"}
+	m := newMessage(in, "", false, time.Now())
+	if len(m.Data.PolicyWarnings) != 2 || m.Data.PolicyWarnings[1] != "needs 1 approval(s) from security" {
+		t.Errorf("policy warnings %q", m.Data.PolicyWarnings)
+	}
+	n := 0
+	for _, f := range m.fields() {
+		if f.Label == "Policy" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("the text renderings (Slack, email) show %d policy lines; want 2", n)
+	}
+}

@@ -154,6 +154,14 @@ var commands = []starterCommand{
 		main: auditMain,
 	},
 	{
+		names: []string{"policy"},
+		help: `  policy test FILE REQUEST.json [--backend docker]
+                       what a policy file's rules decide for a request (JSON, as RunCode takes it), starting
+                       nothing: prints {"policy_hash", "refused", "rule", "reason", "quorum", "groups", "warnings"}; exit 1 when refused
+`,
+		main: policyMain,
+	},
+	{
 		names: []string{"cancel"},
 		help: `  cancel ID [--cell N] [--reason R] [--by NAME] [--wait]
                        cancel a waiting or running run; prints {"state", "by"}: a waiting run ends

@@ -183,6 +183,7 @@ func printEnv(row func(k, format string, a ...any), names []string, values map[s
 
 func printDecisions(row func(k, format string, a ...any), st contract.Status) {
 	printQuorum(row, st)
+	printRules(row, st.Rules, st.Missing, st.Decision == nil)
 	if d := st.Decision; d != nil {
 		verb := "denied"
 		if d.Approve {
@@ -382,4 +383,22 @@ func printQuorum(row func(k, format string, a ...any), st contract.Status) {
 		had = strings.Join(who, ", ")
 	}
 	row("approvals", "%d of %d needed, by distinct reviewers with distinct keys: %s", len(st.Approvals), st.Quorum, had)
+}
+
+// printRules writes what the policy rules decided for a subject: the policy's hash, each
+// group's approvals and, while it waits, what they still lack; the rules' warnings.
+func printRules(row func(k, format string, a ...any), r *guard.RuleDecision, missing []string, waiting bool) {
+	if r == nil {
+		return
+	}
+	row("policy", "%s", r.PolicyHash)
+	for _, g := range r.Groups {
+		row("needs", "%d approval(s) from %s (%s), by rule %s", g.Approvals, terminal(g.Group), terminal(strings.Join(g.Principals, ", ")), terminal(strings.Join(g.Rules, ", ")))
+	}
+	if waiting && len(missing) > 0 {
+		row("waiting for", "%s", terminal(strings.Join(missing, " and ")))
+	}
+	for _, w := range r.Warnings {
+		row("WARNING", "%s (policy rule)", terminal(w))
+	}
 }

@@ -113,6 +113,7 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	row("idle timeout", "%s", human.Duration(s.IdleTimeout))
 	row("cells", "%d of at most %d", len(r.Cells), s.MaxCells)
 	row("settings digest", "%s", s.Digest)
+	printRules(row, r.Rules, nil, false)
 	if r.Chain != "" {
 		row("chain", "%s (over every cell that ran; checked against the cells below)", r.Chain)
 	}

@@ -841,6 +841,10 @@ func (r *session) announced() []temporal.SearchAttributeUpdate {
 	if r.checked.Conversation != "" {
 		attrs = append(attrs, contract.ConversationKey.ValueSet(r.checked.Conversation))
 	}
+	if r.status.Rules != nil {
+		// The policy's caps count sessions by agent (only checks with rules record Rules).
+		attrs = append(attrs, contract.AgentKey.ValueSet(r.checked.Metadata.Agent))
+	}
 	return attrs
 }
 
