@@ -109,9 +109,9 @@ func TestShownCheckedBindsPackages(t *testing.T) {
 		"another hash shown": {func(s *guard.Summary) {
 			s.Packages = []guard.Package{{Name: "numpy", Version: "2.1.0", Hashes: []string{hashB}}, s.Packages[1]}
 		}, nil, "differ in their packages"},
-		"the approved lock shown, another started": {nil, func(r *guard.Request) { r.Packages = swapped.Packages }, "differ in their packages"},
+		"the approved lock shown, another started":   {nil, func(r *guard.Request) { r.Packages = swapped.Packages }, "differ in their packages"},
 		"the shown lock under the digest of another": {func(s *guard.Summary) { s.Digest = swappedChecked.Digest }, nil, "is not the digest of what it shows"},
-		"packages shown for a run without":          {nil, func(r *guard.Request) { r.Packages = "" }, "differ in their packages"},
+		"packages shown for a run without":           {nil, func(r *guard.Request) { r.Packages = "" }, "differ in their packages"},
 	} {
 		sum := checked.Summary()
 		r := req
