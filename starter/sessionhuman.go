@@ -104,7 +104,7 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	for _, f := range human.Limits(s.Limits) {
 		row(f.K, "%s (each cell)", f.V)
 	}
-	sandbox := guard.Summary{Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Files: s.Files, EnvNames: s.EnvNames}
+	sandbox := guard.Summary{Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Packages: s.Packages, Files: s.Files, EnvNames: s.EnvNames}
 	printSandbox(row, sandbox, r.InputFiles != nil, r.Env, r.SensitiveEnvBytes)
 	row("lifetime", "%s", human.Duration(s.Lifetime))
 	if !r.Deadline.IsZero() {
