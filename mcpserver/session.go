@@ -33,6 +33,8 @@ type OpenSessionArguments struct {
 	IdleTimeout string                      `json:"idle_timeout,omitempty"`
 	MaxCells    int                         `json:"max_cells,omitempty"`
 	InputFiles  map[string]client.InputFile `json:"input_files,omitempty"`
+	// Packages is a lock the model asks for (client.WithPackages), reviewed with the settings.
+	Packages string `json:"packages,omitempty"`
 }
 
 // RunCellArguments are a run_cell call's: the session, the cell's code and, where more than one
@@ -126,6 +128,7 @@ func (s *Server) sessionTools() {
 				"idle_timeout": durationProp("How long it may wait for a cell"),
 				"max_cells":    map[string]any{"type": "integer", "minimum": 1, "description": "How many cells it may run, denied ones included. Optional: the workers' cap."},
 				"input_files":  client.InputFilesSchema(),
+				"packages":     client.PackagesSchema("the session's cells"),
 			}, nil),
 		}, s.openSession},
 		{&mcp.Tool{
@@ -208,12 +211,15 @@ func (s *Server) sessionRequest(a OpenSessionArguments) (guard.SessionRequest, e
 		return req, err
 	}
 	req.Files = files
+	if req.Packages, err = client.WithPackages(b.Packages, a.Packages); err != nil {
+		return req, err
+	}
 	return req, nil
 }
 
 func (s *Server) openSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a OpenSessionArguments
-	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20, "input_files": {"name": "text"}}, each optional`); err != nil {
+	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20, "input_files": {"name": "text"}, "packages": "name==1.0 --hash=sha256:..."}, each optional`); err != nil {
 		return errorResult(err), nil
 	}
 	sreq, err := s.sessionRequest(a)
