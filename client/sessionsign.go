@@ -154,7 +154,10 @@ func verifyCell(st contract.SessionStatus, c contract.CellStatus, chain string) 
 	if c.CodeBytes != len(c.Code) {
 		return "", "", mismatch("code_bytes", strconv.Itoa(c.CodeBytes), strconv.Itoa(len(c.Code)))
 	}
-	code := guard.CellCodeDigest(c.Language, c.Code)
+	if err := guard.CheckPackages(c.Packages); err != nil {
+		return "", "", mismatch("packages", err.Error(), "")
+	}
+	code := guard.CellCodeDigest(c.Language, c.Code, c.Packages...)
 	if c.CodeDigest != code {
 		return "", "", mismatch("code_digest", c.CodeDigest, code)
 	}

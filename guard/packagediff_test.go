@@ -59,3 +59,40 @@ func TestAddCellPackages(t *testing.T) {
 		assert.Contains(t, err.Error(), want, lock)
 	}
 }
+
+// A cell's packages: taken only where the policy offers packages, added to the session's set
+// but never changing one of it, and bound by the cell's code digest (a cell without packages
+// keeps the digest it always had).
+func TestCheckCellPackages(t *testing.T) {
+	p := Policy{Languages: []string{Python}, Packages: true}
+	s, err := p.CheckSession(SessionRequest{Settings: Settings{Packages: "alpha==1.0 --hash=" + hashA}}, "docker")
+	require.NoError(t, err)
+	plain, err := p.CheckCell(s, 1, "", "import beta")
+	require.NoError(t, err)
+	assert.Equal(t, CellCodeDigest(Python, "import beta"), plain.CodeDigest)
+	assert.Equal(t, "sha256:", plain.CodeDigest[:7])
+
+	beta, err := ParseLock("beta==2.0 --hash=" + hashB)
+	require.NoError(t, err)
+	cell, err := p.CheckCell(s, 1, "", "import beta", beta...)
+	require.NoError(t, err)
+	assert.Equal(t, beta, cell.Packages)
+	assert.NotEqual(t, plain.CodeDigest, cell.CodeDigest, "the cell's packages are part of its code digest")
+	other, err := ParseLock("beta==2.0 --hash=" + hashA)
+	require.NoError(t, err)
+	assert.NotEqual(t, cell.CodeDigest, CellCodeDigest(Python, "import beta", other...), "one hash changed changes the digest")
+	assert.False(t, cell.Equal(plain))
+	assert.True(t, cell.Equal(cell))
+
+	changed, err := ParseLock("alpha==1.1 --hash=" + hashA)
+	require.NoError(t, err)
+	_, err = p.CheckCell(s, 1, "", "import alpha", changed...)
+	var tu *ToolUsageError
+	require.ErrorAs(t, err, &tu)
+	assert.Contains(t, err.Error(), "alpha")
+
+	p.Packages = false
+	_, err = p.CheckCell(s, 1, "", "import beta", beta...)
+	var ce *ConfigError
+	assert.ErrorAs(t, err, &ce)
+}
