@@ -1,6 +1,10 @@
 package client
 
 import (
+	"fmt"
+	"io"
+	"os"
+
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -27,4 +31,26 @@ func WithPackages(base, lock string) (string, error) {
 		return "", &guard.ToolUsageError{Msg: "packages: the operator set this tool's packages; call it without packages"}
 	}
 	return lock, nil
+}
+
+// ReadLockFile reads a lock (guard.Settings.Packages, contract.CellRequest.Packages) from
+// path, at most guard.MaxPackageLockBytes, and checks it parses (guard.ParseLock), so that a
+// lock a worker would refuse is refused before anything starts.
+func ReadLockFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("client: package lock: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, guard.MaxPackageLockBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("client: package lock %s: %w", path, err)
+	}
+	if len(b) > guard.MaxPackageLockBytes {
+		return "", &guard.ToolUsageError{Msg: fmt.Sprintf("package lock %s is over %d bytes", path, guard.MaxPackageLockBytes)}
+	}
+	if _, err := guard.ParseLock(string(b)); err != nil {
+		return "", err
+	}
+	return string(b), nil
 }

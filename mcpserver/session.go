@@ -49,6 +49,9 @@ type RunCellArguments struct {
 	// Retries is the earlier cell this one retries (contract.CellRequest.Retries): its reviewer
 	// sees the diff against that cell.
 	Retries int `json:"retries,omitempty"`
+	// Packages is a lock of packages the cell adds to the session's (contract.CellRequest.Packages),
+	// approved with the cell.
+	Packages string `json:"packages,omitempty"`
 }
 
 // CellStatusArguments name one cell of a session.
@@ -105,6 +108,7 @@ func (s *Server) sessionTools() {
 			"description": "Optional idempotency key: a call retried with the same one gets the cell the first call submitted (and its result), never a second cell."},
 		"retries": map[string]any{"type": "integer", "minimum": 1,
 			"description": "Optional: the earlier cell this one retries, one that was denied or failed; the reviewer sees what changed since it."},
+		"packages": client.PackagesSchema("this cell adds to the session's (never another version of one the session has)"),
 	}
 	cellRequired := []string{"session_id", "code"}
 	if len(s.cfg.Languages) > 1 {
@@ -251,7 +255,7 @@ func (s *Server) runCell(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err := checkSessionID(a.SessionID); err != nil {
 		return errorResult(err), nil
 	}
-	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID, Retries: a.Retries,
+	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID, Retries: a.Retries, Packages: a.Packages,
 		Metadata: guard.Metadata{Agent: s.cfg.Base.Metadata.Agent, RequestedBy: s.cfg.Base.Metadata.RequestedBy}})
 	if err != nil {
 		return errorResult(err), nil

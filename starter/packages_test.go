@@ -2,11 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
 // testPackages is a lock of two packages, one with two hashes and an extra.
@@ -43,6 +48,45 @@ func TestShowListsPackagesWithEveryHash(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s does not show %q:\n%s", name, want, out)
 			}
+		}
+	}
+}
+
+// --packages FILE reads the lock for run, session open and session cell; a lock that does
+// not parse, or is over guard.MaxPackageLockBytes, is a usage error before anything starts.
+func TestPackagesFlag(t *testing.T) {
+	dir := t.TempDir()
+	lock := "numpy==2.1.0 --hash=sha256:" + strings.Repeat("1", 64) + "\n"
+	good, bad, huge := filepath.Join(dir, "good.txt"), filepath.Join(dir, "bad.txt"), filepath.Join(dir, "huge.txt")
+	for p, b := range map[string]string{good: lock, bad: "numpy>=2 --hash=sha256:" + strings.Repeat("1", 64),
+		huge: lock + strings.Repeat("#", guard.MaxPackageLockBytes)} {
+		if err := os.WriteFile(p, []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(args ...string) (*command, error) {
+		cmd, err := parseArgs(args, io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		if args[0] == "run" {
+			return cmd, prepareRun(cmd, strings.NewReader(""))
+		}
+		return cmd, cmd.readSession(strings.NewReader(""))
+	}
+	if cmd, err := read("run", "--code", "import numpy", "--packages", good); err != nil || cmd.req.Packages != lock {
+		t.Errorf("run --packages: %q, %v; want the lock", cmd.req.Packages, err)
+	}
+	if cmd, err := read("session", "open", "--packages", good); err != nil || cmd.session.Packages != lock {
+		t.Errorf("session open --packages: %v", err)
+	}
+	if cmd, err := read("session", "cell", "session-1", "--code", "import numpy", "--packages", good); err != nil || cmd.req.Packages != lock {
+		t.Errorf("session cell --packages: %v", err)
+	}
+	for _, f := range []string{bad, huge, filepath.Join(dir, "missing.txt")} {
+		var usage *cli.UsageError
+		if _, err := read("run", "--code", "x", "--packages", f); !errors.As(err, &usage) {
+			t.Errorf("run --packages %s: %v; want a usage error", filepath.Base(f), err)
 		}
 	}
 }
