@@ -28,7 +28,7 @@ type command struct {
 	code, file string
 	inputs     cli.Pairs
 	// packages is --packages FILE: a lock for run, session open and session cell.
-	packages string
+	packages   string
 	wait       bool
 	requestID  string
 	retries    int
