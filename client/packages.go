@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -53,4 +56,39 @@ func ReadLockFile(path string) (string, error) {
 		return "", err
 	}
 	return string(b), nil
+}
+
+// SessionPackagesBefore is the session's set of packages before cell i (0-based) of st: its
+// settings' packages and those every earlier cell that ran brought, sorted by name.
+func SessionPackagesBefore(st contract.SessionStatus, i int) []guard.Package {
+	set := slices.Clone(st.Settings.Packages)
+	for _, c := range st.Cells[:min(i, len(st.Cells))] {
+		if c.Result == nil {
+			continue
+		}
+		for _, p := range c.Packages {
+			if !slices.ContainsFunc(set, func(q guard.Package) bool { return q.Name == p.Name }) {
+				set = append(set, p)
+			}
+		}
+	}
+	slices.SortFunc(set, func(a, b guard.Package) int { return strings.Compare(a.Name, b.Name) })
+	return set
+}
+
+// CellPackageChanges is what cell i (0-based) of st changes in the session's set of packages
+// (SessionPackagesBefore): each package it adds, and each it would change (which the check
+// refuses); a package it names as the set has it is no change. Nil for a cell without packages.
+func CellPackageChanges(st contract.SessionStatus, i int) []guard.PackageChange {
+	if i < 0 || i >= len(st.Cells) || len(st.Cells[i].Packages) == 0 {
+		return nil
+	}
+	before := SessionPackagesBefore(st, i)
+	var out []guard.PackageChange
+	for _, c := range guard.DiffPackages(before, st.Cells[i].Packages) {
+		if c.Kind != guard.PackageRemoved {
+			out = append(out, c)
+		}
+	}
+	return out
 }
