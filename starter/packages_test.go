@@ -33,6 +33,9 @@ func TestShowListsPackagesWithEveryHash(t *testing.T) {
 	run.Request.Packages = pkgs
 	session := hostileSession()
 	session.Settings.Packages = pkgs
+	cellPkgs := []guard.Package{{Name: "zeta", Version: "9", Hashes: []string{"sha256:" + strings.Repeat("9", 64)}}}
+	session.Cells[2].Packages = cellPkgs
+	session.Views[2].PackageChanges = guard.DiffPackages(nil, cellPkgs)
 	now := time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)
 	for name, print := range map[string]func(*bytes.Buffer) error{
 		"show":         func(b *bytes.Buffer) error { return printReview(b, run, now) },
@@ -47,6 +50,13 @@ func TestShowListsPackagesWithEveryHash(t *testing.T) {
 			"--hash=sha256:" + strings.Repeat("1", 64), "--hash=sha256:" + strings.Repeat("2", 64), "--hash=sha256:" + strings.Repeat("3", 64)} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s does not show %q:\n%s", name, want, out)
+			}
+		}
+		if name == "session show" {
+			for _, want := range []string{"zeta==9 (installed before", "--hash=sha256:" + strings.Repeat("9", 64), "added zeta==9 (against the session's packages so far)"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("session show does not show cell 3's %q:\n%s", want, out)
+				}
 			}
 		}
 	}

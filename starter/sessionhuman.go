@@ -139,7 +139,12 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	printCellRows(func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }, c, waiting, now)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	printCellRows(row, c, waiting, now)
+	printPackages(row, c.Packages)
+	for _, pc := range v.PackageChanges {
+		row("", "%s (against the session's packages so far)", terminal(pc.String()))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
