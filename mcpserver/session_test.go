@@ -251,3 +251,14 @@ func TestOpenSessionPackages(t *testing.T) {
 		t.Errorf("a model's lock beside the operator's: %v; want a ToolUsageError", err)
 	}
 }
+
+// A run still waiting tells the model which packages its reviewers approve with the code.
+func TestPackagesText(t *testing.T) {
+	pkgs := []guard.Package{{Name: "numpy", Version: "2.1.0", Hashes: []string{"sha256:" + strings.Repeat("a", 64)}}}
+	if got := packagesText(pkgs); !strings.Contains(got, "numpy==2.1.0 (1 hash(es))") {
+		t.Errorf("packagesText: %q; want numpy==2.1.0 with its hash count", got)
+	}
+	if got := packagesText(nil); got != "" {
+		t.Errorf("packagesText of none: %q", got)
+	}
+}
