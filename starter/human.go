@@ -302,6 +302,9 @@ func printPending(w io.Writer, page client.PendingPage, details []pendingDetail,
 			d = details[i]
 		}
 		kind := cmp.Or(d.Kind, p.Kind, client.PendingRun)
+		if d.Packages > 0 {
+			kind += fmt.Sprintf(" +%d pkg", d.Packages)
+		}
 		sessions = sessions || p.Kind == client.PendingSession
 		approvals := "-"
 		if p.Quorum > 0 {

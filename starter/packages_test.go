@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
@@ -98,5 +99,18 @@ func TestPackagesFlag(t *testing.T) {
 		if _, err := read("run", "--code", "x", "--packages", f); !errors.As(err, &usage) {
 			t.Errorf("run --packages %s: %v; want a usage error", filepath.Base(f), err)
 		}
+	}
+}
+
+// pending says how many packages a waiting run brings (show lists them).
+func TestPendingCountsPackages(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var b bytes.Buffer
+	if err := printPending(&b, client.PendingPage{Runs: []client.Pending{{WorkflowID: "sandbox-p", StartTime: now}}},
+		[]pendingDetail{{Kind: "run", Packages: 2}}, defaultPageSize, now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "run +2 pkg") {
+		t.Errorf("pending:\n%s", b.String())
 	}
 }
