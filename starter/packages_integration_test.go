@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,22 +81,30 @@ func TestIntegrationPackagesShownAndBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shown.Packages = shown.Packages[:1]
+	full := shown.Packages
+	shown.Packages = full[:1]
 	without := guard.Digest(&shown)
-	if without == st.Request.Digest {
-		t.Fatal("the digest does not bind the packages")
-	}
-	f, err := client.StatementFor(st, client.StatementOptions{Reviewer: e.Reviewer.Principal}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Digest = without
-	d, err := client.SignDecision(e.Reviewer.Signer, f, "alpha only")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Client.Decide(ctx, "pkg-run", d); err == nil {
-		t.Error("an approval of the lock without beta was accepted for the run with it")
+	oneHash := append([]guard.Package(nil), full...)
+	oneHash[1] = guard.Package{Name: "beta", Version: "2.0", Hashes: []string{beta1, fakeHash("beta-2.0-tampered")}}
+	slices.Sort(oneHash[1].Hashes)
+	shown.Packages = oneHash
+	otherHash := guard.Digest(&shown)
+	for name, digest := range map[string]string{"without beta": without, "with one of beta's hashes changed": otherHash} {
+		if digest == st.Request.Digest {
+			t.Fatalf("%s: the digest does not bind the packages", name)
+		}
+		f, err := client.StatementFor(st, client.StatementOptions{Reviewer: e.Reviewer.Principal}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Digest = digest
+		d, err := client.SignDecision(e.Reviewer.Signer, f, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Client.Decide(ctx, "pkg-run", d); err == nil {
+			t.Errorf("an approval of the lock %s was accepted for the run", name)
+		}
 	}
 	if r := binary(t, e, "", "approve", "pkg-run", "--digest", without); r.code == 0 || !strings.Contains(r.stdout+r.stderr, st.Request.Digest) {
 		t.Errorf("approve --digest of the lock without beta: exit %d, %s %s; want refused, naming the run's digest", r.code, r.stdout, r.stderr)
