@@ -156,10 +156,21 @@ func TestIntegrationCellPackages(t *testing.T) {
 		}
 	}
 	code := fmt.Sprintf("open(%q, 'a').write('ran\\n')\n", ran)
-	r = binary(t, e, "", "session", "cell", id, "--code", code, "--packages", writeLock(t, dir, "gamma.txt", "gamma==3.0 --hash="+gamma+"\n"))
+	gammaLock := writeLock(t, dir, "gamma.txt", "gamma==3.0 --hash="+gamma+"\n")
+	r = binary(t, e, "", "session", "cell", id, "--code", code, "--packages", gammaLock, "--request-id", "call-1")
 	var sub contract.CellSubmitted
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &sub) != nil || sub.Cell != 1 {
 		t.Fatalf("a cell adding gamma: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	// The same request id: with the same lock, the same cell; with another, refused.
+	r = binary(t, e, "", "session", "cell", id, "--code", code, "--packages", gammaLock, "--request-id", "call-1")
+	var again contract.CellSubmitted
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &again) != nil || again.Digest != sub.Digest {
+		t.Errorf("the same cell again under its request id: exit %d, %s %s; want cell 1 back", r.code, r.stdout, r.stderr)
+	}
+	other := writeLock(t, dir, "gamma2.txt", "gamma==3.0 --hash="+fakeHash("gamma-3.0-other")+"\n")
+	if r := binary(t, e, "", "session", "cell", id, "--code", code, "--packages", other, "--request-id", "call-1"); r.code == 0 || r.errorType(t) != guard.TypeToolUsageError {
+		t.Errorf("the request id with another lock: exit %d, %s %s; want a ToolUsageError", r.code, r.stdout, r.stderr)
 	}
 	show := binary(t, e, "", "session", "show", id)
 	for _, want := range []string{"alpha==1.0", "--hash=" + alpha, "gamma==3.0", "--hash=" + gamma, "added gamma==3.0"} {
