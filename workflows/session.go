@@ -470,7 +470,9 @@ func (r *session) budgetRefusal(req contract.CellRequest) error {
 	if err != nil {
 		return fmt.Errorf("workflows: encode the cell's metadata: %w", err)
 	}
-	next := int64(cellStatusOverheadBytes+r.quorumBytes()+len(code)+len(meta)) + guard.WorstResultEncodingBytes(r.checked.Limits)
+	// A cell's packages, as its status encodes them, take at most twice its lock's bytes (each
+	// hash quoted, each package's keys).
+	next := int64(cellStatusOverheadBytes+r.quorumBytes()+len(code)+len(meta)+2*len(req.Packages)) + guard.WorstResultEncodingBytes(r.checked.Limits)
 	if int64(size)+next > statusBudgetBytes {
 		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's status holds %d bytes and one more cell could add %d, past the %d bytes a status answer may carry; close this session and open another (lower output and file limits leave room for more cells)",
 			size, next, statusBudgetBytes)}
