@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -75,4 +77,51 @@ func TestBrowserRunShowsPackages(t *testing.T) {
 	}
 	e.Text(`document.getElementById("packages").scrollIntoView(), ""`)
 	e.Screenshot("inbox-packages.png")
+}
+
+// A session with packages in chromium: the settings list the session's, and the waiting cell
+// lists the packages it brings, with every hash and what they add to the session's set, above
+// the approval that binds them.
+func TestBrowserSessionShowsCellPackages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	signInAlice(t, e)
+	alpha, beta := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+	const id = "session-pkgs"
+	if _, err := e.c.ExecuteWorkflow(ctx, tclient.StartWorkflowOptions{ID: id, TaskQueue: e.queue}, contract.SessionWorkflowName, contract.SessionInput{
+		Request: guard.SessionRequest{Settings: guard.Settings{Packages: "alpha==1.0 --hash=" + alpha + "\n"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	requireSessionWorkflow(t, e, ctx, id)
+	h, err := e.c.UpdateWorkflow(ctx, tclient.UpdateWorkflowOptions{WorkflowID: id, UpdateName: contract.UpdateSubmitCell,
+		Args:         []any{contract.CellRequest{Code: "import alpha, beta\n", Packages: "beta==2.0 --hash=" + beta + "\nalpha==1.0 --hash=" + alpha + "\n"}},
+		WaitForStage: tclient.WorkflowUpdateStageCompleted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub contract.CellSubmitted
+	if err := h.Get(ctx, &sub); err != nil {
+		t.Fatalf("submit-cell with packages: %v", err)
+	}
+	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
+	e.WaitFor("cell 1's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "1"`, 20*time.Second)
+	if got := e.Text(`document.getElementById("packages").innerText`); !strings.Contains(got, "alpha==1.0") || !strings.Contains(got, "--hash="+alpha) {
+		t.Errorf("the session's packages: %q", got)
+	}
+	cell := e.Text(`document.getElementById("cell-1-packages").innerText`)
+	for _, want := range []string{"alpha==1.0", "beta==2.0", "--hash=" + beta} {
+		if !strings.Contains(cell, want) {
+			t.Errorf("cell 1's packages lack %q:\n%s", want, cell)
+		}
+	}
+	if got := e.Text(`document.getElementById("cell-1-package-changes").innerText`); strings.TrimSpace(got) != "added beta==2.0" {
+		t.Errorf("cell 1's package changes %q; want only added beta==2.0 (alpha is the session's as it is)", got)
+	}
+	if got := e.Text(`document.getElementById("decide").innerText`); !strings.Contains(got, sub.Digest) {
+		t.Errorf("the statement offered does not name the cell's digest %s:\n%s", sub.Digest, got)
+	}
+	e.Text(`document.getElementById("cell-1").scrollIntoView(), ""`)
+	e.Screenshot("inbox-session-packages.png")
 }
