@@ -207,12 +207,12 @@ func (s cellSubject) bind(d contract.Decision) (binding, error) {
 		return binding{}, &guard.SandboxLost{Msg: "an earlier cell's outcome is unknown; the sandbox takes no more cells"}
 	}
 	session := hs.box.Session()
-	cell, err := s.a.policy.CheckCell(session, in.Cell.Index, in.Cell.Language, in.Cell.Code)
+	cell, err := s.a.policy.CheckCell(session, in.Cell.Index, in.Cell.Language, in.Cell.Code, in.Cell.Packages...)
 	if err != nil {
 		return binding{}, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: cellWho + ": the cell does not pass this host's check", Err: err}
 	}
 	switch {
-	case cell != in.Cell:
+	case !cell.Equal(in.Cell):
 		return binding{}, refuse(cellWho, guard.RefusedMismatch, "the cell carries code digest %s but its code is %s", in.Cell.CodeDigest, cell.CodeDigest)
 	case cell.Index <= hs.last:
 		return binding{}, refuse(cellWho, guard.RefusedAlreadyUsed, "cell %d is not above cell %d, the last this sandbox admitted", cell.Index, hs.last)

@@ -193,12 +193,25 @@ func (a *Activities) SessionCheck(ctx context.Context, in contract.SessionCheckI
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session
 // (guard.Policy.CheckCell): it returns the cell with its index and code digest, or a
-// ToolUsageError. It runs as a local activity of the Session workflow.
+// ToolUsageError. A cell's packages are checked against the session's set so far: its
+// settings' and those earlier cells brought (guard.AddCellPackages). It runs as a local
+// activity of the Session workflow.
 func (a *Activities) SessionCellCheck(ctx context.Context, in contract.CellCheckInput) (guard.Cell, error) {
-	cell, err := a.policy.CheckCell(in.Session, in.Index, in.Language, in.Code)
+	session := in.Session
+	var pkgs []guard.Package
+	if in.Packages != "" {
+		var err error
+		if pkgs, err = guard.ParseLock(in.Packages); err != nil {
+			return guard.Cell{}, contract.ToFailure(err)
+		}
+		if session.Packages, err = guard.AddCellPackages(session.Packages, in.EarlierPackages); err != nil {
+			return guard.Cell{}, contract.ToFailure(err)
+		}
+	}
+	cell, err := a.policy.CheckCell(session, in.Index, in.Language, in.Code, pkgs...)
 	if err == nil {
-		err = a.cellRules(in.Session, cell)
-		a.policyRefused(ctx, contract.SessionCellCheckActivityName, in.Session.Metadata.Agent, err)
+		err = a.cellRules(session, cell)
+		a.policyRefused(ctx, contract.SessionCellCheckActivityName, session.Metadata.Agent, err)
 	}
 	if err != nil {
 		return guard.Cell{}, contract.ToFailure(err)
@@ -438,7 +451,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	session := hs.box.Session()
 	c := session.CellChecked(in.Cell)
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
-	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
+	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code, in.Cell.Packages...), hs.chain)
 	// Heartbeated from the start, as a run's activity is: the claim's signal and history read
 	// on a loaded server must not let the server time the activity out. The cell goes on, as a
 	// run's code does, when the server may have lost the attempt (late.go).

@@ -658,7 +658,7 @@ func verifySession(rec contract.AuditRecord, hosts *receipt.Hosts, add func(stri
 	chain, previous := guard.ChainStart(s.Digest), ""
 	for i, cell := range rec.Cells {
 		name := fmt.Sprintf("cell %d", cell.Cell.Index)
-		digest := guard.CellDigest(s.Digest, cell.Cell.Index, guard.CellCodeDigest(cell.Cell.Language, cell.Cell.Code), chain)
+		digest := guard.CellDigest(s.Digest, cell.Cell.Index, guard.CellCodeDigest(cell.Cell.Language, cell.Cell.Code, cell.Cell.Packages...), chain)
 		st, err := receipt.Verify(hosts, cell.Result.Receipt)
 		if err == nil {
 			err = receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: digest,

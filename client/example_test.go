@@ -99,3 +99,31 @@ func ExampleClient_FollowAudit() {
 		log.Fatal(err)
 	}
 }
+
+// An orchestrator asks for packages with its run: the lock (pip's hash-checking format) goes
+// into the request, is part of its digest, and every reviewer's view lists it.
+func ExampleReadLockFile() {
+	dir, err := os.MkdirTemp("", "lock")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := dir + "/requirements.lock"
+	lock := "numpy==2.1.0 \\\n    --hash=sha256:" + strings.Repeat("0", 64) + "\n"
+	if err := os.WriteFile(path, []byte(lock), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	packages, err := client.ReadLockFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	req := guard.Request{Code: "import numpy\n", Settings: guard.Settings{Packages: packages}}
+	checked, err := guard.Policy{Packages: true}.Check(req, "docker")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range checked.Summary().Packages {
+		fmt.Println(p.Requirement(), len(p.Hashes))
+	}
+	// Output: numpy==2.1.0 1
+}

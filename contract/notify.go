@@ -95,6 +95,8 @@ type NotifyInput struct {
 	Network bool                `json:"network,omitempty"`
 	Egress  []string            `json:"egress,omitempty"`
 	Secrets []string            `json:"secrets,omitempty"`
+	// Packages are the run's packages, or the packages the cell brings.
+	Packages []guard.Package `json:"packages,omitempty"`
 	// Metadata says who asked, as the orchestrator wrote it.
 	Metadata guard.Metadata `json:"metadata"`
 	// Conversation is the request's conversation, if it named one.

@@ -82,6 +82,8 @@ type runView struct {
 	// sensitive one as its length (guard.SensitiveValue).
 	Env     []kv
 	Secrets []string
+	// Packages are the lock's packages, installed before the code runs.
+	Packages []packageView
 	// Warnings are the input files the interpreter may run without the code calling them
 	// (pysource.StartupWarnings), each as one line.
 	Warnings []string
@@ -333,6 +335,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	for _, n := range req.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))
 	}
+	v.Packages = packageViews(req.Packages)
 	v.Limits = human.Limits(req.Limits)
 	for _, f := range human.Metadata(req.Metadata) {
 		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})

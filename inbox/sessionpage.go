@@ -38,6 +38,8 @@ type sessionView struct {
 	// length (as on a run's page).
 	Env     []kv
 	Secrets []string
+	// Packages are the settings' packages, installed before the first cell.
+	Packages []packageView
 	// Warnings are the files the interpreter may run without a cell calling them: input files
 	// and files earlier cells wrote into /work, which the session keeps.
 	Warnings []string
@@ -115,6 +117,10 @@ type cellView struct {
 	// first cell and for cells that do not wait.
 	Diff     []diffLine
 	DiffFrom int
+	// Packages are the packages the cell brings, approved with it; PackageChanges what they
+	// change in the session's set so far (client.CellPackageChanges).
+	Packages       []packageView
+	PackageChanges []string
 }
 
 // loadSession reads session id through the door.
@@ -219,6 +225,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	for _, n := range set.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))
 	}
+	v.Packages = packageViews(set.Packages)
 	for _, f := range human.Metadata(set.Metadata) {
 		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})
 	}
@@ -236,6 +243,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 		c := &st.Cells[i]
 		cv := newCellView(c, now)
 		cv.Threads = client.ThreadsWarning(st, i)
+		cv.Packages, cv.PackageChanges = packageViews(c.Packages), packageChanges(client.CellPackageChanges(st, i))
 		v.Cells = append(v.Cells, cv)
 		if c.Result != nil {
 			v.addWritten(c.Cell, c.Result.Files)

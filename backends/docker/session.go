@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -338,6 +339,9 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	}
 	if !slices.Contains(s.s.Languages, cell.Language) {
 		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: language %q is not offered in this session (offered: %v)", cell.Language, s.s.Languages)}
+	}
+	if len(cell.Packages) > 0 {
+		return guard.Result{}, &guard.ConfigError{Msg: "docker backend: this sandbox host cannot add packages to a running session (cell " + strconv.Itoa(cell.Index) + " brings packages); give them when the session opens"}
 	}
 	request, err := encodeCell(cell, l)
 	if err != nil {
