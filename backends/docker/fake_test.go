@@ -272,3 +272,7 @@ func (a *fakeAttachment) Close() error {
 	a.closeOnce.Do(func() { close(a.done) })
 	return nil
 }
+
+func (f *fakeEngine) Stats(context.Context, string) (containerStats, error) {
+	return containerStats{}, errors.New("fake engine keeps no counters")
+}
