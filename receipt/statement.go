@@ -93,6 +93,9 @@ type Statement struct {
 	// EgressLost says the egress proxy's report of the run was lost with the worker that carried
 	// it (guard.EgressReport.Lost): Egress lists nothing of it. Absent when false.
 	EgressLost bool `json:"egress_lost,omitempty"`
+	// Usage is what the run or cell cost as the host measured it (guard.Result.Usage). Absent
+	// when the result has none.
+	Usage *guard.Usage `json:"usage,omitempty"`
 }
 
 // Approval is one approval the host verified.
@@ -299,6 +302,10 @@ func New(run Run, res guard.Result) Statement {
 		s.Files = append(s.Files, File{Name: f.Name, Produced: f.Size, Kept: ok && k == f.Size})
 	}
 	s.Outputs, s.OutputsTruncated = outputsOf(res.Outputs), res.OutputsTruncated
+	if res.Usage != nil {
+		u := *res.Usage // not the caller's
+		s.Usage = &u
+	}
 	if res.Egress != nil {
 		for _, a := range res.Egress.Attempts {
 			s.Egress = append(s.Egress, egressOf(a))
