@@ -13,9 +13,9 @@ type Usage struct {
 	// PeakMemoryBytes is the run's own peak memory: the highest memory use the sandbox's cgroup
 	// recorded (page cache and the files in its tmpfs folders included) less what the sandbox
 	// used when the request was handed over (its idle supervisor and, under gVisor, gVisor's
-	// own kernel). For a session's cell, whose interpreter keeps what earlier cells allocated,
-	// it is the rise over what the session held when the cell began, counted only when the cell
-	// set a new high for the session (the cgroup keeps one peak per sandbox, not per cell).
+	// own kernel). The cgroup keeps one peak per sandbox: a session's cell (whose interpreter
+	// keeps what earlier cells allocated) that stays below an earlier cell's peak gets what it
+	// still held at its end above what the sandbox held when it began, a lower bound.
 	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
 	// SandboxPeakMemoryBytes is the cgroup's peak itself: the whole sandbox's highest memory use
 	// since it started (since the session opened, for a cell).

@@ -141,5 +141,12 @@ func TestDockerSessionUsage(t *testing.T) {
 		if peak := second.Usage.PeakMemoryBytes; peak > 10<<20 {
 			t.Errorf("cell 2 peak: got %d; want no rise over what the session held when it began", peak)
 		}
+		// Cell 3 frees the 100 MiB; cell 4, below the session's peak, must not be charged the
+		// distance from that old peak down to what the sandbox holds now.
+		ts.must(guard.Python, "del kept\nimport gc\ngc.collect()\n")
+		fourth := ts.must(guard.Python, "x = 1\n")
+		if fourth.Usage == nil || fourth.Usage.PeakMemoryBytes > 10<<20 {
+			t.Errorf("cell 4 usage %+v; want a peak of a few bytes, not cell 1's", fourth.Usage)
+		}
 	})
 }

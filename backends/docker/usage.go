@@ -47,9 +47,16 @@ func (b *Backend) usage(ctx context.Context, id string, m meter) *guard.Usage {
 		b.log.Warn("docker: no usage for this run: read the container's counters after it", "container", id, "err", err)
 		return nil
 	}
+	// The rise of the peak over what the sandbox held at the start is the run's own peak when
+	// the run set the sandbox's high; otherwise (a session's cell below an earlier cell's peak)
+	// the cgroup cannot tell, and what the run still held at its end is a lower bound.
+	rise := st.PeakMemoryBytes - m.start.MemoryBytes
+	if st.PeakMemoryBytes <= m.start.PeakMemoryBytes {
+		rise = st.MemoryBytes - m.start.MemoryBytes
+	}
 	return &guard.Usage{
 		CPUTime:                guard.Duration(max(st.CPU-m.start.CPU, 0)),
-		PeakMemoryBytes:        max(st.PeakMemoryBytes-m.start.MemoryBytes, 0),
+		PeakMemoryBytes:        max(rise, 0),
 		SandboxPeakMemoryBytes: st.PeakMemoryBytes,
 		WallTime:               guard.Duration(time.Since(m.at)),
 		MeasuredBy:             guard.UsageByCgroup,
