@@ -3,6 +3,7 @@ package docker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -122,6 +123,9 @@ func readCgroupMounts(mountinfo string) ([]cgroupMount, error) {
 	}
 	return out, sc.Err()
 }
+
+// Read reads the counters.
+func (f cgroupFiles) Read(context.Context) (containerStats, error) { return f.read() }
 
 // read reads the counters.
 func (f cgroupFiles) read() (containerStats, error) {

@@ -257,26 +257,32 @@ func (e *dockerEngine) Inspect(ctx context.Context, id string) (containerState, 
 	}, nil
 }
 
-// Stats reads the container's cgroup files on this host when it can (cgroup.go), else asks the
-// daemon's stats API.
-func (e *dockerEngine) Stats(ctx context.Context, id string) (containerStats, error) {
+// Counters reads the container's cgroup files on this host when it can find them (cgroup.go),
+// else asks the daemon's stats API at each reading.
+func (e *dockerEngine) Counters(ctx context.Context, id string) (counters, error) {
 	c, err := e.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return containerStats{}, classify(err)
+		return nil, classify(err)
 	}
 	if c.ContainerJSONBase == nil || c.State == nil || !c.State.Running || c.State.Pid <= 0 {
-		return containerStats{}, fmt.Errorf("stats %s: the container is not running", id)
+		return nil, fmt.Errorf("counters of %s: the container is not running", id)
 	}
 	if files, err := cgroupFilesOf(c.State.Pid); err == nil {
-		if st, err := files.read(); err == nil {
-			return st, nil
+		if _, err := files.read(); err == nil {
+			return files, nil
 		}
 	}
-	return e.apiStats(ctx, id)
+	return apiCounters{e: e, id: id}, nil
 }
 
-// apiStats reads the counters through the daemon's one-shot stats.
-func (e *dockerEngine) apiStats(ctx context.Context, id string) (containerStats, error) {
+// apiCounters reads a container's counters through the daemon's one-shot stats.
+type apiCounters struct {
+	e  *dockerEngine
+	id string
+}
+
+func (a apiCounters) Read(ctx context.Context) (containerStats, error) {
+	e, id := a.e, a.id
 	r, err := e.cli.ContainerStatsOneShot(ctx, id)
 	if err != nil {
 		return containerStats{}, classify(err)

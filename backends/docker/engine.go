@@ -49,8 +49,9 @@ type engine interface {
 	// FollowLogs is Logs that goes on copying what the container writes after the call, until
 	// the container stops, ctx ends, or a writer returns an error (which it returns).
 	FollowLogs(ctx context.Context, id string, stdout, stderr io.Writer) error
-	// Stats reads the running container's cgroup counters once (the daemon's one-shot stats).
-	Stats(ctx context.Context, id string) (containerStats, error)
+	// Counters finds the running container's cgroup counters, to read as often as needed while
+	// the container lives.
+	Counters(ctx context.Context, id string) (counters, error)
 	// List returns every container, running or not, that carries all the given labels.
 	List(ctx context.Context, labels map[string]string) ([]containerSummary, error)
 	// Close releases the client.
@@ -132,6 +133,11 @@ type containerState struct {
 	ExitCode  int
 	OOMKilled bool
 	Error     string
+}
+
+// counters reads a container's cgroup counters.
+type counters interface {
+	Read(ctx context.Context) (containerStats, error)
 }
 
 // containerStats is one reading of a running container's cgroup counters.

@@ -273,6 +273,6 @@ func (a *fakeAttachment) Close() error {
 	return nil
 }
 
-func (f *fakeEngine) Stats(context.Context, string) (containerStats, error) {
-	return containerStats{}, errors.New("fake engine keeps no counters")
+func (f *fakeEngine) Counters(context.Context, string) (counters, error) {
+	return nil, errors.New("fake engine keeps no counters")
 }

@@ -32,7 +32,7 @@ type run struct {
 	warm bool
 	// meter is the container's counters before the request was sent; used what the run used,
 	// read when its end frame came (nil otherwise).
-	meter meter
+	meter *meter
 	used  *guard.Usage
 }
 
@@ -97,7 +97,7 @@ func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
 	} else {
 		defer r.att.Close()
 	}
-	r.meter = b.startMeter(ctx, r.sb.id)
+	r.meter = b.startMeter(ctx, r.sb.id, b.findCounters(ctx, r.sb.id))
 	deadline := time.NewTimer(c.Limits.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()
 	how, err := r.send(ctx, deadline.C)

@@ -52,6 +52,9 @@ type Session struct {
 	closeErr  error
 	// releaseSlot gives back the backend's sandbox slot (Config.MaxSandboxes).
 	releaseSlot func()
+	// counters are the container's cgroup counters, found for the first cell (nil until then,
+	// or when they could not be found); cells run one at a time.
+	counters counters
 }
 
 var _ guard.Sandbox = (*Session)(nil)
@@ -363,7 +366,10 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		s.cur = nil
 		s.mu.Unlock()
 	}()
-	m := b.startMeter(ctx, s.sb.id)
+	if s.counters == nil {
+		s.counters = b.findCounters(ctx, s.sb.id)
+	}
+	m := b.startMeter(ctx, s.sb.id, s.counters)
 	if sent, err := s.write(ctx, request); err != nil {
 		// The supervisor runs nothing of a cell before its whole frame arrived; a frame cut
 		// short leaves the stream unusable. A frame handed over in full may have started.

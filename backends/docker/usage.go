@@ -7,7 +7,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
-// statsTimeout bounds one reading of a container's cgroup counters.
+// statsTimeout bounds finding and reading a container's cgroup counters.
 const statsTimeout = 5 * time.Second
 
 // meter is the reading of a sandbox's cgroup counters taken when a run's request or a cell's
@@ -15,36 +15,50 @@ const statsTimeout = 5 * time.Second
 // then to its end. The supervisor keeps the container alive after a run's end frame until the
 // worker ends its stdin (hold_for_worker in supervisor.py), so the end reading always finds it.
 type meter struct {
+	c     counters
 	start containerStats
 	at    time.Time
-	// ok is false when the first reading failed: the run's usage then has no cgroup figures.
-	ok bool
 }
 
-// startMeter reads the container's counters before the code may start. A failure costs the run
-// its CPU and memory figures, never the run.
-func (b *Backend) startMeter(ctx context.Context, id string) meter {
+// findCounters finds the container's counters; nil, logged, when it cannot (the run then has
+// no CPU and memory figures: a failure here never fails a run).
+func (b *Backend) findCounters(ctx context.Context, id string) counters {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statsTimeout)
 	defer cancel()
-	st, err := b.eng.Stats(sctx, id)
+	c, err := b.eng.Counters(sctx, id)
 	if err != nil {
-		b.log.Warn("docker: no usage for this run: read the container's counters before it", "container", id, "err", err)
-		return meter{}
+		b.log.Warn("docker: no usage figures: find the container's cgroup counters", "container", id, "err", err)
+		return nil
 	}
-	return meter{start: st, at: time.Now(), ok: true}
+	return c
 }
 
-// usage reads the counters again, once the supervisor reported the end, and returns what the run
-// or cell used. Nil when either reading failed.
-func (b *Backend) usage(ctx context.Context, id string, m meter) *guard.Usage {
-	if !m.ok {
+// startMeter reads c before the code may start; a nil meter when c is nil or the reading fails.
+func (b *Backend) startMeter(ctx context.Context, id string, c counters) *meter {
+	if c == nil {
 		return nil
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statsTimeout)
 	defer cancel()
-	st, err := b.eng.Stats(sctx, id)
+	st, err := c.Read(sctx)
 	if err != nil {
-		b.log.Warn("docker: no usage for this run: read the container's counters after it", "container", id, "err", err)
+		b.log.Warn("docker: no usage figures: read the container's counters before the run", "container", id, "err", err)
+		return nil
+	}
+	return &meter{c: c, start: st, at: time.Now()}
+}
+
+// usage reads the counters again, once the supervisor reported the end, and returns what the run
+// or cell used. Nil when m is nil or the reading failed.
+func (b *Backend) usage(ctx context.Context, id string, m *meter) *guard.Usage {
+	if m == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statsTimeout)
+	defer cancel()
+	st, err := m.c.Read(sctx)
+	if err != nil {
+		b.log.Warn("docker: no usage figures: read the container's counters after the run", "container", id, "err", err)
 		return nil
 	}
 	// The rise of the peak over what the sandbox held at the start is the run's own peak when
