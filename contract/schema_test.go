@@ -61,7 +61,7 @@ var (
 // schemaOf derives a JSON Schema from a Go type's JSON form.
 func schemaOf(t reflect.Type) map[string]any {
 	switch t {
-	case reflect.TypeFor[time.Duration]():
+	case reflect.TypeFor[time.Duration](), reflect.TypeFor[guard.Duration]():
 		return durationSchema
 	case reflect.TypeFor[time.Time]():
 		return map[string]any{"type": "string", "format": "date-time"}

@@ -1,7 +1,7 @@
 // Package metrics serves Prometheus metrics for operators: runs by final state, the wait for a
 // reviewer, sandbox run durations, limit kills, sandboxes in use, refused egress and refused
-// decisions, sessions open, session cells run and session sandbox lifetimes, and the Temporal
-// SDK's own metrics.
+// decisions, sessions open, session cells run and session sandbox lifetimes, what runs and cells
+// cost (by backend and a bounded set of agent names), and the Temporal SDK's own metrics.
 //
 // Sandbox metrics come from the activities' events (Metrics.Sink wraps the worker's Sink); workflow
 // metrics from a worker interceptor (Metrics.WorkerInterceptor) that counts only when the workflow
@@ -42,6 +42,7 @@ type Metrics struct {
 	cellsRun         *prometheus.CounterVec
 	sandboxLifetime  prometheus.Histogram
 	temporal         *sdkCollector
+	usage            *usageMetrics
 	waiting          *waitingCollector // set by WaitingFor
 }
 
@@ -77,9 +78,11 @@ func New() *Metrics {
 			Help:    "Lifetime of session sandboxes, from open to removal.",
 			Buckets: []float64{1, 10, 30, 60, 300, 600, 1200, 1800, 3600, 2 * 3600, 4 * 3600}}),
 		temporal: newSDKCollector(),
+		usage:    newUsageMetrics(),
 	}
 	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals, m.approvalRefusals,
 		m.policyRefusals, m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.usage.collectors()...)
 	return m
 }
 
@@ -114,6 +117,7 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		if ms, ok := e.Data["duration_ms"].(int64); ok {
 			s.m.sandboxDuration.WithLabelValues(backend, s.runtime).Observe(float64(ms) / 1000)
 		}
+		s.m.usage.observe(e.Data)
 		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
 			s.m.limitKills.WithLabelValues(kind).Inc()
 		}

@@ -96,6 +96,9 @@ type Statement struct {
 	// PolicyHash is the hash ("sha256:<hex>" of the file's bytes) of the policy rules the host
 	// applied before it ran the code (worker --policy). Absent when the host has no policy file.
 	PolicyHash string `json:"policy_hash,omitempty"`
+	// Usage is what the run or cell cost as the host measured it (guard.Result.Usage). Absent
+	// when the result has none.
+	Usage *guard.Usage `json:"usage,omitempty"`
 }
 
 // Approval is one approval the host verified.
@@ -305,6 +308,10 @@ func New(run Run, res guard.Result) Statement {
 		s.Files = append(s.Files, File{Name: f.Name, Produced: f.Size, Kept: ok && k == f.Size})
 	}
 	s.Outputs, s.OutputsTruncated = outputsOf(res.Outputs), res.OutputsTruncated
+	if res.Usage != nil {
+		u := *res.Usage // not the caller's
+		s.Usage = &u
+	}
 	if res.Egress != nil {
 		for _, a := range res.Egress.Attempts {
 			s.Egress = append(s.Egress, egressOf(a))

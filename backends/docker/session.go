@@ -53,6 +53,9 @@ type Session struct {
 	closeErr  error
 	// releaseSlot gives back the backend's sandbox slot (Config.MaxSandboxes).
 	releaseSlot func()
+	// counters are the container's cgroup counters, found for the first cell (nil until then,
+	// or when they could not be found); cells run one at a time.
+	counters counters
 }
 
 var _ guard.Sandbox = (*Session)(nil)
@@ -367,6 +370,10 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		s.cur = nil
 		s.mu.Unlock()
 	}()
+	if s.counters == nil {
+		s.counters = b.findCounters(ctx, s.sb.id)
+	}
+	m := b.startMeter(ctx, s.sb.id, s.counters)
 	if sent, err := s.write(ctx, request); err != nil {
 		// The supervisor runs nothing of a cell before its whole frame arrived; a frame cut
 		// short leaves the stream unusable. A frame handed over in full may have started.
@@ -384,19 +391,31 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	}
 	deadline := time.NewTimer(l.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()
-	how := streamEnded
+	how, reported := streamEnded, false
 	select {
 	case <-rep.endSeen:
+		reported = true
 	case <-s.done:
 	case <-deadline.C:
 		how = workerDeadline
 	case <-ctx.Done():
 		how = ctxDeadline
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) && s.stopCell(rep, deadline.C) {
-			how = streamEnded // the supervisor stopped the cell and reported it: the session lives on
+			how, reported = streamEnded, true // the supervisor stopped the cell and reported it: the session lives on
 		}
 	}
-	return s.cellOutcome(ctx, cell, rep, how, l, start)
+	var used *guard.Usage
+	if reported {
+		used = b.usage(ctx, s.sb.id, m)
+	}
+	res, err := s.cellOutcome(ctx, cell, rep, how, l, start)
+	if err != nil || !reported {
+		return res, err
+	}
+	s.mu.Lock()
+	exit := rep.exit
+	s.mu.Unlock()
+	return withUsage(res, used, exit), nil
 }
 
 // cellStopWait bounds how long a cancelled cell's supervisor has to stop it and report.
