@@ -44,6 +44,10 @@ type ErrorBody struct {
 	// By is who cancelled a run that was cancelled before anything ran (a guard.Cancelled,
 	// whose reason is Reason).
 	By string `json:"by,omitempty"`
+	// Rule and Cap are a PolicyRefused's: the policy rule that refused the request, or the cap
+	// it would have passed ("waiting.per_agent", ...); its reason is Reason.
+	Rule string `json:"rule,omitempty"`
+	Cap  string `json:"cap,omitempty"`
 	// Package is the distribution a PackageError is about (its guard.PackageReason is Reason).
 	Package string `json:"package,omitempty"`
 }
@@ -58,9 +62,12 @@ func NewErrorOutput(err error) ErrorOutput {
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
 		cn *guard.Cancelled
+		pr *guard.PolicyRefused
 		pe *guard.PackageError
 	)
 	switch {
+	case errors.As(err, &pr):
+		body.Reason, body.Rule, body.Cap = pr.Reason, pr.Rule, pr.Cap
 	case errors.As(err, &pe):
 		body.Reason, body.Package = string(pe.Reason), pe.Package
 	case errors.As(err, &cn):

@@ -154,7 +154,10 @@ func verifyCell(st contract.SessionStatus, c contract.CellStatus, chain string) 
 	if c.CodeBytes != len(c.Code) {
 		return "", "", mismatch("code_bytes", strconv.Itoa(c.CodeBytes), strconv.Itoa(len(c.Code)))
 	}
-	code := guard.CellCodeDigest(c.Language, c.Code)
+	if err := guard.CheckPackages(c.Packages); err != nil {
+		return "", "", mismatch("packages", err.Error(), "")
+	}
+	code := guard.CellCodeDigest(c.Language, c.Code, c.Packages...)
 	if c.CodeDigest != code {
 		return "", "", mismatch("code_digest", c.CodeDigest, code)
 	}
@@ -200,15 +203,16 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 		req.IdleTimeout != 0 && req.IdleTimeout != sum.IdleTimeout,
 		req.MaxCells != 0 && req.MaxCells != sum.MaxCells:
 		return differ("lifetime, idle timeout or cell cap")
-	case !contract.SameLock(sum.Packages, req.Packages):
-		return differ("packages")
 	}
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return fmt.Errorf("client: session %s: the status shows egress that does not parse: %w", st.WorkflowID, err)
 	}
+	if err := contract.ShownPackages(sum.Packages, req.Packages); err != nil {
+		return fmt.Errorf("client: session %s: %w", st.WorkflowID, err)
+	}
 	s := guard.CheckedSession{Languages: sum.Languages, Lifetime: sum.Lifetime, IdleTimeout: sum.IdleTimeout, MaxCells: sum.MaxCells,
 		CheckedSettings: guard.CheckedSettings{Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress,
-			Secrets: sum.Secrets, Packages: sum.Packages, Backend: sum.Backend}}
+			Secrets: sum.Secrets, Backend: sum.Backend, Packages: sum.Packages}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return differ("input files")

@@ -41,6 +41,10 @@ type ErrorDetails struct {
 	By string `json:"by,omitempty"`
 	// Package is a PackageError's distribution (its Reason, a guard.PackageReason, is in Reason).
 	Package string `json:"package,omitempty"`
+	// Rule and Cap are a PolicyRefused's: the rule that refused, or the cap reached (its reason
+	// is in Reason).
+	Rule string `json:"rule,omitempty"`
+	Cap  string `json:"cap,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -60,12 +64,16 @@ func ToFailure(err error) error {
 		rr *guard.ReceiptRefused
 		cn *guard.Cancelled
 		pe *guard.PackageError
+		pr *guard.PolicyRefused
 	)
 	switch guard.TypeOf(err) {
 	case guard.TypePackageError:
 		errors.As(err, &pe)
 		return temporal.NewApplicationErrorWithOptions(err.Error(), guard.TypePackageError, temporal.ApplicationErrorOptions{
 			NonRetryable: !guard.Retryable(err), Details: []any{ErrorDetails{Message: pe.Msg, Reason: string(pe.Reason), Package: pe.Package}}})
+	case guard.TypePolicyRefused:
+		errors.As(err, &pr)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypePolicyRefused, nil, ErrorDetails{Rule: pr.Rule, Cap: pr.Cap, Reason: pr.Reason})
 	case guard.TypeReceiptRefused:
 		errors.As(err, &rr)
 		d := ErrorDetails{Message: rr.Msg, Field: rr.Field}
@@ -174,6 +182,11 @@ func FromFailure(err error) error {
 		return &guard.Cancelled{By: d.By, Reason: d.Reason}
 	case guard.TypePackageError:
 		return &guard.PackageError{Reason: guard.PackageReason(d.Reason), Package: d.Package, Msg: msg}
+	case guard.TypePolicyRefused:
+		if !hasDetails {
+			return &guard.PolicyRefused{Reason: appErr.Message()}
+		}
+		return &guard.PolicyRefused{Rule: d.Rule, Cap: d.Cap, Reason: d.Reason}
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {

@@ -132,6 +132,9 @@ const (
 	// keys, than this host's own policy asks of the request (Policy.QuorumFor), or approvals
 	// that do not agree with each other (another digest, an edit no approver made).
 	RefusedQuorum RefusedReason = "quorum"
+	// RefusedPolicy: this host's policy rules (package rules) refuse the request, or ask for a
+	// quorum or a group's approvals that the input's approvals do not hold.
+	RefusedPolicy RefusedReason = "policy"
 )
 
 // ApprovalRefused reports that a sandbox host refused to run a request although the workflow
@@ -184,12 +187,15 @@ func TypeOf(err error) string {
 		rr *ReceiptRefused
 		cn *Cancelled
 		pe *PackageError
+		pr *PolicyRefused
 	)
 	switch {
 	case errors.As(err, &cn):
 		return TypeCancelled
 	case errors.As(err, &pe):
 		return TypePackageError
+	case errors.As(err, &pr):
+		return TypePolicyRefused
 	case errors.As(err, &tu):
 		return TypeToolUsageError
 	case errors.As(err, &ce):
