@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -64,21 +63,21 @@ func TestPackagesThroughBinaries(t *testing.T) {
 				// count. The warm pool's slots are the backend's tests'.
 				"--warm-sandboxes", "0", "--egress-allow", "other.example:1")
 			s := starterCLI{t: t, bin: starterBin, env: env}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			c, err := client.Connect(ctx, client.Connection{Address: addr}, "", queue)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			// run starts code with a lock (the Go client: the starter's own flag is another
-			// change's), approves it and reads its result with the starter.
+			// run starts code with a lock through `starter run --packages` (and --allow-host),
+			// approves it and reads its result with the starter.
+			lockDir := t.TempDir()
 			run := func(code, lock string, egress ...string) (string, packagesResult, time.Time) {
 				t.Helper()
-				started, err := c.Start(ctx, guard.Request{Code: code, Settings: guard.Settings{Packages: lock, Egress: egress}}, client.StartOptions{})
-				if err != nil {
-					t.Fatalf("start: %v", err)
+				lockFile := filepath.Join(lockDir, "lock.txt") // runs go one at a time
+				if err := os.WriteFile(lockFile, []byte(lock), 0o600); err != nil {
+					t.Fatal(err)
 				}
+				args := []string{"run", "--code", code, "--packages", lockFile}
+				for _, e := range egress {
+					args = append(args, "--allow-host", e)
+				}
+				var started startedJSON
+				s.mustJSON(&started, args...)
 				var decided struct{ State string }
 				approved := time.Now()
 				s.mustJSON(&decided, "approve", started.WorkflowID, "--digest", started.Digest)
