@@ -112,6 +112,8 @@ type cellView struct {
 	// first cell and for cells that do not wait.
 	Diff     []diffLine
 	DiffFrom int
+	// Phases is where the cell's time went so far (client.PhasesText of its status's phases).
+	Phases string
 }
 
 // loadSession reads session id through the door.
@@ -317,7 +319,7 @@ func (v *sessionView) verify(st contract.SessionStatus, in contract.SessionInput
 
 func newCellView(c *contract.CellStatus, now time.Time) *cellView {
 	cv := &cellView{Index: c.Cell, Language: c.Language, CodeSize: human.Bytes(int64(len(c.Code))), State: c.State,
-		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error}
+		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error, Phases: client.PhasesText(c.Phases)}
 	cv.Lines, cv.Invisible = highlight(c.Code, c.Language)
 	cv.Tabs = strings.Contains(c.Code, "\t")
 	for _, n := range pysource.ConfusableNames(c.Code) {

@@ -868,3 +868,26 @@ func TestCellDecisionByAKeyListedAfterTheCheck(t *testing.T) {
 		t.Errorf("a key the check recorded: %d %s; want 200", w.Code, w.Body)
 	}
 }
+
+// TestSessionPageShowsWhereACellsTimeWent: a cell's status phases are on the session page, as
+// every door writes them.
+func TestSessionPageShowsWhereACellsTimeWent(t *testing.T) {
+	f := newSessionFixture(t, "session-phases")
+	f.threeCells()
+	check, wait, queue, run := int64(12), int64(95_000), int64(40), int64(1500)
+	f.status.Cells[0].Phases = &contract.AuditPhases{CheckMS: &check, WaitMS: &wait, QueueMS: &queue, RunMS: &run}
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	code, page := b.get("/session/session-phases")
+	if code != http.StatusOK {
+		t.Fatalf("GET /session/session-phases: %d %s", code, page)
+	}
+	m := regexp.MustCompile(`id="cell-phases-1">([^<]*)</dd>`).FindStringSubmatch(page)
+	if want := "check 12 ms, wait for a person 1m, queue 40 ms, run 1.5 s"; m == nil || m[1] != want {
+		t.Errorf("cell 1's time %q; want %q", m, want)
+	}
+	if strings.Contains(page, `id="cell-phases-2"`) {
+		t.Error("cell 2, whose status has no phases, shows a time")
+	}
+}

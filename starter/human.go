@@ -66,6 +66,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 		row("deadline", "%s (%s left)", r.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(r.ApprovalDeadline.Sub(now)))
 	}
 	printDecisions(row, r.Status)
+	if t := client.PhasesText(r.Status.Phases); t != "" {
+		row("time", "%s", t)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -218,6 +218,9 @@ func printCellRows(row func(k, format string, a ...any), c contract.CellStatus, 
 	if c.Error != "" {
 		row("error", "%s", terminal(c.Error))
 	}
+	if t := client.PhasesText(c.Phases); t != "" {
+		row("time", "%s", t)
+	}
 	if r := c.Result; r != nil {
 		row("result", "%s, exit code %d%s, %s", r.Outcome, r.ExitCode, human.ExitSource(*r), human.Duration(r.Duration))
 		if r.StateReset {
