@@ -84,11 +84,13 @@ type runView struct {
 	Secrets []string
 	// Warnings are the input files the interpreter may run without the code calling them
 	// (pysource.StartupWarnings), each as one line.
-	Warnings          []string
-	Limits            []kv
-	Network           string
-	Egress            []string
-	Backend           string
+	Warnings []string
+	Limits   []kv
+	Network  string
+	Egress   []string
+	Backend  string
+	// Image is the checked request's image ID (what the code runs in), when it names one.
+	Image             string
 	SandboxTaskQueue  string
 	Digest            string
 	Metadata          []kv
@@ -298,7 +300,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	v := &runView{
 		ID: st.WorkflowID, RunID: st.RunID, State: st.State,
 		Language: req.Language, CodeSize: human.Bytes(int64(req.CodeBytes)),
-		Network: human.Network(req), Egress: req.Egress, Backend: req.Backend,
+		Network: human.Network(req), Egress: req.Egress, Backend: req.Backend, Image: req.Image,
 		SandboxTaskQueue: st.SandboxTaskQueue, Digest: req.Digest,
 		Started:  ri.Started.UTC().Format(time.RFC3339),
 		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,

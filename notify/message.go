@@ -40,6 +40,7 @@ type Data struct {
 	Network      bool                `json:"network,omitempty"`
 	Egress       []string            `json:"egress,omitempty"`
 	Secrets      []string            `json:"secrets,omitempty"`
+	Image        string              `json:"image,omitempty"`
 	RequestedBy  string              `json:"requested_by,omitempty"`
 	Agent        string              `json:"agent,omitempty"`
 	Conversation string              `json:"conversation,omitempty"`
@@ -114,7 +115,7 @@ func newMessage(in contract.NotifyInput, inbox string, includeCode bool, since t
 		Data: Data{
 			WorkflowID: in.WorkflowID, RunID: in.RunID, Cell: in.Cell, Digest: in.Digest,
 			Language: in.Language, CodeBytes: len(in.Code), Files: in.Files, Network: in.Network,
-			Egress: in.Egress, Secrets: in.Secrets, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
+			Egress: in.Egress, Secrets: in.Secrets, Image: in.Image, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
 			Conversation: in.Conversation, Deadline: in.Deadline.UTC(), InboxURL: inboxLink(inbox, in),
 		},
 	}
@@ -216,6 +217,9 @@ func (m Message) fields() []field {
 	out = append(out, field{"Egress", egress})
 	if len(d.Secrets) > 0 {
 		out = append(out, field{"Secrets", strings.Join(d.Secrets, ", ")})
+	}
+	if d.Image != "" {
+		out = append(out, field{"Image", d.Image})
 	}
 	out = append(out, field{"Digest", d.Digest}, field{"Deadline", d.Deadline.Format(time.RFC3339)})
 	if d.InboxURL != "" {

@@ -54,6 +54,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	}
 	row("language", "%s, %s", req.Language, human.Bytes(int64(req.CodeBytes)))
 	row("backend", "%s", terminal(req.Backend))
+	if req.Image != "" {
+		row("image", "%s (what the code runs in; the digest binds it)", terminal(req.Image))
+	}
 	if r.SandboxTaskQueue != "" {
 		row("runs on", "task queue %s", terminal(r.SandboxTaskQueue))
 	}

@@ -451,3 +451,16 @@ func TestShowPrintsWhereTheTimeWent(t *testing.T) {
 		t.Errorf("session show printed the cell as:\n%s\nwant %q", b.String(), want)
 	}
 }
+
+// TestShowPrintsTheImage: show names the image the check recorded, before the decision.
+func TestShowPrintsTheImage(t *testing.T) {
+	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{State: contract.StatusAwaitingApproval, Request: guard.Summary{
+		Language: guard.Python, Code: "print(1)", CodeBytes: 8, Backend: "docker", Image: "sha256:c0ffee", Digest: "sha256:" + strings.Repeat("ab", 32)}}}
+	var b bytes.Buffer
+	if err := printReview(&b, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^image +sha256:c0ffee `).MatchString(b.String()) {
+		t.Errorf("show printed:\n%s\nwant an image row", b.String())
+	}
+}

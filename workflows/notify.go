@@ -49,7 +49,7 @@ func (r *runCode) notifyRun(ctx workflow.Context, check contract.CheckResult) er
 	in := contract.NotifyInput{
 		Event: contract.EventRunAwaiting, WorkflowID: r.status.WorkflowID, RunID: r.status.RunID,
 		Digest: c.Digest, Language: c.Language, Code: c.Code, Files: s.Files,
-		Network: c.Network, Egress: c.Egress, Secrets: c.Secrets, Metadata: c.Metadata,
+		Network: c.Network, Egress: c.Egress, Secrets: c.Secrets, Image: c.Image, Metadata: c.Metadata,
 		Conversation: c.Conversation, Since: workflow.Now(ctx), Deadline: r.status.ApprovalDeadline,
 	}
 	scheduleNotify(ctx, *opts, in,

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/activities"
-	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/hosttest"
+	"github.com/sandboxflow/sandboxflow/internal/testkit/reviewertest"
 )
 
 // msOf is *p, or -1 when the phase is absent.
