@@ -144,7 +144,7 @@ type Activities struct {
 	guarded     *guard.Guarded
 	// images names the image the backend runs code in, when it is a guard.ImageNamer: the
 	// check records it (Checked.Image).
-	images guard.ImageNamer
+	images      guard.ImageNamer
 	sink        Sink
 	run         contract.RunOptions
 	history     RunLog
