@@ -24,7 +24,7 @@ import (
 // image the host's --docker-image names, the status shows it and the digest binds it; when the
 // tag is moved to another image between the check and the approval, the sandbox host refuses
 // the run (an ApprovalRefused, reason image) and nothing runs; a run checked after the move
-// names the new image and runs in it.
+// names the new image and runs in it; a session's settings name the image as well.
 func TestIntegrationImageMovedSinceTheCheckRunsNothing(t *testing.T) {
 	need.Need(t, need.Docker)
 	first, second := "sandboxflow-test-python:bookworm-full", os.Getenv("SANDBOXFLOW_DATA_PYTHON_IMAGE")
@@ -77,6 +77,26 @@ func TestIntegrationImageMovedSinceTheCheckRunsNothing(t *testing.T) {
 	res, err = e.Client.Result(ctx, after.WorkflowID)
 	if err != nil || string(res.Stdout) != "ran\n" || res.ImageID != secondID {
 		t.Fatalf("result %+v, %v; want it ran in %s", res, err, secondID)
+	}
+
+	// A session's settings name the image too, and its sandbox is made from it.
+	opened, err := e.Client.OpenSession(ctx, guard.SessionRequest{Languages: []string{guard.Python}}, client.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = e.Client.CloseSession(context.Background(), opened.WorkflowID, "test over") }()
+	for {
+		st, err := e.Client.SessionStatus(ctx, opened.WorkflowID)
+		if err == nil && st.State == contract.SessionOpen {
+			if st.Settings.Image != secondID {
+				t.Fatalf("the session's settings show image %q; want %s", st.Settings.Image, secondID)
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the session never opened: %+v, %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -127,31 +127,31 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	if err := g.policy.Recheck(c); err != nil {
 		return Result{}, err
 	}
-	if err := g.checkImage(ctx, c); err != nil {
+	if err := g.checkImage(ctx, c.Image); err != nil {
 		return Result{}, err
 	}
 	c.Limits = g.policy.withOutputCaps(c.Limits)
 	return g.run(ctx, c, func(ctx context.Context) (Result, error) { return g.backend.Run(ctx, c) })
 }
 
-// checkImage refuses a request whose recorded image (c.Image, which its digest binds and its
-// reviewers were shown) is not the one the backend would run it in now: an ApprovalRefused
+// checkImage refuses a request or session whose recorded image (Checked.Image, which its digest
+// binds and its reviewers were shown) is not the one the backend would run it in now: an ApprovalRefused
 // (RefusedImage), before anything runs. A backend that names its image checks it again where
 // it creates the sandbox.
-func (g *Guarded) checkImage(ctx context.Context, c Checked) error {
-	if c.Image == "" {
+func (g *Guarded) checkImage(ctx context.Context, image string) error {
+	if image == "" {
 		return nil
 	}
 	n, ok := g.backend.(ImageNamer)
 	if !ok {
-		return &ApprovalRefused{Reason: RefusedImage, Msg: fmt.Sprintf("the request was approved to run in image %s, but this host's backend %s runs no image it can name", c.Image, g.backend.Name())}
+		return &ApprovalRefused{Reason: RefusedImage, Msg: fmt.Sprintf("the request was approved to run in image %s, but this host's backend %s runs no image it can name", image, g.backend.Name())}
 	}
 	id, err := n.ImageID(ctx)
 	if err != nil {
 		return typedBeforeStart(g.backend.Name(), err)
 	}
-	if id != c.Image {
-		return ImageRefusal(c.Image, id)
+	if id != image {
+		return ImageRefusal(image, id)
 	}
 	return nil
 }
@@ -160,7 +160,7 @@ func (g *Guarded) checkImage(ctx context.Context, c Checked) error {
 // backend would run image has.
 func ImageRefusal(approved, has string) *ApprovalRefused {
 	return &ApprovalRefused{Reason: RefusedImage, Msg: fmt.Sprintf("the request was approved to run in image %s, but this host's backend would run image %s "+
-		"(its image was changed or retagged since the check, or the checking worker names another image): nothing ran; start the run again to have the image reviewed", approved, has)}
+		"(its image was changed or retagged since the check, or the checking worker names another image); start the run again to have the image reviewed", approved, has)}
 }
 
 // run is Run's part from the backend's run on, which run makes.
@@ -232,7 +232,7 @@ func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
 	if err := g.policy.Recheck(c); err != nil {
 		return nil, err
 	}
-	if err := g.checkImage(ctx, c); err != nil {
+	if err := g.checkImage(ctx, c.Image); err != nil {
 		return nil, err
 	}
 	c.Limits = g.policy.withOutputCaps(c.Limits)

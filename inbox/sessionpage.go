@@ -42,11 +42,13 @@ type sessionView struct {
 	// and files earlier cells wrote into /work, which the session keeps.
 	Warnings []string
 	// Names are the input files' names that can read as others, one line each.
-	Names            []string
-	Limits           []kv
-	Network          string
-	Egress           []string
-	Backend          string
+	Names   []string
+	Limits  []kv
+	Network string
+	Egress  []string
+	Backend string
+	// Image is the checked session's image ID (what its cells run in), when it names one.
+	Image            string
 	SandboxTaskQueue string
 	SandboxID        string
 	Lifetime, Idle   string
@@ -204,7 +206,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 		ID: st.WorkflowID, RunID: st.RunID, State: st.State, End: st.End, Error: st.Error,
 		Started:   si.Started.UTC().Format(time.RFC3339),
 		Languages: set.Languages, Network: human.Network(guard.Summary{Network: set.Network, Egress: set.Egress}),
-		Egress: set.Egress, Backend: set.Backend, SandboxTaskQueue: st.SandboxTaskQueue, SandboxID: st.SandboxID,
+		Egress: set.Egress, Backend: set.Backend, Image: set.Image, SandboxTaskQueue: st.SandboxTaskQueue, SandboxID: st.SandboxID,
 		Lifetime: set.Lifetime.String(), Idle: set.IdleTimeout.String(), MaxCells: set.MaxCells, Digest: set.Digest,
 		Limits: human.Limits(set.Limits), Rejected: st.RejectedDecisions, LastRejection: st.LastRejection,
 		Busy: si.Running && (st.State == contract.SessionChecking || st.State == contract.SessionOpening || st.State == contract.SessionClosing),

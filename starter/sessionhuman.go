@@ -98,6 +98,9 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	}
 	row("languages", "%s", terminal(strings.Join(s.Languages, ", ")))
 	row("backend", "%s", terminal(s.Backend))
+	if s.Image != "" {
+		row("image", "%s (what the cells run in; the settings digest binds it)", terminal(s.Image))
+	}
 	if r.SandboxTaskQueue != "" {
 		row("runs on", "task queue %s (sandbox %s)", terminal(r.SandboxTaskQueue), terminal(r.SandboxID))
 	}

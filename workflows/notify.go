@@ -67,7 +67,7 @@ func (r *session) notifyCell(ctx workflow.Context, st contract.CellStatus) {
 	in := contract.NotifyInput{
 		Event: contract.EventCellAwaiting, WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Cell: st.Cell,
 		Digest: st.Digest, Language: st.Language, Code: st.Code, Files: s.Files,
-		Network: r.checked.Network, Egress: r.checked.Egress, Secrets: r.checked.Secrets, Metadata: st.Metadata,
+		Network: r.checked.Network, Egress: r.checked.Egress, Secrets: r.checked.Secrets, Image: r.checked.Image, Metadata: st.Metadata,
 		Since: st.Submitted, Deadline: st.ApprovalDeadline,
 	}
 	i := st.Cell - 1
