@@ -891,3 +891,17 @@ func TestSessionPageShowsWhereACellsTimeWent(t *testing.T) {
 		t.Error("cell 2, whose status has no phases, shows a time")
 	}
 }
+
+// TestSessionPageShowsTheImage: a session whose check recorded its image shows it among the
+// settings, which every cell's reviewer reads.
+func TestSessionPageShowsTheImage(t *testing.T) {
+	f := newSessionFixture(t, "session-image")
+	f.threeCells()
+	f.status.Settings.Image = "sha256:c0ffee"
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	if code, page := b.get("/session/session-image"); code != http.StatusOK || !strings.Contains(page, `id="session-image">sha256:c0ffee<`) {
+		t.Errorf("GET /session/session-image: %d; want the image among the settings:\n%s", code, page)
+	}
+}

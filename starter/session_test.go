@@ -464,3 +464,16 @@ func TestShowPrintsTheImage(t *testing.T) {
 		t.Errorf("show printed:\n%s\nwant an image row", b.String())
 	}
 }
+
+// TestSessionShowPrintsTheImage: session show names the image its settings record.
+func TestSessionShowPrintsTheImage(t *testing.T) {
+	r := hostileSession()
+	r.Settings.Image = "sha256:c0ffee"
+	var b bytes.Buffer
+	if err := printSessionReview(&b, r, time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^image +sha256:c0ffee `).MatchString(b.String()) {
+		t.Errorf("session show printed:\n%s\nwant an image row", b.String())
+	}
+}
