@@ -16,6 +16,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/pysource"
+	"github.com/sandboxflow/sandboxflow/rules"
 )
 
 // Defaults of Config.
@@ -41,6 +42,10 @@ type Config struct {
 	// Optional: defaults to Backend.Name(); required when Backend is nil. When both are set they
 	// must agree.
 	BackendName string
+	// Rules are the operators' policy rules (worker --policy): the checks apply them, recording
+	// the policy's hash, and the sandbox host applies them again to what it received. Optional:
+	// nil means none.
+	Rules *rules.Set
 	// Sink receives the sandbox.started, sandbox.finished, sandbox.refused and sandbox.late_result
 	// events (and a session's). Optional: defaults to SlogSink{} (slog.Default()).
 	Sink Sink
@@ -137,6 +142,7 @@ type Config struct {
 // Register.
 type Activities struct {
 	policy      guard.Policy
+	rules       *rules.Set
 	reviewers   string
 	origin      string
 	counters    *approval.Counters
@@ -174,6 +180,7 @@ func New(cfg Config) (*Activities, error) {
 	}
 	a := &Activities{
 		policy:      cfg.Policy.WithDefaults(),
+		rules:       cfg.Rules,
 		reviewers:   cfg.ReviewersFile,
 		backendName: cfg.BackendName,
 		sink:        cfg.Sink,
@@ -350,11 +357,20 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
 	}
-	res, err := a.checkRecord(c.Summary().Warnings, a.policy.QuorumFor(&c))
+	dec, err := a.rules.Decide(rules.ForRun(&c))
+	if err == nil {
+		err = a.underCaps(ctx, c.Metadata.Agent, false)
+	}
+	if err != nil {
+		a.policyRefused(ctx, contract.CheckActivityName, c.Metadata.Agent, err)
+		return contract.CheckResult{}, contract.ToFailure(err)
+	}
+	res, err := a.checkRecord(c.Summary().Warnings, max(a.policy.QuorumFor(&c), dec.Quorum))
 	if err != nil {
 		return contract.CheckResult{}, err
 	}
 	res.Checked = c
+	res.Rules = ruleRecord(dec)
 	return res, nil
 }
 
@@ -506,7 +522,7 @@ func (a *Activities) SandboxRun(ctx context.Context, in contract.RunInput) (guar
 	res.Reviewer = in.Decision.Reviewer
 	res.Approvals, res.Edit = approvals, in.Edit
 	res, err = a.signRun(ctx, runReceipt{info: info, digest: c.Digest, backend: c.Backend, secrets: c.Secrets,
-		approvals: receiptApprovals(res.Approvals), claim: claim.msg.Commitment, started: start, ended: start.Add(elapsed)}, res, err)
+		approvals: receiptApprovals(res.Approvals), claim: claim.msg.Commitment, policyHash: ad.policyHash, started: start, ended: start.Add(elapsed)}, res, err)
 	finished := finishedEvent(c, in, res, err, elapsed)
 	finished.Time = time.Now()
 	a.sink.Emit(context.WithoutCancel(ctx), finished)

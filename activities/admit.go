@@ -10,6 +10,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/tracing"
+	"github.com/sandboxflow/sandboxflow/rules"
 )
 
 // Admission: before anything runs, the sandbox host admits what an activity asks it to run, a
@@ -45,6 +46,8 @@ type admission struct {
 	subject   subject
 	// beforeClaim, when not nil, gets the claim before it is sent (claimApproval).
 	beforeClaim func(*claim)
+	// policyHash is the hash of the policy rules verifyApprovals applied ("" without any).
+	policyHash string
 }
 
 // subject is what differs between admitting a run and a session's cell.
@@ -66,6 +69,8 @@ type binding struct {
 	signed string // each signature must be over it, which this host computed
 	// quorumOf is the request this host's policy counts the approvals of (Policy.QuorumFor).
 	quorumOf guard.Checked
+	// rulesOf is what this host's policy rules read of the subject.
+	rulesOf rules.Input
 }
 
 // decisionsOf is every approval an input carries: all, or first alone in inputs recorded before
@@ -152,7 +157,7 @@ func (s runSubject) bind(d contract.Decision) (binding, error) {
 	if d.Digest != s.c.Digest {
 		return binding{}, refuse(runWho, guard.RefusedMismatch, "the approval is for %s but the request carries %s", d.Digest, s.c.Digest)
 	}
-	return binding{digest: s.c.Digest, signed: guard.Digest(&s.c), quorumOf: s.c}, nil
+	return binding{digest: s.c.Digest, signed: guard.Digest(&s.c), quorumOf: s.c, rulesOf: rules.ForRun(&s.c)}, nil
 }
 
 // approved checks that an edit names the digest the approvers signed and one of them as its
@@ -202,12 +207,12 @@ func (s cellSubject) bind(d contract.Decision) (binding, error) {
 		return binding{}, &guard.SandboxLost{Msg: "an earlier cell's outcome is unknown; the sandbox takes no more cells"}
 	}
 	session := hs.box.Session()
-	cell, err := s.a.policy.CheckCell(session, in.Cell.Index, in.Cell.Language, in.Cell.Code)
+	cell, err := s.a.policy.CheckCell(session, in.Cell.Index, in.Cell.Language, in.Cell.Code, in.Cell.Packages...)
 	if err != nil {
 		return binding{}, &guard.ApprovalRefused{Reason: guard.RefusedMismatch, Msg: cellWho + ": the cell does not pass this host's check", Err: err}
 	}
 	switch {
-	case cell != in.Cell:
+	case !cell.Equal(in.Cell):
 		return binding{}, refuse(cellWho, guard.RefusedMismatch, "the cell carries code digest %s but its code is %s", in.Cell.CodeDigest, cell.CodeDigest)
 	case cell.Index <= hs.last:
 		return binding{}, refuse(cellWho, guard.RefusedAlreadyUsed, "cell %d is not above cell %d, the last this sandbox admitted", cell.Index, hs.last)
@@ -220,7 +225,8 @@ func (s cellSubject) bind(d contract.Decision) (binding, error) {
 	if d.Digest != digest {
 		return binding{}, refuse(cellWho, guard.RefusedMismatch, "the approval is for %s but the cell's digest here is %s", d.Digest, digest)
 	}
-	return binding{digest: digest, signed: digest, quorumOf: session.CellChecked(cell)}, nil
+	return binding{digest: digest, signed: digest, quorumOf: session.CellChecked(cell),
+		rulesOf: rules.ForCell(&session, cell.Index, cell.Language, cell.Code)}, nil
 }
 
 func (cellSubject) approved([]approval.Verified) error { return nil }

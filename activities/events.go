@@ -134,6 +134,22 @@ func addProduced(d map[string]any, res guard.Result) {
 	d["outputs_truncated"] = res.OutputsTruncated
 }
 
+// addUsage adds what the run or cell cost as the host measured it (guard.Usage): every figure,
+// 0 with usage_measured_by "" when the backend measured none. Its egress bytes are the event's
+// egress_bytes_out and egress_bytes_in (addEgress), from the same proxy report.
+func addUsage(d map[string]any, u *guard.Usage) {
+	var v guard.Usage
+	if u != nil {
+		v = *u
+	}
+	d["usage_measured_by"] = v.MeasuredBy
+	d["usage_cpu_time_ms"] = time.Duration(v.CPUTime).Milliseconds()
+	d["usage_wall_time_ms"] = time.Duration(v.WallTime).Milliseconds()
+	d["usage_peak_memory_bytes"] = v.PeakMemoryBytes
+	d["usage_sandbox_peak_memory_bytes"] = v.SandboxPeakMemoryBytes
+	d["usage_files_bytes"] = v.FilesBytes
+}
+
 // finishedEvent describes how a run ended. Content only with capture_content.
 func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err error, elapsed time.Duration) Event {
 	d := map[string]any{
@@ -192,6 +208,7 @@ func finishedEvent(c guard.Checked, in contract.RunInput, res guard.Result, err 
 		d["image_id"] = res.ImageID
 	}
 	addEgress(d, res.Egress)
+	addUsage(d, res.Usage)
 	d["receipt_sha256"] = ""
 	if res.Receipt != nil {
 		d["receipt_sha256"] = receipt.Hash(*res.Receipt) // what an audit export's receipt must hash to

@@ -40,7 +40,7 @@ func TestFinishedEventDerivesEveryResultField(t *testing.T) {
 	in := contract.RunInput{Decision: contract.Decision{ApprovalID: "ap", Reviewer: "alice"}}
 	d := finishedEvent(guard.Checked{Digest: "sha256:x", CheckedSettings: guard.CheckedSettings{Backend: "docker"}}, in, res, nil, time.Second).Data
 	derived := map[string]string{"stdout": "stdout_bytes", "stderr": "stderr_bytes", "duration": "duration_ms", "egress": "egress_attempts",
-		"receipt": "receipt_sha256"}
+		"receipt": "receipt_sha256", "usage": "usage_measured_by"}
 	rt := reflect.TypeFor[guard.Result]()
 	for i := range rt.NumField() {
 		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
@@ -57,5 +57,17 @@ func TestFinishedEventDerivesEveryResultField(t *testing.T) {
 	}
 	if d["stdout_binary"] != true || d["stderr_binary"] != false || d["signal"] != 9 || d["image_id"] != "sha256:feed" {
 		t.Errorf("event %v; want stdout_binary, not stderr_binary, signal 9 and the image", d)
+	}
+}
+
+func TestFinishedEventCarriesUsage(t *testing.T) {
+	res := guard.Result{Usage: &guard.Usage{CPUTime: guard.Duration(2100 * time.Millisecond), WallTime: guard.Duration(2500 * time.Millisecond),
+		PeakMemoryBytes: 100 << 20, SandboxPeakMemoryBytes: 120 << 20, FilesBytes: 4096, MeasuredBy: guard.UsageByCgroup}}
+	d := finishedEvent(guard.Checked{}, contract.RunInput{}, res, nil, time.Second).Data
+	for k, want := range map[string]any{"usage_measured_by": "cgroup", "usage_cpu_time_ms": int64(2100), "usage_wall_time_ms": int64(2500),
+		"usage_peak_memory_bytes": int64(100 << 20), "usage_sandbox_peak_memory_bytes": int64(120 << 20), "usage_files_bytes": int64(4096)} {
+		if got := d[k]; got != want {
+			t.Errorf("%s: got %v (%T); want %v", k, got, got, want)
+		}
 	}
 }

@@ -90,6 +90,9 @@ func (a *Activities) verifyApprovals(ad *admission, b binding) ([]approval.Verif
 		return nil, refuse(ad.who, guard.RefusedQuorum, "this host's policy needs %d approvals by distinct reviewers with distinct keys for this request (risky: %t); the input carries %d",
 			need, guard.Risky(&b.quorumOf), len(vs))
 	}
+	if ad.policyHash, err = a.verifyRules(ad.who, b.rulesOf, vs); err != nil {
+		return nil, err
+	}
 	return vs, nil
 }
 

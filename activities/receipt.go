@@ -79,6 +79,8 @@ type runReceipt struct {
 	cell           *receipt.Cell
 	// claim is the commitment of the host's claim on the run's approval ("" for a cell).
 	claim string
+	// policyHash is the hash of the policy rules the host applied ("" without any).
+	policyHash string
 }
 
 // sign returns the host's receipt for a run that ended with res (runErr nil), or with runErr after
@@ -91,7 +93,7 @@ func (a *Activities) sign(r runReceipt, res guard.Result, runErr error) (*guard.
 	run := receipt.Run{
 		WorkflowID: r.info.WorkflowExecution.ID, RunID: r.info.WorkflowExecution.RunID, ActivityID: r.info.ActivityID,
 		Digest: r.digest, Host: a.hostKey.host, Backend: r.backend, Secrets: r.secrets,
-		Started: r.started, Ended: r.ended, Err: runErr, Cell: r.cell, Approvals: r.approvals, Claim: r.claim,
+		Started: r.started, Ended: r.ended, Err: runErr, Cell: r.cell, Approvals: r.approvals, Claim: r.claim, PolicyHash: r.policyHash,
 	}
 	rec, err := receipt.Sign(a.hostKey.signer, receipt.New(run, res))
 	if err != nil {

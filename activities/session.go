@@ -13,6 +13,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/receipt"
+	"github.com/sandboxflow/sandboxflow/rules"
 )
 
 // Sessions (issue 28). SessionOpen, on the sandbox task queue, opens a session's sandbox on this
@@ -178,18 +179,44 @@ func (a *Activities) SessionCheck(ctx context.Context, in contract.SessionCheckI
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}
-	r, err := a.checkRecord(s.Summary().Warnings, a.cellQuorum(s))
+	dec, err := a.rules.Decide(rules.ForSession(&s))
+	if err == nil {
+		err = a.underCaps(ctx, s.Metadata.Agent, true)
+	}
+	if err != nil {
+		a.policyRefused(ctx, contract.SessionCheckActivityName, s.Metadata.Agent, err)
+		return contract.SessionCheckResult{}, contract.ToFailure(err)
+	}
+	r, err := a.checkRecord(s.Summary().Warnings, max(a.cellQuorum(s), dec.Quorum))
 	if err != nil {
 		return contract.SessionCheckResult{}, err
 	}
+	r.Rules = ruleRecord(dec)
 	return contract.SessionCheckResult{Session: s, CheckedBy: r.CheckedBy, Notify: r.Notify, Hosts: r.Hosts, Quorum: r.Quorum}, nil
 }
 
 // SessionCellCheck applies the worker's policy to a submitted cell of a checked session
 // (guard.Policy.CheckCell): it returns the cell with its index and code digest, or a
-// ToolUsageError. It runs as a local activity of the Session workflow.
-func (a *Activities) SessionCellCheck(_ context.Context, in contract.CellCheckInput) (guard.Cell, error) {
-	cell, err := a.policy.CheckCell(in.Session, in.Index, in.Language, in.Code)
+// ToolUsageError. A cell's packages are checked against the session's set so far: its
+// settings' and those earlier cells brought (guard.AddCellPackages). It runs as a local
+// activity of the Session workflow.
+func (a *Activities) SessionCellCheck(ctx context.Context, in contract.CellCheckInput) (guard.Cell, error) {
+	session := in.Session
+	var pkgs []guard.Package
+	if in.Packages != "" {
+		var err error
+		if pkgs, err = guard.ParseLock(in.Packages); err != nil {
+			return guard.Cell{}, contract.ToFailure(err)
+		}
+		if session.Packages, err = guard.AddCellPackages(session.Packages, in.EarlierPackages); err != nil {
+			return guard.Cell{}, contract.ToFailure(err)
+		}
+	}
+	cell, err := a.policy.CheckCell(session, in.Index, in.Language, in.Code, pkgs...)
+	if err == nil {
+		err = a.cellRules(session, cell)
+		a.policyRefused(ctx, contract.SessionCellCheckActivityName, session.Metadata.Agent, err)
+	}
 	if err != nil {
 		return guard.Cell{}, contract.ToFailure(err)
 	}
@@ -428,7 +455,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	session := hs.box.Session()
 	c := session.CellChecked(in.Cell)
 	c.Owner = guard.Owner{WorkflowID: hs.key.workflowID, RunID: hs.key.runID, ActivityID: info.ActivityID}
-	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code), hs.chain)
+	c.Digest = guard.CellDigest(hs.box.Session().Digest, in.Cell.Index, guard.CellCodeDigest(in.Cell.Language, in.Cell.Code, in.Cell.Packages...), hs.chain)
 	// Heartbeated from the start, as a run's activity is: the claim's signal and history read
 	// on a loaded server must not let the server time the activity out. The cell goes on, as a
 	// run's code does, when the server may have lost the attempt (late.go).
@@ -473,7 +500,7 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 	res.Approvals = approvalsOf(ad.decisions, verified)
 	if err == nil {
 		err = a.signCell(hs, runReceipt{info: info, digest: c.Digest, backend: session.Backend, secrets: session.Secrets,
-			approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed),
+			approvals: receiptApprovals(res.Approvals), started: start, ended: start.Add(elapsed), policyHash: ad.policyHash,
 			cell: &receipt.Cell{Index: in.Cell.Index, SettingsDigest: session.Digest, Chain: chainBefore}}, &res)
 	}
 	a.spoolSession(ctx, hs, nil)

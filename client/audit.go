@@ -27,8 +27,7 @@ const localActivityMarker = "LocalActivity"
 // reviewer keys the check recorded, at the time of its event), the claims, the receipt and the
 // result. It trusts nothing the status query says.
 func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.AuditRecord, error) {
-	h := &runHistory{dc: c.dc, activityIDs: map[int64]bool{}, times: runTimes{scheduled: map[int64]time.Time{}, taken: map[int64]time.Time{}}, rec: contract.AuditRecord{Audit: contract.AuditVersion, WorkflowID: workflowID,
-		Decisions: []contract.AuditDecision{}, Claims: []contract.SandboxClaim{}}}
+	h := newRunHistory(c.dc, workflowID)
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 		if err != nil {
@@ -227,6 +226,7 @@ func (h *runHistory) record() (contract.AuditRecord, error) {
 		return rec, fmt.Errorf("client: audit: the history of %s %w", rec.WorkflowID, errNoCheck)
 	}
 	rec.Checked, rec.StatementVersion = h.edits.ran(check.Checked), max(check.StatementVersion, approval.StatementVersion1)
+	rec.Rules = check.Rules
 	rec.SandboxTaskQueue = h.in.SandboxTaskQueue
 	if rec.SandboxTaskQueue == "" {
 		rec.SandboxTaskQueue = check.Run.TaskQueue
@@ -263,7 +263,7 @@ func judge(rec contract.AuditRecord, reviewers *approval.Reviewers, ds []contrac
 		v, err := approval.Verify(reviewers, want, d.Decision.Proof(), d.Time)
 		switch {
 		case err == nil && accepted:
-			d.Refused = "ignored: a decision was accepted before it"
+			d.Refused = ignoredDecision
 		case err != nil:
 			d.Refused = err.Error()
 		default:
@@ -273,6 +273,9 @@ func judge(rec contract.AuditRecord, reviewers *approval.Reviewers, ds []contrac
 	}
 	return out
 }
+
+// ignoredDecision is the refusal of a valid decision that came after the accepted one.
+const ignoredDecision = "ignored: a decision was accepted before it"
 
 // statementFields is the statement d had to sign for the run rec records.
 func statementFields(rec contract.AuditRecord, d contract.Decision) approval.Fields {
@@ -325,6 +328,21 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		return v
 	}
 	accepted := acceptedDecision(rec)
+	verifyRequest(rec, accepted, add)
+	verified, approvalErr := verifyApproval(rec, reviewers, accepted)
+	add("approval", approvalErr)
+	if rec.Result == nil {
+		verifyNoResult(rec, hosts, add)
+	} else {
+		verifyResultReceipt(rec, reviewers, hosts, accepted, verified, add)
+	}
+	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
+	return v
+}
+
+// verifyRequest checks that the record's checked request is the request started (or its
+// accepted edit) and that its digest is the one recomputed from it.
+func verifyRequest(rec contract.AuditRecord, accepted *contract.AuditDecision, add func(string, error)) {
 	if accepted != nil && accepted.Decision.Edit != nil {
 		add("request", editedRequest(rec, *accepted.Decision.Edit))
 	} else {
@@ -335,15 +353,6 @@ func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts 
 		digestErr = fmt.Errorf("the checked request's digest is %s; the record says %s", got, rec.Checked.Digest)
 	}
 	add("digest", digestErr)
-	verified, approvalErr := verifyApproval(rec, reviewers, accepted)
-	add("approval", approvalErr)
-	if rec.Result == nil {
-		verifyNoResult(rec, hosts, add)
-	} else {
-		verifyResultReceipt(rec, reviewers, hosts, accepted, verified, add)
-	}
-	v.OK = !slices.ContainsFunc(v.Checks, func(c AuditCheck) bool { return !c.OK })
-	return v
 }
 
 // acceptedDecision is the record's accepted decision, or nil.
@@ -649,7 +658,7 @@ func verifySession(rec contract.AuditRecord, hosts *receipt.Hosts, add func(stri
 	chain, previous := guard.ChainStart(s.Digest), ""
 	for i, cell := range rec.Cells {
 		name := fmt.Sprintf("cell %d", cell.Cell.Index)
-		digest := guard.CellDigest(s.Digest, cell.Cell.Index, guard.CellCodeDigest(cell.Cell.Language, cell.Cell.Code), chain)
+		digest := guard.CellDigest(s.Digest, cell.Cell.Index, guard.CellCodeDigest(cell.Cell.Language, cell.Cell.Code, cell.Cell.Packages...), chain)
 		st, err := receipt.Verify(hosts, cell.Result.Receipt)
 		if err == nil {
 			err = receipt.CheckRun(st, receipt.Expect{WorkflowID: rec.WorkflowID, RunID: rec.RunID, Digest: digest,

@@ -38,7 +38,7 @@ type Changes struct {
 	// are runs (a session's code is its cells, each reviewed on its own), every input file (text
 	// files line by line, others by size), and the settings (language or languages, network,
 	// egress, secret names, env names, the timeout, and the names of env vars whose values
-	// changed, never the values). Each line is escaped (pysource.VisibleText; CR as \r). Empty when
+	// changed, never the values), and the packages. Each line is escaped (pysource.VisibleText; CR as \r). Empty when
 	// nothing changed or there is none before.
 	Diff string `json:"diff,omitempty"`
 	// Added and Removed count the diff's lines; ChangedFiles names what changed ("code",
@@ -46,7 +46,11 @@ type Changes struct {
 	Added        int      `json:"added"`
 	Removed      int      `json:"removed"`
 	ChangedFiles []string `json:"changed_files,omitempty"`
-	Notice       string   `json:"notice"`
+	// Packages are the packages added, removed, at another version or with other hashes or
+	// extras since the previous one (guard.DiffPackages of their locks); the diff's "packages"
+	// part shows them line by line, a hash a line.
+	Packages []guard.PackageChange `json:"packages,omitempty"`
+	Notice   string                `json:"notice"`
 }
 
 // PreviousRun is the previous run or session of a conversation and how it was decided.
@@ -337,6 +341,34 @@ func (ch *Changes) diff(prev, cur compared) {
 		curSettings += "env values changed (not shown here): " + strings.Join(changedEnv, ", ") + "\n"
 	}
 	add("settings", settings(prev), curSettings)
+	ch.diffPackages(prev.settings.Packages, cur.settings.Packages)
+}
+
+// diffPackages adds what changed in the packages from the lock prev to the lock cur: the
+// changes, and the "packages" part of the diff (a requirement a line, each hash on a line of
+// its own under it, so one changed hash is one changed line). A lock that does not parse (its
+// run was refused) is diffed as its text.
+func (ch *Changes) diffPackages(prev, cur string) {
+	prevPkgs, perr := guard.ParseLock(prev)
+	curPkgs, cerr := guard.ParseLock(cur)
+	if perr != nil || cerr != nil {
+		ch.add("packages", prev, cur)
+		return
+	}
+	ch.Packages = guard.DiffPackages(prevPkgs, curPkgs)
+	ch.add("packages", packageLines(prevPkgs), packageLines(curPkgs))
+}
+
+// packageLines writes packages for the diff: a requirement a line, each hash indented under it.
+func packageLines(pkgs []guard.Package) string {
+	var b strings.Builder
+	for _, p := range pkgs {
+		b.WriteString(p.Requirement() + "\n")
+		for _, h := range p.Hashes {
+			b.WriteString("    --hash=" + h + "\n")
+		}
+	}
+	return b.String()
 }
 
 // showLine escapes a diff line: invisible characters as escapes, CR as \r.

@@ -242,3 +242,38 @@ func TestChangesShowCheckedLimits(t *testing.T) {
 		t.Errorf("CheckedLimits with nothing checked = %v; want the requested 1s", got.Timeout)
 	}
 }
+
+// A conversation's diff lists what changed in the packages (added, removed, another version,
+// another hash) and shows it in the diff's packages part, one hash a line; the same lock twice
+// is no change.
+func TestChangesDiffPackages(t *testing.T) {
+	h := func(c string) string { return "sha256:" + strings.Repeat(c, 64) }
+	req := func(lock string) guard.Request {
+		return guard.Request{Code: "import alpha\n", Settings: guard.Settings{Packages: lock}}
+	}
+	prev := req("alpha==1.0 --hash=" + h("a") + "\ngamma==3 --hash=" + h("c") + "\ndelta==4 --hash=" + h("d"))
+	cur := req("alpha==1.1 --hash=" + h("a") + "\nbeta==2 --hash=" + h("b") + "\ngamma==3 --hash=" + h("e"))
+	ch := &Changes{}
+	ch.diff(runCompared(prev), runCompared(cur))
+	var got []string
+	for _, c := range ch.Packages {
+		got = append(got, c.String())
+	}
+	want := []string{"alpha: version 1.0 -> 1.1", "added beta==2", "removed delta==4", "gamma==3: hashes changed (+1 -1)"}
+	if !slices.Equal(got, want) {
+		t.Errorf("package changes %q; want %q", got, want)
+	}
+	if !slices.Contains(ch.ChangedFiles, "packages") {
+		t.Errorf("changed %q; want packages among them", ch.ChangedFiles)
+	}
+	for _, line := range []string{"-alpha==1.0\n", "+alpha==1.1\n", "+beta==2\n", "-delta==4\n", "-    --hash=" + h("c") + "\n", "+    --hash=" + h("e") + "\n"} {
+		if !strings.Contains(ch.Diff, line) {
+			t.Errorf("the diff lacks %q:\n%s", line, ch.Diff)
+		}
+	}
+	same := &Changes{}
+	same.diff(runCompared(cur), runCompared(cur))
+	if same.Diff != "" || same.Packages != nil {
+		t.Errorf("the same lock twice: %q, %v; want no change", same.Diff, same.Packages)
+	}
+}

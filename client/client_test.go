@@ -52,8 +52,11 @@ func TestToolSchema(t *testing.T) {
 		if _, ok := props["language"]; ok != tt.wantLanguage {
 			t.Fatalf("%s %v: language parameter present %t; want %t", tt.format, tt.langs, ok, tt.wantLanguage)
 		}
-		if _, ok := props["input_files"]; !ok || len(props) > 3 {
-			t.Fatalf("the model may choose other than code, language and input files: %v", props)
+		if _, ok := props["packages"]; !ok {
+			t.Fatalf("%s: no packages parameter: %s", tt.format, b)
+		}
+		if _, ok := props["input_files"]; !ok || len(props) > 4 {
+			t.Fatalf("the model may choose other than code, language, input files and packages: %v", props)
 		}
 		desc := def["description"].(string)
 		if strings.Contains(desc, "nothing is isolated") != tt.wantWarning {
@@ -86,6 +89,29 @@ func TestToolArgumentsTakeOnlyCodeLanguageAndFiles(t *testing.T) {
 	args.InputFiles = map[string]InputFile{"conf.ini": InputFile("x=2")}
 	if _, err := args.Request(base); guard.TypeOf(err) != guard.TypeToolUsageError {
 		t.Errorf("a model's file replacing the operator's: %v; want a ToolUsageError", err)
+	}
+}
+
+// A model's packages go into the request as the lock text it gave (checked and shown to the
+// reviewer like every request's); beside the operator's own packages they are refused.
+func TestToolArgumentsPackages(t *testing.T) {
+	lock := "numpy==2.1.0 --hash=sha256:" + strings.Repeat("a", 64) + "\n"
+	raw, _ := json.Marshal(map[string]string{"code": "import numpy", "packages": lock})
+	var args ToolArguments
+	if err := json.Unmarshal(raw, &args); err != nil {
+		t.Fatal(err)
+	}
+	req, err := args.Request(guard.Request{})
+	if err != nil || req.Packages != lock {
+		t.Fatalf("got packages %q, %v; want the model's lock", req.Packages, err)
+	}
+	operator := guard.Request{Settings: guard.Settings{Packages: "pandas==2 --hash=sha256:" + strings.Repeat("b", 64)}}
+	if _, err := args.Request(operator); guard.TypeOf(err) != guard.TypeToolUsageError {
+		t.Errorf("a model's lock beside the operator's: %v; want a ToolUsageError", err)
+	}
+	args.Packages = ""
+	if req, err := args.Request(operator); err != nil || req.Packages != operator.Packages {
+		t.Errorf("no lock from the model: %q, %v; want the operator's", req.Packages, err)
 	}
 }
 

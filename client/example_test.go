@@ -1,10 +1,16 @@
 package client_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"os"
+	"os/signal"
+	"strings"
 	"time"
+
+	tclient "go.temporal.io/sdk/client"
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/client"
@@ -66,4 +72,58 @@ func ExampleTarget() {
 	// sandbox-7 (a cell: false)
 	// cell 3 of session-1 (a cell: true)
 	// the waiting cell of session-1 (a cell: true)
+}
+
+// A log shipper's follower: every audit stream record as one JSON line, resumed after the last
+// cursor it wrote (kept in a file), until interrupted. Not run: it needs a Temporal server.
+func ExampleClient_FollowAudit() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	tc, err := tclient.Dial(tclient.Options{HostPort: "localhost:7233", Namespace: "default"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := client.New(client.Options{Temporal: tc, Namespace: "default"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	last, _ := os.ReadFile("audit.cursor")
+	enc := json.NewEncoder(os.Stdout)
+	err = c.FollowAudit(ctx, client.FollowOptions{Cursor: strings.TrimSpace(string(last))}, func(rec contract.AuditStreamRecord) error {
+		if err := enc.Encode(rec); err != nil {
+			return err
+		}
+		return os.WriteFile("audit.cursor", []byte(rec.Cursor), 0o600)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// An orchestrator asks for packages with its run: the lock (pip's hash-checking format) goes
+// into the request, is part of its digest, and every reviewer's view lists it.
+func ExampleReadLockFile() {
+	dir, err := os.MkdirTemp("", "lock")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := dir + "/requirements.lock"
+	lock := "numpy==2.1.0 \\\n    --hash=sha256:" + strings.Repeat("0", 64) + "\n"
+	if err := os.WriteFile(path, []byte(lock), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	packages, err := client.ReadLockFile(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	req := guard.Request{Code: "import numpy\n", Settings: guard.Settings{Packages: packages}}
+	checked, err := guard.Policy{Packages: true}.Check(req, "docker")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range checked.Summary().Packages {
+		fmt.Println(p.Requirement(), len(p.Hashes))
+	}
+	// Output: numpy==2.1.0 1
 }

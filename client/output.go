@@ -43,6 +43,10 @@ type ErrorBody struct {
 	// By is who cancelled a run that was cancelled before anything ran (a guard.Cancelled,
 	// whose reason is Reason).
 	By string `json:"by,omitempty"`
+	// Rule and Cap are a PolicyRefused's: the policy rule that refused the request, or the cap
+	// it would have passed ("waiting.per_agent", ...); its reason is Reason.
+	Rule string `json:"rule,omitempty"`
+	Cap  string `json:"cap,omitempty"`
 }
 
 // NewErrorOutput converts an error.
@@ -55,8 +59,11 @@ func NewErrorOutput(err error) ErrorOutput {
 		ad *guard.ApprovalDenied
 		ar *guard.ApprovalRefused
 		cn *guard.Cancelled
+		pr *guard.PolicyRefused
 	)
 	switch {
+	case errors.As(err, &pr):
+		body.Reason, body.Rule, body.Cap = pr.Reason, pr.Rule, pr.Cap
 	case errors.As(err, &cn):
 		body.Reason, body.By = cn.Reason, cn.By
 	case errors.As(err, &ad):

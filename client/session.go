@@ -245,9 +245,14 @@ func (c *Client) SubmitCell(ctx context.Context, sessionID string, req contract.
 	updateID := uuid.NewString()
 	if req.RequestID != "" {
 		// The server answers a retried update id with the first one's outcome, even from a
-		// worker from before request ids; the id binds the code and language too, so that the
-		// same request id with other code reaches the workflow, which refuses it.
-		sum := sha256.Sum256([]byte(req.Language + "\x00" + req.Code))
+		// worker from before request ids; the id binds the code, language and packages too, so
+		// that the same request id with other code or packages reaches the workflow, which
+		// refuses it (packages only when there are any: the ids of other cells stay as they were).
+		bound := req.Language + "\x00" + req.Code
+		if req.Packages != "" {
+			bound += "\x00" + req.Packages
+		}
+		sum := sha256.Sum256([]byte(bound))
 		updateID = "submit-cell:" + req.RequestID + ":" + hex.EncodeToString(sum[:8])
 	}
 	err := c.update(ctx, sessionID, "", contract.UpdateSubmitCell, updateID, req, &out)
@@ -271,6 +276,10 @@ func deterministicRefusal(err error) bool {
 	switch guard.TypeOf(err) {
 	case guard.TypeToolUsageError, guard.TypeConfigError:
 		return true
+	case guard.TypePolicyRefused:
+		// A rule's refusal is; a cap's passes once fewer wait or run.
+		var pr *guard.PolicyRefused
+		return errors.As(err, &pr) && pr.Rule != ""
 	}
 	return false
 }

@@ -51,6 +51,9 @@ type CellView struct {
 	// Retry is what changed since the cell this one retries (CellRequest.Retries), nil when it
 	// retries none. A reading aid beside the whole code, never in its place.
 	Retry *CellRetry `json:"retry,omitempty"`
+	// PackageChanges is what the cell's packages change in the session's set so far
+	// (CellPackageChanges); empty for a cell without packages.
+	PackageChanges []guard.PackageChange `json:"package_changes,omitempty"`
 }
 
 // CellRetry is what changed from the cell a cell retries to it.
@@ -124,6 +127,7 @@ func (c *Client) reviewSession(ctx context.Context, sessionID string, opts Revie
 		v.WrittenStartup, v.WrittenNames, v.WrittenSource = writtenWarnings(cell.Result)
 		v.ThreadsWarning = ThreadsWarning(st, i)
 		v.Retry = RetryOf(st, cell)
+		v.PackageChanges = CellPackageChanges(st, i)
 		r.Views = append(r.Views, v)
 	}
 	r.SessionStatus = st

@@ -154,7 +154,10 @@ func verifyCell(st contract.SessionStatus, c contract.CellStatus, chain string) 
 	if c.CodeBytes != len(c.Code) {
 		return "", "", mismatch("code_bytes", strconv.Itoa(c.CodeBytes), strconv.Itoa(len(c.Code)))
 	}
-	code := guard.CellCodeDigest(c.Language, c.Code)
+	if err := guard.CheckPackages(c.Packages); err != nil {
+		return "", "", mismatch("packages", err.Error(), "")
+	}
+	code := guard.CellCodeDigest(c.Language, c.Code, c.Packages...)
 	if c.CodeDigest != code {
 		return "", "", mismatch("code_digest", c.CodeDigest, code)
 	}
@@ -204,9 +207,12 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return fmt.Errorf("client: session %s: the status shows egress that does not parse: %w", st.WorkflowID, err)
 	}
+	if err := contract.ShownPackages(sum.Packages, req.Packages); err != nil {
+		return fmt.Errorf("client: session %s: %w", st.WorkflowID, err)
+	}
 	s := guard.CheckedSession{Languages: sum.Languages, Lifetime: sum.Lifetime, IdleTimeout: sum.IdleTimeout, MaxCells: sum.MaxCells,
 		CheckedSettings: guard.CheckedSettings{Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress,
-			Secrets: sum.Secrets, Backend: sum.Backend, Image: sum.Image}}
+			Secrets: sum.Secrets, Backend: sum.Backend, Image: sum.Image, Packages: sum.Packages}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return differ("input files")

@@ -41,6 +41,9 @@ type ToolArguments struct {
 	// InputFiles are written into the run's working folder before it starts, by name; the
 	// operator's input files are kept and cannot be replaced (WithInputFiles).
 	InputFiles map[string]InputFile `json:"input_files,omitempty"`
+	// Packages is a lock (guard.Settings.Packages) the model asks for, reviewed with the code;
+	// refused beside the operator's own (WithPackages).
+	Packages string `json:"packages,omitempty"`
 }
 
 // ToolSchema returns the run_code tool definition in the format of OpenAI's or Anthropic's
@@ -67,6 +70,7 @@ func ToolSchema(format string, opts ToolOptions) ([]byte, error) {
 	props := map[string]any{
 		"code":        map[string]any{"type": "string", "description": "The complete program to run."},
 		"input_files": InputFilesSchema(),
+		"packages":    PackagesSchema("the program"),
 	}
 	required := []string{"code"}
 	if len(langs) > 1 {
@@ -93,7 +97,7 @@ func ToolSchema(format string, opts ToolOptions) ([]byte, error) {
 	return json.MarshalIndent(tool, "", "  ")
 }
 
-// Request turns a model's tool call into a request: code, language and input files of its own come
+// Request turns a model's tool call into a request: code, language, input files and packages of its own come
 // from the model; everything else is the operator's base request. A file named like one of the
 // operator's is a ToolUsageError.
 func (a ToolArguments) Request(base guard.Request) (guard.Request, error) {
@@ -106,5 +110,8 @@ func (a ToolArguments) Request(base guard.Request) (guard.Request, error) {
 		return guard.Request{}, err
 	}
 	base.Files = files
+	if base.Packages, err = WithPackages(base.Packages, a.Packages); err != nil {
+		return guard.Request{}, err
+	}
 	return base, nil
 }

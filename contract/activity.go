@@ -53,6 +53,10 @@ type CheckedBy struct {
 	// version 1. A session's check has recorded it from the start, and always writes it: the
 	// check sets approval.StatementVersion, never zero, so omitempty never drops it there.
 	StatementVersion int `json:"statement_version,omitempty"`
+	// Rules is what the checking worker's policy rules decided (its policy's hash, a quorum,
+	// group approvals, warnings); nil when the worker has no policy file, and in histories
+	// recorded before policy rules.
+	Rules *guard.RuleDecision `json:"rules,omitempty"`
 }
 
 // RunOptions say how the workflow schedules the sandbox activity.

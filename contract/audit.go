@@ -28,6 +28,9 @@ type AuditRecord struct {
 	Request guard.Request `json:"request"`
 	// Checked is the request as the check recorded it, with its digest.
 	Checked guard.Checked `json:"checked"`
+	// Rules is what the checking worker's policy rules decided, with the policy's hash (the
+	// receipt's policy_hash is the sandbox host's own); absent without a policy.
+	Rules *guard.RuleDecision `json:"rules,omitempty"`
 	// SandboxTaskQueue is where the code was to run (every statement binds it).
 	SandboxTaskQueue string `json:"sandbox_task_queue"`
 	// StatementVersion is the approval statement version the check required.

@@ -32,6 +32,9 @@ const (
 	EventSandboxStarted  EventType = "sandbox.started"
 	EventSandboxFinished EventType = "sandbox.finished"
 	EventSandboxRefused  EventType = "sandbox.refused"
+	// EventPolicyRefused: the policy rules, or a cap of the policy, refused a request at its
+	// check; nothing waited and nothing ran.
+	EventPolicyRefused EventType = "policy.refused"
 	// Emitted by the sandbox host of a session (issue 28): its sandbox opened, and ended
 	// (closed, lost or removed), with its lifetime. A session's cells emit sandbox.started,
 	// sandbox.finished and sandbox.refused, whose data carry the cell's index ("cell").

@@ -39,6 +39,10 @@ type ErrorDetails struct {
 	Receipt *guard.Receipt `json:"receipt,omitempty"`
 	// By is a Cancelled's canceller (its Reason is in Reason).
 	By string `json:"by,omitempty"`
+	// Rule and Cap are a PolicyRefused's: the rule that refused, or the cap reached (its reason
+	// is in Reason).
+	Rule string `json:"rule,omitempty"`
+	Cap  string `json:"cap,omitempty"`
 }
 
 // ToFailure converts a typed guard error into a Temporal application error whose Type is
@@ -57,8 +61,12 @@ func ToFailure(err error) error {
 		sl *guard.SandboxLost
 		rr *guard.ReceiptRefused
 		cn *guard.Cancelled
+		pr *guard.PolicyRefused
 	)
 	switch guard.TypeOf(err) {
+	case guard.TypePolicyRefused:
+		errors.As(err, &pr)
+		return temporal.NewNonRetryableApplicationError(err.Error(), guard.TypePolicyRefused, nil, ErrorDetails{Rule: pr.Rule, Cap: pr.Cap, Reason: pr.Reason})
 	case guard.TypeReceiptRefused:
 		errors.As(err, &rr)
 		d := ErrorDetails{Message: rr.Msg, Field: rr.Field}
@@ -165,6 +173,11 @@ func FromFailure(err error) error {
 		return rr
 	case guard.TypeCancelled:
 		return &guard.Cancelled{By: d.By, Reason: d.Reason}
+	case guard.TypePolicyRefused:
+		if !hasDetails {
+			return &guard.PolicyRefused{Reason: appErr.Message()}
+		}
+		return &guard.PolicyRefused{Rule: d.Rule, Cap: d.Cap, Reason: d.Reason}
 	case guard.TypeApprovalRefused:
 		ar := &guard.ApprovalRefused{Reason: guard.RefusedReason(d.Reason), Msg: msg}
 		if d.Error != "" {

@@ -97,10 +97,15 @@ type NotifyInput struct {
 	Secrets []string            `json:"secrets,omitempty"`
 	// Image is the checked request's image ID (guard.Checked.Image), when it names one.
 	Image string `json:"image,omitempty"`
+	// Packages are the run's packages, or the packages the cell brings.
+	Packages []guard.Package `json:"packages,omitempty"`
 	// Metadata says who asked, as the orchestrator wrote it.
 	Metadata guard.Metadata `json:"metadata"`
 	// Conversation is the request's conversation, if it named one.
 	Conversation string `json:"conversation,omitempty"`
+	// PolicyWarnings are the policy rules' warnings and the group approvals they need
+	// (guard.RuleDecision), one text each; absent without a policy.
+	PolicyWarnings []string `json:"policy_warnings,omitempty"`
 	// Since is when the wait started; Deadline is when it ends.
 	Since    time.Time `json:"since,omitzero"`
 	Deadline time.Time `json:"deadline"`

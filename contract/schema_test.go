@@ -36,6 +36,7 @@ var schemas = []struct {
 	{"session-status.schema.json", "Session status (query \"session-status\")", reflect.TypeFor[contract.SessionStatus]()},
 	{"session-result.schema.json", "Session result", reflect.TypeFor[contract.SessionResult]()},
 	{"audit.schema.json", "A run's audit record (starter audit ID; starter audit --since T writes one a line)", reflect.TypeFor[contract.AuditRecord]()},
+	{"audit-stream.schema.json", "An audit stream record (starter audit --follow writes one a line)", reflect.TypeFor[contract.AuditStreamRecord]()},
 	{"live-output.schema.json", "Live output (the sandbox and cell activities' heartbeat details, read with DescribeWorkflowExecution)", reflect.TypeFor[contract.LiveOutput]()},
 }
 
@@ -60,7 +61,7 @@ var (
 // schemaOf derives a JSON Schema from a Go type's JSON form.
 func schemaOf(t reflect.Type) map[string]any {
 	switch t {
-	case reflect.TypeFor[time.Duration]():
+	case reflect.TypeFor[time.Duration](), reflect.TypeFor[guard.Duration]():
 		return durationSchema
 	case reflect.TypeFor[time.Time]():
 		return map[string]any{"type": "string", "format": "date-time"}

@@ -151,6 +151,10 @@ type CellRequest struct {
 	// against that cell's, never against an unrelated one. The orchestrator's word, for reading
 	// only: it changes nothing that runs and is part of no digest; the whole code is always shown.
 	Retries int `json:"retries,omitempty"`
+	// Packages is a lock (guard.ParseLock) of packages the cell adds to the session's set,
+	// approved with the cell: part of its code digest. A package the session (or an earlier
+	// cell) has at another version or with other hashes is refused. Optional.
+	Packages string `json:"packages,omitempty"`
 }
 
 // MaxRequestIDBytes bounds CellRequest.RequestID.
@@ -196,6 +200,11 @@ type CellCheckInput struct {
 	Index    int                  `json:"index"`
 	Language string               `json:"language,omitempty"`
 	Code     string               `json:"code"`
+	// Packages is the cell's lock (CellRequest.Packages); EarlierPackages the packages earlier
+	// cells of the session brought, which the cell's may add to but not change. Both empty for
+	// a cell without packages.
+	Packages        string          `json:"packages,omitempty"`
+	EarlierPackages []guard.Package `json:"earlier_packages,omitempty"`
 }
 
 // CellRunInput is SessionCell's input: the approved cell and its decision. The host checks the
@@ -212,15 +221,17 @@ type CellRunInput struct {
 
 // CellStatus is one cell as the status reports it.
 type CellStatus struct {
-	Cell       int            `json:"cell"`
-	Language   string         `json:"language"`
-	Code       string         `json:"code"`
-	CodeBytes  int            `json:"code_bytes"`
-	CodeDigest string         `json:"code_digest"`
-	Chain      string         `json:"chain"`
-	Digest     string         `json:"digest"`
-	State      string         `json:"state"`
-	Metadata   guard.Metadata `json:"metadata"`
+	Cell       int    `json:"cell"`
+	Language   string `json:"language"`
+	Code       string `json:"code"`
+	CodeBytes  int    `json:"code_bytes"`
+	CodeDigest string `json:"code_digest"`
+	// Packages are the packages the cell brings (guard.Cell.Packages), bound by CodeDigest.
+	Packages []guard.Package `json:"packages,omitempty"`
+	Chain    string          `json:"chain"`
+	Digest   string          `json:"digest"`
+	State    string          `json:"state"`
+	Metadata guard.Metadata  `json:"metadata"`
 	// RequestID is the submit's CellRequest.RequestID (empty: none given).
 	RequestID string    `json:"request_id,omitempty"`
 	Submitted time.Time `json:"submitted"`
@@ -259,6 +270,9 @@ type SessionStatus struct {
 	// Quorum is how many approvals by distinct reviewers each cell needs (absent for sessions
 	// checked before session quorums).
 	Quorum int `json:"quorum,omitempty"`
+	// Rules is what the checking worker's policy rules decided for the session (its hash, the
+	// groups whose approvals each cell needs, warnings). Absent without a policy.
+	Rules *guard.RuleDecision `json:"rules,omitempty"`
 	// Settings are the checked session's settings as a reviewer reads them; its Digest is the
 	// settings digest.
 	Settings guard.SessionSummary `json:"settings"`

@@ -10,10 +10,10 @@ import (
 )
 
 // ShownChecked rebuilds the checked request that a run's status shows a reviewer: the summary's
-// language, code, limits, network, egress, secrets and backend, with the input file contents and
+// language, code, limits, network, egress, secrets, packages and backend, with the input file contents and
 // env values (which a status leaves out) taken from the request the run was started with, as its
-// history records it. It fails when the two disagree (code, language, network, secrets, file names
-// and sizes, env names) or when the summary's digest is not the digest of what it shows.
+// history records it. It fails when the two disagree (code, language, network, secrets, packages,
+// file names and sizes, env names) or when the summary's digest is not the digest of what it shows.
 //
 // A reviewer's tool signs only a digest that ShownChecked accepted. The status is answered by
 // whatever worker polls the run's task queue, and any namespace writer can be one: it could show
@@ -40,8 +40,12 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 	if _, err := guard.ParseEgressPatterns(sum.Egress); err != nil {
 		return guard.Checked{}, fmt.Errorf("contract: the status shows egress that does not parse: %w", err)
 	}
+	if err := ShownPackages(sum.Packages, req.Packages); err != nil {
+		return guard.Checked{}, err
+	}
 	c := guard.Checked{Language: sum.Language, Code: sum.Code, CheckedSettings: guard.CheckedSettings{
-		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend, Image: sum.Image}}
+		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend, Image: sum.Image,
+		Packages: sum.Packages}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return guard.Checked{}, mismatch("input files")
@@ -63,6 +67,27 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 		return guard.Checked{}, fmt.Errorf("contract: the status's digest %s is not the digest of what it shows (%s): do not approve; the run's workflow worker may not be sandboxflow's", sum.Digest, c.Digest)
 	}
 	return c, nil
+}
+
+// ShownPackages refuses packages a status shows that are not the packages of lock, the lock
+// text the run or session was started with (guard.ParseLock): name, version, extras and every
+// hash. A reviewer reads the status's list; the sandbox host installs what the digest names.
+func ShownPackages(shown []guard.Package, lock string) error {
+	var want []guard.Package
+	if lock != "" {
+		var err error
+		if want, err = guard.ParseLock(lock); err != nil {
+			return fmt.Errorf("contract: the request's package lock does not parse: %w", err)
+		}
+	}
+	if !slices.EqualFunc(shown, want, samePackage) {
+		return mismatch("packages")
+	}
+	return nil
+}
+
+func samePackage(a, b guard.Package) bool {
+	return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
 }
 
 func mismatch(what string) error {

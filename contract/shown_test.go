@@ -78,3 +78,51 @@ func TestShownCheckedAcceptsOnlyWhatItHashes(t *testing.T) {
 		})
 	}
 }
+
+// A run with packages: the status must show the lock the run was started with, package by
+// package and hash by hash; a status that hides a package, or shows the approved lock while the
+// digest names one whose hash changed, is refused before a reviewer signs.
+func TestShownCheckedBindsPackages(t *testing.T) {
+	hashA, hashB := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("b", 64)
+	lock := "numpy==2.1.0 --hash=" + hashA + "\nplotlib==1.0 --hash=" + hashB + "\n"
+	req := guard.Request{Code: "import numpy", Settings: guard.Settings{Packages: lock}}
+	policy := guard.Policy{Packages: true}
+	checked, err := policy.Check(req, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ShownChecked(checked.Summary(), req); err != nil || got.Digest != checked.Digest || len(got.Packages) != 2 {
+		t.Fatalf("honest status with packages: %v, %+v; want accepted with digest %s", err, got.Packages, checked.Digest)
+	}
+	swapped := req
+	swapped.Packages = "numpy==2.1.0 --hash=" + hashB + "\nplotlib==1.0 --hash=" + hashB + "\n"
+	swappedChecked, err := policy.Check(swapped, "docker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		sum  func(s *guard.Summary)
+		req  func(r *guard.Request)
+		want string
+	}{
+		"a package hidden": {func(s *guard.Summary) { s.Packages = s.Packages[1:] }, nil, "differ in their packages"},
+		"another hash shown": {func(s *guard.Summary) {
+			s.Packages = []guard.Package{{Name: "numpy", Version: "2.1.0", Hashes: []string{hashB}}, s.Packages[1]}
+		}, nil, "differ in their packages"},
+		"the approved lock shown, another started":   {nil, func(r *guard.Request) { r.Packages = swapped.Packages }, "differ in their packages"},
+		"the shown lock under the digest of another": {func(s *guard.Summary) { s.Digest = swappedChecked.Digest }, nil, "is not the digest of what it shows"},
+		"packages shown for a run without":           {nil, func(r *guard.Request) { r.Packages = "" }, "differ in their packages"},
+	} {
+		sum := checked.Summary()
+		r := req
+		if tc.sum != nil {
+			tc.sum(&sum)
+		}
+		if tc.req != nil {
+			tc.req(&r)
+		}
+		if _, err := ShownChecked(sum, r); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: ShownChecked: %v; want an error saying %q", name, err, tc.want)
+		}
+	}
+}

@@ -54,6 +54,9 @@ const (
 	// AttrConversation is the request's conversation (guard.Request.Conversation), set when it
 	// names one: the previous run of a conversation is found by it.
 	AttrConversation = "SandboxConversation"
+	// AttrAgent is the request's agent name (guard.Metadata.Agent), set when the checking
+	// worker has policy rules: the policy's caps per agent count runs by it.
+	AttrAgent = "SandboxAgent"
 )
 
 // Typed keys of the search attributes, for workflow.UpsertTypedSearchAttributes and for reading
@@ -65,17 +68,18 @@ var (
 	BackendKey      = temporal.NewSearchAttributeKeyKeyword(AttrBackend)
 	ReviewerKey     = temporal.NewSearchAttributeKeyKeyword(AttrReviewer)
 	ConversationKey = temporal.NewSearchAttributeKeyKeyword(AttrConversation)
+	AgentKey        = temporal.NewSearchAttributeKeyKeyword(AttrAgent)
 )
 
 // SearchAttributeKeys returns the typed keys of every search attribute RunCode sets.
 func SearchAttributeKeys() []temporal.SearchAttributeKey {
-	return []temporal.SearchAttributeKey{StatusKey, DigestKey, LanguageKey, BackendKey, ReviewerKey, ConversationKey}
+	return []temporal.SearchAttributeKey{StatusKey, DigestKey, LanguageKey, BackendKey, ReviewerKey, ConversationKey, AgentKey}
 }
 
 // SearchAttributeNames returns the names of every search attribute RunCode sets, all of type
 // Keyword.
 func SearchAttributeNames() []string {
-	return []string{AttrStatus, AttrDigest, AttrLanguage, AttrBackend, AttrReviewer, AttrConversation}
+	return []string{AttrStatus, AttrDigest, AttrLanguage, AttrBackend, AttrReviewer, AttrConversation, AttrAgent}
 }
 
 // Values of the SandboxStatus search attribute and of Status.State.
@@ -189,6 +193,9 @@ type Status struct {
 	// DecisionWait is the run's wait for a decision. Its quorum is fixed when the run is
 	// checked; absent for runs checked before quorums (which need one).
 	DecisionWait
+	// Rules is what the checking worker's policy rules decided: the policy's hash, the groups
+	// whose approvals the run needs and the warnings every view shows. Absent without a policy.
+	Rules *guard.RuleDecision `json:"rules,omitempty"`
 	// Edit, when set, says that Request is a reviewer's edit of the request the run was
 	// started with (Request.Code is the edited code): who edited it, and both digests.
 	// Approvals made before the edit no longer count.
@@ -237,6 +244,10 @@ type DecisionWait struct {
 	// Decision is the accepted decision, if any: the denial that ended the wait, or the first
 	// approval once the quorum is reached.
 	Decision *DecisionRecord `json:"decision,omitempty"`
+	// Missing says what approvals the policy rules' groups still need ("1 approval from
+	// security"), while the subject waits for them (a run's; a session's groups are in its
+	// Rules). Absent when nothing is missing.
+	Missing []string `json:"missing,omitempty"`
 	// Quorum is how many approvals, by distinct reviewers with distinct keys, the subject needs;
 	// Approvals are those it has, in order.
 	Quorum    int              `json:"quorum,omitempty"`

@@ -136,6 +136,9 @@ const (
 	// than the one this host's backend would run it in, or this host's backend runs no image
 	// it can name.
 	RefusedImage RefusedReason = "image"
+	// RefusedPolicy: this host's policy rules (package rules) refuse the request, or ask for a
+	// quorum or a group's approvals that the input's approvals do not hold.
+	RefusedPolicy RefusedReason = "policy"
 )
 
 // ApprovalRefused reports that a sandbox host refused to run a request although the workflow
@@ -187,10 +190,13 @@ func TypeOf(err error) string {
 		sl *SandboxLost
 		rr *ReceiptRefused
 		cn *Cancelled
+		pr *PolicyRefused
 	)
 	switch {
 	case errors.As(err, &cn):
 		return TypeCancelled
+	case errors.As(err, &pr):
+		return TypePolicyRefused
 	case errors.As(err, &tu):
 		return TypeToolUsageError
 	case errors.As(err, &ce):

@@ -392,7 +392,7 @@ func typed(backend string, err error) error {
 // Enforce re-applies the limits to a result from an untrusted backend: each stream is cut to its
 // cap, produced files with unsafe, colliding, oversized or excess entries are dropped (setting
 // FilesTruncated), outputs past their caps are left out (enforceOutputs), sizes are recomputed from the content, and the outcome is settled (OK, TimedOut
-// and a timeout's exit code -1 follow from it).
+// and a timeout's exit code -1 follow from it); the usage's egress figures are the egress report's.
 func Enforce(res Result, l Limits) Result {
 	if res.Measured == nil || res.Measured.Files == nil {
 		// The files as the backend returned them, for the receipt's "before" (once: a result
@@ -445,5 +445,5 @@ func Enforce(res Result, l Limits) Result {
 	res.Outputs, cut = enforceOutputs(res.Outputs, l)
 	res.OutputsTruncated = res.OutputsTruncated || cut
 	res.settle()
-	return res
+	return withEgressUsage(res)
 }

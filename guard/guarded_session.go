@@ -158,11 +158,11 @@ func (g *GuardedSandbox) RunCell(ctx context.Context, cell Cell, chain string) (
 		return Result{}, &SandboxLost{Msg: "sandbox " + g.box.ID() + " ended before the cell"}
 	default:
 	}
-	checked, err := g.policy.CheckCell(g.session, cell.Index, cell.Language, cell.Code)
+	checked, err := g.policy.CheckCell(g.session, cell.Index, cell.Language, cell.Code, cell.Packages...)
 	if err != nil {
 		return Result{}, err
 	}
-	if checked != cell {
+	if !checked.Equal(cell) {
 		return Result{}, configf("cell %d does not match its check: %s checked as %s", cell.Index, cell, checked)
 	}
 	limits := g.session.Limits

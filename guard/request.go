@@ -323,6 +323,10 @@ type Result struct {
 	// took it only because its receipt verified against the hosts the check recorded, for this
 	// run, its held claim and the approvals it accepted. Nil for a result that came in time.
 	Recovered *Recovered `json:"recovered,omitempty"`
+	// Usage is what the run or cell cost (CPU time, peak memory, wall time, files, egress
+	// bytes), measured by the sandbox host; nil when its backend measured nothing. The receipt
+	// signs it.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // ReportedByInterpreter is Result.ExitReportedBy of a cell whose end and exit status its

@@ -64,12 +64,25 @@ type CheckedSession struct {
 }
 
 // Cell is one checked cell of a session: its index (from 1, denied cells included), language
-// and code, and the code's digest (CellCodeDigest).
+// and code, the packages it brings (approved with it), and the digest of its code and packages
+// (CellCodeDigest).
 type Cell struct {
 	Index      int    `json:"index"`
 	Language   string `json:"language"`
 	Code       string `json:"code"`
 	CodeDigest string `json:"code_digest"`
+	// Packages are the packages the cell adds to its session's set (ParseLock of the cell's
+	// lock), sorted by name; none for most cells. A cell never changes one the session has
+	// (AddCellPackages).
+	Packages []Package `json:"packages,omitempty"`
+}
+
+// Equal says c and o are the same cell: index, language, code, code digest and packages.
+func (c Cell) Equal(o Cell) bool {
+	return c.Index == o.Index && c.Language == o.Language && c.Code == o.Code && c.CodeDigest == o.CodeDigest &&
+		slices.EqualFunc(c.Packages, o.Packages, func(a, b Package) bool {
+			return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
+		})
 }
 
 // SessionSummary is what a reviewer reads of a session's settings (no file contents, no env
@@ -277,9 +290,11 @@ func (s *CheckedSession) CellChecked(cell Cell) Checked {
 }
 
 // CheckCell applies the policy to a cell of session s: a language the session offers (the
-// session's only one when language is empty, python when it offers both), and code that passes
-// every check a run's code passes. It returns the cell with its index and code digest.
-func (p Policy) CheckCell(s CheckedSession, index int, language, code string) (Cell, error) {
+// session's only one when language is empty, python when it offers both), code that passes
+// every check a run's code passes, and packages (pkgs, sorted by name, optional) that a policy
+// offering packages takes and that only add to the session's set (AddCellPackages). It returns
+// the cell with its index and code digest.
+func (p Policy) CheckCell(s CheckedSession, index int, language, code string, pkgs ...Package) (Cell, error) {
 	p = p.WithDefaults()
 	if language == "" {
 		language = s.Languages[0]
@@ -293,7 +308,18 @@ func (p Policy) CheckCell(s CheckedSession, index int, language, code string) (C
 	if index < 1 {
 		return Cell{}, toolUsagef("cell index %d: cells are numbered from 1", index)
 	}
-	cell := Cell{Index: index, Language: language, Code: code, CodeDigest: CellCodeDigest(language, code)}
+	if len(pkgs) > 0 {
+		if err := p.checkPackages(pkgs); err != nil {
+			return Cell{}, err
+		}
+		if _, err := AddCellPackages(s.Packages, pkgs); err != nil {
+			return Cell{}, err
+		}
+	}
+	cell := Cell{Index: index, Language: language, Code: code, CodeDigest: CellCodeDigest(language, code, pkgs...)}
+	if len(pkgs) > 0 {
+		cell.Packages = pkgs
+	}
 	c := s.cellChecked(cell)
 	if err := p.checkContent(&c); err != nil {
 		return Cell{}, err
@@ -343,9 +369,11 @@ func SessionCanonicalEncoding(s *CheckedSession) []byte {
 // SessionDigest is "sha256:<hex>" over SessionCanonicalEncoding(s): the settings digest.
 func SessionDigest(s *CheckedSession) string { return sum(SessionCanonicalEncoding(s)) }
 
-// CellCodeDigest is "sha256:<hex>" over a cell's language and code.
-func CellCodeDigest(language, code string) string {
-	return sum(appendString(appendString(appendString(nil, CellCodeDigestDomain), language), code))
+// CellCodeDigest is "sha256:<hex>" over a cell's language and code, then the packages it
+// brings when it brings any (appended as a run's are, so the digest of a cell without packages
+// is what it always was).
+func CellCodeDigest(language, code string, pkgs ...Package) string {
+	return sum(appendPackagesDigest(appendString(appendString(appendString(nil, CellCodeDigestDomain), language), code), pkgs))
 }
 
 // ChainStart is the chain before a session's first cell: it binds the settings digest.

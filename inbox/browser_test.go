@@ -72,7 +72,7 @@ func startEnvWith(t *testing.T, ctx context.Context, b guard.Backend) *env {
 		// Mixed indentation is allowed here so that the tab attack reaches the page (the
 		// default policy refuses it); TOKEN's value is shown as its length only.
 		Policy: &guard.Policy{Languages: []string{guard.Python, guard.Shell}, ApprovalTimeout: time.Hour,
-			AllowMixedIndentation: true, SensitiveEnv: []string{"TOKEN"}},
+			AllowMixedIndentation: true, SensitiveEnv: []string{"TOKEN"}, Packages: true},
 		TaskQueue: queue,
 		// The same file the inbox reads: the workflow and the sandbox activity verify the
 		// passkey decisions against it too.

@@ -20,10 +20,12 @@ type changesView struct {
 	Outcome      string
 	Started      string
 	Diff         []diffRow
-	Added        int
-	Removed      int
-	Err          string
-	Notice       string
+	// Packages are the package changes, one line each (guard.PackageChange.String).
+	Packages []string
+	Added    int
+	Removed  int
+	Err      string
+	Notice   string
 	// Same says what an empty diff means: what was compared is the same.
 	Same string
 }
@@ -70,6 +72,7 @@ func readChanges(ctx context.Context, conv string, session bool, read func(conte
 	p := ch.Previous
 	v.PreviousKind, v.PreviousID, v.Outcome, v.Added, v.Removed = p.Kind(), p.WorkflowID, p.Outcome(), ch.Added, ch.Removed
 	v.Started = p.Started.UTC().Format(time.RFC3339)
+	v.Packages = packageChanges(ch.Packages)
 	if session || p.Session {
 		v.Same = "the same files and settings (a session's code is its cells, each shown on its own)"
 	}

@@ -82,13 +82,19 @@ type runView struct {
 	// sensitive one as its length (guard.SensitiveValue).
 	Env     []kv
 	Secrets []string
+	// Packages are the lock's packages, installed before the code runs.
+	Packages []packageView
 	// Warnings are the input files the interpreter may run without the code calling them
 	// (pysource.StartupWarnings), each as one line.
 	Warnings []string
-	Limits   []kv
-	Network  string
-	Egress   []string
-	Backend  string
+	// PolicyWarnings are the policy rules' warnings; PolicyMissing what approvals the rules'
+	// groups still need while the run waits ("1 approval from security").
+	PolicyWarnings []string
+	PolicyMissing  []string
+	Limits         []kv
+	Network        string
+	Egress         []string
+	Backend        string
 	// Image is the checked request's image ID (what the code runs in), when it names one.
 	Image             string
 	SandboxTaskQueue  string
@@ -318,9 +324,20 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	for _, w := range req.Warnings {
 		v.Warnings = append(v.Warnings, w.String())
 	}
+	if st.Rules != nil {
+		for _, w := range st.Rules.Warnings {
+			v.PolicyWarnings = append(v.PolicyWarnings, visible(w))
+		}
+		if v.Awaiting {
+			for _, m := range st.Missing {
+				v.PolicyMissing = append(v.PolicyMissing, visible(m))
+			}
+		}
+	}
 	for _, n := range req.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))
 	}
+	v.Packages = packageViews(req.Packages)
 	v.Limits = human.Limits(req.Limits)
 	for _, f := range human.Metadata(req.Metadata) {
 		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})

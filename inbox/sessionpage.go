@@ -38,9 +38,14 @@ type sessionView struct {
 	// length (as on a run's page).
 	Env     []kv
 	Secrets []string
+	// Packages are the settings' packages, installed before the first cell.
+	Packages []packageView
 	// Warnings are the files the interpreter may run without a cell calling them: input files
 	// and files earlier cells wrote into /work, which the session keeps.
 	Warnings []string
+	// PolicyWarnings are the policy rules' warnings for the session, and the group approvals
+	// they ask of each cell.
+	PolicyWarnings []string
 	// Names are the input files' names that can read as others, one line each.
 	Names   []string
 	Limits  []kv
@@ -116,6 +121,10 @@ type cellView struct {
 	DiffFrom int
 	// Phases is where the cell's time went so far (client.PhasesText of its status's phases).
 	Phases string
+	// Packages are the packages the cell brings, approved with it; PackageChanges what they
+	// change in the session's set so far (client.CellPackageChanges).
+	Packages       []packageView
+	PackageChanges []string
 }
 
 // loadSession reads session id through the door.
@@ -220,8 +229,17 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 	for _, n := range set.Secrets {
 		v.Secrets = append(v.Secrets, visible(n))
 	}
+	v.Packages = packageViews(set.Packages)
 	for _, f := range human.Metadata(set.Metadata) {
 		v.Metadata = append(v.Metadata, kv{K: f.K, V: visible(f.V)})
+	}
+	if r := st.Rules; r != nil {
+		for _, w := range r.Warnings {
+			v.PolicyWarnings = append(v.PolicyWarnings, visible(w))
+		}
+		for _, g := range r.Groups {
+			v.PolicyWarnings = append(v.PolicyWarnings, visible(fmt.Sprintf("each cell needs %d approval(s) from %s", g.Approvals, g.Group)))
+		}
 	}
 	v.addInputs(set, in, readErr)
 	now := s.cfg.Now()
@@ -229,6 +247,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 		c := &st.Cells[i]
 		cv := newCellView(c, now)
 		cv.Threads = client.ThreadsWarning(st, i)
+		cv.Packages, cv.PackageChanges = packageViews(c.Packages), packageChanges(client.CellPackageChanges(st, i))
 		v.Cells = append(v.Cells, cv)
 		if c.Result != nil {
 			v.addWritten(c.Cell, c.Result.Files)

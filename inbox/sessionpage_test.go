@@ -905,3 +905,21 @@ func TestSessionPageShowsTheImage(t *testing.T) {
 		t.Errorf("GET /session/session-image: %d; want the image among the settings:\n%s", code, page)
 	}
 }
+
+// The session page shows what the operators' policy rules say of the session: each warning,
+// escaped, and the approvals each cell needs from a group.
+func TestSessionPageShowsPolicyRules(t *testing.T) {
+	f := newSessionFixture(t, "session-rules")
+	f.status.Rules = &guard.RuleDecision{PolicyHash: "sha256:x", Warnings: []string{"corp: reaches <corp>"},
+		Groups: []guard.GroupNeed{{Group: "security", Approvals: 1, Principals: []string{"sec"}}}}
+	f.add("print(1)\n", contract.StatusAwaitingApproval, nil)
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start)
+	_, page := b.get("/session/session-rules")
+	for _, want := range []string{`id="policy-warning"`, "corp: reaches &lt;corp&gt;", "each cell needs 1 approval(s) from security"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the session page lacks %q: %s", want, page)
+		}
+	}
+}

@@ -33,6 +33,8 @@ type OpenSessionArguments struct {
 	IdleTimeout string                      `json:"idle_timeout,omitempty"`
 	MaxCells    int                         `json:"max_cells,omitempty"`
 	InputFiles  map[string]client.InputFile `json:"input_files,omitempty"`
+	// Packages is a lock the model asks for (client.WithPackages), reviewed with the settings.
+	Packages string `json:"packages,omitempty"`
 }
 
 // RunCellArguments are a run_cell call's: the session, the cell's code and, where more than one
@@ -47,6 +49,9 @@ type RunCellArguments struct {
 	// Retries is the earlier cell this one retries (contract.CellRequest.Retries): its reviewer
 	// sees the diff against that cell.
 	Retries int `json:"retries,omitempty"`
+	// Packages is a lock of packages the cell adds to the session's (contract.CellRequest.Packages),
+	// approved with the cell.
+	Packages string `json:"packages,omitempty"`
 }
 
 // CellStatusArguments name one cell of a session.
@@ -103,6 +108,7 @@ func (s *Server) sessionTools() {
 			"description": "Optional idempotency key: a call retried with the same one gets the cell the first call submitted (and its result), never a second cell."},
 		"retries": map[string]any{"type": "integer", "minimum": 1,
 			"description": "Optional: the earlier cell this one retries, one that was denied or failed; the reviewer sees what changed since it."},
+		"packages": client.PackagesSchema("this cell adds to the session's (never another version of one the session has)"),
 	}
 	cellRequired := []string{"session_id", "code"}
 	if len(s.cfg.Languages) > 1 {
@@ -126,6 +132,7 @@ func (s *Server) sessionTools() {
 				"idle_timeout": durationProp("How long it may wait for a cell"),
 				"max_cells":    map[string]any{"type": "integer", "minimum": 1, "description": "How many cells it may run, denied ones included. Optional: the workers' cap."},
 				"input_files":  client.InputFilesSchema(),
+				"packages":     client.PackagesSchema("the session's cells"),
 			}, nil),
 		}, s.openSession},
 		{&mcp.Tool{
@@ -208,12 +215,15 @@ func (s *Server) sessionRequest(a OpenSessionArguments) (guard.SessionRequest, e
 		return req, err
 	}
 	req.Files = files
+	if req.Packages, err = client.WithPackages(b.Packages, a.Packages); err != nil {
+		return req, err
+	}
 	return req, nil
 }
 
 func (s *Server) openSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	var a OpenSessionArguments
-	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20, "input_files": {"name": "text"}}, each optional`); err != nil {
+	if err := strictly(OpenSessionToolName, req.Params.Arguments, &a, `{"lifetime": "30m", "idle_timeout": "5m", "max_cells": 20, "input_files": {"name": "text"}, "packages": "name==1.0 --hash=sha256:..."}, each optional`); err != nil {
 		return errorResult(err), nil
 	}
 	sreq, err := s.sessionRequest(a)
@@ -245,7 +255,7 @@ func (s *Server) runCell(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err := checkSessionID(a.SessionID); err != nil {
 		return errorResult(err), nil
 	}
-	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID, Retries: a.Retries,
+	sub, err := s.cfg.Client.SubmitCell(ctx, a.SessionID, contract.CellRequest{Code: a.Code, Language: a.Language, RequestID: a.RequestID, Retries: a.Retries, Packages: a.Packages,
 		Metadata: guard.Metadata{Agent: s.cfg.Base.Metadata.Agent, RequestedBy: s.cfg.Base.Metadata.RequestedBy}})
 	if err != nil {
 		return errorResult(err), nil

@@ -236,3 +236,29 @@ func TestClosedSessionListsEveryCell(t *testing.T) {
 		t.Errorf("the denied cell has a result: %s", b)
 	}
 }
+
+// open_session's packages go into the session's settings as the model's lock; beside the
+// operator's own lock they are a ToolUsageError.
+func TestOpenSessionPackages(t *testing.T) {
+	lock := "numpy==2.1.0 --hash=sha256:" + strings.Repeat("a", 64) + "\n"
+	s := &Server{cfg: Config{Languages: []string{guard.Python}}}
+	req, err := s.sessionRequest(OpenSessionArguments{Packages: lock})
+	if err != nil || req.Packages != lock {
+		t.Fatalf("got %q, %v; want the model's lock", req.Packages, err)
+	}
+	s.cfg.Base.Packages = "pandas==2 --hash=sha256:" + strings.Repeat("b", 64)
+	if _, err := s.sessionRequest(OpenSessionArguments{Packages: lock}); guard.TypeOf(err) != guard.TypeToolUsageError {
+		t.Errorf("a model's lock beside the operator's: %v; want a ToolUsageError", err)
+	}
+}
+
+// A run still waiting tells the model which packages its reviewers approve with the code.
+func TestPackagesText(t *testing.T) {
+	pkgs := []guard.Package{{Name: "numpy", Version: "2.1.0", Hashes: []string{"sha256:" + strings.Repeat("a", 64)}}}
+	if got := packagesText(pkgs); !strings.Contains(got, "numpy==2.1.0 (1 hash(es))") {
+		t.Errorf("packagesText: %q; want numpy==2.1.0 with its hash count", got)
+	}
+	if got := packagesText(nil); got != "" {
+		t.Errorf("packagesText of none: %q", got)
+	}
+}

@@ -74,13 +74,34 @@ func (s *Server) waitingMessage(ctx context.Context, id, digest string) string {
 // stillWaiting is what a call returns when the run outlived Config.Wait.
 func (s *Server) stillWaiting(ctx context.Context, id, digest string) *mcp.CallToolResult {
 	state := contract.StatusAwaitingApproval
-	var warnings []pysource.StartupWarning
+	var (
+		warnings []pysource.StartupWarning
+		pkgs     []guard.Package
+		policy   string
+	)
 	if st, err := s.cfg.Client.Status(ctx, id); err == nil {
-		state, warnings = st.State, st.Request.Warnings
+		state, warnings, pkgs, policy = st.State, st.Request.Warnings, st.Request.Packages, policyText(st)
 	}
 	text := fmt.Sprintf("%s: run %s (digest %s) is %s. Call %s with {\"id\": %q, \"wait_seconds\": %d} for its result: it returns as soon as the run ends.",
 		StillWaiting, id, digest, state, StatusToolName, id, MaxStatusWaitSeconds)
-	return s.stillWaitingResult(text, s.runPage(id), startupWarningText(warnings), map[string]any{"id": id, "state": state, "digest": digest})
+	structured := map[string]any{"id": id, "state": state, "digest": digest}
+	if len(pkgs) > 0 {
+		structured["packages"] = pkgs
+	}
+	return s.stillWaitingResult(text, s.runPage(id), startupWarningText(warnings)+policy+packagesText(pkgs), structured)
+}
+
+// packagesText tells the model which packages its reviewers approve with the code, each with
+// its version and number of hashes. Empty for none.
+func packagesText(pkgs []guard.Package) string {
+	if len(pkgs) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(pkgs))
+	for _, p := range pkgs {
+		parts = append(parts, fmt.Sprintf("%s (%d hash(es))", p.Requirement(), len(p.Hashes)))
+	}
+	return " Packages reviewers approve with the code, installed before it runs: " + strings.Join(parts, ", ") + "."
 }
 
 // startupWarningText tells the model, in the words reviewers read, which input files of its
@@ -95,6 +116,22 @@ func startupWarningText(warnings []pysource.StartupWarning) string {
 		parts = append(parts, w.String())
 	}
 	return fmt.Sprintf(" WARNING shown to reviewers: %d input file(s) may run without the code calling them: %s.", len(warnings), strings.Join(parts, "; "))
+}
+
+// policyText tells the model what the operators' policy rules warn reviewers of and which
+// group approvals the run still waits for; empty for none.
+func policyText(st contract.Status) string {
+	if st.Rules == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, w := range st.Rules.Warnings {
+		fmt.Fprintf(&b, " WARNING shown to reviewers (policy rule): %s.", w)
+	}
+	if len(st.Missing) > 0 {
+		fmt.Fprintf(&b, " The policy rules still need %s.", strings.Join(st.Missing, " and "))
+	}
+	return b.String()
 }
 
 // runStatus returns a run's state while it waits or runs, and its result or typed error once it

@@ -7,6 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -65,5 +66,18 @@ func TestParseArguments(t *testing.T) {
 	}
 	if a, err := s.parseArguments([]byte(`{"code":"x","language":"sh"}`)); err != nil || a.Language != guard.Shell {
 		t.Errorf("sh: %+v, %v", a, err)
+	}
+}
+
+// The model is told, in its waiting text, what the policy rules warn reviewers of and which
+// group approvals the run still waits for.
+func TestPolicyText(t *testing.T) {
+	st := contract.Status{Rules: &guard.RuleDecision{Warnings: []string{"corp: reaches corp"}}, DecisionWait: contract.DecisionWait{Missing: []string{"1 approval from security"}}}
+	got := policyText(st)
+	if !strings.Contains(got, "WARNING shown to reviewers (policy rule): corp: reaches corp.") || !strings.Contains(got, "still need 1 approval from security") {
+		t.Errorf("policyText = %q", got)
+	}
+	if policyText(contract.Status{}) != "" {
+		t.Error("policyText without rules is not empty")
 	}
 }

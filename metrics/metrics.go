@@ -1,7 +1,7 @@
 // Package metrics serves Prometheus metrics for operators: runs by final state, the wait for a
 // reviewer, sandbox run durations, limit kills, sandboxes in use, refused egress and refused
-// decisions, sessions open, session cells run and session sandbox lifetimes, and the Temporal
-// SDK's own metrics.
+// decisions, sessions open, session cells run and session sandbox lifetimes, what runs and cells
+// cost (by backend and a bounded set of agent names), and the Temporal SDK's own metrics.
 //
 // Sandbox metrics come from the activities' events (Metrics.Sink wraps the worker's Sink); workflow
 // metrics from a worker interceptor (Metrics.WorkerInterceptor) that counts only when the workflow
@@ -37,10 +37,12 @@ type Metrics struct {
 	egressRefused    prometheus.Counter
 	decisionRefusals *prometheus.CounterVec
 	approvalRefusals *prometheus.CounterVec
+	policyRefusals   *prometheus.CounterVec
 	sessionsOpen     prometheus.Gauge
 	cellsRun         *prometheus.CounterVec
 	sandboxLifetime  prometheus.Histogram
 	temporal         *sdkCollector
+	usage            *usageMetrics
 	waiting          *waitingCollector // set by WaitingFor
 }
 
@@ -66,6 +68,8 @@ func New() *Metrics {
 			Help: "Reviewer decisions refused, by reason and by how they came (signal, update)."}, []string{"reason", "via"}),
 		approvalRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "approval_refusals_total",
 			Help: "Approved runs whose approval a sandbox host refused (nothing ran), by reason (no_approval, mismatch, not_verified, not_scheduled, already_used)."}, []string{"reason"}),
+		policyRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "policy_refusals_total",
+			Help: "Requests the policy refused at their check (nothing waited or ran), by what refused: rule, or the cap (waiting.per_agent, waiting.total, running.per_agent, running.total)."}, []string{"by"}),
 		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "sessions_open",
 			Help: "Session sandboxes this sandbox host keeps now."}),
 		cellsRun: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "session_cells_total",
@@ -74,9 +78,11 @@ func New() *Metrics {
 			Help:    "Lifetime of session sandboxes, from open to removal.",
 			Buckets: []float64{1, 10, 30, 60, 300, 600, 1200, 1800, 3600, 2 * 3600, 4 * 3600}}),
 		temporal: newSDKCollector(),
+		usage:    newUsageMetrics(),
 	}
 	m.reg.MustRegister(m.runs, m.approvalWait, m.sandboxDuration, m.limitKills, m.inUse, m.egressRefused, m.decisionRefusals, m.approvalRefusals,
-		m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.policyRefusals, m.sessionsOpen, m.cellsRun, m.sandboxLifetime, m.temporal, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.usage.collectors()...)
 	return m
 }
 
@@ -111,6 +117,7 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		if ms, ok := e.Data["duration_ms"].(int64); ok {
 			s.m.sandboxDuration.WithLabelValues(backend, s.runtime).Observe(float64(ms) / 1000)
 		}
+		s.m.usage.observe(e.Data)
 		if kind, ok := e.Data["limit_killed"].(string); ok && kind != "" {
 			s.m.limitKills.WithLabelValues(kind).Inc()
 		}
@@ -132,6 +139,12 @@ func (s *sink) Emit(ctx context.Context, e activities.Event) {
 		if reason, ok := e.Data["reason"].(guard.RefusedReason); ok {
 			s.m.approvalRefusals.WithLabelValues(string(reason)).Inc()
 		}
+	case contract.EventPolicyRefused:
+		by := "rule" // rule names are the operator's, many: the label stays bounded
+		if c, ok := e.Data["cap"].(string); ok {
+			by = c
+		}
+		s.m.policyRefusals.WithLabelValues(by).Inc()
 	}
 	if s.next != nil {
 		s.next.Emit(ctx, e)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -68,6 +69,18 @@ func TestSinkCountsRefusedApprovals(t *testing.T) {
 	body := scrape(t, m)
 	wantLines(t, body, `sandboxflow_approval_refusals_total{reason="already_used"} 2`, `sandboxflow_approval_refusals_total{reason="not_verified"} 1`,
 		`sandboxflow_sandboxes_in_use 0`)
+}
+
+// A policy refusal is counted by what refused: "rule" for any rule (the operator's names stay
+// out of the labels), else the cap's name.
+func TestSinkCountsPolicyRefusals(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	for _, d := range []map[string]any{{"rule": "no-raw-sockets"}, {"rule": "other"}, {"cap": "waiting.per_agent"}} {
+		s.Emit(ctx, activities.Event{Type: contract.EventPolicyRefused, Data: d})
+	}
+	wantLines(t, scrape(t, m), `sandboxflow_policy_refusals_total{by="rule"} 2`, `sandboxflow_policy_refusals_total{by="waiting.per_agent"} 1`)
 }
 
 func TestTemporalHandler(t *testing.T) {
@@ -137,4 +150,45 @@ func TestSinkFeedsSessionMetrics(t *testing.T) {
 		`sandboxflow_session_sandbox_lifetime_seconds_sum 90`,
 		`sandboxflow_sandboxes_in_use 0`,
 	)
+}
+
+func TestSinkCountsUsageByBackendAndAgent(t *testing.T) {
+	m := New()
+	s := m.Sink(nil, "runc")
+	ctx := context.Background()
+	finished := func(agent string, cpuMS int64) {
+		d := map[string]any{"backend": "docker", "usage_measured_by": "cgroup", "usage_cpu_time_ms": cpuMS, "usage_wall_time_ms": int64(2000),
+			"usage_peak_memory_bytes": int64(100 << 20), "usage_files_bytes": int64(4096), "egress_bytes_out": int64(10), "egress_bytes_in": int64(300)}
+		if agent != "" {
+			d["agent"] = agent
+		}
+		s.Emit(ctx, activities.Event{Type: contract.EventSandboxFinished, Data: d})
+	}
+	finished("claude", 1500)
+	finished("claude", 500)
+	finished("", 250)
+	// A runaway orchestrator inventing names: past MaxAgentLabels, they share one label.
+	for i := range MaxAgentLabels + 10 {
+		finished(fmt.Sprintf("agent-%d", i), 1000)
+	}
+	// Events of a backend that measured nothing count only their egress.
+	s.Emit(ctx, activities.Event{Type: contract.EventSandboxFinished, Data: map[string]any{"backend": "http", "usage_measured_by": "", "usage_cpu_time_ms": int64(0),
+		"egress_bytes_out": int64(7), "egress_bytes_in": int64(0)}})
+	body := scrape(t, m)
+	wantLines(t, body,
+		`sandboxflow_usage_cpu_seconds_total{agent="claude",backend="docker"} 2`,
+		`sandboxflow_usage_cpu_seconds_total{agent="none",backend="docker"} 0.25`,
+		`sandboxflow_usage_cpu_seconds_total{agent="other",backend="docker"} 11`,
+		`sandboxflow_usage_wall_seconds_total{agent="claude",backend="docker"} 4`,
+		`sandboxflow_usage_egress_bytes_total{agent="claude",backend="docker",direction="in"} 600`,
+		`sandboxflow_usage_egress_bytes_total{agent="none",backend="http",direction="out"} 7`,
+		`sandboxflow_usage_peak_memory_bytes_bucket{agent="claude",backend="docker",le="1.34217728e+08"} 2`,
+		`sandboxflow_usage_files_bytes_count{agent="claude",backend="docker"} 2`,
+	)
+	if n := strings.Count(body, "sandboxflow_usage_cpu_seconds_total{"); n != MaxAgentLabels+2 {
+		t.Errorf("got %d cpu series; want %d (the kept names, none and other)", n, MaxAgentLabels+2)
+	}
+	if strings.Contains(body, `usage_cpu_seconds_total{agent="none",backend="http"}`) {
+		t.Error("a backend that measured no CPU has a CPU series")
+	}
 }

@@ -30,22 +30,28 @@ type Message struct {
 
 // Data is what a notification says about the waiting run.
 type Data struct {
-	WorkflowID   string              `json:"workflow_id"`
-	RunID        string              `json:"run_id"`
-	Cell         int                 `json:"cell,omitempty"`
-	Digest       string              `json:"digest"`
-	Language     string              `json:"language"`
-	CodeBytes    int                 `json:"code_bytes"`
-	Files        []guard.FileSummary `json:"files,omitempty"`
-	Network      bool                `json:"network,omitempty"`
-	Egress       []string            `json:"egress,omitempty"`
-	Secrets      []string            `json:"secrets,omitempty"`
-	Image        string              `json:"image,omitempty"`
-	RequestedBy  string              `json:"requested_by,omitempty"`
-	Agent        string              `json:"agent,omitempty"`
-	Conversation string              `json:"conversation,omitempty"`
-	Deadline     time.Time           `json:"deadline"`
-	InboxURL     string              `json:"inbox_url,omitempty"`
+	WorkflowID string              `json:"workflow_id"`
+	RunID      string              `json:"run_id"`
+	Cell       int                 `json:"cell,omitempty"`
+	Digest     string              `json:"digest"`
+	Language   string              `json:"language"`
+	CodeBytes  int                 `json:"code_bytes"`
+	Files      []guard.FileSummary `json:"files,omitempty"`
+	Network    bool                `json:"network,omitempty"`
+	Egress     []string            `json:"egress,omitempty"`
+	Secrets    []string            `json:"secrets,omitempty"`
+	// Packages are the run's packages (a cell's: those it brings), each with its version and
+	// hashes; text channels write the hashes only with the code (Config.IncludeCode).
+	Packages     []guard.Package `json:"packages,omitempty"`
+	Image        string          `json:"image,omitempty"`
+	RequestedBy  string          `json:"requested_by,omitempty"`
+	Agent        string          `json:"agent,omitempty"`
+	Conversation string          `json:"conversation,omitempty"`
+	Deadline     time.Time       `json:"deadline"`
+	InboxURL     string          `json:"inbox_url,omitempty"`
+	// PolicyWarnings are what the operators' policy rules warn reviewers of, and the group
+	// approvals they need.
+	PolicyWarnings []string `json:"policy_warnings,omitempty"`
 	// Code is the code, only when the operator asked for it (Config.IncludeCode).
 	Code string `json:"code,omitempty"`
 	// Changes is what changed since the previous run of the conversation, when it names one.
@@ -62,9 +68,11 @@ type Changes struct {
 	// compared, not code (a session's code is its cells).
 	PreviousSession bool     `json:"previous_session,omitempty"`
 	ChangedFiles    []string `json:"changed_files,omitempty"`
-	Added           int      `json:"added"`
-	Removed         int      `json:"removed"`
-	Diff            string   `json:"diff,omitempty"`
+	// Packages are the package changes, one line each ("added beta==2.0").
+	Packages []string `json:"packages,omitempty"`
+	Added    int      `json:"added"`
+	Removed  int      `json:"removed"`
+	Diff     string   `json:"diff,omitempty"`
 	// First says the conversation has no earlier run (that visibility lists).
 	First bool `json:"first,omitempty"`
 	// Error says why the previous run could not be read.
@@ -87,7 +95,11 @@ func (ch *Changes) fields() []field {
 	case len(ch.ChangedFiles) == 0:
 		return []field{prev, {"Changes", same}}
 	}
-	return []field{prev, {"Changes", fmt.Sprintf("%s (+%d -%d lines; a reading aid, not what is signed)", strings.Join(ch.ChangedFiles, ", "), ch.Added, ch.Removed)}}
+	out := []field{prev, {"Changes", fmt.Sprintf("%s (+%d -%d lines; a reading aid, not what is signed)", strings.Join(ch.ChangedFiles, ", "), ch.Added, ch.Removed)}}
+	if len(ch.Packages) > 0 {
+		out = append(out, field{"Package changes", strings.Join(ch.Packages, "; ")})
+	}
+	return out
 }
 
 // changesOf is what a notification says of ch; the diff only with includeDiff.
@@ -102,6 +114,9 @@ func changesOf(ch *client.Changes, includeDiff bool) *Changes {
 	}
 	out.PreviousWorkflowID, out.PreviousOutcome, out.PreviousSession = ch.Previous.WorkflowID, ch.Previous.Outcome(), ch.Previous.Session
 	out.ChangedFiles, out.Added, out.Removed = ch.ChangedFiles, ch.Added, ch.Removed
+	for _, c := range ch.Packages {
+		out.Packages = append(out.Packages, c.String())
+	}
 	if includeDiff {
 		out.Diff = ch.Diff
 	}
@@ -115,8 +130,9 @@ func newMessage(in contract.NotifyInput, inbox string, includeCode bool, since t
 		Data: Data{
 			WorkflowID: in.WorkflowID, RunID: in.RunID, Cell: in.Cell, Digest: in.Digest,
 			Language: in.Language, CodeBytes: len(in.Code), Files: in.Files, Network: in.Network,
-			Egress: in.Egress, Secrets: in.Secrets, Image: in.Image, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
+			Egress: in.Egress, Secrets: in.Secrets, Image: in.Image, Packages: in.Packages, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
 			Conversation: in.Conversation, Deadline: in.Deadline.UTC(), InboxURL: inboxLink(inbox, in),
+			PolicyWarnings: in.PolicyWarnings,
 		},
 	}
 	if includeCode {
@@ -221,11 +237,35 @@ func (m Message) fields() []field {
 	if d.Image != "" {
 		out = append(out, field{"Image", d.Image})
 	}
+	for _, w := range d.PolicyWarnings {
+		out = append(out, field{"Policy", w})
+	}
+	out = append(out, packageFields(d.Packages, d.Code != "")...)
 	out = append(out, field{"Digest", d.Digest}, field{"Deadline", d.Deadline.Format(time.RFC3339)})
 	if d.InboxURL != "" {
 		out = append(out, field{"Inbox", d.InboxURL})
 	}
 	return out
+}
+
+// packageFields are the lines of a notification's packages: their requirements on one line,
+// or, with the code, one line each with every hash.
+func packageFields(pkgs []guard.Package, withHashes bool) []field {
+	if len(pkgs) == 0 {
+		return nil
+	}
+	if withHashes {
+		var out []field
+		for _, p := range pkgs {
+			out = append(out, field{"Package", p.Requirement() + " --hash=" + strings.Join(p.Hashes, " --hash=")})
+		}
+		return out
+	}
+	var reqs []string
+	for _, p := range pkgs {
+		reqs = append(reqs, p.Requirement())
+	}
+	return []field{{"Packages", strings.Join(reqs, ", ") + " (hashes in the inbox)"}}
 }
 
 // oneLine returns s as one line of visible text: suspicious characters escaped

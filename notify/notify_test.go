@@ -224,3 +224,51 @@ func TestNotificationNamesTheImage(t *testing.T) {
 		t.Errorf("a run without an image names one:\n%s", text)
 	}
 }
+
+// A notification carries the policy rules' warnings and groups as the workflow gave them, in
+// its JSON and in its text renderings.
+func TestMessageCarriesPolicyWarnings(t *testing.T) {
+	in := hostile()
+	in.PolicyWarnings = []string{"corp: reaches corp", "needs 1 approval(s) from security"}
+	m := newMessage(in, "", false, time.Now())
+	if len(m.Data.PolicyWarnings) != 2 || m.Data.PolicyWarnings[1] != "needs 1 approval(s) from security" {
+		t.Errorf("policy warnings %q", m.Data.PolicyWarnings)
+	}
+	n := 0
+	for _, f := range m.fields() {
+		if f.Label == "Policy" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("the text renderings (Slack, email) show %d policy lines; want 2", n)
+	}
+}
+
+// A notification names the packages: with the code, each with every hash; without, their
+// requirements only. A conversation's package changes are a line of their own.
+func TestPackagesInTextChannels(t *testing.T) {
+	hash := "sha256:" + strings.Repeat("a", 64)
+	in := hostile()
+	in.Packages = []guard.Package{{Name: "alpha", Version: "1.0", Hashes: []string{hash}}}
+	withCode := emailText(newMessage(in, "", true, time.Now()))
+	if !strings.Contains(withCode, "alpha==1.0 --hash="+hash) {
+		t.Errorf("the email with code lacks the package and its hash:\n%s", withCode)
+	}
+	m := newMessage(in, "", false, time.Now())
+	m.Data.Changes = changesOf(&client.Changes{Previous: &client.PreviousRun{WorkflowID: "run-0"}, ChangedFiles: []string{"packages"},
+		Packages: guard.DiffPackages(nil, in.Packages)}, false)
+	without := emailText(m)
+	for _, want := range []string{"alpha==1.0 (hashes in the inbox)", "Package changes: added alpha==1.0"} {
+		if !strings.Contains(without, want) {
+			t.Errorf("the email without code lacks %q:\n%s", want, without)
+		}
+	}
+	if strings.Contains(without, hash) {
+		t.Errorf("the email without code carries a hash:\n%s", without)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil || !bytes.Contains(raw, []byte(`"packages":[{"name":"alpha","version":"1.0","hashes":["`+hash+`"]}]`)) {
+		t.Errorf("the webhook body lacks the packages: %s", raw)
+	}
+}

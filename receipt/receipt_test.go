@@ -51,6 +51,8 @@ func sample() (Run, guard.Result) {
 	}, guard.Limits{MaxStdoutBytes: 12, MaxStderrBytes: 100, MaxFiles: 5, MaxFileBytes: 32, MaxTotalFileBytes: 100,
 		MaxOutputs: 5, MaxOutputBytes: 32, MaxTotalOutputBytes: 100})
 	res.Digest, res.Backend, res.ApprovalID = "sha256:"+strings.Repeat("c", 64), "docker", approvalID
+	res.Usage = &guard.Usage{CPUTime: guard.Duration(2101344843), PeakMemoryBytes: 113778688, SandboxPeakMemoryBytes: 119373824,
+		WallTime: guard.Duration(2500 * time.Millisecond), FilesBytes: 4096, EgressBytesOut: 10, EgressBytesIn: 20, MeasuredBy: guard.UsageByCgroup}
 	run := Run{WorkflowID: "wf-1", RunID: "run-1", ActivityID: "5", Digest: res.Digest,
 		Approvals: []Approval{{ID: approvalID, Reviewer: "alice", Fingerprint: "SHA256:abc"}},
 		Backend:   "docker", Secrets: []string{"PYPI_TOKEN"},
@@ -108,6 +110,9 @@ func TestReceiptVerifiesAndSignsWhatRan(t *testing.T) {
 	if len(st.Files) != 2 || !st.Files[0].Kept || st.Files[1].Kept || !st.FilesTruncated {
 		t.Errorf("files %+v; want out.txt kept and big.bin produced but dropped", st.Files)
 	}
+	if st.Usage == nil || *st.Usage != *res.Usage {
+		t.Errorf("usage: the statement signs %+v; want the result's %+v", st.Usage, res.Usage)
+	}
 	if st.Runtime != "runsc" || len(st.Egress) != 1 || st.Secrets[0] != "PYPI_TOKEN" {
 		t.Errorf("runtime %q, egress %+v, secrets %v", st.Runtime, st.Egress, st.Secrets)
 	}
@@ -164,6 +169,11 @@ func TestReceiptRefusesEveryChange(t *testing.T) {
 		}},
 		{"a cancel that never happened", "cancelled", func(r *guard.Result) { r.Cancelled = &guard.Cancellation{By: "alice"} }},
 		{"a duration past the host's clock", "duration", func(r *guard.Result) { r.Duration = 2 * time.Second }},
+		// What the run cost, as the host measured it: one figure changed, or all of it hidden.
+		{"cpu time", "usage", func(r *guard.Result) { u := *r.Usage; u.CPUTime /= 2; r.Usage = &u }},
+		{"peak memory", "usage", func(r *guard.Result) { u := *r.Usage; u.PeakMemoryBytes = 1 << 20; r.Usage = &u }},
+		{"egress bytes in the usage", "usage", func(r *guard.Result) { u := *r.Usage; u.EgressBytesIn = 0; r.Usage = &u }},
+		{"usage hidden", "usage", func(r *guard.Result) { r.Usage = nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := res

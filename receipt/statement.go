@@ -93,6 +93,12 @@ type Statement struct {
 	// EgressLost says the egress proxy's report of the run was lost with the worker that carried
 	// it (guard.EgressReport.Lost): Egress lists nothing of it. Absent when false.
 	EgressLost bool `json:"egress_lost,omitempty"`
+	// PolicyHash is the hash ("sha256:<hex>" of the file's bytes) of the policy rules the host
+	// applied before it ran the code (worker --policy). Absent when the host has no policy file.
+	PolicyHash string `json:"policy_hash,omitempty"`
+	// Usage is what the run or cell cost as the host measured it (guard.Result.Usage). Absent
+	// when the result has none.
+	Usage *guard.Usage `json:"usage,omitempty"`
 }
 
 // Approval is one approval the host verified.
@@ -258,6 +264,8 @@ type Run struct {
 	Cell *Cell
 	// Claim is the commitment of the host's claim (Statement.Claim); empty when none was made.
 	Claim string
+	// PolicyHash is Statement.PolicyHash.
+	PolicyHash string
 }
 
 // New returns the statement of run with result res (as the guard returned it, with res.Measured).
@@ -268,6 +276,7 @@ func New(run Run, res guard.Result) Statement {
 		ImageID: res.ImageID, Started: run.Started.UTC().Format(timeLayout), Ended: run.Ended.UTC().Format(timeLayout),
 		Outcome: res.Outcome.String(), ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut,
 		StateReset: res.StateReset, ThreadsAlive: res.ThreadsAlive, ExitReportedBy: res.ExitReportedBy, FilesTruncated: res.FilesTruncated, Secrets: run.Secrets, Cell: run.Cell, Claim: run.Claim,
+		PolicyHash: run.PolicyHash,
 	}
 	if run.Err != nil {
 		// The type and operation only: a backend's cause can quote the code's output.
@@ -299,6 +308,10 @@ func New(run Run, res guard.Result) Statement {
 		s.Files = append(s.Files, File{Name: f.Name, Produced: f.Size, Kept: ok && k == f.Size})
 	}
 	s.Outputs, s.OutputsTruncated = outputsOf(res.Outputs), res.OutputsTruncated
+	if res.Usage != nil {
+		u := *res.Usage // not the caller's
+		s.Usage = &u
+	}
 	if res.Egress != nil {
 		for _, a := range res.Egress.Attempts {
 			s.Egress = append(s.Egress, egressOf(a))

@@ -158,7 +158,7 @@ func CheckRun(st Statement, want Expect) error {
 
 // CheckResult checks res against what st signs: outcome, exit, signal, flags, the kept streams'
 // lengths and hashes, every file's bytes (and that the result carries exactly the files marked
-// kept), every output's bytes, the egress attempts, and the digest, approval, backend and image the result names. A
+// kept), every output's bytes, the egress attempts, the usage, and the digest, approval, backend and image the result names. A
 // refusal is a *guard.ReceiptRefused naming the result's field ("stdout", "files[1]", ...).
 func CheckResult(st Statement, res guard.Result) error {
 	if st.Outcome == OutcomeError {
@@ -212,6 +212,9 @@ func CheckResult(st Statement, res guard.Result) error {
 	if err := checkOutputs(st, res); err != nil {
 		return err
 	}
+	if (res.Usage == nil) != (st.Usage == nil) || (res.Usage != nil && *res.Usage != *st.Usage) {
+		return refused("usage", nil, "the result's usage %s is not the receipt's %s", usageText(res.Usage), usageText(st.Usage))
+	}
 	var attempts []guard.EgressAttempt
 	dropped, lost := 0, false
 	if res.Egress != nil {
@@ -229,6 +232,14 @@ func CheckResult(st Statement, res guard.Result) error {
 		}
 	}
 	return checkDerived(st, res)
+}
+
+// usageText is a usage as a refusal quotes it.
+func usageText(u *guard.Usage) string {
+	if u == nil {
+		return "(none)"
+	}
+	return fmt.Sprintf("%+v", *u)
 }
 
 // checkOutputs checks that the result carries exactly the outputs st signs, byte for byte.

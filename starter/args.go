@@ -27,6 +27,8 @@ type command struct {
 	req        guard.Request
 	code, file string
 	inputs     cli.Pairs
+	// packages is --packages FILE: a lock for run, session open and session cell.
+	packages   string
 	wait       bool
 	requestID  string
 	retries    int

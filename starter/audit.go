@@ -22,7 +22,7 @@ import (
 const maxAuditBytes = 64 << 20
 
 // auditMain runs `starter audit ID`, `starter audit verify FILE --reviewers F --hosts F` and
-// `starter audit --since T`, and returns the exit code.
+// `starter audit --since T` and `starter audit --follow`, and returns the exit code.
 func auditMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	usageErr := func(err error) int {
 		if errors.Is(err, flag.ErrHelp) {
@@ -55,9 +55,16 @@ func auditMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	c.addConnFlags(fs)
 	since := fs.String("since", "", "stream the record of every run and session that finished after T (RFC 3339, or a duration ago such as 1h) as JSON Lines")
 	runID := fs.String("run-id", "", "the run of ID to export (default: its latest)")
+	var fo followFlags
+	fo.add(fs)
 	pos, err := cli.Parse(fs, args, 0, 1)
 	switch {
 	case err != nil:
+	case fo.follow && len(pos) != 0:
+		err = &cli.UsageError{Msg: "--follow streams every run: give no run ID"}
+	case fo.follow:
+	case fo.cursor != "" || fo.settle != 0:
+		err = &cli.UsageError{Msg: "--cursor and --settle go with --follow"}
 	case *since == "" && len(pos) != 1:
 		err = &cli.UsageError{Msg: "give a run ID, or --since T"}
 	case *since != "" && len(pos) != 0:
@@ -75,6 +82,9 @@ func auditMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return fail(err)
 	}
 	defer sc.Close()
+	if fo.follow {
+		return followAudit(ctx, sc, fo, after, stdout, fail)
+	}
 	if *since != "" {
 		enc := json.NewEncoder(stdout)
 		enc.SetEscapeHTML(false)
@@ -115,10 +125,6 @@ func auditVerify(file, reviewersFile, hostsFile string, stdout, stderr io.Writer
 	if err != nil {
 		return fail(fmt.Errorf("audit verify: %w", err))
 	}
-	var rec contract.AuditRecord
-	if err := json.Unmarshal(b, &rec); err != nil {
-		return fail(fmt.Errorf("audit verify: %s: %w", file, err))
-	}
 	reviewers, err := approval.LoadReviewers(reviewersFile)
 	if err != nil {
 		return fail(fmt.Errorf("audit verify: --reviewers: %w", err))
@@ -127,7 +133,18 @@ func auditVerify(file, reviewersFile, hostsFile string, stdout, stderr io.Writer
 	if err != nil {
 		return fail(fmt.Errorf("audit verify: --hosts: %w", err))
 	}
-	v := client.VerifyAudit(rec, reviewers, hosts)
+	var v client.AuditVerdict
+	if stream, ok, err := readStream(b); err != nil {
+		return fail(fmt.Errorf("audit verify: %s: %w", file, err))
+	} else if ok {
+		v = client.VerifyAuditStream(stream, reviewers, hosts)
+	} else {
+		var rec contract.AuditRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return fail(fmt.Errorf("audit verify: %s: %w", file, err))
+		}
+		v = client.VerifyAudit(rec, reviewers, hosts)
+	}
 	if err := client.WriteJSON(stdout, v); err != nil {
 		return fail(err)
 	}

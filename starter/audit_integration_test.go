@@ -344,7 +344,13 @@ func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o644
 // validateAudit checks an exported record against docs/schema/audit.schema.json.
 func validateAudit(t *testing.T, doc []byte) error {
 	t.Helper()
-	b, err := os.ReadFile("../docs/schema/audit.schema.json")
+	return validateSchema(t, "audit.schema.json", doc)
+}
+
+// validateSchema checks doc against docs/schema/NAME.
+func validateSchema(t *testing.T, name string, doc []byte) error {
+	t.Helper()
+	b, err := os.ReadFile("../docs/schema/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

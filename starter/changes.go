@@ -35,6 +35,9 @@ func printChanges(w io.Writer, conversation string, session bool, ch *client.Cha
 			b.WriteString("nothing: the same code, files and settings.\n")
 		default:
 			fmt.Fprintf(&b, "%d line(s) added, %d removed, in %s\n", ch.Added, ch.Removed, terminal(strings.Join(ch.ChangedFiles, ", ")))
+			for _, c := range ch.Packages {
+				fmt.Fprintf(&b, "package %s\n", terminal(c.String()))
+			}
 			b.WriteString(ch.Diff)
 		}
 	}

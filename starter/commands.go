@@ -146,8 +146,20 @@ var commands = []starterCommand{
                        check a record offline against your key files: the digest, every signature,
                        the receipt and the result's hashes; prints {"ok", "checks"}; exit 1 says what failed
   audit --since T      the records of the runs and sessions that finished after T (RFC 3339 or 1h), as JSON Lines
+  audit --follow [--since T | --cursor C] [--settle D]
+                       stream a record per check, decision, claim, refusal and end as they happen, as JSON
+                       Lines (docs/schema/audit-stream.schema.json); resume after a record with its cursor;
+                       audit verify accepts the lines
 `,
 		main: auditMain,
+	},
+	{
+		names: []string{"policy"},
+		help: `  policy test FILE REQUEST.json [--backend docker]
+                       what a policy file's rules decide for a request (JSON, as RunCode takes it), starting
+                       nothing: prints {"policy_hash", "refused", "rule", "reason", "quorum", "groups", "warnings"}; exit 1 when refused
+`,
+		main: policyMain,
 	},
 	{
 		names: []string{"cancel"},

@@ -149,7 +149,7 @@ func printStartupWarnings(w io.Writer, warnings []pysource.StartupWarning) error
 }
 
 // printSandbox writes the rows of what a run's or a session's sandbox gets, as sum says: its
-// network and the hosts it may reach, the secrets the proxy adds, the input files (and how to
+// network and the hosts it may reach, the secrets the proxy adds, the packages, the input files (and how to
 // read them, unless filesRead) and the env, with the values and sensitive lengths read.
 func printSandbox(row func(k, format string, a ...any), sum guard.Summary, filesRead bool, values map[string]string, sensitive map[string]int) {
 	row("network", "%s", human.Network(sum))
@@ -159,6 +159,7 @@ func printSandbox(row func(k, format string, a ...any), sum guard.Summary, files
 	for _, s := range sum.Secrets {
 		row("secret", "%s (added by the proxy; the code never sees it)", terminal(s))
 	}
+	printPackages(row, sum.Packages)
 	for _, f := range sum.Files {
 		row("input file", "%s, %s", terminal(f.Name), human.Bytes(f.Size))
 	}
@@ -166,6 +167,17 @@ func printSandbox(row func(k, format string, a ...any), sum guard.Summary, files
 		row("", "(contents: --input-files shows them)")
 	}
 	printEnv(row, sum.EnvNames, values, sensitive)
+}
+
+// printPackages writes each package the sandbox host installs before the code runs, and every
+// hash a file of it may have, in full: what the digest binds.
+func printPackages(row func(k, format string, a ...any), pkgs []guard.Package) {
+	for _, p := range pkgs {
+		row("package", "%s (installed before the code runs; what it does when imported is trusted)", terminal(p.Requirement()))
+		for _, h := range p.Hashes {
+			row("", "  --hash=%s", terminal(h))
+		}
+	}
 }
 
 // printEnv writes each env var with its value quoted and escaped (pysource.QuoteValue), a value the
@@ -189,6 +201,7 @@ func printEnv(row func(k, format string, a ...any), names []string, values map[s
 
 func printDecisions(row func(k, format string, a ...any), st contract.Status) {
 	printQuorum(row, st)
+	printRules(row, st.Rules, st.Missing, st.Decision == nil)
 	if d := st.Decision; d != nil {
 		verb := "denied"
 		if d.Approve {
@@ -296,6 +309,9 @@ func printPending(w io.Writer, page client.PendingPage, details []pendingDetail,
 			d = details[i]
 		}
 		kind := cmp.Or(d.Kind, p.Kind, client.PendingRun)
+		if d.Packages > 0 {
+			kind += fmt.Sprintf(" +%d pkg", d.Packages)
+		}
 		sessions = sessions || p.Kind == client.PendingSession
 		approvals := "-"
 		if p.Quorum > 0 {
@@ -388,4 +404,22 @@ func printQuorum(row func(k, format string, a ...any), st contract.Status) {
 		had = strings.Join(who, ", ")
 	}
 	row("approvals", "%d of %d needed, by distinct reviewers with distinct keys: %s", len(st.Approvals), st.Quorum, had)
+}
+
+// printRules writes what the policy rules decided for a subject: the policy's hash, each
+// group's approvals and, while it waits, what they still lack; the rules' warnings.
+func printRules(row func(k, format string, a ...any), r *guard.RuleDecision, missing []string, waiting bool) {
+	if r == nil {
+		return
+	}
+	row("policy", "%s", r.PolicyHash)
+	for _, g := range r.Groups {
+		row("needs", "%d approval(s) from %s (%s), by rule %s", g.Approvals, terminal(g.Group), terminal(strings.Join(g.Principals, ", ")), terminal(strings.Join(g.Rules, ", ")))
+	}
+	if waiting && len(missing) > 0 {
+		row("waiting for", "%s", terminal(strings.Join(missing, " and ")))
+	}
+	for _, w := range r.Warnings {
+		row("WARNING", "%s (policy rule)", terminal(w))
+	}
 }

@@ -26,6 +26,9 @@ type pendingDetail struct {
 	// Since is when the wait began (a cell's submission; a run's start is the row's own), and
 	// Deadline when it ends; both zero when unknown.
 	Since, Deadline time.Time
+	// Packages counts the packages the run's lock (a cell's, and its session's) names: show
+	// lists them with their hashes.
+	Packages int
 }
 
 // pendingReaders bounds the status reads pending makes at once.
@@ -62,6 +65,7 @@ func pendingDetailOf(ctx context.Context, sc *client.Client, p client.Pending) p
 				d := codeDetail(c.Code)
 				d.Kind, d.Agent, d.CodeBytes = fmt.Sprintf("cell %d", c.Cell), c.Metadata.Agent, c.CodeBytes
 				d.Since, d.Deadline = c.Submitted, c.ApprovalDeadline
+				d.Packages = len(c.Packages) + len(st.Settings.Packages)
 				return d
 			}
 		}
@@ -73,6 +77,7 @@ func pendingDetailOf(ctx context.Context, sc *client.Client, p client.Pending) p
 	}
 	d := codeDetail(st.Request.Code)
 	d.Kind, d.Agent, d.CodeBytes, d.Deadline = client.PendingRun, st.Request.Metadata.Agent, st.Request.CodeBytes, st.ApprovalDeadline
+	d.Packages = len(st.Request.Packages)
 	return d
 }
 

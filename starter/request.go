@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/internal/cli"
 )
 
@@ -19,7 +20,23 @@ func (cmd *command) readRequest(stdin io.Reader) error {
 	}
 	files, err := cmd.readInputs()
 	cmd.req.Files = files
+	if err != nil {
+		return err
+	}
+	cmd.req.Packages, err = cmd.readPackages()
 	return err
+}
+
+// readPackages reads the --packages lock ("" for none).
+func (cmd *command) readPackages() (string, error) {
+	if cmd.packages == "" {
+		return "", nil
+	}
+	lock, err := client.ReadLockFile(cmd.packages)
+	if err != nil {
+		return "", &cli.UsageError{Msg: fmt.Sprintf("--packages: %v", err)}
+	}
+	return lock, nil
 }
 
 // readCode reads the code (--code, --file or a session cell's FILE, - for stdin) into

@@ -133,9 +133,13 @@ func roundDuration(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// printProduceRows writes the rows of what the code produced besides its streams: connections,
-// files and outputs, each with its size and type.
+// printProduceRows writes the rows of what the run cost and what the code produced besides its
+// streams: connections, files and outputs, each with its size and type.
 func printProduceRows(row func(k, format string, a ...any), r guard.Result) {
+	if u := r.Usage; u != nil && u.MeasuredBy != "" {
+		row("cost", "%s CPU in %s, %s peak memory (the sandbox's %s), %s in files", roundDuration(time.Duration(u.CPUTime)),
+			roundDuration(time.Duration(u.WallTime)), human.Bytes(u.PeakMemoryBytes), human.Bytes(u.SandboxPeakMemoryBytes), human.Bytes(u.FilesBytes))
+	}
 	if e := r.Egress; e != nil {
 		row("egress", "%d connection attempt(s), %s out, %s in", len(e.Attempts)+e.Dropped, human.Bytes(e.BytesOut), human.Bytes(e.BytesIn))
 	}

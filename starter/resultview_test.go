@@ -23,6 +23,8 @@ func shownResult() guard.Result {
 		Outcome: guard.OutcomeSucceeded, OK: true, Duration: 1500 * time.Millisecond,
 		Stdout: []byte("hello\x1b[2J\x1b[31mred\rover\n"), Stderr: []byte("warn\x07\n"),
 		Files: []guard.File{{Name: "report.csv", Size: 4, Content: []byte("a,b\n")}},
+		Usage: &guard.Usage{CPUTime: guard.Duration(2101344843), WallTime: guard.Duration(2412 * time.Millisecond), PeakMemoryBytes: 100 << 20,
+			SandboxPeakMemoryBytes: 114 << 20, FilesBytes: 4096, MeasuredBy: guard.UsageByCgroup},
 		Outputs: []guard.Output{
 			{Index: 1, Source: guard.OutputFigure, MIME: guard.MIMEPNG, Size: 2048, Data: make([]byte, 2048)},
 			{Index: 1, Source: guard.OutputFigure, MIME: guard.MIMEText, Size: 9, Data: []byte("<Figure>\n")},
@@ -60,6 +62,7 @@ func TestResultViewEscapesAndLists(t *testing.T) {
 		"approved   by alice\\x1b[8m (key SHA256:key, approval ap-1)",
 		"receipt    signed by host host-a (SHA256:hostkey), verified against the hosts file hosts",
 		"file       report.csv, 4 B",
+		"cost       2.101s CPU in 2.412s, 100 MiB peak memory (the sandbox's 114 MiB), 4 KiB in files",
 		"output 1   figure, image/png, 2 KiB",
 		"           also figure, text/plain, 9 B",
 		"output 2   display, table, 2 rows × 3 columns, 73 B",

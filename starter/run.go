@@ -32,6 +32,7 @@ func (c *command) parseRun(fs *flag.FlagSet, args []string) error {
 	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
 	fs.StringVar(&c.req.Conversation, "conversation", "", "the conversation this run belongs to (letters, digits, . _ : @ -): reviewers see what changed since its previous run or session")
 	fs.Var(&c.inputs, "input", "input file NAME=PATH (repeatable, each name once)")
+	fs.StringVar(&c.packages, "packages", "", "a Python lock FILE in pip's hash-checking format (name==version --hash=sha256:...): installed from the worker's --package-index before the code runs, approved with it")
 	fs.Var(env, "env", "env var NAME=VALUE (repeatable, each name once)")
 	fs.Var((*cli.Strings)(&c.req.Egress), "allow-host", "egress: a host the code may reach through the worker's proxy: host[:port], *.domain[:port], IP or CIDR (repeatable; within the worker's --egress-allow)")
 	fs.Var((*cli.Strings)(&c.req.Secrets), "secret", "a worker secret, by name, the proxy adds to requests for its host; the sandbox never sees it (repeatable)")

@@ -40,6 +40,7 @@ func (c *command) parseSession(cmdFlags *flag.FlagSet, args []string) error {
 		fs.StringVar(&c.language, "language", "", "the cell's language, one the session offers (default: python when offered, else its one)")
 		fs.StringVar(&c.req.Metadata.ToolCallID, "tool-call-id", "", "metadata: the tool call")
 		fs.StringVar(&c.requestID, "request-id", "", "an idempotency key: a retry with the same one gets the cell it submitted, never a second cell")
+		fs.StringVar(&c.packages, "packages", "", "a Python lock FILE of packages the cell adds to the session's (never another version of one it has), approved with the cell")
 		fs.IntVar(&c.retries, "retries", 0, "the earlier cell this one retries (denied, failed, ...): reviewers see the diff against it")
 		fs.BoolVar(&c.wait, "wait", false, "wait for the cell's decision and run, and print its result instead (one document: JSON, or a summary on a terminal)")
 		fs.BoolVar(&c.json, "json", false, "with --wait: print the result as JSON even on a terminal")
@@ -95,6 +96,7 @@ func (c *command) parseSessionOpen(fs *flag.FlagSet, args []string) error {
 	fs.StringVar(&m.Session, "session", "", "metadata: the agent's session")
 	fs.StringVar(&m.RequestedBy, "requested-by", os.Getenv("USER"), "metadata: who asked")
 	fs.Var(&c.inputs, "input", "input file NAME=PATH written into /work before the first cell (repeatable, each name once)")
+	fs.StringVar(&c.packages, "packages", "", "a Python lock FILE in pip's hash-checking format: installed from the worker's --package-index before the first cell, approved with the settings")
 	fs.Var(env, "env", "env var NAME=VALUE of every cell (repeatable, each name once)")
 	fs.Var((*cli.Strings)(&r.Egress), "allow-host", "egress: a host the cells may reach through the worker's proxy (repeatable; within the worker's --egress-allow)")
 	fs.Var((*cli.Strings)(&r.Secrets), "secret", "a worker secret, by name, the proxy adds to requests for its host (repeatable)")
@@ -142,9 +144,16 @@ func (cmd *command) readSession(stdin io.Reader) error {
 			return err
 		}
 		cmd.session.Files = files
+		if cmd.session.Packages, err = cmd.readPackages(); err != nil {
+			return err
+		}
 		return client.CheckSessionRequest(cmd.session)
 	case sessionCell:
 		if err := cmd.readCode(stdin); err != nil {
+			return err
+		}
+		var err error
+		if cmd.req.Packages, err = cmd.readPackages(); err != nil {
 			return err
 		}
 		return client.CheckRequest(guard.Request{Code: cmd.req.Code, Language: cmd.language})
@@ -170,7 +179,7 @@ func sessionCmd(ctx context.Context, sc *client.Client, cmd *command, stdout, st
 		}
 		return client.WriteJSON(stdout, started)
 	case sessionCell:
-		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata, RequestID: cmd.requestID, Retries: cmd.retries})
+		sub, err := sc.SubmitCell(ctx, cmd.id, contract.CellRequest{Code: cmd.req.Code, Language: cmd.language, Metadata: cmd.req.Metadata, RequestID: cmd.requestID, Retries: cmd.retries, Packages: cmd.req.Packages})
 		if err != nil {
 			return err
 		}

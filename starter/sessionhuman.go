@@ -107,7 +107,7 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	for _, f := range human.Limits(s.Limits) {
 		row(f.K, "%s (each cell)", f.V)
 	}
-	sandbox := guard.Summary{Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Files: s.Files, EnvNames: s.EnvNames}
+	sandbox := guard.Summary{Network: s.Network, Egress: s.Egress, Secrets: s.Secrets, Packages: s.Packages, Files: s.Files, EnvNames: s.EnvNames}
 	printSandbox(row, sandbox, r.InputFiles != nil, r.Env, r.SensitiveEnvBytes)
 	row("lifetime", "%s", human.Duration(s.Lifetime))
 	if !r.Deadline.IsZero() {
@@ -116,6 +116,7 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	row("idle timeout", "%s", human.Duration(s.IdleTimeout))
 	row("cells", "%d of at most %d", len(r.Cells), s.MaxCells)
 	row("settings digest", "%s", s.Digest)
+	printRules(row, r.Rules, nil, false)
 	if r.Chain != "" {
 		row("chain", "%s (over every cell that ran; checked against the cells below)", r.Chain)
 	}
@@ -142,7 +143,12 @@ func printCell(w io.Writer, c contract.CellStatus, v client.CellView, waiting bo
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	printCellRows(func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }, c, waiting, now)
+	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	printCellRows(row, c, waiting, now)
+	printPackages(row, c.Packages)
+	for _, pc := range v.PackageChanges {
+		row("", "%s (against the session's packages so far)", terminal(pc.String()))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

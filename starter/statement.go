@@ -26,6 +26,14 @@ func warnRun(stderr io.Writer, review client.Review) {
 		fmt.Fprintln(stderr, "starter:", terminal(review.NamesWarning))
 	}
 	warnStartup(stderr, review.Request.Warnings)
+	if r := review.Rules; r != nil {
+		for _, w := range r.Warnings {
+			fmt.Fprintln(stderr, "starter: WARNING (policy rule):", terminal(w))
+		}
+		if review.Decision == nil && len(review.Missing) > 0 {
+			fmt.Fprintln(stderr, "starter: waiting for", terminal(strings.Join(review.Missing, " and ")))
+		}
+	}
 }
 
 // warnStartup writes to stderr the input files of a run or a session that may run without the

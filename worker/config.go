@@ -102,6 +102,7 @@ func parseConfig(name string, args []string) (*service.Options, *flag.FlagSet, e
 // results its hosts' receipts make checkable.
 func trustFlags(fs *flag.FlagSet, c *service.Options) {
 	fs.StringVar(&c.Reviewers, "reviewers", "", "reviewer keys, OpenSSH allowed_signers format; only decisions signed by one of them run code (required; --dev makes DATA_DIR/reviewer/ keys when absent) [SANDBOXFLOW_REVIEWERS]")
+	fs.StringVar(&c.PolicyFile, "policy", "", "the operators' policy rules (JSON or YAML, docs/policy.md): CEL rules that refuse, raise the quorum, require a group's approvals or warn, and caps per agent; checks record its hash and sandbox hosts apply their own again [SANDBOXFLOW_POLICY]")
 	fs.StringVar(&c.HostKey, "host-key", "", "this sandbox host's own signing key (OpenSSH ed25519 private key): it signs a receipt of every run (--dev makes DATA_DIR/host/id_ed25519 when absent) [SANDBOXFLOW_HOST_KEY]")
 	fs.StringVar(&c.HostName, "host-name", "", "this sandbox host's name in its receipts, its principal in the hosts file (default: the machine's host name) [SANDBOXFLOW_HOST_NAME]")
 	fs.StringVar(&c.Hosts, "hosts", "", "the sandbox hosts' public keys, OpenSSH allowed_signers format with host names as principals: a result counts only with a receipt that verifies against one (--dev writes DATA_DIR/host/hosts when absent) [SANDBOXFLOW_HOSTS]")

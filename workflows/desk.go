@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/approval"
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // desk takes the decisions of either workflow: a run's, whose one seat is the run, and a
@@ -23,6 +24,10 @@ type desk struct {
 	// a history recorded before it); quorum is how many approvals a seat needs (1 before it).
 	quorumVersion workflow.Version
 	quorum        int
+	// groups are the approvals the policy rules need from named groups (the check's record;
+	// none in histories recorded before policy rules): a seat is approved once it has its
+	// quorum and every group its approvals.
+	groups []guard.GroupNeed
 	// waiting counts the decisions whose answer waits for their subject's end.
 	waiting int
 }
@@ -92,6 +97,14 @@ func (k *desk) startQuorum(ctx workflow.Context, change string, quorum int) bool
 	}
 	k.quorum = max(quorum, 1)
 	return true
+}
+
+// startRules takes the groups the check's policy rules need (none without rules, as in
+// histories recorded before them: the record decides, so a replay decides the same).
+func (k *desk) startRules(r *guard.RuleDecision) {
+	if r != nil && k.quorumCounted() {
+		k.groups = r.Groups
+	}
 }
 
 // refusal returns who made d, or why d cannot be accepted for s now. It reads the workflow's
@@ -207,13 +220,30 @@ func (k *desk) accept(ctx workflow.Context, s seat, d contract.Decision, v appro
 	if s.counted != nil {
 		s.counted(ctx)
 	}
-	if len(s.approvals) < k.quorum {
-		k.event(ctx, s, contract.EventApprovalCounted, "approval_id", d.ApprovalID, "reviewer", d.Reviewer,
-			"approvals", len(s.approvals), "quorum", k.quorum)
+	missing := k.missing(s)
+	s.shown.Missing = missing
+	if len(s.approvals) < k.quorum || missing != nil {
+		kv := []any{"approval_id", d.ApprovalID, "reviewer", d.Reviewer, "approvals", len(s.approvals), "quorum", k.quorum}
+		if missing != nil {
+			kv = append(kv, "missing", missing)
+		}
+		k.event(ctx, s, contract.EventApprovalCounted, kv...)
 		return
 	}
 	first, firstRec := s.approvals[0], s.shown.Approvals[0]
 	s.decision, s.shown.Decision = &first, &firstRec
+}
+
+// missing is what s's approvals lack of the groups' (guard.Missing), nil when nothing.
+func (k *desk) missing(s seat) []string {
+	if len(k.groups) == 0 {
+		return nil
+	}
+	principals := make([]string, len(s.shown.Approvals))
+	for i, a := range s.shown.Approvals {
+		principals[i] = a.Reviewer
+	}
+	return guard.Missing(k.groups, principals)
 }
 
 // result is a decide update's answer for d, just accepted for s (verified as v).

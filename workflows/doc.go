@@ -38,6 +38,8 @@
 // The workflows read no clock but workflow.Now, make no ids, start no goroutines (they use
 // workflow.Go), iterate no maps and do no I/O. The policy and every worker setting reach them
 // only through the recorded result of the check local activity. Behaviour added after runs were
-// recorded sits behind version markers (receipt-v1, cancel-v1, ...), so that recorded histories
-// (testdata/) keep replaying.
+// recorded sits behind version markers (receipt-v1, cancel-v1, ...), or behind a field of the
+// check's record that older histories lack (the policy rules' groups and the SandboxAgent
+// attribute: a check without rules decides as before), so that recorded histories (testdata/)
+// keep replaying.
 package workflows

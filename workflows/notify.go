@@ -2,12 +2,15 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/sandboxflow/sandboxflow/contract"
+	"github.com/sandboxflow/sandboxflow/guard"
 )
 
 // notifyVersion1 is the contract.NotifyVersion under which workflows notify reviewers and RunCode
@@ -49,8 +52,9 @@ func (r *runCode) notifyRun(ctx workflow.Context, check contract.CheckResult) er
 	in := contract.NotifyInput{
 		Event: contract.EventRunAwaiting, WorkflowID: r.status.WorkflowID, RunID: r.status.RunID,
 		Digest: c.Digest, Language: c.Language, Code: c.Code, Files: s.Files,
-		Network: c.Network, Egress: c.Egress, Secrets: c.Secrets, Image: c.Image, Metadata: c.Metadata,
+		Network: c.Network, Egress: c.Egress, Secrets: c.Secrets, Image: c.Image, Packages: c.Packages, Metadata: c.Metadata,
 		Conversation: c.Conversation, Since: workflow.Now(ctx), Deadline: r.status.ApprovalDeadline,
+		PolicyWarnings: policyWarnings(r.status.Rules),
 	}
 	scheduleNotify(ctx, *opts, in,
 		func() bool { return r.decision == nil && r.status.State == contract.StatusAwaitingApproval },
@@ -67,8 +71,8 @@ func (r *session) notifyCell(ctx workflow.Context, st contract.CellStatus) {
 	in := contract.NotifyInput{
 		Event: contract.EventCellAwaiting, WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Cell: st.Cell,
 		Digest: st.Digest, Language: st.Language, Code: st.Code, Files: s.Files,
-		Network: r.checked.Network, Egress: r.checked.Egress, Secrets: r.checked.Secrets, Image: r.checked.Image, Metadata: st.Metadata,
-		Since: st.Submitted, Deadline: st.ApprovalDeadline,
+		Network: r.checked.Network, Egress: r.checked.Egress, Secrets: r.checked.Secrets, Image: r.checked.Image, Packages: st.Packages, Metadata: st.Metadata,
+		Since: st.Submitted, Deadline: st.ApprovalDeadline, PolicyWarnings: policyWarnings(r.status.Rules),
 	}
 	i := st.Cell - 1
 	scheduleNotify(ctx, *r.notify, in,
@@ -124,3 +128,16 @@ func scheduleNotify(ctx workflow.Context, opts contract.NotifyOptions, in contra
 // notifyFailedMetric counts notifications that failed after their last attempt (the SDK's
 // metrics handler, which skips replays).
 const notifyFailedMetric = "sandboxflow_notify_failed"
+
+// policyWarnings is what a notification says of the policy rules' decision: each warning, and
+// each group's approvals the subject needs.
+func policyWarnings(r *guard.RuleDecision) []string {
+	if r == nil {
+		return nil
+	}
+	out := slices.Clone(r.Warnings)
+	for _, g := range r.Groups {
+		out = append(out, fmt.Sprintf("needs %d approval(s) from %s", g.Approvals, g.Group))
+	}
+	return out
+}

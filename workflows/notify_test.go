@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,4 +144,26 @@ func TestNotifyDeliveredCancelledOrNone(t *testing.T) {
 			t.Errorf("notify calls without notify options: %d", len(n.calls()))
 		}
 	})
+}
+
+// A run's notification carries its packages, so a notification with the code lists them with
+// every hash.
+func TestNotifyCarriesPackages(t *testing.T) {
+	n := &notifyRecorder{}
+	policy := testPolicy
+	policy.Packages = true
+	h := newHarness(t, okBackend(), activities.Config{Notify: &contract.NotifyOptions{}, Policy: policy})
+	h.env.RegisterActivityWithOptions(n.notify, activity.RegisterOptions{Name: contract.NotifyActivityName})
+	req := pyRequest()
+	req.Packages = "alpha==1.0 --hash=sha256:" + strings.Repeat("a", 64) + "\n"
+	c, err := policy.Check(req, "fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.at(time.Minute, func() { h.signal(decision(id1, c.Digest, false)) })
+	h.run(req)
+	calls := n.calls()
+	if len(calls) != 1 || len(calls[0].Packages) != 1 || calls[0].Packages[0].Requirement() != "alpha==1.0" {
+		t.Fatalf("notify inputs %+v; want one naming alpha==1.0", calls)
+	}
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -30,6 +31,9 @@ func (r *runCode) startQuorum(ctx workflow.Context, in contract.Input, check con
 	if !r.desk.startQuorum(ctx, quorumChange, check.Quorum) {
 		return
 	}
+	r.desk.startRules(check.Rules)
+	r.status.Rules = check.Rules
+	r.status.Missing = guard.Missing(r.desk.groups, nil)
 	r.request = in.Request
 	r.status.Quorum = r.desk.quorum
 	r.memoCount(ctx)
@@ -113,7 +117,12 @@ func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contrac
 	r.edit = &guard.Edit{Editor: v.Principal, OriginalDigest: r.checked.Digest, Digest: check.Checked.Digest}
 	r.checked = check.Checked
 	r.desk.quorum = max(r.desk.quorum, check.Quorum)
+	if check.Rules != nil {
+		r.desk.groups = mergeGroups(r.desk.groups, check.Rules.Groups)
+		r.status.Rules = check.Rules
+	}
 	r.approvals, r.status.Approvals = nil, nil
+	r.status.Missing = guard.Missing(r.desk.groups, nil)
 	r.memoCount(ctx)
 	r.status.Request, r.status.Edit, r.status.Quorum = r.checked.Summary(), r.edit, r.desk.quorum
 	if err := workflow.UpsertTypedSearchAttributes(ctx, contract.DigestKey.ValueSet(r.checked.Digest)); err != nil {
@@ -124,4 +133,19 @@ func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contrac
 	s := r.seat()
 	r.desk.accept(ctx, s, d, v, contract.ViaUpdate)
 	return r.desk.answerWhenEnded(ctx, s, d.Wait, r.desk.result(s, d, v))
+}
+
+// mergeGroups is every group of a and b, each needing the larger of its approvals: an edit's
+// check never lowers what the run's first check asked.
+func mergeGroups(a, b []guard.GroupNeed) []guard.GroupNeed {
+	out := slices.Clone(a)
+	for _, g := range b {
+		i := slices.IndexFunc(out, func(h guard.GroupNeed) bool { return h.Group == g.Group })
+		if i < 0 {
+			out = append(out, g)
+			continue
+		}
+		out[i].Approvals = max(out[i].Approvals, g.Approvals)
+	}
+	return out
 }

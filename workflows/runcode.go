@@ -228,10 +228,14 @@ func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contra
 	}
 	r.status.Request = r.checked.Summary()
 	r.status.ApprovalDeadline = workflow.Now(ctx).Add(check.ApprovalTimeout)
-	if err := r.setState(ctx, contract.StatusAwaitingApproval,
-		contract.DigestKey.ValueSet(r.checked.Digest),
-		contract.LanguageKey.ValueSet(r.checked.Language),
-		contract.BackendKey.ValueSet(r.checked.Backend)); err != nil {
+	attrs := []temporal.SearchAttributeUpdate{contract.DigestKey.ValueSet(r.checked.Digest),
+		contract.LanguageKey.ValueSet(r.checked.Language), contract.BackendKey.ValueSet(r.checked.Backend)}
+	if check.Rules != nil {
+		// The policy's caps count runs by agent. Only checks with rules record Rules, so a
+		// history recorded before them replays the same command.
+		attrs = append(attrs, contract.AgentKey.ValueSet(r.checked.Metadata.Agent))
+	}
+	if err := r.setState(ctx, contract.StatusAwaitingApproval, attrs...); err != nil {
 		return err
 	}
 	r.requestedEvent(ctx, check.ApprovalTimeout)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -344,12 +345,25 @@ func (r *session) submitted(req contract.CellRequest) (out contract.CellSubmitte
 		if st.RequestID != req.RequestID {
 			continue
 		}
-		if st.Code != req.Code || req.Language != "" && req.Language != st.Language {
-			return out, false, &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: request id %q was used for cell %d, whose code or language differ; give a new request id for a new cell", req.RequestID, st.Cell)}
+		if st.Code != req.Code || req.Language != "" && req.Language != st.Language || guard.Lock(st.Packages) != lockOf(req.Packages) {
+			return out, false, &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: request id %q was used for cell %d, whose code, language or packages differ; give a new request id for a new cell", req.RequestID, st.Cell)}
 		}
 		return contract.CellSubmitted{Cell: st.Cell, CodeDigest: st.CodeDigest, Chain: st.Chain, Digest: st.Digest, ApprovalDeadline: st.ApprovalDeadline}, true, nil
 	}
 	return out, false, nil
+}
+
+// lockOf is a cell lock written as guard.Lock writes it, to compare with a cell's packages; a
+// lock that does not parse is returned as it is (it matches no cell's).
+func lockOf(lock string) string {
+	if lock == "" {
+		return ""
+	}
+	pkgs, err := guard.ParseLock(lock)
+	if err != nil {
+		return lock
+	}
+	return guard.Lock(pkgs)
 }
 
 // submitRefusal says why a cell cannot be submitted now, or nil.
@@ -458,7 +472,9 @@ func (r *session) budgetRefusal(req contract.CellRequest) error {
 	if err != nil {
 		return fmt.Errorf("workflows: encode the cell's metadata: %w", err)
 	}
-	next := int64(cellStatusOverheadBytes+r.quorumBytes()+len(code)+len(meta)) + guard.WorstResultEncodingBytes(r.checked.Limits)
+	// A cell's packages, as its status encodes them, take at most twice its lock's bytes (each
+	// hash quoted, each package's keys).
+	next := int64(cellStatusOverheadBytes+r.quorumBytes()+len(code)+len(meta)+2*len(req.Packages)) + guard.WorstResultEncodingBytes(r.checked.Limits)
 	if int64(size)+next > statusBudgetBytes {
 		return &guard.ToolUsageError{Msg: fmt.Sprintf("submit cell: the session's status holds %d bytes and one more cell could add %d, past the %d bytes a status answer may carry; close this session and open another (lower output and file limits leave room for more cells)",
 			size, next, statusBudgetBytes)}
@@ -528,7 +544,8 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	begun := workflow.Now(ctx)
 	index := len(r.cells) + 1
 	cell, err := checkLocally[guard.Cell](ctx, acts.SessionCellCheck, contract.CellCheckInput{
-		Session: r.checked, Index: index, Language: req.Language, Code: req.Code}, "cell")
+		Session: r.checked, Index: index, Language: req.Language, Code: req.Code,
+		Packages: req.Packages, EarlierPackages: r.earlierPackages(req)}, "cell")
 	r.submitting, r.submittingID = false, ""
 	r.wake++
 	if err != nil {
@@ -542,7 +559,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	digest := guard.CellDigest(r.checked.Digest, cell.Index, cell.CodeDigest, r.status.Chain)
 	st := contract.CellStatus{
 		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
-		Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID, Retries: req.Retries,
+		Packages: cell.Packages, Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID, Retries: req.Retries,
 		Submitted: now, DecisionWait: contract.DecisionWait{ApprovalDeadline: now.Add(r.approvalTimeout)},
 		SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
 		Phases:               r.cellClock.phases(time.Time{}, nil),
@@ -562,6 +579,27 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 		"code_bytes", len(cell.Code), "approval_timeout", r.approvalTimeout.String())
 	r.notifyCell(ctx, st)
 	return contract.CellSubmitted{Cell: cell.Index, CodeDigest: cell.CodeDigest, Chain: st.Chain, Digest: digest, ApprovalDeadline: st.ApprovalDeadline}, nil
+}
+
+// earlierPackages are the packages earlier cells that ran brought to the session, which a cell
+// that brings packages may add to but not change (none for a cell without packages).
+func (r *session) earlierPackages(req contract.CellRequest) []guard.Package {
+	if req.Packages == "" {
+		return nil
+	}
+	var out []guard.Package
+	for i, c := range r.cells {
+		if len(c.Packages) == 0 || r.status.Cells[i].Result == nil {
+			continue
+		}
+		for _, p := range c.Packages {
+			if !slices.ContainsFunc(out, func(q guard.Package) bool { return q.Name == p.Name }) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b guard.Package) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // seat is cell's seat at the desk, as it is now; a cell the session does not have gets an empty
@@ -848,6 +886,10 @@ func (r *session) announced() []temporal.SearchAttributeUpdate {
 		contract.BackendKey.ValueSet(r.checked.Backend)}
 	if r.checked.Conversation != "" {
 		attrs = append(attrs, contract.ConversationKey.ValueSet(r.checked.Conversation))
+	}
+	if r.status.Rules != nil {
+		// The policy's caps count sessions by agent (only checks with rules record Rules).
+		attrs = append(attrs, contract.AgentKey.ValueSet(r.checked.Metadata.Agent))
 	}
 	return attrs
 }

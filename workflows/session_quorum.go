@@ -17,6 +17,8 @@ const sessionQuorumChange = "session-quorum-v1"
 func (r *session) startCellQuorum(ctx workflow.Context, check contract.SessionCheckResult) {
 	if r.desk.startQuorum(ctx, sessionQuorumChange, check.Quorum) {
 		r.status.Quorum = r.desk.quorum
+		r.desk.startRules(check.Rules)
+		r.status.Rules = check.Rules
 	}
 }
 

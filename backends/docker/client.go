@@ -5,6 +5,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -254,6 +255,49 @@ func (e *dockerEngine) Inspect(ctx context.Context, id string) (containerState, 
 		OOMKilled: c.State.OOMKilled,
 		Error:     c.State.Error,
 	}, nil
+}
+
+// Counters reads the container's cgroup files on this host when it can find them (cgroup.go),
+// else asks the daemon's stats API at each reading.
+func (e *dockerEngine) Counters(ctx context.Context, id string) (counters, error) {
+	c, err := e.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, classify(err)
+	}
+	if c.ContainerJSONBase == nil || c.State == nil || !c.State.Running || c.State.Pid <= 0 {
+		return nil, fmt.Errorf("counters of %s: the container is not running", id)
+	}
+	if files, err := cgroupFilesOf(c.State.Pid); err == nil {
+		if _, err := files.read(); err == nil {
+			return files, nil
+		}
+	}
+	return apiCounters{e: e, id: id}, nil
+}
+
+// apiCounters reads a container's counters through the daemon's one-shot stats.
+type apiCounters struct {
+	e  *dockerEngine
+	id string
+}
+
+func (a apiCounters) Read(ctx context.Context) (containerStats, error) {
+	e, id := a.e, a.id
+	r, err := e.cli.ContainerStatsOneShot(ctx, id)
+	if err != nil {
+		return containerStats{}, classify(err)
+	}
+	defer r.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&st); err != nil {
+		return containerStats{}, fmt.Errorf("stats %s: %w", id, err)
+	}
+	if st.Read.IsZero() {
+		// The daemon answers a container that is not running with an empty reading.
+		return containerStats{}, fmt.Errorf("stats %s: the container is not running", id)
+	}
+	return containerStats{CPU: time.Duration(st.CPUStats.CPUUsage.TotalUsage), PeakMemoryBytes: int64(st.MemoryStats.MaxUsage),
+		MemoryBytes: int64(st.MemoryStats.Usage)}, nil
 }
 
 func (e *dockerEngine) Rename(ctx context.Context, id, name string) error {

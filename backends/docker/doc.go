@@ -108,8 +108,12 @@
 // parses it without the json module) and keeps stdin open. The supervisor runs nothing before
 // it has read the whole request; it then sends stdout and stderr frames as the code writes (up to
 // the caps, so output printed before a kill is never lost), an exit frame (exit code, signal,
-// timed out, bytes seen, cgroup pids and OOM counters), one frame per produced file and an end
-// frame; or an error frame (a config error frame for an image that cannot host it).
+// timed out, bytes seen, cgroup pids and OOM counters, what the writable folders hold), one frame
+// per produced file and an end frame; or an error frame (a config error frame for an image that
+// cannot host it). After a run's end frame the supervisor waits for stdin to end (at most 10 s), so
+// the container and its cgroup outlive the report: the worker reads the cgroup's counters just
+// before it sends the request and once the end frame came, and what they added is the run's
+// guard.Result.Usage (usage.go, cgroup.go); a cell's are read around the cell the same way.
 //
 // Channel 0 is the run. Other channels carry the egress tunnel (egress.go), only in runs whose
 // request has egress: before the code starts, the supervisor listens on 127.0.0.1:3128

@@ -120,7 +120,22 @@ func (b *Backend) doctor(ctx context.Context) []guard.Check {
 		add("docker probe run", false, "skipped: the image is not usable")
 		return checks
 	}
-	return append(checks, b.probe(ctx))
+	probe, res := b.probe(ctx)
+	checks = append(checks, probe)
+	if probe.OK {
+		checks = append(checks, usageCheck(res.Usage))
+	}
+	return checks
+}
+
+// usageCheck judges the probe run's usage: the host must have read the sandbox's cgroup.
+func usageCheck(u *guard.Usage) guard.Check {
+	const name = "docker usage measured"
+	if u == nil || u.MeasuredBy != guard.UsageByCgroup {
+		return guard.Check{Name: name, Detail: "the probe run has no CPU or memory figures: the worker could not read the sandbox's cgroup counters (its log says why; see docs/usage.md)"}
+	}
+	return guard.Check{Name: name, OK: true, Detail: fmt.Sprintf("from the sandbox's cgroup: the probe used %s of CPU in %s, %d bytes of memory above its idle sandbox",
+		time.Duration(u.CPUTime), time.Duration(u.WallTime), u.PeakMemoryBytes)}
 }
 
 // hostChecks report what the daemon's host adds to or takes from the sandbox: user-namespace
@@ -159,16 +174,22 @@ func hostChecks(v engineVersion) []guard.Check {
 	}
 }
 
-// probe runs probeCode in a sandbox with every hardening setting and judges what it reports.
-func (b *Backend) probe(ctx context.Context) guard.Check {
+// probe runs probeCode in a sandbox with every hardening setting and judges what it reports;
+// it returns the run's result too.
+func (b *Backend) probe(ctx context.Context) (guard.Check, guard.Result) {
 	const name = "docker probe run"
-	fail := func(format string, args ...any) guard.Check {
-		return guard.Check{Name: name, Detail: fmt.Sprintf(format, args...)}
-	}
 	c := guard.Probe(Name, probeCode, 1, 1)
 	res, err := b.Run(ctx, c)
 	if err != nil {
-		return fail("%v", err)
+		return guard.Check{Name: name, Detail: err.Error()}, res
+	}
+	return judgeProbe(name, res), res
+}
+
+// judgeProbe judges what probeCode reported.
+func judgeProbe(name string, res guard.Result) guard.Check {
+	fail := func(format string, args ...any) guard.Check {
+		return guard.Check{Name: name, Detail: fmt.Sprintf(format, args...)}
 	}
 	if res.ExitCode != 0 || res.TimedOut {
 		return fail("probe exited %d (timed out %t): %q", res.ExitCode, res.TimedOut, clip(res.Stderr))

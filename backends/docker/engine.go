@@ -49,6 +49,9 @@ type engine interface {
 	// FollowLogs is Logs that goes on copying what the container writes after the call, until
 	// the container stops, ctx ends, or a writer returns an error (which it returns).
 	FollowLogs(ctx context.Context, id string, stdout, stderr io.Writer) error
+	// Counters finds the running container's cgroup counters, to read as often as needed while
+	// the container lives.
+	Counters(ctx context.Context, id string) (counters, error)
 	// List returns every container, running or not, that carries all the given labels.
 	List(ctx context.Context, labels map[string]string) ([]containerSummary, error)
 	// Close releases the client.
@@ -130,6 +133,22 @@ type containerState struct {
 	ExitCode  int
 	OOMKilled bool
 	Error     string
+}
+
+// counters reads a container's cgroup counters.
+type counters interface {
+	Read(ctx context.Context) (containerStats, error)
+}
+
+// containerStats is one reading of a running container's cgroup counters.
+type containerStats struct {
+	// CPU is the CPU time (user and system) the container's cgroup counted since it started.
+	CPU time.Duration
+	// PeakMemoryBytes is the highest memory use the cgroup recorded since the container
+	// started (cgroup v1's max_usage); 0 when the daemon gives none (cgroup v2).
+	PeakMemoryBytes int64
+	// MemoryBytes is the cgroup's memory use at the reading.
+	MemoryBytes int64
 }
 
 // containerSummary is one container found by List.

@@ -272,3 +272,7 @@ func (a *fakeAttachment) Close() error {
 	a.closeOnce.Do(func() { close(a.done) })
 	return nil
 }
+
+func (f *fakeEngine) Counters(context.Context, string) (counters, error) {
+	return nil, errors.New("fake engine keeps no counters")
+}

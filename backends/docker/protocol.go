@@ -259,6 +259,9 @@ type exitReport struct {
 	// interpreter's driver reported (guard.Result.ExitReportedBy), absent when the supervisor
 	// measured them.
 	ReportedBy string `json:"exit_reported_by"`
+	// FilesBytes is what /work, /tmp and /dev/shm held when the code ended, as their
+	// filesystems count it (used blocks); -1 when the supervisor could read none of them.
+	FilesBytes int64 `json:"files_bytes"`
 }
 
 // endReport is the payload of frameEnd, and of a session's frameReady and frameCellEnd.

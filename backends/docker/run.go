@@ -30,6 +30,10 @@ type run struct {
 	sent bool
 	// warm is set when the container came from the warm pool.
 	warm bool
+	// meter is the container's counters before the request was sent; used what the run used,
+	// read when its end frame came (nil otherwise).
+	meter *meter
+	used  *guard.Usage
 }
 
 // ending is how await saw the run end.
@@ -93,6 +97,7 @@ func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
 	} else {
 		defer r.att.Close()
 	}
+	r.meter = b.startMeter(ctx, r.sb.id, b.findCounters(ctx, r.sb.id))
 	deadline := time.NewTimer(c.Limits.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()
 	how, err := r.send(ctx, deadline.C)
@@ -115,7 +120,8 @@ func (r *run) execute(ctx context.Context) (guard.Result, bool, error) {
 	if how != streamEnded {
 		return r.b.outcome(measured{out: r.rep.output(), deadline: how}, c.Limits), true, nil
 	}
-	return r.collect(ctx)
+	res, removeNow, err := r.collect(ctx)
+	return withUsage(res, r.used, r.rep.exit), removeNow, err
 }
 
 // lostAtDeadline tells the worker's deadline that the code ran into from one the daemon caused.
@@ -225,8 +231,10 @@ func (r *run) await(ctx context.Context, deadline <-chan time.Time) (ending, err
 		}
 		return streamEnded, nil
 	case <-r.rep.endSeen:
-		// The supervisor's last frame: stop reading now rather than when the container's
+		// The supervisor's last frame: it holds the container until stdin ends, so its
+		// counters are read first. Then stop reading now rather than when the container's
 		// teardown closes the stream. What came with it must still parse.
+		r.used = r.b.usage(ctx, r.sb.id, r.meter)
 		if err := r.stopReading(); err != nil {
 			return streamEnded, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -52,6 +53,9 @@ type Session struct {
 	closeErr  error
 	// releaseSlot gives back the backend's sandbox slot (Config.MaxSandboxes).
 	releaseSlot func()
+	// counters are the container's cgroup counters, found for the first cell (nil until then,
+	// or when they could not be found); cells run one at a time.
+	counters counters
 }
 
 var _ guard.Sandbox = (*Session)(nil)
@@ -343,6 +347,9 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	if !slices.Contains(s.s.Languages, cell.Language) {
 		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: language %q is not offered in this session (offered: %v)", cell.Language, s.s.Languages)}
 	}
+	if len(cell.Packages) > 0 {
+		return guard.Result{}, &guard.ConfigError{Msg: "docker backend: this sandbox host cannot add packages to a running session (cell " + strconv.Itoa(cell.Index) + " brings packages); give them when the session opens"}
+	}
 	request, err := encodeCell(cell, l)
 	if err != nil {
 		return guard.Result{}, err
@@ -367,6 +374,10 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 		s.cur = nil
 		s.mu.Unlock()
 	}()
+	if s.counters == nil {
+		s.counters = b.findCounters(ctx, s.sb.id)
+	}
+	m := b.startMeter(ctx, s.sb.id, s.counters)
 	if sent, err := s.write(ctx, request); err != nil {
 		// The supervisor runs nothing of a cell before its whole frame arrived; a frame cut
 		// short leaves the stream unusable. A frame handed over in full may have started.
@@ -384,19 +395,31 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	}
 	deadline := time.NewTimer(l.Timeout + b.cfg.DeadlineSlack)
 	defer deadline.Stop()
-	how := streamEnded
+	how, reported := streamEnded, false
 	select {
 	case <-rep.endSeen:
+		reported = true
 	case <-s.done:
 	case <-deadline.C:
 		how = workerDeadline
 	case <-ctx.Done():
 		how = ctxDeadline
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) && s.stopCell(rep, deadline.C) {
-			how = streamEnded // the supervisor stopped the cell and reported it: the session lives on
+			how, reported = streamEnded, true // the supervisor stopped the cell and reported it: the session lives on
 		}
 	}
-	return s.cellOutcome(ctx, cell, rep, how, l, start)
+	var used *guard.Usage
+	if reported {
+		used = b.usage(ctx, s.sb.id, m)
+	}
+	res, err := s.cellOutcome(ctx, cell, rep, how, l, start)
+	if err != nil || !reported {
+		return res, err
+	}
+	s.mu.Lock()
+	exit := rep.exit
+	s.mu.Unlock()
+	return withUsage(res, used, exit), nil
 }
 
 // cellStopWait bounds how long a cancelled cell's supervisor has to stop it and report.

@@ -506,3 +506,35 @@ func TestReapKeepsAnOldContainerOfAnOpenRun(t *testing.T) {
 		t.Errorf("removed %s; want ended,unlabelled (the open run's container kept)", got)
 	}
 }
+
+// Until this host can install packages into a running session, a cell that brings packages is
+// refused with a ConfigError before anything is written to the container.
+func TestSessionRefusesACellWithPackages(t *testing.T) {
+	f := newFake()
+	f.replies = [][]byte{encodeFrame(frameReady, 0, []byte("{}"))}
+	f.replyCh = make(chan []byte, 1)
+	b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full", WarmSandboxes: 0})
+	cs := fakeSession(t, nil)
+	sb, err := b.OpenSession(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	pkgs := []guard.Package{{Name: "beta", Version: "2.0", Hashes: []string{"sha256:" + strings.Repeat("b", 64)}}}
+	cell, err := (guard.Policy{Languages: []string{guard.Python}, Packages: true}).CheckCell(cs, 1, guard.Python, "import beta", pkgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	sent := len(f.stdin)
+	f.mu.Unlock()
+	var ce *guard.ConfigError
+	if _, err := sb.RunCell(context.Background(), cell, cs.Limits); !errors.As(err, &ce) || !strings.Contains(err.Error(), "cannot add packages to a running session") {
+		t.Fatalf("a cell with packages: %v; want the ConfigError", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.stdin) != sent {
+		t.Errorf("%d bytes written for the refused cell", len(f.stdin)-sent)
+	}
+}

@@ -345,6 +345,47 @@ PIDS_EVENTS = ("/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events")
 MEMORY_EVENTS = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
 
 
+WRITABLE = ("/work", "/tmp", "/dev/shm")
+
+
+def files_bytes():
+    """What the sandbox's writable folders hold, as their filesystems count it (used blocks, each
+    filesystem once), or -1 when none can be read."""
+    total, seen = -1, set()
+    for path in WRITABLE:
+        try:
+            dev = os.stat(path).st_dev
+            st = os.statvfs(path)
+        except OSError:
+            continue
+        if dev not in seen:
+            seen.add(dev)
+            total = max(total, 0) + (st.f_blocks - st.f_bfree) * st.f_frsize
+    return total
+
+
+HOLD_AFTER_END = 10.0
+
+
+def hold_for_worker():
+    """Keeps PID 1, and so the container and its cgroup, alive after a run's end frame until the
+    worker ends stdin (at most HOLD_AFTER_END seconds): the worker reads the cgroup's counters for
+    the run's usage once the report is in. Whatever else arrives on stdin is dropped."""
+    deadline = time.monotonic() + HOLD_AFTER_END
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        try:
+            ready, _, _ = select.select([0], [], [], left)
+            if ready and not os.read(0, READ_CHUNK):
+                return
+        except BlockingIOError:
+            continue
+        except OSError:
+            return
+
+
 def cgroup_counters():
     """The cgroup's counts of pids-limit hits and memory kills, each -1 when unknown."""
     return (cgroup_counter(PIDS_EVENTS, "max"), cgroup_counter(MEMORY_EVENTS, "oom_kill"))
@@ -375,6 +416,7 @@ def exit_fields(exit_code, sig, timed_out, duration_ms, streams, before, cancell
         "pids_limit_hit": pids_after > max(before[0], 0),
         "oom_kills": max(oom_after - max(before[1], 0), 0),
         "limits_known": min(before[0], before[1], pids_after, oom_after) >= 0,
+        "files_bytes": files_bytes(),
     })
     if state_reset is not None:
         fields["state_reset"] = state_reset
@@ -1871,6 +1913,7 @@ def main():
         outputs_truncated = False if req.get("no_capture") else collect_outputs(req["max_outputs"], req["max_output_bytes"], req["max_total_output_bytes"])
         truncated = collect(inputs, req["max_files"], req["max_file_bytes"], req["max_total_file_bytes"])
     frame(F_END, json_fields({"files_truncated": truncated, "outputs_truncated": outputs_truncated}))
+    hold_for_worker()
 
 
 main()

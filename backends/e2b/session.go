@@ -212,6 +212,9 @@ func (ss *session) RunCell(ctx context.Context, cell guard.Cell, limits guard.Li
 	if !slices.Contains(ss.s.Languages, cell.Language) {
 		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("e2b backend: language %q is not offered in this session", cell.Language)}
 	}
+	if len(cell.Packages) > 0 {
+		return guard.Result{}, &guard.ConfigError{Msg: fmt.Sprintf("e2b backend: this sandbox host cannot add packages to a running session (cell %d brings packages)", cell.Index)}
+	}
 	start := time.Now()
 	var (
 		res guard.Result

@@ -239,6 +239,9 @@ func (ss *session) RunCell(ctx context.Context, cell guard.Cell, limits guard.Li
 	if !slices.Contains(ss.s.Languages, cell.Language) {
 		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("local backend: language %q is not offered in this session", cell.Language)}
 	}
+	if len(cell.Packages) > 0 {
+		return guard.Result{}, &guard.ConfigError{Msg: fmt.Sprintf("local backend: this sandbox host cannot add packages to a running session (cell %d brings packages)", cell.Index)}
+	}
 	ss.b.logger.Warn(ss.b.RunWarning(), "session", ss.ID(), "cell", cell.Index)
 	start := time.Now()
 	var (

@@ -1,6 +1,6 @@
 // Package layers holds the tests that keep the house's rules; it has no code of its own.
 //
-// The import layers: the ground floor (guard, approval, receipt, codec, egress, contract) imports
+// The import layers: the ground floor (guard, approval, receipt, codec, egress, contract, rules) imports
 // nothing above it and no internal/ package that imports ours; leaf helpers import nothing of
 // ours; test kits (internal/testkit) are imported by tests only; the worker's assembly
 // (worker/service) only by its command and tests.

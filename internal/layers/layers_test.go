@@ -16,7 +16,7 @@ const module = "github.com/sandboxflow/sandboxflow"
 
 // Floors of the house, as import paths below the module.
 var (
-	groundFloor = []string{"guard", "approval", "receipt", "codec", "egress", "contract", "pysource"}
+	groundFloor = []string{"guard", "approval", "receipt", "codec", "egress", "contract", "pysource", "rules"}
 	// groundLeaves are ground-floor packages that import nothing of ours: every other floor may
 	// import them.
 	groundLeaves = []string{"pysource"}

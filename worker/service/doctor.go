@@ -12,6 +12,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/client"
 	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
+	"github.com/sandboxflow/sandboxflow/rules"
 )
 
 // check is one line of the doctor's report.
@@ -43,6 +44,14 @@ func doctor(ctx context.Context, cfg *Options, out io.Writer) (failed bool) {
 	add("policy", cfg.Policy().Validate(), cfg.Policy().String())
 	reviewers, err := checkReviewers(cfg)
 	add("reviewers", err, reviewers)
+	if cfg.PolicyFile != "" {
+		s, err := rules.Load(cfg.PolicyFile)
+		detail := ""
+		if err == nil {
+			detail = fmt.Sprintf("%s: %s", cfg.PolicyFile, s.Summary())
+		}
+		add("policy rules", err, detail)
+	}
 
 	conn := cfg.Conn.WithDefaults()
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -43,6 +43,10 @@ type Options struct {
 	// its keys run code. Required, except with Dev: then a development key is made once in
 	// DataDir/reviewer and used.
 	Reviewers string
+	// PolicyFile is the operators' policy rules (package rules, JSON or YAML): the checks apply
+	// them and record the file's hash, and a sandbox host applies its own again to what it
+	// receives. Optional: empty means no rules and no caps.
+	PolicyFile string
 	// HostKey is this sandbox host's signing key file (OpenSSH ed25519): it signs a receipt of
 	// every run and cell. Optional: with Dev a key is made once in DataDir/host; otherwise,
 	// without it, results carry no receipt (and workflows with a hosts file refuse them).

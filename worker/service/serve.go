@@ -25,6 +25,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/internal/devserver"
 	"github.com/sandboxflow/sandboxflow/metrics"
 	"github.com/sandboxflow/sandboxflow/notify"
+	"github.com/sandboxflow/sandboxflow/rules"
 	"github.com/sandboxflow/sandboxflow/workflows"
 )
 
@@ -136,6 +137,8 @@ func (w *Worker) Serve(ctx context.Context) error {
 // file, and this host's key, name and hosts file.
 type trustFiles struct {
 	reviewers, hostKey, hostName, hosts string
+	// rules are the policy rules (Options.PolicyFile); nil without a file.
+	rules *rules.Set
 }
 
 // readTrustFiles finds the reviewers file and the receipt files (ReviewersFile, receiptFiles).
@@ -146,7 +149,14 @@ func readTrustFiles(cfg *Options, logger *slog.Logger) (trustFiles, error) {
 		return f, err
 	}
 	f.hostKey, f.hostName, f.hosts, err = receiptFiles(cfg, logger)
-	return f, err
+	if err != nil || cfg.PolicyFile == "" {
+		return f, err
+	}
+	if f.rules, err = rules.Load(cfg.PolicyFile); err != nil {
+		return f, &guard.ConfigError{Msg: err.Error()}
+	}
+	logger.Info("policy rules loaded", "file", cfg.PolicyFile, "policy_hash", f.rules.Hash())
+	return f, nil
 }
 
 // openBackend sizes this host and opens its sandbox backend, unless the worker runs workflows
@@ -186,6 +196,7 @@ func (w *Worker) activitiesConfig(files trustFiles, dc converter.DataConverter, 
 		Notify:           notifyRecorded(w.notify),
 		DataConverter:    dc,
 		Policy:           cfg.Policy(),
+		Rules:            files.rules,
 		Backend:          backend,
 		BackendName:      cfg.Backend,
 		HostTaskQueue:    hostQueue,
