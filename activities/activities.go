@@ -148,6 +148,9 @@ type Activities struct {
 	counters    *approval.Counters
 	backendName string
 	guarded     *guard.Guarded
+	// images names the image the backend runs code in, when it is a guard.ImageNamer: the
+	// check records it (Checked.Image).
+	images      guard.ImageNamer
 	sink        Sink
 	run         contract.RunOptions
 	history     RunLog
@@ -265,6 +268,7 @@ func (a *Activities) setUpBackend(cfg Config) error {
 		}
 		a.guarded = guard.New(cfg.Backend, cfg.Policy)
 		a.noSessions = !guard.SessionsOffered(cfg.Backend)
+		a.images, _ = cfg.Backend.(guard.ImageNamer)
 	}
 	if a.backendName == "" {
 		return &guard.ConfigError{Msg: "activities: no backend: set Backend, or BackendName on a worker that runs no sandboxes"}
@@ -346,6 +350,9 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	}
 	span := checkSpan(ctx, in.Request)
 	c, err := a.policy.Check(in.Request, a.backendName)
+	if err == nil {
+		err = a.recordImage(ctx, &c)
+	}
 	endSpan(span, err)
 	if err != nil {
 		return contract.CheckResult{}, contract.ToFailure(err)
@@ -365,6 +372,24 @@ func (a *Activities) SandboxCheck(ctx context.Context, in contract.CheckInput) (
 	res.Checked = c
 	res.Rules = ruleRecord(dec)
 	return res, nil
+}
+
+// recordImage records in c the ID of the image this worker's backend would run it in now, when
+// the backend names one (guard.ImageNamer), and c's digest with it: reviewers are shown the image
+// and approve it, and a sandbox host whose backend would run another refuses the run. A worker
+// that runs no sandboxes, or a backend that runs no image, records none. An image that cannot
+// be resolved (missing, unfit) fails the check with the backend's typed error.
+func (a *Activities) recordImage(ctx context.Context, c *guard.Checked) error {
+	if a.images == nil {
+		return nil
+	}
+	id, err := a.images.ImageID(ctx)
+	if err != nil {
+		return err
+	}
+	c.Image = id
+	c.Digest = guard.Digest(c)
+	return nil
 }
 
 // checkWorkflowID refuses, in a check activity, a workflow id outside guard.CheckWorkflowID's

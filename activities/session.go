@@ -172,6 +172,10 @@ func (a *Activities) SessionCheck(ctx context.Context, in contract.SessionCheckI
 			Msg: fmt.Sprintf("sessions are not offered by the %s backend (it keeps no sandbox between runs)", a.backendName)})
 	}
 	s, err := a.policy.CheckSession(in.Request, a.backendName)
+	if err == nil && a.images != nil {
+		s.Image, err = a.images.ImageID(ctx)
+		s.Digest = guard.SessionDigest(&s)
+	}
 	if err != nil {
 		return contract.SessionCheckResult{}, contract.ToFailure(err)
 	}

@@ -212,7 +212,7 @@ func CheckSessionShown(st contract.SessionStatus, in contract.SessionInput) erro
 	}
 	s := guard.CheckedSession{Languages: sum.Languages, Lifetime: sum.Lifetime, IdleTimeout: sum.IdleTimeout, MaxCells: sum.MaxCells,
 		CheckedSettings: guard.CheckedSettings{Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress,
-			Secrets: sum.Secrets, Backend: sum.Backend, Packages: sum.Packages}}
+			Secrets: sum.Secrets, Backend: sum.Backend, Image: sum.Image, Packages: sum.Packages}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {
 		return differ("input files")

@@ -95,6 +95,8 @@ type NotifyInput struct {
 	Network bool                `json:"network,omitempty"`
 	Egress  []string            `json:"egress,omitempty"`
 	Secrets []string            `json:"secrets,omitempty"`
+	// Image is the checked request's image ID (guard.Checked.Image), when it names one.
+	Image string `json:"image,omitempty"`
 	// Packages are the run's packages, or the packages the cell brings.
 	Packages []guard.Package `json:"packages,omitempty"`
 	// Metadata says who asked, as the orchestrator wrote it.

@@ -252,6 +252,9 @@ type CellStatus struct {
 	Error                string                `json:"error,omitempty"`
 	// Notification is Status.Notification, for this cell's wait.
 	Notification *NotifyRecord `json:"notification,omitempty"`
+	// Phases is Status.Phases, for this cell: its check from its submit, its wait, its queue
+	// (to its code's start: the sandbox is already open), its run and its receipt.
+	Phases *AuditPhases `json:"phases,omitempty"`
 }
 
 // SessionStatus is what the query "session-status" returns.

@@ -44,7 +44,7 @@ func ShownChecked(sum guard.Summary, req guard.Request) (guard.Checked, error) {
 		return guard.Checked{}, err
 	}
 	c := guard.Checked{Language: sum.Language, Code: sum.Code, CheckedSettings: guard.CheckedSettings{
-		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend,
+		Limits: sum.Limits, Network: sum.Network, Egress: sum.Egress, Secrets: sum.Secrets, Backend: sum.Backend, Image: sum.Image,
 		Packages: sum.Packages}}
 	names := slices.Sorted(maps.Keys(req.Files))
 	if len(names) != len(sum.Files) {

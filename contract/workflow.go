@@ -227,6 +227,12 @@ type Status struct {
 	// Notification says whether reviewers were notified that the run waits (absent when the
 	// checking worker has no notification channels). It never changes what the run does.
 	Notification *NotifyRecord `json:"notification,omitempty"`
+	// Phases is where the run's time went so far, from the workflow's own times and the
+	// receipt's (the audit record's Phases, from the history, is the account of a run that
+	// ended): a phase not reached yet is absent. Here the queue ends when the workflow sees a
+	// host's claim on the approval (the audit record's when a host takes the activity). Absent
+	// while checking, and in answers of runs that were waiting when their worker was older.
+	Phases *AuditPhases `json:"phases,omitempty"`
 }
 
 // DecisionWait is what a run's or a cell's wait for a decision holds (Status, CellStatus): when

@@ -106,6 +106,9 @@ func TestBrowserInboxChartsThroughTheBinaries(t *testing.T) {
 	b.Do(chromedp.Navigate(origin + "/run/" + st.WorkflowID))
 	b.WaitFor("the run's page", `!!document.getElementById("approve")`, 30*time.Second)
 	b.Do(chromedp.Click(chromedp.ID("approve")))
+	// The page goes on to the next waiting run (here none: the list), whose note links back.
+	b.WaitFor("the note after the decision", `!!document.getElementById("decided-link")`, 30*time.Second)
+	b.Do(chromedp.Click(chromedp.ID("decided-link")))
 	b.WaitFor("the run's chart, decoded", picturesDrawn("#result"), 2*time.Minute)
 	if got := b.Text(pictureSizes("#result")); got != want {
 		t.Errorf("the run's page draws pictures of %q; want the one chart, %s", got, want)

@@ -22,7 +22,7 @@ func Digest(c *Checked) string {
 // CanonicalEncoding encodes everything that decides what runs, in a fixed order, every variable
 // part prefixed with its length: the version, language, code, backend, the input files (name and
 // bytes, sorted by name), the env (name and value, sorted by name), the effective limits and
-// network, egress and secrets, then the packages when there are any. Metadata, capture_content and the owner are not part of it: they change nothing that
+// network, egress and secrets, then the packages when there are any, then the image's ID when there is one. Metadata, capture_content and the owner are not part of it: they change nothing that
 // runs. Files and Env must be sorted, as Check leaves them.
 func CanonicalEncoding(c *Checked) []byte {
 	size := 64 + len(c.Language) + len(c.Code) + len(c.Backend)
@@ -62,7 +62,18 @@ func CanonicalEncoding(c *Checked) []byte {
 	// digest is trusted.
 	egress, _ := ParseEgressPatterns(c.Egress)
 	b = AppendEgressDigest(b, egress, c.Secrets)
-	return appendPackagesDigest(b, c.Packages)
+	b = appendPackagesDigest(b, c.Packages)
+	return appendImageDigest(b, c.Image)
+}
+
+// appendImageDigest appends the image's ID under a tag of its own, when there is one: the
+// digests of requests without an image are what they were.
+func appendImageDigest(b []byte, image string) []byte {
+	if image == "" {
+		return b
+	}
+	b = appendString(b, "sandboxflow/image/v1")
+	return appendString(b, image)
 }
 
 func appendString(b []byte, s string) []byte {

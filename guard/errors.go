@@ -132,6 +132,10 @@ const (
 	// keys, than this host's own policy asks of the request (Policy.QuorumFor), or approvals
 	// that do not agree with each other (another digest, an edit no approver made).
 	RefusedQuorum RefusedReason = "quorum"
+	// RefusedImage: the request names (Checked.Image, which its digest binds) another image
+	// than the one this host's backend would run it in, or this host's backend runs no image
+	// it can name.
+	RefusedImage RefusedReason = "image"
 	// RefusedPolicy: this host's policy rules (package rules) refuse the request, or ask for a
 	// quorum or a group's approvals that the input's approvals do not hold.
 	RefusedPolicy RefusedReason = "policy"

@@ -18,6 +18,13 @@ type Backend interface {
 	Run(ctx context.Context, c Checked) (Result, error)
 }
 
+// An ImageNamer is a Backend that runs code in an image it can name: ImageID is the ID
+// ("sha256:...") of the image it would run a request in now. The check records it in
+// Checked.Image (part of the digest), and Guarded refuses a request whose Image is not it.
+type ImageNamer interface {
+	ImageID(ctx context.Context) (string, error)
+}
+
 // An Acquirer is a Backend that can take the sandbox for a request before the request may run,
 // so that the sandbox activity takes it while it claims the approval and sends the request the
 // moment the claim is confirmed. Backend.Run stays the whole of a run.
@@ -120,8 +127,40 @@ func (g *Guarded) Run(ctx context.Context, c Checked) (Result, error) {
 	if err := g.policy.Recheck(c); err != nil {
 		return Result{}, err
 	}
+	if err := g.checkImage(ctx, c.Image); err != nil {
+		return Result{}, err
+	}
 	c.Limits = g.policy.withOutputCaps(c.Limits)
 	return g.run(ctx, c, func(ctx context.Context) (Result, error) { return g.backend.Run(ctx, c) })
+}
+
+// checkImage refuses a request or session whose recorded image (Checked.Image, which its digest
+// binds and its reviewers were shown) is not the one the backend would run it in now: an ApprovalRefused
+// (RefusedImage), before anything runs. A backend that names its image checks it again where
+// it creates the sandbox.
+func (g *Guarded) checkImage(ctx context.Context, image string) error {
+	if image == "" {
+		return nil
+	}
+	n, ok := g.backend.(ImageNamer)
+	if !ok {
+		return &ApprovalRefused{Reason: RefusedImage, Msg: fmt.Sprintf("the request was approved to run in image %s, but this host's backend %s runs no image it can name", image, g.backend.Name())}
+	}
+	id, err := n.ImageID(ctx)
+	if err != nil {
+		return typedBeforeStart(g.backend.Name(), err)
+	}
+	if id != image {
+		return ImageRefusal(image, id)
+	}
+	return nil
+}
+
+// ImageRefusal is the refusal of a request approved to run in image approved on a host whose
+// backend would run image has.
+func ImageRefusal(approved, has string) *ApprovalRefused {
+	return &ApprovalRefused{Reason: RefusedImage, Msg: fmt.Sprintf("the request was approved to run in image %s, but this host's backend would run image %s "+
+		"(its image was changed or retagged since the check, or the checking worker names another image); start the run again to have the image reviewed", approved, has)}
 }
 
 // run is Run's part from the backend's run on, which run makes.
@@ -191,6 +230,9 @@ func (g *Guarded) Acquire(ctx context.Context, c Checked) (*Prepared, error) {
 		return nil, configf("request was checked for backend %q but this worker runs %q", c.Backend, g.backend.Name())
 	}
 	if err := g.policy.Recheck(c); err != nil {
+		return nil, err
+	}
+	if err := g.checkImage(ctx, c.Image); err != nil {
 		return nil, err
 	}
 	c.Limits = g.policy.withOutputCaps(c.Limits)

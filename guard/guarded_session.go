@@ -29,6 +29,9 @@ func (g *Guarded) OpenSession(ctx context.Context, s CheckedSession) (*GuardedSa
 	if err := g.policy.RecheckSession(s); err != nil {
 		return nil, err
 	}
+	if err := g.checkImage(ctx, s.Image); err != nil {
+		return nil, err
+	}
 	box, err := sb.OpenSession(ctx, s)
 	if err != nil {
 		return nil, typedOpen(g.backend.Name(), err)

@@ -134,3 +134,48 @@ func TestGuardedRunCellBackstop(t *testing.T) {
 		t.Error("the sandbox was not removed after the backstop")
 	}
 }
+
+// namedSessions is a session backend that names the image it would open sandboxes in.
+type namedSessions struct {
+	*sessiontest.Backend
+	image string
+}
+
+func (b namedSessions) ImageID(context.Context) (string, error) { return b.image, nil }
+
+// TestGuardedOpenSessionRunsOnlyTheApprovedImage: a session whose settings name an image (bound
+// by its settings digest) opens only on a backend that would run that image; another image, or a
+// backend that names none, is an ApprovalRefused (image) and no sandbox opens.
+func TestGuardedOpenSessionRunsOnlyTheApprovedImage(t *testing.T) {
+	s, err := sessionTestPolicy.CheckSession(guard.SessionRequest{}, sessiontest.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := s.Digest
+	s.Image = "sha256:approved"
+	s.Digest = guard.SessionDigest(&s)
+	if s.Digest == unbound {
+		t.Fatal("the settings digest does not bind the image")
+	}
+	for _, tt := range []struct {
+		label   string
+		backend guard.Backend
+		open    bool
+	}{
+		{"the approved image", namedSessions{&sessiontest.Backend{}, "sha256:approved"}, true},
+		{"another image", namedSessions{&sessiontest.Backend{}, "sha256:moved"}, false},
+		{"a backend naming no image", &sessiontest.Backend{}, false},
+	} {
+		gs, err := guard.New(tt.backend, sessionTestPolicy).OpenSession(context.Background(), s)
+		var ar *guard.ApprovalRefused
+		switch {
+		case tt.open && err != nil:
+			t.Errorf("%s: %v; want it open", tt.label, err)
+		case !tt.open && (!errors.As(err, &ar) || ar.Reason != guard.RefusedImage):
+			t.Errorf("%s: %v; want an ApprovalRefused (image)", tt.label, err)
+		}
+		if gs != nil {
+			_ = gs.Close(context.Background())
+		}
+	}
+}

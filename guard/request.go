@@ -138,16 +138,21 @@ type Checked struct {
 // what a checked run and a checked session hold alike. Checked and CheckedSession embed them, so
 // their fields stand in each one's JSON as its own.
 type CheckedSettings struct {
-	Files          []InputFile `json:"files,omitempty"`           // sorted by name
-	Env            []EnvVar    `json:"env,omitempty"`             // sorted by name, each name one the policy allows
-	Limits         Limits      `json:"limits"`                    // every field set: the request's, or the policy's default
-	Network        bool        `json:"network"`                   // an open network, which the policy allowed
-	Egress         []string    `json:"egress,omitempty"`          // canonical patterns, sorted, within the policy's EgressAllow
-	Secrets        []string    `json:"secrets,omitempty"`         // worker secret names (never values), sorted
-	Packages       []Package   `json:"packages,omitempty"`        // the lock, sorted by name (ParseLock)
-	Backend        string      `json:"backend"`                   // the backend that runs it
-	CaptureContent bool        `json:"capture_content,omitempty"` // as requested; not part of the digest
-	Metadata       Metadata    `json:"metadata"`                  // as requested; not part of the digest
+	Files    []InputFile `json:"files,omitempty"`    // sorted by name
+	Env      []EnvVar    `json:"env,omitempty"`      // sorted by name, each name one the policy allows
+	Limits   Limits      `json:"limits"`             // every field set: the request's, or the policy's default
+	Network  bool        `json:"network"`            // an open network, which the policy allowed
+	Egress   []string    `json:"egress,omitempty"`   // canonical patterns, sorted, within the policy's EgressAllow
+	Secrets  []string    `json:"secrets,omitempty"`  // worker secret names (never values), sorted
+	Packages []Package   `json:"packages,omitempty"` // the lock, sorted by name (ParseLock)
+	Backend  string      `json:"backend"`            // the backend that runs it
+	// Image is the ID ("sha256:...") of the image the backend would run the code in, as the
+	// checking worker's backend resolved it at the check (an ImageNamer's); part of the digest
+	// when set, and a sandbox host whose backend would run another image refuses the run
+	// (RefusedImage). Empty for backends that run no image, and for runs checked before it.
+	Image          string   `json:"image,omitempty"`
+	CaptureContent bool     `json:"capture_content,omitempty"` // as requested; not part of the digest
+	Metadata       Metadata `json:"metadata"`                  // as requested; not part of the digest
 }
 
 // EnvMap returns the env as a map.
@@ -176,8 +181,11 @@ type Summary struct {
 	// Packages are the lock's packages, with their versions and hashes: what installs.
 	Packages []Package `json:"packages,omitempty"`
 	Backend  string    `json:"backend"`
-	Digest   string    `json:"digest"` // what an approval must name
-	Metadata Metadata  `json:"metadata"`
+	// Image is the checked request's Image: the ID of the image the code runs in, when the
+	// backend runs one.
+	Image    string   `json:"image,omitempty"`
+	Digest   string   `json:"digest"` // what an approval must name
+	Metadata Metadata `json:"metadata"`
 	// Conversation is the request's conversation: a label the orchestrator chose, never a
 	// reviewer's proof of anything.
 	Conversation string `json:"conversation,omitempty"`
@@ -207,6 +215,7 @@ func (c *Checked) Summary() Summary {
 		Secrets:   c.Secrets,
 		Packages:  c.Packages,
 		Backend:   c.Backend,
+		Image:     c.Image,
 		Digest:    c.Digest,
 		Metadata:  c.Metadata,
 

@@ -98,11 +98,14 @@ type SessionSummary struct {
 	Secrets      []string      `json:"secrets,omitempty"`
 	Packages     []Package     `json:"packages,omitempty"`
 	Backend      string        `json:"backend"`
-	Lifetime     time.Duration `json:"lifetime"`
-	IdleTimeout  time.Duration `json:"idle_timeout"`
-	MaxCells     int           `json:"max_cells"`
-	Digest       string        `json:"digest"`
-	Metadata     Metadata      `json:"metadata"`
+	// Image is the checked session's Image: the ID of the image its cells run in, when the
+	// backend runs one.
+	Image       string        `json:"image,omitempty"`
+	Lifetime    time.Duration `json:"lifetime"`
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	MaxCells    int           `json:"max_cells"`
+	Digest      string        `json:"digest"`
+	Metadata    Metadata      `json:"metadata"`
 	// Conversation is the session's conversation: a label the orchestrator chose, never a
 	// reviewer's proof of anything.
 	Conversation string `json:"conversation,omitempty"`
@@ -329,7 +332,7 @@ func (s *CheckedSession) Summary() SessionSummary {
 	sum := SessionSummary{
 		Languages: s.Languages, Limits: s.Limits, Network: s.Network, Egress: s.Egress, Secrets: s.Secrets,
 		Packages: s.Packages,
-		Backend:  s.Backend, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
+		Backend:  s.Backend, Image: s.Image, Lifetime: s.Lifetime, IdleTimeout: s.IdleTimeout, MaxCells: s.MaxCells,
 		Digest: s.Digest, Metadata: s.Metadata, SensitiveEnv: s.SensitiveEnv, Conversation: s.Conversation,
 	}
 	sum.Files, sum.EnvNames, sum.Warnings = s.inputsShown()

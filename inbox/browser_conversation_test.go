@@ -38,7 +38,7 @@ func TestBrowserConversationDiff(t *testing.T) {
 	start("conv-first", "x = 1\nprint(x)\n")
 	e.Do(chromedp.Navigate(e.origin + "/run/conv-first"))
 	e.WaitFor("the first run's page", `!!document.getElementById("approve") && !!document.getElementById("conversation-first")`, 20*time.Second)
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the first run's result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent === "1\n"`, 60*time.Second)
 
 	start("conv-second", "x = 2\nprint('<script>document.title=\"owned\"</script>', x) # \u202e\n")

@@ -74,7 +74,7 @@ func TestBrowserInboxApproveWithEdit(t *testing.T) {
 		t.Errorf("the edited statement %q; want a digest other than the original's", stmt)
 	}
 	e.Screenshot("inbox-edit.png")
-	e.Do(chromedp.Click(chromedp.ID("edit-approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("edit-approve")))
 	e.WaitFor("the result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent.includes("edited by alice")`, 60*time.Second)
 	got := e.Text(`document.getElementById("result-edit").innerText`)
 	res, err := e.sc.WaitResult(ctx, client.Run("inbox-edit"), 0)

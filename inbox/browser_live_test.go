@@ -66,7 +66,7 @@ func TestBrowserInboxLiveOutput(t *testing.T) {
 	}
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-live"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the first lines, live", `!!document.getElementById("live-stdout") && document.getElementById("live-stdout").textContent.includes("bold")`, 60*time.Second)
 	// The page stays as it is from here on: a reload would drop this mark.
 	e.Text(`(window.__sameDocument = "yes")`)
@@ -174,7 +174,7 @@ func TestBrowserSessionLiveOutput(t *testing.T) {
 	submit(t, e, ctx, id, "import time\nprint('cell first <i>x</i> \\x1b[1m', flush=True)\ntime.sleep(6)\nprint('cell late', flush=True)\ntime.sleep(1)\n")
 	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
 	e.WaitFor("cell 1's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "1"`, 20*time.Second)
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the cell's first line, live", `!!document.getElementById("live-stdout") && document.getElementById("live-stdout").textContent.includes("cell first")`, 60*time.Second)
 	e.Text(`(window.__sameDocument = "yes")`)
 	if got := e.Text(`document.getElementById("live-stdout").textContent`); strings.Contains(got, "cell late") {

@@ -90,7 +90,7 @@ func TestBrowserInboxOutputs(t *testing.T) {
 	}
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-outputs"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the result's pictures, decoded", `(() => { const imgs = document.querySelectorAll("#result img.picture");
 		return imgs.length === 3 && Array.from(imgs).every(i => i.complete && i.naturalWidth > 0); })()`, 60*time.Second)
 	time.Sleep(2 * time.Second) // anything the page was made to load or run has by now

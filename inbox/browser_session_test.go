@@ -60,7 +60,7 @@ func TestBrowserSessionPage(t *testing.T) {
 	if got := e.Text(`document.body.innerText`); !strings.Contains(got, `MODE = "dry run "`) || !strings.Contains(got, "x is") || strings.Contains(got, "Changes from cell") {
 		t.Errorf("cell 1's page: %q; want the env value, the code and no diff", got)
 	}
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("cell 1's output", `!!document.querySelector("#result-1 pre.stdout") && document.querySelector("#result-1 pre.stdout").textContent.includes("x is 41")`, 60*time.Second)
 
 	submit(t, e, ctx, id, fmt.Sprintf("open(%q, 'a').write('cell 2 ran\\n')\nprint(x + 1)\n", e.counter))
@@ -75,7 +75,7 @@ func TestBrowserSessionPage(t *testing.T) {
 	}
 	e.Do(chromedp.Evaluate[chromedp.Void](`document.getElementById("cell-2").scrollIntoView()`))
 	e.Screenshot("inbox-session.png")
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("cell 2's output", `!!document.querySelector("#result-2 pre.stdout") && document.querySelector("#result-2 pre.stdout").textContent.includes("42")`, 60*time.Second)
 
 	// Cell 3's page is read, then cell 3 is denied elsewhere and cell 4 comes: the decision
@@ -87,7 +87,7 @@ func TestBrowserSessionPage(t *testing.T) {
 	stale := e.Text(`JSON.stringify({statement: document.getElementById("statement-approve").textContent,
 		approval_id: document.getElementById("statement-approve").dataset.approvalId, expires: document.getElementById("statement-approve").dataset.expires,
 		digest: document.getElementById("decide").dataset.digest})`)
-	e.Do(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "not now"), chromedp.Click(chromedp.ID("deny")))
+	e.decideAndReturn(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "not now"), chromedp.Click(chromedp.ID("deny")))
 	e.WaitFor("cell 3's denial", `!!document.getElementById("cell-3") && document.getElementById("cell-3").dataset.state === "denied"`, 30*time.Second)
 	// Cell 4 is hostile: it replaces print for every later cell and kills the interpreter.
 	submit(t, e, ctx, id, fmt.Sprintf("import builtins, os\nopen(%q, 'a').write('cell 4 ran\\n')\nbuiltins.print = lambda *a, **k: None\nos._exit(3)\n", e.counter))
@@ -132,7 +132,7 @@ func TestBrowserSessionPage(t *testing.T) {
 	// cell 5 runs in a fresh interpreter (its print is the real one, cell 1's x is gone) and says so.
 	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
 	e.WaitFor("cell 4's sign form", `!!document.getElementById("approve") && document.getElementById("decide").dataset.cell === "4"`, 20*time.Second)
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("cell 4's outcome", `!!document.querySelector("#result-4 .outcome")`, 60*time.Second)
 	submit(t, e, ctx, id, "print('x' in dir())\n")
 	e.Do(chromedp.Navigate(e.origin + "/session/" + id))
@@ -140,7 +140,7 @@ func TestBrowserSessionPage(t *testing.T) {
 	if got := e.Text(`document.getElementById("cell-4").innerText`); !strings.Contains(got, "builtins.print = lambda") || !strings.Contains(got, "exit code 3") {
 		t.Errorf("cell 5's page shows cell 4 as %q; want its code and its exit code 3", got)
 	}
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("cell 5's output", `!!document.querySelector("#result-5 pre.stdout")`, 60*time.Second)
 	if got := e.Text(`document.querySelector("#result-5 pre.stdout").textContent + "|" + (document.querySelector("#result-5 .state-reset") ? "reset" : "")`); got != "False\n|reset" {
 		t.Errorf("cell 5 after the hostile cell 4: %q; want False from a fresh interpreter, marked as a state reset", got)

@@ -339,7 +339,7 @@ func tabRun(t *testing.T, e *env, ctx context.Context) {
 		t.Errorf("confusable name shown as %q; want the warning and the name marked in the code", names)
 	}
 	e.Screenshot("inbox-tabs.png")
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the result", `!!document.getElementById("result-outcome")`, 60*time.Second)
 	b, err := os.ReadFile(e.counter)
 	if err != nil {
@@ -385,7 +385,7 @@ func approveRun(t *testing.T, e *env) {
 		t.Errorf("the download of helper.py: got %.200q; want the whole file as an attachment", got)
 	}
 	e.Screenshot("inbox-run.png")
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the result", `!!document.getElementById("result-stdout") && document.getElementById("result-stdout").textContent.includes("hello from the sandbox 42")`, 60*time.Second)
 	if got := e.Text(`document.getElementById("history").innerText`); !strings.Contains(got, "approve by alice") {
 		t.Errorf("decision history %q; want the approval by alice", got)
@@ -400,7 +400,7 @@ func denyRun(t *testing.T, e *env) {
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-deny"))
 	e.WaitFor("the run page", `!!document.getElementById("deny")`, 20*time.Second)
 	// By keyboard: type the reason, focus the button, press Enter.
-	e.Do(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "writes outside its folder"),
+	e.decideAndReturn(chromedp.Focus(chromedp.ID("deny-reason")), chromedp.SendKeys(chromedp.ID("deny-reason"), "writes outside its folder"),
 		chromedp.Focus(chromedp.ID("deny")), chromedp.KeyEvent("\r"))
 	e.WaitFor("the denial", `document.getElementById("run-state") && document.getElementById("run-state").dataset.state === "denied"`, 30*time.Second)
 	if got := e.Text(`document.body.innerText`); !strings.Contains(got, "writes outside its folder") {
@@ -563,4 +563,17 @@ func crossSitePost(t *testing.T, e *env, ctx context.Context) {
 	if st, err := e.sc.Status(ctx, "inbox-tamper"); err != nil || st.State != contract.StatusAwaitingApproval {
 		t.Errorf("after cross-site POSTs: state %q, %v; want awaiting_approval", st.State, err)
 	}
+}
+
+// decideAndReturn decides on the page in view with the given actions (a click on the Decide
+// card's approve or deny), then, as a reviewer who wants to see the decided run or cell, follows
+// the note that the next page shows (the page goes on to the next waiting run or cell, or the
+// list, after a decision) back to it.
+func (e *env) decideAndReturn(actions ...chromedp.Action[chromedp.Void]) {
+	e.t.Helper()
+	path := e.Text(`location.pathname`)
+	e.Do(actions...)
+	e.WaitFor("the page after the decision, with its note", fmt.Sprintf(`location.pathname !== %q && !!document.getElementById("decided-link")`, path), 30*time.Second)
+	e.Do(chromedp.Click(chromedp.ID("decided-link")))
+	e.WaitFor("the decided page, from the note's link", fmt.Sprintf(`location.pathname === %q && document.readyState === "complete"`, path), 30*time.Second)
 }

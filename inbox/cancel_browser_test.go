@@ -121,7 +121,7 @@ func TestBrowserInboxCancel(t *testing.T) {
 	// The running run: approved, then cancelled mid-run.
 	e.Do(chromedp.Navigate(e.origin + "/run/inbox-cancel-run"))
 	e.WaitFor("the run page", `!!document.getElementById("approve")`, 20*time.Second)
-	e.Do(chromedp.Click(chromedp.ID("approve")))
+	e.decideAndReturn(chromedp.Click(chromedp.ID("approve")))
 	e.WaitFor("the running state", `document.getElementById("run-state").dataset.state === "running" && !!document.getElementById("cancel-run")`, 30*time.Second)
 	time.Sleep(time.Second)
 	// One script: the page reloads itself every 2 s while the code runs.

@@ -89,12 +89,14 @@ type runView struct {
 	Warnings []string
 	// PolicyWarnings are the policy rules' warnings; PolicyMissing what approvals the rules'
 	// groups still need while the run waits ("1 approval from security").
-	PolicyWarnings    []string
-	PolicyMissing     []string
-	Limits            []kv
-	Network           string
-	Egress            []string
-	Backend           string
+	PolicyWarnings []string
+	PolicyMissing  []string
+	Limits         []kv
+	Network        string
+	Egress         []string
+	Backend        string
+	// Image is the checked request's image ID (what the code runs in), when it names one.
+	Image             string
 	SandboxTaskQueue  string
 	Digest            string
 	Metadata          []kv
@@ -304,7 +306,7 @@ func (s *Server) runView(ri *client.RunInfo) *runView {
 	v := &runView{
 		ID: st.WorkflowID, RunID: st.RunID, State: st.State,
 		Language: req.Language, CodeSize: human.Bytes(int64(req.CodeBytes)),
-		Network: human.Network(req), Egress: req.Egress, Backend: req.Backend,
+		Network: human.Network(req), Egress: req.Egress, Backend: req.Backend, Image: req.Image,
 		SandboxTaskQueue: st.SandboxTaskQueue, Digest: req.Digest,
 		Started:  ri.Started.UTC().Format(time.RFC3339),
 		Decision: st.Decision, Rejected: st.RejectedDecisions, Ignored: st.IgnoredDecisions,

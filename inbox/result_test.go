@@ -95,3 +95,23 @@ func TestRunPageSaysAResultWasRecovered(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPageShowsTheImageBeforeTheDecision: a waiting run whose check recorded its image shows
+// the image's ID among the request's facts, where the reviewer reads before deciding.
+func TestRunPageShowsTheImageBeforeTheDecision(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, image := range []string{"sha256:c0ffee", ""} {
+		var b bytes.Buffer
+		data := pageData{Title: "run", Run: &runView{ID: "sandbox-1", State: contract.StatusAwaitingApproval, Awaiting: true, Image: image}}
+		if err := pages["run"].ExecuteTemplate(&b, "layout", data); err != nil {
+			t.Fatal(err)
+		}
+		shown := strings.Contains(b.String(), `id="request-image">`+image+`<`)
+		if shown != (image != "") || (image == "" && strings.Contains(b.String(), `id="request-image"`)) {
+			t.Errorf("image %q: shown %t; want it shown when recorded, and no row otherwise", image, shown)
+		}
+	}
+}

@@ -47,11 +47,13 @@ type sessionView struct {
 	// they ask of each cell.
 	PolicyWarnings []string
 	// Names are the input files' names that can read as others, one line each.
-	Names            []string
-	Limits           []kv
-	Network          string
-	Egress           []string
-	Backend          string
+	Names   []string
+	Limits  []kv
+	Network string
+	Egress  []string
+	Backend string
+	// Image is the checked session's image ID (what its cells run in), when it names one.
+	Image            string
 	SandboxTaskQueue string
 	SandboxID        string
 	Lifetime, Idle   string
@@ -117,6 +119,8 @@ type cellView struct {
 	// first cell and for cells that do not wait.
 	Diff     []diffLine
 	DiffFrom int
+	// Phases is where the cell's time went so far (client.PhasesText of its status's phases).
+	Phases string
 	// Packages are the packages the cell brings, approved with it; PackageChanges what they
 	// change in the session's set so far (client.CellPackageChanges).
 	Packages       []packageView
@@ -211,7 +215,7 @@ func (s *Server) sessionView(si sessionInfo, in contract.SessionInput, readErr e
 		ID: st.WorkflowID, RunID: st.RunID, State: st.State, End: st.End, Error: st.Error,
 		Started:   si.Started.UTC().Format(time.RFC3339),
 		Languages: set.Languages, Network: human.Network(guard.Summary{Network: set.Network, Egress: set.Egress}),
-		Egress: set.Egress, Backend: set.Backend, SandboxTaskQueue: st.SandboxTaskQueue, SandboxID: st.SandboxID,
+		Egress: set.Egress, Backend: set.Backend, Image: set.Image, SandboxTaskQueue: st.SandboxTaskQueue, SandboxID: st.SandboxID,
 		Lifetime: set.Lifetime.String(), Idle: set.IdleTimeout.String(), MaxCells: set.MaxCells, Digest: set.Digest,
 		Limits: human.Limits(set.Limits), Rejected: st.RejectedDecisions, LastRejection: st.LastRejection,
 		Busy: si.Running && (st.State == contract.SessionChecking || st.State == contract.SessionOpening || st.State == contract.SessionClosing),
@@ -336,7 +340,7 @@ func (v *sessionView) verify(st contract.SessionStatus, in contract.SessionInput
 
 func newCellView(c *contract.CellStatus, now time.Time) *cellView {
 	cv := &cellView{Index: c.Cell, Language: c.Language, CodeSize: human.Bytes(int64(len(c.Code))), State: c.State,
-		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error}
+		Digest: c.Digest, Decision: c.Decision, Quorum: c.Quorum, Approvals: c.Approvals, Error: c.Error, Phases: client.PhasesText(c.Phases)}
 	cv.Lines, cv.Invisible = highlight(c.Code, c.Language)
 	cv.Tabs = strings.Contains(c.Code, "\t")
 	for _, n := range pysource.ConfusableNames(c.Code) {

@@ -869,6 +869,43 @@ func TestCellDecisionByAKeyListedAfterTheCheck(t *testing.T) {
 	}
 }
 
+// TestSessionPageShowsWhereACellsTimeWent: a cell's status phases are on the session page, as
+// every door writes them.
+func TestSessionPageShowsWhereACellsTimeWent(t *testing.T) {
+	f := newSessionFixture(t, "session-phases")
+	f.threeCells()
+	check, wait, queue, run := int64(12), int64(95_000), int64(40), int64(1500)
+	f.status.Cells[0].Phases = &contract.AuditPhases{CheckMS: &check, WaitMS: &wait, QueueMS: &queue, RunMS: &run}
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	code, page := b.get("/session/session-phases")
+	if code != http.StatusOK {
+		t.Fatalf("GET /session/session-phases: %d %s", code, page)
+	}
+	m := regexp.MustCompile(`id="cell-phases-1">([^<]*)</dd>`).FindStringSubmatch(page)
+	if want := "check 12 ms, wait for a person 1m, queue 40 ms, run 1.5 s"; m == nil || m[1] != want {
+		t.Errorf("cell 1's time %q; want %q", m, want)
+	}
+	if strings.Contains(page, `id="cell-phases-2"`) {
+		t.Error("cell 2, whose status has no phases, shows a time")
+	}
+}
+
+// TestSessionPageShowsTheImage: a session whose check recorded its image shows it among the
+// settings, which every cell's reviewer reads.
+func TestSessionPageShowsTheImage(t *testing.T) {
+	f := newSessionFixture(t, "session-image")
+	f.threeCells()
+	f.status.Settings.Image = "sha256:c0ffee"
+	door := &sessionDoorFake{}
+	door.set(f)
+	b := newSessionServer(t, door, f.start.Add(5*time.Minute))
+	if code, page := b.get("/session/session-image"); code != http.StatusOK || !strings.Contains(page, `id="session-image">sha256:c0ffee<`) {
+		t.Errorf("GET /session/session-image: %d; want the image among the settings:\n%s", code, page)
+	}
+}
+
 // The session page shows what the operators' policy rules say of the session: each warning,
 // escaped, and the approvals each cell needs from a group.
 func TestSessionPageShowsPolicyRules(t *testing.T) {

@@ -43,6 +43,7 @@ type Data struct {
 	// Packages are the run's packages (a cell's: those it brings), each with its version and
 	// hashes; text channels write the hashes only with the code (Config.IncludeCode).
 	Packages     []guard.Package `json:"packages,omitempty"`
+	Image        string          `json:"image,omitempty"`
 	RequestedBy  string          `json:"requested_by,omitempty"`
 	Agent        string          `json:"agent,omitempty"`
 	Conversation string          `json:"conversation,omitempty"`
@@ -129,7 +130,7 @@ func newMessage(in contract.NotifyInput, inbox string, includeCode bool, since t
 		Data: Data{
 			WorkflowID: in.WorkflowID, RunID: in.RunID, Cell: in.Cell, Digest: in.Digest,
 			Language: in.Language, CodeBytes: len(in.Code), Files: in.Files, Network: in.Network,
-			Egress: in.Egress, Secrets: in.Secrets, Packages: in.Packages, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
+			Egress: in.Egress, Secrets: in.Secrets, Image: in.Image, Packages: in.Packages, RequestedBy: in.Metadata.RequestedBy, Agent: in.Metadata.Agent,
 			Conversation: in.Conversation, Deadline: in.Deadline.UTC(), InboxURL: inboxLink(inbox, in),
 			PolicyWarnings: in.PolicyWarnings,
 		},
@@ -232,6 +233,9 @@ func (m Message) fields() []field {
 	out = append(out, field{"Egress", egress})
 	if len(d.Secrets) > 0 {
 		out = append(out, field{"Secrets", strings.Join(d.Secrets, ", ")})
+	}
+	if d.Image != "" {
+		out = append(out, field{"Image", d.Image})
 	}
 	for _, w := range d.PolicyWarnings {
 		out = append(out, field{"Policy", w})

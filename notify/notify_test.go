@@ -207,6 +207,24 @@ func TestChangesAfterASession(t *testing.T) {
 	}
 }
 
+// TestNotificationNamesTheImage: a notification names the image the reviewer approves, when the
+// check recorded one, in every text channel's fields and in the webhook's JSON.
+func TestNotificationNamesTheImage(t *testing.T) {
+	in := hostile()
+	in.Image = "sha256:c0ffee"
+	m := newMessage(in, "", false, time.Now())
+	if text := emailText(m); !strings.Contains(text, "Image:") || !strings.Contains(text, "sha256:c0ffee") {
+		t.Errorf("the email does not name the image:\n%s", text)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil || !bytes.Contains(raw, []byte(`"image":"sha256:c0ffee"`)) {
+		t.Errorf("the webhook body %s, %v; want the image", raw, err)
+	}
+	if text := emailText(newMessage(hostile(), "", false, time.Now())); strings.Contains(text, "Image:") {
+		t.Errorf("a run without an image names one:\n%s", text)
+	}
+}
+
 // A notification carries the policy rules' warnings and groups as the workflow gave them, in
 // its JSON and in its text renderings.
 func TestMessageCarriesPolicyWarnings(t *testing.T) {

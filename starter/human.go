@@ -54,6 +54,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 	}
 	row("language", "%s, %s", req.Language, human.Bytes(int64(req.CodeBytes)))
 	row("backend", "%s", terminal(req.Backend))
+	if req.Image != "" {
+		row("image", "%s (what the code runs in; the digest binds it)", terminal(req.Image))
+	}
 	if r.SandboxTaskQueue != "" {
 		row("runs on", "task queue %s", terminal(r.SandboxTaskQueue))
 	}
@@ -66,6 +69,9 @@ func printReview(w io.Writer, r client.Review, now time.Time) error {
 		row("deadline", "%s (%s left)", r.ApprovalDeadline.UTC().Format(time.RFC3339), human.Duration(r.ApprovalDeadline.Sub(now)))
 	}
 	printDecisions(row, r.Status)
+	if t := client.PhasesText(r.Status.Phases); t != "" {
+		row("time", "%s", t)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -332,3 +332,52 @@ func TestIntegrationCellWaitPrintsOneDocument(t *testing.T) {
 		t.Errorf("session cell --wait | jq: %v, printed %q; want one value", err, out.String())
 	}
 }
+
+// starter review on a session's waiting cells (Docker): it shows the session with the waiting
+// cell, approves cell 1 (which runs), then denies cell 2 with the reason typed; the cells'
+// states and the denial's reason agree.
+func TestIntegrationReviewSessionCells(t *testing.T) {
+	e := sessionenv.Setup(t)
+	r := binary(t, e, "", "session", "open", "--max-cells", "2")
+	var opened client.SessionStarted
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &opened) != nil {
+		t.Fatalf("session open: exit %d, %s %s", r.code, r.stdout, r.stderr)
+	}
+	id := opened.WorkflowID
+	t.Cleanup(func() { binary(t, e, "", "session", "close", id) })
+	cellState := func(n int, want string) contract.CellStatus {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			st, err := e.Client.SessionStatus(context.Background(), id)
+			if err == nil && len(st.Cells) >= n && st.Cells[n-1].State == want {
+				return st.Cells[n-1]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cell %d never reached %s: %+v, %v", n, want, st.Cells, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for n, step := range []struct{ code, answers, tally, want string }{
+		{"print('cell one ran')", "a\n", "1 approved, 0 denied", contract.StatusSucceeded},
+		{"print('cell two ran')", "d\nnot this one\n", "0 approved, 1 denied", contract.StatusDenied},
+	} {
+		if r := binary(t, e, "", "session", "cell", id, "--code", step.code); r.code != 0 {
+			t.Fatalf("session cell %d: exit %d, %s %s", n+1, r.code, r.stdout, r.stderr)
+		}
+		waiting := cellState(n+1, contract.StatusAwaitingApproval)
+		waitListed(t, e, id)
+		rv := binary(t, e, step.answers, "review")
+		if rv.code != 0 || !strings.Contains(rv.stdout, step.tally) || !strings.Contains(rv.stdout, waiting.Digest) || !strings.Contains(rv.stdout, step.code) {
+			t.Fatalf("review of cell %d: exit %d; want the cell shown (its code and digest %s) and %q:\n%s\n%s", n+1, rv.code, waiting.Digest, step.tally, rv.stdout, rv.stderr)
+		}
+		c := cellState(n+1, step.want)
+		if step.want == contract.StatusDenied && (c.Decision == nil || c.Decision.Reason != "not this one") {
+			t.Errorf("cell 2's decision %+v; want denied with the typed reason", c.Decision)
+		}
+		if step.want == contract.StatusSucceeded && (c.Result == nil || string(c.Result.Stdout) != "cell one ran\n") {
+			t.Errorf("cell 1's result %+v; want it ran", c.Result)
+		}
+	}
+}

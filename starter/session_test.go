@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -415,5 +416,64 @@ func TestSessionShowShowsWhatEarlierCellsShowed(t *testing.T) {
 	}
 	if strings.ContainsRune(out, 0x1b) || strings.Contains(out, "onload") {
 		t.Errorf("an escape or the SVG's markup reaches the terminal:\n%s", out)
+	}
+}
+
+// TestShowPrintsWhereTheTimeWent: show prints a run's status phases, and session show each
+// cell's, as every door writes them; a status without them prints no time row.
+func TestShowPrintsWhereTheTimeWent(t *testing.T) {
+	check, wait := int64(12), int64(4200)
+	p := &contract.AuditPhases{CheckMS: &check, WaitMS: &wait}
+	want := "check 12 ms, wait for a person 4.2 s"
+	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{State: contract.StatusRunning, Phases: p, Request: guard.Summary{
+		Language: guard.Python, Code: "print(1)", CodeBytes: 8, Backend: "docker", Digest: "sha256:" + strings.Repeat("ab", 32)}}}
+	var b bytes.Buffer
+	if err := printReview(&b, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^time +` + want + `$`).MatchString(b.String()) {
+		t.Errorf("show printed:\n%s\nwant a time row %q", b.String(), want)
+	}
+	c := contract.CellStatus{Cell: 1, Language: guard.Python, Code: "print(1)", Digest: "sha256:cell", State: contract.StatusRunning}
+	b.Reset()
+	if err := printCell(&b, c, client.CellView{Cell: 1}, false, time.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "time") {
+		t.Errorf("a cell without phases printed a time:\n%s", b.String())
+	}
+	c.Phases = p
+	b.Reset()
+	if err := printCell(&b, c, client.CellView{Cell: 1}, false, time.Now(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("session show printed the cell as:\n%s\nwant %q", b.String(), want)
+	}
+}
+
+// TestShowPrintsTheImage: show names the image the check recorded, before the decision.
+func TestShowPrintsTheImage(t *testing.T) {
+	r := client.Review{WorkflowID: "sandbox-1", Status: contract.Status{State: contract.StatusAwaitingApproval, Request: guard.Summary{
+		Language: guard.Python, Code: "print(1)", CodeBytes: 8, Backend: "docker", Image: "sha256:c0ffee", Digest: "sha256:" + strings.Repeat("ab", 32)}}}
+	var b bytes.Buffer
+	if err := printReview(&b, r, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^image +sha256:c0ffee `).MatchString(b.String()) {
+		t.Errorf("show printed:\n%s\nwant an image row", b.String())
+	}
+}
+
+// TestSessionShowPrintsTheImage: session show names the image its settings record.
+func TestSessionShowPrintsTheImage(t *testing.T) {
+	r := hostileSession()
+	r.Settings.Image = "sha256:c0ffee"
+	var b bytes.Buffer
+	if err := printSessionReview(&b, r, time.Date(2026, 1, 1, 0, 15, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^image +sha256:c0ffee `).MatchString(b.String()) {
+		t.Errorf("session show printed:\n%s\nwant an image row", b.String())
 	}
 }

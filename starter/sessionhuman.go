@@ -98,6 +98,9 @@ func printSessionSettings(w io.Writer, r client.SessionReview, now time.Time) er
 	}
 	row("languages", "%s", terminal(strings.Join(s.Languages, ", ")))
 	row("backend", "%s", terminal(s.Backend))
+	if s.Image != "" {
+		row("image", "%s (what the cells run in; the settings digest binds it)", terminal(s.Image))
+	}
 	if r.SandboxTaskQueue != "" {
 		row("runs on", "task queue %s (sandbox %s)", terminal(r.SandboxTaskQueue), terminal(r.SandboxID))
 	}
@@ -223,6 +226,9 @@ func printCellRows(row func(k, format string, a ...any), c contract.CellStatus, 
 	}
 	if c.Error != "" {
 		row("error", "%s", terminal(c.Error))
+	}
+	if t := client.PhasesText(c.Phases); t != "" {
+		row("time", "%s", t)
 	}
 	if r := c.Result; r != nil {
 		row("result", "%s, exit code %d%s, %s", r.Outcome, r.ExitCode, human.ExitSource(*r), human.Duration(r.Duration))

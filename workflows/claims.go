@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -39,16 +40,20 @@ func (r *runCode) readClaims(ctx workflow.Context, ch workflow.ReceiveChannel) {
 			if !ch.Receive(ctx, &c) {
 				return
 			}
-			r.noteClaim(c)
+			if r.noteClaim(c) {
+				r.clock.claim(ctx)
+				r.status.Phases = r.clock.phases(time.Time{}, nil)
+			}
 		}
 	})
 }
 
 // noteClaim records c when it is this run's: a claim, or a release whose secret matches its
-// commitment. A claim anyone else sends can only make a cancelled run's outcome unknown.
-func (r *runCode) noteClaim(c contract.SandboxClaim) {
+// commitment. A claim anyone else sends can only make a cancelled run's outcome unknown. It
+// reports whether c is a claim not seen before.
+func (r *runCode) noteClaim(c contract.SandboxClaim) (claimed bool) {
 	if c.RunID != r.status.RunID || c.Commitment == "" {
-		return
+		return false
 	}
 	if r.claims == nil {
 		r.claims = map[string]bool{}
@@ -57,12 +62,13 @@ func (r *runCode) noteClaim(c contract.SandboxClaim) {
 		if _, seen := r.claims[c.Commitment]; !seen {
 			r.claims[c.Commitment] = true
 			r.held++
+			return true
 		}
-		return
+		return false
 	}
 	secret, err := hex.DecodeString(c.Secret)
 	if err != nil {
-		return
+		return false
 	}
 	if sum := sha256.Sum256(secret); "sha256:"+hex.EncodeToString(sum[:]) == c.Commitment {
 		if r.claims[c.Commitment] {
@@ -73,6 +79,7 @@ func (r *runCode) noteClaim(c contract.SandboxClaim) {
 		}
 		r.claims[c.Commitment] = false
 	}
+	return false
 }
 
 // heldClaim reports whether a claim on the run's approval is held (made and never released).

@@ -52,7 +52,7 @@ func (r *runCode) notifyRun(ctx workflow.Context, check contract.CheckResult) er
 	in := contract.NotifyInput{
 		Event: contract.EventRunAwaiting, WorkflowID: r.status.WorkflowID, RunID: r.status.RunID,
 		Digest: c.Digest, Language: c.Language, Code: c.Code, Files: s.Files,
-		Network: c.Network, Egress: c.Egress, Secrets: c.Secrets, Packages: c.Packages, Metadata: c.Metadata,
+		Network: c.Network, Egress: c.Egress, Secrets: c.Secrets, Image: c.Image, Packages: c.Packages, Metadata: c.Metadata,
 		Conversation: c.Conversation, Since: workflow.Now(ctx), Deadline: r.status.ApprovalDeadline,
 		PolicyWarnings: policyWarnings(r.status.Rules),
 	}
@@ -71,7 +71,7 @@ func (r *session) notifyCell(ctx workflow.Context, st contract.CellStatus) {
 	in := contract.NotifyInput{
 		Event: contract.EventCellAwaiting, WorkflowID: r.status.WorkflowID, RunID: r.status.RunID, Cell: st.Cell,
 		Digest: st.Digest, Language: st.Language, Code: st.Code, Files: s.Files,
-		Network: r.checked.Network, Egress: r.checked.Egress, Secrets: r.checked.Secrets, Packages: st.Packages, Metadata: st.Metadata,
+		Network: r.checked.Network, Egress: r.checked.Egress, Secrets: r.checked.Secrets, Image: r.checked.Image, Packages: st.Packages, Metadata: st.Metadata,
 		Since: st.Submitted, Deadline: st.ApprovalDeadline, PolicyWarnings: policyWarnings(r.status.Rules),
 	}
 	i := st.Cell - 1

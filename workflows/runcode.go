@@ -39,6 +39,8 @@ type runCode struct {
 	claimsSeen
 	// The decisions answered once the run has ended (decidewait.go).
 	endWait
+	// clock holds the times of the status's phases (phases.go).
+	clock phaseClock
 }
 
 // RunCode checks a request against the worker's policy, waits for a reviewer's decision, and
@@ -47,7 +49,13 @@ func RunCode(ctx workflow.Context, in contract.Input) (guard.Result, error) {
 	info := workflow.GetInfo(ctx)
 	r := &runCode{status: contract.Status{State: contract.StatusChecking,
 		WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID}}
+	r.clock.begun = info.WorkflowStartTime
 	res, err := r.runCode(ctx, in)
+	if err == nil {
+		r.status.Phases = r.clock.phases(workflow.Now(ctx), &res)
+	} else {
+		r.status.Phases = r.clock.phases(workflow.Now(ctx), nil)
+	}
 	dropLateResults(ctx)
 	r.finish(ctx, res, err)
 	return res, err
@@ -208,6 +216,8 @@ func (r *runCode) setHandlers(ctx workflow.Context) error {
 // would run), sets the search attributes and logs approval.requested.
 func (r *runCode) announce(ctx workflow.Context, in contract.Input, check contract.CheckResult, workflowQueue string) error {
 	r.checked = check.Checked
+	r.clock.checked = workflow.Now(ctx)
+	r.status.Phases = r.clock.phases(time.Time{}, nil)
 	r.desk.reviewers = check.Reviewers
 	r.sandboxQueue = sandboxQueue(in, check.Run, workflowQueue)
 	r.status.SandboxTaskQueue = r.sandboxQueue
@@ -278,6 +288,8 @@ func (r *runCode) run(ctx workflow.Context, opts contract.RunOptions, d contract
 	// started (lostattempt.go) is one more.
 	for attempt := r.status.RunAttempts + 1; ; attempt++ {
 		r.status.RunAttempts = attempt
+		r.clock.schedule(ctx)
+		r.status.Phases = r.clock.phases(time.Time{}, nil)
 		var res guard.Result
 		err := workflow.ExecuteActivity(ctx, acts.SandboxRun, input).Get(ctx, &res)
 		if err == nil {

@@ -82,6 +82,8 @@ type session struct {
 	// stopCell cancels the running cell's activity (nil while no cell runs): cancelCell.
 	stopCell workflow.CancelFunc
 	ended    bool
+	// cellClock holds the times of the current cell's phases (phases.go).
+	cellClock phaseClock
 }
 
 // Session opens one sandbox for one task and runs the cells an orchestrator submits in it, each
@@ -539,6 +541,7 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 	}
 	r.submitting, r.submittingID = true, req.RequestID
 	r.wake++
+	begun := workflow.Now(ctx)
 	index := len(r.cells) + 1
 	cell, err := checkLocally[guard.Cell](ctx, acts.SessionCellCheck, contract.CellCheckInput{
 		Session: r.checked, Index: index, Language: req.Language, Code: req.Code,
@@ -552,12 +555,14 @@ func (r *session) submit(ctx workflow.Context, req contract.CellRequest) (contra
 		return contract.CellSubmitted{}, contract.ToFailure(&guard.ToolUsageError{Msg: "submit cell: the session ended while the cell was checked"})
 	}
 	now := workflow.Now(ctx)
+	r.cellClock = phaseClock{begun: begun, checked: now}
 	digest := guard.CellDigest(r.checked.Digest, cell.Index, cell.CodeDigest, r.status.Chain)
 	st := contract.CellStatus{
 		Cell: cell.Index, Language: cell.Language, Code: cell.Code, CodeBytes: len(cell.Code), CodeDigest: cell.CodeDigest,
 		Packages: cell.Packages, Chain: r.status.Chain, Digest: digest, State: contract.StatusAwaitingApproval, Metadata: req.Metadata, RequestID: req.RequestID, Retries: req.Retries,
 		Submitted: now, DecisionWait: contract.DecisionWait{ApprovalDeadline: now.Add(r.approvalTimeout)},
 		SuspiciousCharacters: pysource.SuspiciousCharacters(cell.Code),
+		Phases:               r.cellClock.phases(time.Time{}, nil),
 	}
 	r.cells = append(r.cells, cell)
 	r.ballots = append(r.ballots, ballot{})
@@ -673,6 +678,7 @@ func (r *session) endCell(ctx workflow.Context, state, why string) {
 	st := r.cell()
 	st.State = state
 	st.Error = why
+	st.Phases = r.cellClock.phases(workflow.Now(ctx), st.Result)
 	r.memoCellBytes(st)
 	if state == contract.StatusExpired {
 		r.event(ctx, contract.EventApprovalExpired, "cell", st.Cell, "approval_timeout", r.approvalTimeout.String())
@@ -707,6 +713,8 @@ func (r *session) runCell(ctx workflow.Context) error {
 		WaitForCancellation:    true,
 	})
 	actx, r.stopCell = workflow.WithCancel(actx)
+	r.cellClock.schedule(ctx)
+	st.Phases = r.cellClock.phases(time.Time{}, nil)
 	var res guard.Result
 	err := workflow.ExecuteActivity(actx, acts.SessionCell, r.cellRunInput()).Get(actx, &res)
 	r.stopCell = nil

@@ -463,6 +463,11 @@ func (b *Backend) acquire(ctx context.Context, c guard.Checked, packages string)
 	if err != nil {
 		return nil, nil, err
 	}
+	if c.Image != "" && c.Image != img.ID {
+		// Resolved again here, where the container is made from it: a tag moved since the
+		// guard's check runs nothing.
+		return nil, nil, guard.ImageRefusal(c.Image, img.ID)
+	}
 	if b.pool != nil {
 		if c.Network {
 			b.pool.cold()
@@ -562,6 +567,16 @@ func maskedPaths(ncpu int) []string {
 		out = append(out, fmt.Sprintf("/sys/devices/system/cpu/cpu%d/thermal_throttle", i))
 	}
 	return append(out, "/proc/sys/kernel/random/boot_id")
+}
+
+// ImageID is the ID of the image the backend would run a request in now (guard.ImageNamer):
+// Config.Image resolved as every run resolves it.
+func (b *Backend) ImageID(ctx context.Context) (string, error) {
+	img, err := b.resolveImage(ctx)
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
 }
 
 // resolveImage inspects the configured image: it must be present (never pulled), declare no

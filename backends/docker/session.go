@@ -155,6 +155,10 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 		release()
 		return nil, err
 	}
+	if c.Image != "" && c.Image != img.ID {
+		release()
+		return nil, guard.ImageRefusal(c.Image, img.ID)
+	}
 	if b.pool != nil {
 		b.pool.cold()
 	}

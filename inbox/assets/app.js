@@ -118,8 +118,8 @@
   }
 
   // decide signs this page's approve or deny statement with the reviewer's passkey and sends it.
-  // From the decision bar (fromBar) the page then goes to the next waiting run; from the Decide
-  // card it reloads to show this run's outcome.
+  // Then the page goes to the next waiting run (from the decision bar or the Decide card alike),
+  // where a note links back to this one for its outcome (moveOn).
   var deciding = false;
   async function decide(approve, fromBar) {
     if (deciding) return;
@@ -155,12 +155,54 @@
       var count = res.quorum ? ' (' + res.approvals + ' of ' + res.quorum + ' approvals' +
         (res.state === 'awaiting_approval' ? '; another reviewer must approve' : '') + ')' : '';
       say('decide-msg', 'Decision accepted: ' + (approve ? 'approved' : 'denied') + ' by ' + res.reviewer + count + '.' +
-        (fromBar ? ' Going to the next waiting run…' : ''), 'ok');
-      setTimeout(function () { if (fromBar) location.assign(nextURL()); else location.reload(); }, fromBar ? 400 : 800);
+        ' Going to the next waiting run…', 'ok');
+      moveOn((approve ? 'Approved' : 'Denied') + ' ' + decidedName() + '.');
     } catch (e) {
       deciding = false;
       say('decide-msg', e.message, 'error');
     }
+  }
+
+  // decidedKey is where the page that moves on after a decision leaves the note for the next
+  // page (this tab's session storage: same origin, this tab only).
+  var decidedKey = 'sandboxflow-decided';
+
+  // decidedName names what this page decided: the run, or the session's cell.
+  function decidedName() {
+    var box = document.getElementById('decide');
+    var id = decodeURIComponent(location.pathname.replace(/\/$/, '').split('/').pop());
+    return box && box.dataset.cell ? 'cell ' + box.dataset.cell + ' of session ' + id : 'run ' + id;
+  }
+
+  // moveOn goes to the next waiting run or cell after a decision, leaving a note (what) with
+  // the way back to this page, where its outcome shows.
+  function moveOn(what) {
+    try { sessionStorage.setItem(decidedKey, JSON.stringify({ path: location.pathname, what: what })); } catch (e) { /* no note */ }
+    setTimeout(function () { location.assign(nextURL()); }, 400);
+  }
+
+  // decidedNote shows, once, the note moveOn left: what was decided and a link back to it. The
+  // link is only ever a run's or a session's page of this inbox.
+  function decidedNote() {
+    var d = null;
+    try {
+      d = JSON.parse(sessionStorage.getItem(decidedKey) || 'null');
+      sessionStorage.removeItem(decidedKey);
+    } catch (e) { return; }
+    if (!d || typeof d.path !== 'string' || typeof d.what !== 'string' || !/^\/(run|session)\/[^/]+$/.test(d.path)) return;
+    var main = document.getElementById('main');
+    if (!main) return;
+    var p = document.createElement('p');
+    p.id = 'decided';
+    p.className = 'msg ok';
+    p.setAttribute('role', 'status');
+    p.textContent = d.what + ' ';
+    var a = document.createElement('a');
+    a.id = 'decided-link';
+    a.href = d.path;
+    a.textContent = 'See its outcome';
+    p.appendChild(a);
+    main.insertBefore(p, main.firstChild);
   }
 
   // nextURL is where the next waiting run (or cell) is: the server picks it from the pending
@@ -271,8 +313,8 @@
         approve: true, approval_id: edited.approval_id, expires: edited.expires, statement: edited.statement,
         reason: '', webauthn: assertion(cred), edit: { code: edited.code, original_digest: ta.dataset.digest }
       });
-      say('decide-msg', 'Edited code approved by ' + res.reviewer + ' (digest ' + res.digest + ').', 'ok');
-      setTimeout(function () { location.reload(); }, 800);
+      say('decide-msg', 'Edited code approved by ' + res.reviewer + ' (digest ' + res.digest + '). Going to the next waiting run…', 'ok');
+      moveOn('Approved ' + decidedName() + ' as edited.');
     } catch (e) {
       say('decide-msg', e.message, 'error');
     }
@@ -365,6 +407,7 @@
     var ea = document.getElementById('edit-approve');
     if (ea) ea.addEventListener('click', approveEdit);
     decisionBar();
+    decidedNote();
     listKeys();
     showOrigin();
     refreshList();
