@@ -35,46 +35,68 @@ print("rounds=%%d" %% i)
 func within(got, want, frac float64) bool { return got >= want*(1-frac) && got <= want*(1+frac) }
 
 // TestDockerUsage: a run that burns 2 s of CPU and holds 100 MiB reports both within 20%, under
-// runc and under runsc.
+// runc and under runsc. Under runsc the code burns the rounds a runc run measured for 2 s just
+// before; on a loaded host a round's cost drifts between the two runs, so runsc gets three
+// tries, each with its own runc measurement, and passes when one reports within 20%.
 func TestDockerUsage(t *testing.T) {
 	needDocker(t)
-	rounds := 0
 	for _, rt := range []string{"runc", RuntimeRunsc} {
 		t.Run(rt, func(t *testing.T) {
 			if !slices.Contains(dockerInfo.Runtimes, rt) {
 				unavailable(t, "the docker daemon has no runtime "+rt+"; run scripts/setup-docker.sh")
 			}
-			if rt != "runc" && rounds == 0 {
-				t.Fatal("runc's run measured no rounds to burn")
+			runc := newTestBackend(t, "runc", nil)
+			b := runc
+			if rt != "runc" {
+				b = newTestBackend(t, rt, nil)
 			}
-			b := newTestBackend(t, rt, nil)
-			res := mustRun(t, b, checked(t, guard.Python, fmt.Sprintf(burnAndHold, rounds), nil))
-			u := res.Usage
-			if !res.OK || u == nil {
-				t.Fatalf("got ok %t, usage %+v (stderr %q); want a usage", res.OK, u, res.Stderr)
+			var misses []string
+			for try := 1; try <= 3; try++ {
+				rounds := 0
+				if rt != "runc" {
+					res := mustRun(t, runc, checked(t, guard.Python, fmt.Sprintf(burnAndHold, 0), nil))
+					if rounds, _ = strconv.Atoi(keyValues(res.Stdout)["rounds"]); rounds == 0 {
+						t.Fatalf("runc's run measured no rounds to burn: stdout %q", res.Stdout)
+					}
+				}
+				res := mustRun(t, b, checked(t, guard.Python, fmt.Sprintf(burnAndHold, rounds), nil))
+				miss := checkUsage(t, res)
+				if miss == "" {
+					return
+				}
+				misses = append(misses, miss)
+				if rt == "runc" {
+					break
+				}
 			}
-			t.Logf("usage: %+v", *u)
-			if rt == "runc" {
-				rounds, _ = strconv.Atoi(keyValues(res.Stdout)["rounds"])
-			}
-			cpu, peak := time.Duration(u.CPUTime).Seconds(), float64(u.PeakMemoryBytes)/(1<<20)
-			if !within(cpu, 2.0, 0.2) {
-				t.Errorf("cpu time: got %.3f s; want 2 s within 20%%", cpu)
-			}
-			if !within(peak, 100, 0.2) {
-				t.Errorf("peak memory: got %.1f MiB; want 100 MiB within 20%%", peak)
-			}
-			if u.SandboxPeakMemoryBytes <= u.PeakMemoryBytes {
-				t.Errorf("sandbox peak: got %d; want more than the run's own %d (the supervisor's share)", u.SandboxPeakMemoryBytes, u.PeakMemoryBytes)
-			}
-			if wall := time.Duration(u.WallTime); wall < time.Duration(cpu*float64(time.Second)) || wall > res.Duration {
-				t.Errorf("wall time: got %s; want at least the CPU time of one thread and at most the run's %s", wall, res.Duration)
-			}
-			if u.MeasuredBy != guard.UsageByCgroup || u.EgressBytesOut != 0 || u.EgressBytesIn != 0 {
-				t.Errorf("got measured by %q, egress %d/%d; want cgroup, no egress", u.MeasuredBy, u.EgressBytesOut, u.EgressBytesIn)
-			}
+			t.Errorf("cpu time and peak memory: %v; want 2 s and 100 MiB within 20%%", misses)
 		})
 	}
+}
+
+// checkUsage checks what the host measured of a burnAndHold run: the figures that must hold
+// exactly are errors; it returns what missed the 20% bounds ("" when both held).
+func checkUsage(t *testing.T, res guard.Result) string {
+	t.Helper()
+	u := res.Usage
+	if !res.OK || u == nil {
+		t.Fatalf("got ok %t, usage %+v (stderr %q); want a usage", res.OK, u, res.Stderr)
+	}
+	t.Logf("usage: %+v", *u)
+	if u.SandboxPeakMemoryBytes <= u.PeakMemoryBytes {
+		t.Errorf("sandbox peak: got %d; want more than the run's own %d (the supervisor's share)", u.SandboxPeakMemoryBytes, u.PeakMemoryBytes)
+	}
+	cpu, peak := time.Duration(u.CPUTime).Seconds(), float64(u.PeakMemoryBytes)/(1<<20)
+	if wall := time.Duration(u.WallTime); wall < time.Duration(cpu*float64(time.Second)) || wall > res.Duration {
+		t.Errorf("wall time: got %s; want at least the CPU time of one thread and at most the run's %s", wall, res.Duration)
+	}
+	if u.MeasuredBy != guard.UsageByCgroup || u.EgressBytesOut != 0 || u.EgressBytesIn != 0 {
+		t.Errorf("got measured by %q, egress %d/%d; want cgroup, no egress", u.MeasuredBy, u.EgressBytesOut, u.EgressBytesIn)
+	}
+	if within(cpu, 2.0, 0.2) && within(peak, 100, 0.2) {
+		return ""
+	}
+	return fmt.Sprintf("%.3f s and %.1f MiB", cpu, peak)
 }
 
 // TestDockerUsageCountsWhatTheCodeHides: CPU burnt by a grandchild the code detached (a new
