@@ -227,3 +227,109 @@ func TestPackagesRefusedBeforeAnyContainer(t *testing.T) {
 		})
 	}
 }
+
+// cellPackagesProbe imports alpha and beta and says where from; print "none" when it cannot.
+const cellPackagesProbe = `
+import os, sys
+try:
+    import alpha, beta
+    print("A=" + alpha.A)
+    print("from=" + os.path.dirname(beta.__file__))
+except ImportError:
+    print("A=none")
+`
+
+// A session opened without packages gets a cell's packages installed by the host before that
+// cell's code runs (issue 48): the cell and later ones import them, a fresh interpreter too; a
+// lock with a changed byte ends its cell with the typed error, no code run, and the session
+// goes on; the code cannot write into the package mount.
+func TestSessionCellPackagesIntegration(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		ix := wheeltest.NewIndex(t)
+		a := ix.AddWheel(t, wheeltest.Wheel{Name: "alpha", Version: "1.0", Requires: []string{"beta>=2"},
+			Files: map[string]string{"alpha/__init__.py": "from beta import B\nA = 'a' + B\n"}})
+		bw := ix.AddWheel(t, wheeltest.Wheel{Name: "beta", Version: "2.1", Files: map[string]string{"beta.py": "B = 'b'\n"}})
+		g := ix.AddWheel(t, wheeltest.Wheel{Name: "gamma", Version: "1.0", Files: map[string]string{"gamma.py": ""}})
+		in, err := wheels.New(wheels.Config{Index: ix.URL(), CacheDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newTestBackend(t, rt, func(c *Config) { c.Packages = in })
+		p := packagesPolicy()
+		ts := openSession(t, b, nil)
+		ts.p = &p
+		cell := func(code, lock string) (guard.Result, error) {
+			t.Helper()
+			var pkgs []guard.Package
+			if lock != "" {
+				if pkgs, err = guard.ParseLock(lock); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := p.CheckCell(ts.cs, ts.next, guard.Python, code, pkgs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.next++
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			return ts.sb.RunCell(ctx, c, ts.cs.Limits)
+		}
+		mustCell := func(what, code, lock, want string) guard.Result {
+			t.Helper()
+			res, err := cell(code, lock)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if out := keyValues(res.Stdout); out["A"] != want {
+				t.Errorf("%s: A=%q; want %q (stdout %q, stderr %q)", what, out["A"], want, res.Stdout, res.Stderr)
+			}
+			return res
+		}
+
+		mustCell("cell 1, no packages", cellPackagesProbe, "", "none")
+		lock := wheeltest.Line("alpha", "1.0", a) + wheeltest.Line("beta", "2.1", bw)
+		res := mustCell("cell 2, brings alpha and beta", cellPackagesProbe+"kept = 7\n", lock, "ab")
+		if from := keyValues(res.Stdout)["from"]; from != PackagesMount+"/cell-2" {
+			t.Errorf("cell 2 imported beta from %q; want %s/cell-2", from, PackagesMount)
+		}
+		if res.Packages == nil || len(res.Packages.Installed) != 2 {
+			t.Errorf("cell 2's result lists %+v; want alpha and beta installed", res.Packages)
+		}
+		if res.Egress == nil || len(res.Egress.Attempts) == 0 || res.Egress.Attempts[0].Phase != guard.EgressPhaseInstall {
+			t.Errorf("cell 2's egress audit %+v; want the install's fetches first", res.Egress)
+		}
+		res = mustCell("cell 3, no packages", cellPackagesProbe+`
+print("kept=%d" % kept)
+for p in ("/opt/sandboxflow/packages/cell-2/beta.py", "/opt/sandboxflow/packages/evil.py", "/opt/sandboxflow/packages/cell-9/x.py"):
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, "w").write("B = 'evil'")
+        print("write=ok " + p)
+    except OSError:
+        pass
+`, "", "ab")
+		if out := keyValues(res.Stdout); out["kept"] != "7" || out["write"] != "" {
+			t.Errorf("cell 3: kept=%q write=%q; want the interpreter kept and no write (stdout %q)", out["kept"], out["write"], res.Stdout)
+		}
+		if res.Egress != nil && len(res.Egress.Attempts) > 0 {
+			t.Errorf("cell 3's egress audit lists %+v; the install's fetches were told in cell 2", res.Egress.Attempts)
+		}
+
+		bad := []byte(wheeltest.Hash(g))
+		bad[len(bad)-1] = map[bool]byte{true: '1', false: '0'}[bad[len(bad)-1] == '0']
+		_, err = cell(`print("RAN")`, "gamma==1.0 --hash="+string(bad)+"\n")
+		var pe *guard.PackageError
+		if !errors.As(err, &pe) {
+			t.Fatalf("cell 4, a lock with a changed byte: %v; want a PackageError", err)
+		}
+		mustCell("cell 5, after the refused cell", cellPackagesProbe, "", "ab")
+		if _, err := cell("import os\nos._exit(3)", ""); err != nil {
+			t.Fatal(err)
+		}
+		res = mustCell("cell 7, a fresh interpreter", cellPackagesProbe, "", "ab")
+		if !res.StateReset {
+			t.Errorf("cell 7 did not say its state was reset")
+		}
+	})
+}
