@@ -35,7 +35,7 @@ type Session struct {
 	// (cellpackages.go).
 	slot      string
 	installed []guard.Package
-	s           guard.CheckedSession
+	s         guard.CheckedSession
 	// c is the session's run-shaped settings (CellChecked): its egress and secrets make each
 	// cell's proxy.
 	c   guard.Checked
