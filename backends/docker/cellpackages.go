@@ -87,14 +87,18 @@ func (s *Session) addPackages(ctx context.Context, cell guard.Cell) (string, err
 	if err != nil {
 		return "", err
 	}
+	name := cellDirPrefix + strconv.Itoa(cell.Index)
+	dir := filepath.Join(s.slot, name)
+	if _, err := os.Lstat(dir); err == nil && slices.EqualFunc(s.installed, full, samePackage) {
+		// An earlier attempt of this cell linked it and ended before its frame was written.
+		return name, nil
+	}
 	settings := s.s.CheckedSettings
 	settings.Packages = full
 	env, err := s.b.install(ctx, settings)
 	if err != nil {
 		return "", err
 	}
-	name := cellDirPrefix + strconv.Itoa(cell.Index)
-	dir := filepath.Join(s.slot, name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", &guard.IntegrationError{Op: "docker: cell package folder", Err: err}
 	}
@@ -105,4 +109,9 @@ func (s *Session) addPackages(ctx context.Context, cell guard.Cell) (string, err
 	s.installed = slices.Clone(full)
 	s.packages, s.fetchesTold = env, false
 	return name, nil
+}
+
+// samePackage says a and b are the same requirement: name, version, extras and hashes.
+func samePackage(a, b guard.Package) bool {
+	return a.Name == b.Name && a.Version == b.Version && slices.Equal(a.Extras, b.Extras) && slices.Equal(a.Hashes, b.Hashes)
 }

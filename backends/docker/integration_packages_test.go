@@ -331,5 +331,20 @@ for p in ("/opt/sandboxflow/packages/cell-2/beta.py", "/opt/sandboxflow/packages
 		if !res.StateReset {
 			t.Errorf("cell 7 did not say its state was reset")
 		}
+
+		// Another worker takes the session over: it knows neither the slot nor what was
+		// installed, so it refuses a cell with packages; the packages already there stay.
+		sendAndDie(t, ts.sb, guard.Cell{}, ts.cs.Limits, "")
+		b2 := newTestBackend(t, rt, func(c *Config) { c.Packages = in })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if ts.sb, _, err = b2.AdoptSession(ctx, ts.sb.ID(), adoptable(ts.cs), nil); err != nil {
+			t.Fatalf("adopt: %v", err)
+		}
+		var ce *guard.ConfigError
+		if _, err := cell(`print("RAN")`, wheeltest.Line("gamma", "1.0", g)); !errors.As(err, &ce) || !strings.Contains(err.Error(), "taken over") {
+			t.Errorf("a cell with packages in the adopted session: %v; want the ConfigError", err)
+		}
+		mustCell("a cell in the adopted session", cellPackagesProbe, "", "ab")
 	})
 }
