@@ -363,17 +363,7 @@ func (s *Session) usable() error {
 // when the memory limit ended it.
 func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) (guard.Result, error) {
 	start := time.Now()
-	if err := s.refuseCell(cell); err != nil {
-		return guard.Result{}, err
-	}
-	if _, err := encodeCell(cell, l, ""); err != nil {
-		return guard.Result{}, err
-	}
-	pkgDir, err := s.addPackages(ctx, cell)
-	if err != nil {
-		return guard.Result{}, err
-	}
-	request, err := encodeCell(cell, l, pkgDir)
+	request, err := s.prepareCell(ctx, cell, l)
 	if err != nil {
 		return guard.Result{}, err
 	}
@@ -443,6 +433,22 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	exit := rep.exit
 	s.mu.Unlock()
 	return withUsage(res, used, exit), nil
+}
+
+// prepareCell returns cell's frame once nothing refuses it and its packages are in the
+// session's package folder (addPackages). Nothing is written to the container.
+func (s *Session) prepareCell(ctx context.Context, cell guard.Cell, l guard.Limits) ([]byte, error) {
+	if err := s.refuseCell(cell); err != nil {
+		return nil, err
+	}
+	if _, err := encodeCell(cell, l, ""); err != nil {
+		return nil, err
+	}
+	pkgDir, err := s.addPackages(ctx, cell)
+	if err != nil {
+		return nil, err
+	}
+	return encodeCell(cell, l, pkgDir)
 }
 
 // refuseCell says why cell cannot run in this session before anything is written: the session
