@@ -242,7 +242,8 @@ except ImportError:
 // A session opened without packages gets a cell's packages installed by the host before that
 // cell's code runs (issue 48): the cell and later ones import them, a fresh interpreter too; a
 // lock with a changed byte ends its cell with the typed error, no code run, and the session
-// goes on; the code cannot write into the package mount.
+// goes on; the code cannot write into the package mount; a cell adds to a session opened with
+// packages; a session taken over by another worker refuses cells with packages.
 func TestSessionCellPackagesIntegration(t *testing.T) {
 	eachSessionRuntime(t, func(t *testing.T, rt string) {
 		ix := wheeltest.NewIndex(t)
@@ -332,6 +333,8 @@ for p in ("/opt/sandboxflow/packages/cell-2/beta.py", "/opt/sandboxflow/packages
 			t.Errorf("cell 7 did not say its state was reset")
 		}
 
+		cellAddsToSessionPackages(t, b, p, a, bw)
+
 		// Another worker takes the session over: it knows neither the slot nor what was
 		// installed, so it refuses a cell with packages; the packages already there stay.
 		sendAndDie(t, ts.sb, guard.Cell{}, ts.cs.Limits, "")
@@ -347,4 +350,35 @@ for p in ("/opt/sandboxflow/packages/cell-2/beta.py", "/opt/sandboxflow/packages
 		}
 		mustCell("a cell in the adopted session", cellPackagesProbe, "", "ab")
 	})
+}
+
+// cellAddsToSessionPackages: in a session opened with beta, a cell adds alpha (which requires
+// beta, in the set); its folder comes before the session's own on the path.
+func cellAddsToSessionPackages(t *testing.T, b *Backend, p guard.Policy, a, bw []byte) {
+	t.Helper()
+	req := guard.SessionRequest{Settings: guard.Settings{Packages: wheeltest.Line("beta", "2.1", bw), Limits: guard.Limits{Timeout: 20 * time.Second}}}
+	withBeta, err := p.CheckSession(req, Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBeta.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run-" + randomHex(4), ActivityID: "open"}
+	ctx0, cancel0 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel0()
+	sb2, err := b.OpenSession(ctx0, withBeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close(context.Background())
+	addAlpha, err := guard.ParseLock(wheeltest.Line("alpha", "1.0", a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := p.CheckCell(withBeta, 1, guard.Python, cellPackagesProbe+`print("order=%s" % (sys.path.index("/opt/sandboxflow/packages/cell-1") < sys.path.index("/opt/sandboxflow/packages")))`, addAlpha...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb2.RunCell(ctx0, c1, withBeta.Limits)
+	if out := keyValues(res.Stdout); err != nil || out["A"] != "ab" || out["order"] != "True" || res.Packages == nil || len(res.Packages.Installed) != 2 {
+		t.Errorf("a cell adding alpha to a session with beta: %v, stdout %q stderr %q packages %+v; want both, its folder first", err, res.Stdout, res.Stderr, res.Packages)
+	}
 }
