@@ -89,7 +89,7 @@ func (s *Session) addPackages(ctx context.Context, cell guard.Cell) (string, err
 	}
 	name := cellDirPrefix + strconv.Itoa(cell.Index)
 	dir := filepath.Join(s.slot, name)
-	if _, err := os.Lstat(dir); err == nil && slices.EqualFunc(s.installed, full, samePackage) {
+	if s.linkedCell == cell.Index && slices.EqualFunc(s.installed, full, samePackage) {
 		// An earlier attempt of this cell linked it and ended before its frame was written.
 		return name, nil
 	}
@@ -107,7 +107,7 @@ func (s *Session) addPackages(ctx context.Context, cell guard.Cell) (string, err
 		return "", &guard.IntegrationError{Op: "docker: link cell packages", Err: err}
 	}
 	s.installed = slices.Clone(full)
-	s.packages, s.fetchesTold = env, false
+	s.packages, s.fetchesTold, s.linkedCell = env, false, cell.Index
 	return name, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/wheeltest"
@@ -71,5 +72,47 @@ func TestSessionCellPackagesSlot(t *testing.T) {
 	}
 	if _, err := os.Stat(slot); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("slot left after Close: %v", err)
+	}
+}
+
+// A folder named like a cell's in the session's own environment (a wheel may ship one) is never
+// taken for that cell's packages: the cell ends with the host's error, the folder unchanged.
+func TestSessionCellPackagesNeverReuseAWheelsFolder(t *testing.T) {
+	ix := wheeltest.NewIndex(t)
+	d := ix.AddWheel(t, wheeltest.Wheel{Name: "delta", Version: "1.0", Files: map[string]string{"delta.py": "", "cell-1/evil.py": "E = 1\n"}})
+	in, err := wheels.New(wheels.Config{Index: ix.URL(), CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFake()
+	f.replies = [][]byte{encodeFrame(frameReady, 0, []byte("{}"))}
+	f.replyCh = make(chan []byte, 1)
+	b := fakeBackend(t, f, Config{Image: "sandboxflow-test-python:bookworm-full", WarmSandboxes: 0, Packages: in})
+	p := guard.Policy{Languages: []string{guard.Python}, Packages: true}
+	lockText := wheeltest.Line("delta", "1.0", d)
+	cs, err := p.CheckSession(guard.SessionRequest{Settings: guard.Settings{Packages: lockText, Limits: guard.Limits{Timeout: time.Second}}}, Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs.Owner = guard.Owner{WorkflowID: "wf-1", RunID: "run-1", ActivityID: "open"}
+	sb, err := b.OpenSession(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	s := sb.(*Session)
+	if _, err := os.Stat(filepath.Join(s.slot, "cell-1", "evil.py")); err != nil {
+		t.Skipf("the installer did not keep the wheel's cell-1 folder (%v): nothing to take", err)
+	}
+	lock, err := guard.ParseLock(lockText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell, err := p.CheckCell(cs, 1, guard.Python, "import evil", lock...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, err := s.addPackages(context.Background(), cell); err == nil {
+		t.Errorf("addPackages took %q, the wheel's folder, for cell 1", name)
 	}
 }

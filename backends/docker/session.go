@@ -35,7 +35,10 @@ type Session struct {
 	// (cellpackages.go).
 	slot      string
 	installed []guard.Package
-	s         guard.CheckedSession
+	// linkedCell is the index of the last cell whose packages were linked into the slot (0 for
+	// none): a second attempt of it finds its folder there.
+	linkedCell int
+	s          guard.CheckedSession
 	// c is the session's run-shaped settings (CellChecked): its egress and secrets make each
 	// cell's proxy.
 	c   guard.Checked
