@@ -14,12 +14,13 @@ import (
 // Packages in a session's cells (issue 48). Every session container of a backend with packages
 // configured mounts a folder of its own read-only at PackagesMount, its slot: the environment
 // of the session's settings' lock is linked at its root when it opens, and the environment of
-// the whole set so far plus a cell's additions is linked into the subfolder cell-<index> before
-// that cell runs. The cell frame names that subfolder and the supervisor puts it on the Python
+// the whole set so far plus a cell's additions is linked into a new subfolder cell-<index>-<random>
+// before that cell runs. The cell frame names that subfolder and the supervisor puts it on the Python
 // interpreter's path before the earlier packages entry; the additions never change a version
 // the session has (guard.AddCellPackages), so modules already imported stay valid.
 
-// cellDirPrefix names a cell's subfolder of a session's slot: cellDirPrefix + its index.
+// cellDirPrefix starts the name of a cell's subfolder of a session's slot: cellDirPrefix, its
+// index, "-" and a random suffix.
 const cellDirPrefix = "cell-"
 
 // sessionSlot makes the folder a new session's container mounts at PackagesMount, holding env
@@ -87,11 +88,9 @@ func (s *Session) addPackages(ctx context.Context, cell guard.Cell) (string, err
 	if err != nil {
 		return "", err
 	}
-	name := cellDirPrefix + strconv.Itoa(cell.Index)
-	dir := filepath.Join(s.slot, name)
-	if s.linkedCell == cell.Index && slices.EqualFunc(s.installed, full, samePackage) {
+	if s.linked.index == cell.Index && slices.EqualFunc(s.installed, full, samePackage) {
 		// An earlier attempt of this cell linked it and ended before its frame was written.
-		return name, nil
+		return s.linked.name, nil
 	}
 	settings := s.s.CheckedSettings
 	settings.Packages = full
@@ -99,16 +98,24 @@ func (s *Session) addPackages(ctx context.Context, cell guard.Cell) (string, err
 	if err != nil {
 		return "", err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", &guard.IntegrationError{Op: "docker: cell package folder", Err: err}
+	// A name no folder of the slot has (the session's environment at its root may hold any).
+	dir, err := os.MkdirTemp(s.slot, cellDirPrefix+strconv.Itoa(cell.Index)+"-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
 	}
-	if err := wheels.LinkEnv(env.Dir, dir); err != nil {
-		_ = wheels.RemoveTree(dir)
+	if err == nil {
+		err = wheels.LinkEnv(env.Dir, dir)
+	}
+	if err != nil {
+		if dir != "" {
+			_ = wheels.RemoveTree(dir)
+		}
 		return "", &guard.IntegrationError{Op: "docker: link cell packages", Err: err}
 	}
 	s.installed = slices.Clone(full)
-	s.packages, s.fetchesTold, s.linkedCell = env, false, cell.Index
-	return name, nil
+	s.packages, s.fetchesTold = env, false
+	s.linked.index, s.linked.name = cell.Index, filepath.Base(dir)
+	return s.linked.name, nil
 }
 
 // samePackage says a and b are the same requirement: name, version, extras and hashes.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 	"github.com/sandboxflow/sandboxflow/wheels"
 )
 
-// A cell's packages are linked into cell-<index> of the session's own slot, which the
+// A cell's packages are linked into cell-<index>-* of the session's own slot, which the
 // container mounts; a second attempt of the same cell (the first ended before its frame was
 // written) finds that folder and installs nothing; a cell that would change an installed
 // version is refused by the host's own check; Close removes the slot.
@@ -47,15 +48,15 @@ func TestSessionCellPackagesSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	name, err := s.addPackages(context.Background(), cell)
-	if err != nil || name != "cell-1" {
-		t.Fatalf("addPackages: %q, %v; want cell-1", name, err)
+	if err != nil || !strings.HasPrefix(name, "cell-1-") {
+		t.Fatalf("addPackages: %q, %v; want cell-1-*", name, err)
 	}
-	if _, err := os.Stat(filepath.Join(s.slot, "cell-1", "gamma.py")); err != nil {
+	if _, err := os.Stat(filepath.Join(s.slot, name, "gamma.py")); err != nil {
 		t.Fatalf("gamma not linked into the cell's folder: %v", err)
 	}
 	hits := ix.Requests()
-	if name, err := s.addPackages(context.Background(), cell); err != nil || name != "cell-1" || ix.Requests() != hits {
-		t.Errorf("the same cell again: %q, %v (index requests %d → %d); want cell-1 found, nothing fetched", name, err, hits, ix.Requests())
+	if again, err := s.addPackages(context.Background(), cell); err != nil || again != name || ix.Requests() != hits {
+		t.Errorf("the same cell again: %q, %v (index requests %d → %d); want %s found, nothing fetched", again, err, hits, ix.Requests(), name)
 	}
 	other, err := guard.ParseLock(wheeltest.Line("gamma", "1.0", []byte("other bytes")))
 	if err != nil {
@@ -76,7 +77,7 @@ func TestSessionCellPackagesSlot(t *testing.T) {
 }
 
 // A folder named like a cell's in the session's own environment (a wheel may ship one) is never
-// taken for that cell's packages: the cell ends with the host's error, the folder unchanged.
+// taken for that cell's packages: the cell's folder has a name of its own.
 func TestSessionCellPackagesNeverReuseAWheelsFolder(t *testing.T) {
 	ix := wheeltest.NewIndex(t)
 	d := ix.AddWheel(t, wheeltest.Wheel{Name: "delta", Version: "1.0", Files: map[string]string{"delta.py": "", "cell-1/evil.py": "E = 1\n"}})
@@ -112,7 +113,11 @@ func TestSessionCellPackagesNeverReuseAWheelsFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name, err := s.addPackages(context.Background(), cell); err == nil {
-		t.Errorf("addPackages took %q, the wheel's folder, for cell 1", name)
+	name, err := s.addPackages(context.Background(), cell)
+	if err != nil || name == "cell-1" || !strings.HasPrefix(name, "cell-1-") {
+		t.Fatalf("addPackages: %q, %v; want a folder of its own", name, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.slot, name, "delta.py")); err != nil {
+		t.Errorf("delta not linked into %s: %v", name, err)
 	}
 }

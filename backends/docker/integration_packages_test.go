@@ -291,8 +291,8 @@ func TestSessionCellPackagesIntegration(t *testing.T) {
 		mustCell("cell 1, no packages", cellPackagesProbe, "", "none")
 		lock := wheeltest.Line("alpha", "1.0", a) + wheeltest.Line("beta", "2.1", bw)
 		res := mustCell("cell 2, brings alpha and beta", cellPackagesProbe+"kept = 7\n", lock, "ab")
-		if from := keyValues(res.Stdout)["from"]; from != PackagesMount+"/cell-2" {
-			t.Errorf("cell 2 imported beta from %q; want %s/cell-2", from, PackagesMount)
+		if from := keyValues(res.Stdout)["from"]; !strings.HasPrefix(from, PackagesMount+"/cell-2-") {
+			t.Errorf("cell 2 imported beta from %q; want %s/cell-2-*", from, PackagesMount)
 		}
 		if res.Packages == nil || len(res.Packages.Installed) != 2 {
 			t.Errorf("cell 2's result lists %+v; want alpha and beta installed", res.Packages)
@@ -302,7 +302,10 @@ func TestSessionCellPackagesIntegration(t *testing.T) {
 		}
 		res = mustCell("cell 3, no packages", cellPackagesProbe+`
 print("kept=%d" % kept)
-for p in ("/opt/sandboxflow/packages/cell-2/beta.py", "/opt/sandboxflow/packages/evil.py", "/opt/sandboxflow/packages/cell-9/x.py"):
+import glob
+linked = glob.glob("/opt/sandboxflow/packages/cell-2-*/beta.py")
+print("linked=%d" % len(linked))
+for p in linked + ["/opt/sandboxflow/packages/evil.py", "/opt/sandboxflow/packages/cell-9/x.py"]:
     try:
         os.makedirs(os.path.dirname(p), exist_ok=True)
         open(p, "w").write("B = 'evil'")
@@ -310,8 +313,8 @@ for p in ("/opt/sandboxflow/packages/cell-2/beta.py", "/opt/sandboxflow/packages
     except OSError:
         pass
 `, "", "ab")
-		if out := keyValues(res.Stdout); out["kept"] != "7" || out["write"] != "" {
-			t.Errorf("cell 3: kept=%q write=%q; want the interpreter kept and no write (stdout %q)", out["kept"], out["write"], res.Stdout)
+		if out := keyValues(res.Stdout); out["kept"] != "7" || out["linked"] != "1" || out["write"] != "" {
+			t.Errorf("cell 3: kept=%q linked=%q write=%q; want the interpreter kept, cell 2's beta found and no write (stdout %q)", out["kept"], out["linked"], out["write"], res.Stdout)
 		}
 		if res.Egress != nil && len(res.Egress.Attempts) > 0 {
 			t.Errorf("cell 3's egress audit lists %+v; the install's fetches were told in cell 2", res.Egress.Attempts)
@@ -373,7 +376,7 @@ func cellAddsToSessionPackages(t *testing.T, b *Backend, p guard.Policy, a, bw [
 	if err != nil {
 		t.Fatal(err)
 	}
-	c1, err := p.CheckCell(withBeta, 1, guard.Python, cellPackagesProbe+`print("order=%s" % (sys.path.index("/opt/sandboxflow/packages/cell-1") < sys.path.index("/opt/sandboxflow/packages")))`, addAlpha...)
+	c1, err := p.CheckCell(withBeta, 1, guard.Python, cellPackagesProbe+`print("order=%s" % (sys.path.index(os.path.dirname(alpha.__path__[0])) < sys.path.index("/opt/sandboxflow/packages")))`, addAlpha...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,10 +35,13 @@ type Session struct {
 	// (cellpackages.go).
 	slot      string
 	installed []guard.Package
-	// linkedCell is the index of the last cell whose packages were linked into the slot (0 for
-	// none): a second attempt of it finds its folder there.
-	linkedCell int
-	s          guard.CheckedSession
+	// linked is the last cell whose packages were linked into the slot, and its folder's name
+	// (index 0 for none): a second attempt of that cell finds its folder there.
+	linked struct {
+		index int
+		name  string
+	}
+	s guard.CheckedSession
 	// c is the session's run-shaped settings (CellChecked): its egress and secrets make each
 	// cell's proxy.
 	c   guard.Checked

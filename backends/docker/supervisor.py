@@ -1752,7 +1752,7 @@ class Session:
         caps = [c["max_stdout_bytes"], c["max_stderr_bytes"]]
         pkgs = c.get("packages") or ""
         if pkgs:
-            if not (pkgs.startswith("cell-") and pkgs[5:].isdigit() and os.path.isdir(PACKAGES + "/" + pkgs)):
+            if not (pkgs.startswith("cell-") and "/" not in pkgs and ".." not in pkgs and os.path.isdir(PACKAGES + "/" + pkgs)):
                 raise ValueError("cell packages folder %r is not one of the package mount's" % pkgs)
             self.packages = PACKAGES + "/" + pkgs
         # An interpreter that died between cells (a thread of it called os._exit) is gone.
