@@ -76,6 +76,22 @@ func TestSessionCellAfterAnUnknownOutcomeIsLost(t *testing.T) {
 	}
 }
 
+// A cell whose packages did not install (a PackageError: nothing of it ran) leaves the sandbox
+// as it was: the next cell runs in it.
+func TestSessionCellAfterAPackageErrorRuns(t *testing.T) {
+	h := newSessionHost(t)
+	h.backend.CellErr = &guard.PackageError{Reason: guard.PackageHashMismatch, Package: "gamma", Msg: "the wheel's sha256 is not the lock's"}
+	if _, err := h.run(h.cell(1, "x = 1", h.chain, nil)); guard.TypeOf(contract.FromFailure(err)) != guard.TypePackageError {
+		t.Fatalf("cell 1: %v; want the backend's PackageError", err)
+	}
+	if _, err := h.run(h.cell(2, "print(1)", h.chain, nil)); err != nil {
+		t.Fatalf("cell 2 after a PackageError: %v; want it run", err)
+	}
+	if n := h.backend.Cells(); n != 2 {
+		t.Errorf("%d cells reached the backend; want 2", n)
+	}
+}
+
 // The host refuses an input that carries more approvals than any quorum can ask, though each is
 // a distinct reviewer's genuine approval: it verifies no more than guard.MaxQuorum signatures.
 func TestVerifyApprovalsRefusesMoreThanMaxQuorum(t *testing.T) {

@@ -492,6 +492,8 @@ func (a *Activities) SessionCell(ctx context.Context, in contract.CellRunInput) 
 		hs.cells++
 	case guard.Retryable(err):
 		err = claim.release(ctx, a.historyOf(ctx), err)
+	case guard.TypeOf(err) == guard.TypePackageError:
+		// The cell's packages did not install: nothing of it ran and the sandbox is as it was.
 	default:
 		hs.unknown = true
 	}

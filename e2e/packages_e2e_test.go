@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandboxflow/sandboxflow/backends/docker"
 	"github.com/sandboxflow/sandboxflow/client"
+	"github.com/sandboxflow/sandboxflow/contract"
 	"github.com/sandboxflow/sandboxflow/guard"
 	"github.com/sandboxflow/sandboxflow/internal/testkit/wheeltest"
 )
@@ -198,4 +199,65 @@ func auditVerifies(t *testing.T, s starterCLI, data, id, sha string) {
 			t.Errorf("audit verify accepted an export whose %s%s was changed", where, sha)
 		}
 	}
+}
+
+// TestCellPackagesThroughBinaries: worker --dev --package-index, runc. A session opened without
+// packages; a cell brought with `starter session cell --packages` (two packages, one requiring
+// the other) is approved, the host installs them into the running session and the cell imports
+// both, its result listing them and the install's fetches; a cell whose lock has a changed byte
+// ends with a PackageError and nothing of it run; the next cell, with no lock, imports them still.
+func TestCellPackagesThroughBinaries(t *testing.T) {
+	requireDocker(t)
+	ix := wheeltest.NewIndex(t)
+	a := ix.AddWheel(t, wheeltest.Wheel{Name: "alpha", Version: "1.0", Requires: []string{"beta>=2"},
+		Files: map[string]string{"alpha/__init__.py": "from beta import B\nA = 'a' + B\n"}})
+	b := ix.AddWheel(t, wheeltest.Wheel{Name: "beta", Version: "2.1", Files: map[string]string{"beta.py": "B = 'b'\n"}})
+	g := ix.AddWheel(t, wheeltest.Wheel{Name: "gamma", Version: "1.0", Files: map[string]string{"gamma.py": ""}})
+	changed := append([]byte(nil), g...)
+	changed[len(changed)/3] ^= 1
+	workerBin, starterBin := binaries(t)
+	data := t.TempDir()
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	queue := "cell-packages"
+	env := []string{"TEMPORAL_ADDRESS=" + addr, "SANDBOXFLOW_KEY_FILE=", "SANDBOXFLOW_TASK_QUEUE=" + queue,
+		"USER=alice", "SANDBOXFLOW_REVIEWER_KEY=" + filepath.Join(data, "reviewer", "id_ed25519")}
+	startDevWorker(t, workerBin, env, "--data-dir", data, "--ui-port", "-1", "--task-queue", queue,
+		"--backend", "docker", "--docker-image", testPythonImage(), "--docker-runtime", "runc", "--package-index", ix.URL(),
+		"--warm-sandboxes", "0")
+	s := sessionCLI{starterCLI{t: t, bin: starterBin, env: env}}
+	lockFile := func(name, text string) string {
+		p := filepath.Join(data, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const probe = "try:\n    import alpha\n    print('A=' + alpha.A)\nexcept ImportError:\n    print('A=none')\n"
+	id := s.open("--language", "python").WorkflowID
+	if res := s.cell(id, probe); string(res.Stdout) != "A=none\n" {
+		t.Fatalf("cell 1: %q %q; want nothing of the index importable", res.Stdout, res.Stderr)
+	}
+	res := s.cell(id, probe, "--packages", lockFile("ab.txt", wheeltest.Line("alpha", "1.0", a)+wheeltest.Line("beta", "2.1", b)))
+	if string(res.Stdout) != "A=ab\n" || res.Packages == nil || len(res.Packages.Installed) != 2 || res.Receipt == nil {
+		t.Fatalf("cell 2 with alpha and beta: stdout %q stderr %q packages %+v; want both imported, listed and signed", res.Stdout, res.Stderr, res.Packages)
+	}
+	install := 0
+	for _, at := range res.Egress.Attempts {
+		if at.Phase == guard.EgressPhaseInstall {
+			install++
+		}
+	}
+	if install == 0 {
+		t.Errorf("cell 2's egress %+v; want the install's fetches", res.Egress)
+	}
+	var sub contract.CellSubmitted
+	s.mustJSON(&sub, "session", "cell", id, "--code", "print('RAN')", "--packages", lockFile("bad.txt", wheeltest.Line("gamma", "1.0", changed)))
+	out, rc := s.run("approve", id, "--cell", strconv.Itoa(sub.Cell), "--wait")
+	if rc == 0 || !strings.Contains(out, string(guard.PackageHashMismatch)) || !strings.Contains(out, "nothing ran") || strings.Contains(out, "RAN") {
+		t.Errorf("cell 3 with a changed byte: exit %d, %s; want a PackageError hash_mismatch and nothing run", rc, out)
+	}
+	if res := s.cell(id, probe); string(res.Stdout) != "A=ab\n" {
+		t.Errorf("cell 4: %q %q; want alpha and beta still imported", res.Stdout, res.Stderr)
+	}
+	s.mustJSON(&struct{}{}, "session", "close", id)
 }

@@ -28,7 +28,7 @@ func sendAndDie(t *testing.T, sb guard.Sandbox, cell guard.Cell, l guard.Limits,
 	s.cur = rep
 	s.mu.Unlock()
 	if cell.Index > 0 {
-		frame, err := encodeCell(cell, l)
+		frame, err := encodeCell(cell, l, "")
 		if err != nil {
 			t.Fatal(err)
 		}

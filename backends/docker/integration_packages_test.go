@@ -227,3 +227,161 @@ func TestPackagesRefusedBeforeAnyContainer(t *testing.T) {
 		})
 	}
 }
+
+// cellPackagesProbe imports alpha and beta and says where from; print "none" when it cannot.
+const cellPackagesProbe = `
+import os, sys
+try:
+    import alpha, beta
+    print("A=" + alpha.A)
+    print("from=" + os.path.dirname(beta.__file__))
+except ImportError:
+    print("A=none")
+`
+
+// A session opened without packages gets a cell's packages installed by the host before that
+// cell's code runs (issue 48): the cell and later ones import them, a fresh interpreter too; a
+// lock with a changed byte ends its cell with the typed error, no code run, and the session
+// goes on; the code cannot write into the package mount; a cell adds to a session opened with
+// packages; a session taken over by another worker refuses cells with packages.
+func TestSessionCellPackagesIntegration(t *testing.T) {
+	eachSessionRuntime(t, func(t *testing.T, rt string) {
+		ix := wheeltest.NewIndex(t)
+		a := ix.AddWheel(t, wheeltest.Wheel{Name: "alpha", Version: "1.0", Requires: []string{"beta>=2"},
+			Files: map[string]string{"alpha/__init__.py": "from beta import B\nA = 'a' + B\n"}})
+		bw := ix.AddWheel(t, wheeltest.Wheel{Name: "beta", Version: "2.1", Files: map[string]string{"beta.py": "B = 'b'\n"}})
+		g := ix.AddWheel(t, wheeltest.Wheel{Name: "gamma", Version: "1.0", Files: map[string]string{"gamma.py": ""}})
+		in, err := wheels.New(wheels.Config{Index: ix.URL(), CacheDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newTestBackend(t, rt, func(c *Config) { c.Packages = in })
+		p := packagesPolicy()
+		ts := openSession(t, b, nil)
+		ts.p = &p
+		cell := func(code, lock string) (guard.Result, error) {
+			t.Helper()
+			var pkgs []guard.Package
+			if lock != "" {
+				if pkgs, err = guard.ParseLock(lock); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := p.CheckCell(ts.cs, ts.next, guard.Python, code, pkgs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.next++
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			return ts.sb.RunCell(ctx, c, ts.cs.Limits)
+		}
+		mustCell := func(what, code, lock, want string) guard.Result {
+			t.Helper()
+			res, err := cell(code, lock)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if out := keyValues(res.Stdout); out["A"] != want {
+				t.Errorf("%s: A=%q; want %q (stdout %q, stderr %q)", what, out["A"], want, res.Stdout, res.Stderr)
+			}
+			return res
+		}
+
+		mustCell("cell 1, no packages", cellPackagesProbe, "", "none")
+		lock := wheeltest.Line("alpha", "1.0", a) + wheeltest.Line("beta", "2.1", bw)
+		res := mustCell("cell 2, brings alpha and beta", cellPackagesProbe+"kept = 7\n", lock, "ab")
+		if from := keyValues(res.Stdout)["from"]; !strings.HasPrefix(from, PackagesMount+"/cell-2-") {
+			t.Errorf("cell 2 imported beta from %q; want %s/cell-2-*", from, PackagesMount)
+		}
+		if res.Packages == nil || len(res.Packages.Installed) != 2 {
+			t.Errorf("cell 2's result lists %+v; want alpha and beta installed", res.Packages)
+		}
+		if res.Egress == nil || len(res.Egress.Attempts) == 0 || res.Egress.Attempts[0].Phase != guard.EgressPhaseInstall {
+			t.Errorf("cell 2's egress audit %+v; want the install's fetches first", res.Egress)
+		}
+		res = mustCell("cell 3, no packages", cellPackagesProbe+`
+print("kept=%d" % kept)
+import glob
+linked = glob.glob("/opt/sandboxflow/packages/cell-2-*/beta.py")
+print("linked=%d" % len(linked))
+for p in linked + ["/opt/sandboxflow/packages/evil.py", "/opt/sandboxflow/packages/cell-9/x.py"]:
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, "w").write("B = 'evil'")
+        print("write=ok " + p)
+    except OSError:
+        pass
+`, "", "ab")
+		if out := keyValues(res.Stdout); out["kept"] != "7" || out["linked"] != "1" || out["write"] != "" {
+			t.Errorf("cell 3: kept=%q linked=%q write=%q; want the interpreter kept, cell 2's beta found and no write (stdout %q)", out["kept"], out["linked"], out["write"], res.Stdout)
+		}
+		if res.Egress != nil && len(res.Egress.Attempts) > 0 {
+			t.Errorf("cell 3's egress audit lists %+v; the install's fetches were told in cell 2", res.Egress.Attempts)
+		}
+
+		bad := []byte(wheeltest.Hash(g))
+		bad[len(bad)-1] = map[bool]byte{true: '1', false: '0'}[bad[len(bad)-1] == '0']
+		_, err = cell(`print("RAN")`, "gamma==1.0 --hash="+string(bad)+"\n")
+		var pe *guard.PackageError
+		if !errors.As(err, &pe) {
+			t.Fatalf("cell 4, a lock with a changed byte: %v; want a PackageError", err)
+		}
+		mustCell("cell 5, after the refused cell", cellPackagesProbe, "", "ab")
+		if _, err := cell("import os\nos._exit(3)", ""); err != nil {
+			t.Fatal(err)
+		}
+		res = mustCell("cell 7, a fresh interpreter", cellPackagesProbe, "", "ab")
+		if !res.StateReset {
+			t.Errorf("cell 7 did not say its state was reset")
+		}
+
+		cellAddsToSessionPackages(t, b, p, a, bw)
+
+		// Another worker takes the session over: it knows neither the slot nor what was
+		// installed, so it refuses a cell with packages; the packages already there stay.
+		sendAndDie(t, ts.sb, guard.Cell{}, ts.cs.Limits, "")
+		b2 := newTestBackend(t, rt, func(c *Config) { c.Packages = in })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if ts.sb, _, err = b2.AdoptSession(ctx, ts.sb.ID(), adoptable(ts.cs), nil); err != nil {
+			t.Fatalf("adopt: %v", err)
+		}
+		var ce *guard.ConfigError
+		if _, err := cell(`print("RAN")`, wheeltest.Line("gamma", "1.0", g)); !errors.As(err, &ce) || !strings.Contains(err.Error(), "taken over") {
+			t.Errorf("a cell with packages in the adopted session: %v; want the ConfigError", err)
+		}
+		mustCell("a cell in the adopted session", cellPackagesProbe, "", "ab")
+	})
+}
+
+// cellAddsToSessionPackages: in a session opened with beta, a cell adds alpha (which requires
+// beta, in the set); its folder comes before the session's own on the path.
+func cellAddsToSessionPackages(t *testing.T, b *Backend, p guard.Policy, a, bw []byte) {
+	t.Helper()
+	req := guard.SessionRequest{Settings: guard.Settings{Packages: wheeltest.Line("beta", "2.1", bw), Limits: guard.Limits{Timeout: 20 * time.Second}}}
+	withBeta, err := p.CheckSession(req, Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBeta.Owner = guard.Owner{WorkflowID: "test-session-" + randomHex(6), RunID: "run-" + randomHex(4), ActivityID: "open"}
+	ctx0, cancel0 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel0()
+	sb2, err := b.OpenSession(ctx0, withBeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close(context.Background())
+	addAlpha, err := guard.ParseLock(wheeltest.Line("alpha", "1.0", a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := p.CheckCell(withBeta, 1, guard.Python, cellPackagesProbe+`print("order=%s" % (sys.path.index(os.path.dirname(alpha.__path__[0])) < sys.path.index("/opt/sandboxflow/packages")))`, addAlpha...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb2.RunCell(ctx0, c1, withBeta.Limits)
+	if out := keyValues(res.Stdout); err != nil || out["A"] != "ab" || out["order"] != "True" || res.Packages == nil || len(res.Packages.Installed) != 2 {
+		t.Errorf("a cell adding alpha to a session with beta: %v, stdout %q stderr %q packages %+v; want both, its folder first", err, res.Stdout, res.Stderr, res.Packages)
+	}
+}

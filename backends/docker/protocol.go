@@ -526,6 +526,9 @@ type supCell struct {
 	Language  string `json:"language"`
 	Code      []byte `json:"code"`
 	TimeoutMS int64  `json:"timeout_ms"`
+	// Packages names the subfolder of the session's package mount holding the environment the
+	// cell's packages completed (cellpackages.go); "" for none.
+	Packages string `json:"packages,omitempty"`
 	supCaps
 }
 
@@ -544,7 +547,7 @@ func encodeSession(s guard.CheckedSession, uid int, nonce string, eg *sandboxEgr
 }
 
 // encodeCell returns the cell frame of cell under limits l.
-func encodeCell(cell guard.Cell, l guard.Limits) ([]byte, error) {
+func encodeCell(cell guard.Cell, l guard.Limits, packages string) ([]byte, error) {
 	if cell.Language != guard.Python && cell.Language != guard.Shell {
 		return nil, &guard.ConfigError{Msg: fmt.Sprintf("docker backend: language %q is not offered (offered: %s, %s)", cell.Language, guard.Python, guard.Shell)}
 	}
@@ -556,7 +559,7 @@ func encodeCell(cell guard.Cell, l guard.Limits) ([]byte, error) {
 	}
 	b, err := json.Marshal(supCell{
 		Index: cell.Index, Language: cell.Language, Code: []byte(cell.Code), TimeoutMS: l.Timeout.Milliseconds(),
-		supCaps: capsOf(l),
+		Packages: packages, supCaps: capsOf(l),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("docker: encode cell: %w", err)

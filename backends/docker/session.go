@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,7 +29,19 @@ type Session struct {
 	// fetches already.
 	packages    *wheels.Env
 	fetchesTold bool
-	s           guard.CheckedSession
+	// slot is the host folder mounted at PackagesMount ("" when the host installs no packages,
+	// or for a session taken over from another worker); installed is the package set whose
+	// environment this sandbox has: the settings' lock plus what its cells added
+	// (cellpackages.go).
+	slot      string
+	installed []guard.Package
+	// linked is the last cell whose packages were linked into the slot, and its folder's name
+	// (index 0 for none): a second attempt of that cell finds its folder there.
+	linked struct {
+		index int
+		name  string
+	}
+	s guard.CheckedSession
 	// c is the session's run-shaped settings (CellChecked): its egress and secrets make each
 	// cell's proxy.
 	c   guard.Checked
@@ -162,12 +173,22 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 	if b.pool != nil {
 		b.pool.cold()
 	}
-	sb, err := b.create(ctx, img, &c, true, packagesDir(env))
+	slot, err := b.sessionSlot(env)
 	if err != nil {
 		release()
 		return nil, err
 	}
-	sess := &Session{b: b, sb: sb, packages: env, s: s, c: c, diag: guard.NewCapBuffer(diagBytes), done: make(chan struct{}), releaseSlot: release}
+	mount := packagesDir(env)
+	if slot != "" {
+		mount = slot
+	}
+	sb, err := b.create(ctx, img, &c, true, mount)
+	if err != nil {
+		b.removeSlot(slot)
+		release()
+		return nil, err
+	}
+	sess := &Session{b: b, sb: sb, packages: env, slot: slot, installed: slices.Clone(s.Packages), s: s, c: c, diag: guard.NewCapBuffer(diagBytes), done: make(chan struct{}), releaseSlot: release}
 	if err := sess.open(ctx); err != nil {
 		if sess.att != nil {
 			sess.att.Close()
@@ -176,6 +197,7 @@ func (b *Backend) OpenSession(ctx context.Context, s guard.CheckedSession) (guar
 			b.log.Warn("session container not removed; the reaper will retry", "container", sb.id, "error", rerr)
 		}
 		sb.release()
+		b.removeSlot(slot)
 		release()
 		return nil, err
 	}
@@ -351,10 +373,7 @@ func (s *Session) usable() error {
 // when the memory limit ended it.
 func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) (guard.Result, error) {
 	start := time.Now()
-	if err := s.refuseCell(cell); err != nil {
-		return guard.Result{}, err
-	}
-	request, err := encodeCell(cell, l)
+	request, err := s.prepareCell(ctx, cell, l)
 	if err != nil {
 		return guard.Result{}, err
 	}
@@ -426,9 +445,25 @@ func (s *Session) RunCell(ctx context.Context, cell guard.Cell, l guard.Limits) 
 	return withUsage(res, used, exit), nil
 }
 
+// prepareCell returns cell's frame once nothing refuses it and its packages are in the
+// session's package folder (addPackages). Nothing is written to the container.
+func (s *Session) prepareCell(ctx context.Context, cell guard.Cell, l guard.Limits) ([]byte, error) {
+	if err := s.refuseCell(cell); err != nil {
+		return nil, err
+	}
+	if _, err := encodeCell(cell, l, ""); err != nil {
+		return nil, err
+	}
+	pkgDir, err := s.addPackages(ctx, cell)
+	if err != nil {
+		return nil, err
+	}
+	return encodeCell(cell, l, pkgDir)
+}
+
 // refuseCell says why cell cannot run in this session before anything is written: the session
-// is lost or closed, the cell's language is not offered, or it brings packages (the session's
-// environment is mounted when it opens).
+// is lost or closed, the cell's language is not offered, or it brings packages this session
+// cannot add (refuseCellPackages).
 func (s *Session) refuseCell(cell guard.Cell) error {
 	if err := s.usable(); err != nil {
 		return err
@@ -436,10 +471,7 @@ func (s *Session) refuseCell(cell guard.Cell) error {
 	if !slices.Contains(s.s.Languages, cell.Language) {
 		return &guard.ToolUsageError{Msg: fmt.Sprintf("docker backend: language %q is not offered in this session (offered: %v)", cell.Language, s.s.Languages)}
 	}
-	if len(cell.Packages) > 0 {
-		return &guard.ConfigError{Msg: "docker backend: this sandbox host cannot add packages to a running session (cell " + strconv.Itoa(cell.Index) + " brings packages); give them when the session opens"}
-	}
-	return nil
+	return s.refuseCellPackages(cell)
 }
 
 // cellStopWait bounds how long a cancelled cell's supervisor has to stop it and report.
@@ -602,6 +634,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.closeErr = s.b.remove(ctx, s.sb.id, true)
 		<-s.doneOrTimeout()
 		s.sb.release()
+		s.b.removeSlot(s.slot)
 		s.releaseSlot()
 		s.b.sessionsMu.Lock()
 		delete(s.b.sessions, s)

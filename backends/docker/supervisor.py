@@ -1348,7 +1348,7 @@ def run(libc, req):
 #
 # Python cells run in one interpreter that lives across cells: `python3 -E -s -B -u -c DRIVER`,
 # as the sandbox uid, like a run's Python. DRIVER reads each cell from descriptor 3 (4-byte index,
-# 4-byte length, the code), runs it in __main__'s namespace and writes the cell's index and exit
+# 4-byte code length, 4-byte path length, the code, the newest cell package folder), runs it in __main__'s namespace and writes the cell's index and exit
 # status on descriptor 4. It lives in the same process as the cells' code, so a cell can tamper
 # with it: the supervisor trusts nothing of it but that status, reads the interpreter's output raw
 # from its pipes, and ends the cell at its timeout or the interpreter's death whatever the driver
@@ -1384,9 +1384,19 @@ def _sandboxflow_cells(g, capture):
         return b
 
     while True:
-        head = read_exact(8)
-        index, n = int.from_bytes(head[:4], "big"), int.from_bytes(head[4:], "big")
+        head = read_exact(12)
+        index, n, m = (int.from_bytes(head[i : i + 4], "big") for i in (0, 4, 8))
         code = read_exact(n)
+        # The newest package folder a cell brought (a subfolder of PACKAGES holding the whole
+        # set so far), put before the earlier packages entry: it only adds modules, so what
+        # was imported from the earlier one stays valid.
+        pkgs = read_exact(m).decode("ascii") if m else ""
+        if pkgs and pkgs not in sys.path:
+            at = [i for i, p in enumerate(sys.path) if p == $PACKAGES$ or p.startswith($PACKAGES$ + "/")]
+            if not at:
+                at = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+            sys.path.insert(at[0] if at else len(sys.path), pkgs)
+            __import__("importlib").invalidate_caches()
         status = 0
         reset()
         try:
@@ -1428,7 +1438,7 @@ def _sandboxflow_cells(g, capture):
 
 
 (lambda f, c: (globals().pop("_sandboxflow_cells"), globals().pop("_sandboxflow_capture"), f(globals(), c)))(_sandboxflow_cells, _sandboxflow_capture)
-'''.replace("$OUT_DIR$", repr(OUT_DIR))
+'''.replace("$OUT_DIR$", repr(OUT_DIR)).replace("$PACKAGES$", repr(PACKAGES))
 # How long the supervisor reads what is left in the interpreter's pipes after its cell said it
 # ended (every other process of the code is dead by then; only the interpreter's threads write).
 DRAIN_LIVE = 0.2
@@ -1664,6 +1674,9 @@ class Session:
             self.tunnel.inbuf = self.inbuf
         self.interp = None
         self.had_interp = False
+        # The newest package folder a cell brought (under PACKAGES), told to every Python cell's
+        # interpreter from then on, a fresh one after a reset too.
+        self.packages = ""
         self.wake_r, wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         # The worker cancels the running cell with SIGUSR1 from outside the container (docker
@@ -1737,6 +1750,11 @@ class Session:
             raise ValueError("unknown language %r" % lang)
         timeout = c["timeout_ms"] / 1000.0
         caps = [c["max_stdout_bytes"], c["max_stderr_bytes"]]
+        pkgs = c.get("packages") or ""
+        if pkgs:
+            if not (pkgs.startswith("cell-") and "/" not in pkgs and ".." not in pkgs and os.path.isdir(PACKAGES + "/" + pkgs)):
+                raise ValueError("cell packages folder %r is not one of the package mount's" % pkgs)
+            self.packages = PACKAGES + "/" + pkgs
         # An interpreter that died between cells (a thread of it called os._exit) is gone.
         reap_watch({self.interp_pid()})
         if self.interp is not None and self.interp.pid in EXITED:
@@ -1759,7 +1777,9 @@ class Session:
             it = self.interp
             discard_waiting([it.out_r, it.err_r, it.done_r])
             out = Output(it.out_r, it.err_r, caps)
-            feed, feed_fd, done_r, pid = index.to_bytes(4, "big") + len(code).to_bytes(4, "big") + code, it.ctl_w, it.done_r, it.pid
+            pk = self.packages.encode("ascii")
+            head = index.to_bytes(4, "big") + len(code).to_bytes(4, "big") + len(pk).to_bytes(4, "big")
+            feed, feed_fd, done_r, pid = head + code + pk, it.ctl_w, it.done_r, it.pid
             started = time.monotonic()
         else:
             out_r, out_w = os.pipe2(os.O_CLOEXEC)

@@ -213,7 +213,7 @@ func (ss *session) RunCell(ctx context.Context, cell guard.Cell, limits guard.Li
 		return guard.Result{}, &guard.ToolUsageError{Msg: fmt.Sprintf("e2b backend: language %q is not offered in this session", cell.Language)}
 	}
 	if len(cell.Packages) > 0 {
-		return guard.Result{}, &guard.ConfigError{Msg: fmt.Sprintf("e2b backend: this sandbox host cannot add packages to a running session (cell %d brings packages)", cell.Index)}
+		return guard.Result{}, &guard.ConfigError{Msg: "e2b backend: this sandbox host installs no packages: it has no package index (worker --package-index)"}
 	}
 	start := time.Now()
 	var (

@@ -476,3 +476,26 @@ func TestSessionCellClosingTheDriversDescriptors(t *testing.T) {
 		t.Fatalf("cell 2: reset %t stdout %q; want a fresh interpreter", r2.StateReset, r2.Stdout)
 	}
 }
+
+// E2B installs no packages: a cell that brings some gets the ConfigError a worker without a
+// package index gives a run with packages; no process starts for it and the next cell runs.
+func TestSessionCellWithPackagesRefused(t *testing.T) {
+	t.Parallel()
+	f, b, _ := setup(t, nil)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	pkgs := []guard.Package{{Name: "beta", Version: "2.0", Hashes: []string{"sha256:" + strings.Repeat("b", 64)}}}
+	c, err := (guard.Policy{Languages: []string{guard.Python}, Packages: true}).CheckCell(s, 1, guard.Python, "print('RAN')", pkgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *guard.ConfigError
+	if _, err := sb.RunCell(t.Context(), c, s.Limits); !errors.As(err, &ce) || !strings.Contains(err.Error(), "installs no packages") {
+		t.Fatalf("a cell with packages: %v; want the ConfigError", err)
+	}
+	if n := f.Record().Starts; n != 0 {
+		t.Errorf("%d processes started for the refused cell", n)
+	}
+	if res := cell(t, sb, s, 2, guard.Python, "print('next')"); string(res.Stdout) != "next\n" {
+		t.Errorf("the next cell: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}

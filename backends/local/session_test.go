@@ -306,3 +306,26 @@ func TestSessionShadowedDriverModules(t *testing.T) {
 		}
 	}
 }
+
+// The local backend installs no packages: a cell that brings some gets the ConfigError a
+// worker without a package index gives a run with packages, and nothing of it runs.
+func TestSessionCellWithPackagesRefused(t *testing.T) {
+	b, tmp := newBackend(t)
+	sb, s := openSession(t, b, guard.SessionRequest{})
+	ran := filepath.Join(tmp, "ran")
+	pkgs := []guard.Package{{Name: "beta", Version: "2.0", Hashes: []string{"sha256:" + strings.Repeat("b", 64)}}}
+	c, err := (guard.Policy{Languages: []string{guard.Python}, Packages: true}).CheckCell(s, 1, guard.Python, "open("+strconv.Quote(ran)+", 'w')", pkgs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *guard.ConfigError
+	if _, err := sb.RunCell(t.Context(), c, s.Limits); !errors.As(err, &ce) || !strings.Contains(err.Error(), "installs no packages") {
+		t.Fatalf("a cell with packages: %v; want the ConfigError", err)
+	}
+	if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the cell ran (%v)", err)
+	}
+	if res := cell(t, sb, s, 2, guard.Python, "print('next')"); string(res.Stdout) != "next\n" {
+		t.Errorf("the next cell: stdout %q stderr %q", res.Stdout, res.Stderr)
+	}
+}
