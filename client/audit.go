@@ -305,6 +305,15 @@ type AuditVerdict struct {
 	Checks []AuditCheck `json:"checks"`
 }
 
+// add records a check named name, failed with err's message when err is not nil.
+func (v *AuditVerdict) add(name string, err error) {
+	c := AuditCheck{Name: name, OK: err == nil}
+	if err != nil {
+		c.Error = err.Error()
+	}
+	v.Checks = append(v.Checks, c)
+}
+
 // VerifyAudit checks an audit record offline, against the given reviewers and hosts (the
 // verifier's own files, never the keys the record names): the digest recomputed from the checked
 // request, which must be the request that was started; the accepted approval's signature; the
@@ -312,13 +321,7 @@ type AuditVerdict struct {
 // Every check is reported, and a failure says what failed.
 func VerifyAudit(rec contract.AuditRecord, reviewers *approval.Reviewers, hosts *receipt.Hosts) AuditVerdict {
 	var v AuditVerdict
-	add := func(name string, err error) {
-		c := AuditCheck{Name: name, OK: err == nil}
-		if err != nil {
-			c.Error = err.Error()
-		}
-		v.Checks = append(v.Checks, c)
-	}
+	add := v.add
 	if rec.Audit != contract.AuditVersion {
 		add("version", fmt.Errorf("audit %q; want %q", rec.Audit, contract.AuditVersion))
 	}

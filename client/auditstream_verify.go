@@ -20,13 +20,7 @@ import (
 // and claim against the end record of its run, when the records hold it (else its shape only).
 func VerifyAuditStream(recs []contract.AuditStreamRecord, reviewers *approval.Reviewers, hosts *receipt.Hosts) AuditVerdict {
 	var v AuditVerdict
-	add := func(name string, err error) {
-		c := AuditCheck{Name: name, OK: err == nil}
-		if err != nil {
-			c.Error = err.Error()
-		}
-		v.Checks = append(v.Checks, c)
-	}
+	add := v.add
 	ends := map[runRef]*contract.AuditRecord{}
 	for i, r := range recs {
 		if err := streamShape(r); err != nil {
