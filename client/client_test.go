@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	tclient "go.temporal.io/sdk/client"
+
 	"github.com/sandboxflow/sandboxflow/guard"
 )
 
@@ -153,5 +155,42 @@ func TestConnectionFromEnv(t *testing.T) {
 	}
 	if def.HostPort != DefaultAddress || def.Namespace != DefaultNamespace || def.ConnectionOptions.TLS != nil {
 		t.Fatalf("defaults: got %s %s TLS %v", def.HostPort, def.Namespace, def.ConnectionOptions.TLS)
+	}
+}
+
+// Requests to a Temporal on this machine go uncompressed (gzip spends CPU on both ends and saves
+// no bandwidth there; the server answers in the request's compression); to any other address,
+// gzip as the SDK does; SANDBOXFLOW_TEMPORAL_COMPRESSION chooses either, and refuses a typo.
+func TestConnectionCompression(t *testing.T) {
+	for _, tc := range []struct {
+		address, compression string
+		wantGzip             bool
+	}{
+		{"", "", false},
+		{"127.0.0.1:7233", "", false},
+		{"127.8.9.10:7233", "auto", false},
+		{"localhost:7233", "", false},
+		{"[::1]:7233", "", false},
+		{"temporal.example:7233", "", true},
+		{"10.0.0.7:7233", "", true},
+		{"[2001:db8::1]:7233", "", true},
+		{"localhost.example:7233", "", true},
+		{"127.0.0.1:7233", "gzip", true},
+		{"temporal.example:7233", "none", false},
+	} {
+		t.Setenv("TEMPORAL_ADDRESS", tc.address)
+		t.Setenv("SANDBOXFLOW_TEMPORAL_COMPRESSION", tc.compression)
+		opts, err := ConnectionFromEnv().Options()
+		if err != nil {
+			t.Fatalf("%s %q: %v", tc.address, tc.compression, err)
+		}
+		_, gzip := opts.ConnectionOptions.GrpcCompression.(*tclient.GrpcCompressionGzip)
+		_, none := opts.ConnectionOptions.GrpcCompression.(*tclient.GrpcCompressionNone)
+		if gzip != tc.wantGzip || none == tc.wantGzip {
+			t.Errorf("%s %q: compression %T; want gzip %v", tc.address, tc.compression, opts.ConnectionOptions.GrpcCompression, tc.wantGzip)
+		}
+	}
+	if _, err := (Connection{Compression: "zstd"}).Options(); err == nil || !strings.Contains(err.Error(), "SANDBOXFLOW_TEMPORAL_COMPRESSION") {
+		t.Errorf("compression zstd: %v; want a refusal naming the variable", err)
 	}
 }
