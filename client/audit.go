@@ -27,7 +27,15 @@ const localActivityMarker = "LocalActivity"
 // reviewer keys the check recorded, at the time of its event), the claims, the receipt and the
 // result. It trusts nothing the status query says.
 func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.AuditRecord, error) {
+	return c.audit(ctx, workflowID, runID, false)
+}
+
+// audit is Audit; receiptless leaves a run's result and receipt out of the record (they are
+// not decoded: a result in hand is checked against the record's check and decisions, and the
+// 100 KB chart it may carry is not decoded again from the history).
+func (c *Client) audit(ctx context.Context, workflowID, runID string, receiptless bool) (contract.AuditRecord, error) {
 	h := newRunHistory(c.dc, workflowID)
+	h.receiptless = receiptless
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 		if err != nil {
@@ -64,6 +72,7 @@ type runHistory struct {
 	decisions   []contract.AuditDecision
 	edits       auditEdits
 	times       runTimes
+	receiptless bool // the result and receipt are left out (audit)
 }
 
 // read takes what the record needs from one event of the history.
@@ -180,7 +189,7 @@ func (h *runHistory) updateAccepted(req *updatepb.Request, at time.Time) {
 
 // activityCompleted reads the result (and its receipt) of a sandbox activity.
 func (h *runHistory) activityCompleted(a *historypb.ActivityTaskCompletedEventAttributes) error {
-	if !h.activityIDs[a.GetScheduledEventId()] {
+	if !h.activityIDs[a.GetScheduledEventId()] || h.receiptless {
 		return nil
 	}
 	var res guard.Result
@@ -195,7 +204,7 @@ func (h *runHistory) activityCompleted(a *historypb.ActivityTaskCompletedEventAt
 // sandbox activity completed with it, the workflow's own result carries it. Its receipt is
 // verified as any result's.
 func (h *runHistory) completed(a *historypb.WorkflowExecutionCompletedEventAttributes) error {
-	if h.rec.Result != nil || a.GetResult() == nil {
+	if h.rec.Result != nil || a.GetResult() == nil || h.receiptless {
 		return nil
 	}
 	var res guard.Result
@@ -547,9 +556,10 @@ func approvalsSent(st receipt.Statement, decisions []contract.AuditDecision) err
 
 // auditForHosts reads the record of run runID of workflowID (empty: its current run), a run or a
 // session, and the hosts its receipts verify against: hosts, or when nil the hosts its check
-// recorded. The hosts are nil, and nothing is to be checked, when neither names any.
+// recorded. The hosts are nil, and nothing is to be checked, when neither names any. A run's
+// record has no result or receipt (the caller checks one in hand); a session's has its cells'.
 func (c *Client) auditForHosts(ctx context.Context, workflowID, runID string, hosts *receipt.Hosts) (contract.AuditRecord, *receipt.Hosts, error) {
-	rec, err := c.Audit(ctx, workflowID, runID)
+	rec, err := c.audit(ctx, workflowID, runID, true)
 	if errors.Is(err, errNoCheck) {
 		return rec, nil, refusedUnchecked(workflowID, err)
 	}
