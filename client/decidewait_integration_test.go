@@ -163,15 +163,22 @@ func TestIntegrationApproveAndWaitMakesOneCallForTheResult(t *testing.T) {
 }
 
 // What the decide update does not answer with, the run's result still gives: a result with more
-// output than MaxAnsweredResultBytes (not recorded twice) and a run that ended with an error
+// output than MaxAnsweredResultBytes (not recorded twice), in its stdout or in what it showed
+// (outputs count as output), and a run that ended with an error
 // (typed, from the workflow's result). Each decision is answered once the run has ended.
 func TestIntegrationApproveAndWaitLeavesLargeAndFailedResultsToTheRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	big := bytes.Repeat([]byte("x"), contract.MaxAnsweredResultBytes+1)
 	b, err := httpservice.New("fake", func(ctx context.Context, c guard.Checked) (guard.Result, error) {
-		if c.Code == "fail" {
+		switch c.Code {
+		case "fail":
 			return guard.Result{}, &guard.ConfigError{Msg: "the backend is misconfigured"}
+		case "shows":
+			half := big[:len(big)/2+1]
+			return guard.Result{OK: true, Outputs: []guard.Output{
+				{Index: 1, Source: guard.OutputDisplay, MIME: guard.MIMEText, Size: int64(len(half)), Data: half},
+				{Index: 2, Source: guard.OutputDisplay, MIME: guard.MIMEText, Size: int64(len(half)), Data: half}}}, nil
 		}
 		return guard.Result{OK: true, Stdout: big}, nil
 	})
@@ -193,6 +200,18 @@ func TestIntegrationApproveAndWaitLeavesLargeAndFailedResultsToTheRun(t *testing
 	res, err := wait.Get(ctx)
 	if err != nil || !bytes.Equal(res.Stdout, big) {
 		t.Fatalf("the large result: %d bytes, %v; want all %d", len(res.Stdout), err, len(big))
+	}
+
+	started, err = e.Client.Start(ctx, guard.Request{Code: "shows"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, wait, err = c.ApproveAndWait(ctx, client.Run(started.WorkflowID), started.Digest, e.Reviewer.Signer, "")
+	if err != nil || !dr.Ended || dr.Result != nil {
+		t.Fatalf("ApproveAndWait of a result showing large outputs: %+v, %v; want it answered once ended, without the result", dr, err)
+	}
+	if res, err := wait.Get(ctx); err != nil || len(res.Outputs) != 2 || len(res.Outputs[1].Data) != len(big)/2+1 {
+		t.Fatalf("the result showing large outputs: %+v, %v; want both outputs whole", res.Outputs, err)
 	}
 
 	started, err = e.Client.Start(ctx, guard.Request{Code: "fail"}, client.StartOptions{})

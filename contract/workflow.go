@@ -168,9 +168,10 @@ type DecideResult struct {
 	Result *guard.Result `json:"result,omitempty"`
 }
 
-// MaxAnsweredResultBytes bounds the output (stdout, stderr and produced files) of a result the
-// update "decide" answers with (Decision.Wait): the answer is recorded in the run's history
-// beside the workflow's result, so a larger result is left to the workflow's result alone.
+// MaxAnsweredResultBytes bounds the output (stdout, stderr, produced files and outputs) of a
+// result the update "decide" answers with (Decision.Wait): the answer is recorded in the run's
+// history beside the workflow's result, so a larger result is left to the workflow's result
+// alone.
 const MaxAnsweredResultBytes = 128 << 10
 
 // Status is what the query "status" returns.

@@ -45,5 +45,8 @@ func outputBytes(res guard.Result) int {
 	for _, f := range res.Files {
 		n += len(f.Content)
 	}
+	for _, o := range res.Outputs {
+		n += len(o.Data)
+	}
 	return n
 }
