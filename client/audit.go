@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	updatepb "go.temporal.io/api/update/v1"
@@ -34,12 +35,25 @@ func (c *Client) Audit(ctx context.Context, workflowID, runID string) (contract.
 // not decoded: a result in hand is checked against the record's check and decisions, and the
 // 100 KB chart it may carry is not decoded again from the history).
 func (c *Client) audit(ctx context.Context, workflowID, runID string, receiptless bool) (contract.AuditRecord, error) {
-	h := newRunHistory(c.dc, workflowID)
+	h, session, err := c.readRun(ctx, workflowID, runID, receiptless)
+	switch {
+	case err != nil:
+		return h.rec, err
+	case session:
+		return c.auditSession(ctx, h.rec, h.rec.RunID)
+	}
+	return h.record()
+}
+
+// readRun reads the history of run runID of workflowID (empty: the latest run) into a
+// runHistory. session says the history is a Session's, which readRun leaves unread.
+func (c *Client) readRun(ctx context.Context, workflowID, runID string, receiptless bool) (h *runHistory, session bool, err error) {
+	h = newRunHistory(c.dc, workflowID)
 	h.receiptless = receiptless
 	if runID == "" {
 		d, err := c.tc.DescribeWorkflowExecution(ctx, workflowID, "")
 		if err != nil {
-			return h.rec, fmt.Errorf("client: audit: describe %s: %w", workflowID, err)
+			return h, false, fmt.Errorf("client: audit: describe %s: %w", workflowID, err)
 		}
 		runID = d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	}
@@ -48,17 +62,17 @@ func (c *Client) audit(ctx context.Context, workflowID, runID string, receiptles
 	for iter.HasNext() {
 		e, err := iter.Next()
 		if err != nil {
-			return h.rec, fmt.Errorf("client: audit: history of %s: %w", workflowID, err)
+			return h, false, fmt.Errorf("client: audit: history of %s: %w", workflowID, err)
 		}
 		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED &&
 			e.GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName() == contract.SessionWorkflowName {
-			return c.auditSession(ctx, h.rec, runID)
+			return h, true, nil
 		}
 		if err := h.read(e); err != nil {
-			return h.rec, err
+			return h, false, err
 		}
 	}
-	return h.record()
+	return h, false, nil
 }
 
 // runHistory is what Audit gathers from a RunCode run's history, one event at a time.
@@ -73,6 +87,8 @@ type runHistory struct {
 	edits       auditEdits
 	times       runTimes
 	receiptless bool // the result and receipt are left out (audit)
+	// closeResult is the workflow's result, as its completion recorded it (endedResult).
+	closeResult *commonpb.Payloads
 }
 
 // read takes what the record needs from one event of the history.
@@ -204,6 +220,7 @@ func (h *runHistory) activityCompleted(a *historypb.ActivityTaskCompletedEventAt
 // sandbox activity completed with it, the workflow's own result carries it. Its receipt is
 // verified as any result's.
 func (h *runHistory) completed(a *historypb.WorkflowExecutionCompletedEventAttributes) error {
+	h.closeResult = a.GetResult()
 	if h.rec.Result != nil || a.GetResult() == nil || h.receiptless {
 		return nil
 	}
@@ -521,7 +538,14 @@ func refusedUnchecked(workflowID string, err error) error {
 
 // verifyResultOf is VerifyResult for run runID of workflowID (empty: its current run).
 func (c *Client) verifyResultOf(ctx context.Context, workflowID, runID string, res guard.Result, hosts *receipt.Hosts) error {
-	rec, hosts, err := c.auditForHosts(ctx, workflowID, runID, hosts)
+	rec, err := c.audit(ctx, workflowID, runID, true)
+	return verifyAgainst(rec, err, workflowID, res, hosts)
+}
+
+// verifyAgainst is verifyResultOf once the run's record is read (rec, err: a receiptless
+// audit's).
+func verifyAgainst(rec contract.AuditRecord, err error, workflowID string, res guard.Result, hosts *receipt.Hosts) error {
+	rec, hosts, err = hostsFor(rec, err, workflowID, hosts)
 	if err != nil || hosts == nil {
 		return err
 	}
@@ -560,6 +584,11 @@ func approvalsSent(st receipt.Statement, decisions []contract.AuditDecision) err
 // record has no result or receipt (the caller checks one in hand); a session's has its cells'.
 func (c *Client) auditForHosts(ctx context.Context, workflowID, runID string, hosts *receipt.Hosts) (contract.AuditRecord, *receipt.Hosts, error) {
 	rec, err := c.audit(ctx, workflowID, runID, true)
+	return hostsFor(rec, err, workflowID, hosts)
+}
+
+// hostsFor is auditForHosts once the record is read (rec, err).
+func hostsFor(rec contract.AuditRecord, err error, workflowID string, hosts *receipt.Hosts) (contract.AuditRecord, *receipt.Hosts, error) {
 	if errors.Is(err, errNoCheck) {
 		return rec, nil, refusedUnchecked(workflowID, err)
 	}

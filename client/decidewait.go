@@ -38,12 +38,14 @@ func (w *ResultWait) Get(ctx context.Context) (guard.Result, error) {
 func (w *ResultWait) Stop() { w.cancel() }
 
 // DecideAndWait sends d on run runID of the RunCode run workflowID (DecideRun) with
-// Decision.Wait, and returns the workflow's answer and the wait for that run's result. An
-// approval that starts the run is answered once the run has ended, with its result: the
-// decision and the result in one call, no second request and no long poll (the answer comes
-// with the workflow task that ends the run). Otherwise (an approval that leaves the run waiting
-// for more, a worker from before Wait, a run that ended with an error or with more output than
-// the answer carries) the wait is one long poll on the run's close, started with the answer.
+// Decision.Wait and Decision.ResultFromHistory, and returns the workflow's answer and the wait
+// for that run's result. An approval that starts the run is answered once the run has ended
+// (the answer comes with the workflow task that ends the run), and the wait reads the result
+// from the run's history, in the read that verifies its receipt: no long poll, and the result
+// recorded and sent once (a worker from before ResultFromHistory answers with the result, which
+// the wait verifies the same way). Otherwise (an approval that leaves the run waiting for more,
+// a worker from before Wait, a run that ended with an error) the wait is one long poll on the
+// run's close, started with the answer.
 // runID is required (Statement's Fields.RunID): the wait must be for the run decided on, and
 // the caller must know it is a RunCode run (Statement checks). When the decision is refused, the
 // refusal is returned and there is no wait.
@@ -51,7 +53,7 @@ func (c *Client) DecideAndWait(ctx context.Context, workflowID, runID string, d 
 	if runID == "" {
 		return contract.DecideResult{}, nil, errors.New("client: decide and wait: the run id is required (the statement's run_id)")
 	}
-	d.Wait = true
+	d.Wait, d.ResultFromHistory = true, true
 	out, err := c.DecideRun(ctx, workflowID, runID, d)
 	if err != nil {
 		return out, nil, err
@@ -60,7 +62,8 @@ func (c *Client) DecideAndWait(ctx context.Context, workflowID, runID string, d 
 }
 
 // runWait is the wait for the result of run runID of workflowID, decided on with Wait: the
-// answer's result when it carried one, else one long poll on the run's close.
+// answer's result when it carried one, else the ended run's from its history, else one long
+// poll on the run's close.
 func (c *Client) runWait(ctx context.Context, workflowID, runID string, out contract.DecideResult) *ResultWait {
 	if out.Ended && out.Result != nil {
 		// The workflow's answer is checked as the run's close would be: whoever answers the
@@ -70,7 +73,26 @@ func (c *Client) runWait(ctx context.Context, workflowID, runID string, out cont
 			return res, c.verifyResultOf(ctx, workflowID, runID, res, c.hosts)
 		})
 	}
+	if out.Ended {
+		return startWait(ctx, func(ctx context.Context) (guard.Result, error) { return c.endedResult(ctx, workflowID, runID) })
+	}
 	return startWait(ctx, func(ctx context.Context) (guard.Result, error) { return c.resultOf(ctx, workflowID, runID) })
+}
+
+// endedResult is the result of run runID of workflowID, which has ended, read from its history
+// in the read that checks its receipt: the result is sent once. A run that ended without one
+// (an error, which the workflow's result returns typed) is resultOf's.
+func (c *Client) endedResult(ctx context.Context, workflowID, runID string) (guard.Result, error) {
+	h, session, err := c.readRun(ctx, workflowID, runID, true)
+	if err != nil || session || h.closeResult == nil {
+		return c.resultOf(ctx, workflowID, runID)
+	}
+	var res guard.Result
+	if err := c.dc.FromPayloads(h.closeResult, &res); err != nil {
+		return res, fmt.Errorf("client: the result of %s: %w", workflowID, err)
+	}
+	rec, err := h.record()
+	return res, verifyAgainst(rec, err, workflowID, res, c.hosts)
 }
 
 // cellWait is the wait for the result of cell of sessionID, decided on with Wait: ended, when the

@@ -265,7 +265,7 @@ func (c *Client) decide(ctx context.Context, t Target, digest string, signer ssh
 	// statement made for another.
 	runID := ""
 	if wait {
-		runID, d.Wait = f.RunID, true
+		runID, d.Wait, d.ResultFromHistory = f.RunID, true, true
 	}
 	res, err := c.DecideRun(ctx, t.ID, runID, d)
 	return Decided{DecideResult: res}, f.RunID, err

@@ -28,6 +28,15 @@ func (r *runCode) answerEnded(res *contract.DecideResult) {
 	}
 }
 
+// answerFor is the answer to d: res, without its result when d asked for it from the history
+// (Decision.ResultFromHistory), where the workflow's result records it.
+func answerFor(d contract.Decision, res contract.DecideResult) contract.DecideResult {
+	if d.ResultFromHistory {
+		res.Result = nil
+	}
+	return res
+}
+
 // finish records the run's end for the decisions that wait for it and lets them answer before
 // the workflow completes: it adds no command, and a run no decision waits on goes on at once.
 func (r *runCode) finish(ctx workflow.Context, res guard.Result, err error) {

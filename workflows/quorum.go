@@ -132,7 +132,8 @@ func (r *runCode) decideEdit(ctx workflow.Context, d contract.Decision) (contrac
 		"original_digest", r.edit.OriginalDigest, "code_bytes", len(r.checked.Code))
 	s := r.seat()
 	r.desk.accept(ctx, s, d, v, contract.ViaUpdate)
-	return r.desk.answerWhenEnded(ctx, s, d.Wait, r.desk.result(s, d, v))
+	out, err := r.desk.answerWhenEnded(ctx, s, d.Wait, r.desk.result(s, d, v))
+	return answerFor(d, out), err
 }
 
 // mergeGroups is every group of a and b, each needing the larger of its approvals: an edit's

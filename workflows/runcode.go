@@ -383,7 +383,8 @@ func (r *runCode) decide(ctx workflow.Context, d contract.Decision) (contract.De
 	if rej != nil {
 		return contract.DecideResult{}, rej.Failure()
 	}
-	return r.desk.answerWhenEnded(ctx, s, d.Wait, res)
+	out, err := r.desk.answerWhenEnded(ctx, s, d.Wait, res)
+	return answerFor(d, out), err
 }
 
 // setState records the state in the status and the SandboxStatus search attribute, with any
