@@ -48,10 +48,22 @@ func alterStdout(ctx context.Context, method string, req, reply any, cc *grpc.Cl
 	return nil
 }
 
+// answerWithResult drops result_from_history from the decide updates the client sends, as a
+// worker from before it ignores it: the update then answers with the run's result.
+func answerWithResult(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(*workflowservice.UpdateWorkflowExecutionRequest); ok {
+		for _, pl := range r.GetRequest().GetInput().GetArgs().GetPayloads() {
+			pl.Data = bytes.ReplaceAll(pl.Data, []byte(`,"result_from_history":true`), nil)
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
 // TestIntegrationResultDoorsVerifyTheReceipt: a result altered on its way to the client (one
 // byte of stdout) is refused with a ReceiptRefused at every result door of the client: the
-// answer of approve-and-wait (the decide update's result), the run's result (its close), and
-// WaitResult; the same run read without the alteration verifies.
+// ended run's result approve-and-wait reads from the history, the decide update's answer when
+// it carries the result (a worker from before result_from_history), the run's result (its
+// close), and WaitResult; the same run read without the alteration verifies.
 func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -88,11 +100,35 @@ func TestIntegrationResultDoorsVerifyTheReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("approve and wait: %v", err)
 	}
-	if dr.Result == nil || string(dr.Result.Stdout) != "OK\n" {
-		t.Fatalf("the answer's result %+v; want the altered stdout, or the test alters nothing", dr.Result)
+	if !dr.Ended || dr.Result != nil {
+		t.Fatalf("the answer %+v; want the run ended, its result left to the history", dr.DecideResult)
 	}
 	res, err := wait.Get(ctx)
 	refused("approve and wait", res, err)
+
+	old, err := tclient.Dial(tclient.Options{HostPort: e.Address, Namespace: e.Namespace,
+		ConnectionOptions: tclient.ConnectionOptions{DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(alterStdout, answerWithResult)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	oc, err := client.New(client.Options{Temporal: old, Namespace: e.Namespace, TaskQueue: e.TaskQueue, Reviewer: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered, err := e.Client.Start(ctx, guard.Request{Code: "print('ok')"}, client.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, wait, err = oc.ApproveAndWait(ctx, client.Run(answered.WorkflowID), answered.Digest, e.Reviewer.Signer, "")
+	if err != nil {
+		t.Fatalf("approve and wait, answered with the result: %v", err)
+	}
+	if dr.Result == nil || string(dr.Result.Stdout) != "OK\n" {
+		t.Fatalf("the answer's result %+v; want the altered stdout, or the test alters nothing", dr.Result)
+	}
+	res, err = wait.Get(ctx)
+	refused("approve and wait, answered with the result", res, err)
 	res, err = c.Result(ctx, started.WorkflowID)
 	refused("result", res, err)
 	res, err = c.WaitResult(ctx, client.Run(started.WorkflowID), time.Minute)
