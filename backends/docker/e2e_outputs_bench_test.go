@@ -45,8 +45,10 @@ const benchChart = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figs
 // approve→result (`starter approve ID --digest D --wait`, one process that signs, sends and
 // prints the result's JSON, which it checks) of each of outputsKinds, the run started untimed
 // with `starter run`, SANDBOXFLOW_BENCH_SAMPLES rounds (default 15) of every kind in turn, the
-// warm pool settled before each. It prints markdown: the p50 of each kind and its difference from
-// its pair's. It runs only with SANDBOXFLOW_BENCH_E2E=1, as BenchmarkEndToEnd does.
+// warm pool settled before each. It prints markdown: the p50 of each kind, its difference from
+// its pair's, and the median of the two's difference in each round (the pair ran one after the
+// other, so this one moves less with the machine's load). It runs only with
+// SANDBOXFLOW_BENCH_E2E=1, as BenchmarkEndToEnd does.
 func BenchmarkOutputsEndToEnd(b *testing.B) {
 	if os.Getenv("SANDBOXFLOW_BENCH_E2E") != "1" {
 		b.Skip("set SANDBOXFLOW_BENCH_E2E=1: it builds and starts worker --dev and takes minutes")
@@ -62,10 +64,22 @@ func BenchmarkOutputsEndToEnd(b *testing.B) {
 		}
 	}
 	workerBin, starterBin := buildBinaries(b)
-	medians := map[string][]time.Duration{}
+	medians, paired := map[string][]time.Duration{}, map[string][]time.Duration{}
 	began := time.Now()
 	for _, rt := range runtimes {
-		medians[rt] = outputsRow(b, rt, workerBin, starterBin, samples)
+		times := outputsRow(b, rt, workerBin, starterBin, samples)
+		for k := range times {
+			medians[rt] = append(medians[rt], median(times[k]))
+			var d time.Duration // the median of its difference from the kind before it, round by round
+			if k > 0 {
+				diffs := make([]time.Duration, len(times[k]))
+				for i := range times[k] {
+					diffs[i] = times[k][i] - times[k-1][i]
+				}
+				d = median(diffs)
+			}
+			paired[rt] = append(paired[rt], d)
+		}
 	}
 	fmt.Printf("\napprove→result through `starter approve --wait` (p50 of %d each, kinds interleaved), %s, data image %s, load average %s, %s:\n\n",
 		samples, time.Now().UTC().Format("2006-01-02"), testDataImage(), loadAvg(b), time.Since(began).Round(time.Second))
@@ -75,17 +89,18 @@ func BenchmarkOutputsEndToEnd(b *testing.B) {
 		for j, rt := range runtimes {
 			m := medians[rt][i]
 			cells[j] = fmt.Sprintf("%.1f ms", float64(m.Microseconds())/1000)
-			if i == 2 || i == 4 { // shown: beside the same code not showing it
-				cells[j] += fmt.Sprintf(" (%+.1f ms)", float64((m-medians[rt][i-1]).Microseconds())/1000)
+			if i == 2 || i == 4 { // shown: beside the same code not showing it, and in each round
+				cells[j] += fmt.Sprintf(" (%+.1f ms; in each round %+.1f ms)", float64((m-medians[rt][i-1]).Microseconds())/1000,
+					float64(paired[rt][i].Microseconds())/1000)
 			}
 		}
 		fmt.Printf("| %s | %s |\n", k.name, strings.Join(cells, " | "))
 	}
 }
 
-// outputsRow starts a worker under rt and returns the median approve→result of each of
-// outputsKinds.
-func outputsRow(b *testing.B, rt, workerBin, starterBin string, samples int) []time.Duration {
+// outputsRow starts a worker under rt and returns the approve→result of each of outputsKinds,
+// one per round.
+func outputsRow(b *testing.B, rt, workerBin, starterBin string, samples int) [][]time.Duration {
 	addr, metricsAddr := freeAddr(b), freeAddr(b)
 	dataDir := b.TempDir()
 	b.Setenv("SANDBOXFLOW_REVIEWER_KEY", dataDir+"/reviewer/id_ed25519")
@@ -106,11 +121,7 @@ func outputsRow(b *testing.B, rt, workerBin, starterBin string, samples int) []t
 			}
 		}
 	}
-	out := make([]time.Duration, len(outputsKinds))
-	for k := range times {
-		out[k] = median(times[k])
-	}
-	return out
+	return times
 }
 
 // outputsSample starts kind's run with `starter run` (untimed) and returns how long `starter
