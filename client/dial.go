@@ -6,8 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/netip"
 	"os"
 
 	tclient "go.temporal.io/sdk/client"
@@ -15,6 +13,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/sandboxflow/sandboxflow/codec"
+	"github.com/sandboxflow/sandboxflow/internal/loopback"
 )
 
 // Defaults of Connection.
@@ -158,23 +157,10 @@ func (c Connection) grpcCompression() (tclient.GrpcCompression, error) {
 	case "none":
 		return &tclient.GrpcCompressionNone{}, nil
 	case "", "auto":
-		if loopback(c.Address) {
+		if loopback.HostPort(c.Address) {
 			return &tclient.GrpcCompressionNone{}, nil
 		}
 		return &tclient.GrpcCompressionGzip{}, nil
 	}
 	return nil, fmt.Errorf("client: compression %q: want gzip, none or auto (SANDBOXFLOW_TEMPORAL_COMPRESSION)", c.Compression)
-}
-
-// loopback says that the host of address (host:port) is a loopback address or localhost.
-func loopback(address string) bool {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandboxflow/sandboxflow/internal/httpserve"
+	"github.com/sandboxflow/sandboxflow/internal/loopback"
 )
 
 // Listen says where and how the inbox is served.
@@ -25,15 +26,6 @@ type Listen struct {
 	Origin string
 }
 
-// IsLoopback reports whether host is a loopback address or "localhost".
-func IsLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // Check validates l and returns the origin to serve.
 func (l Listen) Check() (string, error) {
 	host, port, err := net.SplitHostPort(l.Addr)
@@ -44,7 +36,7 @@ func (l Listen) Check() (string, error) {
 	switch {
 	case (l.CertFile == "") != (l.KeyFile == ""):
 		return "", errors.New("inbox: give both --tls-cert and --tls-key")
-	case !IsLoopback(host) && !useTLS:
+	case !loopback.Host(host) && !useTLS:
 		return "", fmt.Errorf("inbox: --listen %s is not a loopback address: serve it over TLS with --tls-cert and --tls-key", l.Addr)
 	case l.Origin != "":
 		return l.Origin, nil
